@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+func init() {
+	register(&command{
+		Name:      "help",
+		UsageLine: "pipe help [COMMAND]",
+		Short:     "show help for pipe or one command",
+		Run: func(_ context.Context, std *stdio, fs *flag.FlagSet) error {
+			switch fs.NArg() {
+			case 0:
+				printUsage(std.Out)
+				return nil
+			case 1:
+				c, ok := commands[fs.Arg(0)]
+				if !ok {
+					return usageErrorf("unknown command %q%s", fs.Arg(0), suggestCommand(fs.Arg(0)))
+				}
+				printCommandHelp(std.Out, c)
+				return nil
+			}
+			return usageErrorf("usage: pipe help [COMMAND]")
+		},
+	})
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "pipe runs TOML-declared dataflow pipelines for LLM training data.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage:")
+	fmt.Fprintln(w, "  pipe COMMAND [ARGS]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range sortedCommands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.Name, c.Short)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit codes: 0 success, 1 run failed, 2 usage or pipeline-file error,")
+	fmt.Fprintln(w, "130 interrupted (in-flight work drained and committed).")
+	fmt.Fprintln(w, "Run 'pipe help COMMAND' for one command's flags.")
+}
+
+func printCommandHelp(w io.Writer, c *command) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", c.UsageLine, c.Short)
+	if c.Long != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(c.Long, "\n"))
+	}
+	if c.SetFlags == nil {
+		return
+	}
+	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
+	c.SetFlags(fs)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nFlags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
