@@ -1,0 +1,356 @@
+package pipeline
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Duration is a config value written as a Go duration string ("90s", "10m").
+type Duration struct{ time.Duration }
+
+// ConfigDecoder is implemented (on the pointer) by config field types with a
+// shape of their own, e.g. a list of servers given as strings or tables. raw
+// is what TOML decoded: string, int64, float64, bool, []any, map[string]any.
+type ConfigDecoder interface {
+	DecodeConfig(raw any) error
+}
+
+// fieldInfo is one config key of a kind, read from struct tags.
+type fieldInfo struct {
+	Key      string
+	Index    int
+	Type     reflect.Type
+	Doc      string
+	Default  string
+	HasDef   bool
+	Min, Max *float64
+	Enum     []string
+	Required bool
+	Path     string // "", "in", "out", "dir"
+}
+
+var (
+	durationType      = reflect.TypeOf(Duration{})
+	configDecoderType = reflect.TypeOf((*ConfigDecoder)(nil)).Elem()
+)
+
+func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
+	var out []fieldInfo
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		key := sf.Tag.Get("toml")
+		if !sf.IsExported() || key == "" || key == "-" {
+			continue
+		}
+		f := fieldInfo{Key: key, Index: i, Type: sf.Type, Doc: sf.Tag.Get("doc"), Path: sf.Tag.Get("path")}
+		f.Default, f.HasDef = sf.Tag.Lookup("default")
+		f.Required = sf.Tag.Get("required") == "true"
+		if e := sf.Tag.Get("enum"); e != "" {
+			f.Enum = strings.Split(e, "|")
+		}
+		for _, b := range []struct {
+			tag string
+			dst **float64
+		}{{"min", &f.Min}, {"max", &f.Max}} {
+			if s := sf.Tag.Get(b.tag); s != "" {
+				v, err := strconv.ParseFloat(s, 64)
+				if err != nil {
+					return nil, fmt.Errorf("field %s: bad %s tag %q", sf.Name, b.tag, s)
+				}
+				*b.dst = &v
+			}
+		}
+		if f.HasDef {
+			if err := setFromDefault(reflect.New(sf.Type).Elem(), f.Default); err != nil {
+				return nil, fmt.Errorf("field %s: bad default %q: %v", sf.Name, f.Default, err)
+			}
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// setFromDefault sets v from a default tag: scalars as written, lists comma-separated.
+func setFromDefault(v reflect.Value, s string) error {
+	if v.Addr().Type().Implements(configDecoderType) {
+		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(s)
+	}
+	if v.Type() == durationType {
+		d, err := time.ParseDuration(s)
+		v.Set(reflect.ValueOf(Duration{d}))
+		return err
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		v.SetBool(b)
+		return err
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, err := strconv.ParseInt(s, 10, 64)
+		v.SetInt(n)
+		return err
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		v.SetFloat(f)
+		return err
+	case reflect.Slice:
+		if s == "" {
+			return nil
+		}
+		parts := strings.Split(s, ",")
+		sl := reflect.MakeSlice(v.Type(), len(parts), len(parts))
+		for i, p := range parts {
+			if err := setFromDefault(sl.Index(i), strings.TrimSpace(p)); err != nil {
+				return err
+			}
+		}
+		v.Set(sl)
+	case reflect.Pointer:
+		e := reflect.New(v.Type().Elem())
+		if err := setFromDefault(e.Elem(), s); err != nil {
+			return err
+		}
+		v.Set(e)
+	default:
+		return fmt.Errorf("unsupported type %s", v.Type())
+	}
+	return nil
+}
+
+// typeName is a config type in the user's words.
+func typeName(t reflect.Type) string {
+	if t == durationType {
+		return `duration (e.g. "90s")`
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "integer"
+	case reflect.Float64:
+		return "number"
+	case reflect.Slice:
+		return "array of " + typeName(t.Elem())
+	case reflect.Pointer:
+		return typeName(t.Elem())
+	case reflect.Map:
+		return "table"
+	}
+	return t.String()
+}
+
+// rawTypeName describes a decoded TOML value for messages.
+func rawTypeName(raw any) string {
+	switch x := raw.(type) {
+	case string:
+		return fmt.Sprintf("string %q", x)
+	case int64:
+		return fmt.Sprintf("integer %d", x)
+	case float64:
+		return fmt.Sprintf("number %v", x)
+	case bool:
+		return fmt.Sprintf("boolean %v", x)
+	case []any, []map[string]any:
+		return "array"
+	case map[string]any:
+		return "table"
+	}
+	return fmt.Sprintf("%T", raw)
+}
+
+// setFromRaw sets v from a decoded TOML value, checking its type.
+func setFromRaw(v reflect.Value, raw any) error {
+	if v.Addr().Type().Implements(configDecoderType) {
+		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(raw)
+	}
+	mismatch := func() error { return fmt.Errorf("must be %s, got %s", typeName(v.Type()), rawTypeName(raw)) }
+	if v.Type() == durationType {
+		s, ok := raw.(string)
+		if !ok {
+			return mismatch()
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf(`must be a duration like "90s" or "10m", got %q`, s)
+		}
+		v.Set(reflect.ValueOf(Duration{d}))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		s, ok := raw.(string)
+		if !ok {
+			return mismatch()
+		}
+		v.SetString(s)
+	case reflect.Bool:
+		b, ok := raw.(bool)
+		if !ok {
+			return mismatch()
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, ok := raw.(int64)
+		if !ok {
+			return mismatch()
+		}
+		if v.OverflowInt(n) {
+			return fmt.Errorf("%d is out of range", n)
+		}
+		v.SetInt(n)
+	case reflect.Float64:
+		switch x := raw.(type) {
+		case float64:
+			v.SetFloat(x)
+		case int64:
+			v.SetFloat(float64(x))
+		default:
+			return mismatch()
+		}
+	case reflect.Slice:
+		var items []any
+		switch x := raw.(type) {
+		case []any:
+			items = x
+		case []map[string]any:
+			for _, m := range x {
+				items = append(items, m)
+			}
+		default:
+			return mismatch()
+		}
+		sl := reflect.MakeSlice(v.Type(), len(items), len(items))
+		for i, it := range items {
+			if err := setFromRaw(sl.Index(i), it); err != nil {
+				return fmt.Errorf("item %d %v", i+1, err)
+			}
+		}
+		v.Set(sl)
+	case reflect.Pointer:
+		e := reflect.New(v.Type().Elem())
+		if err := setFromRaw(e.Elem(), raw); err != nil {
+			return err
+		}
+		v.Set(e)
+	case reflect.Map:
+		m, ok := raw.(map[string]any)
+		if !ok || v.Type().Key().Kind() != reflect.String {
+			return mismatch()
+		}
+		out := reflect.MakeMapWithSize(v.Type(), len(m))
+		for k, it := range m {
+			e := reflect.New(v.Type().Elem()).Elem()
+			if err := setFromRaw(e, it); err != nil {
+				return fmt.Errorf("key %q %v", k, err)
+			}
+			out.SetMapIndex(reflect.ValueOf(k), e)
+		}
+		v.Set(out)
+	case reflect.Interface:
+		v.Set(reflect.ValueOf(raw))
+	default:
+		return fmt.Errorf("unsupported config type %s", v.Type())
+	}
+	return nil
+}
+
+// checkRange applies min/max/enum tags to a set value.
+func (f *fieldInfo) checkRange(v reflect.Value) error {
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil
+		}
+		v = v.Elem()
+	}
+	var x float64
+	switch v.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		x = float64(v.Int())
+	case reflect.Float64:
+		x = v.Float()
+	case reflect.String:
+		if len(f.Enum) > 0 {
+			for _, e := range f.Enum {
+				if v.String() == e {
+					return nil
+				}
+			}
+			return fmt.Errorf("must be one of %s, got %q%s", quoteList(f.Enum), v.String(), didYouMean(v.String(), f.Enum))
+		}
+		return nil
+	default:
+		return nil
+	}
+	if (f.Min != nil && x < *f.Min) || (f.Max != nil && x > *f.Max) {
+		return fmt.Errorf("must be %s, got %s", f.rangeText(), strconv.FormatFloat(x, 'g', -1, 64))
+	}
+	return nil
+}
+
+func (f *fieldInfo) rangeText() string {
+	num := func(p *float64) string { return strconv.FormatFloat(*p, 'g', -1, 64) }
+	switch {
+	case f.Min != nil && f.Max != nil:
+		return num(f.Min) + ".." + num(f.Max)
+	case f.Min != nil:
+		return ">= " + num(f.Min)
+	case f.Max != nil:
+		return "<= " + num(f.Max)
+	}
+	return "any"
+}
+
+func quoteList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, ", ")
+}
+
+// didYouMean returns ` (did you mean "x"?)` when a candidate is close to s.
+func didYouMean(s string, candidates []string) string {
+	best, bestD := "", math.MaxInt
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	limit := 2
+	if len(s) > 8 {
+		limit = 3
+	}
+	if best == "" || bestD > limit || bestD >= len(s) {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,440 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// File is a decoded pipeline file: strings interpolated, overrides applied,
+// positions kept; stage configs are not decoded yet (that is Build's job).
+type File struct {
+	Path        string // as given; used in messages
+	Dir         string // absolute directory of the file; relative paths resolve here
+	Name        string
+	Description string
+	// RunDir is absolute; empty in the file means Dir/runs/NAME.
+	RunDir    string
+	RunDirPos Pos
+	Vars      map[string]string
+	Stages    []*StageDecl
+}
+
+// StageDecl is one [[stage]] table as written.
+type StageDecl struct {
+	ID, Kind string
+	Inputs   []string // "stage" or "stage.port", as written
+	Pos      Pos      // the [[stage]] header
+	// Raw holds the kind's own keys (not id, kind, input), interpolated.
+	Raw    map[string]any
+	KeyPos map[string]Pos
+}
+
+// KeyPosition returns where key is set, or the stage header.
+func (s *StageDecl) KeyPosition(key string) Pos {
+	if p, ok := s.KeyPos[key]; ok {
+		return p
+	}
+	return s.Pos
+}
+
+// LoadOptions adjust how a file is read.
+type LoadOptions struct {
+	// Set are --set overrides, "STAGE.KEY=VALUE" or "pipeline.KEY=VALUE";
+	// VALUE is a TOML value, or a bare string.
+	Set []string
+	// Getenv looks up ${env:NAME}; nil means os.LookupEnv.
+	Getenv func(string) (string, bool)
+}
+
+// LoadFile reads and decodes the pipeline file at path.
+func LoadFile(path string, opts LoadOptions) (*File, Problems) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Problems{{Pos: Pos{File: path}, Msg: describeReadError(err)}}
+	}
+	return Parse(path, src, opts)
+}
+
+func describeReadError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+var (
+	stageIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+	interpRe  = regexp.MustCompile(`\$\$\{|\$\{([^}]*)\}`)
+)
+
+// Parse decodes a pipeline file's source. path is used for messages and to
+// resolve relative paths.
+func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	var doc map[string]any
+	if _, err := toml.Decode(string(src), &doc); err != nil {
+		return nil, Problems{syntaxProblem(path, src, err)}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, Problems{{Pos: Pos{File: path}, Msg: err.Error()}}
+	}
+	pos := scanPositions(path, src)
+	f := &File{Path: path, Dir: filepath.Dir(abs), Vars: map[string]string{}}
+	var probs Problems
+	at := func(p Pos, format string, args ...any) {
+		probs = append(probs, Problem{Pos: p, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	for _, k := range sortedKeys(doc) {
+		switch k {
+		case "pipeline", "vars", "stage":
+		default:
+			at(pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars] and [[stage]] tables%s", k, didYouMean(k, []string{"pipeline", "vars", "stage"}))
+		}
+	}
+
+	// [vars] first: everything else may use them.
+	rawVars, _ := doc["vars"].(map[string]any)
+	if v, ok := doc["vars"]; ok && rawVars == nil {
+		at(pos.table("vars", ""), "[vars] must be a table, got %s", rawTypeName(v))
+	}
+	in := &interpolator{raw: map[string]string{}, done: f.Vars, getenv: getenv}
+	for k, v := range rawVars {
+		s, ok := v.(string)
+		if !ok {
+			at(pos.table("vars", k), "var %q must be a string, got %s", k, rawTypeName(v))
+			continue
+		}
+		in.raw[k] = s
+	}
+	for _, k := range sortedKeys(rawVars) {
+		if _, ok := in.raw[k]; !ok {
+			continue
+		}
+		if _, err := in.resolveVar(k, nil); err != nil {
+			at(pos.table("vars", k), "%v", err)
+		}
+	}
+	interp := func(p Pos, v any) any {
+		out, err := in.value(v)
+		if err != nil {
+			at(p, "%v", err)
+		}
+		return out
+	}
+
+	// [pipeline]
+	header, _ := doc["pipeline"].(map[string]any)
+	if v, ok := doc["pipeline"]; ok && header == nil {
+		at(pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
+	}
+	pipelineKeys := []string{"name", "run_dir", "description"}
+	for _, k := range sortedKeys(header) {
+		p := pos.table("pipeline", k)
+		v := interp(p, header[k])
+		s, isStr := v.(string)
+		switch k {
+		case "name":
+			f.Name = s
+		case "run_dir":
+			f.RunDir, f.RunDirPos = s, p
+		case "description":
+			f.Description = s
+		default:
+			at(p, "[pipeline]: unknown key %q; allowed: %s%s", k, strings.Join(pipelineKeys, ", "), didYouMean(k, pipelineKeys))
+			continue
+		}
+		if !isStr {
+			at(p, "[pipeline]: %s must be a string, got %s", k, rawTypeName(v))
+		}
+	}
+
+	// [[stage]]
+	var stages []map[string]any
+	switch x := doc["stage"].(type) {
+	case nil:
+	case []map[string]any:
+		stages = x
+	default:
+		at(pos.top("stage"), "stage must be an array of tables ([[stage]]), got %s", rawTypeName(x))
+	}
+	for i, raw := range stages {
+		sd := &StageDecl{Pos: pos.stageHeader(i), Raw: map[string]any{}, KeyPos: pos.stageKeys(i)}
+		sprob := func(p Pos, format string, args ...any) {
+			probs = append(probs, Problem{Pos: p, Stage: sd.ID, Msg: fmt.Sprintf(format, args...)})
+		}
+		if id, ok := raw["id"].(string); ok {
+			sd.ID = id
+			if !stageIDRe.MatchString(id) {
+				sprob(sd.KeyPosition("id"), "id must be letters, digits, '-' or '_' (used in inputs as id.port)")
+			}
+		} else if v, present := raw["id"]; present {
+			sprob(sd.KeyPosition("id"), "id must be a string, got %s", rawTypeName(v))
+		} else {
+			sprob(sd.Pos, "stage has no id")
+		}
+		if kind, ok := raw["kind"].(string); ok {
+			sd.Kind = kind
+		} else if v, present := raw["kind"]; present {
+			sprob(sd.KeyPosition("kind"), "kind must be a string, got %s", rawTypeName(v))
+		} else {
+			sprob(sd.Pos, "stage has no kind")
+		}
+		for k, v := range raw {
+			switch k {
+			case "id", "kind":
+			case "input":
+				sd.Inputs = inputsOf(interp(sd.KeyPosition(k), v), func(msg string) { sprob(sd.KeyPosition(k), "%s", msg) })
+			default:
+				sd.Raw[k] = interp(sd.KeyPosition(k), v)
+			}
+		}
+		f.Stages = append(f.Stages, sd)
+	}
+
+	for _, s := range opts.Set {
+		if err := f.applySet(s, in); err != nil {
+			probs = append(probs, Problem{Pos: Pos{File: "--set " + s}, Msg: err.Error()})
+		}
+	}
+
+	if f.Name == "" {
+		f.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	switch {
+	case f.RunDir == "":
+		f.RunDir = filepath.Join(f.Dir, "runs", f.Name)
+	case !filepath.IsAbs(f.RunDir):
+		f.RunDir = filepath.Join(f.Dir, f.RunDir)
+	}
+	return f, probs
+}
+
+func inputsOf(v any, bad func(string)) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, it := range x {
+			s, ok := it.(string)
+			if !ok {
+				bad(fmt.Sprintf("input must be a string or an array of strings (\"stage\" or \"stage.port\"), got an item %s", rawTypeName(it)))
+				return nil
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	bad(fmt.Sprintf("input must be a string or an array of strings (\"stage\" or \"stage.port\"), got %s", rawTypeName(v)))
+	return nil
+}
+
+// applySet applies one --set STAGE.KEY=VALUE.
+func (f *File) applySet(s string, in *interpolator) error {
+	lhs, value, ok := strings.Cut(s, "=")
+	target, key, ok2 := strings.Cut(lhs, ".")
+	if !ok || !ok2 || target == "" || key == "" {
+		return fmt.Errorf("want STAGE.KEY=VALUE (e.g. gen.concurrency=64)")
+	}
+	var v any = value
+	var tmp map[string]any
+	if _, err := toml.Decode("v = "+value, &tmp); err == nil {
+		v = tmp["v"]
+	}
+	v, err := in.value(v)
+	if err != nil {
+		return err
+	}
+	p := Pos{File: "--set " + s}
+	if target == "pipeline" {
+		str, isStr := v.(string)
+		switch key {
+		case "name":
+			f.Name = str
+		case "run_dir":
+			f.RunDir, f.RunDirPos = str, p
+		default:
+			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir", key)
+		}
+		if !isStr {
+			return fmt.Errorf("pipeline.%s must be a string", key)
+		}
+		return nil
+	}
+	var ids []string
+	for _, sd := range f.Stages {
+		ids = append(ids, sd.ID)
+		if sd.ID != target {
+			continue
+		}
+		switch key {
+		case "id", "kind":
+			return fmt.Errorf("stage %q: %s cannot be overridden", target, key)
+		case "input":
+			var bad error
+			ins := inputsOf(v, func(m string) { bad = errors.New(m) })
+			if bad != nil {
+				return fmt.Errorf("stage %q: %v", target, bad)
+			}
+			sd.Inputs = ins
+		default:
+			sd.Raw[key] = v
+		}
+		sd.KeyPos[key] = p
+		return nil
+	}
+	return fmt.Errorf("no stage %q%s", target, didYouMean(target, ids))
+}
+
+// syntaxProblem turns a TOML decode error into a positioned problem with the
+// offending line and a caret.
+func syntaxProblem(path string, src []byte, err error) Problem {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return Problem{Pos: Pos{File: path}, Msg: "TOML: " + err.Error()}
+	}
+	line, col := pe.Position.Line, pe.Position.Col
+	lines := strings.Split(string(src), "\n")
+	extra := ""
+	if line >= 1 && line <= len(lines) {
+		text := strings.TrimRight(lines[line-1], "\r")
+		if col < 1 {
+			col = 1
+		}
+		pad := strings.Map(func(r rune) rune {
+			if r == '\t' {
+				return '\t'
+			}
+			return ' '
+		}, string([]rune(text)[:min(col-1, len([]rune(text)))]))
+		extra = "    " + text + "\n    " + pad + "^"
+	}
+	return Problem{Pos: Pos{File: path, Line: line, Col: col}, Msg: "TOML syntax error: " + pe.Message, Extra: extra}
+}
+
+// interpolator expands ${name} (from [vars]) and ${env:NAME}; $${ is a literal ${.
+type interpolator struct {
+	raw    map[string]string
+	done   map[string]string
+	getenv func(string) (string, bool)
+}
+
+func (in *interpolator) resolveVar(name string, stack []string) (string, error) {
+	if v, ok := in.done[name]; ok {
+		return v, nil
+	}
+	for _, s := range stack {
+		if s == name {
+			return "", fmt.Errorf("var %q refers to itself (%s)", name, strings.Join(append(stack, name), " -> "))
+		}
+	}
+	raw, ok := in.raw[name]
+	if !ok {
+		return "", fmt.Errorf("unknown variable ${%s}%s", name, in.known(name))
+	}
+	v, err := in.expand(raw, append(stack, name))
+	if err != nil {
+		return "", err
+	}
+	in.done[name] = v
+	return v, nil
+}
+
+func (in *interpolator) known(name string) string {
+	names := make([]string, 0, len(in.raw))
+	for k := range in.raw {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "; [vars] defines none"
+	}
+	return "; [vars] defines " + strings.Join(names, ", ") + didYouMean(name, names)
+}
+
+func (in *interpolator) expand(s string, stack []string) (string, error) {
+	var firstErr error
+	out := interpRe.ReplaceAllStringFunc(s, func(m string) string {
+		if m == "$${" {
+			return "${"
+		}
+		ref := m[2 : len(m)-1]
+		if name, ok := strings.CutPrefix(ref, "env:"); ok {
+			v, set := in.getenv(name)
+			if !set && firstErr == nil {
+				firstErr = fmt.Errorf("environment variable %s is not set (used as ${env:%s})", name, name)
+			}
+			return v
+		}
+		v, err := in.resolveVar(ref, stack)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		return v
+	})
+	return out, firstErr
+}
+
+// value interpolates every string inside a decoded TOML value.
+func (in *interpolator) value(v any) (any, error) {
+	switch x := v.(type) {
+	case string:
+		return in.expand(x, nil)
+	case []any:
+		out := make([]any, len(x))
+		var first error
+		for i, it := range x {
+			var err error
+			out[i], err = in.value(it)
+			if first == nil {
+				first = err
+			}
+		}
+		return out, first
+	case []map[string]any:
+		out := make([]any, len(x))
+		var first error
+		for i, it := range x {
+			var err error
+			out[i], err = in.value(it)
+			if first == nil {
+				first = err
+			}
+		}
+		return out, first
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		var first error
+		for k, it := range x {
+			var err error
+			out[k], err = in.value(it)
+			if first == nil {
+				first = err
+			}
+		}
+		return out, first
+	}
+	return v, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,386 @@
+package pipeline
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// Plan is a checked pipeline: every stage's config decoded and validated, the
+// graph wired and acyclic. Run executes it; graph views print it.
+type Plan struct {
+	File   *File
+	Stages []*PlanStage // in topological order
+	byID   map[string]*PlanStage
+}
+
+// PlanStage is one stage of a plan.
+type PlanStage struct {
+	Decl   *StageDecl
+	Spec   *Spec
+	Config any // pointer to the kind's config struct
+	// Inputs are the edges into this stage, in the order written.
+	Inputs []Edge
+	// Outputs maps each output port to the edges leaving it.
+	Outputs map[string][]Edge
+}
+
+// ID is the stage's id.
+func (s *PlanStage) ID() string { return s.Decl.ID }
+
+// Edge connects an output port to a stage's input.
+type Edge struct {
+	From *PlanStage
+	Port string
+	To   *PlanStage
+}
+
+// Lookup returns the plan stage with id, or nil.
+func (p *Plan) Lookup(id string) *PlanStage { return p.byID[id] }
+
+// RejectedPort is the output port whose records count as rejected; it may be
+// left unconnected (rejections then go to the run directory).
+const RejectedPort = "rejected"
+
+// Build checks a decoded file against the registry and wires the graph. It
+// reports every problem it finds, not only the first.
+func Build(f *File, reg *Registry) (*Plan, Problems) {
+	var probs Problems
+	p := &Plan{File: f, byID: map[string]*PlanStage{}}
+	var all []*PlanStage
+	for _, sd := range f.Stages {
+		ps := &PlanStage{Decl: sd, Outputs: map[string][]Edge{}}
+		prob := func(pos Pos, format string, args ...any) {
+			probs = append(probs, Problem{Pos: pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
+		}
+		if sd.ID != "" {
+			if prev, dup := p.byID[sd.ID]; dup {
+				prob(sd.KeyPosition("id"), "duplicate stage id (first defined at %s)", prev.Decl.Pos)
+			} else {
+				p.byID[sd.ID] = ps
+			}
+		}
+		if sd.Kind != "" {
+			ps.Spec = reg.Lookup(sd.Kind)
+			if ps.Spec == nil {
+				probs = append(probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID,
+					Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, didYouMean(sd.Kind, reg.Kinds()), strings.Join(reg.Kinds(), ", "))})
+			}
+		}
+		if ps.Spec != nil {
+			cfg, cprobs := decodeConfig(ps.Spec, sd, f.Dir)
+			ps.Config = cfg
+			probs = append(probs, cprobs...)
+		}
+		all = append(all, ps)
+	}
+
+	// Wire inputs.
+	for _, ps := range all {
+		sd := ps.Decl
+		prob := func(format string, args ...any) {
+			probs = append(probs, Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
+		}
+		if ps.Spec == nil {
+			continue
+		}
+		switch {
+		case ps.Spec.Source && len(sd.Inputs) > 0:
+			prob("a %s stage reads its own input and takes no input key", sd.Kind)
+			continue
+		case !ps.Spec.Source && len(sd.Inputs) == 0:
+			probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: `needs an input: add input = "STAGE" or "STAGE.PORT"`})
+		case ps.Spec.MaxInputs > 0 && len(sd.Inputs) > ps.Spec.MaxInputs:
+			prob("takes at most %d input(s), got %d", ps.Spec.MaxInputs, len(sd.Inputs))
+		}
+		for _, ref := range sd.Inputs {
+			id, port, _ := strings.Cut(ref, ".")
+			from := p.byID[id]
+			if from == nil {
+				prob("input %q: no stage %q%s", ref, id, didYouMean(id, stageIDs(all)))
+				continue
+			}
+			if from == ps {
+				prob("input %q: a stage cannot read its own output", ref)
+				continue
+			}
+			if from.Spec == nil {
+				continue
+			}
+			if len(from.Spec.Outputs) == 0 {
+				prob("input %q: stage %q (%s) has no output ports", ref, id, from.Spec.Kind)
+				continue
+			}
+			if port == "" {
+				port = from.Spec.Outputs[0]
+			} else if !contains(from.Spec.Outputs, port) {
+				prob("input %q: stage %q (%s) has no port %q; its ports: %s%s", ref, id, from.Spec.Kind, port, strings.Join(from.Spec.Outputs, ", "), didYouMean(port, from.Spec.Outputs))
+				continue
+			}
+			e := Edge{From: from, Port: port, To: ps}
+			ps.Inputs = append(ps.Inputs, e)
+			from.Outputs[port] = append(from.Outputs[port], e)
+		}
+	}
+
+	// Every output except "rejected" must lead somewhere: records never vanish.
+	for _, ps := range all {
+		if ps.Spec == nil {
+			continue
+		}
+		for _, port := range ps.Spec.Outputs {
+			if port == RejectedPort || len(ps.Outputs[port]) > 0 {
+				continue
+			}
+			ref := ps.Decl.ID
+			if port != ps.Spec.Outputs[0] {
+				ref += "." + port
+			}
+			probs = append(probs, Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind,
+				Msg: fmt.Sprintf("output port %q is not connected: add a stage with input = %q (e.g. a write-jsonl)", port, ref)})
+		}
+	}
+
+	order, cycle := topoSort(all)
+	if len(cycle) > 0 {
+		ids := stageIDs(cycle)
+		sort.Strings(ids)
+		first := cycle[0]
+		for _, c := range cycle {
+			if c.Decl.Pos.Line < first.Decl.Pos.Line {
+				first = c
+			}
+		}
+		probs = append(probs, Problem{Pos: first.Decl.KeyPosition("input"), Stage: first.Decl.ID, Kind: first.Decl.Kind,
+			Msg: "cycle in the graph through stages " + strings.Join(ids, ", ")})
+		order = all
+	}
+	p.Stages = order
+	if len(cycle) == 0 {
+		probs = append(probs, checkFields(order)...)
+	}
+	if len(all) == 0 {
+		probs = append(probs, Problem{Pos: Pos{File: f.Path}, Msg: "no stages: add [[stage]] tables"})
+	}
+	return p, probs
+}
+
+// topoSort orders stages so every stage follows its inputs (Kahn's
+// algorithm, ties broken by file order). If there is a cycle it returns the
+// stages that could not be ordered.
+func topoSort(all []*PlanStage) (order, stuck []*PlanStage) {
+	indeg := map[*PlanStage]int{}
+	for _, ps := range all {
+		indeg[ps] = len(ps.Inputs)
+	}
+	done := map[*PlanStage]bool{}
+	for len(order) < len(all) {
+		progressed := false
+		for _, ps := range all {
+			if done[ps] || indeg[ps] > 0 {
+				continue
+			}
+			done[ps] = true
+			order = append(order, ps)
+			progressed = true
+			for _, port := range sortedKeys(ps.Outputs) {
+				for _, e := range ps.Outputs[port] {
+					indeg[e.To]--
+				}
+			}
+		}
+		if !progressed {
+			for _, ps := range all {
+				if !done[ps] {
+					stuck = append(stuck, ps)
+				}
+			}
+			return order, stuck
+		}
+	}
+	return order, nil
+}
+
+// checkFields verifies that each stage's needed record fields are produced by
+// every path into it.
+func checkFields(order []*PlanStage) Problems {
+	var probs Problems
+	avail := map[*PlanStage]map[string]bool{}
+	producers := map[string][]string{}
+	for _, ps := range order {
+		if ps.Spec == nil {
+			continue
+		}
+		_, produces := ps.fields()
+		for _, f := range produces {
+			if !contains(producers[f], ps.Spec.Kind) {
+				producers[f] = append(producers[f], ps.Spec.Kind)
+			}
+		}
+	}
+	for _, ps := range order {
+		if ps.Spec == nil {
+			avail[ps] = nil
+			continue
+		}
+		needs, produces := ps.fields()
+		var have map[string]bool
+		for i, e := range ps.Inputs {
+			up := avail[e.From]
+			if i == 0 {
+				have = map[string]bool{}
+				for k := range up {
+					have[k] = true
+				}
+				continue
+			}
+			for k := range have {
+				if !up[k] {
+					delete(have, k)
+				}
+			}
+		}
+		if have == nil {
+			have = map[string]bool{}
+		}
+		have[FieldID] = true
+		for _, n := range needs {
+			if have[n] {
+				continue
+			}
+			hint := ""
+			if kinds := producers[n]; len(kinds) > 0 {
+				hint = " (produced here by " + strings.Join(kinds, ", ") + ", but not upstream of this stage)"
+			}
+			probs = append(probs, Problem{Pos: ps.Decl.KeyPosition("input"), Stage: ps.Decl.ID, Kind: ps.Decl.Kind,
+				Msg: fmt.Sprintf("needs record field %q, which no stage upstream produces%s", n, hint)})
+		}
+		for _, f := range produces {
+			have[f] = true
+		}
+		avail[ps] = have
+	}
+	return probs
+}
+
+func (ps *PlanStage) fields() (needs, produces []string) {
+	needs, produces = ps.Spec.Needs, ps.Spec.Produces
+	if ps.Spec.Fields != nil && ps.Config != nil {
+		needs, produces = ps.Spec.Fields(ps.Config)
+	}
+	return needs, produces
+}
+
+// decodeConfig decodes a stage's raw keys into a new value of its kind's config
+// struct, checking every key; paths are resolved against dir.
+func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
+	var probs Problems
+	prob := func(key, format string, args ...any) {
+		probs = append(probs, Problem{Pos: sd.KeyPosition(key), Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
+	}
+	t := reflect.TypeOf(spec.Config)
+	fields, _ := fieldsOf(t) // checked at Register
+	ptr := reflect.New(t)
+	v := ptr.Elem()
+	keys := []string{"id", "kind", "input"}
+	for _, f := range fields {
+		keys = append(keys, f.Key)
+		if f.HasDef {
+			_ = setFromDefault(v.Field(f.Index), f.Default)
+		}
+	}
+	for _, k := range sortedKeys(sd.Raw) {
+		if !contains(keys, k) {
+			prob(k, "unknown key %q%s; %s takes: %s", k, didYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
+		}
+	}
+	for _, f := range fields {
+		raw, set := sd.Raw[f.Key]
+		fv := v.Field(f.Index)
+		if !set {
+			if f.Required {
+				probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
+			}
+			continue
+		}
+		if err := setFromRaw(fv, raw); err != nil {
+			prob(f.Key, "%s %v", f.Key, err)
+			continue
+		}
+		if err := f.checkRange(fv); err != nil {
+			prob(f.Key, "%s %v", f.Key, err)
+			continue
+		}
+		if f.Path != "" {
+			if err := resolvePaths(fv, dir, f.Path); err != nil {
+				prob(f.Key, "%s %v", f.Key, err)
+			}
+		}
+	}
+	if val, ok := ptr.Interface().(Validator); ok {
+		for _, err := range val.Validate() {
+			if fe, ok := err.(*FieldError); ok {
+				prob(fe.Key, "%s %s", fe.Key, fe.Msg)
+			} else {
+				probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: err.Error()})
+			}
+		}
+	}
+	return ptr.Interface(), probs
+}
+
+// resolvePaths makes a path field absolute against dir and, for inputs,
+// checks that the file exists. Outputs are checked by CheckOutputs at plan time.
+func resolvePaths(v reflect.Value, dir, mode string) error {
+	if v.Kind() == reflect.Slice {
+		for i := 0; i < v.Len(); i++ {
+			if err := resolvePaths(v.Index(i), dir, mode); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if v.Kind() != reflect.String || v.String() == "" {
+		return nil
+	}
+	p := v.String()
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	v.SetString(p)
+	if mode != "in" && mode != "indir" {
+		return nil
+	}
+	st, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %s", p, describeReadError(err))
+	case mode == "in" && st.IsDir():
+		return fmt.Errorf("%s is a directory, want a file", p)
+	case mode == "indir" && !st.IsDir():
+		return fmt.Errorf("%s is a file, want a directory", p)
+	}
+	return nil
+}
+
+func stageIDs(ss []*PlanStage) []string {
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		if s.Decl.ID != "" {
+			out = append(out, s.Decl.ID)
+		}
+	}
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package pipeline
+
+import (
+	"regexp"
+	"strings"
+)
+
+// positions maps keys of a pipeline file to where they are written. The TOML
+// decoder does not expose key positions, so a light line scanner finds them:
+// table headers and `key =` lines outside multi-line strings and arrays.
+type positions struct {
+	file    string
+	topKeys map[string]Pos
+	tables  map[string]map[string]Pos // "pipeline", "vars" -> key -> pos; "" key = header
+	stages  []stagePos
+}
+
+type stagePos struct {
+	header Pos
+	keys   map[string]Pos
+}
+
+var (
+	headerRe = regexp.MustCompile(`^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]\]?`)
+	keyRe    = regexp.MustCompile(`^(\s*)([A-Za-z0-9_-]+|"[^"]*")\s*=`)
+)
+
+func scanPositions(file string, src []byte) *positions {
+	p := &positions{file: file, topKeys: map[string]Pos{}, tables: map[string]map[string]Pos{}}
+	var cur map[string]Pos = p.topKeys
+	depth := 0    // open [ or { brackets of a value spanning lines
+	inMulti := "" // `"""` or `'''` while inside a multi-line string
+	for i, line := range strings.Split(string(src), "\n") {
+		ln := i + 1
+		if inMulti == "" && depth == 0 {
+			if m := headerRe.FindStringSubmatchIndex(line); m != nil {
+				name := line[m[4]:m[5]]
+				h := Pos{File: file, Line: ln, Col: m[2] + 1}
+				if line[m[2]:m[3]] == "[[" && name == "stage" {
+					p.stages = append(p.stages, stagePos{header: h, keys: map[string]Pos{}})
+					cur = p.stages[len(p.stages)-1].keys
+				} else {
+					if p.tables[name] == nil {
+						p.tables[name] = map[string]Pos{"": h}
+					}
+					cur = p.tables[name]
+					if _, ok := p.topKeys[name]; !ok {
+						p.topKeys[name] = h
+					}
+				}
+				continue
+			}
+			if m := keyRe.FindStringSubmatchIndex(line); m != nil {
+				key := strings.Trim(line[m[4]:m[5]], `"`)
+				if _, dup := cur[key]; !dup {
+					cur[key] = Pos{File: file, Line: ln, Col: m[4] + 1}
+				}
+			}
+		}
+		depth, inMulti = scanLine(line, depth, inMulti)
+	}
+	return p
+}
+
+// scanLine tracks bracket depth and multi-line strings across one line,
+// skipping single-line strings and comments.
+func scanLine(line string, depth int, inMulti string) (int, string) {
+	for i := 0; i < len(line); i++ {
+		if inMulti != "" {
+			if strings.HasPrefix(line[i:], inMulti) {
+				i += 2
+				inMulti = ""
+			} else if inMulti == `"""` && line[i] == '\\' {
+				i++
+			}
+			continue
+		}
+		switch c := line[i]; c {
+		case '#':
+			return depth, ""
+		case '"', '\'':
+			q := string([]byte{c, c, c})
+			if strings.HasPrefix(line[i:], q) {
+				inMulti = q
+				i += 2
+				continue
+			}
+			for i++; i < len(line) && line[i] != c; i++ {
+				if c == '"' && line[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return depth, inMulti
+}
+
+func (p *positions) top(key string) Pos {
+	if pos, ok := p.topKeys[key]; ok {
+		return pos
+	}
+	if len(p.stages) > 0 && key == "stage" {
+		return p.stages[0].header
+	}
+	return Pos{File: p.file, Line: 1, Col: 1}
+}
+
+func (p *positions) table(name, key string) Pos {
+	t := p.tables[name]
+	if pos, ok := t[key]; ok {
+		return pos
+	}
+	if pos, ok := t[""]; ok {
+		return pos
+	}
+	return Pos{File: p.file, Line: 1, Col: 1}
+}
+
+func (p *positions) stageHeader(i int) Pos {
+	if i < len(p.stages) {
+		return p.stages[i].header
+	}
+	return Pos{File: p.file}
+}
+
+func (p *positions) stageKeys(i int) map[string]Pos {
+	if i < len(p.stages) {
+		return p.stages[i].keys
+	}
+	return map[string]Pos{}
+}

@@ -1,0 +1,109 @@
+package pipeline
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+)
+
+// Spec describes a stage kind: one source for decoding, checking, `pipe
+// stages` documentation and construction. Each kind registers its Spec from
+// its own file's init().
+type Spec struct {
+	Kind    string // e.g. "read-prompts"
+	Summary string // one line
+	// Description is longer help for `pipe stages KIND`; optional.
+	Description string
+	// Config is a zero value of the kind's config struct (not a pointer). Its
+	// exported fields carry `toml:"key"` tags and optionally `default:"…"`,
+	// `doc:"…"`, `min:"…"`, `max:"…"`, `enum:"a|b"`, `required:"true"`,
+	// `path:"in|indir|out|dir"` (resolved against the pipeline file; "in" is
+	// an existing file, "indir" an existing directory, "out" a file and "dir"
+	// a directory the run creates). A config type may implement
+	// Validator for checks across fields.
+	Config any
+	// Source is true for kinds that take no input (they implement Source);
+	// every other kind needs at least one input. MaxInputs limits how many
+	// (0: any number, merged in arrival order).
+	Source    bool
+	MaxInputs int
+	// Outputs are the output ports, the first being the default. A port named
+	// "rejected" may be left unconnected: rejections then go to the run dir.
+	Outputs []string
+	// Needs and Produces are record fields (Field* constants). Fields is an
+	// optional refinement computed from the decoded config, e.g. output_ids
+	// only with the native API.
+	Needs, Produces []string
+	Fields          func(config any) (needs, produces []string)
+	// KeySettings returns a short summary of the settings that matter, for
+	// graph views ("7 servers × 48").
+	KeySettings func(config any) string
+	// Example is a complete pipeline file using this kind; the tests check
+	// that it passes `pipe check`.
+	Example string
+	// New builds the stage from a decoded, validated config (a pointer to a
+	// value of the Config type). It must have no side effects: resources are
+	// acquired in Open.
+	New func(config any) (Stage, error)
+}
+
+// Validator is implemented by config structs with checks across fields. Each
+// returned error is reported as a problem at the stage's position; a
+// FieldError names the key so the position is the key's.
+type Validator interface {
+	Validate() []error
+}
+
+// FieldError is a problem with one config key.
+type FieldError struct {
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
+
+// Registry maps kinds to specs. Tests build their own; stages register into
+// DefaultRegistry.
+type Registry struct {
+	specs map[string]*Spec
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{specs: map[string]*Spec{}} }
+
+// DefaultRegistry is where stage kinds register themselves from init().
+var DefaultRegistry = NewRegistry()
+
+// Register adds a kind to the default registry; it panics on a malformed or
+// duplicate spec, which is a programming error found by any test.
+func Register(s Spec) { DefaultRegistry.Register(s) }
+
+// Register adds a kind; it panics on a malformed or duplicate spec.
+func (r *Registry) Register(s Spec) {
+	if s.Kind == "" || s.New == nil || s.Config == nil {
+		panic(fmt.Sprintf("pipeline: spec %q needs Kind, Config and New", s.Kind))
+	}
+	if reflect.TypeOf(s.Config).Kind() != reflect.Struct {
+		panic(fmt.Sprintf("pipeline: spec %q: Config must be a struct value", s.Kind))
+	}
+	if _, err := fieldsOf(reflect.TypeOf(s.Config)); err != nil {
+		panic(fmt.Sprintf("pipeline: spec %q: %v", s.Kind, err))
+	}
+	if _, dup := r.specs[s.Kind]; dup {
+		panic("pipeline: kind registered twice: " + s.Kind)
+	}
+	r.specs[s.Kind] = &s
+}
+
+// Lookup returns the spec of kind, or nil.
+func (r *Registry) Lookup(kind string) *Spec { return r.specs[kind] }
+
+// Kinds returns the registered kinds, sorted.
+func (r *Registry) Kinds() []string {
+	out := make([]string, 0, len(r.specs))
+	for k := range r.specs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

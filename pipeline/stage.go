@@ -1,0 +1,99 @@
+package pipeline
+
+import (
+	"context"
+	"io"
+)
+
+// A stage kind's constructor returns a Stage that implements exactly one of
+// Source or Processor. Stage code never touches channels: the engine calls it
+// and moves records along the graph.
+type Stage any
+
+// Source produces records, e.g. by reading a file. Read returns when the input
+// is exhausted or ctx is done (the user asked to stop intake); it returns
+// ctx.Err() or nil in the second case, both meaning "stopped cleanly".
+type Source interface {
+	Read(ctx context.Context, out Emitter) error
+}
+
+// Processor handles one record at a time. A processor with no output ports is
+// a sink: a record for which Process returns nil counts as written.
+//
+// Process may be called from several goroutines at once when the stage
+// implements Parallel. A returned error fails the whole run; a problem with
+// one record is reported with out.Reject or out.Fail instead.
+type Processor interface {
+	Process(ctx context.Context, rec *Record, out Emitter) error
+}
+
+// Parallel is implemented by processors that handle several records at once,
+// e.g. generate with servers × concurrency requests in flight. Records then
+// leave in completion order, not input order.
+type Parallel interface {
+	Workers() int
+}
+
+// Opener is implemented by stages that acquire resources before the first
+// record (open files, probe servers). Open is called once, before any Read or
+// Process; an error stops the run before any work is done.
+type Opener interface {
+	Open(ctx context.Context, env *Env) error
+}
+
+// Finisher is implemented by stages that commit at the end of their input:
+// flush and rename files, emit a last batch. Finish is called once after the
+// last Process returned, whether the input ended normally, by a drain, or
+// because another stage failed: what was fully processed is committed.
+// It is not called if this stage itself failed.
+type Finisher interface {
+	Finish(ctx context.Context, out Emitter) error
+}
+
+// Closer releases what Open acquired. It is always called if Open succeeded.
+type Closer interface {
+	Close() error
+}
+
+// Reporter is implemented by stages with figures of their own (per-server
+// throughput, rejections by reason) for the progress display and the run
+// summary. It must be safe to call concurrently with Process.
+type Reporter interface {
+	Report() []Stat
+}
+
+// Stat is one named figure of a stage, e.g. {"server 127.0.0.1:30000", "in-flight 48, 12.1 req/s"}.
+type Stat struct {
+	Name  string
+	Value string
+}
+
+// Emitter moves records out of a stage. Every method blocks while downstream is
+// full (backpressure) and returns an error only when the run is stopping; the
+// stage should then return that error.
+type Emitter interface {
+	// Emit sends rec out of the named output port ("" means the stage's first port).
+	Emit(port string, rec *Record) error
+	// Reject sends rec out of the "rejected" port with a reason code, or, when
+	// that port is not connected, into the run directory's rejected/STAGE.jsonl.
+	Reject(rec *Record, reason, detail string) error
+	// Fail records that rec could not be processed (e.g. retries exhausted);
+	// it is counted and written to the run directory's failed/STAGE.jsonl.
+	Fail(rec *Record, err error, attempts int) error
+	// Took counts records a source consumed from its input, including ones
+	// it rejected, for the in = out + rejected + failed accounting.
+	Took(n int)
+}
+
+// Env is what the engine gives a stage at Open.
+type Env struct {
+	// StageID is the stage's id in the pipeline file.
+	StageID string
+	// RunDir is the run directory (absolute); it exists.
+	RunDir string
+	// Log receives human-readable progress lines; it is the run's log.
+	Log io.Writer
+	// Resources are shared across stages of one run (e.g. one simulator
+	// fleet); see Resource.
+	Resources *Resources
+}

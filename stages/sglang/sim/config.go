@@ -1,0 +1,211 @@
+// Package sim is a simulated SGLang fleet: real HTTP servers on loopback that
+// speak SGLang's wire protocol (native /generate, OpenAI /v1/chat/completions,
+// health, info and metrics endpoints) and behave like a GPU server under load
+// (bounded running batch, queue, prefill and decode times, time compression),
+// with deterministic outputs and injectable faults.
+//
+// Start one with Start; every Config field has a usable zero value.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config describes every server of a fleet. The zero value is valid: each
+// field's comment states the default that a zero (or nil) value means. All
+// durations and rates are in simulated time; Speed compresses them into wall
+// time.
+type Config struct {
+	// Count is how many servers to start when Addrs is empty. Default 1.
+	Count int
+	// Addrs are the listen addresses ("127.0.0.1:30000"), one server each.
+	// Default: Count servers on 127.0.0.1 with ports chosen by the kernel.
+	Addrs []string
+
+	// Model is reported as model_path, tokenizer_path and /v1/models id.
+	// Default "Qwen/Qwen3-32B".
+	Model string
+	// Version is reported by /get_server_info. Default "0.5.4".
+	Version string
+	// ContextLength bounds prompt + max new tokens (400 beyond it).
+	// Default 40960 (Qwen3's max_position_embeddings).
+	ContextLength int
+	// ReasoningParser splits thinking from the answer in chat completions
+	// when thinking is on, as `--reasoning-parser qwen3` does. Default
+	// "qwen3"; "none" turns the split off (content then carries the raw
+	// "<think>…</think>" text).
+	ReasoningParser string
+
+	// MaxRunning is how many requests decode at once. Default 48.
+	MaxRunning int
+	// MaxQueued is how many admitted requests may wait for a running slot;
+	// one more gets 503 "The request queue is full.". Default 1024; a
+	// negative value means no limit.
+	MaxQueued int
+	// WarmUp is how long /health answers 503 (and generation requests are
+	// refused with 503) after a server starts or revives. Default 0.
+	WarmUp time.Duration
+
+	// Speed divides every simulated duration: 60 runs a simulated minute in
+	// a wall second. Reported latencies stay in simulated seconds. Default 1.
+	Speed float64
+	// PrefillLatency is the fixed part of a request's time to first token.
+	// Default 20ms.
+	PrefillLatency time.Duration
+	// PrefillTokensPerSec is the prefill speed; prefill takes
+	// PrefillLatency + prompt_tokens / PrefillTokensPerSec. Default 8000.
+	PrefillTokensPerSec float64
+	// DecodeTokensPerSec is one request's decode speed when it runs alone
+	// (speculative decoding, if any, already included). Default 60.
+	DecodeTokensPerSec float64
+	// BatchHalfSpeed is the running-batch size at which each request decodes
+	// at half of DecodeTokensPerSec: with n running, each request gets
+	// DecodeTokensPerSec / (1 + (n-1)/BatchHalfSpeed) tokens/s, so a server's
+	// total throughput grows with n and saturates (≈1450 tokens/s at 48
+	// running with the defaults). Default 48.
+	BatchHalfSpeed float64
+
+	// ThinkTokensMean is the mean length of the thinking part. Thinking and
+	// answer lengths are log-normal with LengthSigma. Default 1500.
+	ThinkTokensMean int
+	// ThinkTokensMax caps the thinking part. Default 12000.
+	ThinkTokensMax int
+	// AnswerTokensMean is the mean length of the answer. Default 400.
+	AnswerTokensMean int
+	// AnswerTokensMax caps the answer. Default 4000.
+	AnswerTokensMax int
+	// LengthSigma is the log-normal shape of both lengths. Default 0.6.
+	LengthSigma float64
+
+	// SpecAcceptMean turns on speculative-decoding figures (spec_verify_ct,
+	// spec_accept_length) with this mean accepted length per verify step
+	// (per request it varies by ±25%). Default 0: no speculative decoding.
+	SpecAcceptMean float64
+
+	// Faults are injected failures; see Fault. Default none.
+	Faults []Fault
+	// Seed makes outputs and fault draws reproducible; outputs also depend
+	// on the request content. Default 0 (itself a fixed seed).
+	Seed uint64
+
+	// Tokenizer, when set, produces prompt token counts and output ids; the
+	// output text is then re-tokenized with it. Default nil: the documented
+	// approximation (see tokens.go).
+	Tokenizer Tokenizer
+}
+
+// Tokenizer is the part of a real tokenizer the simulator uses.
+type Tokenizer interface {
+	// Encode returns the ids of text without adding special tokens, except
+	// that special-token strings in text (e.g. "<|im_start|>") map to their ids.
+	Encode(text string) []int
+	// Decode returns the text of ids with special tokens kept.
+	Decode(ids []int) string
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultModel               = "Qwen/Qwen3-32B"
+	DefaultVersion             = "0.5.4"
+	DefaultContextLength       = 40960
+	DefaultReasoningParser     = "qwen3"
+	DefaultMaxRunning          = 48
+	DefaultMaxQueued           = 1024
+	DefaultSpeed               = 1.0
+	DefaultPrefillLatency      = 20 * time.Millisecond
+	DefaultPrefillTokensPerSec = 8000.0
+	DefaultDecodeTokensPerSec  = 60.0
+	DefaultBatchHalfSpeed      = 48.0
+	DefaultThinkTokensMean     = 1500
+	DefaultThinkTokensMax      = 12000
+	DefaultAnswerTokensMean    = 400
+	DefaultAnswerTokensMax     = 4000
+	DefaultLengthSigma         = 0.6
+)
+
+// withDefaults returns c with zero fields replaced by their defaults, or an
+// error naming the first field out of range.
+func (c Config) withDefaults() (Config, error) {
+	setInt := func(p *int, d int) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	setF := func(p *float64, d float64) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	if c.Model == "" {
+		c.Model = DefaultModel
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	if c.ReasoningParser == "" {
+		c.ReasoningParser = DefaultReasoningParser
+	}
+	if c.PrefillLatency == 0 {
+		c.PrefillLatency = DefaultPrefillLatency
+	}
+	if len(c.Addrs) == 0 {
+		setInt(&c.Count, 1)
+	}
+	setInt(&c.ContextLength, DefaultContextLength)
+	setInt(&c.MaxRunning, DefaultMaxRunning)
+	setInt(&c.MaxQueued, DefaultMaxQueued)
+	setInt(&c.ThinkTokensMean, DefaultThinkTokensMean)
+	setInt(&c.ThinkTokensMax, DefaultThinkTokensMax)
+	setInt(&c.AnswerTokensMean, DefaultAnswerTokensMean)
+	setInt(&c.AnswerTokensMax, DefaultAnswerTokensMax)
+	setF(&c.Speed, DefaultSpeed)
+	setF(&c.PrefillTokensPerSec, DefaultPrefillTokensPerSec)
+	setF(&c.DecodeTokensPerSec, DefaultDecodeTokensPerSec)
+	setF(&c.BatchHalfSpeed, DefaultBatchHalfSpeed)
+	setF(&c.LengthSigma, DefaultLengthSigma)
+
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(len(c.Addrs) > 0 || (c.Count >= 1 && c.Count <= 1024), "count must be 1..1024, got %d", c.Count)
+	check(c.ContextLength >= 16, "context length must be at least 16, got %d", c.ContextLength)
+	check(c.ReasoningParser == "qwen3" || c.ReasoningParser == "none", "reasoning parser must be qwen3 or none, got %q", c.ReasoningParser)
+	check(c.MaxRunning >= 1, "max running must be at least 1, got %d", c.MaxRunning)
+	check(c.WarmUp >= 0, "warm-up must not be negative, got %v", c.WarmUp)
+	check(c.Speed > 0, "speed must be positive, got %g", c.Speed)
+	check(c.PrefillLatency >= 0, "prefill latency must not be negative, got %v", c.PrefillLatency)
+	check(c.PrefillTokensPerSec > 0, "prefill tokens/s must be positive, got %g", c.PrefillTokensPerSec)
+	check(c.DecodeTokensPerSec > 0, "decode tokens/s must be positive, got %g", c.DecodeTokensPerSec)
+	check(c.BatchHalfSpeed > 0, "batch half-speed must be positive, got %g", c.BatchHalfSpeed)
+	check(c.ThinkTokensMean >= 1 && c.ThinkTokensMean <= c.ThinkTokensMax, "think tokens mean must be 1..max (%d), got %d", c.ThinkTokensMax, c.ThinkTokensMean)
+	check(c.AnswerTokensMean >= 1 && c.AnswerTokensMean <= c.AnswerTokensMax, "answer tokens mean must be 1..max (%d), got %d", c.AnswerTokensMax, c.AnswerTokensMean)
+	check(c.ThinkTokensMax <= 1<<20 && c.AnswerTokensMax <= 1<<20, "token maxima must be at most %d", 1<<20)
+	check(c.LengthSigma > 0 && c.LengthSigma <= 3, "length sigma must be in (0, 3], got %g", c.LengthSigma)
+	check(c.SpecAcceptMean == 0 || (c.SpecAcceptMean >= 1 && c.SpecAcceptMean <= 16), "spec accept mean must be 0 (off) or 1..16, got %g", c.SpecAcceptMean)
+	n := c.Count
+	if len(c.Addrs) > 0 {
+		n = len(c.Addrs)
+	}
+	c.Faults = append([]Fault(nil), c.Faults...) // normalized below; the caller's slice stays as given
+	for i := range c.Faults {
+		f, err := c.Faults[i].normalize(n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("fault %d (%s): %w", i+1, c.Faults[i].Kind, err))
+		}
+		c.Faults[i] = f
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("sim: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// wall converts a simulated duration into wall time.
+func (c *Config) wall(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.Speed)
+}

@@ -1,0 +1,36 @@
+package tokenize
+
+// byteToRune is GPT-2's bytes_to_unicode: printable bytes map to themselves,
+// the others to U+0100 onwards, so every byte has a visible character in
+// tokenizer.json (space is "Ġ", newline "Ċ").
+var byteToRune [256]rune
+
+// runeToByte inverts byteToRune; -1 for runes outside the alphabet.
+var runeToByte = map[rune]byte{}
+
+func init() {
+	n := 0
+	for b := 0; b < 256; b++ {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			byteToRune[b] = rune(b)
+		} else {
+			byteToRune[b] = rune(256 + n)
+			n++
+		}
+		runeToByte[byteToRune[b]] = byte(b)
+	}
+}
+
+// byteLevelDecode maps a token written in the byte-level alphabet back to
+// its bytes; ok is false if tok has a character outside the alphabet.
+func byteLevelDecode(tok string) (string, bool) {
+	out := make([]byte, 0, len(tok))
+	for _, r := range tok {
+		b, ok := runeToByte[r]
+		if !ok {
+			return "", false
+		}
+		out = append(out, b)
+	}
+	return string(out), true
+}

@@ -1,0 +1,474 @@
+// Package tokenize is a byte-level BPE tokenizer that produces exactly the ids
+// of Hugging Face `tokenizers` for the models it accepts (Qwen2/Qwen3 and
+// Llama-3 style tokenizer.json files: NFC normalizer, one Split pre-tokenizer
+// with the GPT-4-style pattern, ByteLevel pre-tokenizer/decoder, BPE model),
+// plus the model's chat template (package chat) and the loss mask built from
+// token offsets in the rendered text.
+//
+// A *Tokenizer is immutable after Load and safe for concurrent use; its only
+// shared mutable state is a bounded, locked word cache.
+package tokenize
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Tokenizer encodes text to ids and back. The zero value is not usable; use Load.
+type Tokenizer struct {
+	dir string
+
+	// byteID[b] is the id of the single-byte token for byte b.
+	byteID [256]int32
+	// merges maps a pair of ids to the rank of their merge and the merged id.
+	merges mergeTable
+	// tokenBytes[id] is the raw bytes a token stands for (added tokens: their content).
+	tokenBytes []string
+	// vocab maps the token string as written in tokenizer.json (byte-level
+	// alphabet for model tokens) to its id.
+	vocab map[string]int
+
+	added        addedMatcher
+	special      map[int]bool // ids of added tokens marked special
+	digitsMax    int          // \p{N}{1,digitsMax} in the split pattern (1 for Qwen, 3 for Llama-3)
+	ignoreMerges bool         // a word that is itself in the vocab is one token (Llama-3)
+	nfc          bool         // the normalizer is NFC (else none)
+
+	cache wordCache
+
+	// From tokenizer_config.json / chat_template.jinja.
+	chatTemplate string
+	specialVars  map[string]any // bos_token, eos_token, ... as the template sees them
+}
+
+// Load reads tokenizer.json, tokenizer_config.json and, if present,
+// chat_template.jinja from a model directory. tokenizer_config.json is
+// optional (no chat template, no named special tokens then); a
+// chat_template.jinja file takes precedence over the config's chat_template,
+// as in transformers. Errors name the file and what is wrong with it.
+func Load(dir string) (*Tokenizer, error) {
+	path := filepath.Join(dir, "tokenizer.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := parseTokenizerJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t.dir = dir
+	if err := t.loadConfig(dir); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Dir is the model directory the tokenizer was loaded from.
+func (t *Tokenizer) Dir() string { return t.dir }
+
+// VocabSize is the number of ids, added tokens included (max id + 1).
+func (t *Tokenizer) VocabSize() int { return len(t.tokenBytes) }
+
+// TokenID returns the id of a token given as its text: an added token's
+// content ("<|im_end|>") or a model token in the byte-level alphabet ("Ġthe").
+func (t *Tokenizer) TokenID(token string) (int, bool) {
+	if id, ok := t.added.ids[token]; ok {
+		return id, true
+	}
+	id, ok := t.vocab[token]
+	return id, ok
+}
+
+// Token returns the token text for id, as TokenID accepts it.
+func (t *Tokenizer) Token(id int) (string, bool) {
+	if id < 0 || id >= len(t.tokenBytes) {
+		return "", false
+	}
+	if s, ok := t.added.content[id]; ok {
+		return s, true
+	}
+	b := t.tokenBytes[id]
+	if b == "" {
+		return "", false
+	}
+	var sb strings.Builder
+	for i := 0; i < len(b); i++ {
+		sb.WriteRune(byteToRune[b[i]])
+	}
+	return sb.String(), true
+}
+
+// IsSpecial reports whether id is an added token marked "special" (e.g.
+// <|im_end|>; not <think> in Qwen3).
+func (t *Tokenizer) IsSpecial(id int) bool { return t.special[id] }
+
+// Decode returns the bytes the ids stand for, special tokens included. Unlike
+// Hugging Face, which replaces invalid UTF-8 (a multi-byte character cut
+// between ids) with U+FFFD, the bytes are returned as they are, so
+// Decode(Encode(s)) == s for every s. Unknown ids are skipped.
+func (t *Tokenizer) Decode(ids []int) string {
+	n := 0
+	for _, id := range ids {
+		if id >= 0 && id < len(t.tokenBytes) {
+			n += len(t.tokenBytes[id])
+		}
+	}
+	buf := make([]byte, 0, n)
+	for _, id := range ids {
+		if id >= 0 && id < len(t.tokenBytes) {
+			buf = append(buf, t.tokenBytes[id]...)
+		}
+	}
+	return string(buf)
+}
+
+// ChatTemplate is the model's chat template source ("" if it has none).
+func (t *Tokenizer) ChatTemplate() string { return t.chatTemplate }
+
+// SpecialTokenVars returns the special-token variables a chat template sees
+// (bos_token, eos_token, pad_token, unk_token, additional_special_tokens),
+// as transformers passes them; unset ones are absent. The map is a copy.
+func (t *Tokenizer) SpecialTokenVars() map[string]any {
+	m := make(map[string]any, len(t.specialVars))
+	for k, v := range t.specialVars {
+		m[k] = v
+	}
+	return m
+}
+
+// tokenizerFile is the subset of tokenizer.json this package understands;
+// anything else that would change ids is rejected by parseTokenizerJSON.
+type tokenizerFile struct {
+	AddedTokens []struct {
+		ID         int    `json:"id"`
+		Content    string `json:"content"`
+		SingleWord bool   `json:"single_word"`
+		LStrip     bool   `json:"lstrip"`
+		RStrip     bool   `json:"rstrip"`
+		Normalized bool   `json:"normalized"`
+		Special    bool   `json:"special"`
+	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         struct {
+		Type                    string          `json:"type"`
+		Dropout                 *float64        `json:"dropout"`
+		UnkToken                *string         `json:"unk_token"`
+		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+		ByteFallback            bool            `json:"byte_fallback"`
+		IgnoreMerges            bool            `json:"ignore_merges"`
+		Vocab                   map[string]int  `json:"vocab"`
+		Merges                  json.RawMessage `json:"merges"`
+	} `json:"model"`
+}
+
+// The split patterns whose semantics pretokenize.go implements, keyed by the
+// exact regex in tokenizer.json, valued by the maximum digits per piece.
+var knownPatterns = map[string]int{
+	// Qwen2, Qwen2.5, Qwen3.
+	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: 1,
+	// Llama-3 and GPT-4 (cl100k).
+	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: 3,
+}
+
+func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
+	var f tokenizerFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
+	}
+	t := &Tokenizer{special: map[int]bool{}}
+	m := &f.Model
+	if m.Type != "BPE" {
+		return nil, fmt.Errorf("model.type is %q; only byte-level \"BPE\" is supported", m.Type)
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return nil, fmt.Errorf("model.dropout is %v; BPE dropout is not supported", *m.Dropout)
+	}
+	if m.ByteFallback {
+		return nil, errors.New("model.byte_fallback is true; only byte-level BPE is supported")
+	}
+	if (m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "") || (m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "") {
+		return nil, errors.New("model.continuing_subword_prefix/end_of_word_suffix are set; not supported")
+	}
+	t.ignoreMerges = m.IgnoreMerges
+	if len(m.Vocab) == 0 {
+		return nil, errors.New("model.vocab is empty")
+	}
+	if err := t.checkPipeline(&f); err != nil {
+		return nil, err
+	}
+
+	// Ids: model vocab plus added tokens; the table is as long as the largest id.
+	maxID := -1
+	for _, id := range m.Vocab {
+		maxID = max(maxID, id)
+	}
+	for _, a := range f.AddedTokens {
+		maxID = max(maxID, a.ID)
+	}
+	t.tokenBytes = make([]string, maxID+1)
+	t.vocab = m.Vocab
+	for tok, id := range m.Vocab {
+		if id < 0 {
+			return nil, fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
+		}
+		b, ok := byteLevelDecode(tok)
+		if !ok {
+			// Model tokens outside the byte-level alphabet can never be
+			// produced by encoding; keep them decodable as written.
+			b = tok
+		}
+		t.tokenBytes[id] = b
+	}
+	for b := 0; b < 256; b++ {
+		id, ok := m.Vocab[string(byteToRune[b])]
+		if !ok {
+			return nil, fmt.Errorf("model.vocab has no token for byte 0x%02x (%q); not a byte-level BPE vocabulary", b, string(byteToRune[b]))
+		}
+		t.byteID[b] = int32(id)
+	}
+	if err := t.parseMerges(m.Merges, m.Vocab); err != nil {
+		return nil, err
+	}
+
+	t.added.ids = map[string]int{}
+	t.added.content = map[int]string{}
+	var tokens []addedToken
+	for i, a := range f.AddedTokens {
+		if a.Content == "" {
+			return nil, fmt.Errorf("added_tokens[%d] (id %d) has empty content", i, a.ID)
+		}
+		if a.SingleWord || a.LStrip || a.RStrip {
+			return nil, fmt.Errorf("added_tokens[%d] %q: single_word/lstrip/rstrip are not supported", i, a.Content)
+		}
+		if a.Normalized && t.nfc && !isNFC(a.Content) {
+			return nil, fmt.Errorf("added_tokens[%d] %q: normalized token whose content is not NFC is not supported", i, a.Content)
+		}
+		if a.ID < 0 {
+			return nil, fmt.Errorf("added_tokens[%d] %q has negative id %d", i, a.Content, a.ID)
+		}
+		t.added.ids[a.Content] = a.ID
+		t.added.content[a.ID] = a.Content
+		t.tokenBytes[a.ID] = a.Content
+		if a.Special {
+			t.special[a.ID] = true
+		}
+		tokens = append(tokens, addedToken{content: a.Content, id: a.ID})
+	}
+	t.added.build(tokens)
+	t.cache.init()
+	return t, nil
+}
+
+// checkPipeline accepts exactly the normalizer / pre-tokenizer / decoder
+// combinations whose behaviour this package reproduces, and says what it
+// found otherwise: silently tokenizing differently would poison training data.
+func (t *Tokenizer) checkPipeline(f *tokenizerFile) error {
+	type component struct {
+		Type           string            `json:"type"`
+		AddPrefixSpace bool              `json:"add_prefix_space"`
+		UseRegex       bool              `json:"use_regex"`
+		Pattern        map[string]string `json:"pattern"`
+		Behavior       string            `json:"behavior"`
+		Invert         bool              `json:"invert"`
+		Pretokenizers  []json.RawMessage `json:"pretokenizers"`
+	}
+	isNull := func(r json.RawMessage) bool { r = bytes.TrimSpace(r); return len(r) == 0 || string(r) == "null" }
+
+	if !isNull(f.Normalizer) {
+		var n component
+		if err := json.Unmarshal(f.Normalizer, &n); err != nil {
+			return fmt.Errorf("normalizer: %w", err)
+		}
+		if n.Type != "NFC" {
+			return fmt.Errorf("normalizer type %q is not supported (only NFC or none)", n.Type)
+		}
+		t.nfc = true
+	}
+
+	if isNull(f.PreTokenizer) {
+		return errors.New("pre_tokenizer is null; a Split + ByteLevel sequence is required")
+	}
+	var pre component
+	if err := json.Unmarshal(f.PreTokenizer, &pre); err != nil {
+		return fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	if pre.Type != "Sequence" || len(pre.Pretokenizers) != 2 {
+		return fmt.Errorf("pre_tokenizer is %s; only Sequence[Split, ByteLevel] is supported", describe(f.PreTokenizer))
+	}
+	var split, bl component
+	if err := json.Unmarshal(pre.Pretokenizers[0], &split); err != nil {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[0]: %w", err)
+	}
+	if err := json.Unmarshal(pre.Pretokenizers[1], &bl); err != nil {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[1]: %w", err)
+	}
+	if split.Type != "Split" || split.Behavior != "Isolated" || split.Invert {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[0] is %s; want an Isolated, non-inverted Split", describe(pre.Pretokenizers[0]))
+	}
+	digits, ok := knownPatterns[split.Pattern["Regex"]]
+	if !ok {
+		return fmt.Errorf("pre_tokenizer split pattern %q is not one this tokenizer implements (Qwen2/Qwen3 or Llama-3)", split.Pattern["Regex"])
+	}
+	t.digitsMax = digits
+	if bl.Type != "ByteLevel" || bl.AddPrefixSpace || bl.UseRegex {
+		return fmt.Errorf("pre_tokenizer.pretokenizers[1] is %s; want ByteLevel with add_prefix_space=false, use_regex=false", describe(pre.Pretokenizers[1]))
+	}
+
+	// The decoder and post-processor do not change Encode's ids (no special
+	// tokens are added), but a decoder other than ByteLevel would change Decode.
+	if !isNull(f.Decoder) {
+		var d component
+		if err := json.Unmarshal(f.Decoder, &d); err != nil {
+			return fmt.Errorf("decoder: %w", err)
+		}
+		if d.Type != "ByteLevel" {
+			return fmt.Errorf("decoder type %q is not supported (only ByteLevel)", d.Type)
+		}
+	}
+	return nil
+}
+
+func describe(r json.RawMessage) string {
+	s := string(r)
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// parseMerges accepts both merge formats of tokenizer.json: ["a b", ...]
+// (older) and [["a","b"], ...] (newer).
+func (t *Tokenizer) parseMerges(raw json.RawMessage, vocab map[string]int) error {
+	var pairs [][2]string
+	var asStrings []string
+	if err := json.Unmarshal(raw, &asStrings); err == nil {
+		pairs = make([][2]string, len(asStrings))
+		for i, s := range asStrings {
+			a, b, ok := strings.Cut(s, " ")
+			if !ok {
+				return fmt.Errorf("model.merges[%d] %q is not \"left right\"", i, s)
+			}
+			pairs[i] = [2]string{a, b}
+		}
+	} else if err := json.Unmarshal(raw, &pairs); err != nil {
+		return fmt.Errorf("model.merges: want a list of \"a b\" strings or [a, b] pairs: %w", err)
+	}
+	t.merges.init(len(pairs))
+	for rank, p := range pairs {
+		a, okA := vocab[p[0]]
+		b, okB := vocab[p[1]]
+		m, okM := vocab[p[0]+p[1]]
+		if !okA || !okB || !okM {
+			return fmt.Errorf("model.merges[%d] %q + %q: a part or the merged token is not in model.vocab", rank, p[0], p[1])
+		}
+		// The first (lowest-rank) occurrence of a pair wins, as in tokenizers.
+		if _, _, dup := t.merges.get(int32(a), int32(b)); !dup {
+			t.merges.put(int32(a), int32(b), int32(rank), int32(m))
+		}
+	}
+	return nil
+}
+
+// loadConfig reads tokenizer_config.json (optional) and chat_template.jinja
+// (optional, preferred).
+func (t *Tokenizer) loadConfig(dir string) error {
+	t.specialVars = map[string]any{}
+	path := filepath.Join(dir, "tokenizer_config.json")
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		var cfg map[string]json.RawMessage
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			return fmt.Errorf("%s: not a JSON object: %w", path, err)
+		}
+		if raw, ok := cfg["chat_template"]; ok && string(raw) != "null" {
+			tmpl, err := parseChatTemplateField(raw)
+			if err != nil {
+				return fmt.Errorf("%s: chat_template: %w", path, err)
+			}
+			t.chatTemplate = tmpl
+		}
+		for _, key := range []string{"bos_token", "eos_token", "unk_token", "pad_token"} {
+			raw, ok := cfg[key]
+			if !ok || string(raw) == "null" {
+				continue
+			}
+			s, err := specialTokenContent(raw)
+			if err != nil {
+				return fmt.Errorf("%s: %s: %w", path, key, err)
+			}
+			t.specialVars[key] = s
+		}
+		if raw, ok := cfg["additional_special_tokens"]; ok && string(raw) != "null" {
+			var list []json.RawMessage
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return fmt.Errorf("%s: additional_special_tokens: want a list: %w", path, err)
+			}
+			var names []any
+			for i, r := range list {
+				s, err := specialTokenContent(r)
+				if err != nil {
+					return fmt.Errorf("%s: additional_special_tokens[%d]: %w", path, i, err)
+				}
+				names = append(names, s)
+			}
+			t.specialVars["additional_special_tokens"] = names
+		}
+	}
+	jpath := filepath.Join(dir, "chat_template.jinja")
+	if data, err := os.ReadFile(jpath); err == nil {
+		t.chatTemplate = string(data)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// parseChatTemplateField accepts a template string or the list form
+// [{"name": "default", "template": ...}, ...], taking "default".
+func parseChatTemplateField(raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var named []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil {
+		return "", errors.New("want a string or a list of {name, template}")
+	}
+	sort.SliceStable(named, func(i, j int) bool { return named[i].Name == "default" && named[j].Name != "default" })
+	if len(named) == 0 || named[0].Name != "default" {
+		return "", errors.New("list form has no template named \"default\"")
+	}
+	return named[0].Template, nil
+}
+
+// specialTokenContent accepts "tok" or {"content": "tok", ...}.
+func specialTokenContent(raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var obj struct {
+		Content *string `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.Content == nil {
+		return "", errors.New("want a string or an object with \"content\"")
+	}
+	return *obj.Content, nil
+}
