@@ -236,7 +236,7 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 	if e.err == nil {
 		e.err = e.w.Flush()
 	}
-	return e.n, e.err
+	return int64(e.n), e.err
 }
 
 func pad(n, align uint64) uint64 {
