@@ -1,0 +1,455 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/stages/tokenize"
+)
+
+func init() {
+	pipeline.Register(pipeline.Spec{
+		Kind:    "validate-thinking",
+		Summary: "reject empty, truncated and malformed completions of reasoning models, with a reason code",
+		Description: `Checks each completion and sends it to "accepted" or, with a reason code, to
+"rejected" (the record keeps everything for inspection). Rules, in the order
+they are checked; the first that matches is the reason:
+
+  no_completion       the record has no completion
+  truncated           finish_reason is "length"
+  aborted             finish_reason is "abort"
+  think_unclosed      thinking on, and the output ids have no </think> (needs tokenizer)
+  think_leaked        a think marker in the answer
+  think_repeated      a think marker inside the thinking, or several in the output ids
+  empty_thinking      thinking on, and the thinking is empty or whitespace
+  empty_answer        the answer is empty or whitespace
+  placeholder_answer  the trimmed answer equals one of placeholder_answers (case-insensitive)
+  thinking_too_short  thinking shorter than min_thinking_length
+  answer_too_short    answer shorter than min_answer_length
+  repetition          thinking or answer degenerates into a loop: more than
+                      max_repetition of its repetition_ngram-grams of words repeat earlier ones
+
+Any rule is turned off by listing its code in disable. Lengths are in tokens
+when tokenizer is set, else in characters. Rejections by reason are in the
+run summary.`,
+		Config:   ValidateThinkingConfig{},
+		Outputs:  []string{"accepted", pipeline.RejectedPort},
+		Needs:    []string{pipeline.FieldCompletion},
+		Produces: nil,
+		KeySettings: func(c any) string {
+			cfg := c.(*ValidateThinkingConfig)
+			s := "thinking " + cfg.Thinking
+			if len(cfg.Disable) > 0 {
+				s += ", off: " + strings.Join(cfg.Disable, ",")
+			}
+			return s
+		},
+		Example: `[[stage]]
+id   = "completions"
+kind = "read-completions"
+path = "completions.jsonl"
+
+[[stage]]
+id                = "check"
+kind              = "validate-thinking"
+input             = "completions"
+thinking          = "on"
+min_answer_length = 2
+disable           = ["placeholder_answer"]
+
+[[stage]]
+id    = "good"
+kind  = "write-jsonl"
+input = "check.accepted"
+path  = "out/good.jsonl"
+
+[[stage]]
+id    = "bad"
+kind  = "write-jsonl"
+input = "check.rejected"
+path  = "out/rejected.jsonl"
+`,
+		New: func(c any) (pipeline.Stage, error) { return newValidateThinking(c.(*ValidateThinkingConfig)), nil },
+	})
+}
+
+// The reason codes of validate-thinking, in the order the rules are checked.
+const (
+	ReasonNoCompletion      = "no_completion"
+	ReasonTruncated         = "truncated"
+	ReasonAborted           = "aborted"
+	ReasonThinkUnclosed     = "think_unclosed"
+	ReasonThinkLeaked       = "think_leaked"
+	ReasonThinkRepeated     = "think_repeated"
+	ReasonEmptyThinking     = "empty_thinking"
+	ReasonEmptyAnswer       = "empty_answer"
+	ReasonPlaceholderAnswer = "placeholder_answer"
+	ReasonThinkingTooShort  = "thinking_too_short"
+	ReasonAnswerTooShort    = "answer_too_short"
+	ReasonRepetition        = "repetition"
+)
+
+var validateReasons = []string{
+	ReasonNoCompletion, ReasonTruncated, ReasonAborted, ReasonThinkUnclosed, ReasonThinkLeaked,
+	ReasonThinkRepeated, ReasonEmptyThinking, ReasonEmptyAnswer, ReasonPlaceholderAnswer,
+	ReasonThinkingTooShort, ReasonAnswerTooShort, ReasonRepetition,
+}
+
+// ValidateThinkingConfig configures validate-thinking.
+type ValidateThinkingConfig struct {
+	// Thinking says whether completions should think first. Default "auto":
+	// what the completion's request recorded (enable_thinking), and on when
+	// it recorded nothing.
+	Thinking string `toml:"thinking" default:"auto" enum:"auto|on|off" doc:"whether completions must contain thinking: on, off, or auto (from the request's enable_thinking; on when not recorded)"`
+	// Disable lists reason codes whose rules are not applied. Default: none.
+	Disable []string `toml:"disable" doc:"reason codes of rules to turn off, e.g. [\"repetition\"]"`
+	// Tokenizer is a model directory; with it, lengths are counted in tokens
+	// and the output ids are checked for think markers. Default: none.
+	Tokenizer string `toml:"tokenizer" path:"indir" doc:"model directory (tokenizer.json); lengths are then in tokens and output ids are checked for think markers"`
+	// MinAnswerLength and MinThinkingLength are in tokens with a tokenizer,
+	// else in characters. Default 0 (off; empty ones are caught by
+	// empty_answer / empty_thinking).
+	MinAnswerLength   int `toml:"min_answer_length" default:"0" min:"0" doc:"reject answers shorter than this (tokens with tokenizer, else characters); 0 = off"`
+	MinThinkingLength int `toml:"min_thinking_length" default:"0" min:"0" doc:"reject thinking shorter than this (tokens with tokenizer, else characters); 0 = off"`
+	// RepetitionNgram is the n of the n-grams of words (CJK: characters)
+	// compared by the repetition rule. Default 10.
+	RepetitionNgram int `toml:"repetition_ngram" default:"10" min:"2" max:"1000" doc:"n-gram length in words for the repetition rule"`
+	// MaxRepetition is the largest allowed share of n-grams that repeat an
+	// earlier one. Default 0.5.
+	MaxRepetition float64 `toml:"max_repetition" default:"0.5" min:"0" max:"1" doc:"largest share of repeated n-grams allowed in thinking or answer"`
+	// RepetitionMinWords: texts with fewer words are not checked for
+	// repetition. Default 100.
+	RepetitionMinWords int `toml:"repetition_min_words" default:"100" min:"1" doc:"texts with fewer words are not checked for repetition"`
+	// PlaceholderAnswers are answers that mean "no answer", compared trimmed
+	// and case-insensitively.
+	PlaceholderAnswers []string `toml:"placeholder_answers" default:"...,…,N/A,TODO,TBD,null,undefined,placeholder,[placeholder],<placeholder>,[answer],<answer>" doc:"answers rejected as placeholders (trimmed, case-insensitive)"`
+	// ThinkStart and ThinkEnd are the model's think markers. Default Qwen3's.
+	ThinkStart string `toml:"think_start" default:"<think>" doc:"the model's opening think marker"`
+	ThinkEnd   string `toml:"think_end" default:"</think>" doc:"the model's closing think marker"`
+}
+
+// Validate checks the disable list and the markers.
+func (c *ValidateThinkingConfig) Validate() []error {
+	var errs []error
+	for _, d := range c.Disable {
+		if !slices.Contains(validateReasons, d) {
+			errs = append(errs, &pipeline.FieldError{Key: "disable", Msg: fmt.Sprintf("unknown reason code %q; codes: %s", d, strings.Join(validateReasons, ", "))})
+		}
+	}
+	if c.ThinkStart == "" || c.ThinkEnd == "" {
+		errs = append(errs, &pipeline.FieldError{Key: "think_end", Msg: "think_start and think_end must not be empty"})
+	}
+	return errs
+}
+
+type validateThinking struct {
+	cfg          *ValidateThinkingConfig
+	off          map[string]bool
+	placeholders map[string]bool
+	tok          *tokenize.Tokenizer
+	startID      int // -1 when unknown
+	endID        int
+
+	in       atomic.Int64
+	accepted atomic.Int64
+	rejected []atomic.Int64 // by index in validateReasons
+}
+
+func newValidateThinking(cfg *ValidateThinkingConfig) *validateThinking {
+	v := &validateThinking{cfg: cfg, off: map[string]bool{}, placeholders: map[string]bool{}, startID: -1, endID: -1,
+		rejected: make([]atomic.Int64, len(validateReasons))}
+	for _, d := range cfg.Disable {
+		v.off[d] = true
+	}
+	for _, p := range cfg.PlaceholderAnswers {
+		v.placeholders[strings.ToLower(strings.TrimSpace(p))] = true
+	}
+	return v
+}
+
+// Open loads the tokenizer, if one is configured.
+func (v *validateThinking) Open(ctx context.Context, env *pipeline.Env) error {
+	if v.cfg.Tokenizer == "" {
+		return nil
+	}
+	tok, err := sharedTokenizer(env, v.cfg.Tokenizer)
+	if err != nil {
+		return err
+	}
+	v.useTokenizer(tok)
+	return nil
+}
+
+func (v *validateThinking) useTokenizer(tok *tokenize.Tokenizer) {
+	v.tok = tok
+	if id, ok := tok.TokenID(v.cfg.ThinkStart); ok {
+		v.startID = id
+	}
+	if id, ok := tok.TokenID(v.cfg.ThinkEnd); ok {
+		v.endID = id
+	}
+}
+
+// Process sends rec to "accepted" or rejects it with the first failing rule.
+func (v *validateThinking) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	v.in.Add(1)
+	reason, detail := v.check(rec)
+	if reason == "" {
+		v.accepted.Add(1)
+		return out.Emit("accepted", rec)
+	}
+	for i, r := range validateReasons {
+		if r == reason {
+			v.rejected[i].Add(1)
+		}
+	}
+	return out.Reject(rec, reason, detail)
+}
+
+// check returns the reason code and detail of the first rule rec fails, or "".
+func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
+	c := rec.Completion
+	if c == nil {
+		return v.fail(ReasonNoCompletion, "record has no completion")
+	}
+	thinking, why := v.thinkingOn(c)
+	switch c.FinishReason {
+	case "length":
+		if r, d := v.fail(ReasonTruncated, fmt.Sprintf("finish_reason length after %d completion tokens", c.CompletionTokens)); r != "" {
+			return r, d
+		}
+	case "abort":
+		if r, d := v.fail(ReasonAborted, "finish_reason abort"); r != "" {
+			return r, d
+		}
+	}
+	starts, ends := -1, -1 // marker counts in the output ids; -1: not known
+	if len(c.OutputIDs) > 0 && v.endID >= 0 {
+		starts, ends = 0, 0
+		for _, id := range c.OutputIDs {
+			switch id {
+			case v.startID:
+				starts++
+			case v.endID:
+				ends++
+			}
+		}
+	}
+	if thinking && ends == 0 {
+		if r, d := v.fail(ReasonThinkUnclosed, fmt.Sprintf("thinking on (%s) but the output ids have no %s", why, v.cfg.ThinkEnd)); r != "" {
+			return r, d
+		}
+	}
+	if m := v.markerIn(c.Answer); m != "" {
+		if r, d := v.fail(ReasonThinkLeaked, fmt.Sprintf("answer contains %s at byte %d", m, strings.Index(c.Answer, m))); r != "" {
+			return r, d
+		}
+	}
+	if m := v.markerIn(c.Reasoning); m != "" {
+		if r, d := v.fail(ReasonThinkRepeated, fmt.Sprintf("thinking contains %s at byte %d", m, strings.Index(c.Reasoning, m))); r != "" {
+			return r, d
+		}
+	}
+	if starts > 1 || ends > 1 {
+		if r, d := v.fail(ReasonThinkRepeated, fmt.Sprintf("output ids have %d %s and %d %s", starts, v.cfg.ThinkStart, ends, v.cfg.ThinkEnd)); r != "" {
+			return r, d
+		}
+	}
+	if thinking && strings.TrimSpace(c.Reasoning) == "" {
+		if r, d := v.fail(ReasonEmptyThinking, fmt.Sprintf("thinking on (%s) but the thinking is empty (%d bytes)", why, len(c.Reasoning))); r != "" {
+			return r, d
+		}
+	}
+	if strings.TrimSpace(c.Answer) == "" {
+		d := fmt.Sprintf("answer is empty (%d bytes) after %d bytes of thinking", len(c.Answer), len(c.Reasoning))
+		if r, d := v.fail(ReasonEmptyAnswer, d); r != "" {
+			return r, d
+		}
+	}
+	if v.placeholders[strings.ToLower(strings.TrimSpace(c.Answer))] {
+		if r, d := v.fail(ReasonPlaceholderAnswer, fmt.Sprintf("answer is the placeholder %q", strings.TrimSpace(c.Answer))); r != "" {
+			return r, d
+		}
+	}
+	if v.cfg.MinThinkingLength > 0 && thinking {
+		if n, unit := v.length(c.Reasoning); n < v.cfg.MinThinkingLength {
+			if r, d := v.fail(ReasonThinkingTooShort, fmt.Sprintf("thinking has %d %s, minimum %d", n, unit, v.cfg.MinThinkingLength)); r != "" {
+				return r, d
+			}
+		}
+	}
+	if v.cfg.MinAnswerLength > 0 {
+		if n, unit := v.length(c.Answer); n < v.cfg.MinAnswerLength {
+			if r, d := v.fail(ReasonAnswerTooShort, fmt.Sprintf("answer has %d %s, minimum %d", n, unit, v.cfg.MinAnswerLength)); r != "" {
+				return r, d
+			}
+		}
+	}
+	if !v.off[ReasonRepetition] {
+		for _, part := range []struct{ name, text string }{{"thinking", c.Reasoning}, {"answer", c.Answer}} {
+			share, words := repeatedShare(part.text, v.cfg.RepetitionNgram, v.cfg.RepetitionMinWords)
+			if share > v.cfg.MaxRepetition {
+				return ReasonRepetition, fmt.Sprintf("%s: %.0f%% of its %d-grams repeat (%d words; max %.0f%%)",
+					part.name, 100*share, v.cfg.RepetitionNgram, words, 100*v.cfg.MaxRepetition)
+			}
+		}
+	}
+	return "", ""
+}
+
+// fail returns reason and detail unless the rule is disabled.
+func (v *validateThinking) fail(reason, detail string) (string, string) {
+	if v.off[reason] {
+		return "", ""
+	}
+	return reason, detail
+}
+
+// thinkingOn says whether c should contain thinking, and why.
+func (v *validateThinking) thinkingOn(c *pipeline.Completion) (bool, string) {
+	switch v.cfg.Thinking {
+	case "on":
+		return true, `thinking = "on"`
+	case "off":
+		return false, `thinking = "off"`
+	}
+	if b, ok := requestThinking(c.Request); ok {
+		return b, fmt.Sprintf("request enable_thinking=%v", b)
+	}
+	return true, "request does not record enable_thinking; set thinking = \"off\" if it was off"
+}
+
+// requestThinking reads enable_thinking from recorded request settings, top
+// level or inside chat_template_kwargs.
+func requestThinking(req map[string]any) (bool, bool) {
+	if b, ok := req["enable_thinking"].(bool); ok {
+		return b, true
+	}
+	if kw, ok := req["chat_template_kwargs"].(map[string]any); ok {
+		if b, ok := kw["enable_thinking"].(bool); ok {
+			return b, true
+		}
+	}
+	return false, false
+}
+
+// markerIn returns the first think marker found in s, or "".
+func (v *validateThinking) markerIn(s string) string {
+	i, j := strings.Index(s, v.cfg.ThinkStart), strings.Index(s, v.cfg.ThinkEnd)
+	switch {
+	case i < 0 && j < 0:
+		return ""
+	case i < 0 || (j >= 0 && j < i):
+		return v.cfg.ThinkEnd
+	}
+	return v.cfg.ThinkStart
+}
+
+// length is s's length in tokens with a tokenizer, else in characters.
+func (v *validateThinking) length(s string) (int, string) {
+	if v.tok != nil {
+		return len(v.tok.Encode(s)), "tokens"
+	}
+	return utf8.RuneCountInString(s), "characters"
+}
+
+// Report gives the accepted count and rejections by reason for the summary.
+func (v *validateThinking) Report() []pipeline.Stat {
+	in := v.in.Load()
+	pct := func(n int64) string {
+		if in == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%d (%.1f%%)", n, 100*float64(n)/float64(in))
+	}
+	stats := []pipeline.Stat{{Name: "accepted", Value: pct(v.accepted.Load())}}
+	for i, r := range validateReasons {
+		if n := v.rejected[i].Load(); n > 0 {
+			stats = append(stats, pipeline.Stat{Name: "rejected " + r, Value: pct(n)})
+		}
+	}
+	return stats
+}
+
+// RejectedByReason returns the rejection counts by reason code (only non-zero ones).
+func (v *validateThinking) RejectedByReason() map[string]int64 {
+	m := map[string]int64{}
+	for i, r := range validateReasons {
+		if n := v.rejected[i].Load(); n > 0 {
+			m[r] = n
+		}
+	}
+	return m
+}
+
+var wordSeed = maphash.MakeSeed()
+
+// repeatedShare splits s into words (runs of letters and digits; each CJK
+// character and each other symbol is a word of its own) and returns the
+// share of its n-grams that equal an earlier n-gram, and the word count.
+// Texts with fewer than minWords words return share 0.
+func repeatedShare(s string, n, minWords int) (float64, int) {
+	words := make([]uint64, 0, len(s)/5+1)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case unicode.IsSpace(r):
+			i += size
+			continue
+		case isWordRune(r) && !isCJK(r):
+			j := i + size
+			for j < len(s) {
+				r2, size2 := utf8.DecodeRuneInString(s[j:])
+				if !isWordRune(r2) || isCJK(r2) {
+					break
+				}
+				j += size2
+			}
+			words = append(words, maphash.String(wordSeed, s[i:j]))
+			i = j
+		default:
+			words = append(words, maphash.String(wordSeed, s[i:i+size]))
+			i += size
+		}
+	}
+	if len(words) < minWords || len(words) < n+1 {
+		return 0, len(words)
+	}
+	// Hash each n-gram by combining its word hashes; a collision can only
+	// overstate repetition by one n-gram in 2^64.
+	seen := make(map[uint64]struct{}, len(words))
+	total, repeats := 0, 0
+	for i := 0; i+n <= len(words); i++ {
+		h := uint64(14695981039346656037)
+		for _, w := range words[i : i+n] {
+			h = (h ^ w) * 1099511628211
+			h ^= h >> 29
+		}
+		total++
+		if _, dup := seen[h]; dup {
+			repeats++
+		} else {
+			seen[h] = struct{}{}
+		}
+	}
+	return float64(repeats) / float64(total), len(words)
+}
+
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
+
+func isCJK(r rune) bool {
+	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r)
+}
+
+var (
+	_ pipeline.Processor = (*validateThinking)(nil)
+	_ pipeline.Opener    = (*validateThinking)(nil)
+	_ pipeline.Reporter  = (*validateThinking)(nil)
+)

@@ -1,0 +1,359 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/stages/tokenize"
+)
+
+// thinkTestEmitter collects what a processor emits, by port.
+type thinkTestEmitter struct {
+	emitted  map[string][]*pipeline.Record
+	rejected []*pipeline.Record
+}
+
+func newThinkTestEmitter() *thinkTestEmitter {
+	return &thinkTestEmitter{emitted: map[string][]*pipeline.Record{}}
+}
+
+func (e *thinkTestEmitter) Emit(port string, rec *pipeline.Record) error {
+	e.emitted[port] = append(e.emitted[port], rec)
+	return nil
+}
+
+func (e *thinkTestEmitter) Reject(rec *pipeline.Record, reason, detail string) error {
+	rec.Reject = &pipeline.Rejection{Stage: "test", Reason: reason, Detail: detail}
+	e.rejected = append(e.rejected, rec)
+	return nil
+}
+
+func (e *thinkTestEmitter) Fail(rec *pipeline.Record, err error, attempts int) error {
+	return errors.New("unexpected Fail: " + err.Error())
+}
+
+func (e *thinkTestEmitter) Took(int) {}
+
+// testQwen3Dir returns the real Qwen3 tokenizer directory, or skips (fails
+// under PIPE_CI=1) when scripts/fetch-qwen3.sh has not been run.
+func testQwen3Dir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("PIPE_QWEN3_DIR")
+	if dir == "" {
+		_, file, _, _ := runtime.Caller(0)
+		dir = filepath.Join(filepath.Dir(file), "..", ".cache", "qwen3")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		msg := "Qwen3 tokenizer files missing in " + dir + ": run scripts/fetch-qwen3.sh"
+		if os.Getenv("PIPE_CI") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dir
+}
+
+var testTok struct {
+	tok *tokenize.Tokenizer
+	err error
+	dir string
+}
+
+// testQwen3 loads the real Qwen3 tokenizer once per test binary.
+func testQwen3(t testing.TB) *tokenize.Tokenizer {
+	t.Helper()
+	dir := testQwen3Dir(t)
+	if testTok.tok == nil && testTok.err == nil {
+		testTok.tok, testTok.err = tokenize.Load(dir)
+		testTok.dir = dir
+	}
+	if testTok.err != nil {
+		t.Fatal(testTok.err)
+	}
+	return testTok.tok
+}
+
+// A realistic Qwen3 thinking-mode completion and variants of it.
+const (
+	goodReasoning = "Okay, the user wants the derivative of x^3 * sin(x). That's a product, so I'll use the product rule: (uv)' = u'v + uv'.\n\nHere u = x^3, so u' = 3x^2; v = sin(x), so v' = cos(x).\n\nSo the derivative is 3x^2 sin(x) + x^3 cos(x). I could factor out x^2: x^2(3 sin(x) + x cos(x)). Let me double-check by expanding — yes, both terms match."
+	goodAnswer    = "Using the product rule with u = x³ and v = sin x:\n\n$$\\frac{d}{dx}\\left[x^3 \\sin x\\right] = 3x^2 \\sin x + x^3 \\cos x = x^2\\,(3\\sin x + x\\cos x).$$"
+)
+
+func goodCompletion() *pipeline.Completion {
+	return &pipeline.Completion{
+		Reasoning: goodReasoning, Answer: goodAnswer, FinishReason: "stop", MatchedStop: 151645,
+		PromptTokens: 24, CompletionTokens: 180,
+		Request: map[string]any{"api": "chat", "chat_template_kwargs": map[string]any{"enable_thinking": true}},
+	}
+}
+
+func completionRecord(c *pipeline.Completion) *pipeline.Record {
+	return &pipeline.Record{
+		ID:         "q-0001",
+		Messages:   []pipeline.Message{{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}},
+		Completion: c,
+	}
+}
+
+// loop is degenerate thinking: the model repeats itself until it stops.
+func loop(n int) string {
+	var b strings.Builder
+	b.WriteString("Let me compute 17 * 23. ")
+	for range n {
+		b.WriteString("Wait, let me recompute that: 17 * 23 is 17 * 20 plus 17 * 3, which is 340 plus 51. ")
+	}
+	return b.String()
+}
+
+func TestValidateThinkingReasons(t *testing.T) {
+	tok := testQwen3(t)
+	// ids builds output ids as a native /generate response has them.
+	ids := func(text string) []int { return append(tok.Encode(text), 151645) }
+
+	tests := []struct {
+		name   string
+		cfg    func(*ValidateThinkingConfig)
+		change func(c *pipeline.Completion)
+		reason string // "" = accepted
+	}{
+		{name: "good", change: func(c *pipeline.Completion) {}},
+		{name: "good with output ids", change: func(c *pipeline.Completion) {
+			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n" + goodAnswer)
+		}},
+		{name: "thinking then empty answer", reason: ReasonEmptyAnswer, change: func(c *pipeline.Completion) {
+			c.Answer = ""
+			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n")
+		}},
+		{name: "whitespace answer", reason: ReasonEmptyAnswer, change: func(c *pipeline.Completion) { c.Answer = "\n\n  \t\n" }},
+		{name: "empty thinking", reason: ReasonEmptyThinking, change: func(c *pipeline.Completion) {
+			c.Reasoning = ""
+			c.OutputIDs = ids("<think>\n\n</think>\n\n" + goodAnswer)
+		}},
+		{name: "whitespace thinking", reason: ReasonEmptyThinking, change: func(c *pipeline.Completion) { c.Reasoning = " \n\n " }},
+		{name: "empty thinking with thinking off is fine", change: func(c *pipeline.Completion) {
+			c.Reasoning = ""
+			c.Request = map[string]any{"enable_thinking": false}
+		}},
+		{name: "thinking forced on overrides the request", reason: ReasonEmptyThinking,
+			cfg:    func(c *ValidateThinkingConfig) { c.Thinking = "on" },
+			change: func(c *pipeline.Completion) { c.Reasoning = ""; c.Request = map[string]any{"enable_thinking": false} }},
+		{name: "unclosed think block (EOS inside thinking)", reason: ReasonThinkUnclosed, change: func(c *pipeline.Completion) {
+			c.Answer = ""
+			c.OutputIDs = ids("<think>\n" + goodReasoning)
+		}},
+		{name: "truncated in thinking", reason: ReasonTruncated, change: func(c *pipeline.Completion) {
+			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+			c.CompletionTokens = 4096
+		}},
+		{name: "truncated in answer", reason: ReasonTruncated, change: func(c *pipeline.Completion) {
+			c.FinishReason, c.MatchedStop = "length", nil
+			c.Answer = goodAnswer[:40]
+		}},
+		{name: "aborted", reason: ReasonAborted, change: func(c *pipeline.Completion) { c.FinishReason = "abort" }},
+		{name: "end marker leaked into the answer", reason: ReasonThinkLeaked, change: func(c *pipeline.Completion) {
+			c.Answer = goodAnswer[:30] + "\n</think>\n\n" + goodAnswer[30:]
+		}},
+		{name: "start marker leaked into the answer", reason: ReasonThinkLeaked, change: func(c *pipeline.Completion) {
+			c.Answer = "<think>\nHmm.\n" + goodAnswer
+		}},
+		{name: "thinking opens twice", reason: ReasonThinkRepeated, change: func(c *pipeline.Completion) {
+			c.Reasoning = "<think>\n" + goodReasoning
+		}},
+		{name: "two end markers in the output ids", reason: ReasonThinkRepeated, change: func(c *pipeline.Completion) {
+			// The answer text was cleaned by a parser, but the ids show it.
+			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n</think>\n\n" + goodAnswer)
+		}},
+		{name: "placeholder answer", reason: ReasonPlaceholderAnswer, change: func(c *pipeline.Completion) { c.Answer = "  N/A\n" }},
+		{name: "ellipsis answer", reason: ReasonPlaceholderAnswer, change: func(c *pipeline.Completion) { c.Answer = "..." }},
+		{name: "answer too short in tokens", reason: ReasonAnswerTooShort,
+			// 4 characters but 2 tokens: the minimum counts tokens.
+			cfg:    func(c *ValidateThinkingConfig) { c.MinAnswerLength = 3 },
+			change: func(c *pipeline.Completion) { c.Answer = "Yes." }},
+		{name: "thinking too short", reason: ReasonThinkingTooShort,
+			cfg:    func(c *ValidateThinkingConfig) { c.MinThinkingLength = 32 },
+			change: func(c *pipeline.Completion) { c.Reasoning = "Product rule." }},
+		{name: "degenerate thinking loop", reason: ReasonRepetition, change: func(c *pipeline.Completion) { c.Reasoning = loop(60) }},
+		{name: "degenerate answer loop", reason: ReasonRepetition, change: func(c *pipeline.Completion) {
+			c.Answer = strings.Repeat("The answer is 3x^2 sin x + x^3 cos x. ", 40)
+		}},
+		{name: "no completion", reason: ReasonNoCompletion, change: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testValidateConfig(t)
+			if tt.cfg != nil {
+				tt.cfg(cfg)
+			}
+			v := newValidateThinking(cfg)
+			v.useTokenizer(tok)
+			rec := completionRecord(goodCompletion())
+			if tt.change == nil {
+				rec.Completion = nil
+			} else {
+				tt.change(rec.Completion)
+			}
+			before := *rec
+			e := newThinkTestEmitter()
+			if err := v.Process(context.Background(), rec, e); err != nil {
+				t.Fatal(err)
+			}
+			if tt.reason == "" {
+				if len(e.rejected) > 0 {
+					t.Fatalf("rejected as %s: %s", e.rejected[0].Reject.Reason, e.rejected[0].Reject.Detail)
+				}
+				if len(e.emitted["accepted"]) != 1 {
+					t.Fatalf("emitted %v, want one record on accepted", e.emitted)
+				}
+				return
+			}
+			if len(e.rejected) != 1 || len(e.emitted) != 0 {
+				t.Fatalf("accepted; want rejected as %s", tt.reason)
+			}
+			got := e.rejected[0]
+			if got.Reject.Reason != tt.reason {
+				t.Fatalf("rejected as %s (%s), want %s", got.Reject.Reason, got.Reject.Detail, tt.reason)
+			}
+			t.Logf("%s: %s", got.Reject.Reason, got.Reject.Detail)
+			// The rejected record keeps everything.
+			if got.Completion != before.Completion || got.ID != before.ID || len(got.Messages) != 1 {
+				t.Fatal("rejected record lost its content")
+			}
+			if n := v.RejectedByReason()[tt.reason]; n != 1 {
+				t.Fatalf("count for %s = %d, want 1", tt.reason, n)
+			}
+			// Turning the rule off lets the record through or to a later rule.
+			cfg.Disable = append(cfg.Disable, tt.reason)
+			v2 := newValidateThinking(cfg)
+			v2.useTokenizer(tok)
+			e2 := newThinkTestEmitter()
+			rec.Reject = nil
+			if err := v2.Process(context.Background(), rec, e2); err != nil {
+				t.Fatal(err)
+			}
+			if len(e2.rejected) == 1 && e2.rejected[0].Reject.Reason == tt.reason {
+				t.Fatalf("rule %s disabled but still applied", tt.reason)
+			}
+		})
+	}
+}
+
+// testValidateConfig is the config with every default applied, decoded the
+// way pipe check decodes it.
+func testValidateConfig(t *testing.T) *ValidateThinkingConfig {
+	t.Helper()
+	return decodeTestConfig(t, "validate-thinking", "").(*ValidateThinkingConfig)
+}
+
+// decodeTestConfig decodes a stage's keys (TOML lines) through the real
+// registry, as `pipe check` does, and fails the test on any problem.
+func decodeTestConfig(t *testing.T, kind, keys string) any {
+	t.Helper()
+	src := "[[stage]]\nid = \"s\"\nkind = \"" + kind + "\"\ninput = \"x\"\n" + keys + "\n"
+	f, probs := pipeline.Parse("test.toml", []byte(src), pipeline.LoadOptions{})
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	plan, probs := pipeline.Build(f, pipeline.DefaultRegistry)
+	for _, p := range probs {
+		// The stage stands alone: its input (line 4) dangles and its ports
+		// (header, line 1) lead nowhere. Any other problem is the test's.
+		if p.Pos.Line != 4 && p.Pos.Line != 1 {
+			t.Fatal(p)
+		}
+	}
+	return plan.Lookup("s").Config
+}
+
+func TestValidateThinkingLengthsInCharactersWithoutTokenizer(t *testing.T) {
+	cfg := testValidateConfig(t)
+	cfg.MinAnswerLength = 20
+	v := newValidateThinking(cfg)
+	rec := completionRecord(goodCompletion())
+	rec.Completion.Answer = "x²(3 sin x + x cos x)" // 21 characters, 23 bytes
+	e := newThinkTestEmitter()
+	if err := v.Process(context.Background(), rec, e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.emitted["accepted"]) != 1 {
+		t.Fatalf("21-character answer rejected with min 20: %+v", e.rejected[0].Reject)
+	}
+	cfg.MinAnswerLength = 22
+	v = newValidateThinking(cfg)
+	e = newThinkTestEmitter()
+	if err := v.Process(context.Background(), rec, e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.rejected) != 1 || e.rejected[0].Reject.Reason != ReasonAnswerTooShort {
+		t.Fatal("21-character answer accepted with min 22")
+	}
+	if !strings.Contains(e.rejected[0].Reject.Detail, "21 characters") {
+		t.Fatalf("detail %q does not say 21 characters", e.rejected[0].Reject.Detail)
+	}
+}
+
+func TestValidateThinkingConfigErrors(t *testing.T) {
+	src := "[[stage]]\nid = \"s\"\nkind = \"validate-thinking\"\ninput = \"p\"\ndisable = [\"empty_anwser\"]\nmax_repetition = 1.5\nthinking = \"maybe\"\n"
+	f, probs := pipeline.Parse("test.toml", []byte(src), pipeline.LoadOptions{})
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	_, probs = pipeline.Build(f, pipeline.DefaultRegistry)
+	all := probs.Error()
+	for _, want := range []string{`unknown reason code "empty_anwser"`, "max_repetition must be 0..1, got 1.5", `thinking must be one of "auto", "on", "off", got "maybe"`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems lack %q:\n%s", want, all)
+		}
+	}
+}
+
+func TestRepeatedShare(t *testing.T) {
+	if share, _ := repeatedShare(goodReasoning+" "+goodAnswer, 10, 20); share > 0.05 {
+		t.Errorf("normal text: share %.2f", share)
+	}
+	if share, _ := repeatedShare(loop(30), 10, 20); share < 0.9 {
+		t.Errorf("loop: share %.2f, want > 0.9", share)
+	}
+	cjk := strings.Repeat("我们再检查一下这个计算结果是否正确。", 30)
+	if share, words := repeatedShare(cjk, 10, 20); share < 0.9 || words < 300 {
+		t.Errorf("CJK loop: share %.2f over %d words", share, words)
+	}
+	if share, _ := repeatedShare("short short short", 2, 100); share != 0 {
+		t.Errorf("text under the minimum checked: %.2f", share)
+	}
+}
+
+func TestValidateThinkingReport(t *testing.T) {
+	v := newValidateThinking(testValidateConfig(t))
+	e := newThinkTestEmitter()
+	for i := range 10 {
+		rec := completionRecord(goodCompletion())
+		if i < 3 {
+			rec.Completion.Answer = ""
+		}
+		if i == 3 {
+			rec.Completion.FinishReason = "length"
+		}
+		if err := v.Process(context.Background(), rec, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]string{}
+	for _, s := range v.Report() {
+		got[s.Name] = s.Value
+	}
+	want := map[string]string{"accepted": "6 (60.0%)", "rejected empty_answer": "3 (30.0%)", "rejected truncated": "1 (10.0%)"}
+	if len(got) != len(want) {
+		t.Fatalf("report %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %q, want %q", k, got[k], w)
+		}
+	}
+}
