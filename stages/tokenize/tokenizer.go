@@ -111,7 +111,8 @@ func (t *Tokenizer) IsSpecial(id int) bool { return t.special[id] }
 // Decode returns the bytes the ids stand for, special tokens included. Unlike
 // Hugging Face, which replaces invalid UTF-8 (a multi-byte character cut
 // between ids) with U+FFFD, the bytes are returned as they are, so
-// Decode(Encode(s)) == s for every s. Unknown ids are skipped.
+// Decode(Encode(s)) is s after NFC normalization (of the text between added
+// tokens) for every s. Unknown ids are skipped.
 func (t *Tokenizer) Decode(ids []int) string {
 	n := 0
 	for _, id := range ids {
@@ -185,6 +186,7 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
 	}
+	initClasses()
 	t := &Tokenizer{special: map[int]bool{}}
 	m := &f.Model
 	if m.Type != "BPE" {

@@ -1,0 +1,230 @@
+package tokenize
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
+)
+
+// The reference tests compare against Hugging Face's own implementations,
+// set up by scripts/setup-tokenizer-ref.sh. Without them the tests skip, or
+// fail under PIPE_CI=1 where skipping would hide a regression.
+
+const setupHint = "run scripts/setup-tokenizer-ref.sh"
+
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...) + " (" + setupHint + ")"
+	if os.Getenv("PIPE_CI") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// qwen3Dir is the directory with the real Qwen3 tokenizer files.
+func qwen3Dir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("PIPE_QWEN3_DIR")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(t), ".cache", "qwen3")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		missing(t, "no Qwen3 tokenizer.json in %s", dir)
+	}
+	return dir
+}
+
+var (
+	qwenOnce sync.Once
+	qwenTok  *Tokenizer
+	qwenErr  error
+)
+
+func qwen3(t testing.TB) *Tokenizer {
+	t.Helper()
+	dir := qwen3Dir(t)
+	qwenOnce.Do(func() { qwenTok, qwenErr = Load(dir) })
+	if qwenErr != nil {
+		t.Fatal(qwenErr)
+	}
+	return qwenTok
+}
+
+func nodeModules(t testing.TB) string {
+	t.Helper()
+	nm := filepath.Join(repoRoot(t), ".cache", "node", "node_modules")
+	if _, err := os.Stat(filepath.Join(nm, "tokenizers", "package.json")); err != nil {
+		missing(t, "npm tokenizers@0.23.2 is not in %s", nm)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		missing(t, "node is not on PATH")
+	}
+	return nm
+}
+
+// hfEncode runs Hugging Face tokenizers on texts and returns their ids.
+func hfEncode(t testing.TB, texts []string) [][]int {
+	t.Helper()
+	nm := nodeModules(t)
+	dir := qwen3Dir(t)
+	in := filepath.Join(t.TempDir(), "texts.jsonl")
+	var buf bytes.Buffer
+	for _, s := range texts {
+		b, _ := json.Marshal(s)
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	if err := os.WriteFile(in, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", "testdata/hf_encode.js", nm, filepath.Join(dir, "tokenizer.json"), in)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reference encoder: %v", err)
+	}
+	var ids [][]int
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var row []int
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			t.Fatalf("reference encoder output: %v", err)
+		}
+		ids = append(ids, row)
+	}
+	if len(ids) != len(texts) {
+		t.Fatalf("reference encoder returned %d rows for %d texts", len(ids), len(texts))
+	}
+	return ids
+}
+
+// testCorpus is the shared corpus of the reference tests and the benchmark.
+func testCorpus(t testing.TB) []string {
+	t.Helper()
+	texts, err := corpus.Build(runtime.GOROOT(), cjkDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return texts
+}
+
+// cjkDir finds Python's CJK test texts; "" if python3 or the files are missing.
+func cjkDir() string {
+	out, err := exec.Command("python3", "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])").Output()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "test", "cjkencodings")
+	if _, err := os.Stat(dir); err != nil {
+		return ""
+	}
+	return dir
+}
+
+func TestEncodeMatchesHuggingFace(t *testing.T) {
+	tok := qwen3(t)
+	texts := testCorpus(t)
+	total := 0
+	for _, s := range texts {
+		total += len(s)
+	}
+	if len(texts) < 2000 || total < 3<<20 {
+		t.Fatalf("corpus has %d strings, %d bytes; want >= 2000 strings and several MB", len(texts), total)
+	}
+	want := hfEncode(t, texts)
+	bad := 0
+	for i, s := range texts {
+		got := tok.Encode(s)
+		if !equalInts(got, want[i]) {
+			bad++
+			if bad <= 5 {
+				t.Errorf("text %d (%d bytes): %s", i, len(s), firstDiff(tok, s, got, want[i]))
+			}
+		}
+		if d := tok.Decode(got); d != nfcBetweenAdded(tok, s) {
+			t.Errorf("text %d: Decode(Encode(s)) != NFC(s)", i)
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d texts differ from Hugging Face", bad, len(texts))
+	}
+	t.Logf("%d texts, %d bytes: ids identical to Hugging Face tokenizers", len(texts), total)
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// firstDiff describes where two id sequences part, with the decoded context.
+func firstDiff(tok *Tokenizer, s string, got, want []int) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	lo := max(0, i-3)
+	show := func(ids []int) string {
+		hi := min(len(ids), i+4)
+		var parts []string
+		for _, id := range ids[lo:hi] {
+			parts = append(parts, fmt.Sprintf("%d%q", id, tok.Decode([]int{id})))
+		}
+		return strings.Join(parts, " ")
+	}
+	ctx := tok.Decode(got[:i])
+	return fmt.Sprintf("first difference at token %d (byte %d): got %s; want %s", i, len(ctx), show(got), show(want))
+}
+
+// nfcBetweenAdded is what Decode(Encode(s)) must give: s with the text
+// between added tokens NFC-normalized piece by piece.
+func nfcBetweenAdded(tok *Tokenizer, s string) string {
+	var sb strings.Builder
+	for pos := 0; pos < len(s); {
+		start, end, _ := tok.added.find(s, pos)
+		if start < 0 {
+			start, end = len(s), len(s)
+		}
+		sb.WriteString(norm.NFC.String(s[pos:start]))
+		sb.WriteString(s[start:end])
+		pos = end
+	}
+	return sb.String()
+}
