@@ -283,7 +283,7 @@ func (f *fieldInfo) checkRange(v reflect.Value) error {
 					return nil
 				}
 			}
-			return fmt.Errorf("must be one of %s, got %q%s", quoteList(f.Enum), v.String(), didYouMean(v.String(), f.Enum))
+			return fmt.Errorf("must be one of %s, got %q%s", quoteList(f.Enum), v.String(), DidYouMean(v.String(), f.Enum))
 		}
 		return nil
 	default:
@@ -316,8 +316,8 @@ func quoteList(xs []string) string {
 	return strings.Join(q, ", ")
 }
 
-// didYouMean returns ` (did you mean "x"?)` when a candidate is close to s.
-func didYouMean(s string, candidates []string) string {
+// DidYouMean returns ` (did you mean "x"?)` when a candidate is close to s.
+func DidYouMean(s string, candidates []string) string {
 	best, bestD := "", math.MaxInt
 	for _, c := range candidates {
 		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {

@@ -101,7 +101,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		switch k {
 		case "pipeline", "vars", "stage":
 		default:
-			at(pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars] and [[stage]] tables%s", k, didYouMean(k, []string{"pipeline", "vars", "stage"}))
+			at(pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars] and [[stage]] tables%s", k, DidYouMean(k, []string{"pipeline", "vars", "stage"}))
 		}
 	}
 
@@ -153,7 +153,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		case "description":
 			f.Description = s
 		default:
-			at(p, "[pipeline]: unknown key %q; allowed: %s%s", k, strings.Join(pipelineKeys, ", "), didYouMean(k, pipelineKeys))
+			at(p, "[pipeline]: unknown key %q; allowed: %s%s", k, strings.Join(pipelineKeys, ", "), DidYouMean(k, pipelineKeys))
 			continue
 		}
 		if !isStr {
@@ -296,7 +296,7 @@ func (f *File) applySet(s string, in *interpolator) error {
 		sd.KeyPos[key] = p
 		return nil
 	}
-	return fmt.Errorf("no stage %q%s", target, didYouMean(target, ids))
+	return fmt.Errorf("no stage %q%s", target, DidYouMean(target, ids))
 }
 
 // syntaxProblem turns a TOML decode error into a positioned problem with the
@@ -362,7 +362,7 @@ func (in *interpolator) known(name string) string {
 	if len(names) == 0 {
 		return "; [vars] defines none"
 	}
-	return "; [vars] defines " + strings.Join(names, ", ") + didYouMean(name, names)
+	return "; [vars] defines " + strings.Join(names, ", ") + DidYouMean(name, names)
 }
 
 func (in *interpolator) expand(s string, stack []string) (string, error) {

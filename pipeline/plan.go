@@ -67,7 +67,7 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 			ps.Spec = reg.Lookup(sd.Kind)
 			if ps.Spec == nil {
 				probs = append(probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID,
-					Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, didYouMean(sd.Kind, reg.Kinds()), strings.Join(reg.Kinds(), ", "))})
+					Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, DidYouMean(sd.Kind, reg.Kinds()), strings.Join(reg.Kinds(), ", "))})
 			}
 		}
 		if ps.Spec != nil {
@@ -100,7 +100,7 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 			id, port, _ := strings.Cut(ref, ".")
 			from := p.byID[id]
 			if from == nil {
-				prob("input %q: no stage %q%s", ref, id, didYouMean(id, stageIDs(all)))
+				prob("input %q: no stage %q%s", ref, id, DidYouMean(id, stageIDs(all)))
 				continue
 			}
 			if from == ps {
@@ -117,7 +117,7 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 			if port == "" {
 				port = from.Spec.Outputs[0]
 			} else if !contains(from.Spec.Outputs, port) {
-				prob("input %q: stage %q (%s) has no port %q; its ports: %s%s", ref, id, from.Spec.Kind, port, strings.Join(from.Spec.Outputs, ", "), didYouMean(port, from.Spec.Outputs))
+				prob("input %q: stage %q (%s) has no port %q; its ports: %s%s", ref, id, from.Spec.Kind, port, strings.Join(from.Spec.Outputs, ", "), DidYouMean(port, from.Spec.Outputs))
 				continue
 			}
 			e := Edge{From: from, Port: port, To: ps}
@@ -294,7 +294,7 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 	}
 	for _, k := range sortedKeys(sd.Raw) {
 		if !contains(keys, k) {
-			prob(k, "unknown key %q%s; %s takes: %s", k, didYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
+			prob(k, "unknown key %q%s; %s takes: %s", k, DidYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
 		}
 	}
 	for _, f := range fields {

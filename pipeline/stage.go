@@ -97,3 +97,10 @@ type Env struct {
 	// fleet); see Resource.
 	Resources *Resources
 }
+
+// DryRunner is implemented by stages that can show their readiness without
+// doing any work, for `pipe run --dry-run` (e.g. generate probes its servers
+// and prints a table of them). Open has not been called.
+type DryRunner interface {
+	DryRun(ctx context.Context, env *Env) (string, error)
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/goccy/go-graphviz"
+)
+
+func init() {
+	var (
+		format, output string
+		sets           setFlags
+	)
+	register(&command{
+		Name:      "graph",
+		UsageLine: "pipe graph [--format text|dot|mermaid|svg] [-o FILE] FILE",
+		Short:     "show a pipeline's graph",
+		Long: `Graph prints the stages in dependency order with their kinds, key settings,
+ports and edges. dot and mermaid are for other tools; svg is a picture rendered
+in-process (no Graphviz install needed).`,
+		SetFlags: func(fs *flag.FlagSet) {
+			sets = nil
+			fs.StringVar(&format, "format", "text", "output format: text, dot, mermaid or svg")
+			fs.StringVar(&output, "o", "", "write to `FILE` instead of standard output")
+			addSetFlag(fs, &sets)
+		},
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if fs.NArg() != 1 {
+				return usageErrorf("usage: pipe graph [--format text|dot|mermaid|svg] FILE")
+			}
+			plan, probs := loadPlan(fs.Arg(0), sets, "")
+			if len(probs) > 0 {
+				return &exitError{code: exitUsage, err: probs}
+			}
+			var buf bytes.Buffer
+			switch format {
+			case "text":
+				plan.WriteText(&buf)
+			case "dot":
+				plan.WriteDOT(&buf)
+			case "mermaid":
+				plan.WriteMermaid(&buf)
+			case "svg":
+				var dot bytes.Buffer
+				plan.WriteDOT(&dot)
+				if err := renderSVG(ctx, dot.Bytes(), &buf); err != nil {
+					return fmt.Errorf("rendering SVG: %w", err)
+				}
+			default:
+				return usageErrorf("unknown --format %q: want text, dot, mermaid or svg", format)
+			}
+			if output != "" {
+				return os.WriteFile(output, buf.Bytes(), 0o644)
+			}
+			_, err := std.Out.Write(buf.Bytes())
+			return err
+		},
+	})
+}
+
+// renderSVG lays out DOT with Graphviz compiled to WebAssembly.
+func renderSVG(ctx context.Context, dot []byte, out *bytes.Buffer) error {
+	g, err := graphviz.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	graph, err := graphviz.ParseBytes(dot)
+	if err != nil {
+		return err
+	}
+	defer graph.Close()
+	return g.Render(ctx, graph, graphviz.SVG, out)
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	_ "github.com/pipe-dev/pipe/stages" // registers the stage kinds
+)
+
+// setFlags collects repeated --set STAGE.KEY=VALUE flags.
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, " ") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+func addSetFlag(fs *flag.FlagSet, s *setFlags) {
+	fs.Var(s, "set", "override one value: `STAGE.KEY=VALUE` (VALUE in TOML syntax; repeatable)")
+}
+
+// loadPlan reads, decodes and checks a pipeline file, including that its
+// outputs can be created. runDir, if not empty, overrides [pipeline] run_dir.
+func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipeline.Problems) {
+	if runDir != "" {
+		sets = append(append([]string(nil), sets...), fmt.Sprintf("pipeline.run_dir=%q", runDir))
+	}
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets})
+	if f == nil {
+		return nil, probs
+	}
+	plan, bprobs := pipeline.Build(f, pipeline.DefaultRegistry)
+	probs = append(probs, bprobs...)
+	if len(probs) == 0 {
+		probs = append(probs, plan.CheckOutputs()...)
+	}
+	probs.Sort()
+	return plan, probs
+}

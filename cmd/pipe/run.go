@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+func init() {
+	var (
+		dryRun       bool
+		runDir       string
+		sim          int
+		drainTimeout time.Duration
+		progress     time.Duration
+		sets         setFlags
+	)
+	register(&command{
+		Name:      "run",
+		UsageLine: "pipe run [--dry-run] [--set STAGE.KEY=VALUE]... [--run-dir DIR] [--sim N] FILE",
+		Short:     "run a pipeline (or plan it with --dry-run)",
+		Long: `Run checks the file, then runs the graph until every input is processed.
+Progress is printed to stderr and appended to RUN_DIR/run.log; the summary shows,
+per stage, in = out + rejected + failed. Rejected and failed records that no
+stage takes are kept in RUN_DIR/rejected/ and RUN_DIR/failed/.
+
+The first Ctrl-C (or SIGTERM) stops reading input, lets in-flight work finish
+and commits the outputs (exit 130); a second one stops at once.
+
+--dry-run checks the file, resolves every path, probes servers, prints the
+graph and the plan, and does no work.`,
+		SetFlags: func(fs *flag.FlagSet) {
+			sets = nil
+			fs.BoolVar(&dryRun, "dry-run", false, "check, resolve paths, print the graph and plan; do no work")
+			fs.StringVar(&runDir, "run-dir", "", "run directory (overrides [pipeline] run_dir)")
+			fs.IntVar(&sim, "sim", 0, "replace every generate stage's servers with `N` simulated servers started in-process")
+			fs.DurationVar(&drainTimeout, "drain-timeout", 10*time.Minute, "after the first Ctrl-C, how long in-flight work may take before stopping at once")
+			fs.DurationVar(&progress, "progress", 0, "progress line interval (default 5s on a terminal, 30s otherwise)")
+			addSetFlag(fs, &sets)
+		},
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if fs.NArg() != 1 {
+				return usageErrorf("usage: pipe run [flags] FILE")
+			}
+			path := fs.Arg(0)
+			all := append([]string(nil), sets...)
+			if sim > 0 {
+				ids, err := stageIDsOfKind(path, "generate")
+				if err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+				for _, id := range ids {
+					all = append(all, fmt.Sprintf(`%s.servers=["sim:%d"]`, id, sim))
+				}
+			}
+			plan, probs := loadPlan(path, all, runDir)
+			if len(probs) > 0 {
+				return &exitError{code: exitUsage, err: probs}
+			}
+			if dryRun {
+				return dryRunPlan(ctx, std, plan)
+			}
+			every := progress
+			if every == 0 {
+				every = 30 * time.Second
+				if isTerminal(std.Err) {
+					every = 5 * time.Second
+				}
+			}
+			return runPlan(ctx, std, plan, drainTimeout, every)
+		},
+	})
+}
+
+// stageIDsOfKind lists the ids of a file's stages of one kind.
+func stageIDsOfKind(path, kind string) ([]string, error) {
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	if f == nil {
+		return nil, probs
+	}
+	var ids []string
+	for _, s := range f.Stages {
+		if s.Kind == kind {
+			ids = append(ids, s.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%s: --sim given, but the pipeline has no %s stage", path, kind)
+	}
+	return ids, nil
+}
+
+func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
+	plan.WriteText(std.Out)
+	fmt.Fprintln(std.Out, "\nplan:")
+	for _, u := range plan.Paths() {
+		who := "pipeline"
+		if u.Stage != "" {
+			who = "stage " + u.Stage
+		}
+		fmt.Fprintf(std.Out, "  %-22s %-8s %s  (%s)\n", who, u.Key, u.Path, describePath(u))
+	}
+	var failed []string
+	for _, s := range plan.Stages {
+		st, err := s.Spec.New(s.Config)
+		if err != nil {
+			return &pipeline.StageError{Stage: s.ID(), Kind: s.Spec.Kind, Err: err}
+		}
+		dr, ok := st.(pipeline.DryRunner)
+		if !ok {
+			continue
+		}
+		res := pipeline.NewResources()
+		out, err := dr.DryRun(ctx, &pipeline.Env{StageID: s.ID(), RunDir: plan.File.RunDir, Log: io.Discard, Resources: res})
+		res.Close()
+		fmt.Fprintf(std.Out, "\nstage %s (%s):\n%s", s.ID(), s.Spec.Kind, indentLines(out, "  "))
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("stage %q (%s): %v", s.ID(), s.Spec.Kind, err))
+		}
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "\n"))
+	}
+	fmt.Fprintln(std.Out, "\ndry run: nothing was done. Run without --dry-run to start.")
+	return nil
+}
+
+func describePath(u pipeline.PathUse) string {
+	st, err := os.Stat(u.Path)
+	switch u.Mode {
+	case "in", "indir":
+		if err == nil && !st.IsDir() {
+			return "input, " + humanSize(st.Size())
+		}
+		return "input"
+	case "out":
+		if err == nil {
+			return fmt.Sprintf("output, will replace the existing %s file", humanSize(st.Size()))
+		}
+		return "output, will be created"
+	default:
+		if err == nil {
+			return "directory, exists"
+		}
+		return "directory, will be created"
+	}
+}
+
+func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout, every time.Duration) error {
+	if err := os.MkdirAll(plan.File.RunDir, 0o755); err != nil {
+		return fmt.Errorf("run directory: %w", err)
+	}
+	logf, err := os.OpenFile(filepath.Join(plan.File.RunDir, "run.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("run log: %w", err)
+	}
+	defer logf.Close()
+	var logMu sync.Mutex
+	log := writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return fmt.Fprintf(logf, "%s %s", time.Now().UTC().Format(time.RFC3339), p)
+	})
+	fmt.Fprintf(log, "run %s (%s), run dir %s\n", plan.File.Name, plan.File.Path, plan.File.RunDir)
+	fmt.Fprintf(std.Err, "pipe: running %s; log in %s\n", plan.File.Path, filepath.Join(plan.File.RunDir, "run.log"))
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	sigDone := make(chan struct{})
+	defer close(sigDone)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-sigDone:
+				return
+			case <-std.Signals:
+				n++
+				if n == 1 {
+					fmt.Fprintln(std.Err, "\npipe: stopping intake and draining in-flight work; press Ctrl-C again to stop at once")
+					close(stop)
+				} else {
+					fmt.Fprintln(std.Err, "\npipe: stopping at once")
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+
+	statusPath := filepath.Join(plan.File.RunDir, "status.json")
+	sum, runErr := pipeline.Run(runCtx, plan, pipeline.RunOptions{
+		Stop:          stop,
+		DrainTimeout:  drainTimeout,
+		Log:           log,
+		ProgressEvery: every,
+		Progress: func(s *pipeline.Summary) {
+			line := progressLine(s)
+			fmt.Fprintln(std.Err, line)
+			fmt.Fprintln(log, line)
+			writeStatus(statusPath, "running", s, nil)
+		},
+	})
+	state := "done"
+	switch {
+	case runErr != nil && errors.Is(runErr, pipeline.ErrStopped):
+		state = "stopped"
+	case runErr != nil:
+		state = "failed"
+	case sum.Drained:
+		state = "drained"
+	}
+	writeStatus(statusPath, state, sum, runErr)
+	printSummary(std.Err, plan, sum)
+	printSummary(log, plan, sum)
+	switch state {
+	case "failed":
+		fmt.Fprintf(log, "failed: %v\n", runErr)
+		return fmt.Errorf("run failed: %w\nOutputs committed so far are kept; records in flight will be redone. Log: %s",
+			runErr, filepath.Join(plan.File.RunDir, "run.log"))
+	case "stopped", "drained":
+		what := "drained and committed"
+		if state == "stopped" {
+			what = "stopped at once; in-flight records were abandoned"
+		}
+		fmt.Fprintf(std.Err, "pipe: interrupted (%s). Resume with: pipe run %s\n", what, plan.File.Path)
+		fmt.Fprintf(log, "interrupted: %s\n", what)
+		return &exitError{code: exitInterrupted}
+	}
+	fmt.Fprintln(log, "done")
+	return nil
+}
+
+// progressLine is one compact line: elapsed, then each stage's output count.
+func progressLine(s *pipeline.Summary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%s]", s.Elapsed.Round(time.Second))
+	for _, st := range s.Stages {
+		fmt.Fprintf(&b, " %s %d", st.ID, st.Out)
+		if st.Rejected > 0 {
+			fmt.Fprintf(&b, " (rej %d)", st.Rejected)
+		}
+		if st.Failed > 0 {
+			fmt.Fprintf(&b, " (fail %d)", st.Failed)
+		}
+	}
+	return b.String()
+}
+
+func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
+	if s == nil || len(s.Stages) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsummary of %s after %s:\n", plan.File.Name, s.Elapsed.Round(time.Millisecond))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\tkind\tin\tout\trejected\tfailed\tbalanced\t")
+	for _, st := range s.Stages {
+		bal := "yes"
+		if !st.Balanced() {
+			bal = fmt.Sprintf("no (%d abandoned)", st.Abandoned)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", st.ID, st.Kind, st.In, st.Out, st.Rejected, st.Failed, bal)
+	}
+	tw.Flush()
+	for _, st := range s.Stages {
+		if len(st.Reasons) > 0 {
+			keys := make([]string, 0, len(st.Reasons))
+			for k := range st.Reasons {
+				keys = append(keys, k)
+			}
+			sort.Slice(keys, func(i, j int) bool {
+				return st.Reasons[keys[i]] > st.Reasons[keys[j]] || (st.Reasons[keys[i]] == st.Reasons[keys[j]] && keys[i] < keys[j])
+			})
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = fmt.Sprintf("%s %d", k, st.Reasons[k])
+			}
+			fmt.Fprintf(w, "rejected by %s: %s\n", st.ID, strings.Join(parts, ", "))
+		}
+		for _, stat := range st.Stats {
+			fmt.Fprintf(w, "%s: %s: %s\n", st.ID, stat.Name, stat.Value)
+		}
+	}
+	for _, p := range s.DeadLetters {
+		fmt.Fprintf(w, "kept: %s\n", p)
+	}
+}
+
+// writeStatus records the run's state for `pipe status` and other tools,
+// replacing the file atomically.
+func writeStatus(path, state string, s *pipeline.Summary, runErr error) {
+	doc := map[string]any{"state": state, "updated": time.Now().UTC().Format(time.RFC3339), "pid": os.Getpid()}
+	if s != nil {
+		doc["elapsed_s"] = s.Elapsed.Seconds()
+		doc["stages"] = s.Stages
+		doc["dead_letters"] = s.DeadLetters
+	}
+	if runErr != nil {
+		doc["error"] = runErr.Error()
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return
+	}
+	tmp := path + ".tmp"
+	if os.WriteFile(tmp, data, 0o644) == nil {
+		os.Rename(tmp, path)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func indentLines(s, prefix string) string {
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,98 @@
+package pipeline
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+)
+
+// FieldDoc is one config key of a kind, as `pipe stages KIND` shows it.
+type FieldDoc struct {
+	Key, Type, Default, Doc string
+	Required                bool
+	Allowed                 string // range or enum, if any
+}
+
+// FieldDocs lists the kind's config keys in declaration order.
+func (s *Spec) FieldDocs() []FieldDoc {
+	fields, _ := fieldsOf(reflect.TypeOf(s.Config))
+	out := make([]FieldDoc, 0, len(fields))
+	for _, f := range fields {
+		d := FieldDoc{Key: f.Key, Type: typeName(f.Type), Doc: f.Doc, Required: f.Required}
+		if f.HasDef {
+			d.Default = f.Default
+			if f.Type.Kind() == reflect.String {
+				d.Default = fmt.Sprintf("%q", f.Default)
+			}
+		}
+		switch {
+		case len(f.Enum) > 0:
+			d.Allowed = strings.Join(f.Enum, " | ")
+		case f.Min != nil || f.Max != nil:
+			d.Allowed = f.rangeText()
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// WriteDoc prints the kind's documentation: summary, ports, fields, example.
+func (s *Spec) WriteDoc(w io.Writer) {
+	fmt.Fprintf(w, "%s — %s\n", s.Kind, s.Summary)
+	if s.Description != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(s.Description, "\n"))
+	}
+	fmt.Fprintln(w)
+	if s.Source {
+		fmt.Fprintln(w, "inputs:   none (a source)")
+	} else if s.MaxInputs > 0 {
+		fmt.Fprintf(w, "inputs:   1..%d (\"stage\" or \"stage.port\")\n", s.MaxInputs)
+	} else {
+		fmt.Fprintln(w, "inputs:   1 or more, merged (\"stage\" or \"stage.port\")")
+	}
+	if len(s.Outputs) == 0 {
+		fmt.Fprintln(w, "outputs:  none (a sink)")
+	} else {
+		fmt.Fprintf(w, "outputs:  %s (first is the default)\n", strings.Join(s.Outputs, ", "))
+	}
+	if len(s.Needs) > 0 {
+		fmt.Fprintf(w, "needs:    %s\n", strings.Join(s.Needs, ", "))
+	}
+	if len(s.Produces) > 0 {
+		fmt.Fprintf(w, "produces: %s\n", strings.Join(s.Produces, ", "))
+	}
+	fmt.Fprintln(w, "\nkeys:")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  KEY\tTYPE\tDEFAULT\tALLOWED\tMEANING")
+	for _, f := range s.FieldDocs() {
+		def := f.Default
+		if f.Required {
+			def = "(required)"
+		} else if def == "" {
+			def = "-"
+		}
+		allowed := f.Allowed
+		if allowed == "" {
+			allowed = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", f.Key, f.Type, def, allowed, f.Doc)
+	}
+	tw.Flush()
+	if s.Example != "" {
+		fmt.Fprintf(w, "\nexample:\n\n%s", indent(s.Example, "    "))
+	}
+}
+
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(s, "\n")
+	var b strings.Builder
+	for _, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			b.WriteString(prefix)
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
