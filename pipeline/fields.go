@@ -147,6 +147,13 @@ func typeName(t reflect.Type) string {
 	return t.String()
 }
 
+func withArticle(s string) string {
+	if strings.IndexAny(s[:1], "aeiou") == 0 {
+		return "an " + s
+	}
+	return "a " + s
+}
+
 // rawTypeName describes a decoded TOML value for messages.
 func rawTypeName(raw any) string {
 	switch x := raw.(type) {
@@ -171,7 +178,7 @@ func setFromRaw(v reflect.Value, raw any) error {
 	if v.Addr().Type().Implements(configDecoderType) {
 		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(raw)
 	}
-	mismatch := func() error { return fmt.Errorf("must be %s, got %s", typeName(v.Type()), rawTypeName(raw)) }
+	mismatch := func() error { return fmt.Errorf("must be %s, got %s", withArticle(typeName(v.Type())), rawTypeName(raw)) }
 	if v.Type() == durationType {
 		s, ok := raw.(string)
 		if !ok {

@@ -34,6 +34,8 @@ type StageDecl struct {
 	// Raw holds the kind's own keys (not id, kind, input), interpolated.
 	Raw    map[string]any
 	KeyPos map[string]Pos
+	// BadKeys are keys whose ${...} could not be expanded (already reported).
+	BadKeys map[string]bool
 }
 
 // KeyPosition returns where key is set, or the stage header.
@@ -171,7 +173,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		at(pos.top("stage"), "stage must be an array of tables ([[stage]]), got %s", rawTypeName(x))
 	}
 	for i, raw := range stages {
-		sd := &StageDecl{Pos: pos.stageHeader(i), Raw: map[string]any{}, KeyPos: pos.stageKeys(i)}
+		sd := &StageDecl{Pos: pos.stageHeader(i), Raw: map[string]any{}, KeyPos: pos.stageKeys(i), BadKeys: map[string]bool{}}
 		sprob := func(p Pos, format string, args ...any) {
 			probs = append(probs, Problem{Pos: p, Stage: sd.ID, Msg: fmt.Sprintf(format, args...)})
 		}
@@ -198,7 +200,11 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 			case "input":
 				sd.Inputs = inputsOf(interp(sd.KeyPosition(k), v), func(msg string) { sprob(sd.KeyPosition(k), "%s", msg) })
 			default:
+				n := len(probs)
 				sd.Raw[k] = interp(sd.KeyPosition(k), v)
+				if len(probs) > n {
+					sd.BadKeys[k] = true
+				}
 			}
 		}
 		f.Stages = append(f.Stages, sd)

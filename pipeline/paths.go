@@ -96,15 +96,15 @@ func creatable(path string, isDir bool) error {
 		st, err := os.Stat(dir)
 		if err == nil {
 			if !st.IsDir() {
-				return fmt.Errorf("cannot create %s: %s is a file", path, dir)
+				return fmt.Errorf("%s cannot be created: %s is a file", path, dir)
 			}
 			if unix.Access(dir, unix.W_OK) != nil {
-				return fmt.Errorf("cannot create %s: %s is not writable", path, dir)
+				return fmt.Errorf("%s cannot be created: %s is not writable", path, dir)
 			}
 			return nil
 		}
 		if filepath.Dir(dir) == dir {
-			return fmt.Errorf("cannot create %s", path)
+			return fmt.Errorf("%s cannot be created", path)
 		}
 	}
 }

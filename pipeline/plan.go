@@ -79,6 +79,7 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 	}
 
 	// Wire inputs.
+	nprobs := len(probs)
 	for _, ps := range all {
 		sd := ps.Decl
 		prob := func(format string, args ...any) {
@@ -127,8 +128,11 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 	}
 
 	// Every output except "rejected" must lead somewhere: records never vanish.
+	// Skipped when an input could not be resolved: it was probably meant to
+	// connect one of them, and the input's message says what to fix.
+	inputsBroken := len(probs) > nprobs
 	for _, ps := range all {
-		if ps.Spec == nil {
+		if ps.Spec == nil || inputsBroken {
 			continue
 		}
 		for _, port := range ps.Spec.Outputs {
@@ -300,6 +304,9 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 	for _, f := range fields {
 		raw, set := sd.Raw[f.Key]
 		fv := v.Field(f.Index)
+		if sd.BadKeys[f.Key] {
+			continue // its interpolation failed and was reported
+		}
 		if !set {
 			if f.Required {
 				probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
