@@ -1,9 +1,489 @@
 package stages
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/stages/tokenize"
+	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
+
+func init() {
+	pipeline.Register(pipeline.Spec{
+		Kind:    "tokenize-and-mask",
+		Summary: "build training rows: input_ids and the assistant loss_mask, from the generation's own ids or the model's chat template",
+		Description: `Turns a conversation and its completion into a training row (tokens.input_ids,
+tokens.loss_mask, num_tokens, num_loss_tokens); messages and completion stay
+on the record. loss_mask is 1 from the first token after
+"<|im_start|>assistant\n" through "<|im_end|>" and the "\n" after it, for
+every assistant turn (mask = "assistant") or the last one only
+("last_turn"), and 0 elsewhere.
+
+Two ways to build a row:
+  ids   the completion's prompt_ids, then its output_ids, then the template's
+        closing "\n": exactly the tokens the model saw and sampled (native
+        /generate with input_ids). No re-tokenization.
+  text  render the conversation with the model's own chat template
+        (add_generation_prompt false, the reply's reasoning in the last
+        turn), encode the whole text once without adding special tokens, and
+        take the mask from token offsets in that text.
+source = "auto" (default) uses ids when the completion has them, else text.
+With compare_text, every ids row is also built from text, and rows where
+re-tokenizing would have given different ids are counted in the summary.
+
+system_prompt, when set, is the system prompt of every row ("" for none);
+unset, each row keeps the one generation used. The prompt used is recorded
+in meta.train_system_prompt. A row whose system prompt differs from
+generation's cannot use the generation's ids and is built from text.
+
+Rejections: too_long (more than max_length tokens, with on_too_long =
+"reject"), too_few_loss_tokens (no run of min_adjacent_loss_tokens loss
+tokens), no_output_ids (source = "ids"), bad_prompt_ids / unterminated_output
+(ids that do not form a ChatML turn), render_failed, no_completion.`,
+		Config:   TokenizeAndMaskConfig{},
+		Outputs:  []string{"out", pipeline.RejectedPort},
+		Needs:    []string{pipeline.FieldMessages, pipeline.FieldCompletion},
+		Produces: []string{pipeline.FieldTokens},
+		Fields: func(c any) (needs, produces []string) {
+			needs = []string{pipeline.FieldMessages, pipeline.FieldCompletion}
+			if c.(*TokenizeAndMaskConfig).Source == "ids" {
+				needs = append(needs, pipeline.FieldOutputIDs)
+			}
+			return needs, []string{pipeline.FieldTokens}
+		},
+		KeySettings: func(c any) string {
+			cfg := c.(*TokenizeAndMaskConfig)
+			s := "mask " + cfg.Mask + ", source " + cfg.Source
+			if cfg.MaxLength > 0 {
+				s += fmt.Sprintf(", max %d (%s)", cfg.MaxLength, cfg.OnTooLong)
+			}
+			return s
+		},
+		Example: `[[stage]]
+id   = "completions"
+kind = "read-completions"
+path = "completions.jsonl"
+
+[[stage]]
+id          = "tok"
+kind        = "tokenize-and-mask"
+input       = "completions"
+tokenizer   = "models/qwen3"
+mask        = "assistant"
+max_length  = 8192
+on_too_long = "reject"
+
+[[stage]]
+id    = "rows"
+kind  = "write-jsonl"
+input = "tok"
+path  = "out/rows.jsonl"
+`,
+		New: func(c any) (pipeline.Stage, error) { return newTokenizeAndMask(c.(*TokenizeAndMaskConfig)), nil },
+	})
+}
+
+// Reason codes of tokenize-and-mask.
+const (
+	ReasonTooLong            = "too_long"
+	ReasonTooFewLossTokens   = "too_few_loss_tokens"
+	ReasonNoOutputIDs        = "no_output_ids"
+	ReasonBadPromptIDs       = "bad_prompt_ids"
+	ReasonUnterminatedOutput = "unterminated_output"
+	ReasonRenderFailed       = "render_failed"
+)
+
+// TokenizeAndMaskConfig configures tokenize-and-mask.
+type TokenizeAndMaskConfig struct {
+	// Tokenizer is the model directory. Required.
+	Tokenizer string `toml:"tokenizer" required:"true" path:"indir" doc:"model directory with tokenizer.json and the chat template (tokenizer_config.json or chat_template.jinja)"`
+	// Template is "" (the model's own) or "chatml". Default "".
+	Template string `toml:"template" default:"" enum:"|chatml" doc:"chat template: the model's own (default) or \"chatml\""`
+	// Mask is "assistant" (default: every assistant turn) or "last_turn".
+	Mask string `toml:"mask" default:"assistant" enum:"assistant|last_turn" doc:"which assistant turns carry loss"`
+	// SystemPrompt, when set, is every row's system prompt ("" for none).
+	// Default: unset, each row keeps generation's.
+	SystemPrompt *string `toml:"system_prompt" doc:"system prompt of every row (\"\" = none); unset keeps the one generation used"`
+	// MaxLength is the most tokens a row may have; 0 (default) is no limit.
+	MaxLength int `toml:"max_length" default:"0" min:"0" doc:"most tokens per row; 0 = no limit"`
+	// OnTooLong is "reject" (default) or "truncate" (cut to max_length).
+	OnTooLong string `toml:"on_too_long" default:"reject" enum:"reject|truncate" doc:"what a row longer than max_length does"`
+	// MinAdjacentLossTokens: a row needs a run of at least this many loss
+	// tokens (block-parallel drafters need 2). Default 2.
+	MinAdjacentLossTokens int `toml:"min_adjacent_loss_tokens" default:"2" min:"1" doc:"reject rows with no run of this many adjacent loss tokens"`
+	// Source is "auto" (default: ids when present, else text), "ids" or "text".
+	Source string `toml:"source" default:"auto" enum:"auto|ids|text" doc:"build rows from the generation's ids, from the text, or ids when present (auto)"`
+	// CompareText also builds each ids row from text and counts
+	// disagreements. Default true.
+	CompareText bool `toml:"compare_text" default:"true" doc:"also re-tokenize ids rows and count rows whose ids would differ"`
+	// Workers is how many records are tokenized at once; 0 (default) is one
+	// per CPU.
+	Workers int `toml:"workers" default:"0" min:"0" max:"1024" doc:"records tokenized in parallel; 0 = one per CPU"`
+}
+
+type tokenizeAndMask struct {
+	cfg  *TokenizeAndMaskConfig
+	tok  *tokenize.Tokenizer
+	tmpl *chat.Template
+	log  io.Writer
+
+	imStart, imEnd int // ids of <|im_start|> and <|im_end|>
+	newline        []int
+
+	fromIDs, fromText, differs, truncated atomic.Int64
+	textNoIDs, textSystemDiffers          atomic.Int64
+	tokens, lossTokens                    atomic.Int64
+	logged                                atomic.Int64
+	systemMu                              sync.Mutex
+	systemUsed                            map[string]int64 // rows by system prompt used
+}
+
+func newTokenizeAndMask(cfg *TokenizeAndMaskConfig) *tokenizeAndMask {
+	return &tokenizeAndMask{cfg: cfg, log: io.Discard, systemUsed: map[string]int64{}}
+}
+
+// Open loads the tokenizer and the chat template.
+func (s *tokenizeAndMask) Open(ctx context.Context, env *pipeline.Env) error {
+	tok, err := sharedTokenizer(env, s.cfg.Tokenizer)
+	if err != nil {
+		return err
+	}
+	if env != nil && env.Log != nil {
+		s.log = env.Log
+	}
+	return s.use(tok)
+}
+
+func (s *tokenizeAndMask) use(tok *tokenize.Tokenizer) error {
+	tmpl, err := tok.Chat(s.cfg.Template)
+	if err != nil {
+		return err
+	}
+	s.tok, s.tmpl = tok, tmpl
+	var ok1, ok2 bool
+	s.imStart, ok1 = tok.TokenID("<|im_start|>")
+	s.imEnd, ok2 = tok.TokenID("<|im_end|>")
+	if !ok1 || !ok2 {
+		return fmt.Errorf("%s: the vocabulary has no <|im_start|> / <|im_end|>; tokenize-and-mask builds ChatML (Qwen) rows", tok.Dir())
+	}
+	s.newline = tok.Encode("\n")
+	return nil
+}
+
+// Workers lets the engine tokenize several records at once.
+func (s *tokenizeAndMask) Workers() int {
+	if s.cfg.Workers > 0 {
+		return s.cfg.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// Process builds rec's training row and emits it, or rejects rec.
+func (s *tokenizeAndMask) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	row, reason, detail := s.build(rec)
+	if reason != "" {
+		return out.Reject(rec, reason, detail)
+	}
+	rec.Tokens = row
+	s.tokens.Add(int64(row.NumTokens))
+	s.lossTokens.Add(int64(row.NumLossTokens))
+	return out.Emit("out", rec)
+}
+
+// build returns rec's row, or a reason code and detail for rejecting it.
+func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, reason, detail string) {
+	c := rec.Completion
+	if c == nil {
+		return nil, ReasonNoCompletion, "record has no completion"
+	}
+	msgs, system, genSystem := s.conversation(rec)
+	if rec.Meta == nil {
+		rec.Meta = map[string]any{}
+	}
+	rec.Meta["train_system_prompt"] = system
+	s.systemMu.Lock()
+	s.systemUsed[system]++
+	s.systemMu.Unlock()
+
+	hasIDs := len(c.PromptIDs) > 0 && len(c.OutputIDs) > 0
+	useIDs := hasIDs && s.cfg.Source != "text"
+	switch {
+	case s.cfg.Source == "ids" && !hasIDs:
+		return nil, ReasonNoOutputIDs, fmt.Sprintf("source = \"ids\" but the completion has %d prompt ids and %d output ids", len(c.PromptIDs), len(c.OutputIDs))
+	case useIDs && system != genSystem:
+		// The ids carry generation's system prompt, not the configured one.
+		useIDs = false
+		s.textSystemDiffers.Add(1)
+	case !useIDs && s.cfg.Source == "auto":
+		s.textNoIDs.Add(1)
+	}
+
+	var textRow *pipeline.Tokens
+	if !useIDs || s.cfg.CompareText {
+		rendered, err := s.tmpl.Render(msgs, chat.Options{EnableThinking: enableThinking(c)})
+		if err != nil {
+			return nil, ReasonRenderFailed, err.Error()
+		}
+		ids, mask := s.tok.EncodeChat(rendered, s.maskMode())
+		textRow = newRow(ids, mask, "text")
+	}
+	if useIDs {
+		ids, mask, reason, detail := s.fromGenerationIDs(c)
+		if reason != "" {
+			return nil, reason, detail
+		}
+		row = newRow(ids, mask, "ids")
+		s.fromIDs.Add(1)
+		if textRow != nil {
+			if at := firstDifference(row, textRow); at >= 0 {
+				s.differs.Add(1)
+				rec.Meta["retokenized_differs_at"] = at
+				s.logDifference(rec.ID, row, textRow, at)
+			}
+		}
+	} else {
+		row = textRow
+		s.fromText.Add(1)
+	}
+
+	if s.cfg.MaxLength > 0 && row.NumTokens > s.cfg.MaxLength {
+		if s.cfg.OnTooLong == "reject" {
+			return nil, ReasonTooLong, fmt.Sprintf("%d tokens, max_length %d", row.NumTokens, s.cfg.MaxLength)
+		}
+		row.InputIDs = row.InputIDs[:s.cfg.MaxLength]
+		row.LossMask = row.LossMask[:s.cfg.MaxLength]
+		row.NumTokens = s.cfg.MaxLength
+		row.NumLossTokens = 0
+		for _, m := range row.LossMask {
+			row.NumLossTokens += int(m)
+		}
+		s.truncated.Add(1)
+	}
+	if run := longestRun(row.LossMask); run < s.cfg.MinAdjacentLossTokens {
+		return nil, ReasonTooFewLossTokens, fmt.Sprintf("%d loss tokens, longest run %d, need a run of %d", row.NumLossTokens, run, s.cfg.MinAdjacentLossTokens)
+	}
+	return row, "", ""
+}
+
+// conversation returns the messages to render (prompt turns, then the
+// completion as the last assistant turn), the system prompt they carry and
+// the one generation used.
+func (s *tokenizeAndMask) conversation(rec *pipeline.Record) (msgs []chat.Message, system, genSystem string) {
+	turns := rec.Messages
+	genSystem = rec.Completion.SystemPrompt
+	if len(turns) > 0 && turns[0].Role == "system" {
+		genSystem = turns[0].Content
+	}
+	system = genSystem
+	if s.cfg.SystemPrompt != nil {
+		system = *s.cfg.SystemPrompt
+		if len(turns) > 0 && turns[0].Role == "system" {
+			turns = turns[1:]
+		}
+	} else if len(turns) > 0 && turns[0].Role == "system" {
+		turns = turns[1:]
+	}
+	msgs = make([]chat.Message, 0, len(turns)+2)
+	if system != "" {
+		msgs = append(msgs, chat.NewMessage("system", system))
+	}
+	for _, m := range turns {
+		cm := chat.NewMessage(m.Role, m.Content)
+		if m.ReasoningContent != "" {
+			cm = cm.With("reasoning_content", m.ReasoningContent)
+		}
+		msgs = append(msgs, cm)
+	}
+	c := rec.Completion
+	msgs = append(msgs, chat.NewMessage("assistant", c.Answer).With("reasoning_content", c.Reasoning))
+	return msgs, system, genSystem
+}
+
+// enableThinking is the enable_thinking generation recorded, if any.
+func enableThinking(c *pipeline.Completion) *bool {
+	if b, ok := requestThinking(c.Request); ok {
+		return &b
+	}
+	return nil
+}
+
+func (s *tokenizeAndMask) maskMode() tokenize.MaskMode {
+	if s.cfg.Mask == "last_turn" {
+		return tokenize.MaskLastTurn
+	}
+	return tokenize.MaskAssistant
+}
+
+// fromGenerationIDs builds the row from the ids the model saw and sampled:
+// prompt ids, output ids (ending with <|im_end|>), then the template's
+// closing "\n". The mask follows the same rule as the text path, on the
+// text the ids decode to.
+func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion) (ids, mask []int, reason, detail string) {
+	out := c.OutputIDs
+	if out[len(out)-1] != s.imEnd {
+		// SGLang includes the matched EOS in output_ids; an older server may
+		// not, yet the stop says it was sampled.
+		if c.FinishReason == "stop" && matchedID(c.MatchedStop) == s.imEnd {
+			out = append(out[:len(out):len(out)], s.imEnd)
+		} else {
+			last, _ := s.tok.Token(out[len(out)-1])
+			return nil, nil, ReasonUnterminatedOutput, fmt.Sprintf("output ids end with %q (finish_reason %q), not <|im_end|>", last, c.FinishReason)
+		}
+	}
+	ids = make([]int, 0, len(c.PromptIDs)+len(out)+len(s.newline))
+	ids = append(ids, c.PromptIDs...)
+	ids = append(ids, out...)
+	ids = append(ids, s.newline...)
+
+	// Decode token by token: the offsets of the ids in the text they spell.
+	var text strings.Builder
+	offsets := make([][2]int, len(ids))
+	promptEnd := 0
+	for i, id := range ids {
+		start := text.Len()
+		text.WriteString(s.tok.Decode([]int{id}))
+		offsets[i] = [2]int{start, text.Len()}
+		if i == len(c.PromptIDs)-1 {
+			promptEnd = text.Len()
+		}
+	}
+	all := chat.AssistantSpans(text.String(), false)
+	// The prompt must end inside the header of the reply being trained: the
+	// last assistant turn starts in the prompt and no turn ends after it
+	// before the output begins.
+	if len(all) == 0 || all[len(all)-1][0] > promptEnd || (len(all) > 1 && all[len(all)-2][1] > promptEnd) ||
+		strings.Contains(text.String()[all[len(all)-1][0]:promptEnd], "<|im_end|>") {
+		return nil, nil, ReasonBadPromptIDs, "prompt ids do not end with the assistant header \"<|im_start|>assistant\\n\" (not rendered with add_generation_prompt?)"
+	}
+	spans := all
+	if s.cfg.Mask == "last_turn" {
+		spans = all[len(all)-1:]
+	}
+	return ids, maskFromOffsets(offsets, spans), "", ""
+}
+
+// maskFromOffsets marks each token whose first byte lies in one of spans,
+// the rule of tokenize.EncodeMasked.
+func maskFromOffsets(offsets [][2]int, spans [][2]int) []int {
+	mask := make([]int, len(offsets))
+	k := 0
+	for i, off := range offsets {
+		for k < len(spans) && off[0] >= spans[k][1] {
+			k++
+		}
+		if k < len(spans) && off[0] >= spans[k][0] {
+			mask[i] = 1
+		}
+	}
+	return mask
+}
+
+// matchedID is matched_stop as a token id (JSON numbers arrive as float64), or -1.
+func matchedID(v any) int {
+	switch x := v.(type) {
+	case int:
+		return x
+	case int64:
+		return int(x)
+	case float64:
+		return int(x)
+	}
+	return -1
+}
+
+func newRow(ids, mask []int, source string) *pipeline.Tokens {
+	row := &pipeline.Tokens{InputIDs: make([]int32, len(ids)), LossMask: make([]uint8, len(mask)), NumTokens: len(ids), Source: source}
+	for i, id := range ids {
+		row.InputIDs[i] = int32(id)
+	}
+	for i, m := range mask {
+		row.LossMask[i] = uint8(m)
+		row.NumLossTokens += m
+	}
+	return row
+}
+
+// firstDifference is the first index where the rows' ids or masks differ, or -1.
+func firstDifference(a, b *pipeline.Tokens) int {
+	n := min(len(a.InputIDs), len(b.InputIDs))
+	for i := 0; i < n; i++ {
+		if a.InputIDs[i] != b.InputIDs[i] || a.LossMask[i] != b.LossMask[i] {
+			return i
+		}
+	}
+	if len(a.InputIDs) != len(b.InputIDs) {
+		return n
+	}
+	return -1
+}
+
+func longestRun(mask []uint8) int {
+	best, run := 0, 0
+	for _, m := range mask {
+		if m == 1 {
+			run++
+			best = max(best, run)
+		} else {
+			run = 0
+		}
+	}
+	return best
+}
+
+// logDifference writes the first few disagreements to the run log.
+func (s *tokenizeAndMask) logDifference(id string, ids, text *pipeline.Tokens, at int) {
+	if s.logged.Add(1) > 5 {
+		return
+	}
+	show := func(r *pipeline.Tokens) string {
+		lo, hi := max(0, at-3), min(len(r.InputIDs), at+4)
+		var parts []string
+		for _, x := range r.InputIDs[lo:hi] {
+			parts = append(parts, fmt.Sprintf("%q", s.tok.Decode([]int{int(x)})))
+		}
+		return strings.Join(parts, " ")
+	}
+	fmt.Fprintf(s.log, "tokenize-and-mask: record %s: re-tokenized text differs from the generation's ids at token %d: ids %s; text %s\n",
+		id, at, show(ids), show(text))
+}
+
+// Report gives the row sources, disagreements and token totals.
+func (s *tokenizeAndMask) Report() []pipeline.Stat {
+	rows := s.fromIDs.Load() + s.fromText.Load()
+	stats := []pipeline.Stat{
+		{Name: "rows from ids", Value: fmt.Sprint(s.fromIDs.Load())},
+		{Name: "rows from text", Value: fmt.Sprintf("%d (no ids: %d, system prompt differs from generation: %d)", s.fromText.Load(), s.textNoIDs.Load(), s.textSystemDiffers.Load())},
+	}
+	if s.cfg.CompareText {
+		stats = append(stats, pipeline.Stat{Name: "re-tokenized text differs", Value: fmt.Sprintf("%d of %d ids rows", s.differs.Load(), s.fromIDs.Load())})
+	}
+	if s.cfg.MaxLength > 0 {
+		stats = append(stats, pipeline.Stat{Name: "truncated to max_length", Value: fmt.Sprint(s.truncated.Load())})
+	}
+	if rows > 0 {
+		stats = append(stats, pipeline.Stat{Name: "tokens", Value: fmt.Sprintf("%d (%.1f%% loss, %.0f per row)",
+			s.tokens.Load(), 100*float64(s.lossTokens.Load())/float64(max(1, s.tokens.Load())), float64(s.tokens.Load())/float64(rows))})
+	}
+	s.systemMu.Lock()
+	for p, n := range s.systemUsed {
+		name := "none"
+		if p != "" {
+			name = fmt.Sprintf("%q", truncate(p, 60))
+		}
+		stats = append(stats, pipeline.Stat{Name: "system prompt " + name, Value: fmt.Sprintf("%d rows", n)})
+		if len(stats) > 12 {
+			break
+		}
+	}
+	s.systemMu.Unlock()
+	return stats
+}
 
 // sharedTokenizer loads the tokenizer in dir once per run: stages that name
 // the same directory share one (it is safe for concurrent use).
@@ -20,3 +500,10 @@ func sharedTokenizer(env *pipeline.Env, dir string) (*tokenize.Tokenizer, error)
 	}
 	return v.(*tokenize.Tokenizer), nil
 }
+
+var (
+	_ pipeline.Processor = (*tokenizeAndMask)(nil)
+	_ pipeline.Parallel  = (*tokenizeAndMask)(nil)
+	_ pipeline.Opener    = (*tokenizeAndMask)(nil)
+	_ pipeline.Reporter  = (*tokenizeAndMask)(nil)
+)
