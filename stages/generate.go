@@ -1,0 +1,605 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/stages/sglang"
+	"github.com/pipe-dev/pipe/stages/sglang/sim"
+	"github.com/pipe-dev/pipe/stages/tokenize"
+	"github.com/pipe-dev/pipe/stages/tokenize/chat"
+)
+
+func init() {
+	pipeline.Register(pipeline.Spec{
+		Kind:    "generate",
+		Summary: "get completions from a fleet of SGLang servers (chat or native /generate API)",
+		Description: `Sends each record's conversation to one of the servers and adds the
+completion (reasoning, answer, finish reason, token counts, speculative
+acceptance, latency, server, attempts and the exact request settings).
+
+Before the first request every server is checked: /health, server info
+(model, version, context length, read once) and a 1-token generation. The
+run starts with the ready servers and keeps probing the others; with none
+ready for ready_timeout it stops with every server's reason. Servers that
+serve different models are an error.
+
+Each server gets at most its concurrency in flight; a record goes to the
+server with the lowest load that has a free slot, so a slow server gets fewer
+records and never holds up the others. Transport errors, timeouts and
+HTTP 408/429/5xx are retried (jittered exponential backoff, a fresh rid,
+preferably another server) up to max_attempts; then the record is failed and
+written to RUN_DIR/failed/STAGE.jsonl. A server with breaker_failures
+consecutive failures is ejected (its requests in flight are re-sent
+elsewhere) and re-admitted after a successful probe. A 400 is never retried:
+the record goes to the "rejected" port with the server's message.
+
+api = "chat" uses /v1/chat/completions: the server renders the chat template
+(chat_template_kwargs.enable_thinking, separate_reasoning). api = "generate"
+uses /generate with input_ids rendered by the model's own chat template from
+tokenizer: the completion's prompt_ids and output_ids are then exactly the
+tokens the model saw and sampled, and over-long prompts are rejected before
+sending.
+
+servers = ["sim:N"] starts N simulated servers for the run (options as a
+query: "sim:4?speed=60&faults=503:0.05,reset:0.01"; see pipe sim).`,
+		Config:  generateConfig{},
+		Outputs: []string{"out", pipeline.RejectedPort},
+		Needs:   []string{pipeline.FieldMessages},
+		Fields: func(c any) (needs, produces []string) {
+			produces = []string{pipeline.FieldCompletion}
+			if c.(*generateConfig).API == string(sglang.APIGenerate) {
+				produces = append(produces, pipeline.FieldOutputIDs)
+			}
+			return []string{pipeline.FieldMessages}, produces
+		},
+		KeySettings: func(c any) string {
+			cfg := c.(*generateConfig)
+			n := 0
+			for _, s := range cfg.Servers.Items {
+				n += max(s.Sim, 1)
+			}
+			return fmt.Sprintf("%d servers × %d, %s, max %d tokens", n, cfg.Concurrency, cfg.API, cfg.MaxOutputTokens)
+		},
+		Example: `[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "prompts.jsonl"
+
+[[stage]]
+id                = "gen"
+kind              = "generate"
+input             = "prompts"
+servers           = ["http://localhost:30000", "http://localhost:30001"]
+concurrency       = 48
+max_output_tokens = 4096
+enable_thinking   = true
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = "gen"
+path  = "out/completions.jsonl"
+`,
+		New: func(c any) (pipeline.Stage, error) { return &generate{cfg: *c.(*generateConfig)}, nil },
+	})
+}
+
+type generateConfig struct {
+	// Servers are base URLs, tables {url, concurrency}, or "sim:N". Required.
+	Servers serverList `toml:"servers" required:"true" doc:"server base URLs (\"http://host:30000\"), tables {url = \"…\", concurrency = N} to override concurrency, or \"sim:N\" for N simulated servers"`
+	// Concurrency is the requests in flight per server. Default 48.
+	Concurrency int `toml:"concurrency" default:"48" min:"1" max:"4096" doc:"requests in flight per server (default 48)"`
+	// API is "chat" (default) or "generate".
+	API string `toml:"api" default:"chat" enum:"chat|generate" doc:"\"chat\": /v1/chat/completions, the server renders the template (default); \"generate\": native /generate with input_ids rendered from tokenizer"`
+	// Model is the model name sent on the chat API. Default: the servers'.
+	Model string `toml:"model" doc:"model name sent on the chat API (default: the model the servers report)"`
+	// Tokenizer is the model directory (tokenizer.json and chat template);
+	// required with api = "generate".
+	Tokenizer string `toml:"tokenizer" path:"indir" doc:"model directory with tokenizer.json and the chat template; required with api = \"generate\""`
+	// Template is the chat template: "" the model's own (default), "chatml".
+	Template string `toml:"template" enum:"|chatml" doc:"with api = \"generate\": \"\" renders the model's own chat template (default), \"chatml\" generic ChatML"`
+	// MaxOutputTokens bounds thinking + answer. Required.
+	MaxOutputTokens int `toml:"max_output_tokens" required:"true" min:"1" doc:"bound on thinking + answer tokens; required because the server's default (128) silently truncates"`
+	// Sampling: nil (not set) means the server's default.
+	Temperature       *float64 `toml:"temperature" min:"0" doc:"sampling temperature (default: the server's)"`
+	TopP              *float64 `toml:"top_p" min:"0" max:"1" doc:"nucleus sampling (default: the server's)"`
+	TopK              *int     `toml:"top_k" min:"-1" doc:"top-k sampling, -1 off (default: the server's)"`
+	MinP              *float64 `toml:"min_p" min:"0" max:"1" doc:"min-p sampling (default: the server's)"`
+	Seed              *int     `toml:"seed" doc:"sampling seed (default: none; sent as seed on the chat API, sampling_seed on /generate)"`
+	Stop              []string `toml:"stop" doc:"stop strings (default: none)"`
+	StopTokenIDs      []int    `toml:"stop_token_ids" doc:"stop token ids (default: none; the model's EOS always stops)"`
+	RepetitionPenalty *float64 `toml:"repetition_penalty" min:"0" doc:"repetition penalty (default: the server's)"`
+	PresencePenalty   *float64 `toml:"presence_penalty" min:"-2" max:"2" doc:"presence penalty (default: the server's)"`
+	FrequencyPenalty  *float64 `toml:"frequency_penalty" min:"-2" max:"2" doc:"frequency penalty (default: the server's)"`
+	// EnableThinking turns the model's thinking on. Default true.
+	EnableThinking bool `toml:"enable_thinking" default:"true" doc:"let the model think before answering (default true)"`
+	// SystemPrompt is prepended to conversations without a system message.
+	SystemPrompt string `toml:"system_prompt" doc:"system message for conversations that have none (default: none); recorded with each completion"`
+	// Turns is "last" (default) or "all".
+	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the last user turn, history as given (default); \"all\": regenerate every assistant turn in order on one server, each appended with its answer only"`
+
+	MaxAttempts     int               `toml:"max_attempts" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed (default 5)"`
+	RequestTimeout  pipeline.Duration `toml:"request_timeout" default:"30m" doc:"bound on one request; long thinking outputs need long ones (default 30m)"`
+	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run (default 10m)"`
+	ProbeInterval   pipeline.Duration `toml:"probe_interval" default:"5s" doc:"how often a server that is down is probed for re-admission (default 5s)"`
+	BackoffMin      pipeline.Duration `toml:"backoff_min" default:"100ms" doc:"first retry wait; doubles per attempt with jitter (default 100ms)"`
+	BackoffMax      pipeline.Duration `toml:"backoff_max" default:"10s" doc:"longest retry wait (default 10s)"`
+	BreakerFailures int               `toml:"breaker_failures" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds (default 5)"`
+}
+
+func (c *generateConfig) Validate() []error {
+	var errs []error
+	if c.API == string(sglang.APIGenerate) && c.Tokenizer == "" {
+		errs = append(errs, &pipeline.FieldError{Key: "api", Msg: `"generate" needs tokenizer = "MODEL_DIR" to render input_ids (or use api = "chat")`})
+	}
+	for _, d := range []struct {
+		key string
+		v   pipeline.Duration
+	}{{"request_timeout", c.RequestTimeout}, {"ready_timeout", c.ReadyTimeout}, {"probe_interval", c.ProbeInterval},
+		{"backoff_min", c.BackoffMin}, {"backoff_max", c.BackoffMax}} {
+		if d.v.Duration <= 0 {
+			errs = append(errs, &pipeline.FieldError{Key: d.key, Msg: fmt.Sprintf("must be positive, got %v", d.v.Duration)})
+		}
+	}
+	if c.BackoffMax.Duration < c.BackoffMin.Duration {
+		errs = append(errs, &pipeline.FieldError{Key: "backoff_max", Msg: fmt.Sprintf("must be at least backoff_min (%v), got %v", c.BackoffMin.Duration, c.BackoffMax.Duration)})
+	}
+	return errs
+}
+
+// serverList is the servers key: strings or tables, decoded by hand because
+// TOML arrays may mix them.
+type serverList struct{ Items []serverEntry }
+
+type serverEntry struct {
+	URL         string
+	Concurrency int // 0: the stage's concurrency
+	Sim         int // > 0: "sim:N", N simulated servers
+	SimQuery    url.Values
+}
+
+func (l *serverList) DecodeConfig(raw any) error {
+	var items []any
+	switch x := raw.(type) {
+	case string:
+		items = []any{x}
+	case []any:
+		items = x
+	case []map[string]any:
+		for _, m := range x {
+			items = append(items, m)
+		}
+	default:
+		return fmt.Errorf(`must be an array of server URLs, e.g. ["http://localhost:30000"]`)
+	}
+	if len(items) == 0 {
+		return fmt.Errorf("must name at least one server")
+	}
+	l.Items = nil
+	seen := map[string]bool{}
+	for i, it := range items {
+		var e serverEntry
+		switch x := it.(type) {
+		case string:
+			e.URL = x
+		case map[string]any:
+			for k := range x {
+				if k != "url" && k != "concurrency" {
+					return fmt.Errorf("item %d: unknown key %q (a server table has url and concurrency)", i+1, k)
+				}
+			}
+			u, ok := x["url"].(string)
+			if !ok {
+				return fmt.Errorf("item %d: a server table needs url = \"http://…\"", i+1)
+			}
+			e.URL = u
+			if c, ok := x["concurrency"]; ok {
+				n, ok := c.(int64)
+				if !ok || n < 1 || n > 4096 {
+					return fmt.Errorf("item %d: concurrency must be 1..4096, got %v", i+1, c)
+				}
+				e.Concurrency = int(n)
+			}
+		default:
+			return fmt.Errorf("item %d: must be a URL string or a table {url, concurrency}", i+1)
+		}
+		if err := e.parse(); err != nil {
+			return fmt.Errorf("item %d: %v", i+1, err)
+		}
+		if e.Sim == 0 {
+			if seen[e.URL] {
+				return fmt.Errorf("item %d: %s is listed twice", i+1, e.URL)
+			}
+			seen[e.URL] = true
+		}
+		l.Items = append(l.Items, e)
+	}
+	return nil
+}
+
+func (e *serverEntry) parse() error {
+	if rest, ok := strings.CutPrefix(e.URL, "sim:"); ok {
+		count, query, _ := strings.Cut(rest, "?")
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 1 || n > 64 {
+			return fmt.Errorf(`%q: want "sim:N" with N in 1..64`, e.URL)
+		}
+		e.Sim = n
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return fmt.Errorf("%q: %v", e.URL, err)
+		}
+		if _, err := simConfig(n, q); err != nil {
+			return fmt.Errorf("%q: %v", e.URL, err)
+		}
+		e.SimQuery = q
+		return nil
+	}
+	u, err := url.Parse(e.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf(`%q is not a server URL: want "http://HOST:PORT" (or "sim:N")`, e.URL)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return fmt.Errorf(`%q: give the base URL without a path (e.g. "http://%s")`, e.URL, u.Host)
+	}
+	e.URL = strings.TrimRight(e.URL, "/")
+	return nil
+}
+
+// simConfig turns "sim:N?speed=…&faults=…" options into a fleet config.
+func simConfig(n int, q url.Values) (sim.Config, error) {
+	cfg := sim.Config{Count: n}
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		var err error
+		switch k {
+		case "speed":
+			cfg.Speed, err = strconv.ParseFloat(v, 64)
+		case "max_running":
+			cfg.MaxRunning, err = strconv.Atoi(v)
+		case "context_length":
+			cfg.ContextLength, err = strconv.Atoi(v)
+		case "think_mean":
+			cfg.ThinkTokensMean, err = strconv.Atoi(v)
+		case "answer_mean":
+			cfg.AnswerTokensMean, err = strconv.Atoi(v)
+		case "spec_accept":
+			cfg.SpecAcceptMean, err = strconv.ParseFloat(v, 64)
+		case "model":
+			cfg.Model = v
+		case "seed":
+			var s uint64
+			s, err = strconv.ParseUint(v, 10, 64)
+			cfg.Seed = s
+		case "faults":
+			for _, fs := range strings.Split(v, ",") {
+				f, ferr := sim.ParseFault(fs)
+				if ferr != nil {
+					return cfg, ferr
+				}
+				cfg.Faults = append(cfg.Faults, f)
+			}
+		default:
+			return cfg, fmt.Errorf("unknown sim option %q (speed, max_running, context_length, think_mean, answer_mean, spec_accept, model, seed, faults)", k)
+		}
+		if err != nil {
+			return cfg, fmt.Errorf("sim option %s=%q: %v", k, v, err)
+		}
+	}
+	// Means above the default caps raise the caps with them.
+	if cfg.ThinkTokensMean > sim.DefaultThinkTokensMax {
+		cfg.ThinkTokensMax = min(cfg.ThinkTokensMean*4, 1<<16)
+	}
+	if cfg.AnswerTokensMean > sim.DefaultAnswerTokensMax {
+		cfg.AnswerTokensMax = min(cfg.AnswerTokensMean*4, 1<<16)
+	}
+	return cfg, nil
+}
+
+type generate struct {
+	cfg    generateConfig
+	id     string
+	log    io.Writer
+	client *sglang.Client
+	tok    *tokenize.Tokenizer
+	tmpl   *chat.Template
+	ctxLen int
+}
+
+var (
+	_ pipeline.Processor = (*generate)(nil)
+	_ pipeline.Parallel  = (*generate)(nil)
+	_ pipeline.Opener    = (*generate)(nil)
+	_ pipeline.Closer    = (*generate)(nil)
+	_ pipeline.Reporter  = (*generate)(nil)
+)
+
+// Workers is the fleet's total capacity: one worker per request slot, so
+// every server can be at its cap while records remain.
+func (g *generate) Workers() int {
+	n := 0
+	for _, s := range g.cfg.Servers.Items {
+		c := s.Concurrency
+		if c == 0 {
+			c = g.cfg.Concurrency
+		}
+		n += c * max(s.Sim, 1)
+	}
+	return n
+}
+
+// Open resolves the servers (starting simulated ones), loads the tokenizer
+// for the native API, and waits until at least one server is ready.
+func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
+	g.id, g.log = env.StageID, env.Log
+	if g.log == nil {
+		g.log = io.Discard
+	}
+	specs, err := g.resolveServers(ctx, env)
+	if err != nil {
+		return err
+	}
+	if g.cfg.API == string(sglang.APIGenerate) {
+		if g.tok, err = sharedTokenizer(env, g.cfg.Tokenizer); err != nil {
+			return err
+		}
+		if g.tmpl, err = g.tok.Chat(g.cfg.Template); err != nil {
+			return err
+		}
+	}
+	c := g.cfg
+	think := c.EnableThinking
+	g.client = sglang.New(specs, sglang.Options{
+		API:   sglang.API(c.API),
+		Model: c.Model,
+		Sampling: sglang.Sampling{
+			MaxOutputTokens: c.MaxOutputTokens, Temperature: c.Temperature, TopP: c.TopP, TopK: c.TopK, MinP: c.MinP,
+			Seed: c.Seed, Stop: c.Stop, StopTokenIDs: c.StopTokenIDs, RepetitionPenalty: c.RepetitionPenalty,
+			PresencePenalty: c.PresencePenalty, FrequencyPenalty: c.FrequencyPenalty, EnableThinking: &think,
+		},
+		Thinking:        think,
+		MaxAttempts:     c.MaxAttempts,
+		RequestTimeout:  c.RequestTimeout.Duration,
+		BackoffMin:      c.BackoffMin.Duration,
+		BackoffMax:      c.BackoffMax.Duration,
+		BreakerFailures: c.BreakerFailures,
+		ProbeInterval:   c.ProbeInterval.Duration,
+		ReadyTimeout:    c.ReadyTimeout.Duration,
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(g.log, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
+		},
+	})
+	if err := g.client.Start(ctx); err != nil {
+		g.client.Close()
+		g.client = nil
+		return err
+	}
+	g.ctxLen = g.client.ContextLength()
+	fmt.Fprintf(g.log, "stage %q: %d servers, model %q, context length %d, %d requests in flight at most\n",
+		g.id, len(specs), g.client.Model(), g.ctxLen, g.client.Capacity())
+	return nil
+}
+
+// resolveServers expands "sim:N" into the URLs of a simulated fleet shared
+// by the run (env.Resources closes it at the end).
+func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sglang.ServerSpec, error) {
+	var specs []sglang.ServerSpec
+	for _, s := range g.cfg.Servers.Items {
+		conc := s.Concurrency
+		if conc == 0 {
+			conc = g.cfg.Concurrency
+		}
+		if s.Sim == 0 {
+			specs = append(specs, sglang.ServerSpec{URL: s.URL, Concurrency: conc})
+			continue
+		}
+		v, err := env.Resources.Get("sglang-sim:"+strings.TrimPrefix(s.URL, "sim:"), func() (any, func() error, error) {
+			cfg, err := simConfig(s.Sim, s.SimQuery)
+			if err != nil {
+				return nil, nil, err
+			}
+			// The fleet lives for the run, not for Open's context.
+			f, err := sim.Start(context.WithoutCancel(ctx), cfg)
+			if err != nil {
+				return nil, nil, err
+			}
+			return f, f.Close, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", s.URL, err)
+		}
+		for _, u := range v.(*sim.Fleet).URLs() {
+			specs = append(specs, sglang.ServerSpec{URL: u, Concurrency: conc})
+		}
+	}
+	return specs, nil
+}
+
+func (g *generate) Close() error {
+	if g.client != nil {
+		g.client.Close()
+	}
+	return nil
+}
+
+// Process generates the record's completion (and, with turns = "all", every
+// earlier assistant turn first), all on one server.
+func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	msgs, userTurns, err := g.conversation(rec.Messages)
+	if err != nil {
+		return out.Reject(rec, "bad_prompt", err.Error())
+	}
+	sess := g.client.Session()
+	defer sess.Close()
+	var history []pipeline.Message
+	var comp *pipeline.Completion
+	for i, m := range msgs {
+		history = append(history, m)
+		if m.Role != "user" || !(i == userTurns[len(userTurns)-1] || g.cfg.Turns == "all") {
+			continue
+		}
+		c, reject, err := g.generateTurn(ctx, sess, history)
+		if err != nil {
+			var ex *sglang.ExhaustedError
+			if errors.As(err, &ex) {
+				return out.Fail(rec, err, ex.Attempts)
+			}
+			return err
+		}
+		if reject != nil {
+			return out.Reject(rec, reject.Reason, reject.Detail)
+		}
+		if i != userTurns[len(userTurns)-1] {
+			history = append(history, pipeline.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
+			continue
+		}
+		comp = c
+	}
+	if len(history) > 0 && history[0].Role == "system" {
+		comp.SystemPrompt = history[0].Content
+	}
+	rec.Messages = history
+	rec.Completion = comp
+	return out.Emit("out", rec)
+}
+
+// conversation returns the messages to generate from: the system prompt
+// prepended when configured and missing; with turns = "last" everything up
+// to the last user turn (a trailing assistant reply is what is being
+// regenerated); with turns = "all" the system and user turns (assistant
+// turns are regenerated). userTurns are the indexes of the user turns.
+func (g *generate) conversation(in []pipeline.Message) (msgs []pipeline.Message, userTurns []int, err error) {
+	if g.cfg.SystemPrompt != "" && (len(in) == 0 || in[0].Role != "system") {
+		msgs = append(msgs, pipeline.Message{Role: "system", Content: g.cfg.SystemPrompt})
+	}
+	last := -1
+	for i, m := range in {
+		if m.Role == "user" {
+			last = i
+		}
+	}
+	if last < 0 {
+		return nil, nil, errors.New("the conversation has no user turn")
+	}
+	for i, m := range in[:last+1] {
+		switch {
+		case m.Role == "assistant" && g.cfg.Turns == "all":
+			continue
+		case m.Role == "system" && i > 0:
+			return nil, nil, fmt.Errorf("message %d: a system message must come first", i+1)
+		case m.Role == "assistant":
+			// History carries answers only: the template drops earlier
+			// turns' thinking, and so does what we send.
+			m.ReasoningContent = ""
+		}
+		if m.Role == "user" {
+			userTurns = append(userTurns, len(msgs))
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, userTurns, nil
+}
+
+// generateTurn generates the assistant reply to history. A refusal by the
+// server (or by the context-length pre-check) comes back as a Rejection.
+func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, history []pipeline.Message) (*pipeline.Completion, *pipeline.Rejection, error) {
+	req := &sglang.Request{}
+	if g.tmpl != nil {
+		cm := make([]chat.Message, len(history))
+		for i, m := range history {
+			cm[i] = chat.NewMessage(m.Role, m.Content)
+		}
+		think := g.cfg.EnableThinking
+		text, err := g.tmpl.Render(cm, chat.Options{AddGenerationPrompt: true, EnableThinking: &think})
+		if err != nil {
+			return nil, &pipeline.Rejection{Reason: "bad_prompt", Detail: err.Error()}, nil
+		}
+		req.InputIDs = g.tok.Encode(text)
+		if n := len(req.InputIDs); g.ctxLen > 0 && n+g.cfg.MaxOutputTokens >= g.ctxLen {
+			return nil, &pipeline.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
+				"prompt is %d tokens; with max_output_tokens %d it does not fit the servers' context length %d", n, g.cfg.MaxOutputTokens, g.ctxLen)}, nil
+		}
+	} else {
+		req.Messages = make([]sglang.Message, len(history))
+		for i, m := range history {
+			req.Messages[i] = sglang.Message{Role: m.Role, Content: m.Content}
+		}
+	}
+	res, err := sess.Generate(ctx, req)
+	if err != nil {
+		var se *sglang.Error
+		if errors.As(err, &se) && se.BadRequest() {
+			return nil, &pipeline.Rejection{Reason: se.RejectReason(), Detail: se.Message}, nil
+		}
+		return nil, nil, err
+	}
+	return &pipeline.Completion{
+		Reasoning:        res.Reasoning,
+		Answer:           res.Answer,
+		FinishReason:     res.FinishReason,
+		MatchedStop:      res.MatchedStop,
+		PromptTokens:     res.PromptTokens,
+		CompletionTokens: res.CompletionTokens,
+		CachedTokens:     res.CachedTokens,
+		ReasoningTokens:  res.ReasoningTokens,
+		PromptIDs:        req.InputIDs,
+		OutputIDs:        res.OutputIDs,
+		SpecVerifyCt:     res.SpecVerifyCt,
+		SpecAcceptLength: res.SpecAcceptLength,
+		LatencySeconds:   res.Latency.Seconds(),
+		Server:           res.Server,
+		Attempts:         res.Attempts,
+		Request:          g.client.Settings(),
+	}, nil, nil
+}
+
+// Report gives the live figures: one line per server and the totals.
+func (g *generate) Report() []pipeline.Stat {
+	if g.client == nil {
+		return nil
+	}
+	st := g.client.Stats()
+	out := make([]pipeline.Stat, 0, len(st.Servers)+1)
+	for _, s := range st.Servers {
+		out = append(out, pipeline.Stat{Name: "server " + strings.TrimPrefix(s.URL, "http://"), Value: formatServerStats(s)})
+	}
+	out = append(out, pipeline.Stat{Name: "servers total", Value: formatServerStats(st.Total)})
+	return out
+}
+
+func formatServerStats(s sglang.ServerStats) string {
+	var b strings.Builder
+	if s.State == sglang.StateDown {
+		fmt.Fprintf(&b, "DOWN (%s), ", s.Reason)
+	}
+	fmt.Fprintf(&b, "in flight %d/%d, %d done, %.1f/s, %.0f tok/s, p50 %s p95 %s",
+		s.InFlight, s.Concurrency, s.Completions, s.CompletionsPerSec, s.OutputTokensPerSec,
+		s.P50.Round(time.Millisecond), s.P95.Round(time.Millisecond))
+	if s.MeanAcceptLength > 0 {
+		fmt.Fprintf(&b, ", accept %.2f", s.MeanAcceptLength)
+	}
+	if s.Ejections > 0 {
+		fmt.Fprintf(&b, ", ejected %d×", s.Ejections)
+	}
+	if len(s.Errors) > 0 {
+		keys := make([]string, 0, len(s.Errors))
+		for k := range s.Errors {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteString(", errors")
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%d", k, s.Errors[k])
+		}
+	}
+	return b.String()
+}

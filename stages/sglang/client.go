@@ -1,0 +1,690 @@
+// Package sglang is a client for a fleet of SGLang (or other OpenAI-compatible)
+// inference servers: it checks that servers are ready, routes each request to
+// the least-loaded server with a free slot, retries what can be retried on
+// another server, ejects failing servers and re-admits them after a probe,
+// and keeps live figures per server.
+//
+// A Client is built with New, started with Start (readiness), used through
+// Sessions (one per record, holding one server slot) and closed with Close.
+package sglang
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure a Client. Zero values mean the stated defaults.
+type Options struct {
+	// API is the endpoint used. Default APIChat.
+	API API
+	// Model is the model name sent on the chat API. Default: the model the
+	// servers report (SGLang ignores the name; other servers need it).
+	Model string
+	// Sampling is sent with every request.
+	Sampling Sampling
+	// Thinking says the output starts with thinking, so raw text is split
+	// into reasoning and answer when the server does not split it.
+	Thinking bool
+
+	// MaxAttempts bounds the requests sent for one generation. Default 5.
+	MaxAttempts int
+	// RequestTimeout bounds one attempt; long thinking outputs need long
+	// ones. Default 30m.
+	RequestTimeout time.Duration
+	// BackoffMin and BackoffMax bound the jittered exponential wait between
+	// attempts. Defaults 100ms and 10s.
+	BackoffMin, BackoffMax time.Duration
+	// BreakerFailures is how many consecutive failed attempts eject a server.
+	// Default 5.
+	BreakerFailures int
+	// ProbeInterval is how often a server that is not admitted is probed
+	// (health, then a 1-token generation). Default 5s.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one probe. Default 60s.
+	ProbeTimeout time.Duration
+	// ReadyTimeout is how long the client waits while no server is admitted
+	// (at start, or when all are down mid-run) before giving up with an
+	// error that lists every server's reason. Default 10m.
+	ReadyTimeout time.Duration
+	// Logf receives one line per server state change. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+func (o *Options) setDefaults() {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	if o.API == "" {
+		o.API = APIChat
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.BreakerFailures <= 0 {
+		o.BreakerFailures = 5
+	}
+	def(&o.RequestTimeout, 30*time.Minute)
+	def(&o.BackoffMin, 100*time.Millisecond)
+	def(&o.BackoffMax, 10*time.Second)
+	def(&o.ProbeInterval, 5*time.Second)
+	def(&o.ProbeTimeout, 60*time.Second)
+	def(&o.ReadyTimeout, 10*time.Minute)
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+}
+
+// ServerSpec is one server of the fleet.
+type ServerSpec struct {
+	URL string // base URL, e.g. "http://localhost:30000"
+	// Concurrency is how many requests may be in flight to it at once.
+	Concurrency int
+}
+
+// Client sends generations to a fleet. Its methods are safe for concurrent use.
+type Client struct {
+	opts    Options
+	hc      *http.Client
+	servers []*server
+	st      *settings // set by Start, once the model is known
+	probeSt *settings // 1-token probe settings
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed (and replaced) when a slot frees or a server's state changes
+	waiters  int           // sessions waiting in acquire
+	downFrom time.Time     // when no server was admitted any more; zero while one is
+	next     int           // rotates tie-breaks among equally loaded servers
+	model    string        // the fleet's model, from the first server that reported one
+
+	ridPrefix string
+	ridSeq    atomic.Uint64
+	bufs      sync.Pool
+
+	// ctx ends the probes at Close.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	probers sync.WaitGroup
+	started time.Time
+}
+
+// server is one server's state; fields below mu are guarded by Client.mu.
+type server struct {
+	url   string
+	limit int
+	stats *serverStats
+
+	outstanding int
+	admitted    bool
+	reason      string // why it is not admitted
+	failures    int    // consecutive failed attempts
+	probing     bool
+	// ctx is cancelled with errEjected when the server is ejected, which
+	// aborts its requests in flight so they are re-sent elsewhere.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	info   *ServerInfo // read once
+}
+
+// New returns a client for servers; it sends nothing until Start.
+func New(servers []ServerSpec, opts Options) *Client {
+	opts.setDefaults()
+	total := 0
+	for _, s := range servers {
+		total += s.Concurrency
+	}
+	tr := &http.Transport{
+		// Inference servers are reached directly; a proxy from the
+		// environment would only add a hop and its own timeouts.
+		Proxy:       nil,
+		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		// Every in-flight request keeps its connection for the next one:
+		// without enough idle slots each completion would open a new one.
+		MaxIdleConns:          total + 16*len(servers),
+		MaxIdleConnsPerHost:   maxSpec(servers) + 16,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ExpectContinueTimeout: 0,
+		ForceAttemptHTTP2:     false,
+	}
+	var b [6]byte
+	_, _ = crand.Read(b[:])
+	c := &Client{
+		opts:      opts,
+		hc:        &http.Client{Transport: tr},
+		changed:   make(chan struct{}),
+		ridPrefix: "pipe-" + hex.EncodeToString(b[:]) + "-",
+		started:   time.Now(),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.bufs.New = func() any { return new(bytes.Buffer) }
+	for _, s := range servers {
+		url := strings.TrimRight(s.URL, "/")
+		c.servers = append(c.servers, &server{url: url, limit: s.Concurrency, stats: newServerStats(c.started), reason: "not checked yet"})
+	}
+	return c
+}
+
+func maxSpec(ss []ServerSpec) int {
+	m := 0
+	for _, s := range ss {
+		m = max(m, s.Concurrency)
+	}
+	return m
+}
+
+// Capacity is the sum of the servers' concurrency: how many sessions can
+// have a request in flight at once.
+func (c *Client) Capacity() int {
+	n := 0
+	for _, s := range c.servers {
+		n += s.limit
+	}
+	return n
+}
+
+// Start checks every server (health, server info once, a 1-token probe) and
+// admits the ready ones. Servers that are not ready are logged with the
+// reason and probed in the background until they are. With none ready, Start
+// waits up to ReadyTimeout and then fails with every server's reason. Servers
+// serving different models are an error.
+func (c *Client) Start(ctx context.Context) error {
+	infos := make([]ServerInfo, len(c.servers))
+	var wg sync.WaitGroup
+	for i, s := range c.servers {
+		wg.Go(func() { infos[i] = c.check(ctx, s, true) })
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	models := map[string][]string{}
+	for _, in := range infos {
+		if in.Model != "" {
+			models[in.Model] = append(models[in.Model], in.URL)
+		}
+	}
+	if len(models) > 1 {
+		var parts []string
+		for m, urls := range models {
+			parts = append(parts, fmt.Sprintf("%q on %s", m, strings.Join(urls, ", ")))
+		}
+		return fmt.Errorf("servers serve different models: %s", strings.Join(parts, "; "))
+	}
+	c.mu.Lock()
+	for m := range models {
+		c.model = m
+	}
+	c.mu.Unlock()
+	model := c.opts.Model
+	if model == "" {
+		model = c.model
+	}
+	if model == "" {
+		model = "default"
+	}
+	c.st = newSettings(c.opts.API, model, c.opts.Sampling)
+	c.probeSt = newProbeSettings(c.opts.API, model)
+
+	for i, s := range c.servers {
+		in := infos[i]
+		if in.State == StateReady {
+			c.admit(s, "")
+			continue
+		}
+		c.opts.Logf("server %s not ready: %s; probing every %v", s.url, in.Reason, c.opts.ProbeInterval)
+		c.mu.Lock()
+		s.reason = in.Reason
+		c.startProber(s)
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	if c.admittedLocked() == 0 && c.downFrom.IsZero() {
+		c.downFrom = time.Now()
+	}
+	c.mu.Unlock()
+	// Wait for a first server, as a session would.
+	s, err := c.acquire(ctx, nil)
+	if err != nil {
+		return err
+	}
+	c.release(s)
+	return nil
+}
+
+// Close stops the probes and closes idle connections. Sessions must have
+// ended.
+func (c *Client) Close() {
+	c.mu.Lock()
+	c.cancel()
+	for _, s := range c.servers {
+		if s.cancel != nil {
+			s.cancel(errors.New("client closed"))
+		}
+	}
+	c.mu.Unlock()
+	c.probers.Wait()
+	c.hc.CloseIdleConnections()
+}
+
+// Model is the model the servers reported ("" if none did).
+func (c *Client) Model() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.model
+}
+
+// Settings is what every request sends besides its prompt: API, model and
+// sampling settings, for recording with each completion. It is shared; do
+// not modify it. Valid after Start.
+func (c *Client) Settings() map[string]any { return c.st.record }
+
+// ContextLength is the smallest context length the servers reported, 0 if
+// none did.
+func (c *Client) ContextLength() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.servers {
+		if s.info != nil && s.info.ContextLength > 0 && (n == 0 || s.info.ContextLength < n) {
+			n = s.info.ContextLength
+		}
+	}
+	return n
+}
+
+// admittedLocked counts admitted servers.
+func (c *Client) admittedLocked() int {
+	n := 0
+	for _, s := range c.servers {
+		if s.admitted {
+			n++
+		}
+	}
+	return n
+}
+
+// broadcastLocked wakes sessions waiting for a slot.
+func (c *Client) broadcastLocked() {
+	if c.waiters > 0 {
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+// admit puts s into rotation.
+func (c *Client) admit(s *server, how string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx.Err() != nil {
+		return
+	}
+	s.admitted, s.reason, s.failures = true, "", 0
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	c.downFrom = time.Time{}
+	if how != "" {
+		c.opts.Logf("server %s %s", s.url, how)
+	}
+	c.broadcastLocked()
+}
+
+// ejectLocked takes s out of rotation, aborts its requests in flight (they
+// are re-sent elsewhere) and starts probing it.
+func (c *Client) ejectLocked(s *server, reason string) {
+	if !s.admitted {
+		return
+	}
+	s.admitted, s.reason = false, reason
+	s.cancel(errEjected)
+	s.stats.ejections.Add(1)
+	c.opts.Logf("server %s ejected: %s; probing every %v", s.url, reason, c.opts.ProbeInterval)
+	if c.admittedLocked() == 0 {
+		c.downFrom = time.Now()
+	}
+	c.startProber(s)
+	c.broadcastLocked()
+}
+
+// startProber probes s until it is ready again, then admits it.
+func (c *Client) startProber(s *server) {
+	if s.probing {
+		return
+	}
+	s.probing = true
+	c.probers.Add(1)
+	go func() {
+		defer c.probers.Done()
+		t := time.NewTimer(c.opts.ProbeInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+			}
+			in := c.check(c.ctx, s, true)
+			c.mu.Lock()
+			if in.State != StateReady {
+				s.reason = in.Reason
+				c.mu.Unlock()
+				t.Reset(c.opts.ProbeInterval)
+				continue
+			}
+			s.probing = false
+			c.mu.Unlock()
+			c.admit(s, "ready again: re-admitted")
+			return
+		}
+	}()
+}
+
+// acquire takes a slot on the admitted server with the lowest load
+// (in-flight / concurrency) that has one free, preferring any server but
+// avoid. It waits while none is free; with no server admitted for
+// ReadyTimeout it fails.
+func (c *Client) acquire(ctx context.Context, avoid *server) (*server, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		c.mu.Lock()
+		if s := c.pickLocked(avoid); s != nil {
+			s.outstanding++
+			c.mu.Unlock()
+			return s, nil
+		}
+		if c.ctx.Err() != nil {
+			c.mu.Unlock()
+			return nil, errors.New("sglang client closed")
+		}
+		var deadline <-chan time.Time
+		if !c.downFrom.IsZero() {
+			wait := time.Until(c.downFrom.Add(c.opts.ReadyTimeout))
+			if wait <= 0 {
+				err := c.allDownErrorLocked()
+				c.mu.Unlock()
+				return nil, err
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			deadline = timer.C
+		}
+		ch := c.changed
+		c.waiters++
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
+		c.waiters--
+		c.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// pickLocked returns the least-loaded admitted server with a free slot.
+func (c *Client) pickLocked(avoid *server) *server {
+	var best, fallback *server
+	n := len(c.servers)
+	for k := 0; k < n; k++ {
+		s := c.servers[(c.next+k)%n]
+		if !s.admitted || s.outstanding >= s.limit {
+			continue
+		}
+		if s == avoid {
+			fallback = s
+			continue
+		}
+		// s.outstanding/s.limit < best.outstanding/best.limit
+		if best == nil || s.outstanding*best.limit < best.outstanding*s.limit {
+			best = s
+		}
+	}
+	c.next++
+	if best == nil {
+		return fallback
+	}
+	return best
+}
+
+// release frees s's slot.
+func (c *Client) release(s *server) {
+	c.mu.Lock()
+	s.outstanding--
+	c.broadcastLocked()
+	c.mu.Unlock()
+}
+
+// AllDownError is returned when no server was admitted for ReadyTimeout.
+type AllDownError struct {
+	Wait    time.Duration
+	Servers []ServerInfo
+}
+
+func (e *AllDownError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "no server ready for %v:", e.Wait)
+	for _, s := range e.Servers {
+		fmt.Fprintf(&b, " %s: %s;", s.URL, s.Reason)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+func (c *Client) allDownErrorLocked() error {
+	e := &AllDownError{Wait: c.opts.ReadyTimeout}
+	for _, s := range c.servers {
+		e.Servers = append(e.Servers, ServerInfo{URL: s.url, State: StateDown, Reason: s.reason})
+	}
+	return e
+}
+
+// Session is one record's use of the fleet: its turns go to one server (the
+// prefix cache then serves the conversation so far), and it holds that
+// server's slot until Close. A failed attempt moves it to another server.
+type Session struct {
+	c *Client
+	s *server
+}
+
+// Session starts a session; it takes no slot until the first Generate.
+func (c *Client) Session() *Session { return &Session{c: c} }
+
+// Close releases the session's slot.
+func (ss *Session) Close() {
+	if ss.s != nil {
+		ss.c.release(ss.s)
+		ss.s = nil
+	}
+}
+
+// ExhaustedError is returned when every attempt failed.
+type ExhaustedError struct {
+	Attempts int
+	Last     *Error
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("gave up after %d attempts; last: %v", e.Attempts, e.Last)
+}
+
+func (e *ExhaustedError) Unwrap() error { return e.Last }
+
+// Generate sends req, retrying retryable failures with jittered exponential
+// backoff, each attempt with a fresh rid and preferably on another server.
+// It returns a *Error that is BadRequest when the server refused the
+// request, an *ExhaustedError after MaxAttempts, an *AllDownError when no
+// server was admitted for ReadyTimeout, or ctx's cause.
+func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) {
+	c := ss.c
+	var avoid *server
+	var last *Error
+	for attempt := 1; attempt <= c.opts.MaxAttempts; attempt++ {
+		if ss.s == nil {
+			s, err := c.acquire(ctx, avoid)
+			if err != nil {
+				return nil, err
+			}
+			ss.s = s
+		}
+		s := ss.s
+		c.mu.Lock()
+		sctx := s.ctx
+		c.mu.Unlock()
+		res, err := c.attempt(ctx, s, sctx, req)
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		if err == nil {
+			res.Attempts = attempt
+			c.succeeded(s, res)
+			return res, nil
+		}
+		last = err
+		c.failed(s, err)
+		if !err.Retryable() {
+			return nil, err
+		}
+		ss.Close()
+		avoid = s
+		if attempt < c.opts.MaxAttempts {
+			if err := sleepCtx(ctx, c.backoff(attempt)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, &ExhaustedError{Attempts: c.opts.MaxAttempts, Last: last}
+}
+
+// backoff is the wait after the n-th failed attempt: exponential from
+// BackoffMin, capped at BackoffMax, with "equal jitter" (half fixed, half
+// random) so retries of a burst do not arrive together.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.opts.BackoffMin << min(n-1, 30)
+	if d <= 0 || d > c.opts.BackoffMax {
+		d = c.opts.BackoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// attempt sends one request to s. sctx is s's admission context: its
+// cancellation (ejection) aborts the request.
+func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, req *Request) (*Result, *Error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(sctx, func() { cancel(context.Cause(sctx)) })
+	defer stop()
+	actx, cancelT := context.WithTimeout(actx, c.opts.RequestTimeout)
+	defer cancelT()
+
+	reqBuf := c.bufs.Get().(*bytes.Buffer)
+	defer c.putBuf(reqBuf)
+	respBuf := c.bufs.Get().(*bytes.Buffer)
+	defer c.putBuf(respBuf)
+	rid := c.ridPrefix + strconv.FormatUint(c.ridSeq.Add(1), 10)
+	body := c.st.appendBody(reqBuf.AvailableBuffer(), req, rid)
+	reqBuf.Write(body) // keeps the grown array for the next user of the buffer
+	start := time.Now()
+	status, respBody, err := c.post(actx, s.url+c.st.path(), reqBuf.Bytes(), respBuf)
+	if err != nil {
+		return nil, transportError(s.url, err, actx)
+	}
+	if status != http.StatusOK {
+		return nil, statusError(s.url, status, respBody)
+	}
+	res := &Result{Server: s.url, Latency: time.Since(start)}
+	if err := parseResult(c.opts.API, respBody, c.opts.Thinking, res); err != nil {
+		return nil, &Error{Class: ClassBadResponse, Message: err.Error(), Server: s.url}
+	}
+	if res.FinishReason == "abort" {
+		if promptTooLong(res.AbortMessage) {
+			return nil, &Error{Class: ClassRejectedAbort, Message: res.AbortMessage, Server: s.url}
+		}
+		return nil, &Error{Class: ClassAbort, Message: "finish_reason abort: " + res.AbortMessage, Server: s.url}
+	}
+	return res, nil
+}
+
+func (c *Client) putBuf(b *bytes.Buffer) {
+	if b.Cap() <= 4<<20 {
+		b.Reset()
+		c.bufs.Put(b)
+	}
+}
+
+// post sends body and reads the whole answer into buf. It returns the
+// status and the answer's bytes (buf's).
+func (c *Client) post(ctx context.Context, url string, body []byte, buf *bytes.Buffer) (int, []byte, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	hreq.Header["Content-Type"] = []string{"application/json"}
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.ContentLength > 0 {
+		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, buf.Bytes(), nil
+}
+
+// succeeded records a completion.
+func (c *Client) succeeded(s *server, r *Result) {
+	c.mu.Lock()
+	s.failures = 0
+	c.mu.Unlock()
+	s.stats.completed(r)
+}
+
+// failed records a failed attempt; consecutive server failures eject s.
+func (c *Client) failed(s *server, e *Error) {
+	s.stats.failed(e.Class)
+	if !e.Retryable() || e.Class == ClassEjected {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.failures++
+	if s.failures >= c.opts.BreakerFailures && s.admitted {
+		c.ejectLocked(s, fmt.Sprintf("%d consecutive failures, last: %s", s.failures, e.Message))
+	}
+}

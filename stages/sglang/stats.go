@@ -1,0 +1,185 @@
+package sglang
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// rateWindow is how far back the live rates look.
+const rateWindow = 30
+
+// latencyKeep is how many recent latencies each server keeps for quantiles.
+const latencyKeep = 1024
+
+// ServerStats are one server's live figures (or the fleet's totals).
+type ServerStats struct {
+	URL    string
+	State  string // StateReady or StateDown ("" in totals)
+	Reason string // why it is down
+	// InFlight is requests now in flight; Concurrency the cap.
+	InFlight, Concurrency int
+	Completions           int64
+	OutputTokens          int64
+	// CompletionsPerSec and OutputTokensPerSec are over the last 30 s (or
+	// since the start, if shorter).
+	CompletionsPerSec  float64
+	OutputTokensPerSec float64
+	// P50 and P95 are over the last 1024 completions' latencies.
+	P50, P95 time.Duration
+	// Errors counts failed attempts by class ("http_503", "transport", …).
+	Errors map[string]int64
+	// MeanAcceptLength is the mean speculative acceptance length over
+	// completions that reported one; 0 when none did.
+	MeanAcceptLength float64
+	Ejections        int64
+}
+
+// Stats is a snapshot of the fleet's figures.
+type Stats struct {
+	Servers []ServerStats
+	Total   ServerStats
+}
+
+type bucket struct {
+	sec       int64
+	n, tokens int64
+}
+
+type serverStats struct {
+	start     time.Time
+	ejections atomic.Int64
+
+	mu          sync.Mutex
+	completions int64
+	tokens      int64
+	lat         []time.Duration // ring of recent latencies
+	latNext     int
+	acceptSum   float64
+	acceptN     int64
+	errors      map[string]int64
+	buckets     [rateWindow + 2]bucket
+}
+
+func newServerStats(start time.Time) *serverStats {
+	return &serverStats{start: start, errors: map[string]int64{}, lat: make([]time.Duration, 0, latencyKeep)}
+}
+
+func (st *serverStats) sec(t time.Time) int64 { return int64(t.Sub(st.start) / time.Second) }
+
+func (st *serverStats) completed(r *Result) {
+	now := st.sec(time.Now())
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.completions++
+	st.tokens += int64(r.CompletionTokens)
+	if len(st.lat) < latencyKeep {
+		st.lat = append(st.lat, r.Latency)
+	} else {
+		st.lat[st.latNext] = r.Latency
+		st.latNext = (st.latNext + 1) % latencyKeep
+	}
+	if r.SpecAcceptLength > 0 {
+		st.acceptSum += r.SpecAcceptLength
+		st.acceptN++
+	}
+	b := &st.buckets[now%int64(len(st.buckets))]
+	if b.sec != now {
+		*b = bucket{sec: now}
+	}
+	b.n++
+	b.tokens += int64(r.CompletionTokens)
+}
+
+func (st *serverStats) failed(class string) {
+	st.mu.Lock()
+	st.errors[class]++
+	st.mu.Unlock()
+}
+
+// snapshot fills the counters of out; lat receives the recent latencies.
+func (st *serverStats) snapshot(now time.Time, out *ServerStats, lat []time.Duration) []time.Duration {
+	cur := st.sec(now)
+	window := min(float64(rateWindow), now.Sub(st.start).Seconds())
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out.Completions, out.OutputTokens = st.completions, st.tokens
+	out.Errors = maps.Clone(st.errors)
+	out.Ejections = st.ejections.Load()
+	if st.acceptN > 0 {
+		out.MeanAcceptLength = st.acceptSum / float64(st.acceptN)
+	}
+	var n, tok int64
+	for _, b := range st.buckets {
+		// The current second is partial; count the last rateWindow whole
+		// seconds plus it, over the matching time.
+		if b.sec > cur-rateWindow && b.sec <= cur {
+			n += b.n
+			tok += b.tokens
+		}
+	}
+	if window > 0 {
+		out.CompletionsPerSec = float64(n) / window
+		out.OutputTokensPerSec = float64(tok) / window
+	}
+	return append(lat, st.lat...)
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+// Stats returns the live figures per server and for the fleet. It is safe
+// to call at any time.
+func (c *Client) Stats() Stats {
+	now := time.Now()
+	var out Stats
+	c.mu.Lock()
+	for _, s := range c.servers {
+		ss := ServerStats{URL: s.url, InFlight: s.outstanding, Concurrency: s.limit, Reason: s.reason, State: StateDown}
+		if s.admitted {
+			ss.State, ss.Reason = StateReady, ""
+		}
+		out.Servers = append(out.Servers, ss)
+	}
+	c.mu.Unlock()
+	t := &out.Total
+	t.Errors = map[string]int64{}
+	var all []time.Duration
+	var acceptSum float64
+	var acceptN int64
+	for i, s := range c.servers {
+		ss := &out.Servers[i]
+		lat := s.stats.snapshot(now, ss, nil)
+		slices.Sort(lat)
+		ss.P50, ss.P95 = quantile(lat, 0.5), quantile(lat, 0.95)
+		all = append(all, lat...)
+		t.InFlight += ss.InFlight
+		t.Concurrency += ss.Concurrency
+		t.Completions += ss.Completions
+		t.OutputTokens += ss.OutputTokens
+		t.CompletionsPerSec += ss.CompletionsPerSec
+		t.OutputTokensPerSec += ss.OutputTokensPerSec
+		t.Ejections += ss.Ejections
+		for k, v := range ss.Errors {
+			t.Errors[k] += v
+		}
+		if ss.MeanAcceptLength > 0 {
+			s.stats.mu.Lock()
+			acceptSum += s.stats.acceptSum
+			acceptN += s.stats.acceptN
+			s.stats.mu.Unlock()
+		}
+	}
+	slices.Sort(all)
+	t.P50, t.P95 = quantile(all, 0.5), quantile(all, 0.95)
+	if acceptN > 0 {
+		t.MeanAcceptLength = acceptSum / float64(acceptN)
+	}
+	return out
+}
