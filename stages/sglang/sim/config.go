@@ -184,7 +184,7 @@ func (c Config) withDefaults() (Config, error) {
 	check(c.BatchHalfSpeed > 0, "batch half-speed must be positive, got %g", c.BatchHalfSpeed)
 	check(c.ThinkTokensMean >= 1 && c.ThinkTokensMean <= c.ThinkTokensMax, "think tokens mean must be 1..max (%d), got %d", c.ThinkTokensMax, c.ThinkTokensMean)
 	check(c.AnswerTokensMean >= 1 && c.AnswerTokensMean <= c.AnswerTokensMax, "answer tokens mean must be 1..max (%d), got %d", c.AnswerTokensMax, c.AnswerTokensMean)
-	check(c.ThinkTokensMax <= 1<<20 && c.AnswerTokensMax <= 1<<20, "token maxima must be at most %d", 1<<20)
+	check(c.ThinkTokensMax <= maxSpanLimit && c.AnswerTokensMax <= maxSpanLimit, "think and answer token maxima must be at most %d", maxSpanLimit)
 	check(c.LengthSigma > 0 && c.LengthSigma <= 3, "length sigma must be in (0, 3], got %g", c.LengthSigma)
 	check(c.SpecAcceptMean == 0 || (c.SpecAcceptMean >= 1 && c.SpecAcceptMean <= 16), "spec accept mean must be 0 (off) or 1..16, got %g", c.SpecAcceptMean)
 	n := c.Count

@@ -1,0 +1,505 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ServeHTTP routes one request. Unknown paths and methods answer like
+// FastAPI does: {"detail": "Not Found"} / {"detail": "Method Not Allowed"}.
+func (l *life) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !l.enter() {
+		return // killed: the connection is being torn down
+	}
+	defer l.active.Done()
+	method := func(ms ...string) bool {
+		for _, m := range ms {
+			if r.Method == m {
+				return true
+			}
+		}
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"detail":"Method Not Allowed"}`))
+		return false
+	}
+	switch r.URL.Path {
+	case "/generate":
+		if method(http.MethodPost, http.MethodPut) {
+			l.generate(w, r)
+		}
+	case "/v1/chat/completions":
+		if method(http.MethodPost) {
+			l.chat(w, r)
+		}
+	case "/health":
+		if method(http.MethodGet, http.MethodHead) {
+			l.health(w)
+		}
+	case "/health_generate":
+		if method(http.MethodGet, http.MethodHead) {
+			l.healthGenerate(w, r)
+		}
+	case "/get_model_info", "/model_info":
+		if method(http.MethodGet) {
+			l.modelInfo(w)
+		}
+	case "/get_server_info", "/server_info":
+		if method(http.MethodGet) {
+			l.serverInfo(w)
+		}
+	case "/v1/models":
+		if method(http.MethodGet) {
+			l.models(w)
+		}
+	case "/metrics":
+		if method(http.MethodGet) {
+			l.metrics(w)
+		}
+	default:
+		writeJSON(w, http.StatusNotFound, []byte(`{"detail":"Not Found"}`))
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 1<<20 {
+		*b = (*b)[:0]
+		bufPool.Put(b)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// api selects the error body shape and response format.
+type api int
+
+const (
+	apiNative api = iota // /generate: {"error": {"message": …}}
+	apiOpenAI            // /v1/...: {"object": "error", "message", "type", "param", "code"}
+)
+
+func writeError(w http.ResponseWriter, a api, status int, msg string) {
+	b := getBuf()
+	defer putBuf(b)
+	out := *b
+	if a == apiNative {
+		out = append(out, `{"error":{"message":`...)
+		out = appendJSONString(out, msg)
+		out = append(out, `}}`...)
+	} else {
+		typ := "BadRequestError"
+		switch {
+		case status == http.StatusServiceUnavailable:
+			typ = "ServiceUnavailableError"
+		case status >= 500:
+			typ = "InternalServerError"
+		}
+		out = append(out, `{"object":"error","message":`...)
+		out = appendJSONString(out, msg)
+		out = append(out, `,"type":"`...)
+		out = append(out, typ...)
+		out = append(out, `","param":null,"code":`...)
+		out = strconv.AppendInt(out, int64(status), 10)
+		out = append(out, '}')
+	}
+	writeJSON(w, status, out)
+	*b = out
+}
+
+// readBody reads the whole body into a pooled buffer. Reading to EOF also
+// lets net/http watch the connection, so a client that goes away cancels
+// r.Context() (SGLang aborts such a request and frees its slot).
+func readBody(r *http.Request) (*[]byte, error) {
+	b := getBuf()
+	buf := bytes.NewBuffer((*b)[:0])
+	_, err := io.Copy(buf, io.LimitReader(r.Body, 256<<20))
+	*b = buf.Bytes()
+	return b, err
+}
+
+// job is one generation request, parsed and validated.
+type job struct {
+	api          api
+	promptTokens int
+	maxNew       int
+	hash         uint64 // request content: seeds the output
+	thinking     bool
+	keepEOS      bool // skip_special_tokens=false
+	rid          string
+	stream       bool
+	includeUsage bool   // chat stream_options.include_usage
+	model        string // chat: echoed
+	separate     bool   // chat: split reasoning_content
+}
+
+type samplingParams struct {
+	MaxNewTokens      *int  `json:"max_new_tokens"`
+	SkipSpecialTokens *bool `json:"skip_special_tokens"`
+}
+
+type generateRequest struct {
+	Text           json.RawMessage `json:"text"`
+	InputIDs       json.RawMessage `json:"input_ids"`
+	SamplingParams samplingParams  `json:"sampling_params"`
+	RID            json.RawMessage `json:"rid"`
+	Stream         bool            `json:"stream"`
+}
+
+// The prompt suffix Qwen3's template adds with enable_thinking=false: a model
+// given it answers without thinking.
+const noThinkSuffix = "<think>\n\n</think>\n\n"
+
+var noThinkIDs = []int{idThinkStart, idNewlines2, idThinkEnd, idNewlines2}
+
+func (l *life) generate(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	defer putBuf(body)
+	if err != nil {
+		return
+	}
+	var req generateRequest
+	if err := json.Unmarshal(*body, &req); err != nil {
+		writeError(w, apiNative, http.StatusBadRequest, "invalid request body: "+err.Error())
+		return
+	}
+	j := job{api: apiNative, maxNew: 128, thinking: true, stream: req.Stream}
+	switch {
+	case len(req.Text) > 0 && req.Text[0] == '"':
+		var text string
+		if err := json.Unmarshal(req.Text, &text); err != nil {
+			writeError(w, apiNative, http.StatusBadRequest, "text: "+err.Error())
+			return
+		}
+		j.promptTokens = l.countTokens(text)
+		j.hash = fnv64(1, []byte(text))
+		j.thinking = !strings.HasSuffix(text, noThinkSuffix)
+	case len(req.InputIDs) > 0 && req.InputIDs[0] == '[' && !bytes.HasPrefix(bytes.TrimLeft(req.InputIDs[1:], " \t\r\n"), []byte("[")):
+		var ids []int
+		if err := json.Unmarshal(req.InputIDs, &ids); err != nil {
+			writeError(w, apiNative, http.StatusBadRequest, "input_ids: "+err.Error())
+			return
+		}
+		j.promptTokens = len(ids)
+		j.hash = fnv64(2, req.InputIDs)
+		j.thinking = len(ids) < 4 || !equalInts(ids[len(ids)-4:], noThinkIDs)
+	case len(req.Text) > 0 && req.Text[0] == '[', len(req.InputIDs) > 0:
+		writeError(w, apiNative, http.StatusBadRequest, "batch requests (a list of prompts) are not supported by pipe sim; send one prompt per request")
+		return
+	default:
+		writeError(w, apiNative, http.StatusBadRequest, "Either text or input_ids should be provided.")
+		return
+	}
+	if p := req.SamplingParams.MaxNewTokens; p != nil {
+		j.maxNew = *p
+	}
+	if p := req.SamplingParams.SkipSpecialTokens; p != nil {
+		j.keepEOS = !*p
+	}
+	if len(req.RID) > 0 && req.RID[0] == '"' {
+		_ = json.Unmarshal(req.RID, &j.rid)
+	}
+	l.run(w, r, &j)
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// countTokens is the prompt length of text: the tokenizer's count, or the
+// approximation of one token per 4 bytes (rounded up), which is close for
+// English prose and code with Qwen's byte-level BPE.
+func (l *life) countTokens(text string) int {
+	if tok := l.cfg.Tokenizer; tok != nil {
+		return len(tok.Encode(text))
+	}
+	return (len(text) + 3) / 4
+}
+
+// validate checks a job against the context length, as SGLang does.
+func (l *life) validate(j *job) (int, string) {
+	ctxLen := l.cfg.ContextLength
+	switch {
+	case j.maxNew < 0:
+		return http.StatusBadRequest, fmt.Sprintf("max_new_tokens must be at least 0, got %d.", j.maxNew)
+	case j.promptTokens >= ctxLen:
+		return http.StatusBadRequest, fmt.Sprintf("The input (%d tokens) is longer than the model's context length (%d tokens).", j.promptTokens, ctxLen)
+	case j.promptTokens+j.maxNew >= ctxLen:
+		return http.StatusBadRequest, fmt.Sprintf("Requested token count exceeds the model's maximum context length of %d tokens. "+
+			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
+			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
+			ctxLen, j.promptTokens+j.maxNew, j.promptTokens, j.maxNew)
+	}
+	return 0, ""
+}
+
+// run takes a validated-for-shape job through faults, admission, prefill and
+// decode, and writes the response.
+func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
+	if status, msg := l.validate(j); status != 0 {
+		writeError(w, j.api, status, msg)
+		return
+	}
+	if l.warming() {
+		writeError(w, j.api, http.StatusServiceUnavailable, "The server is starting up (warm-up); retry later.")
+		return
+	}
+	seq := l.seq.Add(1)
+	faults := drawFaults(l.cfg.Faults, l.cfg.Seed, l.s.index, seq, l.s.fleet.now())
+	switch {
+	case faults.has(FaultServerError):
+		writeError(w, j.api, http.StatusInternalServerError, "Internal server error (pipe sim fault 500).")
+		return
+	case faults.has(FaultQueueFull):
+		writeError(w, j.api, http.StatusServiceUnavailable, errQueueFull.Error())
+		return
+	case faults.has(FaultBadRequest):
+		writeError(w, j.api, http.StatusBadRequest, "Bad request (pipe sim fault 400).")
+		return
+	case faults.has(FaultHang):
+		select {
+		case <-r.Context().Done():
+		case <-l.dead:
+		}
+		return
+	}
+	ctx := r.Context()
+	if j.rid != "" {
+		l.mu.Lock()
+		_, dup := l.rids[j.rid]
+		if !dup {
+			l.rids[j.rid] = struct{}{}
+		}
+		l.mu.Unlock()
+		if dup {
+			writeError(w, j.api, http.StatusBadRequest, "Duplicate request ID: "+j.rid)
+			return
+		}
+		defer func() {
+			l.mu.Lock()
+			delete(l.rids, j.rid)
+			l.mu.Unlock()
+		}()
+	} else {
+		j.rid = l.defaultRID(seq)
+	}
+	start := time.Now()
+	if err := l.adm.acquire(ctx, l.dead); err != nil {
+		if errors.Is(err, errQueueFull) {
+			writeError(w, j.api, http.StatusServiceUnavailable, err.Error())
+		}
+		return
+	}
+	defer l.adm.release()
+	l.requests.Add(1)
+	l.promptTokens.Add(int64(j.promptTokens))
+	l.kvTokens.Add(int64(j.promptTokens))
+	var decoded int
+	defer func() { l.kvTokens.Add(-int64(j.promptTokens + decoded)) }()
+	if err := l.prefill(ctx, j.promptTokens); err != nil {
+		return
+	}
+	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, faults, j.keepEOS)
+	n := min(out.total, j.maxNew)
+	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset)}
+	if j.stream {
+		l.stream(ctx, w, &res, &decoded)
+		return
+	}
+	err := l.decode(ctx, n, nil)
+	decoded = n
+	if err != nil {
+		return
+	}
+	b := getBuf()
+	defer putBuf(b)
+	if j.api == apiNative {
+		*b = res.appendNative(*b, n, true)
+	} else {
+		*b = res.appendChat(*b, l.cfg.Model)
+	}
+	if res.reset {
+		resetMidway(w, *b)
+		return
+	}
+	writeJSON(w, http.StatusOK, *b)
+}
+
+func (l *life) defaultRID(seq uint64) string {
+	var b [32]byte
+	h1, h2 := mix(l.ridSeed, seq, 1), mix(l.ridSeed, seq, 2)
+	const hex = "0123456789abcdef"
+	for i := 0; i < 16; i++ {
+		b[i] = hex[(h1>>(4*i))&15]
+		b[16+i] = hex[(h2>>(4*i))&15]
+	}
+	return string(b[:])
+}
+
+// resetMidway sends the status line, headers and half of body, then resets
+// the connection (RST), as a server process dying mid-response does.
+func resetMidway(w http.ResponseWriter, body []byte) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	_, _ = rw.Write(body[:len(body)/2])
+	_ = rw.Flush()
+	abortConn(conn)
+}
+
+// abortConn closes conn with SO_LINGER 0 so the peer sees a reset.
+func abortConn(conn net.Conn) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// result renders one finished (or in-progress) generation.
+type result struct {
+	job   *job
+	out   *output
+	n     int // tokens to emit in total
+	start time.Time
+	speed float64
+	reset bool
+}
+
+func (res *result) latency() float64 { return time.Since(res.start).Seconds() * res.speed }
+
+func (res *result) finished(done int) bool { return done >= res.n }
+
+// appendNative renders the /generate body for the first done tokens; final
+// says whether finish_reason is known.
+func (res *result) appendNative(b []byte, done int, final bool) []byte {
+	out := res.out
+	b = append(b, `{"text":"`...)
+	b = out.appendEscText(b, done)
+	b = append(b, `","output_ids":`...)
+	b = out.appendIDs(b, done)
+	b = append(b, `,"meta_info":{"id":`...)
+	b = appendJSONString(b, res.job.rid)
+	b = append(b, `,"finish_reason":`...)
+	switch {
+	case !final:
+		b = append(b, `null`...)
+	case done >= out.total:
+		b = append(b, `{"type":"stop","matched":151645}`...)
+	default:
+		b = append(b, `{"type":"length","length":`...)
+		b = strconv.AppendInt(b, int64(res.job.maxNew), 10)
+		b = append(b, '}')
+	}
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(res.job.promptTokens), 10)
+	b = append(b, `,"weight_version":"default","completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(done), 10)
+	b = append(b, `,"cached_tokens":0,"num_retractions":0,"e2e_latency":`...)
+	b = strconv.AppendFloat(b, res.latency(), 'f', 4, 64)
+	if out.spec > 0 {
+		v := out.specVerify(done)
+		b = append(b, `,"spec_verify_ct":`...)
+		b = strconv.AppendInt(b, int64(v), 10)
+		b = append(b, `,"spec_accept_length":`...)
+		acc := 0.0
+		if v > 0 {
+			acc = float64(done) / float64(v)
+		}
+		b = strconv.AppendFloat(b, acc, 'f', 4, 64)
+	}
+	return append(b, `}}`...)
+}
+
+// finishReason is the OpenAI finish_reason and matched_stop JSON.
+func (res *result) finishReason() (reason, matched string) {
+	if res.n >= res.out.total {
+		return "stop", "151645"
+	}
+	return "length", "null"
+}
+
+// appendNullable appends s as a JSON string, or null when empty.
+func appendNullable(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendJSONString(b, s)
+}
+
+// chatSplit returns reasoning_content and content for the first done tokens.
+func (res *result) chatSplit(done int) (reasoning, content string) {
+	text := res.out.text(0, done)
+	if res.job.separate {
+		return splitReasoning(text)
+	}
+	return "", text
+}
+
+func (res *result) appendChat(b []byte, model string) []byte {
+	reasoning, content := res.chatSplit(res.n)
+	reason, matched := res.finishReason()
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, res.job.rid)
+	b = append(b, `,"object":"chat.completion","created":`...)
+	b = strconv.AppendInt(b, res.start.Unix(), 10)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, cmp(res.job.model, model))
+	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	b = appendNullable(b, content)
+	b = append(b, `,"reasoning_content":`...)
+	b = appendNullable(b, reasoning)
+	b = append(b, `,"tool_calls":null},"logprobs":null,"finish_reason":"`...)
+	b = append(b, reason...)
+	b = append(b, `","matched_stop":`...)
+	b = append(b, matched...)
+	b = append(b, `}],"usage":`...)
+	b = res.appendUsage(b)
+	return append(b, `,"metadata":{"weight_version":"default"}}`...)
+}
+
+func (res *result) appendUsage(b []byte) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(res.job.promptTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(res.job.promptTokens+res.n), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(res.n), 10)
+	return append(b, `,"prompt_tokens_details":null}`...)
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// health answers 200 with an empty body when ready, 503 during warm-up, as
+// newer SGLang builds do.
+func (l *life) health(w http.ResponseWriter) {
+	w.Header()["Content-Length"] = []string{"0"}
+	if l.warming() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// healthGenerate runs a one-token generation through the queue, so it is as
+// slow as the server is busy, and answers 200 once it is done.
+func (l *life) healthGenerate(w http.ResponseWriter, r *http.Request) {
+	if l.warming() {
+		w.Header()["Content-Length"] = []string{"0"}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	ctx := r.Context()
+	if err := l.adm.acquire(ctx, l.dead); err != nil {
+		if err == errQueueFull {
+			writeError(w, apiNative, http.StatusServiceUnavailable, err.Error())
+		}
+		return
+	}
+	err := l.prefill(ctx, 1)
+	if err == nil {
+		err = l.decode(ctx, 1, nil)
+	}
+	l.adm.release()
+	l.kvTokens.Add(-1)
+	if err != nil {
+		return
+	}
+	w.Header()["Content-Length"] = []string{"0"}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (l *life) modelInfo(w http.ResponseWriter) {
+	body, _ := json.Marshal(map[string]any{
+		"model_path":                l.cfg.Model,
+		"tokenizer_path":            l.cfg.Model,
+		"is_generation":             true,
+		"preferred_sampling_params": nil,
+		"weight_version":            "default",
+		"has_image_understanding":   false,
+		"has_audio_understanding":   false,
+		"model_type":                "qwen3",
+		"architectures":             []string{"Qwen3ForCausalLM"},
+	})
+	writeJSON(w, http.StatusOK, body)
+}
+
+// serverInfo reports the server arguments a client may look at, plus
+// "pipe_sim": true so tools can tell a simulator from a real server.
+func (l *life) serverInfo(w http.ResponseWriter) {
+	c := l.cfg
+	var spec any
+	if c.SpecAcceptMean > 0 {
+		spec = "EAGLE3"
+	}
+	reasoning := any(c.ReasoningParser)
+	if c.ReasoningParser == "none" {
+		reasoning = nil
+	}
+	maxQueued := any(c.MaxQueued)
+	if c.MaxQueued < 0 {
+		maxQueued = nil
+	}
+	host, port, _ := strings.Cut(l.ln.Addr().String(), ":")
+	portNum, _ := strconv.Atoi(port)
+	running, queued := l.adm.counts()
+	body, _ := json.Marshal(map[string]any{
+		"model_path":            c.Model,
+		"tokenizer_path":        c.Model,
+		"served_model_name":     c.Model,
+		"host":                  host,
+		"port":                  portNum,
+		"context_length":        c.ContextLength,
+		"max_running_requests":  c.MaxRunning,
+		"max_queued_requests":   maxQueued,
+		"max_total_num_tokens":  l.kvCapacity(),
+		"reasoning_parser":      reasoning,
+		"speculative_algorithm": spec,
+		"tp_size":               1,
+		"dp_size":               1,
+		"skip_server_warmup":    c.WarmUp == 0,
+		"enable_metrics":        true,
+		"random_seed":           c.Seed,
+		"version":               c.Version,
+		"pipe_sim":              true,
+		"pipe_sim_speed":        c.Speed,
+		"internal_states": []map[string]any{{
+			"num_running_reqs":        running,
+			"num_queue_reqs":          queued,
+			"avg_spec_accept_length":  c.SpecAcceptMean,
+			"last_gen_throughput":     l.genThroughput(),
+			"max_total_num_tokens":    l.kvCapacity(),
+			"effective_max_running":   c.MaxRunning,
+			"decode_tokens_per_sec_1": c.DecodeTokensPerSec,
+		}},
+	})
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (l *life) models(w http.ResponseWriter) {
+	body := fmt.Appendf(nil, `{"object":"list","data":[{"id":%q,"object":"model","created":%d,"owned_by":"sglang","root":%q,"parent":null,"max_model_len":%d}]}`,
+		l.cfg.Model, l.started.Unix(), l.cfg.Model, l.cfg.ContextLength)
+	writeJSON(w, http.StatusOK, body)
+}
+
+// kvCapacity is the simulated KV cache size in tokens (what token_usage is a
+// fraction of): room for every running slot at 4096 tokens, and at least one
+// full context.
+func (l *life) kvCapacity() int {
+	return max(l.cfg.ContextLength, l.cfg.MaxRunning*4096)
+}
+
+// genThroughput is the current decode throughput in simulated tokens/s:
+// running requests times each one's speed.
+func (l *life) genThroughput() float64 {
+	n, _ := l.adm.counts()
+	if n == 0 {
+		return 0
+	}
+	return float64(n) * l.rate()
+}
+
+// metrics writes Prometheus text in SGLang's names, labelled with the model.
+func (l *life) metrics(w http.ResponseWriter) {
+	running, queued := l.adm.counts()
+	label := fmt.Sprintf(`{model_name=%q}`, l.cfg.Model)
+	var b strings.Builder
+	metric := func(name, typ, help string, v float64) {
+		fmt.Fprintf(&b, "# HELP sglang:%s %s\n# TYPE sglang:%s %s\nsglang:%s%s %s\n",
+			name, help, name, typ, name, label, strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(l.promptTokens.Load()))
+	metric("generation_tokens_total", "counter", "Number of generation tokens processed.", float64(l.genTokens.Load()))
+	metric("num_requests_total", "counter", "Number of requests processed.", float64(l.requests.Load()))
+	metric("num_running_reqs", "gauge", "The number of running requests.", float64(running))
+	metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", float64(queued))
+	metric("gen_throughput", "gauge", "The generation throughput (token/s).", l.genThroughput())
+	metric("token_usage", "gauge", "The token usage.", float64(l.kvTokens.Load())/float64(l.kvCapacity()))
+	metric("max_total_num_tokens", "gauge", "Maximum total number of tokens.", float64(l.kvCapacity()))
+	metric("max_running_requests", "gauge", "Maximum running requests.", float64(l.cfg.MaxRunning))
+	metric("cache_hit_rate", "gauge", "The cache hit rate.", 0)
+	if l.cfg.SpecAcceptMean > 0 {
+		metric("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", l.cfg.SpecAcceptMean)
+	}
+	h := w.Header()
+	h["Content-Type"] = []string{"text/plain; version=0.0.4; charset=utf-8"}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(b.String()))
+}

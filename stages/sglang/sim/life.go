@@ -1,0 +1,247 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// life is one run of a server, from listen (start or revival) to kill. A
+// revived server gets a new life: fresh queue, counters and warm-up, as a
+// restarted process would.
+type life struct {
+	s       *Server
+	cfg     *Config
+	srv     *http.Server
+	ln      net.Listener
+	started time.Time
+	dead    chan struct{} // closed by kill: wakes every waiting handler
+	served  chan struct{} // closed when Serve has returned
+
+	mu      sync.Mutex
+	killed  bool
+	active  sync.WaitGroup // handlers running; Add only while !killed
+	rids    map[string]struct{}
+	ridSeed uint64
+
+	adm admission
+	seq atomic.Uint64 // requests seen, for fault draws and default rids
+
+	requests, promptTokens, genTokens atomic.Int64
+	kvTokens                          atomic.Int64 // prompt + generated tokens of running requests
+}
+
+func newLife(s *Server, ln net.Listener) *life {
+	l := &life{
+		s: s, cfg: &s.fleet.cfg, ln: ln, started: time.Now(),
+		dead: make(chan struct{}), served: make(chan struct{}),
+		rids: make(map[string]struct{}),
+	}
+	l.ridSeed = mix(s.fleet.cfg.Seed, uint64(s.index), uint64(l.started.UnixNano()))
+	l.adm.init(s.fleet.cfg.MaxRunning, s.fleet.cfg.MaxQueued)
+	l.srv = httpServer(l)
+	return l
+}
+
+func (l *life) serve() {
+	defer close(l.served)
+	_ = l.srv.Serve(l.ln) // returns ErrServerClosed on kill
+}
+
+// kill closes the listener and every connection, wakes every handler and
+// waits until they and Serve have returned.
+func (l *life) kill() {
+	l.mu.Lock()
+	l.killed = true
+	l.mu.Unlock()
+	_ = l.srv.Close() // first, so that no handler woken below can still answer
+	close(l.dead)
+	<-l.served
+	l.active.Wait()
+}
+
+// enter registers a handler; false means the life is over.
+func (l *life) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.killed {
+		return false
+	}
+	l.active.Add(1)
+	return true
+}
+
+// warming reports whether the server is still in its warm-up.
+func (l *life) warming() bool {
+	return l.cfg.WarmUp > 0 && time.Since(l.started) < l.cfg.wall(l.cfg.WarmUp)
+}
+
+var errKilled = errors.New("server killed")
+
+// sleep waits d of wall time, or until ctx is done or the server is killed.
+func (l *life) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.dead:
+		return errKilled
+	}
+}
+
+// Sleeps shorter than minSleep are skipped (the work counts as done at once):
+// at high Speed a timer per tiny step would cost more than the step.
+const (
+	minSleep = 50 * time.Microsecond
+	quantum  = 50 * time.Millisecond // the decode speed is re-read this often (wall)
+	// streamQuantum is the frame interval of a stream (SGLang streams every
+	// token; at 60 tokens/s that is every 17 ms).
+	streamQuantum = 20 * time.Millisecond
+)
+
+// rate is each running request's decode speed in simulated tokens/s.
+func (l *life) rate() float64 {
+	n, _ := l.adm.counts()
+	return l.cfg.DecodeTokensPerSec / (1 + float64(max(n, 1)-1)/l.cfg.BatchHalfSpeed)
+}
+
+// prefill waits out the time to first token for a prompt.
+func (l *life) prefill(ctx context.Context, promptTokens int) error {
+	d := l.cfg.PrefillLatency + time.Duration(float64(promptTokens)/l.cfg.PrefillTokensPerSec*float64(time.Second))
+	d = l.cfg.wall(d)
+	if d < minSleep {
+		return nil
+	}
+	return l.sleep(ctx, d)
+}
+
+// decode waits out the decoding of n tokens at the batch-dependent speed,
+// calling progress (if not nil) with the tokens done so far whenever that
+// grows; a progress error stops decoding.
+func (l *life) decode(ctx context.Context, n int, progress func(done int) error) error {
+	done := 0.0
+	reported := 0
+	last := time.Now()
+	for reported < n {
+		r := l.rate() * l.cfg.Speed // tokens per wall second
+		remain := time.Duration((float64(n) - done) / r * float64(time.Second))
+		if remain < minSleep {
+			done = float64(n)
+		} else {
+			q := quantum
+			if progress != nil {
+				q = streamQuantum
+			}
+			if err := l.sleep(ctx, min(remain, q)); err != nil {
+				return err
+			}
+			now := time.Now()
+			done = min(done+now.Sub(last).Seconds()*r, float64(n))
+			last = now
+		}
+		if d := int(done); d > reported {
+			l.genTokens.Add(int64(d - reported))
+			l.kvTokens.Add(int64(d - reported))
+			reported = d
+			if progress != nil {
+				if err := progress(d); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// admission is the running batch and its FIFO queue.
+type admission struct {
+	mu         sync.Mutex
+	running    int
+	maxRunning int
+	maxQueued  int // < 0: unbounded
+	queue      []*waiter
+}
+
+type waiter struct {
+	ready   chan struct{}
+	granted bool // set under mu when a slot is handed over
+}
+
+var errQueueFull = errors.New("The request queue is full.")
+
+func (a *admission) init(maxRunning, maxQueued int) {
+	a.maxRunning, a.maxQueued = maxRunning, maxQueued
+}
+
+func (a *admission) counts() (running, queued int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running, len(a.queue)
+}
+
+// acquire takes a running slot, waiting in FIFO order; it fails with
+// errQueueFull when the queue is at its limit, or when ctx is done or dead is
+// closed while waiting. A nil error must be paired with release.
+func (a *admission) acquire(ctx context.Context, dead <-chan struct{}) error {
+	a.mu.Lock()
+	if a.running < a.maxRunning && len(a.queue) == 0 {
+		a.running++
+		a.mu.Unlock()
+		return nil
+	}
+	if a.maxQueued >= 0 && len(a.queue) >= a.maxQueued {
+		a.mu.Unlock()
+		return errQueueFull
+	}
+	w := &waiter{ready: make(chan struct{})}
+	a.queue = append(a.queue, w)
+	a.mu.Unlock()
+	var err error
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-dead:
+		err = errKilled
+	}
+	a.mu.Lock()
+	if w.granted {
+		a.mu.Unlock()
+		a.release()
+		return err
+	}
+	for i, q := range a.queue {
+		if q == w {
+			a.queue = append(a.queue[:i], a.queue[i+1:]...)
+			break
+		}
+	}
+	a.mu.Unlock()
+	return err
+}
+
+// release frees a slot, handing it to the first waiter if any.
+func (a *admission) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.queue) > 0 {
+		w := a.queue[0]
+		a.queue[0] = nil
+		a.queue = a.queue[1:]
+		w.granted = true
+		close(w.ready)
+		return
+	}
+	a.running--
+}

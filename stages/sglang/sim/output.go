@@ -1,0 +1,157 @@
+package sim
+
+import (
+	"math"
+	"strings"
+)
+
+// segment is tokens [i, j) of a corpus.
+type segment struct {
+	c    *corpus
+	i, j int32
+}
+
+func (s segment) n() int { return int(s.j - s.i) }
+
+// output is one request's full (untruncated) completion as a list of corpus
+// segments. Truncation to max_new_tokens happens when rendering.
+type output struct {
+	segs  [16]segment
+	nsegs int
+	total int     // tokens, EOS included
+	spec  float64 // accepted tokens per verify step; 0 when spec is off
+}
+
+func (o *output) push(c *corpus, i, j int) {
+	if j > i {
+		o.segs[o.nsegs] = segment{c, int32(i), int32(j)}
+		o.nsegs++
+		o.total += j - i
+	}
+}
+
+func (o *output) pushSpecial(sp *specials, k int) { o.push(sp.c, k, k+1) }
+
+// lognormal draws a length with the given mean from two uniform hashes.
+func lognormal(mean float64, sigma float64, u1, u2 float64) float64 {
+	z := math.Sqrt(-2*math.Log(1-u1)) * math.Cos(2*math.Pi*u2)
+	return math.Exp(math.Log(mean) - sigma*sigma/2 + sigma*z)
+}
+
+// plan builds the completion for a request whose content hashes to h.
+// thinking says whether the model thinks first (Qwen3 with enable_thinking).
+func (t *texts) plan(cfg *Config, h uint64, thinking bool, faults faultSet, keepEOS bool) output {
+	var o output
+	sp := t.sp
+	h = mix(h, cfg.Seed)
+	thinkLen := int(lognormal(float64(cfg.ThinkTokensMean), cfg.LengthSigma, unitFloat(mix(h, 1)), unitFloat(mix(h, 2))))
+	thinkLen = min(max(thinkLen, 8), cfg.ThinkTokensMax)
+	answerLen := int(lognormal(float64(cfg.AnswerTokensMean), cfg.LengthSigma, unitFloat(mix(h, 3)), unitFloat(mix(h, 4))))
+	answerLen = min(max(answerLen, 4), cfg.AnswerTokensMax)
+	ti, tj := t.think.span(unitFloat(mix(h, 5)), thinkLen)
+	ai, aj := t.answer.span(unitFloat(mix(h, 6)), answerLen)
+	if faults.has(FaultEmptyThinking) {
+		tj = ti
+	}
+	if faults.has(FaultEmptyAnswer) {
+		aj = ai
+	}
+	if thinking {
+		o.pushSpecial(sp, sp.thinkStart)
+		o.pushSpecial(sp, sp.newline)
+		o.push(t.think, ti, tj)
+		if !faults.has(FaultNoThinkEnd) {
+			o.pushSpecial(sp, sp.newline)
+			o.pushSpecial(sp, sp.thinkEnd)
+			o.pushSpecial(sp, sp.newlines2)
+		}
+	}
+	if !thinking || !faults.has(FaultNoThinkEnd) {
+		if faults.has(FaultLeakedThink) {
+			mid := ai + (aj-ai)/2
+			o.push(t.answer, ai, mid)
+			o.pushSpecial(sp, sp.newline)
+			o.pushSpecial(sp, sp.thinkEnd)
+			o.pushSpecial(sp, sp.newlines2)
+			o.push(t.answer, mid, aj)
+		} else {
+			o.push(t.answer, ai, aj)
+		}
+	}
+	if keepEOS {
+		o.pushSpecial(sp, sp.eosKeep)
+	} else {
+		o.pushSpecial(sp, sp.eosSkip)
+	}
+	if cfg.SpecAcceptMean > 0 {
+		o.spec = max(1, cfg.SpecAcceptMean*(0.75+0.5*unitFloat(mix(h, 7))))
+	}
+	return o
+}
+
+// appendEscText appends the JSON-escaped text of the first n tokens.
+func (o *output) appendEscText(dst []byte, n int) []byte {
+	for k := 0; k < o.nsegs && n > 0; k++ {
+		s := o.segs[k]
+		j := s.i + int32(min(n, s.n()))
+		dst = append(dst, s.c.esc[s.c.escOff[s.i]:s.c.escOff[j]]...)
+		n -= int(j - s.i)
+	}
+	return dst
+}
+
+// appendIDs appends the first n ids as a JSON array.
+func (o *output) appendIDs(dst []byte, n int) []byte {
+	dst = append(dst, '[')
+	start := len(dst)
+	for k := 0; k < o.nsegs && n > 0; k++ {
+		s := o.segs[k]
+		j := s.i + int32(min(n, s.n()))
+		dst = append(dst, s.c.idj[s.c.idjOff[s.i]:s.c.idjOff[j]]...)
+		n -= int(j - s.i)
+	}
+	if len(dst) > start {
+		dst = dst[:len(dst)-1] // the last id's comma
+	}
+	return append(dst, ']')
+}
+
+// text returns the raw text of tokens [from, n).
+func (o *output) text(from, n int) string {
+	var b strings.Builder
+	pos := 0
+	for k := 0; k < o.nsegs && pos < n; k++ {
+		s := o.segs[k]
+		lo := max(from-pos, 0)
+		hi := min(n-pos, s.n())
+		if lo < hi {
+			b.Write(s.c.text[s.c.textOff[int(s.i)+lo]:s.c.textOff[int(s.i)+hi]])
+		}
+		pos += s.n()
+	}
+	return b.String()
+}
+
+// specVerify returns spec_verify_ct for n completion tokens.
+func (o *output) specVerify(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return int(math.Ceil(float64(n) / o.spec))
+}
+
+// splitReasoning applies the qwen3 reasoning parser to a completion's text:
+// without "<think>" it is all content; with "<think>" and no "</think>" it is
+// all reasoning; otherwise reasoning is before the first "</think>". Both are
+// whitespace-trimmed; "" means null.
+func splitReasoning(text string) (reasoning, content string) {
+	if !strings.Contains(text, "<think>") {
+		return "", strings.TrimSpace(text)
+	}
+	text = strings.TrimSpace(strings.Replace(text, "<think>", "", 1))
+	r, c, found := strings.Cut(text, "</think>")
+	if !found {
+		return strings.TrimSpace(text), ""
+	}
+	return strings.TrimSpace(r), strings.TrimSpace(c)
+}
