@@ -117,7 +117,8 @@ func isNFC(s string) bool {
 }
 
 // nfcWithOrigin returns NFC(s) and, for each of its bytes, the byte range of
-// s it came from (the normalization segment, usually one character).
+// s it came from: itself up to where normalization changed a segment (a
+// character and its combining marks), the rest of the segment after that.
 func nfcWithOrigin(s string) (string, [][2]int32) {
 	var it norm.Iter
 	it.InitString(norm.NFC, s)
@@ -128,8 +129,22 @@ func nfcWithOrigin(s string) (string, [][2]int32) {
 		seg := it.Next()
 		end := it.Pos()
 		out = append(out, seg...)
-		for range seg {
-			origin = append(origin, [2]int32{int32(start), int32(end)})
+		// Bytes up to where the segment changed map to themselves; the rest
+		// to the rest of the input segment (a starter followed by reordered
+		// marks keeps the starter's own position).
+		orig := s[start:end]
+		p := 0
+		for p < len(seg) && p < len(orig) && seg[p] == orig[p] {
+			p++
+		}
+		for p > 0 && p < len(seg) && !utf8.RuneStart(seg[p]) {
+			p--
+		}
+		for k := 0; k < p; k++ {
+			origin = append(origin, [2]int32{int32(start + k), int32(start + k + 1)})
+		}
+		for k := p; k < len(seg); k++ {
+			origin = append(origin, [2]int32{int32(start + p), int32(end)})
 		}
 	}
 	return string(out), origin

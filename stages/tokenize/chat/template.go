@@ -1,0 +1,152 @@
+// Package chat renders a model's Jinja chat template exactly as Hugging Face
+// transformers' apply_chat_template does (Python jinja2 with trim_blocks,
+// lstrip_blocks, loop controls, raise_exception, strftime_now and a tojson
+// without ASCII escaping), on github.com/ardanlabs/jinja.
+//
+// It also finds the assistant turns in ChatML-style rendered text (Qwen), for
+// the training loss mask.
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// ChatMLSource is the generic ChatML template (transformers' historical
+// default), used when a pipeline asks for template = "chatml".
+const ChatMLSource = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+
+// Template is a compiled chat template. It is safe for concurrent use.
+type Template struct {
+	tmpl *jinja.Template
+	vars map[string]jinja.Value
+}
+
+// Options are apply_chat_template's arguments.
+type Options struct {
+	// AddGenerationPrompt appends the assistant header (for generation; leave
+	// false for training rows). Default false.
+	AddGenerationPrompt bool
+	// EnableThinking is passed as enable_thinking when not nil; nil leaves it
+	// undefined, which Qwen3's template treats as thinking on.
+	EnableThinking *bool
+	// Tools is a JSON array of tool schemas passed as tools; nil passes None.
+	Tools json.RawMessage
+	// SystemPrompt, when not empty and the conversation does not start with a
+	// system message, is prepended as one. Empty adds nothing: the template
+	// decides (Qwen3 adds no default system prompt).
+	SystemPrompt string
+}
+
+// tojsonCall matches uses of the tojson filter, which are redirected to ours
+// (ardanlabs/jinja resolves built-in filters before template variables).
+var tojsonCall = regexp.MustCompile(`\|\s*tojson\b`)
+
+const ourTojson = "__pipe_tojson"
+
+// New compiles a template source as transformers would load it. specialVars
+// are the special-token variables the template may read (bos_token,
+// eos_token, ..., additional_special_tokens: strings or lists of strings).
+func New(source string, specialVars map[string]any) (*Template, error) {
+	// jinja2's lexer turns \r\n and \r into \n and, without
+	// keep_trailing_newline, drops one trailing newline.
+	source = strings.ReplaceAll(source, "\r\n", "\n")
+	source = strings.ReplaceAll(source, "\r", "\n")
+	source = strings.TrimSuffix(source, "\n")
+	source = tojsonCall.ReplaceAllString(source, "| "+ourTojson)
+	tmpl, err := jinja.Compile(source)
+	if err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
+	}
+	t := &Template{tmpl: tmpl, vars: map[string]jinja.Value{}}
+	for k, v := range specialVars {
+		t.vars[k] = jinja.FromGoValue(v)
+	}
+	t.vars[ourTojson] = jinja.NewCallable("tojson", tojson)
+	return t, nil
+}
+
+// Render renders messages. A template's raise_exception and type errors (a
+// null content where the template concatenates it) are returned as errors.
+func (t *Template) Render(messages []Message, opts Options) (string, error) {
+	if opts.SystemPrompt != "" && (len(messages) == 0 || messages[0].Role() != "system") {
+		messages = append([]Message{NewMessage("system", opts.SystemPrompt)}, messages...)
+	}
+	items := make([]jinja.Value, len(messages))
+	for i, m := range messages {
+		v, err := fromJSON(m.object())
+		if err != nil {
+			return "", fmt.Errorf("message %d: %w", i, err)
+		}
+		items[i] = v
+	}
+	data := make(map[string]jinja.Value, len(t.vars)+6)
+	for k, v := range t.vars {
+		data[k] = v
+	}
+	data["messages"] = jinja.NewList(items)
+	data["add_generation_prompt"] = jinja.NewBool(opts.AddGenerationPrompt)
+	data["documents"] = jinja.None()
+	data["tools"] = jinja.None()
+	if len(opts.Tools) > 0 && string(opts.Tools) != "null" {
+		tools, err := fromJSON(opts.Tools)
+		if err != nil {
+			return "", fmt.Errorf("tools: %w", err)
+		}
+		if !tools.IsList() {
+			return "", errors.New("tools: want a JSON array")
+		}
+		data["tools"] = tools
+	}
+	if opts.EnableThinking != nil {
+		data["enable_thinking"] = jinja.NewBool(*opts.EnableThinking)
+	}
+	out, err := t.tmpl.RenderValues(data)
+	if err != nil {
+		return "", fmt.Errorf("chat template: %w", err)
+	}
+	return out, nil
+}
+
+// ChatML-style turn markers, as Qwen renders them.
+const (
+	assistantHeader = "<|im_start|>assistant\n"
+	turnEnd         = "<|im_end|>"
+)
+
+// AssistantSpans returns the byte ranges [start, end) of the assistant
+// replies in ChatML-style rendered text: each starts right after
+// "<|im_start|>assistant\n" and ends after the "<|im_end|>" that closes it
+// and the "\n" following that, if any. A turn with no "<|im_end|>" runs to
+// the end of the text. With lastOnly, only the last turn's range is returned.
+// Marker strings inside message content are indistinguishable from the
+// template's own (they are the same special tokens) and count the same.
+func AssistantSpans(rendered string, lastOnly bool) [][2]int {
+	var spans [][2]int
+	pos := 0
+	for {
+		i := strings.Index(rendered[pos:], assistantHeader)
+		if i < 0 {
+			break
+		}
+		start := pos + i + len(assistantHeader)
+		end := len(rendered)
+		if j := strings.Index(rendered[start:], turnEnd); j >= 0 {
+			end = start + j + len(turnEnd)
+			if end < len(rendered) && rendered[end] == '\n' {
+				end++
+			}
+		}
+		spans = append(spans, [2]int{start, end})
+		pos = end
+	}
+	if lastOnly && len(spans) > 1 {
+		spans = spans[len(spans)-1:]
+	}
+	return spans
+}
