@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -471,15 +472,21 @@ func (s *tokenizeAndMask) Report() []pipeline.Stat {
 			s.tokens.Load(), 100*float64(s.lossTokens.Load())/float64(max(1, s.tokens.Load())), float64(s.tokens.Load())/float64(rows))})
 	}
 	s.systemMu.Lock()
-	for p, n := range s.systemUsed {
+	prompts := make([]string, 0, len(s.systemUsed))
+	for p := range s.systemUsed {
+		prompts = append(prompts, p)
+	}
+	sort.Slice(prompts, func(i, j int) bool { return s.systemUsed[prompts[i]] > s.systemUsed[prompts[j]] })
+	for i, p := range prompts {
+		if i == 3 {
+			stats = append(stats, pipeline.Stat{Name: "system prompts", Value: fmt.Sprintf("%d others", len(prompts)-3)})
+			break
+		}
 		name := "none"
 		if p != "" {
 			name = fmt.Sprintf("%q", truncate(p, 60))
 		}
-		stats = append(stats, pipeline.Stat{Name: "system prompt " + name, Value: fmt.Sprintf("%d rows", n)})
-		if len(stats) > 12 {
-			break
-		}
+		stats = append(stats, pipeline.Stat{Name: "system prompt " + name, Value: fmt.Sprintf("%d rows", s.systemUsed[p])})
 	}
 	s.systemMu.Unlock()
 	return stats

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"unicode"
@@ -360,22 +361,36 @@ func (v *validateThinking) length(s string) (int, string) {
 	return utf8.RuneCountInString(s), "characters"
 }
 
-// Report gives the accepted count and rejections by reason for the summary.
+// Report gives the share of each rejection reason, largest first, for the
+// progress display and the summary (the engine prints the counts).
 func (v *validateThinking) Report() []pipeline.Stat {
 	in := v.in.Load()
-	pct := func(n int64) string {
-		if in == 0 {
-			return "0"
-		}
-		return fmt.Sprintf("%d (%.1f%%)", n, 100*float64(n)/float64(in))
+	if in == 0 {
+		return nil
 	}
-	stats := []pipeline.Stat{{Name: "accepted", Value: pct(v.accepted.Load())}}
+	type count struct {
+		reason string
+		n      int64
+	}
+	var counts []count
+	var rejected int64
 	for i, r := range validateReasons {
 		if n := v.rejected[i].Load(); n > 0 {
-			stats = append(stats, pipeline.Stat{Name: "rejected " + r, Value: pct(n)})
+			counts = append(counts, count{r, n})
+			rejected += n
 		}
 	}
-	return stats
+	sort.SliceStable(counts, func(i, j int) bool { return counts[i].n > counts[j].n })
+	pct := func(n int64) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(in)) }
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		parts[i] = c.reason + " " + pct(c.n)
+	}
+	value := pct(rejected) + " of " + fmt.Sprint(in)
+	if len(parts) > 0 {
+		value += ": " + strings.Join(parts, ", ")
+	}
+	return []pipeline.Stat{{Name: "rejected", Value: value}}
 }
 
 // RejectedByReason returns the rejection counts by reason code (only non-zero ones).
