@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/stages/sglang/sim"
+	"github.com/pipe-dev/pipe/stages/tokenize"
+)
+
+// simFlags are `pipe sim`'s options; each default is sim's own default.
+type simFlags struct {
+	ports, listen, tokenizer string
+	count                    int
+	faults                   faultFlags
+	cfg                      sim.Config
+}
+
+// faultFlags collects repeated --fault values.
+type faultFlags []sim.Fault
+
+func (f *faultFlags) String() string {
+	s := make([]string, len(*f))
+	for i, x := range *f {
+		s[i] = x.String()
+	}
+	return strings.Join(s, " ")
+}
+
+func (f *faultFlags) Set(v string) error {
+	for _, one := range strings.Fields(strings.ReplaceAll(v, ";", " ")) {
+		x, err := sim.ParseFault(one)
+		if err != nil {
+			return err
+		}
+		*f = append(*f, x)
+	}
+	return nil
+}
+
+func init() {
+	var sf simFlags
+	register(&command{
+		Name:      "sim",
+		UsageLine: "pipe sim [--ports FROM-TO | --listen HOST:PORT --count N] [flags]",
+		Short:     "serve simulated SGLang servers (no GPU needed)",
+		Long: `Sim serves N independent simulated SGLang servers until interrupted, and prints
+one line per server ("sim: server 0 ready at http://127.0.0.1:30000") once it
+listens. Each speaks SGLang's HTTP API: POST /generate (text or input_ids,
+sampling_params, rid, stream), POST /v1/chat/completions (reasoning split like
+--reasoning-parser qwen3), GET /health (503 during --warm-up),
+/health_generate, /get_model_info and /model_info, /get_server_info and
+/server_info, /v1/models and /metrics (Prometheus text).
+
+Load behaves like a GPU server with continuous batching: at most --max-running
+requests decode at once and the rest wait in a queue of --max-queued (then
+503 "The request queue is full."); prefill takes --prefill-latency plus
+prompt_tokens / --prefill-tps; each running request decodes at
+--decode-tps / (1 + (running-1) / --batch-half-speed) tokens/s, so a server's
+throughput saturates as the batch grows. A client that disconnects aborts its
+request and frees its slot. --speed X runs X simulated seconds per wall second
+(reported latencies stay simulated).
+
+Outputs are deterministic for a given request and --seed:
+"<think>\n…\n</think>\n\n" + answer + <|im_end|> (151645), thinking and answer
+lengths log-normal around their means, capped by max_new_tokens (then
+finish_reason "length"). Without --tokenizer, a prompt counts one token per 4
+bytes and output ids are stable Qwen3-range ids; with --tokenizer DIR (a
+directory with tokenizer.json) both come from the real tokenizer.
+
+Faults (--fault, repeatable): KIND[:RATE][@AT[+FOR]][#SERVER,...], where KIND is
+one of 500, 503, 400, hang, reset, empty-answer, empty-thinking, no-think-end,
+leaked-think, die. RATE is a probability per request (default 1 inside a
+window); AT and FOR are simulated times since start; SERVER indexes restrict it
+(default all servers). Examples: --fault 500:0.01  --fault hang@10m+30s
+--fault die@1h+5m#2 (server 2 down from 1h to 1h05m). Draws are reproducible
+with --seed.`,
+		SetFlags: func(fs *flag.FlagSet) {
+			sf = simFlags{}
+			c := &sf.cfg
+			fs.StringVar(&sf.ports, "ports", "", "serve on 127.0.0.1 at each port of `FROM-TO` (or a comma list); overrides --listen/--count")
+			fs.StringVar(&sf.listen, "listen", "127.0.0.1:30000", "first server's `HOST:PORT`; later servers take the next ports (port 0: any free ports)")
+			fs.IntVar(&sf.count, "count", 1, "number of servers with --listen")
+			fs.StringVar(&c.Model, "model", sim.DefaultModel, "model name reported by the info endpoints")
+			fs.IntVar(&c.ContextLength, "context-length", sim.DefaultContextLength, "context length: prompt + max new tokens beyond it is a 400")
+			fs.StringVar(&c.ReasoningParser, "reasoning-parser", sim.DefaultReasoningParser, "chat reasoning split: qwen3 or none")
+			fs.IntVar(&c.MaxRunning, "max-running", sim.DefaultMaxRunning, "requests decoding at once per server")
+			fs.IntVar(&c.MaxQueued, "max-queued", sim.DefaultMaxQueued, "requests waiting for a slot before 503 (negative: no limit)")
+			fs.DurationVar(&c.WarmUp, "warm-up", 0, "simulated time /health answers 503 after start or revival (default 0s: none)")
+			fs.Float64Var(&c.Speed, "speed", sim.DefaultSpeed, "simulated seconds per wall second")
+			fs.DurationVar(&c.PrefillLatency, "prefill-latency", sim.DefaultPrefillLatency, "fixed part of the time to first token")
+			fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tps", sim.DefaultPrefillTokensPerSec, "prefill speed, prompt tokens/s")
+			fs.Float64Var(&c.DecodeTokensPerSec, "decode-tps", sim.DefaultDecodeTokensPerSec, "one request's decode speed when alone, tokens/s")
+			fs.Float64Var(&c.BatchHalfSpeed, "batch-half-speed", sim.DefaultBatchHalfSpeed, "running-batch size at which each request decodes at half speed")
+			fs.IntVar(&c.ThinkTokensMean, "think-mean", sim.DefaultThinkTokensMean, "mean thinking length, tokens")
+			fs.IntVar(&c.ThinkTokensMax, "think-max", sim.DefaultThinkTokensMax, "maximum thinking length, tokens")
+			fs.IntVar(&c.AnswerTokensMean, "answer-mean", sim.DefaultAnswerTokensMean, "mean answer length, tokens")
+			fs.IntVar(&c.AnswerTokensMax, "answer-max", sim.DefaultAnswerTokensMax, "maximum answer length, tokens")
+			fs.Float64Var(&c.LengthSigma, "length-sigma", sim.DefaultLengthSigma, "log-normal shape of both lengths")
+			fs.Float64Var(&c.SpecAcceptMean, "spec-accept", 0, "mean accepted tokens per speculative verify step (default 0: no speculative decoding)")
+			fs.Uint64Var(&c.Seed, "seed", 0, "seed for outputs and fault draws (default 0)")
+			fs.Var(&sf.faults, "fault", "inject a `FAULT` (repeatable; see above)")
+			fs.StringVar(&sf.tokenizer, "tokenizer", "", "`DIR` with tokenizer.json: real token counts and output ids (default: approximation)")
+		},
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if fs.NArg() != 0 {
+				return usageErrorf("usage: pipe sim [flags] (no arguments)")
+			}
+			cfg := sf.cfg
+			cfg.Faults = sf.faults
+			addrs, err := simAddrs(sf.ports, sf.listen, sf.count)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			cfg.Addrs = addrs
+			if sf.tokenizer != "" {
+				tok, err := tokenize.Load(sf.tokenizer)
+				if err != nil {
+					return fmt.Errorf("--tokenizer: %w", err)
+				}
+				cfg.Tokenizer = tok
+			}
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			fleet, err := sim.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer fleet.Close()
+			c := fleet.Config()
+			for _, s := range fleet.Servers() {
+				fmt.Fprintf(std.Out, "sim: server %d ready at %s\n", s.Index(), s.URL())
+			}
+			fmt.Fprintf(std.Err, "sim: %d servers, model %s, max running %d, speed %g%s; Ctrl-C stops\n",
+				len(fleet.Servers()), c.Model, c.MaxRunning, c.Speed, warmNote(c.WarmUp))
+			select {
+			case <-std.Signals:
+			case <-ctx.Done():
+			}
+			fmt.Fprintln(std.Err, "sim: stopping")
+			return nil
+		},
+	})
+}
+
+func warmNote(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", warm-up %v", d)
+}
+
+// simAddrs turns --ports or --listen/--count into listen addresses.
+func simAddrs(ports, listen string, count int) ([]string, error) {
+	if ports != "" {
+		var out []string
+		for _, part := range strings.Split(ports, ",") {
+			from, to, isRange := strings.Cut(strings.TrimSpace(part), "-")
+			a, err := strconv.Atoi(from)
+			b := a
+			if err == nil && isRange {
+				b, err = strconv.Atoi(to)
+			}
+			if err != nil || a < 1 || b > 65535 || b < a || b-a >= 1024 {
+				return nil, fmt.Errorf("--ports %q: want FROM-TO or a comma list of ports in 1..65535 (at most 1024)", ports)
+			}
+			for p := a; p <= b; p++ {
+				out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			}
+		}
+		return out, nil
+	}
+	if count < 1 || count > 1024 {
+		return nil, fmt.Errorf("--count must be 1..1024, got %d", count)
+	}
+	host, portStr, err := net.SplitHostPort(listen)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil || port < 0 || port+count-1 > 65535 {
+		return nil, fmt.Errorf("--listen %q: want HOST:PORT", listen)
+	}
+	out := make([]string, count)
+	for i := range out {
+		p := port
+		if port != 0 {
+			p += i
+		}
+		out[i] = net.JoinHostPort(host, strconv.Itoa(p))
+	}
+	return out, nil
+}
