@@ -178,7 +178,9 @@ func setFromRaw(v reflect.Value, raw any) error {
 	if v.Addr().Type().Implements(configDecoderType) {
 		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(raw)
 	}
-	mismatch := func() error { return fmt.Errorf("must be %s, got %s", withArticle(typeName(v.Type())), rawTypeName(raw)) }
+	mismatch := func() error {
+		return fmt.Errorf("must be %s, got %s", withArticle(typeName(v.Type())), rawTypeName(raw))
+	}
 	if v.Type() == durationType {
 		s, ok := raw.(string)
 		if !ok {

@@ -1,0 +1,89 @@
+package stages
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// Every kind documents itself, and its example is a pipeline that passes the
+// same checks as `pipe check` (input files it names are created empty).
+func TestEveryKindHasSummaryAndValidExample(t *testing.T) {
+	reg := pipeline.DefaultRegistry
+	if len(reg.Kinds()) == 0 {
+		t.Fatal("no kinds registered")
+	}
+	for _, kind := range reg.Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			spec := reg.Lookup(kind)
+			if strings.TrimSpace(spec.Summary) == "" {
+				t.Fatal("no summary")
+			}
+			for _, f := range spec.FieldDocs() {
+				if f.Doc == "" {
+					t.Errorf("key %q has no doc", f.Key)
+				}
+			}
+			dir := t.TempDir()
+			path := filepath.Join(dir, "example.toml")
+			if err := os.WriteFile(path, []byte(spec.Example), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Getenv: func(string) (string, bool) { return dir, true }})
+			if f == nil {
+				t.Fatal(probs)
+			}
+			uses := false
+			for _, sd := range f.Stages {
+				uses = uses || sd.Kind == kind
+			}
+			if !uses {
+				t.Fatalf("example has no stage of kind %q:\n%s", kind, spec.Example)
+			}
+			createInputs(t, f, reg)
+			f, probs = pipeline.LoadFile(path, pipeline.LoadOptions{Getenv: func(string) (string, bool) { return dir, true }})
+			plan, bprobs := pipeline.Build(f, reg)
+			probs = append(probs, bprobs...)
+			if len(probs) == 0 {
+				probs = plan.CheckOutputs()
+			}
+			if len(probs) > 0 {
+				t.Fatalf("example fails pipe check:\n%v\n%s", probs, spec.Example)
+			}
+		})
+	}
+}
+
+// createInputs makes empty files (or directories) for every input path of
+// the example, so the check exercises everything but their contents.
+func createInputs(t *testing.T, f *pipeline.File, reg *pipeline.Registry) {
+	for _, sd := range f.Stages {
+		spec := reg.Lookup(sd.Kind)
+		if spec == nil {
+			continue
+		}
+		rt := reflect.TypeOf(spec.Config)
+		for i := 0; i < rt.NumField(); i++ {
+			sf := rt.Field(i)
+			mode := sf.Tag.Get("path")
+			raw, ok := sd.Raw[sf.Tag.Get("toml")].(string)
+			if !ok || (mode != "in" && mode != "indir") {
+				continue
+			}
+			p := raw
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(f.Dir, p)
+			}
+			if mode == "indir" {
+				os.MkdirAll(p, 0o755)
+				continue
+			}
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			os.WriteFile(p, nil, 0o644)
+		}
+	}
+}
