@@ -1,0 +1,569 @@
+package stages
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/stages/sglang"
+	"github.com/pipe-dev/pipe/stages/sglang/sim"
+)
+
+// The generate stage's tests run whole pipelines (read-prompts → generate →
+// write-jsonl) against simulated SGLang servers on loopback TCP: in-process
+// fleets through the sim package, or real `pipe sim` processes where a
+// server has to die like a process does (SIGKILL).
+
+// genPrompts is a JSONL file of n single-turn prompts with ids p0…p(n-1).
+func genPrompts(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"id":"p%d","prompt":"Question %d: what is %d + %d?"}`+"\n", i, i, i, i)
+	}
+	return b.String()
+}
+
+// genPipeline is read-prompts → generate → write-jsonl (out and rejected),
+// with genKeys added to the generate stage.
+func genPipeline(genKeys string) string {
+	return `
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "prompts.jsonl"
+
+[[stage]]
+id    = "gen"
+kind  = "generate"
+input = "prompts"
+` + genKeys + `
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = "gen"
+path  = "out/completions.jsonl"
+
+[[stage]]
+id    = "rej"
+kind  = "write-jsonl"
+input = "gen.rejected"
+path  = "out/rejected.jsonl"
+`
+}
+
+// fastGenKeys are quick retries and probes for tests; add readyKey unless
+// the test sets its own ready_timeout.
+const fastGenKeys = `
+max_output_tokens = 2048
+backoff_min       = "5ms"
+backoff_max       = "50ms"
+probe_interval    = "20ms"
+`
+
+const readyKey = "ready_timeout = \"10s\"\n"
+
+func serversKey(urls []string) string {
+	return `servers = ["` + strings.Join(urls, `", "`) + `"]` + "\n"
+}
+
+// runGenPipeline checks and runs src beside prompts like pipe run does.
+func runGenPipeline(t *testing.T, ctx context.Context, src, prompts string, opts pipeline.RunOptions) (string, *pipeline.Summary, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(prompts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "p.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	plan, probs := pipeline.Build(f, pipeline.DefaultRegistry)
+	probs = append(probs, plan.CheckOutputs()...)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	sum, err := pipeline.Run(ctx, plan, opts)
+	return dir, sum, err
+}
+
+func startTestFleet(t *testing.T, cfg sim.Config) *sim.Fleet {
+	t.Helper()
+	f, err := sim.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// quickSim runs a simulated minute in a quarter second, with short outputs.
+func quickSim(n int) sim.Config {
+	return sim.Config{Count: n, Speed: 200, ThinkTokensMean: 60, AnswerTokensMean: 20}
+}
+
+// mustAllOut checks that ids p0…p(n-1) each left on out exactly once with a
+// full completion, and that the stage's accounting balances.
+func mustAllOut(t *testing.T, dir string, sum *pipeline.Summary, n int) []*pipeline.Record {
+	t.Helper()
+	recs := readRecords(t, filepath.Join(dir, "out/completions.jsonl"))
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if seen[r.ID] {
+			t.Fatalf("record %s written twice", r.ID)
+		}
+		seen[r.ID] = true
+		c := r.Completion
+		if c == nil || c.Reasoning == "" || c.Answer == "" || c.FinishReason == "" || c.CompletionTokens == 0 || c.Server == "" || c.Attempts < 1 || c.Request["max_tokens"] == nil {
+			t.Fatalf("record %s: incomplete completion %+v", r.ID, c)
+		}
+	}
+	for i := range n {
+		if !seen[fmt.Sprintf("p%d", i)] {
+			t.Fatalf("record p%d lost (%d of %d written)", i, len(recs), n)
+		}
+	}
+	g := stageSummary(t, sum, "gen")
+	if g.In != int64(n) || g.Out != int64(n) || g.Rejected != 0 || g.Failed != 0 {
+		t.Errorf("gen accounting %+v, want %d in and out", g, n)
+	}
+	return recs
+}
+
+func TestGenerateNormalRun(t *testing.T) {
+	f := startTestFleet(t, quickSim(3))
+	const n = 300
+	dir, sum, err := runGenPipeline(t, context.Background(),
+		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\ntemperature = 0.6\nsystem_prompt = \"Be brief.\"\n"), genPrompts(n), pipeline.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := mustAllOut(t, dir, sum, n)
+	byServer := map[string]int{}
+	for _, r := range recs {
+		byServer[r.Completion.Server]++
+		c := r.Completion
+		if c.SystemPrompt != "Be brief." || r.Messages[0].Role != "system" || r.Messages[1].Role != "user" {
+			t.Fatalf("record %s: system prompt not applied/recorded: %+v %q", r.ID, r.Messages, c.SystemPrompt)
+		}
+		if c.Request["temperature"] != 0.6 || c.Request["api"] != "chat" || c.Request["model"] != sim.DefaultModel {
+			t.Fatalf("record %s: request settings %v", r.ID, c.Request)
+		}
+		if c.MatchedStop != float64(151645) || c.FinishReason != "stop" || c.LatencySeconds <= 0 {
+			t.Fatalf("record %s: %+v", r.ID, c)
+		}
+	}
+	if len(byServer) != 3 {
+		t.Errorf("records by server %v, want all three used", byServer)
+	}
+	stats := stageSummary(t, sum, "gen").Stats
+	if len(stats) != 4 || !strings.Contains(stats[3].Value, fmt.Sprintf("%d done", n)) {
+		t.Errorf("live figures %v", stats)
+	}
+	t.Logf("figures: %v", stats)
+}
+
+func TestGenerateMultiTurn(t *testing.T) {
+	f := startTestFleet(t, quickSim(2))
+	prompts := `{"id":"m1","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"old answer","reasoning_content":"old thinking"},{"role":"user","content":"And then?"},{"role":"assistant","content":"old final"}]}
+{"id":"m2","messages":[{"role":"system","content":"S"},{"role":"user","content":"one"},{"role":"user","content":"two"},{"role":"assistant","content":"x"},{"role":"user","content":"three"}]}
+`
+	for _, turns := range []string{"last", "all"} {
+		t.Run(turns, func(t *testing.T) {
+			dir, sum, err := runGenPipeline(t, context.Background(),
+				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"turns = \""+turns+"\"\n"), prompts, pipeline.RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := stageSummary(t, sum, "gen"); g.Out != 2 {
+				t.Fatalf("gen %+v", g)
+			}
+			got := map[string]*pipeline.Record{}
+			for _, r := range readRecords(t, filepath.Join(dir, "out/completions.jsonl")) {
+				got[r.ID] = r
+			}
+			roles := func(r *pipeline.Record) string {
+				var s []string
+				for _, m := range r.Messages {
+					s = append(s, m.Role)
+				}
+				return strings.Join(s, ",")
+			}
+			m1, m2 := got["m1"], got["m2"]
+			switch turns {
+			case "last":
+				// History as given (its thinking dropped), the trailing
+				// assistant turn replaced by the new completion.
+				if roles(m1) != "user,assistant,user" || m1.Messages[1].Content != "old answer" || m1.Messages[1].ReasoningContent != "" {
+					t.Errorf("m1 messages %+v", m1.Messages)
+				}
+				if roles(m2) != "system,user,user,assistant,user" {
+					t.Errorf("m2 roles %s", roles(m2))
+				}
+			case "all":
+				// Every assistant turn regenerated, on one server, with
+				// answers only in the history it sent.
+				if roles(m1) != "user,assistant,user" || m1.Messages[1].Content == "old answer" || m1.Messages[1].Content == "" || m1.Messages[1].ReasoningContent == "" {
+					t.Errorf("m1 messages %+v", m1.Messages)
+				}
+				if roles(m2) != "system,user,assistant,user,assistant,user" || m2.Messages[3].Content != "two" || m2.Messages[2].Content == "x" {
+					t.Errorf("m2 messages %+v", m2.Messages)
+				}
+			}
+			for _, r := range []*pipeline.Record{m1, m2} {
+				if r.Completion == nil || r.Completion.Answer == "" || r.Messages[len(r.Messages)-1].Role != "user" {
+					t.Errorf("%s: %+v", r.ID, r.Completion)
+				}
+			}
+		})
+	}
+}
+
+func TestGenerateBadRequestRejectedWithServerMessage(t *testing.T) {
+	cfg := quickSim(2)
+	cfg.ContextLength = 4000
+	f := startTestFleet(t, cfg)
+	prompts := genPrompts(50) + `{"id":"long","prompt":"` + strings.Repeat("a very long prompt ", 1500) + `"}` + "\n"
+	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey), prompts, pipeline.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rej := readRecords(t, filepath.Join(dir, "out/rejected.jsonl"))
+	if len(rej) != 1 || rej[0].ID != "long" || rej[0].Reject.Reason != "prompt_too_long" ||
+		!strings.Contains(rej[0].Reject.Detail, "longer than the model's context length (4000 tokens)") {
+		t.Fatalf("rejected %+v", rej)
+	}
+	g := stageSummary(t, sum, "gen")
+	if g.Out != 50 || g.Rejected != 1 || g.Reasons["prompt_too_long"] != 1 {
+		t.Errorf("gen %+v", g)
+	}
+	// One 400, not retried.
+	if total := g.Stats[len(g.Stats)-1].Value; !strings.Contains(total, "errors http_400=1") || strings.Contains(total, "http_5") {
+		t.Errorf("totals %q, want exactly one failed attempt, the 400", total)
+	}
+}
+
+func TestGenerateSlowServerKeepsThroughput(t *testing.T) {
+	// Two servers at full speed and one three times slower: each is kept at
+	// its cap while records remain, so the run goes at the sum of what each
+	// server does at its cap (cap / latency at cap).
+	fast, slow := quickSim(2), quickSim(1)
+	fast.Speed = 60
+	slow.Speed = fast.Speed / 3
+	ff, fs := startTestFleet(t, fast), startTestFleet(t, slow)
+	const n, conc = 1200, 8
+	var workLeftUntil atomic.Int64 // ns since start when gen had taken every record
+	var outThen atomic.Int64       // gen's out count at that moment
+	start := time.Now()
+	dir, sum, err := runGenPipeline(t, context.Background(),
+		genPipeline(serversKey(append(ff.URLs(), fs.URLs()...))+fastGenKeys+readyKey+fmt.Sprintf("concurrency = %d\n", conc)), genPrompts(n),
+		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+			for _, st := range s.Stages {
+				if st.ID == "gen" && st.In == n && workLeftUntil.Load() == 0 {
+					workLeftUntil.Store(int64(time.Since(start)))
+					outThen.Store(st.Out)
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := mustAllOut(t, dir, sum, n)
+	lat, count := map[string]float64{}, map[string]int{}
+	for _, r := range recs {
+		lat[r.Completion.Server] += r.Completion.LatencySeconds
+		count[r.Completion.Server]++
+	}
+	capacity := 0.0
+	for u, k := range count {
+		capacity += conc / (lat[u] / float64(k))
+	}
+	window := time.Duration(workLeftUntil.Load()).Seconds()
+	if window == 0 {
+		t.Fatal("the progress callback never saw every record taken")
+	}
+	throughput := float64(outThen.Load()) / window
+	t.Logf("by server %v: %.0f completions/s while records remained (%.2fs), capacity %.0f/s: %.1f%%", count, throughput, window, capacity, 100*throughput/capacity)
+	if s := fs.URLs()[0]; count[s]*2 > count[ff.URLs()[0]] {
+		t.Errorf("the slow server did %d records, a fast one %d: want about a third", count[s], count[ff.URLs()[0]])
+	}
+	if throughput < 0.95*capacity {
+		t.Errorf("throughput %.0f/s is %.1f%% of capacity %.0f/s, want ≥ 95%%", throughput, 100*throughput/capacity, capacity)
+	}
+}
+
+func TestGenerateAllServersDownAtStart(t *testing.T) {
+	f := startTestFleet(t, quickSim(2))
+	urls := f.URLs()
+	f.Close()
+	start := time.Now()
+	_, sum, err := runGenPipeline(t, context.Background(),
+		genPipeline(serversKey(urls)+fastGenKeys+"ready_timeout = \"300ms\"\n"), genPrompts(10), pipeline.RunOptions{})
+	var down *sglang.AllDownError
+	if !errors.As(err, &down) || !strings.Contains(err.Error(), `stage "gen" (generate): no server ready for 300ms`) ||
+		!strings.Contains(err.Error(), urls[0]+": unreachable") {
+		t.Fatalf("err = %v, want the stage named and each server's reason", err)
+	}
+	if time.Since(start) < 300*time.Millisecond {
+		t.Errorf("gave up before ready_timeout")
+	}
+	if g := stageSummary(t, sum, "gen"); g.In != 0 {
+		t.Errorf("records were taken with no server: %+v", g)
+	}
+}
+
+func TestGenerateAllServersDieMidRun(t *testing.T) {
+	// Both servers die for good (simulated 2s in); the run stops with a
+	// clear error after ready_timeout, and what was completed before is
+	// committed.
+	cfg := quickSim(2)
+	cfg.Speed = 20
+	cfg.Faults = []sim.Fault{{Kind: sim.FaultDie, At: 2 * time.Second, For: time.Hour}}
+	f := startTestFleet(t, cfg)
+	dir, sum, err := runGenPipeline(t, context.Background(),
+		genPipeline(serversKey(f.URLs())+fastGenKeys+"ready_timeout = \"300ms\"\nconcurrency = 4\n"), genPrompts(2000), pipeline.RunOptions{})
+	if err == nil || !strings.Contains(err.Error(), "no server ready for 300ms") {
+		t.Fatalf("err = %v, want no server ready", err)
+	}
+	g := stageSummary(t, sum, "gen")
+	recs := readRecords(t, filepath.Join(dir, "out/completions.jsonl"))
+	if len(recs) == 0 || int64(len(recs)) != g.Out || g.Failed != 0 {
+		t.Errorf("%d completions committed, gen %+v: want every completion before the outage kept, none failed", len(recs), g)
+	}
+	t.Logf("gen %+v; %d committed", g, len(recs))
+}
+
+func TestGenerateCancelInTheMiddle(t *testing.T) {
+	cfg := quickSim(2)
+	cfg.Speed = 20
+	f := startTestFleet(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	_, sum, err := runGenPipeline(t, ctx, genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(1000),
+		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+			if stageSummary(t, s, "gen").Out >= 20 {
+				once.Do(cancel)
+			}
+		}})
+	if !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("err = %v, want ErrStopped", err)
+	}
+	if g := stageSummary(t, sum, "gen"); g.Out >= 1000 || g.Out < 20 {
+		t.Errorf("gen %+v", g)
+	}
+	// goleak (TestMain) checks that no request or probe goroutine is left.
+}
+
+// --- real `pipe sim` processes ---
+
+var pipeBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// pipeBinary builds cmd/pipe once per test binary.
+func pipeBinary(t *testing.T) string {
+	t.Helper()
+	pipeBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "pipe-generate-test-")
+		if err != nil {
+			pipeBin.err = err
+			return
+		}
+		pipeBin.path = filepath.Join(dir, "pipe")
+		cmd := exec.Command("go", "build", "-o", pipeBin.path, "./cmd/pipe")
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			pipeBin.err = fmt.Errorf("go build ./cmd/pipe: %v\n%s", err, out)
+		}
+	})
+	if pipeBin.err != nil {
+		t.Fatal(pipeBin.err)
+	}
+	t.Cleanup(func() {}) // the binary is removed with its directory by the OS's temp cleanup
+	return pipeBin.path
+}
+
+// simProc is one `pipe sim` process serving one server.
+type simProc struct {
+	t    *testing.T
+	bin  string
+	args []string
+	addr string // fixed after the first start
+	url  string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+func startSimProc(t *testing.T, bin string, args ...string) *simProc {
+	t.Helper()
+	p := &simProc{t: t, bin: bin, args: args, addr: "127.0.0.1:0"}
+	if err := p.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.kill)
+	return p
+}
+
+// start runs the process and waits for its "ready at URL" line.
+func (p *simProc) start() error {
+	cmd := exec.Command(p.bin, append([]string{"sim", "--listen", p.addr}, p.args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = nil
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	_, url, ok := strings.Cut(strings.TrimSpace(line), " ready at ")
+	if err != nil || !ok {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("pipe sim did not report ready: %q %v", line, err)
+	}
+	p.mu.Lock()
+	p.cmd = cmd
+	p.url = url
+	p.addr = strings.TrimPrefix(url, "http://")
+	p.mu.Unlock()
+	return nil
+}
+
+// kill SIGKILLs the process: connections drop, requests in flight are lost.
+func (p *simProc) kill() {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+}
+
+func TestGenerateFaultsAgainstPipeSim(t *testing.T) {
+	bin := pipeBinary(t)
+	var urls []string
+	for range 3 {
+		p := startSimProc(t, bin, "--speed", "200", "--think-mean", "60", "--answer-mean", "20",
+			"--fault", "503:0.05", "--fault", "reset:0.01")
+		urls = append(urls, p.url)
+	}
+	const n = 600
+	dir, sum, err := runGenPipeline(t, context.Background(),
+		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 8\nmax_attempts = 8\n"), genPrompts(n), pipeline.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := mustAllOut(t, dir, sum, n)
+	retried := 0
+	for _, r := range recs {
+		if r.Completion.Attempts > 1 {
+			retried++
+		}
+	}
+	total := stageSummary(t, sum, "gen").Stats[3].Value
+	t.Logf("%d of %d records needed a retry; %s", retried, n, total)
+	if retried == 0 || !strings.Contains(total, "http_503=") {
+		t.Errorf("no fault hit a request (%s): the test proves nothing", total)
+	}
+}
+
+func TestGenerateServerKilledAndRevived(t *testing.T) {
+	bin := pipeBinary(t)
+	var procs []*simProc
+	var urls []string
+	for range 3 {
+		p := startSimProc(t, bin, "--speed", "100", "--think-mean", "60", "--answer-mean", "20")
+		procs = append(procs, p)
+		urls = append(urls, p.url)
+	}
+	victim := procs[0]
+	const n = 1500
+	var phase atomic.Int32 // 0 running, 1 killed, 2 revived
+	var restartErr error
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	dir, sum, err := runGenPipeline(t, context.Background(),
+		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 8\n"), genPrompts(n),
+		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+			out := stageSummary(t, s, "gen").Out
+			switch {
+			case out >= n/5 && phase.CompareAndSwap(0, 1):
+				victim.kill()
+			case out >= n/2 && phase.CompareAndSwap(1, 2):
+				wg.Go(func() { restartErr = victim.start() })
+			}
+		}})
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restartErr != nil {
+		t.Fatal(restartErr)
+	}
+	if phase.Load() != 2 {
+		t.Fatalf("the run ended before the kill and revival (phase %d)", phase.Load())
+	}
+	recs := mustAllOut(t, dir, sum, n)
+	onVictim, retried := 0, 0
+	for _, r := range recs {
+		if r.Completion.Server == victim.url {
+			onVictim++
+		}
+		if r.Completion.Attempts > 1 {
+			retried++
+		}
+	}
+	figures := fmt.Sprint(stageSummary(t, sum, "gen").Stats)
+	t.Logf("%d records on the victim, %d re-sent; %s", onVictim, retried, figures)
+	if retried == 0 || !strings.Contains(figures, "ejected 1×") {
+		t.Errorf("the victim's requests were not re-sent or it was not ejected: %s", figures)
+	}
+	if !strings.Contains(stageSummary(t, sum, "gen").Stats[0].Value, "in flight 0/8") || strings.Contains(stageSummary(t, sum, "gen").Stats[0].Value, "DOWN") {
+		t.Errorf("victim not re-admitted: %s", stageSummary(t, sum, "gen").Stats[0].Value)
+	}
+}
+
+func TestGenerateAllDownExitsOne(t *testing.T) {
+	bin := pipeBinary(t)
+	p := startSimProc(t, bin)
+	url := p.url
+	p.kill()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(genPrompts(3)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := genPipeline(serversKey([]string{url}) + fastGenKeys + "ready_timeout = \"200ms\"\n")
+	if err := os.WriteFile(filepath.Join(dir, "p.toml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", filepath.Join(dir, "p.toml"))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("pipe run: %v, want exit 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "no server ready for 200ms: "+url+": unreachable") {
+		t.Errorf("output does not say clearly what is wrong:\n%s", out)
+	}
+}
