@@ -32,6 +32,8 @@ func TestOllama(t *testing.T) {
 		{"StreamMatchesNonStream", testStreamMatchesNonStream},
 		{"StopSequence", testStopSequence},
 		{"ConcurrentRequests", testConcurrentRequests},
+		{"SGLangExtrasAndSystemPrompt", testSGLangExtrasAndSystemPrompt},
+		{"ModelsAndErrors", testModelsAndErrors},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, url) })
 	}
@@ -326,6 +328,69 @@ func testConcurrentRequests(t *testing.T, url string) {
 			continue
 		}
 		checkCompletion(t, res[i][0], 0, max)
+	}
+}
+
+func testSGLangExtrasAndSystemPrompt(t *testing.T, url string) {
+	// What the generate stage sends to SGLang: ollama ignores the fields it
+	// does not know instead of refusing the request. The system turn adds
+	// <|im_start|> system \n Be  brief . <|im_end|> \n: 8 tokens.
+	r := chat(t, url, map[string]any{
+		"messages": []map[string]string{
+			{"role": "system", "content": "Be brief."},
+			{"role": "user", "content": "hello"},
+		},
+		"max_tokens":           4,
+		"chat_template_kwargs": map[string]any{"enable_thinking": true},
+		"separate_reasoning":   true,
+		"top_k":                20,
+		"min_p":                0,
+		"rid":                  "pipe-test-1",
+		"repetition_penalty":   1.0,
+		"skip_special_tokens":  true,
+	})[0]
+	checkCompletion(t, r, helloTokens+8, 4)
+}
+
+func testModelsAndErrors(t *testing.T, url string) {
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var models struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&models)
+	resp.Body.Close()
+	if err != nil || len(models.Data) != 1 || models.Data[0].ID != Model+":latest" {
+		t.Errorf("/v1/models: %+v, %v; want one model %s:latest", models, err, Model)
+	}
+
+	// Errors come as OpenAI error objects with a 4xx status.
+	for _, c := range []struct {
+		req    map[string]any
+		status int
+	}{
+		{map[string]any{"model": "no-such-model", "messages": hello()}, http.StatusNotFound},
+		{map[string]any{"model": Model, "messages": []any{}}, http.StatusBadRequest},
+	} {
+		body, _ := json.Marshal(c.req)
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || err != nil || e.Error.Message == "" {
+			t.Errorf("%s: status %d, error %q (%v); want status %d with a message", body, resp.StatusCode, e.Error.Message, err, c.status)
+		}
 	}
 }
 

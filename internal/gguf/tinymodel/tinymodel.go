@@ -85,6 +85,7 @@ func Build(tok *Tokenizer, cfg Config) (*gguf.File, error) {
 	f := &gguf.File{}
 	const arch = "qwen2"
 	f.Set("general.architecture", arch)
+	f.Set("general.type", "model")
 	f.Set("general.name", cfg.Name)
 	f.Set("general.file_type", uint32(1)) // mostly F16
 	f.Set(arch+".context_length", uint32(cfg.ContextLength))
