@@ -85,6 +85,11 @@ func (t *Tokenizer) bpe(word string, out []int32, sc *bpeScratch) []int32 {
 	if len(word) >= longWord {
 		return t.bpeHeap(word, out, sc)
 	}
+	return t.bpeScan(word, out, sc)
+}
+
+// bpeScan is bpe for short words: after each merge, rescan the pair ranks.
+func (t *Tokenizer) bpeScan(word string, out []int32, sc *bpeScratch) []int32 {
 	sym := sc.sym[:0]
 	for i := 0; i < len(word); i++ {
 		sym = append(sym, t.byteID[word[i]])

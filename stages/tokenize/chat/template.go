@@ -122,8 +122,9 @@ const (
 // AssistantSpans returns the byte ranges [start, end) of the assistant
 // replies in ChatML-style rendered text: each starts right after
 // "<|im_start|>assistant\n" and ends after the "<|im_end|>" that closes it
-// and the "\n" following that, if any. A turn with no "<|im_end|>" runs to
-// the end of the text. With lastOnly, only the last turn's range is returned.
+// and the "\n" following that, if any. A header with no "<|im_end|>" after
+// it (a generation prompt) opens no range: nothing of it was generated. With
+// lastOnly, only the last turn's range is returned.
 // Marker strings inside message content are indistinguishable from the
 // template's own (they are the same special tokens) and count the same.
 func AssistantSpans(rendered string, lastOnly bool) [][2]int {
@@ -135,12 +136,13 @@ func AssistantSpans(rendered string, lastOnly bool) [][2]int {
 			break
 		}
 		start := pos + i + len(assistantHeader)
-		end := len(rendered)
-		if j := strings.Index(rendered[start:], turnEnd); j >= 0 {
-			end = start + j + len(turnEnd)
-			if end < len(rendered) && rendered[end] == '\n' {
-				end++
-			}
+		j := strings.Index(rendered[start:], turnEnd)
+		if j < 0 {
+			break
+		}
+		end := start + j + len(turnEnd)
+		if end < len(rendered) && rendered[end] == '\n' {
+			end++
 		}
 		spans = append(spans, [2]int{start, end})
 		pos = end

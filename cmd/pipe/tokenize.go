@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/pipe-dev/pipe/stages/tokenize"
+	"github.com/pipe-dev/pipe/stages/tokenize/chat"
+)
+
+func init() {
+	var (
+		dir          string
+		template     string
+		genPrompt    bool
+		thinking     optBool
+		systemPrompt string
+		maskMode     string
+		renderOnly   bool
+	)
+	register(&command{
+		Name:      "tokenize",
+		UsageLine: "pipe tokenize --tokenizer DIR [flags] < rows.jsonl",
+		Short:     "tokenize text or render and tokenize chats, JSONL in and out",
+		Long: `Reads JSONL on stdin. A row is {"text": "..."} or {"messages": [...]}
+with optional "add_generation_prompt", "enable_thinking" and "tools", as
+Hugging Face's apply_chat_template takes them; the flags give the defaults.
+Writes one JSONL row per input row: {"input_ids": [...]} for text (no special
+tokens added), {"input_ids", "loss_mask", "rendered"} for messages. The mask
+is 1 on assistant replies (through <|im_end|> and its newline), 0 elsewhere.
+With --render-only, writes only {"rendered": "..."}.`,
+		SetFlags: func(fs *flag.FlagSet) {
+			fs.StringVar(&dir, "tokenizer", "", "model directory with tokenizer.json and tokenizer_config.json (required)")
+			fs.StringVar(&template, "template", "", `chat template: empty for the model's own, or "chatml"`)
+			fs.BoolVar(&genPrompt, "add-generation-prompt", false, "default add_generation_prompt for message rows")
+			fs.Var(&thinking, "enable-thinking", "default enable_thinking for message rows (true or false; unset leaves it to the template)")
+			fs.StringVar(&systemPrompt, "system-prompt", "", "system prompt prepended to conversations that have none (default none)")
+			fs.StringVar(&maskMode, "mask", "assistant", `loss mask: "assistant" (every assistant turn) or "last_turn"`)
+			fs.BoolVar(&renderOnly, "render-only", false, `write only {"rendered": ...} for message rows`)
+		},
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if dir == "" {
+				return usageErrorf("pipe tokenize: --tokenizer DIR is required")
+			}
+			if fs.NArg() > 0 {
+				return usageErrorf("pipe tokenize: unexpected argument %q (rows come on stdin)", fs.Arg(0))
+			}
+			mode, err := tokenize.ParseMaskMode(maskMode)
+			if err != nil {
+				return usageErrorf("pipe tokenize: --mask: %v", err)
+			}
+			tok, err := tokenize.Load(dir)
+			if err != nil {
+				return err
+			}
+			t := &tokenizeCmd{tok: tok, templateName: template, mode: mode, renderOnly: renderOnly,
+				defaults: chat.Options{AddGenerationPrompt: genPrompt, EnableThinking: thinking.ptr(), SystemPrompt: systemPrompt}}
+			return t.run(ctx, std.In, std.Out)
+		},
+	})
+}
+
+// optBool is a bool flag that remembers whether it was given.
+type optBool struct{ set, val bool }
+
+func (b *optBool) String() string {
+	if b == nil || !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.val)
+}
+func (b *optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	b.set, b.val = true, v
+	return nil
+}
+func (b *optBool) IsBoolFlag() bool { return true }
+func (b *optBool) ptr() *bool {
+	if !b.set {
+		return nil
+	}
+	v := b.val
+	return &v
+}
+
+type tokenizeCmd struct {
+	tok          *tokenize.Tokenizer
+	templateName string
+	tmpl         *chat.Template // compiled on the first message row
+	mode         tokenize.MaskMode
+	renderOnly   bool
+	defaults     chat.Options
+}
+
+type tokenizeRow struct {
+	Text                *string         `json:"text"`
+	Messages            []chat.Message  `json:"messages"`
+	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+	EnableThinking      *bool           `json:"enable_thinking"`
+	Tools               json.RawMessage `json:"tools"`
+}
+
+func (c *tokenizeCmd) run(ctx context.Context, in io.Reader, out io.Writer) error {
+	r := bufio.NewReaderSize(in, 1<<20)
+	w := bufio.NewWriterSize(out, 1<<20)
+	defer w.Flush()
+	for line := 1; ; line++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(data)) > 0 {
+			if rerr := c.row(w, data); rerr != nil {
+				return fmt.Errorf("stdin:%d: %w", line, rerr)
+			}
+		}
+		if err == io.EOF {
+			return w.Flush()
+		}
+		if err != nil {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+	}
+}
+
+func (c *tokenizeCmd) row(w *bufio.Writer, data []byte) error {
+	var row tokenizeRow
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&row); err != nil {
+		return fmt.Errorf("not a JSON object: %v", err)
+	}
+	switch {
+	case row.Text != nil && row.Messages != nil:
+		return errors.New(`a row has "text" or "messages", not both`)
+	case row.Text != nil:
+		if c.renderOnly {
+			return errors.New(`--render-only needs "messages" rows, this one has "text"`)
+		}
+		w.WriteString(`{"input_ids":`)
+		writeInts(w, c.tok.Encode(*row.Text))
+		w.WriteString("}\n")
+		return nil
+	case row.Messages == nil:
+		return errors.New(`a row needs "text" (a string) or "messages" (a list)`)
+	}
+	if c.tmpl == nil {
+		tmpl, err := c.tok.Chat(c.templateName)
+		if err != nil {
+			return err
+		}
+		c.tmpl = tmpl
+	}
+	opts := c.defaults
+	if row.AddGenerationPrompt != nil {
+		opts.AddGenerationPrompt = *row.AddGenerationPrompt
+	}
+	if row.EnableThinking != nil {
+		opts.EnableThinking = row.EnableThinking
+	}
+	if len(row.Tools) > 0 && string(row.Tools) != "null" {
+		opts.Tools = row.Tools
+	}
+	rendered, err := c.tmpl.Render(row.Messages, opts)
+	if err != nil {
+		return err
+	}
+	text := jsonString(rendered)
+	if c.renderOnly {
+		w.WriteString(`{"rendered":`)
+		w.Write(text)
+		w.WriteString("}\n")
+		return nil
+	}
+	ids, mask := c.tok.EncodeChat(rendered, c.mode)
+	w.WriteString(`{"input_ids":`)
+	writeInts(w, ids)
+	w.WriteString(`,"loss_mask":`)
+	writeInts(w, mask)
+	w.WriteString(`,"rendered":`)
+	w.Write(text)
+	w.WriteString("}\n")
+	return nil
+}
+
+func writeInts(w *bufio.Writer, xs []int) {
+	var buf [20]byte
+	w.WriteByte('[')
+	for i, x := range xs {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		w.Write(strconv.AppendInt(buf[:0], int64(x), 10))
+	}
+	w.WriteByte(']')
+}
+
+// jsonString encodes s without HTML escaping, so that "<|im_start|>" stays
+// readable in rendered templates.
+func jsonString(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}

@@ -1,0 +1,119 @@
+package chat
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestPyFloat(t *testing.T) {
+	cases := map[float64]string{
+		1: "1.0", 0.5: "0.5", 1e-7: "1e-07", 2.5e20: "2.5e+20", 1e16: "1e+16", 1e15: "1000000000000000.0",
+		0.0001: "0.0001", 0.00001: "1e-05", -0.0: "0.0", 3.14: "3.14", 123456789.125: "123456789.125",
+	}
+	for f, want := range cases {
+		if got := pyFloat(f); got != want {
+			t.Errorf("pyFloat(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
+
+func render(t *testing.T, src string, msgs []Message, opts Options) string {
+	t.Helper()
+	tmpl, err := New(src, map[string]any{"eos_token": "<|im_end|>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tmpl.Render(msgs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestTojsonIsPythons(t *testing.T) {
+	var m Message
+	if err := json.Unmarshal([]byte(`{"role":"user","content":"x","z":1,"a":{"f":1.0,"g":[1e-7,2,"é\u2028\"<>&\u0001"],"h":null,"i":true}}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	got := render(t, "{{ messages[0] | tojson }}|{{ messages[0].a | tojson(sort_keys=true, indent=2) }}|{{ messages[0].a.g|tojson(ensure_ascii=true) }}", []Message{m}, Options{})
+	want := `{"role": "user", "content": "x", "z": 1, "a": {"f": 1.0, "g": [1e-07, 2, "é` + "\u2028" + `\"<>&\u0001"], "h": null, "i": true}}|{
+  "f": 1.0,
+  "g": [
+    1e-07,
+    2,
+    "é` + "\u2028" + `\"<>&\u0001"
+  ],
+  "h": null,
+  "i": true
+}|[1e-07, 2, "\u00e9\u2028\"<>&\u0001"]`
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestMessageKeepsKeyOrder(t *testing.T) {
+	m := NewMessage("assistant", "hi").With("reasoning_content", "r").With("content", "hello")
+	b, _ := json.Marshal(m)
+	if string(b) != `{"role":"assistant","content":"hello","reasoning_content":"r"}` {
+		t.Fatalf("got %s", b)
+	}
+	if m.Role() != "assistant" || string(m.Get("reasoning_content")) != `"r"` {
+		t.Fatalf("Role %q, Get %s", m.Role(), m.Get("reasoning_content"))
+	}
+	var bad Message
+	if err := json.Unmarshal([]byte(`[1]`), &bad); err == nil {
+		t.Fatal("a non-object message was accepted")
+	}
+}
+
+func TestTemplateLikeJinja2(t *testing.T) {
+	msgs := []Message{NewMessage("user", "a"), NewMessage("assistant", "b")}
+	// One trailing newline is dropped, as jinja2 does without keep_trailing_newline.
+	if got := render(t, "{{ messages|length }}\n", msgs, Options{}); got != "2" {
+		t.Fatalf("trailing newline: %q", got)
+	}
+	// trim_blocks and lstrip_blocks.
+	src := "{% for m in messages %}\n  {% if m.role == 'user' %}\n{{ m.content }}\n  {% endif %}\n{% endfor %}"
+	if got := render(t, src, msgs, Options{}); got != "a\n" {
+		t.Fatalf("trim/lstrip blocks: %q", got)
+	}
+	// Loop controls.
+	if got := render(t, "{% for m in messages %}{% if loop.first %}{% continue %}{% endif %}{{ m.content }}{% break %}{% endfor %}", msgs, Options{}); got != "b" {
+		t.Fatalf("loop controls: %q", got)
+	}
+	// Special-token variables, enable_thinking, system prompt, tools.
+	think := false
+	got := render(t, "{{ eos_token }}{{ enable_thinking }}{{ messages[0].content }}{{ tools[0].name }}{{ documents is none }}", msgs,
+		Options{EnableThinking: &think, SystemPrompt: "sys", Tools: json.RawMessage(`[{"name":"f"}]`)})
+	if got != "<|im_end|>FalsesysfTrue" {
+		t.Fatalf("variables: %q", got)
+	}
+	if got := render(t, "{{ enable_thinking is defined }}{{ tools is none }}", msgs, Options{}); got != "FalseTrue" {
+		t.Fatalf("unset options: %q", got)
+	}
+}
+
+func TestRaiseException(t *testing.T) {
+	tmpl, err := New("{{ raise_exception('no system role allowed') }}", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tmpl.Render(nil, Options{}); err == nil || !strings.Contains(err.Error(), "no system role allowed") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestAssistantSpans(t *testing.T) {
+	s := "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\nA2<|im_end|>"
+	all := AssistantSpans(s, false)
+	if len(all) != 2 || s[all[0][0]:all[0][1]] != "A1<|im_end|>\n" || s[all[1][0]:all[1][1]] != "A2<|im_end|>" {
+		t.Fatalf("spans %v", all)
+	}
+	if last := AssistantSpans(s, true); len(last) != 1 || last[0] != all[1] {
+		t.Fatalf("last %v", last)
+	}
+	if sp := AssistantSpans(s+"\n<|im_start|>assistant\n", false); len(sp) != 2 {
+		t.Fatalf("a generation prompt opened a span: %v", sp)
+	}
+}

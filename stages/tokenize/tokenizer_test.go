@@ -1,0 +1,281 @@
+package tokenize
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tinyTokenizerJSON builds a minimal byte-level BPE tokenizer.json: the 256
+// byte tokens, merges "Ġ t" -> "Ġt", "Ġt h" -> "Ġth", "h e" -> "he", and
+// the added tokens <|im_start|> (special) and <think>.
+func tinyTokenizerJSON(mutate func(map[string]any)) []byte {
+	vocab := map[string]int{}
+	for b := 0; b < 256; b++ {
+		vocab[string(byteToRune[b])] = b
+	}
+	vocab["Ġt"], vocab["Ġth"], vocab["he"] = 256, 257, 258
+	f := map[string]any{
+		"version":    "1.0",
+		"normalizer": map[string]any{"type": "NFC"},
+		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": qwenPattern}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+		}},
+		"decoder": map[string]any{"type": "ByteLevel"},
+		"added_tokens": []any{
+			map[string]any{"id": 300, "content": "<|im_start|>", "special": true},
+			map[string]any{"id": 301, "content": "<think>", "special": false},
+		},
+		"model": map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{[]string{"Ġ", "t"}, []string{"Ġt", "h"}, []string{"h", "e"}}},
+	}
+	if mutate != nil {
+		mutate(f)
+	}
+	b, _ := json.Marshal(f)
+	return b
+}
+
+const qwenPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+
+func writeModel(t *testing.T, tokenizerJSON []byte, config string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tokenizerJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if config != "" {
+		if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestTinyTokenizer(t *testing.T) {
+	tok, err := Load(writeModel(t, tinyTokenizerJSON(nil), `{"eos_token": {"content": "<|im_start|>"}, "chat_template": "{{ messages[0].content }}\n"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, offsets := tok.EncodeOffsets(" the<think><|im_start|>x")
+	// " the" -> "Ġth" + "e" (rank 1 "Ġt h" beats rank 2 "h e" after "Ġ t").
+	want := []int{257, 'e', 301, 300, 'x'}
+	if !equalInts(ids, want) {
+		t.Fatalf("ids %v, want %v", ids, want)
+	}
+	wantOff := [][2]int{{0, 3}, {3, 4}, {4, 11}, {11, 23}, {23, 24}}
+	for i := range wantOff {
+		if offsets[i] != wantOff[i] {
+			t.Fatalf("offsets %v, want %v", offsets, wantOff)
+		}
+	}
+	if got := tok.Decode(ids); got != " the<think><|im_start|>x" {
+		t.Fatalf("Decode = %q", got)
+	}
+	if id, ok := tok.TokenID("Ġth"); !ok || id != 257 {
+		t.Fatalf("TokenID(Ġth) = %d, %v", id, ok)
+	}
+	if s, ok := tok.Token(257); !ok || s != "Ġth" {
+		t.Fatalf("Token(257) = %q, %v", s, ok)
+	}
+	if !tok.IsSpecial(300) || tok.IsSpecial(301) {
+		t.Fatal("IsSpecial: <|im_start|> is special, <think> is not")
+	}
+	if tok.SpecialTokenVars()["eos_token"] != "<|im_start|>" {
+		t.Fatalf("special vars %v", tok.SpecialTokenVars())
+	}
+	if tok.ChatTemplate() != "{{ messages[0].content }}\n" {
+		t.Fatalf("chat template %q", tok.ChatTemplate())
+	}
+}
+
+func TestMergesAsStrings(t *testing.T) {
+	tok, err := Load(writeModel(t, tinyTokenizerJSON(func(f map[string]any) {
+		f["model"].(map[string]any)["merges"] = []string{"Ġ t", "Ġt h", "h e"}
+	}), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := tok.Encode(" the"); !equalInts(ids, []int{257, 'e'}) {
+		t.Fatalf("ids %v", ids)
+	}
+}
+
+func TestLoadErrorsNameFileAndProblem(t *testing.T) {
+	cases := []struct {
+		name    string
+		json    []byte
+		config  string
+		wantErr string
+	}{
+		{"not json", []byte("{"), "", "tokenizer.json: not a tokenizer.json"},
+		{"wordpiece", tinyTokenizerJSON(func(f map[string]any) { f["model"].(map[string]any)["type"] = "WordPiece" }), "", `model.type is "WordPiece"`},
+		{"unknown pattern", tinyTokenizerJSON(func(f map[string]any) {
+			f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `\w+`}
+		}), "", `split pattern "\\w+" is not one this tokenizer implements`},
+		{"NFKC", tinyTokenizerJSON(func(f map[string]any) { f["normalizer"] = map[string]any{"type": "NFKC"} }), "", `normalizer type "NFKC"`},
+		{"bad merge", tinyTokenizerJSON(func(f map[string]any) { f["model"].(map[string]any)["merges"] = []any{"Ġ zz"} }), "", `model.merges[0] "Ġ" + "zz"`},
+		{"lstrip", tinyTokenizerJSON(func(f map[string]any) {
+			f["added_tokens"] = []any{map[string]any{"id": 300, "content": "<x>", "lstrip": true}}
+		}), "", `"<x>": single_word/lstrip/rstrip`},
+		{"bad config", tinyTokenizerJSON(nil), "[1]", "tokenizer_config.json: not a JSON object"},
+		{"bad template field", tinyTokenizerJSON(nil), `{"chat_template": 3}`, "tokenizer_config.json: chat_template: want a string"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(writeModel(t, c.json, c.config))
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("error %v, want it to contain %q", err, c.wantErr)
+			}
+		})
+	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestChatNeedsTemplate(t *testing.T) {
+	tok, err := Load(writeModel(t, tinyTokenizerJSON(nil), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tok.Chat(""); err == nil || !strings.Contains(err.Error(), `set template = "chatml"`) {
+		t.Fatalf("Chat(\"\") without a template: %v", err)
+	}
+	if _, err := tok.Chat("chatml"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tok.Chat("llama"); err == nil {
+		t.Fatal("unknown template name accepted")
+	}
+}
+
+// TestPretokenizer pins the split pattern's subtle cases.
+func TestPretokenizer(t *testing.T) {
+	initClasses()
+	cases := map[string][]string{
+		"don't  stop":   {"don", "'t", " ", " stop"},
+		"I'LL 'ſſ":      {"I", "'LL", " '", "ſſ"},
+		"'ſſ":           {"'ſ", "ſ"},
+		"a  \n\n  b":    {"a", "  \n\n", " ", " b"},
+		"x \n":          {"x", " \n"},
+		"x  ":           {"x", "  "},
+		"12345":         {"1", "2", "3", "4", "5"},
+		" (x)\n\ny":     {" (", "x", ")\n\n", "y"},
+		"\t\tfoo":       {"\t", "\tfoo"},
+		"\u3000日本":      {"\u3000日本"},
+		"a\u00a0\u00a0": {"a", "\u00a0\u00a0"},
+		"e\u0301x":      {"e", "\u0301x"},
+		"\r\n\r\n ":     {"\r\n\r\n", " "},
+	}
+	for in, want := range cases {
+		var got []string
+		for i := 0; i < len(in); {
+			j := pieceEnd(in, i, 1)
+			got = append(got, in[i:j])
+			i = j
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%q: pieces %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestHeapMergesEqualScan checks the O(n log n) merge loop against the
+// rescanning one on random long words of the real vocabulary.
+func TestHeapMergesEqualScan(t *testing.T) {
+	tok := qwen3(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "b", "e", "th", "in", " ", "的", "😀", "=", "1", "ing", "x"}
+	sc := new(bpeScratch)
+	for n := 0; n < 2000; n++ {
+		var sb strings.Builder
+		for sb.Len() < 2+rng.IntN(200) {
+			sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		w := sb.String()
+		a := append([]int32(nil), tok.bpeHeap(w, nil, sc)...)
+		b := tok.bpeScan(w, nil, sc)
+		if len(a) != len(b) {
+			t.Fatalf("%q: heap %v, scan %v", w, a, b)
+		}
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("%q: heap %v, scan %v", w, a, b)
+			}
+		}
+	}
+}
+
+// TestConcurrentEncode shares one tokenizer (and its word cache) across
+// goroutines; run with -race to check the cache's locking.
+func TestConcurrentEncode(t *testing.T) {
+	tok := qwen3(t)
+	texts := []string{"Hello, world! 你好 🤖", "func main() {\n\tfmt.Println(\"hi\")\n}", strings.Repeat("tokenizer ", 200)}
+	want := make([][]int, len(texts))
+	for i, s := range texts {
+		want[i] = tok.Encode(s)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 200; n++ {
+				i := (g + n) % len(texts)
+				if got := tok.Encode(texts[i]); !equalInts(got, want[i]) {
+					t.Errorf("goroutine %d: ids differ", g)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestWordCacheIsBounded(t *testing.T) {
+	var c wordCache
+	c.init()
+	for i := 0; i < cacheShards*shardCap*3; i++ {
+		c.put(strings.Repeat("x", i%50)+string(rune('a'+i%26))+itoa(i), []int32{1})
+	}
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].m)
+	}
+	if n > cacheShards*shardCap {
+		t.Fatalf("cache holds %d words, bound is %d", n, cacheShards*shardCap)
+	}
+}
+
+func TestLoadIsFast(t *testing.T) {
+	dir := qwen3Dir(t)
+	start := time.Now()
+	if _, err := Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("loading Qwen3 took %v", d)
+	}
+}
+
+func TestEncodeMaskedReplyStartingWithNewlines(t *testing.T) {
+	tok := qwen3(t)
+	// The reply "\n\nHi" merges with the header's "\n" into one "\n\n\n"
+	// token that starts in the header: it gets 0, "Hi" and the end get 1.
+	s := "<|im_start|>assistant\n\n\nHi<|im_end|>\n"
+	ids, mask := tok.EncodeChat(s, MaskAssistant)
+	var got []string
+	for i, id := range ids {
+		got = append(got, tok.Decode([]int{id})+"="+itoa(mask[i]))
+	}
+	want := "<|im_start|>=0|assistant=0|\n\n\n=0|Hi=1|<|im_end|>=1|\n=1"
+	if strings.Join(got, "|") != want {
+		t.Fatalf("got %q\nwant %q", strings.Join(got, "|"), want)
+	}
+}
