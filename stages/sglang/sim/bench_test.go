@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkGenerate measures one server's sustained /generate rate against a
+// Go client with 64 connections, with the load model's delays compressed
+// away (speed 1e9), so what is measured is the simulator's own cost plus
+// the client's on the same machine. Reports requests/s and output tokens/s.
+//
+//	go test -run - -bench Generate -benchtime 5s ./stages/sglang/sim
+func BenchmarkGenerate(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"default-lengths", Config{Speed: 1e9, MaxRunning: 256}},
+		{"short-outputs", Config{Speed: 1e9, MaxRunning: 256, ThinkTokensMean: 60, AnswerTokensMean: 20}},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchGenerate(b, bc.cfg) })
+	}
+}
+
+// BenchmarkGenerateURL is BenchmarkGenerate against the server at
+// $SIM_URL (e.g. a `pipe sim` process, as bench/sim.sh runs it); skipped
+// without it.
+func BenchmarkGenerateURL(b *testing.B) {
+	u := os.Getenv("SIM_URL")
+	if u == "" {
+		b.Skip("SIM_URL not set")
+	}
+	benchClient(b, u+"/generate")
+}
+
+func benchGenerate(b *testing.B, cfg Config) {
+	f, err := Start(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	benchClient(b, f.URLs()[0]+"/generate")
+}
+
+// benchClient POSTs /generate from 64 connections, a different prompt each
+// time, and counts completion tokens from meta_info.
+func benchClient(b *testing.B, url string) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	var seq, tokens atomic.Int64
+	b.SetParallelism(32) // × GOMAXPROCS goroutines, capped by 64 connections
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var meta struct {
+			MetaInfo struct {
+				CompletionTokens int64 `json:"completion_tokens"`
+			} `json:"meta_info"`
+		}
+		buf := new(bytes.Buffer)
+		for pb.Next() {
+			body := fmt.Sprintf(`{"text":"<|im_start|>user\nprompt %d<|im_end|>\n<|im_start|>assistant\n","sampling_params":{"max_new_tokens":16384}}`, seq.Add(1)%5000)
+			resp, err := c.Post(url, "application/json", bytes.NewBufferString(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			buf.Reset()
+			_, _ = io.Copy(buf, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+			if err := json.Unmarshal(buf.Bytes(), &meta); err != nil {
+				b.Error(err)
+				return
+			}
+			tokens.Add(meta.MetaInfo.CompletionTokens)
+		}
+	})
+	el := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)/el, "req/s")
+	b.ReportMetric(float64(tokens.Load())/el, "out-tokens/s")
+}
