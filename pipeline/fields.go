@@ -123,8 +123,17 @@ func setFromDefault(v reflect.Value, s string) error {
 	return nil
 }
 
+// TypeNamer is implemented by ConfigDecoder types to name their shape in
+// documentation and messages, e.g. "array of URLs or tables".
+type TypeNamer interface {
+	ConfigTypeName() string
+}
+
 // typeName is a config type in the user's words.
 func typeName(t reflect.Type) string {
+	if tn, ok := reflect.New(t).Interface().(TypeNamer); ok {
+		return tn.ConfigTypeName()
+	}
 	if t == durationType {
 		return `duration (e.g. "90s")`
 	}

@@ -1,5 +1,11 @@
 package pipeline
 
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
 // Record is one unit of work flowing through the graph: a prompt, later its
 // completion, later its tokens. Stages add parts; nothing removes them, so a
 // record written at any point keeps everything needed to inspect it.
@@ -68,7 +74,7 @@ type Completion struct {
 // Tokens is a training row.
 type Tokens struct {
 	InputIDs      []int32 `json:"input_ids"`
-	LossMask      []uint8 `json:"loss_mask"`
+	LossMask      LossMask `json:"loss_mask"`
 	NumTokens     int     `json:"num_tokens"`
 	NumLossTokens int     `json:"num_loss_tokens"`
 	// Source is "ids" when built from the generation's own token ids, "text"
@@ -129,3 +135,47 @@ const (
 	FieldOutputIDs  = "completion.output_ids"
 	FieldTokens     = "tokens"
 )
+
+// LossMask is one 0/1 per token. It is written to JSON as an array of numbers,
+// not as the base64 string encoding/json uses for []uint8.
+type LossMask []uint8
+
+func (m LossMask) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("null"), nil
+	}
+	b := make([]byte, 0, 2*len(m)+2)
+	b = append(b, '[')
+	for i, v := range m {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, uint64(v), 10)
+	}
+	return append(b, ']'), nil
+}
+
+func (m *LossMask) UnmarshalJSON(data []byte) error {
+	var ints []uint8
+	if len(data) > 0 && data[0] == '"' { // tolerate base64 from older files
+		var raw []byte
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return err
+		}
+		*m = raw
+		return nil
+	}
+	var nums []int
+	if err := json.Unmarshal(data, &nums); err != nil {
+		return err
+	}
+	ints = make([]uint8, len(nums))
+	for i, n := range nums {
+		if n != 0 && n != 1 {
+			return fmt.Errorf("loss_mask value %d at %d: want 0 or 1", n, i)
+		}
+		ints[i] = uint8(n)
+	}
+	*m = ints
+	return nil
+}

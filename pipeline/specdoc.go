@@ -25,11 +25,16 @@ func (s *Spec) FieldDocs() []FieldDoc {
 			d.Default = f.Default
 			if f.Type.Kind() == reflect.String {
 				d.Default = fmt.Sprintf("%q", f.Default)
+			} else if f.Type.Kind() == reflect.Slice {
+				d.Default = "[" + f.Default + "]"
 			}
 		}
 		switch {
 		case len(f.Enum) > 0:
-			d.Allowed = strings.Join(f.Enum, " | ")
+			d.Allowed = strings.ReplaceAll(strings.Join(f.Enum, " | "), "| | ", `| "" | `)
+			if f.Enum[0] == "" {
+				d.Allowed = `""` + d.Allowed
+			}
 		case f.Min != nil || f.Max != nil:
 			d.Allowed = f.rangeText()
 		}
@@ -72,6 +77,9 @@ func (s *Spec) WriteDoc(w io.Writer) {
 			def = "(required)"
 		} else if def == "" {
 			def = "-"
+		}
+		if len(def) > 32 {
+			def = def[:29] + "..."
 		}
 		allowed := f.Allowed
 		if allowed == "" {

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
@@ -265,16 +264,18 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 		return
 	}
 	fmt.Fprintf(w, "\nsummary of %s after %s:\n", plan.File.Name, s.Elapsed.Round(time.Millisecond))
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\tkind\tin\tout\trejected\tfailed\tbalanced\t")
+	idw, kw := len("stage"), len("kind")
+	for _, st := range s.Stages {
+		idw, kw = max(idw, len(st.ID)), max(kw, len(st.Kind))
+	}
+	fmt.Fprintf(w, "  %-*s  %-*s  %9s  %9s  %9s  %9s  %s\n", idw, "stage", kw, "kind", "in", "out", "rejected", "failed", "balanced")
 	for _, st := range s.Stages {
 		bal := "yes"
 		if !st.Balanced() {
 			bal = fmt.Sprintf("no (%d abandoned)", st.Abandoned)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", st.ID, st.Kind, st.In, st.Out, st.Rejected, st.Failed, bal)
+		fmt.Fprintf(w, "  %-*s  %-*s  %9d  %9d  %9d  %9d  %s\n", idw, st.ID, kw, st.Kind, st.In, st.Out, st.Rejected, st.Failed, bal)
 	}
-	tw.Flush()
 	for _, st := range s.Stages {
 		if len(st.Reasons) > 0 {
 			keys := make([]string, 0, len(st.Reasons))

