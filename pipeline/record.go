@@ -73,10 +73,10 @@ type Completion struct {
 
 // Tokens is a training row.
 type Tokens struct {
-	InputIDs      []int32 `json:"input_ids"`
+	InputIDs      []int32  `json:"input_ids"`
 	LossMask      LossMask `json:"loss_mask"`
-	NumTokens     int     `json:"num_tokens"`
-	NumLossTokens int     `json:"num_loss_tokens"`
+	NumTokens     int      `json:"num_tokens"`
+	NumLossTokens int      `json:"num_loss_tokens"`
 	// Source is "ids" when built from the generation's own token ids, "text"
 	// when from re-tokenizing the text.
 	Source string `json:"source,omitempty"`
