@@ -142,20 +142,23 @@ func start(t testing.TB, opt Options) server {
 	baseURL := "http://" + addr
 	ctx, cancel := context.WithTimeout(context.Background(), opt.StartTimeout)
 	defer cancel()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("ollamatest: "+format+"\nserver log (%s):\n%s", append(args, logPath, tail(logPath, 40))...)
+	// Our own connections, closed when done, so that no idle keep-alive
+	// connection (and its goroutines) outlives Start.
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	// A failure below fails the test; the cleanup above then logs the
+	// server's log.
+	if err := waitReady(ctx, client, baseURL, exited); err != nil {
+		t.Fatalf("ollamatest: server did not start: %v", err)
 	}
-	if err := waitReady(ctx, baseURL, exited); err != nil {
-		fail("server did not start: %v", err)
-	}
-	if err := createModel(ctx, baseURL, gguf, opt); err != nil {
-		fail("creating the model: %v", err)
+	if err := createModel(ctx, client, baseURL, gguf, opt); err != nil {
+		t.Fatalf("ollamatest: creating the model: %v", err)
 	}
 	// An empty generate request loads the model into a runner, so the
 	// first test request does not pay for it.
-	if err := post(ctx, baseURL+"/api/generate", map[string]any{"model": Model, "keep_alive": -1}, nil); err != nil {
-		fail("loading the model: %v", err)
+	if err := post(ctx, client, baseURL+"/api/generate", map[string]any{"model": Model, "keep_alive": -1}, nil); err != nil {
+		t.Fatalf("ollamatest: loading the model: %v", err)
 	}
 	t.Logf("ollamatest: %s serving %s at %s (ready in %v)", bin, Model, baseURL, time.Since(begin).Round(time.Millisecond))
 	return server{baseURL: baseURL, pid: cmd.Process.Pid}
@@ -233,12 +236,12 @@ func environWithout(prefixes ...string) []string {
 	return env
 }
 
-func waitReady(ctx context.Context, baseURL string, exited <-chan struct{}) error {
+func waitReady(ctx context.Context, client *http.Client, baseURL string, exited <-chan struct{}) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/api/version", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -256,7 +259,7 @@ func waitReady(ctx context.Context, baseURL string, exited <-chan struct{}) erro
 
 // createModel uploads the GGUF as a blob and creates the model from it, with
 // the chat template and options ollama needs to serve it.
-func createModel(ctx context.Context, baseURL, gguf string, opt Options) error {
+func createModel(ctx context.Context, client *http.Client, baseURL, gguf string, opt Options) error {
 	digest, err := fileDigest(gguf)
 	if err != nil {
 		return err
@@ -270,7 +273,7 @@ func createModel(ctx context.Context, baseURL, gguf string, opt Options) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -284,7 +287,7 @@ func createModel(ctx context.Context, baseURL, gguf string, opt Options) error {
 		Status string `json:"status"`
 		Error  string `json:"error"`
 	}
-	err = post(ctx, baseURL+"/api/create", map[string]any{
+	err = post(ctx, client, baseURL+"/api/create", map[string]any{
 		"model":    Model,
 		"files":    map[string]string{filepath.Base(gguf): digest},
 		"template": chatTemplate,
@@ -327,7 +330,7 @@ func fileDigest(path string) (string, error) {
 
 // post sends JSON and decodes a JSON answer into out (if not nil); a status
 // other than 200 is an error carrying the body.
-func post(ctx context.Context, url string, in, out any) error {
+func post(ctx context.Context, client *http.Client, url string, in, out any) error {
 	b, err := json.Marshal(in)
 	if err != nil {
 		return err
@@ -337,7 +340,7 @@ func post(ctx context.Context, url string, in, out any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

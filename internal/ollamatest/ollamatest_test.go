@@ -14,7 +14,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // TestOllama runs the checks against one server: starting it and loading the
 // model takes a second or two.
