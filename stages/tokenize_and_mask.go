@@ -136,6 +136,7 @@ type tokenizeAndMask struct {
 
 	imStart, imEnd int // ids of <|im_start|> and <|im_end|>
 	newline        []int
+	tokenLen       []int32 // bytes each id decodes to
 
 	fromIDs, fromText, differs, truncated atomic.Int64
 	textNoIDs, textSystemDiffers          atomic.Int64
@@ -174,6 +175,12 @@ func (s *tokenizeAndMask) use(tok *tokenize.Tokenizer) error {
 		return fmt.Errorf("%s: the vocabulary has no <|im_start|> / <|im_end|>; tokenize-and-mask builds ChatML (Qwen) rows", tok.Dir())
 	}
 	s.newline = tok.Encode("\n")
+	s.tokenLen = make([]int32, tok.VocabSize())
+	one := make([]int, 1)
+	for id := range s.tokenLen {
+		one[0] = id
+		s.tokenLen[id] = int32(len(tok.Decode(one)))
+	}
 	return nil
 }
 
@@ -203,7 +210,7 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 	if c == nil {
 		return nil, ReasonNoCompletion, "record has no completion"
 	}
-	msgs, system, genSystem := s.conversation(rec)
+	turns, system, genSystem := s.systemPrompts(rec)
 	if rec.Meta == nil {
 		rec.Meta = map[string]any{}
 	}
@@ -227,7 +234,7 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 
 	var textRow *pipeline.Tokens
 	if !useIDs || s.cfg.CompareText {
-		rendered, err := s.tmpl.Render(msgs, chat.Options{EnableThinking: enableThinking(c)})
+		rendered, err := s.tmpl.Render(conversation(turns, system, c), chat.Options{EnableThinking: enableThinking(c)})
 		if err != nil {
 			return nil, ReasonRenderFailed, err.Error()
 		}
@@ -272,25 +279,26 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 	return row, "", ""
 }
 
-// conversation returns the messages to render (prompt turns, then the
-// completion as the last assistant turn), the system prompt they carry and
-// the one generation used.
-func (s *tokenizeAndMask) conversation(rec *pipeline.Record) (msgs []chat.Message, system, genSystem string) {
-	turns := rec.Messages
+// systemPrompts returns the prompt turns without a leading system turn, the
+// system prompt of the row and the one generation used.
+func (s *tokenizeAndMask) systemPrompts(rec *pipeline.Record) (turns []pipeline.Message, system, genSystem string) {
+	turns = rec.Messages
 	genSystem = rec.Completion.SystemPrompt
 	if len(turns) > 0 && turns[0].Role == "system" {
 		genSystem = turns[0].Content
+		turns = turns[1:]
 	}
 	system = genSystem
 	if s.cfg.SystemPrompt != nil {
 		system = *s.cfg.SystemPrompt
-		if len(turns) > 0 && turns[0].Role == "system" {
-			turns = turns[1:]
-		}
-	} else if len(turns) > 0 && turns[0].Role == "system" {
-		turns = turns[1:]
 	}
-	msgs = make([]chat.Message, 0, len(turns)+2)
+	return turns, system, genSystem
+}
+
+// conversation returns the messages to render: the system prompt if any,
+// the prompt turns, then the completion as the last assistant turn.
+func conversation(turns []pipeline.Message, system string, c *pipeline.Completion) []chat.Message {
+	msgs := make([]chat.Message, 0, len(turns)+2)
 	if system != "" {
 		msgs = append(msgs, chat.NewMessage("system", system))
 	}
@@ -301,9 +309,7 @@ func (s *tokenizeAndMask) conversation(rec *pipeline.Record) (msgs []chat.Messag
 		}
 		msgs = append(msgs, cm)
 	}
-	c := rec.Completion
-	msgs = append(msgs, chat.NewMessage("assistant", c.Answer).With("reasoning_content", c.Reasoning))
-	return msgs, system, genSystem
+	return append(msgs, chat.NewMessage("assistant", c.Answer).With("reasoning_content", c.Reasoning))
 }
 
 // enableThinking is the enable_thinking generation recorded, if any.
@@ -342,24 +348,27 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion) (ids, mask [
 	ids = append(ids, out...)
 	ids = append(ids, s.newline...)
 
-	// Decode token by token: the offsets of the ids in the text they spell.
-	var text strings.Builder
+	// The text the ids spell, and each id's byte range in it.
+	text := s.tok.Decode(ids)
 	offsets := make([][2]int, len(ids))
-	promptEnd := 0
+	pos, promptEnd := 0, 0
 	for i, id := range ids {
-		start := text.Len()
-		text.WriteString(s.tok.Decode([]int{id}))
-		offsets[i] = [2]int{start, text.Len()}
+		n := 0
+		if id >= 0 && id < len(s.tokenLen) {
+			n = int(s.tokenLen[id])
+		}
+		offsets[i] = [2]int{pos, pos + n}
+		pos += n
 		if i == len(c.PromptIDs)-1 {
-			promptEnd = text.Len()
+			promptEnd = pos
 		}
 	}
-	all := chat.AssistantSpans(text.String(), false)
+	all := chat.AssistantSpans(text, false)
 	// The prompt must end inside the header of the reply being trained: the
 	// last assistant turn starts in the prompt and no turn ends after it
 	// before the output begins.
 	if len(all) == 0 || all[len(all)-1][0] > promptEnd || (len(all) > 1 && all[len(all)-2][1] > promptEnd) ||
-		strings.Contains(text.String()[all[len(all)-1][0]:promptEnd], "<|im_end|>") {
+		strings.Contains(text[all[len(all)-1][0]:promptEnd], "<|im_end|>") {
 		return nil, nil, ReasonBadPromptIDs, "prompt ids do not end with the assistant header \"<|im_start|>assistant\\n\" (not rendered with add_generation_prompt?)"
 	}
 	spans := all
