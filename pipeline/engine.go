@@ -92,6 +92,9 @@ type node struct {
 	reasonsMu                            sync.Mutex
 	reasons                              map[string]int64
 	failedSelf                           atomic.Bool
+	// intake is true for expensive stages and every stage upstream of one:
+	// after Stop they drop records not yet started (see Spec.Expensive).
+	intake bool
 }
 
 type engine struct {
@@ -159,6 +162,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	}
 
 	e.wire()
+	e.markIntake()
 
 	var wg sync.WaitGroup
 	for _, n := range e.nodes {
@@ -190,7 +194,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		return sum, fmt.Errorf("writing rejected/failed records: %w", derr)
 	}
 	for _, s := range sum.Stages {
-		if !s.Balanced() && !(sum.Drained && e.plan.Lookup(s.ID).Spec.Source) {
+		if !s.Balanced() {
 			return sum, fmt.Errorf("accounting mismatch in stage %q (%s): in %d != out %d + rejected %d + failed %d (a bug in that stage)",
 				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed)
 		}
@@ -253,6 +257,29 @@ func (e *engine) wire() {
 
 func cloneRecord(r *Record) *Record { return r.Clone() }
 
+// markIntake marks expensive stages and their ancestors.
+func (e *engine) markIntake() {
+	byPS := map[*PlanStage]*node{}
+	for _, n := range e.nodes {
+		byPS[n.ps] = n
+	}
+	var mark func(n *node)
+	mark = func(n *node) {
+		if n.intake {
+			return
+		}
+		n.intake = true
+		for _, in := range n.ps.Inputs {
+			mark(byPS[in.From])
+		}
+	}
+	for _, n := range e.nodes {
+		if n.ps.Spec.Expensive {
+			mark(n)
+		}
+	}
+}
+
 // runNode runs one stage until its input is exhausted, then commits it and
 // closes its outputs. It always drains its inlet, so no upstream goroutine is
 // left blocked whatever happens.
@@ -290,7 +317,7 @@ func (e *engine) runNode(n *node) {
 			defer wg.Done()
 			for v := range n.inlet {
 				rec := v.(*Record)
-				if e.hardCtx.Err() != nil || n.failedSelf.Load() {
+				if e.hardCtx.Err() != nil || n.failedSelf.Load() || (n.intake && e.intakeCtx.Err() != nil) {
 					n.abandoned.Add(1)
 					continue
 				}

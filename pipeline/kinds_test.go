@@ -26,10 +26,10 @@ type countSource struct{ n int64 }
 
 func (s *countSource) Read(ctx context.Context, out pipeline.Emitter) error {
 	for i := int64(0); s.n < 0 || i < s.n; i++ {
-		out.Took(1)
 		if err := out.Emit("", &pipeline.Record{ID: fmt.Sprint(i), Meta: map[string]any{}}); err != nil {
 			return err
 		}
+		out.Took(1)
 	}
 	return nil
 }

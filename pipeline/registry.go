@@ -35,6 +35,12 @@ type Spec struct {
 	// only with the native API.
 	Needs, Produces []string
 	Fields          func(config any) (needs, produces []string)
+	// Expensive marks kinds whose work is costly to redo (generate: minutes
+	// of GPU time per record). On a drain (first Ctrl-C), records that have
+	// not yet entered an expensive stage are dropped and will be redone on
+	// resume — they were cheap to read — while records already past one are
+	// all processed and committed.
+	Expensive bool
 	// KeySettings returns a short summary of the settings that matter, for
 	// graph views ("7 servers × 48").
 	KeySettings func(config any) string

@@ -81,7 +81,9 @@ type Emitter interface {
 	// it is counted and written to the run directory's failed/STAGE.jsonl.
 	Fail(rec *Record, err error, attempts int) error
 	// Took counts records a source consumed from its input, including ones
-	// it rejected, for the in = out + rejected + failed accounting.
+	// it rejected, for the in = out + rejected + failed accounting. Call it
+	// after the Emit or Reject succeeded: a record whose Emit failed because
+	// the run is stopping was not taken, and will be read again on resume.
 	Took(n int)
 }
 

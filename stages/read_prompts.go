@@ -104,7 +104,6 @@ func (r *readPrompts) Read(ctx context.Context, out pipeline.Emitter) error {
 		if len(line) == 0 {
 			continue
 		}
-		out.Took(1)
 		rec, perr := parsePromptLine(line, r.cfg.IDField)
 		if perr != nil {
 			if r.cfg.OnBadLine == "fail" {
@@ -114,11 +113,13 @@ func (r *readPrompts) Read(ctx context.Context, out pipeline.Emitter) error {
 			if err := out.Reject(bad, "bad_line", fmt.Sprintf("line %d: %v", lineNo, perr)); err != nil {
 				return err
 			}
+			out.Took(1)
 			continue
 		}
 		if err := out.Emit("", rec); err != nil {
-			return err
+			return err // stopping: this line was not taken
 		}
+		out.Took(1)
 		emitted++
 	}
 }

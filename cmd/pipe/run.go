@@ -277,6 +277,9 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 		fmt.Fprintf(w, "  %-*s  %-*s  %9d  %9d  %9d  %9d  %s\n", idw, st.ID, kw, st.Kind, st.In, st.Out, st.Rejected, st.Failed, bal)
 	}
 	for _, st := range s.Stages {
+		if st.Abandoned > 0 {
+			fmt.Fprintf(w, "%s: %d records not started when the run stopped; not committed, they will be redone on resume\n", st.ID, st.Abandoned)
+		}
 		if len(st.Reasons) > 0 {
 			keys := make([]string, 0, len(st.Reasons))
 			for k := range st.Reasons {
