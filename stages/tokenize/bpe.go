@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // mergeTable maps a pair of ids (left, right) to (rank, merged id) with open
@@ -247,55 +248,44 @@ func byteLevelEncode(word string) string {
 	return sb.String()
 }
 
-// wordCache remembers the ids of recent words. It is bounded (cacheShards ×
-// shardCap words of at most maxCachedWord bytes) and safe for concurrent
-// use; sharding keeps goroutines from contending on one lock.
+// wordCache remembers the ids of recent words: a direct-mapped table of
+// cacheSlots entries, each an atomic pointer, so lookups take no lock and
+// goroutines never wait on each other; a new word replaces whatever shared
+// its slot. Memory is bounded by cacheSlots words of at most maxCachedWord
+// bytes.
 type wordCache struct {
-	seed   maphash.Seed
-	shards [cacheShards]cacheShard
+	seed  maphash.Seed
+	slots []atomic.Pointer[cacheEntry]
+}
+
+type cacheEntry struct {
+	word string
+	ids  []int32
 }
 
 const (
-	cacheShards   = 64
-	shardCap      = 1024
+	cacheSlots    = 1 << 16
 	maxCachedWord = 64
 )
 
-type cacheShard struct {
-	mu sync.RWMutex
-	m  map[string][]int32
-	_  [40]byte // keep shards on separate cache lines
-}
-
 func (c *wordCache) init() {
 	c.seed = maphash.MakeSeed()
-	for i := range c.shards {
-		c.shards[i].m = make(map[string][]int32, shardCap)
-	}
+	c.slots = make([]atomic.Pointer[cacheEntry], cacheSlots)
 }
 
-func (c *wordCache) shard(word string) *cacheShard {
-	return &c.shards[maphash.String(c.seed, word)%cacheShards]
+func (c *wordCache) slot(word string) *atomic.Pointer[cacheEntry] {
+	return &c.slots[maphash.String(c.seed, word)&(cacheSlots-1)]
 }
 
 func (c *wordCache) get(word string) ([]int32, bool) {
-	s := c.shard(word)
-	s.mu.RLock()
-	ids, ok := s.m[word]
-	s.mu.RUnlock()
-	return ids, ok
+	if e := c.slot(word).Load(); e != nil && e.word == word {
+		return e.ids, true
+	}
+	return nil, false
 }
 
-// put stores a copy of word (never a substring that would pin the caller's text).
+// put stores a copy of word (never a substring that would pin the caller's
+// text); ids must not be modified afterwards.
 func (c *wordCache) put(word string, ids []int32) {
-	s := c.shard(word)
-	s.mu.Lock()
-	if len(s.m) >= shardCap {
-		for k := range s.m { // evict an arbitrary entry
-			delete(s.m, k)
-			break
-		}
-	}
-	s.m[strings.Clone(word)] = ids
-	s.mu.Unlock()
+	c.slot(word).Store(&cacheEntry{word: strings.Clone(word), ids: ids})
 }

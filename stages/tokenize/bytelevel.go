@@ -5,8 +5,9 @@ package tokenize
 // tokenizer.json (space is "Ġ", newline "Ċ").
 var byteToRune [256]rune
 
-// runeToByte inverts byteToRune; -1 for runes outside the alphabet.
-var runeToByte = map[rune]byte{}
+// runeToByte inverts byteToRune: runeToByte[r] is b+1, 0 for runes outside
+// the alphabet (all of which are below 0x144).
+var runeToByte [0x144]uint16
 
 func init() {
 	n := 0
@@ -17,7 +18,7 @@ func init() {
 			byteToRune[b] = rune(256 + n)
 			n++
 		}
-		runeToByte[byteToRune[b]] = byte(b)
+		runeToByte[byteToRune[b]] = uint16(b + 1)
 	}
 }
 
@@ -26,11 +27,10 @@ func init() {
 func byteLevelDecode(tok string) (string, bool) {
 	out := make([]byte, 0, len(tok))
 	for _, r := range tok {
-		b, ok := runeToByte[r]
-		if !ok {
+		if r >= rune(len(runeToByte)) || runeToByte[r] == 0 {
 			return "", false
 		}
-		out = append(out, b)
+		out = append(out, byte(runeToByte[r]-1))
 	}
 	return string(out), true
 }

@@ -159,17 +159,18 @@ type tokenizerFile struct {
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Decoder       json.RawMessage `json:"decoder"`
-	Model         struct {
-		Type                    string          `json:"type"`
-		Dropout                 *float64        `json:"dropout"`
-		UnkToken                *string         `json:"unk_token"`
-		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
-		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-		ByteFallback            bool            `json:"byte_fallback"`
-		IgnoreMerges            bool            `json:"ignore_merges"`
-		Vocab                   map[string]int  `json:"vocab"`
-		Merges                  json.RawMessage `json:"merges"`
-	} `json:"model"`
+	Model         tokenizerModel
+}
+
+type tokenizerModel struct {
+	Type                    string
+	Dropout                 *float64
+	UnkToken                *string
+	ContinuingSubwordPrefix *string
+	EndOfWordSuffix         *string
+	ByteFallback            bool
+	IgnoreMerges            bool
+	Vocab                   map[string]int
 }
 
 // The split patterns whose semantics pretokenize.go implements, keyed by the
@@ -183,7 +184,8 @@ var knownPatterns = map[string]int{
 
 func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	var f tokenizerFile
-	if err := json.Unmarshal(data, &f); err != nil {
+	merges, err := readTokenizerFile(data, &f)
+	if err != nil {
 		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
 	}
 	initClasses()
@@ -238,7 +240,7 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		}
 		t.byteID[b] = int32(id)
 	}
-	if err := t.parseMerges(m.Merges, m.Vocab); err != nil {
+	if err := t.setMerges(merges, m.Vocab); err != nil {
 		return nil, err
 	}
 
@@ -348,28 +350,15 @@ func describe(r json.RawMessage) string {
 	return s
 }
 
-// parseMerges accepts both merge formats of tokenizer.json: ["a b", ...]
-// (older) and [["a","b"], ...] (newer).
-func (t *Tokenizer) parseMerges(raw json.RawMessage, vocab map[string]int) error {
-	var pairs [][2]string
-	var asStrings []string
-	if err := json.Unmarshal(raw, &asStrings); err == nil {
-		pairs = make([][2]string, len(asStrings))
-		for i, s := range asStrings {
-			a, b, ok := strings.Cut(s, " ")
-			if !ok {
-				return fmt.Errorf("model.merges[%d] %q is not \"left right\"", i, s)
-			}
-			pairs[i] = [2]string{a, b}
-		}
-	} else if err := json.Unmarshal(raw, &pairs); err != nil {
-		return fmt.Errorf("model.merges: want a list of \"a b\" strings or [a, b] pairs: %w", err)
-	}
+// setMerges indexes the merges by pair of ids; merges[rank] = (left, right).
+func (t *Tokenizer) setMerges(pairs [][2]string, vocab map[string]int) error {
 	t.merges.init(len(pairs))
+	var buf []byte
 	for rank, p := range pairs {
 		a, okA := vocab[p[0]]
 		b, okB := vocab[p[1]]
-		m, okM := vocab[p[0]+p[1]]
+		buf = append(append(buf[:0], p[0]...), p[1]...)
+		m, okM := vocab[string(buf)]
 		if !okA || !okB || !okM {
 			return fmt.Errorf("model.merges[%d] %q + %q: a part or the merged token is not in model.vocab", rank, p[0], p[1])
 		}

@@ -1,0 +1,70 @@
+package tokenize
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func BenchmarkLoad(b *testing.B) {
+	dir := qwen3Dir(b)
+	for b.Loop() {
+		if _, err := Load(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeCorpus encodes the reference corpus one document at a time
+// on one goroutine, as bench/tokenizer.sh compares with Hugging Face.
+func BenchmarkEncodeCorpus(b *testing.B) {
+	tok := qwen3(b)
+	texts := testCorpus(b)
+	size := 0
+	for _, s := range texts {
+		size += len(s)
+	}
+	b.SetBytes(int64(size))
+	tokens := 0
+	b.ResetTimer()
+	for b.Loop() {
+		tokens = 0
+		for _, s := range texts {
+			tokens += len(tok.Encode(s))
+		}
+	}
+	b.ReportMetric(float64(tokens)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkEncodeCorpusParallel spreads the documents over GOMAXPROCS
+// goroutines sharing one tokenizer.
+func BenchmarkEncodeCorpusParallel(b *testing.B) {
+	tok := qwen3(b)
+	texts := testCorpus(b)
+	size := 0
+	for _, s := range texts {
+		size += len(s)
+	}
+	b.SetBytes(int64(size))
+	var tokens atomic.Int64
+	b.ResetTimer()
+	for b.Loop() {
+		tokens.Store(0)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range runtime.GOMAXPROCS(0) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n := 0
+				for i := int(next.Add(1) - 1); i < len(texts); i = int(next.Add(1) - 1) {
+					n += len(tok.Encode(texts[i]))
+				}
+				tokens.Add(int64(n))
+			}()
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(tokens.Load())*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
