@@ -112,7 +112,8 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 		if len(line) == 0 {
 			continue
 		}
-		out.Took(1)
+		// A line counts as taken once it has gone out, on either port: one
+		// whose send is cut short by a stop is read again on resume.
 		rec, perr := r.parse(line)
 		if perr != nil {
 			if r.cfg.OnBadLine == "fail" {
@@ -122,11 +123,13 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 			if err := out.Reject(bad, "bad_line", fmt.Sprintf("%s:%d: %v", r.cfg.Path, lineNo, perr)); err != nil {
 				return err
 			}
+			out.Took(1)
 			continue
 		}
 		if err := out.Emit("", rec); err != nil {
 			return err
 		}
+		out.Took(1)
 		emitted++
 	}
 }

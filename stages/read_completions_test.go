@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -177,3 +178,71 @@ func TestReadCompletionsRequireOutputIDs(t *testing.T) {
 		t.Fatalf("completion without output_ids: out %d rejected %d", s.Out, s.Rejected)
 	}
 }
+
+// stopAfter is a test sink that asks the run to stop (like Ctrl-C) when its
+// n-th record arrives.
+type stopAfter struct {
+	n    int
+	seen int
+	stop chan struct{}
+}
+
+type stopAfterConfig struct{}
+
+func (s *stopAfter) Process(_ context.Context, _ *pipeline.Record, _ pipeline.Emitter) error {
+	s.seen++
+	if s.seen == s.n {
+		close(s.stop)
+	}
+	return nil
+}
+
+// TestReadCompletionsStopInTheMiddle stops a run after 10 records of 20,000:
+// reading stops instead of running through the file, and every record read
+// is accounted for.
+func TestReadCompletionsStopInTheMiddle(t *testing.T) {
+	const lines = 20000
+	var b strings.Builder
+	for i := range lines {
+		rec := completionRecord(goodCompletion())
+		rec.ID = "q" + strings.Repeat("0", 6-len(itoa(i))) + itoa(i)
+		b.WriteString(completionLine(t, rec))
+		b.WriteByte('\n')
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "c.jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	sink := &stopAfter{n: 10, stop: stop}
+	reg := pipeline.NewRegistry()
+	reg.Register(*pipeline.DefaultRegistry.Lookup("read-completions"))
+	reg.Register(pipeline.Spec{Kind: "stop-after", Summary: "test sink", Config: stopAfterConfig{},
+		New: func(any) (pipeline.Stage, error) { return sink, nil }})
+	src := "[[stage]]\nid = \"in\"\nkind = \"read-completions\"\npath = \"c.jsonl\"\n\n[[stage]]\nid = \"sink\"\nkind = \"stop-after\"\ninput = \"in\"\n"
+	path := filepath.Join(dir, "p.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	plan, probs := pipeline.Build(f, reg)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	sum, err := pipeline.Run(context.Background(), plan, pipeline.RunOptions{Stop: stop, EdgeBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := stageSummary(t, sum, "in")
+	if !sum.Drained || in.In >= lines/2 || in.In < 10 || !in.Balanced() {
+		t.Fatalf("drained %v; read %d of %d lines (out %d, rejected %d); want an early, balanced stop", sum.Drained, in.In, lines, in.Out, in.Rejected)
+	}
+	if s := stageSummary(t, sum, "sink"); s.In != in.Out || int64(sink.seen) != in.Out {
+		t.Fatalf("sink got %d (%d counted), reader sent %d", sink.seen, s.In, in.Out)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
