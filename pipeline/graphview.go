@@ -3,9 +3,24 @@ package pipeline
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 )
+
+// DisplayPath shows an absolute path relative to the working directory when
+// it lies below it, so output is short and the same on every machine.
+func DisplayPath(p string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return p
+	}
+	rel, err := filepath.Rel(wd, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return p
+	}
+	return rel
+}
 
 // stageLabel is "kind" plus the kind's key settings, if any.
 func (s *PlanStage) settings() string {
@@ -38,7 +53,7 @@ func (s *PlanStage) edgesOut() []Edge {
 // their kind, key settings and where each port goes.
 func (p *Plan) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "pipeline %q  (%s)\n", p.File.Name, p.File.Path)
-	fmt.Fprintf(w, "run dir  %s\n\n", p.File.RunDir)
+	fmt.Fprintf(w, "run dir  %s\n\n", DisplayPath(p.File.RunDir))
 	idw, kw := 0, 0
 	for _, s := range p.Stages {
 		idw = max(idw, len(s.ID()))
