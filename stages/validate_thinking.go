@@ -27,10 +27,10 @@ they are checked; the first that matches is the reason:
   truncated           finish_reason is "length"
   aborted             finish_reason is "abort"
   think_unclosed      thinking on, and the output ids have no </think> (needs tokenizer)
-  think_leaked        a think marker in the answer
+  think_leaked        a think marker in the answer (or an earlier assistant turn)
   think_repeated      a think marker inside the thinking, or several in the output ids
   empty_thinking      thinking on, and the thinking is empty or whitespace
-  empty_answer        the answer is empty or whitespace
+  empty_answer        the answer (or an earlier assistant turn) is empty or whitespace
   placeholder_answer  the trimmed answer equals one of placeholder_answers (case-insensitive)
   thinking_too_short  thinking shorter than min_thinking_length
   answer_too_short    answer shorter than min_answer_length
@@ -277,6 +277,23 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 	if v.placeholders[strings.ToLower(strings.TrimSpace(c.Answer))] {
 		if r, d := v.fail(ReasonPlaceholderAnswer, fmt.Sprintf("answer is the placeholder %q", strings.TrimSpace(c.Answer))); r != "" {
 			return r, d
+		}
+	}
+	// Earlier assistant turns (given, or regenerated with turns = "all") are
+	// trained on as well with mask = "assistant".
+	for i, m := range rec.Messages {
+		if m.Role != "assistant" {
+			continue
+		}
+		if mk := v.markerIn(m.Content); mk != "" {
+			if r, d := v.fail(ReasonThinkLeaked, fmt.Sprintf("history turn %d (assistant) contains %s", i+1, mk)); r != "" {
+				return r, d
+			}
+		}
+		if strings.TrimSpace(m.Content) == "" {
+			if r, d := v.fail(ReasonEmptyAnswer, fmt.Sprintf("history turn %d (assistant) is empty", i+1)); r != "" {
+				return r, d
+			}
 		}
 	}
 	if v.cfg.MinThinkingLength > 0 && thinking {

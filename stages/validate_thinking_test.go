@@ -117,10 +117,11 @@ func TestValidateThinkingReasons(t *testing.T) {
 	ids := func(text string) []int { return append(tok.Encode(text), 151645) }
 
 	tests := []struct {
-		name   string
-		cfg    func(*ValidateThinkingConfig)
-		change func(c *pipeline.Completion)
-		reason string // "" = accepted
+		name    string
+		cfg     func(*ValidateThinkingConfig)
+		change  func(c *pipeline.Completion)
+		history []pipeline.Message // replaces the prompt turns when set
+		reason  string             // "" = accepted
 	}{
 		{name: "good", change: func(c *pipeline.Completion) {}},
 		{name: "good with output ids", change: func(c *pipeline.Completion) {
@@ -183,6 +184,12 @@ func TestValidateThinkingReasons(t *testing.T) {
 			c.Answer = strings.Repeat("The answer is 3x^2 sin x + x^3 cos x. ", 40)
 		}},
 		{name: "no completion", reason: ReasonNoCompletion, change: nil},
+		{name: "empty earlier assistant turn", reason: ReasonEmptyAnswer, history: []pipeline.Message{
+			{Role: "user", Content: "Differentiate x^2."}, {Role: "assistant", Content: "\n"},
+			{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}}, change: func(c *pipeline.Completion) {}},
+		{name: "marker in an earlier assistant turn", reason: ReasonThinkLeaked, history: []pipeline.Message{
+			{Role: "user", Content: "Differentiate x^2."}, {Role: "assistant", Content: "</think>\n\n2x"},
+			{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}}, change: func(c *pipeline.Completion) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,6 +200,9 @@ func TestValidateThinkingReasons(t *testing.T) {
 			v := newValidateThinking(cfg)
 			v.useTokenizer(tok)
 			rec := completionRecord(goodCompletion())
+			if tt.history != nil {
+				rec.Messages = tt.history
+			}
 			if tt.change == nil {
 				rec.Completion = nil
 			} else {
@@ -221,7 +231,7 @@ func TestValidateThinkingReasons(t *testing.T) {
 			}
 			t.Logf("%s: %s", got.Reject.Reason, got.Reject.Detail)
 			// The rejected record keeps everything.
-			if got.Completion != before.Completion || got.ID != before.ID || len(got.Messages) != 1 {
+			if got.Completion != before.Completion || got.ID != before.ID || len(got.Messages) != len(before.Messages) {
 				t.Fatal("rejected record lost its content")
 			}
 			if n := v.RejectedByReason()[tt.reason]; n != 1 {
