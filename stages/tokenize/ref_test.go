@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -129,14 +130,20 @@ func hfEncode(t testing.TB, texts []string) [][]int {
 	return ids
 }
 
+var (
+	corpusOnce  sync.Once
+	corpusTexts []string
+	corpusErr   error
+)
+
 // testCorpus is the shared corpus of the reference tests and the benchmark.
 func testCorpus(t testing.TB) []string {
 	t.Helper()
-	texts, err := corpus.Build(runtime.GOROOT(), cjkDir())
-	if err != nil {
-		t.Fatal(err)
+	corpusOnce.Do(func() { corpusTexts, corpusErr = corpus.Build(runtime.GOROOT(), cjkDir()) })
+	if corpusErr != nil {
+		t.Fatal(corpusErr)
 	}
-	return texts
+	return corpusTexts
 }
 
 // cjkDir finds Python's CJK test texts; "" if python3 or the files are missing.
@@ -227,4 +234,61 @@ func nfcBetweenAdded(tok *Tokenizer, s string) string {
 		pos = end
 	}
 	return sb.String()
+}
+
+// TestLlama3StyleMatchesHuggingFace checks the other pattern and options
+// this package accepts — digits in threes, ignore_merges, no normalizer, as
+// Llama-3's tokenizer.json has them — by editing the Qwen3 file that way and
+// comparing with Hugging Face on a sixth of the corpus.
+func TestLlama3StyleMatchesHuggingFace(t *testing.T) {
+	src := qwen3Dir(t)
+	nodeModules(t)
+	data, err := os.ReadFile(filepath.Join(src, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	pre := strings.Replace(string(f["pre_tokenizer"]), `\\p{N}|`, `\\p{N}{1,3}|`, 1)
+	if pre == string(f["pre_tokenizer"]) {
+		t.Fatal("Qwen3 pattern not found in pre_tokenizer")
+	}
+	f["pre_tokenizer"] = json.RawMessage(pre)
+	f["normalizer"] = json.RawMessage("null")
+	model := regexp.MustCompile(`"ignore_merges":\s*false`).ReplaceAllString(string(f["model"]), `"ignore_merges": true`)
+	if model == string(f["model"]) {
+		t.Fatal("ignore_merges not found in model")
+	}
+	f["model"] = json.RawMessage(model)
+	out, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.digitsMax != 3 || !tok.ignoreMerges || tok.nfc {
+		t.Fatalf("edited file loaded as digitsMax=%d ignoreMerges=%v nfc=%v", tok.digitsMax, tok.ignoreMerges, tok.nfc)
+	}
+	var texts []string
+	for i, s := range testCorpus(t) {
+		if i%6 == 0 {
+			texts = append(texts, s)
+		}
+	}
+	t.Setenv("PIPE_QWEN3_DIR", dir)
+	want := hfEncode(t, texts)
+	for i, s := range texts {
+		if got := tok.Encode(s); !equalInts(got, want[i]) {
+			t.Fatalf("text %d: %s", i, firstDiff(tok, s, got, want[i]))
+		}
+	}
+	t.Logf("%d texts: ids identical to Hugging Face with the Llama-3 pattern, ignore_merges and no normalizer", len(texts))
 }

@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // Tokenizer encodes text to ids and back. The zero value is not usable; use Load.
@@ -31,8 +30,9 @@ type Tokenizer struct {
 	// tokenBytes[id] is the raw bytes a token stands for (added tokens: their content).
 	tokenBytes []string
 	// vocab maps the token string as written in tokenizer.json (byte-level
-	// alphabet for model tokens) to its id.
-	vocab map[string]int
+	// alphabet for model tokens) to its id; tokens is its inverse.
+	vocab  map[string]int
+	tokens []string
 
 	added        addedMatcher
 	special      map[int]bool // ids of added tokens marked special
@@ -93,15 +93,8 @@ func (t *Tokenizer) Token(id int) (string, bool) {
 	if s, ok := t.added.content[id]; ok {
 		return s, true
 	}
-	b := t.tokenBytes[id]
-	if b == "" {
-		return "", false
-	}
-	var sb strings.Builder
-	for i := 0; i < len(b); i++ {
-		sb.WriteRune(byteToRune[b[i]])
-	}
-	return sb.String(), true
+	s := t.tokens[id]
+	return s, s != ""
 }
 
 // IsSpecial reports whether id is an added token marked "special" (e.g.
@@ -220,6 +213,7 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		maxID = max(maxID, a.ID)
 	}
 	t.tokenBytes = make([]string, maxID+1)
+	t.tokens = make([]string, maxID+1)
 	t.vocab = m.Vocab
 	for tok, id := range m.Vocab {
 		if id < 0 {
@@ -232,6 +226,7 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 			b = tok
 		}
 		t.tokenBytes[id] = b
+		t.tokens[id] = tok
 	}
 	for b := 0; b < 256; b++ {
 		id, ok := m.Vocab[string(byteToRune[b])]

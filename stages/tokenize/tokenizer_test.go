@@ -283,3 +283,27 @@ func TestEncodeMaskedReplyStartingWithNewlines(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", strings.Join(got, "|"), want)
 	}
 }
+
+func TestOffsetsAcrossNormalization(t *testing.T) {
+	tok := qwen3(t)
+	for _, s := range []string{"cafe\u0301 x", "\u212a is kelvin", "a\u0323\u0307b <think>e\u0301", "ok\xff\xfe bytes"} {
+		ids, offsets := tok.EncodeOffsets(s)
+		if !equalInts(ids, tok.Encode(s)) {
+			t.Fatalf("%q: EncodeOffsets ids differ from Encode", s)
+		}
+		prev := 0
+		for i, o := range offsets {
+			if o[0] < prev || o[1] < o[0] || o[1] > len(s) {
+				t.Fatalf("%q: offset %d %v out of order or range (%v)", s, i, o, offsets)
+			}
+			prev = o[0]
+		}
+		if offsets[len(offsets)-1][1] != len(s) {
+			t.Fatalf("%q: offsets end at %d, text at %d", s, offsets[len(offsets)-1][1], len(s))
+		}
+	}
+	// Invalid UTF-8 round-trips byte for byte.
+	if s := "ok\xff\xfe bytes"; tok.Decode(tok.Encode(s)) != s {
+		t.Fatal("invalid UTF-8 does not round-trip")
+	}
+}
