@@ -125,6 +125,7 @@ type Client struct {
 type server struct {
 	url   string
 	limit int
+	pool  *connPool // the hot path's connections
 	stats *serverStats
 
 	outstanding int
@@ -170,10 +171,11 @@ func New(servers []ServerSpec, opts Options) *Client {
 		started:   time.Now(),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.bufs.New = func() any { return new(bytes.Buffer) }
+	c.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
 	for _, s := range servers {
 		url := strings.TrimRight(s.URL, "/")
-		c.servers = append(c.servers, &server{url: url, limit: s.Concurrency, stats: newServerStats(c.started), reason: "not checked yet"})
+		pool, _ := newConnPool(url) // a bad URL fails its readiness check with net/http's words
+		c.servers = append(c.servers, &server{url: url, limit: s.Concurrency, pool: pool, stats: newServerStats(c.started), reason: "not checked yet"})
 	}
 	return c
 }
@@ -278,6 +280,11 @@ func (c *Client) Close() {
 	c.mu.Unlock()
 	c.probers.Wait()
 	c.hc.CloseIdleConnections()
+	for _, s := range c.servers {
+		if s.pool != nil {
+			s.pool.close()
+		}
+	}
 }
 
 // Model is the model the servers reported ("" if none did).
@@ -610,18 +617,21 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	actx, cancelT := context.WithTimeout(actx, c.opts.RequestTimeout)
 	defer cancelT()
 
-	reqBuf := c.bufs.Get().(*bytes.Buffer)
+	if s.pool == nil {
+		return nil, &Error{Class: ClassTransport, Message: "bad server URL", Server: s.url}
+	}
+	reqBuf := c.bufs.Get().(*[]byte)
 	defer c.putBuf(reqBuf)
-	respBuf := c.bufs.Get().(*bytes.Buffer)
+	respBuf := c.bufs.Get().(*[]byte)
 	defer c.putBuf(respBuf)
 	rid := c.ridPrefix + strconv.FormatUint(c.ridSeq.Add(1), 10)
-	body := c.st.appendBody(reqBuf.AvailableBuffer(), req, rid)
-	reqBuf.Write(body) // keeps the grown array for the next user of the buffer
+	*reqBuf = c.st.appendBody((*reqBuf)[:0], req, rid)
 	start := time.Now()
-	status, respBody, err := c.post(actx, s.url+c.st.path(), reqBuf.Bytes(), respBuf)
+	status, err := s.pool.post(actx, c.st.path(), *reqBuf, respBuf)
 	if err != nil {
 		return nil, transportError(s.url, err, actx)
 	}
+	respBody := *respBuf
 	if status != http.StatusOK {
 		return nil, statusError(s.url, status, respBody)
 	}
@@ -638,9 +648,9 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	return res, nil
 }
 
-func (c *Client) putBuf(b *bytes.Buffer) {
-	if b.Cap() <= 4<<20 {
-		b.Reset()
+// putBuf keeps a buffer for reuse unless an unusually large answer grew it.
+func (c *Client) putBuf(b *[]byte) {
+	if cap(*b) <= 4<<20 {
 		c.bufs.Put(b)
 	}
 }

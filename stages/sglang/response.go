@@ -1,8 +1,6 @@
 package sglang
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -67,164 +65,180 @@ func (n *num) UnmarshalJSON(b []byte) error {
 
 func (n num) int() int { return int(n) }
 
-// nativeResponse is POST /generate's answer; unknown fields are ignored and
-// every optional field may be missing.
-type nativeResponse struct {
-	Text      string `json:"text"`
-	OutputIDs []int  `json:"output_ids"`
-	MetaInfo  struct {
-		FinishReason     json.RawMessage `json:"finish_reason"`
-		PromptTokens     num             `json:"prompt_tokens"`
-		CompletionTokens num             `json:"completion_tokens"`
-		CachedTokens     num             `json:"cached_tokens"`
-		ReasoningTokens  num             `json:"reasoning_tokens"`
-		E2ELatency       num             `json:"e2e_latency"`
-		SpecVerifyCt     num             `json:"spec_verify_ct"`
-		SpecAcceptLength num             `json:"spec_accept_length"`
-	} `json:"meta_info"`
-}
-
-// chatResponse is POST /v1/chat/completions' answer.
-type chatResponse struct {
-	Choices []struct {
-		Message struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-		} `json:"message"`
-		FinishReason json.RawMessage `json:"finish_reason"`
-		MatchedStop  json.RawMessage `json:"matched_stop"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens        num `json:"prompt_tokens"`
-		CompletionTokens    num `json:"completion_tokens"`
-		ReasoningTokens     num `json:"reasoning_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens num `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-		CompletionTokensDetails *struct {
-			ReasoningTokens num `json:"reasoning_tokens"`
-		} `json:"completion_tokens_details"`
-	} `json:"usage"`
-	// Some SGLang versions attach meta_info-like figures to chat answers.
-	MetaInfo *struct {
-		SpecVerifyCt     num `json:"spec_verify_ct"`
-		SpecAcceptLength num `json:"spec_accept_length"`
-	} `json:"meta_info"`
-}
-
 // parseResult decodes a 200 body of api into r. thinking says whether the
 // output is expected to start with thinking (enable_thinking), for splitting
 // raw text when the server did not.
 func parseResult(api API, body []byte, thinking bool, r *Result) error {
+	sc := &scanner{b: body}
 	if api == APIGenerate {
-		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+		if sc.peek() == '[' {
 			return fmt.Errorf("bad /generate response: a list (batch) where one result was expected")
 		}
-		var resp nativeResponse
-		if err := json.Unmarshal(body, &resp); err != nil {
-			return fmt.Errorf("bad /generate response: %v", err)
+		ok := sc.object(func(k []byte) {
+			switch string(k) {
+			case "text":
+				r.Text, _ = sc.str()
+			case "output_ids":
+				r.OutputIDs = sc.ints()
+			case "meta_info":
+				sc.object(func(k []byte) {
+					switch string(k) {
+					case "finish_reason":
+						r.FinishReason, r.MatchedStop, r.AbortMessage = sc.finish()
+					case "prompt_tokens":
+						r.PromptTokens = sc.int()
+					case "completion_tokens":
+						r.CompletionTokens = sc.int()
+					case "cached_tokens":
+						r.CachedTokens = sc.int()
+					case "reasoning_tokens":
+						r.ReasoningTokens = sc.int()
+					case "e2e_latency":
+						f, _ := sc.num()
+						r.ServerLatency = time.Duration(f * float64(time.Second))
+					case "spec_verify_ct":
+						r.SpecVerifyCt = sc.int()
+					case "spec_accept_length":
+						r.SpecAcceptLength, _ = sc.num()
+					default:
+						sc.skip()
+					}
+				})
+			default:
+				sc.skip()
+			}
+		})
+		if err := sc.end(); err != nil || !ok {
+			return fmt.Errorf("bad /generate response: %s", describeBody(body, err))
 		}
-		m := &resp.MetaInfo
-		r.Text = resp.Text
-		r.OutputIDs = resp.OutputIDs
-		r.FinishReason, r.MatchedStop, r.AbortMessage = parseFinish(m.FinishReason, nil)
-		r.PromptTokens = m.PromptTokens.int()
-		r.CompletionTokens = m.CompletionTokens.int()
-		r.CachedTokens = m.CachedTokens.int()
-		r.ReasoningTokens = m.ReasoningTokens.int()
-		r.ServerLatency = time.Duration(float64(m.E2ELatency) * float64(time.Second))
-		r.SpecVerifyCt = m.SpecVerifyCt.int()
-		r.SpecAcceptLength = float64(m.SpecAcceptLength)
 		if r.SpecAcceptLength == 0 && r.SpecVerifyCt > 0 {
 			r.SpecAcceptLength = float64(r.CompletionTokens) / float64(r.SpecVerifyCt)
 		}
 		if thinking {
-			r.Reasoning, r.Answer = SplitThinking(resp.Text)
+			r.Reasoning, r.Answer = SplitThinking(r.Text)
 		} else {
-			r.Answer = strings.TrimSpace(resp.Text)
+			r.Answer = strings.TrimSpace(r.Text)
 		}
 		return nil
 	}
-	var resp chatResponse
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return fmt.Errorf("bad chat response: %v", err)
+
+	var content, reasoning string
+	var hasContent, hasReasoning bool
+	choices := 0
+	ok := sc.object(func(k []byte) {
+		switch string(k) {
+		case "choices":
+			sc.array(func(i int) {
+				choices++
+				if i > 0 {
+					sc.skip()
+					return
+				}
+				sc.object(func(k []byte) {
+					switch string(k) {
+					case "message":
+						sc.object(func(k []byte) {
+							switch string(k) {
+							case "content":
+								content, hasContent = sc.str()
+							case "reasoning_content":
+								reasoning, hasReasoning = sc.str()
+							default:
+								sc.skip()
+							}
+						})
+					case "finish_reason":
+						reason, matched, msg := sc.finish()
+						r.FinishReason, r.AbortMessage = reason, msg
+						if r.MatchedStop == nil {
+							r.MatchedStop = matched
+						}
+					case "matched_stop":
+						if m := sc.stop(); m != nil {
+							r.MatchedStop = m
+						}
+					default:
+						sc.skip()
+					}
+				})
+			})
+		case "usage":
+			sc.object(func(k []byte) {
+				switch string(k) {
+				case "prompt_tokens":
+					r.PromptTokens = sc.int()
+				case "completion_tokens":
+					r.CompletionTokens = sc.int()
+				case "reasoning_tokens":
+					if n := sc.int(); n > 0 {
+						r.ReasoningTokens = n
+					}
+				case "prompt_tokens_details":
+					sc.object(func(k []byte) {
+						if string(k) == "cached_tokens" {
+							r.CachedTokens = sc.int()
+						} else {
+							sc.skip()
+						}
+					})
+				case "completion_tokens_details":
+					sc.object(func(k []byte) {
+						if string(k) != "reasoning_tokens" {
+							sc.skip()
+							return
+						}
+						if n := sc.int(); r.ReasoningTokens == 0 {
+							r.ReasoningTokens = n
+						}
+					})
+				default:
+					sc.skip()
+				}
+			})
+		case "meta_info":
+			// Some SGLang versions attach meta_info-like figures to chat answers.
+			sc.object(func(k []byte) {
+				switch string(k) {
+				case "spec_verify_ct":
+					r.SpecVerifyCt = sc.int()
+				case "spec_accept_length":
+					r.SpecAcceptLength, _ = sc.num()
+				default:
+					sc.skip()
+				}
+			})
+		default:
+			sc.skip()
+		}
+	})
+	if err := sc.end(); err != nil || !ok {
+		return fmt.Errorf("bad chat response: %s", describeBody(body, err))
 	}
-	if len(resp.Choices) == 0 {
+	if choices == 0 {
 		return fmt.Errorf("bad chat response: no choices")
 	}
-	ch := &resp.Choices[0]
-	r.FinishReason, r.MatchedStop, r.AbortMessage = parseFinish(ch.FinishReason, ch.MatchedStop)
-	content, reasoning := ch.Message.Content, ch.Message.ReasoningContent
 	switch {
-	case reasoning != nil:
-		r.Reasoning = *reasoning
-		if content != nil {
-			r.Answer = *content
-		}
-	case content != nil && thinking:
+	case hasReasoning:
+		r.Reasoning, r.Answer = reasoning, content
+	case hasContent && thinking:
 		// No reasoning parser on the server: split the raw text here.
-		r.Reasoning, r.Answer = SplitThinking(*content)
-	case content != nil:
-		r.Answer = *content
-	}
-	u := &resp.Usage
-	r.PromptTokens = u.PromptTokens.int()
-	r.CompletionTokens = u.CompletionTokens.int()
-	r.ReasoningTokens = u.ReasoningTokens.int()
-	if d := u.PromptTokensDetails; d != nil {
-		r.CachedTokens = d.CachedTokens.int()
-	}
-	if d := u.CompletionTokensDetails; d != nil && r.ReasoningTokens == 0 {
-		r.ReasoningTokens = d.ReasoningTokens.int()
-	}
-	if m := resp.MetaInfo; m != nil {
-		r.SpecVerifyCt = m.SpecVerifyCt.int()
-		r.SpecAcceptLength = float64(m.SpecAcceptLength)
+		r.Reasoning, r.Answer = SplitThinking(content)
+	case hasContent:
+		r.Answer = content
 	}
 	return nil
 }
 
-// parseFinish reads a finish_reason given as a string or as SGLang's object
-// ({"type":"stop","matched":151645}, {"type":"abort","message":…}) and a
-// separate matched_stop, if any.
-func parseFinish(fr, matched json.RawMessage) (reason string, stop any, abortMsg string) {
-	fr = bytes.TrimSpace(fr)
-	switch {
-	case len(fr) == 0 || string(fr) == "null":
-	case fr[0] == '"':
-		_ = json.Unmarshal(fr, &reason)
-	case fr[0] == '{':
-		var obj struct {
-			Type    string          `json:"type"`
-			Matched json.RawMessage `json:"matched"`
-			Message string          `json:"message"`
-		}
-		_ = json.Unmarshal(fr, &obj)
-		reason, abortMsg = obj.Type, obj.Message
-		if len(matched) == 0 {
-			matched = obj.Matched
-		}
+// describeBody says what is wrong with a body for an error message.
+func describeBody(body []byte, err error) string {
+	b := strings.TrimSpace(string(body))
+	if len(b) > 200 {
+		b = b[:200] + "…"
 	}
-	return reason, parseStop(matched), abortMsg
-}
-
-// parseStop returns a matched stop as an int (a token id) or a string.
-func parseStop(b json.RawMessage) any {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || string(b) == "null" {
-		return nil
+	if err != nil {
+		return fmt.Sprintf("%v in %q", err, b)
 	}
-	if b[0] == '"' {
-		var s string
-		if json.Unmarshal(b, &s) == nil {
-			return s
-		}
-		return nil
-	}
-	if n, err := strconv.Atoi(string(b)); err == nil {
-		return n
-	}
-	return nil
+	return fmt.Sprintf("not a JSON object: %q", b)
 }
 
 // SplitThinking splits raw Qwen3-style output "<think>\n…\n</think>\n\nanswer"

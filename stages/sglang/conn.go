@@ -1,0 +1,368 @@
+package sglang
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The hot path speaks HTTP/1.1 itself over kept-alive connections, one
+// request at a time per connection, in the calling goroutine: net/http's
+// client hands every request to two more goroutines (writeLoop, readLoop)
+// and back, which costs more CPU per completion than parsing it. Probes and
+// info requests, which are rare, use net/http.
+//
+// What it needs from servers is what SGLang (uvicorn), ollama and the
+// simulator do: a status line and headers, then a body framed by
+// Content-Length, chunked transfer coding, or the end of the connection.
+
+// connIdleMax is how long an idle connection is trusted: uvicorn, which
+// serves SGLang, closes keep-alive connections idle for 5 s.
+const connIdleMax = 4 * time.Second
+
+// maxBody bounds one answer, so a broken server cannot exhaust memory.
+const maxBody = 256 << 20
+
+// connPool holds one server's idle connections. Safe for concurrent use.
+type connPool struct {
+	addr      string // host:port to dial
+	hostHdr   string // Host header
+	tlsConfig *tls.Config
+	dialer    net.Dialer
+
+	mu   sync.Mutex
+	idle []*conn
+	done bool
+}
+
+type conn struct {
+	nc       net.Conn
+	br       *bufio.Reader
+	lastUsed time.Time
+}
+
+func newConnPool(base string) (*connPool, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	p := &connPool{hostHdr: u.Host, dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}}
+	port := u.Port()
+	switch u.Scheme {
+	case "http":
+		if port == "" {
+			port = "80"
+		}
+	case "https":
+		if port == "" {
+			port = "443"
+		}
+		p.tlsConfig = &tls.Config{ServerName: u.Hostname()}
+	default:
+		return nil, fmt.Errorf("%s: unsupported scheme %q", base, u.Scheme)
+	}
+	p.addr = net.JoinHostPort(u.Hostname(), port)
+	return p, nil
+}
+
+// get returns an idle connection or dials a new one; reused says which.
+func (p *connPool) get(ctx context.Context) (c *conn, reused bool, err error) {
+	now := time.Now()
+	p.mu.Lock()
+	for len(p.idle) > 0 {
+		c = p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if now.Sub(c.lastUsed) < connIdleMax {
+			p.mu.Unlock()
+			return c, true, nil
+		}
+		c.nc.Close()
+	}
+	p.mu.Unlock()
+	var nc net.Conn
+	if p.tlsConfig != nil {
+		d := tls.Dialer{NetDialer: &p.dialer, Config: p.tlsConfig}
+		nc, err = d.DialContext(ctx, "tcp", p.addr)
+	} else {
+		nc, err = p.dialer.DialContext(ctx, "tcp", p.addr)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10)}, false, nil
+}
+
+func (p *connPool) put(c *conn) {
+	c.lastUsed = time.Now()
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+}
+
+// close closes the idle connections; connections in use are closed when
+// they are returned.
+func (p *connPool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.done = nil, true
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.nc.Close()
+	}
+}
+
+// errStale is a kept-alive connection the server had closed: the request
+// never reached it, so it is re-sent on a new connection at once.
+var errStale = errors.New("kept-alive connection closed by the server")
+
+// post sends body as a JSON POST to path and reads the answer's body into
+// *buf (replacing its contents). Cancelling ctx closes the connection, which
+// makes SGLang abort the request and free its slot.
+func (p *connPool) post(ctx context.Context, path string, body []byte, buf *[]byte) (status int, err error) {
+	for try := 0; ; try++ {
+		c, reused, err := p.get(ctx)
+		if err != nil {
+			return 0, err
+		}
+		status, keep, err := p.exchange(ctx, c, path, body, buf)
+		if err == nil {
+			if keep {
+				p.put(c)
+			} else {
+				c.nc.Close()
+			}
+			return status, nil
+		}
+		c.nc.Close()
+		if errors.Is(err, errStale) && reused && try < 2 && ctx.Err() == nil {
+			continue
+		}
+		return 0, err
+	}
+}
+
+// exchange writes one request on c and reads its answer. keep says whether
+// c may carry another request.
+func (p *connPool) exchange(ctx context.Context, c *conn, path string, body []byte, buf *[]byte) (status int, keep bool, err error) {
+	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
+	defer func() {
+		if !stop() {
+			// ctx ended: the connection is closed (or about to be).
+			keep = false
+			if err == nil {
+				err = context.Cause(ctx)
+			}
+		}
+	}()
+	var head [256]byte
+	h := append(head[:0], "POST "...)
+	h = append(h, path...)
+	h = append(h, " HTTP/1.1\r\nHost: "...)
+	h = append(h, p.hostHdr...)
+	h = append(h, "\r\nUser-Agent: pipe\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: "...)
+	h = strconv.AppendInt(h, int64(len(body)), 10)
+	h = append(h, "\r\n\r\n"...)
+	bufs := net.Buffers{h, body}
+	if _, err := bufs.WriteTo(c.nc); err != nil {
+		return 0, false, staleOr(err)
+	}
+	status, keep, err = readResponse(c.br, buf)
+	if err != nil {
+		return 0, false, err
+	}
+	return status, keep, nil
+}
+
+// staleOr classes an error before any answer byte as a stale connection.
+func staleOr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isConnReset(err) {
+		return fmt.Errorf("%w: %v", errStale, err)
+	}
+	return err
+}
+
+func isConnReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// readResponse reads one HTTP/1.x response: status line, headers (1xx
+// answers skipped) and the body into *buf.
+func readResponse(br *bufio.Reader, buf *[]byte) (status int, keep bool, err error) {
+	first := true
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			if first && len(line) == 0 {
+				return 0, false, staleOr(err)
+			}
+			return 0, false, torn(err)
+		}
+		first = false
+		// "HTTP/1.1 200 OK"
+		if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+			return 0, false, fmt.Errorf("malformed HTTP status line %q", trimCRLF(line))
+		}
+		http10 := line[7] == '0'
+		status, err = strconv.Atoi(string(line[9:12]))
+		if err != nil {
+			return 0, false, fmt.Errorf("malformed HTTP status line %q", trimCRLF(line))
+		}
+		length, chunked, closeConn := int64(-1), false, http10
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return 0, false, torn(err)
+			}
+			line = trimCRLF(line)
+			if len(line) == 0 {
+				break
+			}
+			name, value, ok := bytes.Cut(line, []byte(":"))
+			if !ok {
+				continue
+			}
+			value = bytes.TrimSpace(value)
+			switch {
+			case asciiEqualFold(name, "content-length"):
+				n, err := strconv.ParseInt(string(value), 10, 64)
+				if err != nil || n < 0 {
+					return 0, false, fmt.Errorf("bad Content-Length %q", value)
+				}
+				length = n
+			case asciiEqualFold(name, "transfer-encoding"):
+				chunked = bytes.Contains(bytes.ToLower(value), []byte("chunked"))
+			case asciiEqualFold(name, "connection"):
+				v := bytes.ToLower(value)
+				if bytes.Contains(v, []byte("close")) {
+					closeConn = true
+				} else if bytes.Contains(v, []byte("keep-alive")) {
+					closeConn = false
+				}
+			}
+		}
+		if status >= 100 && status < 200 {
+			continue // 100 Continue and friends: the real answer follows
+		}
+		*buf = (*buf)[:0]
+		switch {
+		case status == 204 || status == 304:
+		case chunked:
+			if err := readChunked(br, buf); err != nil {
+				return 0, false, err
+			}
+		case length >= 0:
+			if length > maxBody {
+				return 0, false, fmt.Errorf("answer of %d bytes is too large", length)
+			}
+			*buf = grow(*buf, int(length))
+			if _, err := io.ReadFull(br, *buf); err != nil {
+				return 0, false, torn(err)
+			}
+		default:
+			// No framing: the body ends with the connection.
+			closeConn = true
+			b := bytes.NewBuffer(*buf)
+			if _, err := b.ReadFrom(io.LimitReader(br, maxBody)); err != nil {
+				return 0, false, torn(err)
+			}
+			*buf = b.Bytes()
+		}
+		return status, !closeConn, nil
+	}
+}
+
+func readChunked(br *bufio.Reader, buf *[]byte) error {
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return torn(err)
+		}
+		line = trimCRLF(line)
+		if i := bytes.IndexByte(line, ';'); i >= 0 {
+			line = line[:i]
+		}
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 16, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad chunk size %q", line)
+		}
+		if n == 0 {
+			// Trailers, then the blank line.
+			for {
+				t, err := br.ReadSlice('\n')
+				if err != nil {
+					return torn(err)
+				}
+				if len(trimCRLF(t)) == 0 {
+					return nil
+				}
+			}
+		}
+		if int64(len(*buf))+n > maxBody {
+			return fmt.Errorf("answer larger than %d bytes", maxBody)
+		}
+		start := len(*buf)
+		*buf = grow(*buf, start+int(n))
+		if _, err := io.ReadFull(br, (*buf)[start:]); err != nil {
+			return torn(err)
+		}
+		if _, err := br.Discard(2); err != nil { // the chunk's CRLF
+			return torn(err)
+		}
+	}
+}
+
+// grow returns b resized to n bytes, reusing its array when it is large enough.
+func grow(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	nb := make([]byte, n, max(n, 2*cap(b)))
+	copy(nb, b)
+	return nb
+}
+
+// torn is a connection that ended in the middle of an answer.
+func torn(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func trimCRLF(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,124 @@
+package sglang
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// handBodies are answers in the shapes and drifts the protocol notes list.
+var handBodies = []struct {
+	api  API
+	body string
+}{
+	{APIGenerate, `{"text":"<think>\nhmm \"quoted\" \\ back\n</think>\n\nYes \u00e9\u4e16\ud83c\udf0d.","output_ids":[1,2,151645],"meta_info":{"id":"x","finish_reason":{"type":"stop","matched":151645},"prompt_tokens":12,"completion_tokens":3,"cached_tokens":4,"e2e_latency":1.5,"spec_verify_ct":2,"spec_accept_length":1.5,"unknown":{"a":[1,{"b":null}],"c":true}}}`},
+	{APIGenerate, `{"text":"<think>\nstill thinking","meta_info":{"finish_reason":{"type":"length","length":4096},"prompt_tokens":12.0,"completion_tokens":"4096","total_retractions":1}}`},
+	{APIGenerate, `{"text":"a","meta_info":{"finish_reason":"stop","completion_tokens":9,"spec_verify_ct":3}}`},
+	{APIGenerate, ` {"text" : "lone \ud800 surrogate, \/ slash \b\f\t\r" , "meta_info" : { "finish_reason" : null , "matched_stop": "</s>"} } `},
+	{APIGenerate, `{"text":"","meta_info":{"finish_reason":{"type":"abort","message":"The input (50000 tokens) is longer than the model's context length (40960 tokens)."}}}`},
+	{APIGenerate, `{"text":"just text"}`},
+	{APIGenerate, `{"text":"x","output_ids":[],"meta_info":{}}`},
+	{APIChat, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Four.","reasoning_content":"2+2","tool_calls":null},"finish_reason":"stop","matched_stop":151645}],"usage":{"prompt_tokens":10,"completion_tokens":7,"total_tokens":17,"prompt_tokens_details":{"cached_tokens":8},"reasoning_tokens":5}}`},
+	{APIChat, `{"choices":[{"message":{"content":null,"reasoning_content":"long thought"},"finish_reason":"length","matched_stop":null}],"usage":{"prompt_tokens":10,"completion_tokens":100}}`},
+	{APIChat, `{"choices":[{"message":{"content":"<think>\nfirst\n</think>\n\nanswer"},"finish_reason":"stop","matched_stop":"</s>"}],"usage":{"completion_tokens_details":{"reasoning_tokens":3}}}`},
+	{APIChat, `{"choices":[{"message":{"content":" plain "},"finish_reason":"stop"},{"message":{"content":"second choice"}}],"usage":null}`},
+	{APIChat, `{"choices":[{"message":{"content":"x"},"finish_reason":{"type":"abort","message":"m"}}],"meta_info":{"spec_verify_ct":4,"spec_accept_length":"2.5"}}`},
+}
+
+// simBodies fetches real answers from the simulator, both APIs, with
+// speculative figures.
+func simBodies(t *testing.T) []struct {
+	api  API
+	body string
+} {
+	cfg := fastSim(1)
+	cfg.SpecAcceptMean = 3
+	f := startSim(t, cfg)
+	var out []struct {
+		api  API
+		body string
+	}
+	for i := range 20 {
+		for _, api := range []API{APIGenerate, APIChat} {
+			on := i%2 == 0
+			st := newSettings(api, "m", Sampling{MaxOutputTokens: 200 + 10*i, EnableThinking: &on})
+			req := &Request{Messages: []Message{{"user", fmt.Sprintf("q%d", i)}}, Text: fmt.Sprintf("q%d", i)}
+			body := st.appendBody(nil, req, fmt.Sprintf("r%d%s", i, api))
+			resp, err := http.Post(f.URLs()[0]+st.path(), "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			out = append(out, struct {
+				api  API
+				body string
+			}{api, string(b)})
+		}
+	}
+	return out
+}
+
+func TestScannerAgreesWithEncodingJSON(t *testing.T) {
+	bodies := append(handBodies, simBodies(t)...)
+	for i, b := range bodies {
+		for _, thinking := range []bool{true, false} {
+			var want, got Result
+			werr := stdParseResult(b.api, []byte(b.body), thinking, &want)
+			gerr := parseResult(b.api, []byte(b.body), thinking, &got)
+			if werr != nil {
+				t.Fatalf("body %d: the oracle failed: %v", i, werr)
+			}
+			if gerr != nil {
+				t.Fatalf("body %d: %v", i, gerr)
+			}
+			if len(want.OutputIDs) == 0 {
+				want.OutputIDs = nil
+			}
+			if len(got.OutputIDs) == 0 {
+				got.OutputIDs = nil
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("body %d (%s, thinking %v):\n got  %+v\n want %+v\n%s", i, b.api, thinking, got, want, b.body)
+			}
+		}
+	}
+}
+
+func TestScannerRejectsTornBodies(t *testing.T) {
+	for i, b := range append(handBodies, simBodies(t)...) {
+		body := strings.TrimSpace(b.body)
+		for cut := 0; cut < len(body); cut += 1 + len(body)/97 {
+			var r Result
+			if err := parseResult(b.api, []byte(body[:cut]), true, &r); err == nil {
+				t.Fatalf("body %d cut at %d parsed: %q", i, cut, body[:cut])
+			}
+		}
+	}
+	for _, junk := range []string{`{"text":"a"} trailing`, `{"text":"a",}`, `{"text" "a"}`, `{"text":tru}`, `{"a":[1,2}`, `null`, `"str"`} {
+		var r Result
+		if err := parseResult(APIGenerate, []byte(junk), true, &r); err == nil {
+			t.Errorf("%q parsed", junk)
+		}
+	}
+}
+
+func BenchmarkParseChat(b *testing.B) {
+	body := []byte(handBodies[7].body)
+	b.Run("scanner", func(b *testing.B) {
+		for range b.N {
+			var r Result
+			_ = parseResult(APIChat, body, true, &r)
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		for range b.N {
+			var r Result
+			_ = stdParseResult(APIChat, body, true, &r)
+		}
+	})
+}
