@@ -546,18 +546,20 @@ func TestQueueing(t *testing.T) {
 }
 
 func TestQueueOrderAndHandover(t *testing.T) {
-	// One slot: the queued request runs as soon as the running one ends.
-	f := startFleet(t, Config{MaxRunning: 1, Speed: 100, ThinkTokensMean: 100, AnswerTokensMean: 20})
+	// One slot: queued requests run in arrival order, each as soon as the one
+	// before it ends (≈2.5 simulated s = 125 ms each at speed 20).
+	f := startFleet(t, Config{MaxRunning: 1, Speed: 20, ThinkTokensMean: 100, AnswerTokensMean: 20})
 	c := client(t)
 	u := f.URLs()[0]
+	s := f.Servers()[0]
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var order []string
-	for _, name := range []string{"a", "b", "c"} {
+	for i, name := range []string{"a", "b", "c"} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := do(context.Background(), c, http.MethodPost, u+"/generate", map[string]any{"text": name, "rid": name})
+			r := do(context.Background(), c, http.MethodPost, u+"/generate", map[string]any{"text": name, "rid": name, "sampling_params": map[string]any{"max_new_tokens": 30000}})
 			mu.Lock()
 			defer mu.Unlock()
 			if r.err != nil || r.status != 200 {
@@ -565,10 +567,11 @@ func TestQueueOrderAndHandover(t *testing.T) {
 			}
 			order = append(order, name)
 		}()
-		waitFor(t, name+" admitted", func() bool {
-			st := f.Servers()[0].Stats()
-			return st.Running+st.Queued == len(name[0:1])+int(name[0]-'a')
-		})
+		// Arrived: it has started running (Requests) or waits in the queue.
+		waitFor(t, name+" arrived", func() bool { st := s.Stats(); return int(st.Requests)+st.Queued >= i+1 })
+		if st := s.Stats(); st.Running > 1 {
+			t.Fatalf("%d running with one slot", st.Running)
+		}
 	}
 	wg.Wait()
 	if strings.Join(order, "") != "abc" {
@@ -626,7 +629,9 @@ func TestPrefillAndDecodeTiming(t *testing.T) {
 	r := post(t, c, f.URLs()[0]+"/generate", gen(strings.Repeat("abcd", 100), 200))
 	wall := time.Since(start)
 	lat, _ := path(r.obj, "meta_info.e2e_latency").(float64)
-	if lat < 2.1 || lat > 5 || wall < 21*time.Millisecond {
+	// Lower bounds are exact; the upper one only catches gross errors, as a
+	// loaded machine wakes timers late.
+	if lat < 2.1 || lat > 100 || wall < 21*time.Millisecond {
 		t.Errorf("e2e_latency %g s (simulated), wall %v; want ≈2.12 s / 21 ms", lat, wall)
 	}
 }
@@ -832,26 +837,32 @@ func TestFaultRateReproducible(t *testing.T) {
 }
 
 func TestFaultWindow(t *testing.T) {
-	// 500s only from 1 s to 2 s simulated: 100 ms–200 ms at speed 10.
-	start := time.Now() // before the fleet's own start, so elapsed times here are upper bounds
+	// 500s only from 1 s to 3 s simulated: 100 ms–300 ms at speed 10.
 	f := startFleet(t, Config{Speed: 10, ThinkTokensMean: 1, AnswerTokensMean: 1, ThinkTokensMax: 1, AnswerTokensMax: 1,
-		Faults: []Fault{{Kind: FaultServerError, At: time.Second, For: time.Second}}})
+		Faults: []Fault{{Kind: FaultServerError, At: time.Second, For: 2 * time.Second}}})
 	c := client(t)
-	saw500 := false
-	for time.Since(start) < 350*time.Millisecond {
+	open, shut := 100*time.Millisecond, 300*time.Millisecond
+	var inside, after bool
+	deadline := time.Now().Add(10 * time.Second)
+	for !(inside && after) && time.Now().Before(deadline) {
+		sent := time.Since(f.start)
 		r := post(t, c, f.URLs()[0]+"/generate", gen("p", 1))
-		el := time.Since(start)
-		if r.status == 500 {
-			saw500 = true
-			if el < 100*time.Millisecond {
-				t.Fatalf("500 at %v, before the window", el)
+		recv := time.Since(f.start)
+		switch {
+		case recv < open || sent >= shut:
+			if r.status != 200 {
+				t.Fatalf("status %d outside the window (sent %v, received %v)", r.status, sent, recv)
 			}
-		} else if r.status != 200 {
-			t.Fatalf("status %d", r.status)
+			after = after || sent >= shut
+		case sent >= open && recv < shut:
+			if r.status != 500 {
+				t.Fatalf("status %d inside the window (sent %v, received %v)", r.status, sent, recv)
+			}
+			inside = true
 		}
 	}
-	if !saw500 {
-		t.Error("no 500 in the window")
+	if !inside || !after {
+		t.Errorf("machine too slow: no request fully inside (%v) or after (%v) the window", inside, after)
 	}
 }
 
