@@ -9,17 +9,21 @@ import (
 )
 
 // mergeTable maps a pair of ids (left, right) to (rank, merged id) with open
-// addressing: one multiply and usually one probe per lookup, no allocation.
+// addressing: one multiply and usually one probe per lookup, key and value
+// in the same cache line, no allocation.
 type mergeTable struct {
-	keys  []uint64 // left<<32 | right, +1 so that 0 marks an empty slot
-	vals  []uint64 // rank<<32 | merged id
+	slots []mergeSlot
 	shift uint8
 }
 
+type mergeSlot struct {
+	key uint64 // left<<32 | right, +1 so that 0 marks an empty slot
+	val uint64 // rank<<32 | merged id
+}
+
 func (m *mergeTable) init(n int) {
-	size := 1 << bits.Len(uint(n*2+1)) // load factor <= 1/2
-	m.keys = make([]uint64, size)
-	m.vals = make([]uint64, size)
+	size := 1 << bits.Len(uint(n+n/2)) // load factor <= 2/3
+	m.slots = make([]mergeSlot, size)
 	m.shift = uint8(64 - bits.TrailingZeros(uint(size)))
 }
 
@@ -27,11 +31,11 @@ func (m *mergeTable) slot(k uint64) uint64 { return (k * 0x9E3779B97F4A7C15) >> 
 
 func (m *mergeTable) put(a, b, rank, id int32) {
 	k := uint64(uint32(a))<<32 | uint64(uint32(b)) + 1
-	mask := uint64(len(m.keys) - 1)
+	mask := uint64(len(m.slots) - 1)
 	for i := m.slot(k); ; i = (i + 1) & mask {
-		if m.keys[i] == 0 || m.keys[i] == k {
-			m.keys[i] = k
-			m.vals[i] = uint64(uint32(rank))<<32 | uint64(uint32(id))
+		if s := &m.slots[i]; s.key == 0 || s.key == k {
+			s.key = k
+			s.val = uint64(uint32(rank))<<32 | uint64(uint32(id))
 			return
 		}
 	}
@@ -40,12 +44,12 @@ func (m *mergeTable) put(a, b, rank, id int32) {
 // get returns the rank and merged id of the pair, if it merges.
 func (m *mergeTable) get(a, b int32) (rank, id int32, ok bool) {
 	k := uint64(uint32(a))<<32 | uint64(uint32(b)) + 1
-	mask := uint64(len(m.keys) - 1)
+	mask := uint64(len(m.slots) - 1)
 	for i := m.slot(k); ; i = (i + 1) & mask {
-		switch m.keys[i] {
+		s := &m.slots[i]
+		switch s.key {
 		case k:
-			v := m.vals[i]
-			return int32(v >> 32), int32(uint32(v)), true
+			return int32(s.val >> 32), int32(uint32(s.val)), true
 		case 0:
 			return 0, 0, false
 		}
