@@ -193,11 +193,11 @@ func testChatCompletion(t *testing.T, url string) {
 }
 
 func testLengthAndNaturalStops(t *testing.T, url string) {
-	// max_tokens 4: most completions are cut ("length"). max_tokens 200:
+	// max_tokens 4: most completions are cut ("length"). max_tokens 100:
 	// with the model's end-of-turn bias (about 2% a step) most end by
 	// themselves ("stop"). Seeds make the outcome reproducible.
-	reasons := map[int]map[string]int{4: {}, 200: {}}
-	for _, max := range []int{4, 200} {
+	reasons := map[int]map[string]int{4: {}, 100: {}}
+	for _, max := range []int{4, 100} {
 		for seed := range 6 {
 			r := chat(t, url, map[string]any{"messages": hello(), "max_tokens": max, "seed": seed})[0]
 			_, finish := checkCompletion(t, r, helloTokens, max)
@@ -205,8 +205,8 @@ func testLengthAndNaturalStops(t *testing.T, url string) {
 		}
 	}
 	t.Logf("finish reasons by max_tokens: %v", reasons)
-	if reasons[4]["length"] == 0 || reasons[200]["stop"] == 0 {
-		t.Errorf("want some length finishes at max_tokens 4 and some stops at 200, got %v", reasons)
+	if reasons[4]["length"] == 0 || reasons[100]["stop"] == 0 {
+		t.Errorf("want some length finishes at max_tokens 4 and some stops at 100, got %v", reasons)
 	}
 }
 
