@@ -219,7 +219,41 @@ var shareGPTRoles = map[string]string{
 	"system": "system", "tool": "tool", "function": "tool", "observation": "tool",
 }
 
+// plainMessage is the common case, decoded without the RawMessage copies
+// wireMessage needs for content parts.
+type plainMessage struct {
+	Role             string `json:"role"`
+	From             string `json:"from"`
+	Content          string `json:"content"`
+	Value            string `json:"value"`
+	ReasoningContent string `json:"reasoning_content"`
+}
+
 func parseMessages(raw json.RawMessage) ([]pipeline.Message, error) {
+	var plain []plainMessage
+	if json.Unmarshal(raw, &plain) == nil {
+		out := make([]pipeline.Message, 0, len(plain))
+		ok := true
+		for _, w := range plain {
+			role := w.Role
+			if role == "" {
+				role = w.From
+			}
+			norm, known := shareGPTRoles[strings.ToLower(role)]
+			content := w.Content
+			if content == "" {
+				content = w.Value
+			}
+			if !known || content == "" {
+				ok = false // the slow path gives the precise error, or handles null content
+				break
+			}
+			out = append(out, pipeline.Message{Role: norm, Content: content, ReasoningContent: w.ReasoningContent})
+		}
+		if ok {
+			return out, nil
+		}
+	}
 	var wire []wireMessage
 	if err := json.Unmarshal(raw, &wire); err != nil {
 		return nil, fmt.Errorf("messages must be a list of {role, content} objects: %v", jsonErrText(err))

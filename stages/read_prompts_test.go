@@ -1,0 +1,177 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+func TestParsePromptLineShapes(t *testing.T) {
+	user := []pipeline.Message{{Role: "user", Content: "What is 2+2?"}}
+	hash := contentID(user)
+	tests := []struct {
+		name, line, idField string
+		wantID              string
+		wantMsgs            []pipeline.Message
+		wantMeta            string // a key expected in meta
+		wantErr             string
+	}{
+		{name: "openai", line: `{"id":"a1","messages":[{"role":"user","content":"What is 2+2?"}],"source":"x"}`, wantID: "a1", wantMsgs: user, wantMeta: "source"},
+		{name: "sharegpt", line: `{"id":"a2","conversations":[{"from":"human","value":"What is 2+2?"}]}`, wantID: "a2", wantMsgs: user},
+		{name: "sharegpt roles", line: `{"conversations":[{"from":"system","value":"S"},{"from":"human","value":"Q"},{"from":"gpt","value":"A"}]}`,
+			wantMsgs: []pipeline.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"}, {Role: "assistant", Content: "A"}}},
+		{name: "prompt", line: `{"id":"a3","prompt":"What is 2+2?"}`, wantID: "a3", wantMsgs: user},
+		{name: "numeric id", line: `{"id":17,"prompt":"What is 2+2?"}`, wantID: "17", wantMsgs: user},
+		{name: "id field", line: `{"uid":"u9","id":"ignored","prompt":"What is 2+2?"}`, idField: "uid", wantID: "u9", wantMsgs: user, wantMeta: "id"},
+		{name: "hash id same for every shape", line: `{"prompt":"What is 2+2?"}`, wantID: hash, wantMsgs: user},
+		{name: "hash id sharegpt", line: `{"conversations":[{"from":"human","value":"What is 2+2?"}]}`, wantID: hash, wantMsgs: user},
+		{name: "content parts", line: `{"messages":[{"role":"user","content":[{"type":"text","text":"What is "},{"type":"text","text":"2+2?"}]}]}`, wantID: hash, wantMsgs: user},
+		{name: "empty system content kept", line: `{"messages":[{"role":"system","content":""},{"role":"user","content":"Q"}]}`,
+			wantMsgs: []pipeline.Message{{Role: "system", Content: ""}, {Role: "user", Content: "Q"}}},
+		{name: "invalid json", line: `{"prompt": "x"`, wantErr: "invalid JSON"},
+		{name: "no prompt", line: `{"text":"x"}`, wantErr: `no prompt: want "messages", "conversations" or "prompt"`},
+		{name: "unknown role", line: `{"messages":[{"role":"robot","content":"x"}]}`, wantErr: `turn 1: unknown role "robot"`},
+		{name: "empty messages", line: `{"messages":[]}`, wantErr: `"messages" is empty`},
+		{name: "image part", line: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"x"}]}]}`, wantErr: `content part of type "image_url" is not supported`},
+		{name: "bad id", line: `{"id":{"a":1},"prompt":"x"}`, wantErr: `"id" must be a string or a number`},
+		{name: "prompt not string", line: `{"prompt":5}`, wantErr: `"prompt" must be a string`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			idField := tt.idField
+			if idField == "" {
+				idField = "id"
+			}
+			rec, err := parsePromptLine([]byte(tt.line), idField)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantID != "" && rec.ID != tt.wantID {
+				t.Errorf("id = %q, want %q", rec.ID, tt.wantID)
+			}
+			if len(rec.Messages) != len(tt.wantMsgs) {
+				t.Fatalf("messages = %+v, want %+v", rec.Messages, tt.wantMsgs)
+			}
+			for i := range rec.Messages {
+				if rec.Messages[i] != tt.wantMsgs[i] {
+					t.Errorf("message %d = %+v, want %+v", i, rec.Messages[i], tt.wantMsgs[i])
+				}
+			}
+			if tt.wantMeta != "" {
+				if _, ok := rec.Meta[tt.wantMeta]; !ok {
+					t.Errorf("meta %v lacks %q", rec.Meta, tt.wantMeta)
+				}
+			}
+		})
+	}
+}
+
+// fakeEmitter collects what a stage emits; it is a unit-test double.
+type fakeEmitter struct {
+	mu       sync.Mutex
+	out      []*pipeline.Record
+	rejected []*pipeline.Record
+	took     int
+	block    chan struct{} // if set, Emit blocks until ctx is done
+	ctx      context.Context
+}
+
+func (f *fakeEmitter) Emit(_ string, r *pipeline.Record) error {
+	if f.block != nil {
+		<-f.ctx.Done()
+		return f.ctx.Err()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.out = append(f.out, r)
+	return nil
+}
+func (f *fakeEmitter) Reject(r *pipeline.Record, reason, detail string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r.Reject = &pipeline.Rejection{Reason: reason, Detail: detail}
+	f.rejected = append(f.rejected, r)
+	return nil
+}
+func (f *fakeEmitter) Fail(*pipeline.Record, error, int) error { return nil }
+func (f *fakeEmitter) Took(n int)                              { f.took += n }
+
+func writeLines(t *testing.T, lines ...string) string {
+	p := filepath.Join(t.TempDir(), "p.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestReadPromptsBadLinePolicyAndLimit(t *testing.T) {
+	path := writeLines(t, `{"id":"1","prompt":"a"}`, ``, `not json`, `{"id":"2","prompt":"b"}`, `{"id":"3","prompt":"c"}`)
+	// fail: the error names the file and line
+	r := &readPrompts{cfg: readPromptsConfig{Path: path, IDField: "id", OnBadLine: "fail"}}
+	err := r.Read(context.Background(), &fakeEmitter{})
+	if err == nil || !strings.HasPrefix(err.Error(), path+":3: invalid JSON") {
+		t.Fatalf("err = %v, want %s:3: invalid JSON...", err, path)
+	}
+	// skip: counted, set aside with the line, the rest emitted
+	em := &fakeEmitter{}
+	r = &readPrompts{cfg: readPromptsConfig{Path: path, IDField: "id", OnBadLine: "skip"}}
+	if err := r.Read(context.Background(), em); err != nil {
+		t.Fatal(err)
+	}
+	if len(em.out) != 3 || len(em.rejected) != 1 || em.took != 4 {
+		t.Fatalf("out %d rejected %d took %d, want 3/1/4", len(em.out), len(em.rejected), em.took)
+	}
+	if rj := em.rejected[0]; rj.Reject.Reason != "bad_line" || !strings.Contains(rj.Reject.Detail, "line 3") || rj.Meta["text"] != "not json" {
+		t.Fatalf("rejected = %+v %+v", rj.Reject, rj.Meta)
+	}
+	// limit counts emitted prompts
+	em = &fakeEmitter{}
+	r = &readPrompts{cfg: readPromptsConfig{Path: path, IDField: "id", OnBadLine: "skip", Limit: 2}}
+	if err := r.Read(context.Background(), em); err != nil {
+		t.Fatal(err)
+	}
+	if len(em.out) != 2 || em.out[1].ID != "2" {
+		t.Fatalf("limit 2 emitted %d", len(em.out))
+	}
+}
+
+// Canceled in the middle (blocked on a full downstream), Read returns the
+// context's error and does not count the line it could not hand over.
+func TestReadPromptsCancelInTheMiddle(t *testing.T) {
+	path := writeLines(t, `{"prompt":"a"}`, `{"prompt":"b"}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	em := &fakeEmitter{block: make(chan struct{}), ctx: ctx}
+	done := make(chan error, 1)
+	go func() { done <- (&readPrompts{cfg: readPromptsConfig{Path: path, IDField: "id", OnBadLine: "fail"}}).Read(ctx, em) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if em.took != 0 {
+		t.Fatalf("took %d lines that were never handed over", em.took)
+	}
+}
+
+func TestReadPromptsLongLine(t *testing.T) {
+	long := `{"prompt":"` + strings.Repeat("x", 3<<20) + `"}`
+	path := writeLines(t, long)
+	em := &fakeEmitter{}
+	if err := (&readPrompts{cfg: readPromptsConfig{Path: path, IDField: "id", OnBadLine: "fail"}}).Read(context.Background(), em); err != nil {
+		t.Fatal(err)
+	}
+	if len(em.out) != 1 || len(em.out[0].Messages[0].Content) != 3<<20 {
+		t.Fatal("3 MiB line not read whole")
+	}
+}
