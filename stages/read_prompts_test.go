@@ -154,7 +154,9 @@ func TestReadPromptsCancelInTheMiddle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	em := &fakeEmitter{block: make(chan struct{}), ctx: ctx}
 	done := make(chan error, 1)
-	go func() { done <- (&readPrompts{cfg: readPromptsConfig{Path: path, IDField: "id", OnBadLine: "fail"}}).Read(ctx, em) }()
+	go func() {
+		done <- (&readPrompts{cfg: readPromptsConfig{Path: path, IDField: "id", OnBadLine: "fail"}}).Read(ctx, em)
+	}()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
