@@ -92,7 +92,8 @@ type Config struct {
 
 	// Tokenizer, when set, produces prompt token counts and output ids; the
 	// output text is then re-tokenized with it. Default nil: the documented
-	// approximation (see tokens.go).
+	// approximation: a prompt is one token per 4 bytes, outputs use the
+	// fixed ids described in corpus.go.
 	Tokenizer Tokenizer
 }
 

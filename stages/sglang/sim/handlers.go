@@ -318,8 +318,7 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	l.requests.Add(1)
 	l.promptTokens.Add(int64(j.promptTokens))
 	l.kvTokens.Add(int64(j.promptTokens))
-	var decoded int
-	defer func() { l.kvTokens.Add(-int64(j.promptTokens + decoded)) }()
+	defer l.kvTokens.Add(-int64(j.promptTokens))
 	if err := l.prefill(ctx, j.promptTokens); err != nil {
 		return
 	}
@@ -327,12 +326,10 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	n := min(out.total, j.maxNew)
 	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset)}
 	if j.stream {
-		l.stream(ctx, w, &res, &decoded)
+		l.stream(ctx, w, &res)
 		return
 	}
-	err := l.decode(ctx, n, nil)
-	decoded = n
-	if err != nil {
+	if err := l.decode(ctx, n, nil); err != nil {
 		return
 	}
 	b := getBuf()

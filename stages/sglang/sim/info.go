@@ -39,7 +39,6 @@ func (l *life) healthGenerate(w http.ResponseWriter, r *http.Request) {
 		err = l.decode(ctx, 1, nil)
 	}
 	l.adm.release()
-	l.kvTokens.Add(-1)
 	if err != nil {
 		return
 	}

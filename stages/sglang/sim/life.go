@@ -127,10 +127,12 @@ func (l *life) prefill(ctx context.Context, promptTokens int) error {
 
 // decode waits out the decoding of n tokens at the batch-dependent speed,
 // calling progress (if not nil) with the tokens done so far whenever that
-// grows; a progress error stops decoding.
+// grows; a progress error stops decoding. Decoded tokens count in kvTokens
+// until decode returns.
 func (l *life) decode(ctx context.Context, n int, progress func(done int) error) error {
 	done := 0.0
 	reported := 0
+	defer func() { l.kvTokens.Add(-int64(reported)) }() // the request leaves the KV cache
 	last := time.Now()
 	for reported < n {
 		r := l.rate() * l.cfg.Speed // tokens per wall second

@@ -543,6 +543,9 @@ func TestQueueing(t *testing.T) {
 	cancel()
 	wg.Wait()
 	waitFor(t, "all aborted", func() bool { st := s.Stats(); return st.Running == 0 && st.Queued == 0 })
+	if got := metric(t, c, u, "token_usage"); got != 0 {
+		t.Errorf("token_usage %g with nothing running", got)
+	}
 }
 
 func TestQueueOrderAndHandover(t *testing.T) {
@@ -592,9 +595,30 @@ func TestDisconnectFreesSlot(t *testing.T) {
 		t.Fatal("request finished despite the cancel")
 	}
 	waitFor(t, "slot freed", func() bool { return f.Servers()[0].Stats().Running == 0 })
+	if got := metric(t, c, u, "token_usage"); got != 0 {
+		t.Errorf("token_usage %g after the abort, want 0", got)
+	}
 	if r := post(t, c, u+"/generate", gen("short", 1)); r.status != 200 {
 		t.Errorf("after abort: %d", r.status)
 	}
+}
+
+func TestReviveWarmsUpAgain(t *testing.T) {
+	// Warm-up of 2 simulated s at speed 20: 100 ms of wall time.
+	f := startFleet(t, Config{Speed: 20, WarmUp: 2 * time.Second})
+	c := client(t)
+	s := f.Servers()[0]
+	waitFor(t, "ready", func() bool { return get(t, c, s.URL()+"/health").status == 200 })
+	s.Kill()
+	revived := time.Now()
+	if err := s.Revive(); err != nil {
+		t.Fatal(err)
+	}
+	h := get(t, c, s.URL()+"/health")
+	if time.Since(revived) < 100*time.Millisecond && h.status != 503 {
+		t.Errorf("revived server skipped its warm-up: %d", h.status)
+	}
+	waitFor(t, "ready again", func() bool { return get(t, c, s.URL()+"/health").status == 200 })
 }
 
 func TestDecodeSpeedModel(t *testing.T) {

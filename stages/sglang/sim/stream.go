@@ -14,8 +14,8 @@ var errReset = errors.New("connection reset by fault")
 // frames carry the cumulative text, output_ids and meta_info (finish_reason
 // null until the last); chat frames carry deltas of content and
 // reasoning_content, then a frame with finish_reason, an optional usage
-// frame, then "data: [DONE]". *decoded tracks the tokens produced so far.
-func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result, decoded *int) {
+// frame, then "data: [DONE]".
+func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result) {
 	fl, _ := w.(http.Flusher)
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}
@@ -46,7 +46,6 @@ func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result, d
 		}
 	}
 	emit := func(done int) error {
-		*decoded = done
 		*b = (*b)[:0]
 		if chat {
 			r, c := res.chatSplit(done)
