@@ -91,3 +91,34 @@ func benchClient(b *testing.B, url string) {
 	b.ReportMetric(float64(b.N)/el, "req/s")
 	b.ReportMetric(float64(tokens.Load())/el, "out-tokens/s")
 }
+
+// BenchmarkHandler measures the /generate handler alone (no network): the
+// simulator's per-request CPU and allocations.
+func BenchmarkHandler(b *testing.B) {
+	f, err := Start(context.Background(), Config{Speed: 1e9, MaxRunning: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	l := f.Servers()[0].current()
+	body := []byte(`{"text":"<|im_start|>user\nprompt 1<|im_end|>\n<|im_start|>assistant\n","sampling_params":{"max_new_tokens":16384}}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w := &discardWriter{h: http.Header{}}
+		r, _ := http.NewRequest(http.MethodPost, "/generate", bytes.NewReader(body))
+		l.ServeHTTP(w, r)
+		if w.status != 200 {
+			b.Fatalf("status %d", w.status)
+		}
+	}
+}
+
+type discardWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(s int)           { w.status = s }
