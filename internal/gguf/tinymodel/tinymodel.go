@@ -68,9 +68,9 @@ func (c *Config) defaults() error {
 }
 
 // Build lays out the GGUF file: qwen2 hyperparameters, the tokenizer, and
-// random weights — F16 matrices, F32 vectors. The output projection is tied
-// to the token embedding (qwen2 allows omitting output.weight), which keeps
-// the file small: the embedding is vocabulary × Embedding values.
+// random weights — F16 matrices, F32 vectors. Nearly all of the file is the
+// tokenizer (about 6 MB for Qwen3) and the two vocabulary × Embedding
+// matrices, the token embedding and the output projection.
 func Build(tok *Tokenizer, cfg Config) (*gguf.File, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
