@@ -46,7 +46,9 @@ generation's cannot use the generation's ids and is built from text.
 Rejections: too_long (more than max_length tokens, with on_too_long =
 "reject"), too_few_loss_tokens (no run of min_adjacent_loss_tokens loss
 tokens), no_output_ids (source = "ids"), bad_prompt_ids / unterminated_output
-(ids that do not form a ChatML turn), render_failed, no_completion.`,
+(ids that do not form a ChatML turn), ids_text_mismatch (output ids that do
+not decode to the completion's thinking and answer: another tokenizer than
+the server's), render_failed, no_completion.`,
 		Config:   TokenizeAndMaskConfig{},
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Needs:    []string{pipeline.FieldMessages, pipeline.FieldCompletion},
@@ -98,6 +100,7 @@ const (
 	ReasonBadPromptIDs       = "bad_prompt_ids"
 	ReasonUnterminatedOutput = "unterminated_output"
 	ReasonRenderFailed       = "render_failed"
+	ReasonIDsTextMismatch    = "ids_text_mismatch"
 )
 
 // TokenizeAndMaskConfig configures tokenize-and-mask.
@@ -371,6 +374,14 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion) (ids, mask [
 		strings.Contains(text[all[len(all)-1][0]:promptEnd], "<|im_end|>") {
 		return nil, nil, ReasonBadPromptIDs, "prompt ids do not end with the assistant header \"<|im_start|>assistant\\n\" (not rendered with add_generation_prompt?)"
 	}
+	// The ids must spell the completion's text: ids from another tokenizer
+	// (or another record) would put garbage into training silently.
+	output := text[promptEnd:]
+	for _, part := range []struct{ name, text string }{{"answer", c.Answer}, {"thinking", c.Reasoning}} {
+		if t := strings.TrimSpace(part.text); !strings.Contains(output, t) {
+			return nil, nil, ReasonIDsTextMismatch, fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part.name, truncate(output, 120))
+		}
+	}
 	spans := all
 	if s.cfg.Mask == "last_turn" {
 		spans = all[len(all)-1:]
@@ -470,7 +481,7 @@ func (s *tokenizeAndMask) Report() []pipeline.Stat {
 		{Name: "rows from ids", Value: fmt.Sprint(s.fromIDs.Load())},
 		{Name: "rows from text", Value: fmt.Sprintf("%d (no ids: %d, system prompt differs from generation: %d)", s.fromText.Load(), s.textNoIDs.Load(), s.textSystemDiffers.Load())},
 	}
-	if s.cfg.CompareText {
+	if s.cfg.CompareText && s.fromIDs.Load() > 0 {
 		stats = append(stats, pipeline.Stat{Name: "re-tokenized text differs", Value: fmt.Sprintf("%d of %d ids rows", s.differs.Load(), s.fromIDs.Load())})
 	}
 	if s.cfg.MaxLength > 0 {

@@ -310,6 +310,20 @@ func TestTokenizeAndMaskRejections(t *testing.T) {
 			return rec
 		}, ReasonUnterminatedOutput},
 		{"no completion", "", func() *pipeline.Record { r := singleTurn(true); r.Completion = nil; return r }, ReasonNoCompletion},
+		{"output ids from another vocabulary", "", func() *pipeline.Record {
+			rec := withGenerationIDs(tok, singleTurn(true), prompt, output)
+			out := rec.Completion.OutputIDs
+			for i := range out[:len(out)-1] {
+				if out[i] < 151643 {
+					out[i] = (out[i]*7919 + 1000) % 150000 // same length, other tokens
+				}
+			}
+			return rec
+		}, ReasonIDsTextMismatch},
+		{"output ids of another record", "", func() *pipeline.Record {
+			rec := withGenerationIDs(tok, singleTurn(true), prompt, "<think>\n"+r2+"\n</think>\n\n"+a2)
+			return rec
+		}, ReasonIDsTextMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
