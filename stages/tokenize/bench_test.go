@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )
 
 func BenchmarkLoad(b *testing.B) {
@@ -67,4 +69,24 @@ func BenchmarkEncodeCorpusParallel(b *testing.B) {
 		wg.Wait()
 	}
 	b.ReportMetric(float64(tokens.Load())*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkRenderQwen3 renders the 200 reference conversations with the
+// real Qwen3 template.
+func BenchmarkRenderQwen3(b *testing.B) {
+	tok := qwen3(b)
+	tmpl, err := tok.Chat("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	convs := corpus.Conversations(200)
+	b.ResetTimer()
+	for b.Loop() {
+		for _, c := range convs {
+			if _, err := renderConv(tmpl, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(len(convs))*float64(b.N)/b.Elapsed().Seconds(), "conversations/s")
 }

@@ -117,3 +117,23 @@ func TestAssistantSpans(t *testing.T) {
 		t.Fatalf("a generation prompt opened a span: %v", sp)
 	}
 }
+
+func TestFromJSON(t *testing.T) {
+	v, err := fromJSON([]byte(` {"b": [1, -2.5, 1e2, 12345678901234567890, true, false, null, "a\"\u00e9\n", "plain", {}], "a": []} `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := jsonPrinter{itemSep: ", ", keySep: ": "}
+	if err := p.value(v, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"b": [1, -2.5, 100.0, 1.2345678901234567e+19, true, false, null, "a\"é\n", "plain", {}], "a": []}`
+	if p.sb.String() != want {
+		t.Fatalf("got  %s\nwant %s", p.sb.String(), want)
+	}
+	for _, bad := range []string{`{"a" 1}`, `[1,]`, `{"a": tru}`, `"abc`, `[1] 2`, `{"a": 01x}`, "\"a\x01\""} {
+		if _, err := fromJSON([]byte(bad)); err == nil {
+			t.Errorf("fromJSON(%q) accepted", bad)
+		}
+	}
+}

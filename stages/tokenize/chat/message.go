@@ -73,14 +73,14 @@ func (m Message) Get(key string) json.RawMessage {
 
 // UnmarshalJSON accepts any JSON object and keeps it, key order included.
 func (m *Message) UnmarshalJSON(b []byte) error {
-	if _, err := splitObject(b); err != nil {
-		return err
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return errors.New("a message must be a JSON object")
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return err
+	if !json.Valid(b) { // encoding/json has validated it already; other callers may not have
+		return errors.New("a message is not valid JSON")
 	}
-	m.raw = buf.Bytes()
+	m.raw = append(json.RawMessage(nil), b...)
 	return nil
 }
 

@@ -10,81 +10,193 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
 )
 
 // fromJSON decodes JSON into a template value the way Python's json.loads
 // does: objects keep key order, integers stay ints and numbers with a
-// fraction or exponent become floats.
+// fraction or exponent become floats. It is a small hand-written parser:
+// encoding/json's token API made rendering several times slower.
 func fromJSON(b []byte) (jinja.Value, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	v, err := decodeValue(dec)
+	p := jsonParser{data: b}
+	v, err := p.value()
 	if err != nil {
 		return jinja.Undefined(), err
 	}
-	if dec.More() {
-		return jinja.Undefined(), errors.New("trailing data after JSON value")
+	if p.ws(); p.pos != len(p.data) {
+		return jinja.Undefined(), p.errorf("data after the JSON value")
 	}
 	return v, nil
 }
 
-func decodeValue(dec *json.Decoder) (jinja.Value, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return jinja.Undefined(), err
-	}
-	switch x := tok.(type) {
-	case json.Delim:
-		switch x {
-		case '{':
-			d := jinja.NewDict()
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return jinja.Undefined(), err
-				}
-				v, err := decodeValue(dec)
-				if err != nil {
-					return jinja.Undefined(), err
-				}
-				d.AsDict().Set(k.(string), v)
-			}
-			_, err := dec.Token()
-			return d, err
-		case '[':
-			var items []jinja.Value
-			for dec.More() {
-				v, err := decodeValue(dec)
-				if err != nil {
-					return jinja.Undefined(), err
-				}
-				items = append(items, v)
-			}
-			_, err := dec.Token()
-			return jinja.NewList(items), err
+type jsonParser struct {
+	data []byte
+	pos  int
+}
+
+func (p *jsonParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("JSON byte %d: %s", p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *jsonParser) ws() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
 		}
-	case string:
-		return jinja.NewString(x), nil
-	case bool:
-		return jinja.NewBool(x), nil
-	case nil:
+	}
+}
+
+func (p *jsonParser) value() (jinja.Value, error) {
+	p.ws()
+	if p.pos >= len(p.data) {
+		return jinja.Undefined(), p.errorf("unexpected end")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		p.pos++
+		d := jinja.NewDict()
+		dict := d.AsDict()
+		if p.ws(); p.pos < len(p.data) && p.data[p.pos] == '}' {
+			p.pos++
+			return d, nil
+		}
+		for {
+			p.ws()
+			k, err := p.str()
+			if err != nil {
+				return jinja.Undefined(), err
+			}
+			if p.ws(); p.pos >= len(p.data) || p.data[p.pos] != ':' {
+				return jinja.Undefined(), p.errorf("want ':' after object key")
+			}
+			p.pos++
+			v, err := p.value()
+			if err != nil {
+				return jinja.Undefined(), err
+			}
+			dict.Set(k, v)
+			if done, err := p.next('}'); err != nil || done {
+				return d, err
+			}
+		}
+	case c == '[':
+		p.pos++
+		var items []jinja.Value
+		if p.ws(); p.pos < len(p.data) && p.data[p.pos] == ']' {
+			p.pos++
+			return jinja.NewList(items), nil
+		}
+		for {
+			v, err := p.value()
+			if err != nil {
+				return jinja.Undefined(), err
+			}
+			items = append(items, v)
+			if done, err := p.next(']'); err != nil || done {
+				return jinja.NewList(items), err
+			}
+		}
+	case c == '"':
+		s, err := p.str()
+		return jinja.NewString(s), err
+	case c == 't' && bytes.HasPrefix(p.data[p.pos:], []byte("true")):
+		p.pos += 4
+		return jinja.NewBool(true), nil
+	case c == 'f' && bytes.HasPrefix(p.data[p.pos:], []byte("false")):
+		p.pos += 5
+		return jinja.NewBool(false), nil
+	case c == 'n' && bytes.HasPrefix(p.data[p.pos:], []byte("null")):
+		p.pos += 4
 		return jinja.None(), nil
-	case json.Number:
-		s := x.String()
-		if !strings.ContainsAny(s, ".eE") {
-			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+	case c == '-' || (c >= '0' && c <= '9'):
+		start := p.pos
+		isFloat := false
+		for p.pos < len(p.data) {
+			c := p.data[p.pos]
+			if c == '.' || c == 'e' || c == 'E' {
+				isFloat = true
+			} else if !(c == '-' || c == '+' || (c >= '0' && c <= '9')) {
+				break
+			}
+			p.pos++
+		}
+		num := p.data[start:p.pos]
+		if !json.Valid(num) {
+			return jinja.Undefined(), p.errorf("bad number %q", num)
+		}
+		if !isFloat {
+			if n, err := strconv.ParseInt(string(num), 10, 64); err == nil {
 				return jinja.NewInt(n), nil
 			}
 		}
-		f, err := strconv.ParseFloat(s, 64)
+		f, err := strconv.ParseFloat(string(num), 64)
 		if err != nil {
-			return jinja.Undefined(), fmt.Errorf("number %s: %w", s, err)
+			return jinja.Undefined(), p.errorf("number %s: %v", num, err)
 		}
 		return jinja.NewFloat(f), nil
 	}
-	return jinja.Undefined(), fmt.Errorf("unexpected JSON token %v", tok)
+	return jinja.Undefined(), p.errorf("unexpected %q", p.data[p.pos])
+}
+
+// next consumes ',' (returning false) or the closing byte (returning true).
+func (p *jsonParser) next(closing byte) (bool, error) {
+	p.ws()
+	if p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			return false, nil
+		case closing:
+			p.pos++
+			return true, nil
+		}
+	}
+	return true, p.errorf("want ',' or %q", closing)
+}
+
+// str reads a JSON string; one without escapes (and valid UTF-8) is
+// converted directly, others go through encoding/json, which also replaces
+// invalid UTF-8 with U+FFFD.
+func (p *jsonParser) str() (string, error) {
+	if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+		return "", p.errorf("want a string")
+	}
+	start := p.pos
+	p.pos++
+	plain := true
+	for {
+		if p.pos >= len(p.data) {
+			return "", p.errorf("unterminated string")
+		}
+		c := p.data[p.pos]
+		if c == '"' {
+			p.pos++
+			break
+		}
+		if c == '\\' {
+			plain = false
+			p.pos += 2
+			continue
+		}
+		if c < 0x20 {
+			return "", p.errorf("control character in string")
+		}
+		p.pos++
+	}
+	raw := p.data[start:p.pos]
+	if plain && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var out string
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return "", p.errorf("bad string: %v", err)
+	}
+	return out, nil
 }
 
 // tojson is Hugging Face's tojson filter: Python's json.dumps(x,
