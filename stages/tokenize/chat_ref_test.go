@@ -89,6 +89,7 @@ func renderConv(tmpl *chat.Template, c corpus.Conversation) (string, error) {
 // template in Go and in Python jinja2, compares the text, then compares the
 // ids of the rendered text with Hugging Face's and checks the loss mask.
 func TestChatTemplateMatchesJinja2(t *testing.T) {
+	t.Parallel()
 	tok := qwen3(t)
 	tmpl, err := tok.Chat("")
 	if err != nil {
@@ -121,7 +122,7 @@ func TestChatTemplateMatchesJinja2(t *testing.T) {
 	}
 	t.Logf("%d conversations: rendered text identical to jinja2", len(convs))
 
-	hf := hfEncode(t, texts)
+	hf := hfEncode(t, qwen3Dir(t), texts)
 	for i, s := range texts {
 		ids, mask := tok.EncodeChat(s, MaskAssistant)
 		if !equalInts(ids, hf[i]) {

@@ -93,11 +93,11 @@ func nodeModules(t testing.TB) string {
 	return nm
 }
 
-// hfEncode runs Hugging Face tokenizers on texts and returns their ids.
-func hfEncode(t testing.TB, texts []string) [][]int {
+// hfEncode runs Hugging Face tokenizers with the tokenizer.json in dir on
+// texts and returns their ids.
+func hfEncode(t testing.TB, dir string, texts []string) [][]int {
 	t.Helper()
 	nm := nodeModules(t)
-	dir := qwen3Dir(t)
 	in := filepath.Join(t.TempDir(), "texts.jsonl")
 	var buf bytes.Buffer
 	for _, s := range texts {
@@ -160,6 +160,7 @@ func cjkDir() string {
 }
 
 func TestEncodeMatchesHuggingFace(t *testing.T) {
+	t.Parallel() // most of the time is the reference in another process
 	tok := qwen3(t)
 	texts := testCorpus(t)
 	total := 0
@@ -169,7 +170,7 @@ func TestEncodeMatchesHuggingFace(t *testing.T) {
 	if len(texts) < 2000 || total < 3<<20 {
 		t.Fatalf("corpus has %d strings, %d bytes; want >= 2000 strings and several MB", len(texts), total)
 	}
-	want := hfEncode(t, texts)
+	want := hfEncode(t, qwen3Dir(t), texts)
 	bad := 0
 	for i, s := range texts {
 		got := tok.Encode(s)
@@ -241,6 +242,7 @@ func nfcBetweenAdded(tok *Tokenizer, s string) string {
 // Llama-3's tokenizer.json has them — by editing the Qwen3 file that way and
 // comparing with Hugging Face on a sixth of the corpus.
 func TestLlama3StyleMatchesHuggingFace(t *testing.T) {
+	t.Parallel()
 	src := qwen3Dir(t)
 	nodeModules(t)
 	data, err := os.ReadFile(filepath.Join(src, "tokenizer.json"))
@@ -283,8 +285,7 @@ func TestLlama3StyleMatchesHuggingFace(t *testing.T) {
 			texts = append(texts, s)
 		}
 	}
-	t.Setenv("PIPE_QWEN3_DIR", dir)
-	want := hfEncode(t, texts)
+	want := hfEncode(t, dir, texts)
 	for i, s := range texts {
 		if got := tok.Encode(s); !equalInts(got, want[i]) {
 			t.Fatalf("text %d: %s", i, firstDiff(tok, s, got, want[i]))
