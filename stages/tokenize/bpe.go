@@ -67,6 +67,7 @@ type bpeScratch struct {
 	prev  []int32
 	next  []int32
 	heap  []uint64
+	out   []int32 // a word's ids, before they are cached and copied out
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}

@@ -18,9 +18,10 @@ func (t *Tokenizer) Encode(text string) []int {
 
 // EncodeOffsets is Encode that also returns, for each id, the byte range
 // [start, end) of text it came from. A token holding part of a multi-byte
-// character covers just those bytes. Where NFC changed the text, a token
-// covers the whole changed run (usually one character), so two tokens from
-// one such run have the same range; elsewhere ranges tile text in order.
+// character covers just those bytes. Where NFC changed the text (a
+// character and its combining marks), each token from the changed part
+// covers all of that part, so two tokens may have the same range; elsewhere
+// ranges tile text in order.
 func (t *Tokenizer) EncodeOffsets(text string) (ids []int, offsets [][2]int) {
 	e := encoder{t: t, ids: make([]int, 0, len(text)/3+4), offsets: make([][2]int, 0, len(text)/3+4), wantOffsets: true}
 	e.run(text)
@@ -33,7 +34,6 @@ type encoder struct {
 	offsets     [][2]int
 	wantOffsets bool
 	sc          *bpeScratch
-	buf         []int32
 }
 
 func (e *encoder) run(text string) {
@@ -83,8 +83,8 @@ func (e *encoder) pieces(s string, base int, origin [][2]int32) {
 			ids, cached = t.cache.get(word)
 		}
 		if !cached {
-			e.buf = t.bpe(word, e.buf[:0], e.sc)
-			ids = e.buf
+			e.sc.out = t.bpe(word, e.sc.out[:0], e.sc)
+			ids = e.sc.out
 			if len(word) <= maxCachedWord && len(word) > 1 {
 				t.cache.put(word, append([]int32(nil), ids...))
 			}
