@@ -1,14 +1,10 @@
 package stages
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/pipe-dev/pipe/pipeline"
 )
@@ -87,51 +83,8 @@ var _ pipeline.Source = (*readCompletions)(nil)
 
 // Read streams the file one line at a time.
 func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error {
-	f, err := os.Open(r.cfg.Path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	var emitted int64
-	for lineNo := 1; ; lineNo++ {
-		if r.cfg.Limit > 0 && emitted >= r.cfg.Limit {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, err := readLine(br)
-		if err == io.EOF && len(line) == 0 {
-			return nil
-		}
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("%s:%d: %w", r.cfg.Path, lineNo, err)
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		// A line counts as taken once it has gone out, on either port: one
-		// whose send is cut short by a stop is read again on resume.
-		rec, perr := r.parse(line)
-		if perr != nil {
-			if r.cfg.OnBadLine == "fail" {
-				return fmt.Errorf("%s:%d: %v (set on_bad_line = \"skip\" to set bad lines aside)", r.cfg.Path, lineNo, perr)
-			}
-			bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", r.cfg.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
-			if err := out.Reject(bad, "bad_line", fmt.Sprintf("%s:%d: %v", r.cfg.Path, lineNo, perr)); err != nil {
-				return err
-			}
-			out.Took(1)
-			continue
-		}
-		if err := out.Emit("", rec); err != nil {
-			return err
-		}
-		out.Took(1)
-		emitted++
-	}
+	src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, Parse: r.parse}
+	return src.Read(ctx, out)
 }
 
 // parse decodes one record line and checks it is a usable completion record.

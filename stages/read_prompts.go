@@ -1,16 +1,12 @@
 package stages
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -75,73 +71,10 @@ type readPrompts struct {
 
 var _ pipeline.Source = (*readPrompts)(nil)
 
-// maxLine bounds one JSONL line; a longer line is a bad line, not an OOM.
-const maxLine = 256 << 20
-
 func (r *readPrompts) Read(ctx context.Context, out pipeline.Emitter) error {
-	f, err := os.Open(r.cfg.Path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	var emitted int64
-	for lineNo := 1; ; lineNo++ {
-		if r.cfg.Limit > 0 && emitted >= r.cfg.Limit {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, err := readLine(br)
-		if err == io.EOF && len(line) == 0 {
-			return nil
-		}
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("%s:%d: %w", r.cfg.Path, lineNo, err)
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		rec, perr := parsePromptLine(line, r.cfg.IDField)
-		if perr != nil {
-			if r.cfg.OnBadLine == "fail" {
-				return fmt.Errorf("%s:%d: %v (set on_bad_line = \"skip\" to set bad lines aside)", r.cfg.Path, lineNo, perr)
-			}
-			bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", r.cfg.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
-			if err := out.Reject(bad, "bad_line", fmt.Sprintf("line %d: %v", lineNo, perr)); err != nil {
-				return err
-			}
-			out.Took(1)
-			continue
-		}
-		if err := out.Emit("", rec); err != nil {
-			return err // stopping: this line was not taken
-		}
-		out.Took(1)
-		emitted++
-	}
-}
-
-// readLine returns the next line without its newline; lines longer than
-// maxLine are an error.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var buf []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		buf = append(buf, chunk...)
-		if len(buf) > maxLine {
-			return nil, fmt.Errorf("line longer than %d MiB", maxLine>>20)
-		}
-		switch {
-		case err == bufio.ErrBufferFull:
-			continue
-		case err != nil:
-			return buf, err
-		}
-		return buf[:len(buf)-1], nil
-	}
+	src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit,
+		Parse: func(line []byte) (*pipeline.Record, error) { return parsePromptLine(line, r.cfg.IDField) }}
+	return src.Read(ctx, out)
 }
 
 // parsePromptLine decodes one prompt in any supported shape.

@@ -133,7 +133,7 @@ func TestReadPromptsBadLinePolicyAndLimit(t *testing.T) {
 	if len(em.out) != 3 || len(em.rejected) != 1 || em.took != 4 {
 		t.Fatalf("out %d rejected %d took %d, want 3/1/4", len(em.out), len(em.rejected), em.took)
 	}
-	if rj := em.rejected[0]; rj.Reject.Reason != "bad_line" || !strings.Contains(rj.Reject.Detail, "line 3") || rj.Meta["text"] != "not json" {
+	if rj := em.rejected[0]; rj.Reject.Reason != "bad_line" || !strings.Contains(rj.Reject.Detail, "p.jsonl:3: invalid JSON") || rj.Meta["text"] != "not json" {
 		t.Fatalf("rejected = %+v %+v", rj.Reject, rj.Meta)
 	}
 	// limit counts emitted prompts

@@ -1,0 +1,94 @@
+package stages
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// jsonlSource is what read-prompts and read-completions share: stream a
+// JSONL file line by line (never loading it), parse each non-blank line into
+// a record, and apply the bad-line policy.
+type jsonlSource struct {
+	Path      string
+	OnBadLine string // "fail" stops with file:line; "skip" rejects the line as bad_line
+	Limit     int64  // records to emit; 0 means all
+	Parse     func(line []byte) (*pipeline.Record, error)
+}
+
+// maxLine bounds one JSONL line; a longer line is a bad line, not an OOM.
+const maxLine = 256 << 20
+
+// Read emits one record per good line. A line counts as taken (out.Took) once
+// it has gone out on either port: one whose send is cut short by a stop was
+// not taken, and is read again on resume.
+func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
+	f, err := os.Open(s.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var emitted int64
+	for lineNo := 1; ; lineNo++ {
+		if s.Limit > 0 && emitted >= s.Limit {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line, err := readLine(br)
+		if err == io.EOF && len(line) == 0 {
+			return nil
+		}
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("%s:%d: %w", s.Path, lineNo, err)
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		rec, perr := s.Parse(line)
+		if perr != nil {
+			if s.OnBadLine != "skip" {
+				return fmt.Errorf("%s:%d: %v (set on_bad_line = \"skip\" to set bad lines aside)", s.Path, lineNo, perr)
+			}
+			bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
+			if err := out.Reject(bad, "bad_line", fmt.Sprintf("%s:%d: %v", s.Path, lineNo, perr)); err != nil {
+				return err
+			}
+			out.Took(1)
+			continue
+		}
+		if err := out.Emit("", rec); err != nil {
+			return err
+		}
+		out.Took(1)
+		emitted++
+	}
+}
+
+// readLine returns the next line without its newline; lines longer than
+// maxLine are an error.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if len(buf) > maxLine {
+			return nil, fmt.Errorf("line longer than %d MiB", maxLine>>20)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil:
+			return buf, err
+		}
+		return buf[:len(buf)-1], nil
+	}
+}
