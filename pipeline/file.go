@@ -411,16 +411,11 @@ func (in *interpolator) value(v any) (any, error) {
 		}
 		return out, first
 	case []map[string]any:
-		out := make([]any, len(x))
-		var first error
-		for i, it := range x {
-			var err error
-			out[i], err = in.value(it)
-			if first == nil {
-				first = err
-			}
+		items := make([]any, len(x))
+		for i, m := range x {
+			items[i] = m
 		}
-		return out, first
+		return in.value(items)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		var first error
