@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 
@@ -292,4 +293,43 @@ func TestLlama3StyleMatchesHuggingFace(t *testing.T) {
 		}
 	}
 	t.Logf("%d texts: ids identical to Hugging Face with the Llama-3 pattern, ignore_merges and no normalizer", len(texts))
+}
+
+// TestEveryCodePointMatchesHuggingFace encodes every Unicode scalar value in
+// a few contexts (after a letter, doubled, after a space, before a digit,
+// after an apostrophe) — 1.1M code points, ~25 MB — and compares with
+// Hugging Face. It takes about 35 s, so it runs only under PIPE_CI=1 or
+// PIPE_TOKENIZE_EXHAUSTIVE=1; it is what shows Go's Unicode tables classify
+// letters, numbers and spaces as Oniguruma's do and NFC agrees.
+func TestEveryCodePointMatchesHuggingFace(t *testing.T) {
+	if os.Getenv("PIPE_CI") != "1" && os.Getenv("PIPE_TOKENIZE_EXHAUSTIVE") != "1" {
+		t.Skip("set PIPE_TOKENIZE_EXHAUSTIVE=1 to compare every code point (about 35 s)")
+	}
+	t.Parallel()
+	tok := qwen3(t)
+	var texts []string
+	var sb strings.Builder
+	for r := rune(0); r <= utf8.MaxRune; r++ {
+		if utf8.ValidRune(r) {
+			c := string(r)
+			sb.WriteString("x" + c + c + " " + c + "1 '" + c + "\n")
+		}
+		if r%256 == 255 {
+			texts = append(texts, sb.String())
+			sb.Reset()
+		}
+	}
+	want := hfEncode(t, qwen3Dir(t), texts)
+	bad := 0
+	for i, s := range texts {
+		if got := tok.Encode(s); !equalInts(got, want[i]) {
+			bad++
+			if bad <= 5 {
+				t.Errorf("code points U+%04X..U+%04X: %s", i*256, i*256+255, firstDiff(tok, s, got, want[i]))
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d blocks of 256 code points differ from Hugging Face", bad, len(texts))
+	}
 }
