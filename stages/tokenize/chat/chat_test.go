@@ -99,8 +99,22 @@ func TestRaiseException(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tmpl.Render(nil, Options{}); err == nil || !strings.Contains(err.Error(), "no system role allowed") {
+	if _, err := tmpl.Render([]Message{NewMessage("user", "x")}, Options{}); err == nil || !strings.Contains(err.Error(), "no system role allowed") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestNoMessages(t *testing.T) {
+	tmpl, err := New(ChatMLSource, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tmpl.Render(nil, Options{}); err == nil {
+		t.Fatal("rendered an empty conversation")
+	}
+	// A system prompt alone is a conversation.
+	if out, err := tmpl.Render(nil, Options{SystemPrompt: "s"}); err != nil || out != "<|im_start|>system\ns<|im_end|>\n" {
+		t.Fatalf("system prompt only: %q, %v", out, err)
 	}
 }
 

@@ -71,11 +71,18 @@ func New(source string, specialVars map[string]any) (*Template, error) {
 	return t, nil
 }
 
-// Render renders messages. A template's raise_exception and type errors (a
-// null content where the template concatenates it) are returned as errors.
+// Render renders messages; there must be at least one (jinja2 fails on
+// Qwen3's messages[0] otherwise). A template's raise_exception and errors
+// are returned as errors. One known divergence from jinja2: a null
+// "content" is treated as empty by `in` and `+`, where Python raises
+// TypeError (Qwen3's template does `'</think>' in message.content`), so pass
+// "" rather than null for tool-call turns to get the same text everywhere.
 func (t *Template) Render(messages []Message, opts Options) (string, error) {
 	if opts.SystemPrompt != "" && (len(messages) == 0 || messages[0].Role() != "system") {
 		messages = append([]Message{NewMessage("system", opts.SystemPrompt)}, messages...)
+	}
+	if len(messages) == 0 {
+		return "", errors.New("no messages to render")
 	}
 	items := make([]jinja.Value, len(messages))
 	for i, m := range messages {
