@@ -18,15 +18,19 @@ go build -o "$out/tokbench" ./stages/tokenize/internal/tokbench
 "$out/tokbench" -write-corpus "$out/corpus.jsonl"
 cores=$(nproc)
 rounds=${ROUNDS:-3}
+load0=$(cut -d' ' -f1 /proc/loadavg)
 
 go1=$(GOMAXPROCS=1 taskset -c 0 "$out/tokbench" -tokenizer "$model" -rounds "$rounds")
 hf1=$(RAYON_NUM_THREADS=1 ROUNDS=$rounds taskset -c 0 node bench/tokenizer_hf.js "$nm" "$model/tokenizer.json" "$out/corpus.jsonl")
 goN=$("$out/tokbench" -tokenizer "$model" -parallel -rounds "$rounds")
 hfN=$(RAYON_NUM_THREADS=$cores BATCH=1 ROUNDS=$rounds node bench/tokenizer_hf.js "$nm" "$model/tokenizer.json" "$out/corpus.jsonl")
 
-python3 - "$go1" "$hf1" "$goN" "$hfN" <<'PY'
+load1=$(cut -d' ' -f1 /proc/loadavg)
+python3 - "$go1" "$hf1" "$goN" "$hfN" "$cores" "$load0" "$load1" <<'PY'
 import json, sys
-go1, hf1, goN, hfN = (json.loads(a) for a in sys.argv[1:])
+go1, hf1, goN, hfN = (json.loads(a) for a in sys.argv[1:5])
+cores, load0, load1 = sys.argv[5:8]
+print(f"machine: {cores} cores, load average {load0} before, {load1} after (other work skews the all-cores lines most)")
 print(f"corpus: {go1['texts']} texts, {go1['bytes']/1e6:.2f} MB, {go1['tokens']} tokens")
 same = go1['hash'] == hf1['hash'] == goN['hash'] == hfN['hash'] and go1['tokens'] == hf1['tokens']
 print("ids identical to Hugging Face:", "yes" if same else f"NO (pipe {go1['hash']}, hf {hf1['hash']})")
