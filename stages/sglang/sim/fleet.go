@@ -143,10 +143,13 @@ type Server struct {
 	fleet *Fleet
 	index int
 
-	mu     sync.Mutex
-	addr   string // the bound address once listening (port fixed across revivals)
-	life   *life  // nil while dead
-	closed bool
+	// transition serializes Kill and Revive, so a revival never races the
+	// old listener's close for the port.
+	transition sync.Mutex
+	mu         sync.Mutex
+	addr       string // the bound address once listening (port fixed across revivals)
+	life       *life  // nil while dead
+	closed     bool
 }
 
 // Index is the server's position in the fleet (what Fault.Servers names).
@@ -174,6 +177,8 @@ func (s *Server) Alive() bool {
 // dropped. It waits for the server's goroutines to return. Killing a dead
 // server does nothing.
 func (s *Server) Kill() {
+	s.transition.Lock()
+	defer s.transition.Unlock()
 	s.mu.Lock()
 	l := s.life
 	s.life = nil
@@ -186,6 +191,8 @@ func (s *Server) Kill() {
 // Revive starts a killed server again on the same address with fresh state
 // (counters, queue, warm-up). Reviving a live server does nothing.
 func (s *Server) Revive() error {
+	s.transition.Lock()
+	defer s.transition.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
