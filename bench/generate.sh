@@ -6,11 +6,12 @@
 # the same endpoint (/v1/chat/completions) with the same concurrency:
 #   1. wrk, posting the same kind of chat request body as pipe does;
 #   2. read-prompts → generate → a discarding sink (BenchmarkGeneratePipeline).
-# It prints requests/s and CPU per 1,000 requests of each, of the sim server
-# during each, and pipe's share of wrk's rate (the goal is at least 70%).
+# Both run ROUNDS times, alternating; it prints the medians of requests/s,
+# of the sender's CPU per 1,000 requests and of the sim server's during each,
+# and pipe's share of wrk's rate (the goal is at least 70%).
 #
-#   bench/generate.sh                  # defaults: CONC=64 N=40000 DURATION=10
-#   CONC=48 N=20000 bench/generate.sh
+#   bench/generate.sh          # defaults: CONC=64 N=40000 DURATION=5 ROUNDS=3
+#   CONC=48 N=20000 ROUNDS=5 bench/generate.sh
 #
 # Needs wrk (apt-get install -y wrk). Everything runs on loopback.
 set -euo pipefail
@@ -18,7 +19,8 @@ cd "$(dirname "$0")/.."
 
 CONC=${CONC:-64}
 N=${N:-40000}
-DURATION=${DURATION:-10}
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-3}
 THINK=${THINK:-150}
 ANSWER=${ANSWER:-50}
 
@@ -64,28 +66,40 @@ LUA
 echo "sim: $URL; concurrency $CONC; think ~$THINK + answer ~$ANSWER tokens per completion"
 echo
 
-s0=$(sim_cpu)
-TIMEFORMAT='%U %S'
-{ time wrk -t2 -c"$CONC" -d"${DURATION}s" -s "$T/chat.lua" "$URL" >"$T/wrk.out"; } 2>"$T/wrk.time"
-s1=$(sim_cpu)
-WRK_RPS=$(awk '/Requests\/sec/ {print $2}' "$T/wrk.out")
-WRK_REQS=$(awk '/requests in/ {print $1}' "$T/wrk.out")
-WRK_ERRS=$(awk '/Non-2xx|Socket errors/ {print}' "$T/wrk.out")
-WRK_CPU_MS=$(awk '{printf "%.1f", ($1 + $2) * 1000}' "$T/wrk.time")
+# The machine may be shared: alternate wrk and pipe ROUNDS times and compare
+# medians, so a burst of someone else's load does not decide the result.
+: >"$T/rounds"
+for round in $(seq "$ROUNDS"); do
+	s0=$(sim_cpu)
+	TIMEFORMAT='%U %S'
+	{ time wrk -t2 -c"$CONC" -d"${DURATION}s" -s "$T/chat.lua" "$URL" >"$T/wrk.out"; } 2>"$T/wrk.time"
+	s1=$(sim_cpu)
+	wrk_rps=$(awk '/Requests\/sec/ {print $2}' "$T/wrk.out")
+	wrk_reqs=$(awk '/requests in/ {print $1}' "$T/wrk.out")
+	wrk_cpu=$(awk -v n="$wrk_reqs" '{printf "%.1f", ($1 + $2) * 1000 / n * 1000}' "$T/wrk.time")
+	wrk_sim=$(awk -v d="$((s1 - s0))" -v t="$TICK" -v n="$wrk_reqs" 'BEGIN {printf "%.1f", d / t * 1000 / n * 1000}')
+	WRK_ERRS=$(awk '/Non-2xx|Socket errors/ {print}' "$T/wrk.out")
+	[ -z "$WRK_ERRS" ] || echo "wrk: $WRK_ERRS" >&2
 
-s2=$(sim_cpu)
-PIPE_BENCH_SERVER="$URL" PIPE_BENCH_CONCURRENCY="$CONC" "$T/stages.test" \
-	-test.run '^$' -test.bench 'BenchmarkGeneratePipeline$' -test.benchtime "${N}x" -test.count 1 >"$T/pipe.out"
-s3=$(sim_cpu)
-PIPE_RPS=$(awk '/completions\/s/ {for (i = 1; i < NF; i++) if ($(i+1) == "completions/s") print $i}' "$T/pipe.out")
-PIPE_CPU=$(awk '/cpu-ms\/1000/ {for (i = 1; i < NF; i++) if ($(i+1) == "cpu-ms/1000") print $i}' "$T/pipe.out")
-[ -n "$PIPE_RPS" ] || { cat "$T/pipe.out" >&2; exit 1; }
+	s2=$(sim_cpu)
+	PIPE_BENCH_SERVER="$URL" PIPE_BENCH_CONCURRENCY="$CONC" "$T/stages.test" \
+		-test.run '^$' -test.bench 'BenchmarkGeneratePipeline$' -test.benchtime "${N}x" -test.count 1 >"$T/pipe.out"
+	s3=$(sim_cpu)
+	pipe_rps=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "completions/s") print $i}' "$T/pipe.out")
+	pipe_cpu=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "cpu-ms/1000") print $i}' "$T/pipe.out")
+	[ -n "$pipe_rps" ] || { cat "$T/pipe.out" >&2; exit 1; }
+	pipe_sim=$(awk -v d="$((s3 - s2))" -v t="$TICK" -v n="$N" 'BEGIN {printf "%.1f", d / t * 1000 / n * 1000}')
+	echo "$wrk_rps $wrk_cpu $wrk_sim $pipe_rps $pipe_cpu $pipe_sim" >>"$T/rounds"
+	awk '{printf "round '"$round"': wrk %.0f/s, pipe %.0f/s (%.0f%%)\n", $1, $4, 100 * $4 / $1}' <(tail -1 "$T/rounds")
+done
 
-awk -v wrps="$WRK_RPS" -v wreqs="$WRK_REQS" -v wcpu="$WRK_CPU_MS" -v prps="$PIPE_RPS" -v pcpu="$PIPE_CPU" -v n="$N" \
-	-v sw="$((s1 - s0))" -v sp="$((s3 - s2))" -v tick="$TICK" 'BEGIN {
-	printf "%-34s %12s %20s %22s\n", "", "requests/s", "client CPU ms/1000", "sim server CPU ms/1000"
-	printf "%-34s %12.0f %20.1f %22.1f\n", "wrk (C, no parsing)", wrps, wcpu / wreqs * 1000, sw / tick * 1000 / wreqs * 1000
-	printf "%-34s %12.0f %20.1f %22.1f\n", "pipe read-prompts→generate→discard", prps, pcpu, sp / tick * 1000 / n * 1000
+# median of column k of the rounds file
+median() { sort -g -k"$1,$1" "$T/rounds" | awk -v k="$1" '{v[NR] = $k} END {print v[int((NR + 1) / 2)]}'; }
+echo
+awk -v wrps="$(median 1)" -v wcpu="$(median 2)" -v wsim="$(median 3)" \
+	-v prps="$(median 4)" -v pcpu="$(median 5)" -v psim="$(median 6)" -v r="$ROUNDS" 'BEGIN {
+	printf "medians of %d rounds        %12s %20s %22s\n", r, "requests/s", "client CPU ms/1000", "sim server CPU ms/1000"
+	printf "%-34s %12.0f %20.1f %22.1f\n", "wrk (C, no parsing)", wrps, wcpu, wsim
+	printf "%-34s %12.0f %20.1f %22.1f\n", "pipe read-prompts→generate→discard", prps, pcpu, psim
 	printf "\npipe reaches %.0f%% of wrk'"'"'s request rate (goal ≥ 70%%)\n", 100 * prps / wrps
 }'
-[ -z "$WRK_ERRS" ] || echo "wrk: $WRK_ERRS"

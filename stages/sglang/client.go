@@ -610,13 +610,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // attempt sends one request to s. sctx is s's admission context: its
 // cancellation (ejection) aborts the request.
 func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, req *Request) (*Result, *Error) {
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(sctx, func() { cancel(context.Cause(sctx)) })
-	defer stop()
-	actx, cancelT := context.WithTimeout(actx, c.opts.RequestTimeout)
-	defer cancelT()
-
 	if s.pool == nil {
 		return nil, &Error{Class: ClassTransport, Message: "bad server URL", Server: s.url}
 	}
@@ -627,9 +620,9 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	rid := c.ridPrefix + strconv.FormatUint(c.ridSeq.Add(1), 10)
 	*reqBuf = c.st.appendBody((*reqBuf)[:0], req, rid)
 	start := time.Now()
-	status, err := s.pool.post(actx, c.st.path(), *reqBuf, respBuf)
+	status, err := s.pool.post(ctx, sctx, start.Add(c.opts.RequestTimeout), c.st.path(), *reqBuf, respBuf)
 	if err != nil {
-		return nil, transportError(s.url, err, actx)
+		return nil, transportError(s.url, err, sctx)
 	}
 	respBody := *respBuf
 	if status != http.StatusOK {

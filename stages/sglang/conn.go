@@ -76,7 +76,7 @@ func newConnPool(base string) (*connPool, error) {
 }
 
 // get returns an idle connection or dials a new one; reused says which.
-func (p *connPool) get(ctx context.Context) (c *conn, reused bool, err error) {
+func (p *connPool) get(ctx context.Context, deadline time.Time) (c *conn, reused bool, err error) {
 	now := time.Now()
 	p.mu.Lock()
 	for len(p.idle) > 0 {
@@ -89,12 +89,14 @@ func (p *connPool) get(ctx context.Context) (c *conn, reused bool, err error) {
 		c.nc.Close()
 	}
 	p.mu.Unlock()
+	nd := p.dialer
+	nd.Deadline = deadline
 	var nc net.Conn
 	if p.tlsConfig != nil {
-		d := tls.Dialer{NetDialer: &p.dialer, Config: p.tlsConfig}
+		d := tls.Dialer{NetDialer: &nd, Config: p.tlsConfig}
 		nc, err = d.DialContext(ctx, "tcp", p.addr)
 	} else {
-		nc, err = p.dialer.DialContext(ctx, "tcp", p.addr)
+		nc, err = nd.DialContext(ctx, "tcp", p.addr)
 	}
 	if err != nil {
 		return nil, false, err
@@ -131,15 +133,16 @@ func (p *connPool) close() {
 var errStale = errors.New("kept-alive connection closed by the server")
 
 // post sends body as a JSON POST to path and reads the answer's body into
-// *buf (replacing its contents). Cancelling ctx closes the connection, which
-// makes SGLang abort the request and free its slot.
-func (p *connPool) post(ctx context.Context, path string, body []byte, buf *[]byte) (status int, err error) {
+// *buf (replacing its contents), by deadline. Cancelling ctx or abort (nil:
+// none) closes the connection, which makes SGLang abort the request and free
+// its slot; the error is then ctx's cause or the connection's.
+func (p *connPool) post(ctx, abort context.Context, deadline time.Time, path string, body []byte, buf *[]byte) (status int, err error) {
 	for try := 0; ; try++ {
-		c, reused, err := p.get(ctx)
+		c, reused, err := p.get(ctx, deadline)
 		if err != nil {
 			return 0, err
 		}
-		status, keep, err := p.exchange(ctx, c, path, body, buf)
+		status, keep, err := p.exchange(ctx, abort, deadline, c, path, body, buf)
 		if err == nil {
 			if keep {
 				p.put(c)
@@ -149,7 +152,7 @@ func (p *connPool) post(ctx context.Context, path string, body []byte, buf *[]by
 			return status, nil
 		}
 		c.nc.Close()
-		if errors.Is(err, errStale) && reused && try < 2 && ctx.Err() == nil {
+		if errors.Is(err, errStale) && reused && try < 2 && ctx.Err() == nil && (abort == nil || abort.Err() == nil) {
 			continue
 		}
 		return 0, err
@@ -158,15 +161,28 @@ func (p *connPool) post(ctx context.Context, path string, body []byte, buf *[]by
 
 // exchange writes one request on c and reads its answer. keep says whether
 // c may carry another request.
-func (p *connPool) exchange(ctx context.Context, c *conn, path string, body []byte, buf *[]byte) (status int, keep bool, err error) {
-	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
+func (p *connPool) exchange(ctx, abort context.Context, deadline time.Time, c *conn, path string, body []byte, buf *[]byte) (status int, keep bool, err error) {
+	// Deadlines are the runtime poller's: no timer or context per request.
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return 0, false, err
+	}
+	closeConn := func() { c.nc.Close() }
+	stop := context.AfterFunc(ctx, closeConn)
+	stopAbort := func() bool { return true }
+	if abort != nil {
+		stopAbort = context.AfterFunc(abort, closeConn)
+	}
 	defer func() {
-		if !stop() {
-			// ctx ended: the connection is closed (or about to be).
+		a, b := stop(), stopAbort()
+		if !a || !b {
+			// A context ended: the connection is closed (or about to be).
 			keep = false
 			if err == nil {
-				err = context.Cause(ctx)
+				err = net.ErrClosed
 			}
+		}
+		if !a {
+			err = context.Cause(ctx)
 		}
 	}()
 	var head [256]byte

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // rawServer answers each request on a connection with the next of answers
@@ -113,7 +114,7 @@ func TestConnFraming(t *testing.T) {
 	}{{200, `{"a":1}`}, {200, `{"after":"continue"}`}, {200, `{"chunked":1}`}, {503, `{"error":{"message":"queue full"}}        `}, {200, `{"until":"eof"}`}}
 	var buf []byte
 	for i, w := range want {
-		status, err := p.post(context.Background(), "/generate", []byte(`{"i":`+strconv.Itoa(i)+`}`), &buf)
+		status, err := p.post(context.Background(), nil, time.Now().Add(time.Minute), "/generate", []byte(`{"i":`+strconv.Itoa(i)+`}`), &buf)
 		if err != nil || status != w.status || string(buf) != w.body {
 			t.Fatalf("answer %d: %d %q %v; want %d %q", i, status, buf, err, w.status, w.body)
 		}
@@ -140,7 +141,7 @@ func TestConnStaleKeepAliveIsResent(t *testing.T) {
 	defer p.close()
 	var buf []byte
 	for i := range 3 {
-		status, err := p.post(context.Background(), "/x", []byte(`{}`), &buf)
+		status, err := p.post(context.Background(), nil, time.Now().Add(time.Minute), "/x", []byte(`{}`), &buf)
 		if err != nil || status != 200 {
 			t.Fatalf("request %d: %d %v", i, status, err)
 		}
@@ -157,7 +158,7 @@ func TestConnTornAnswerIsAnError(t *testing.T) {
 	p, _ := newConnPool(s.url())
 	defer p.close()
 	var buf []byte
-	_, err := p.post(context.Background(), "/x", []byte(`{}`), &buf)
+	_, err := p.post(context.Background(), nil, time.Now().Add(time.Minute), "/x", []byte(`{}`), &buf)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("err = %v, want unexpected EOF", err)
 	}
@@ -173,8 +174,35 @@ func TestConnCancelClosesTheConnection(t *testing.T) {
 		cancel(errors.New("stop now"))
 	}()
 	var buf []byte
-	_, err := p.post(ctx, "/x", []byte(`{}`), &buf)
+	_, err := p.post(ctx, nil, time.Now().Add(time.Minute), "/x", []byte(`{}`), &buf)
 	if err == nil || !strings.Contains(context.Cause(ctx).Error(), "stop now") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestConnDeadline(t *testing.T) {
+	s := startRawServer(t, func(_, _ int) string { return hold })
+	p, _ := newConnPool(s.url())
+	defer p.close()
+	var buf []byte
+	_, err := p.post(context.Background(), nil, time.Now().Add(50*time.Millisecond), "/x", []byte(`{}`), &buf)
+	if e := transportError("s", err, context.Background()); e.Class != ClassTimeout {
+		t.Fatalf("err = %v, classed %s; want a timeout", err, e.Class)
+	}
+}
+
+func TestConnAbortedByEjection(t *testing.T) {
+	s := startRawServer(t, func(_, _ int) string { return hold })
+	p, _ := newConnPool(s.url())
+	defer p.close()
+	sctx, eject := context.WithCancelCause(context.Background())
+	go func() {
+		<-s.arrived
+		eject(errEjected)
+	}()
+	var buf []byte
+	_, err := p.post(context.Background(), sctx, time.Now().Add(time.Minute), "/x", []byte(`{}`), &buf)
+	if e := transportError("s", err, sctx); e.Class != ClassEjected {
+		t.Fatalf("err = %v, classed %s; want ejected", err, e.Class)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -138,15 +139,15 @@ func messageOf(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// transportError classes an error from sending or reading a request.
-// attemptCtx is the attempt's own context (request_timeout and ejection);
-// the caller has already checked that the caller's context is alive.
-func transportError(server string, err error, attemptCtx context.Context) *Error {
-	cause := context.Cause(attemptCtx)
+// transportError classes an error from sending or reading a request. sctx
+// is the server's admission context (cancelled with errEjected when the
+// breaker ejects it); the caller has already checked that its own context
+// is alive.
+func transportError(server string, err error, sctx context.Context) *Error {
 	switch {
-	case errors.Is(cause, errEjected):
+	case errors.Is(context.Cause(sctx), errEjected):
 		return &Error{Class: ClassEjected, Message: "server ejected while the request was in flight", Server: server}
-	case errors.Is(cause, context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
 		return &Error{Class: ClassTimeout, Message: "no answer within request_timeout", Server: server}
 	}
 	return &Error{Class: ClassTransport, Message: trimURL(err.Error()), Server: server}
