@@ -1053,3 +1053,43 @@ func TestContextCancelCloses(t *testing.T) {
 	waitFor(t, "closed", func() bool { return !f.Servers()[0].Alive() })
 	f.Close()
 }
+
+func TestKillReviveUnderLoad(t *testing.T) {
+	// Requests of every kind (plain, streamed, faulted) keep arriving while
+	// the server dies and comes back; nothing may hang or leak.
+	f := startFleet(t, Config{Speed: 2000, MaxRunning: 8, MaxQueued: 8, ThinkTokensMean: 200, AnswerTokensMean: 50,
+		Faults: []Fault{{Kind: FaultHang, Rate: 0.05}, {Kind: FaultReset, Rate: 0.05}}})
+	c := client(t)
+	c.Timeout = 5 * time.Second
+	s := f.Servers()[0]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req := gen(fmt.Sprint(g, i), 30000)
+				req["stream"] = i%2 == 0
+				do(context.Background(), c, http.MethodPost, s.URL()+"/generate", req)
+			}
+		}()
+	}
+	for k := 0; k < 20; k++ {
+		time.Sleep(5 * time.Millisecond)
+		s.Kill()
+		if err := s.Revive(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if r := get(t, c, s.URL()+"/health"); r.status != 200 {
+		t.Errorf("after the storm: %d", r.status)
+	}
+}
