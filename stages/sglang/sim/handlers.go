@@ -319,17 +319,18 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	l.promptTokens.Add(int64(j.promptTokens))
 	l.kvTokens.Add(int64(j.promptTokens))
 	defer l.kvTokens.Add(-int64(j.promptTokens))
-	if err := l.prefill(ctx, j.promptTokens); err != nil {
+	decodeFrom, err := l.prefill(ctx, j.promptTokens)
+	if err != nil {
 		return
 	}
 	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, faults, j.keepEOS)
 	n := min(out.total, j.maxNew)
 	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset)}
 	if j.stream {
-		l.stream(ctx, w, &res)
+		l.stream(ctx, w, &res, decodeFrom)
 		return
 	}
-	if err := l.decode(ctx, n, nil); err != nil {
+	if err := l.decode(ctx, n, decodeFrom, nil); err != nil {
 		return
 	}
 	b := getBuf()

@@ -34,9 +34,9 @@ func (l *life) healthGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	err := l.prefill(ctx, 1)
+	from, err := l.prefill(ctx, 1)
 	if err == nil {
-		err = l.decode(ctx, 1, nil)
+		err = l.decode(ctx, 1, from, nil)
 	}
 	l.adm.release()
 	if err != nil {

@@ -115,42 +115,38 @@ func (l *life) rate() float64 {
 	return l.cfg.DecodeTokensPerSec / (1 + float64(max(n, 1)-1)/l.cfg.BatchHalfSpeed)
 }
 
-// prefill waits out the time to first token for a prompt.
-func (l *life) prefill(ctx context.Context, promptTokens int) error {
+// prefill waits out the time to first token for a prompt. It returns when
+// prefill was due to end, so that decode credits a late timer wake-up (a
+// loaded machine wakes timers late) instead of losing it.
+func (l *life) prefill(ctx context.Context, promptTokens int) (time.Time, error) {
+	start := time.Now()
 	d := l.cfg.PrefillLatency + time.Duration(float64(promptTokens)/l.cfg.PrefillTokensPerSec*float64(time.Second))
 	d = l.cfg.wall(d)
 	if d < minSleep {
-		return nil
+		return start, nil
 	}
-	return l.sleep(ctx, d)
+	return start.Add(d), l.sleep(ctx, d)
 }
 
 // decode waits out the decoding of n tokens at the batch-dependent speed,
-// calling progress (if not nil) with the tokens done so far whenever that
-// grows; a progress error stops decoding. Decoded tokens count in kvTokens
-// until decode returns.
-func (l *life) decode(ctx context.Context, n int, progress func(done int) error) error {
+// counting from the instant from (the end of prefill), and calls progress
+// (if not nil) with the tokens done so far whenever that grows; a progress
+// error stops decoding. Decoded tokens count in kvTokens until decode
+// returns.
+func (l *life) decode(ctx context.Context, n int, from time.Time, progress func(done int) error) error {
 	done := 0.0
 	reported := 0
 	defer func() { l.kvTokens.Add(-int64(reported)) }() // the request leaves the KV cache
-	last := time.Now()
-	for reported < n {
+	last := from
+	q := quantum
+	if progress != nil {
+		q = streamQuantum
+	}
+	for {
 		r := l.rate() * l.cfg.Speed // tokens per wall second
-		remain := time.Duration((float64(n) - done) / r * float64(time.Second))
-		if remain < minSleep {
-			done = float64(n)
-		} else {
-			q := quantum
-			if progress != nil {
-				q = streamQuantum
-			}
-			if err := l.sleep(ctx, min(remain, q)); err != nil {
-				return err
-			}
-			now := time.Now()
-			done = min(done+now.Sub(last).Seconds()*r, float64(n))
-			last = now
-		}
+		now := time.Now()
+		done = min(done+now.Sub(last).Seconds()*r, float64(n))
+		last = now
 		if d := int(done); d > reported {
 			l.genTokens.Add(int64(d - reported))
 			l.kvTokens.Add(int64(d - reported))
@@ -161,8 +157,19 @@ func (l *life) decode(ctx context.Context, n int, progress func(done int) error)
 				}
 			}
 		}
+		if reported >= n {
+			return nil
+		}
+		remain := time.Duration((float64(n) - done) / r * float64(time.Second))
+		if remain < minSleep {
+			done = float64(n) // not worth a timer: finish on the next turn
+			last = time.Now()
+			continue
+		}
+		if err := l.sleep(ctx, min(remain, q)); err != nil {
+			return err
+		}
 	}
-	return nil
 }
 
 // admission is the running batch and its FIFO queue.

@@ -1093,3 +1093,49 @@ func TestKillReviveUnderLoad(t *testing.T) {
 		t.Errorf("after the storm: %d", r.status)
 	}
 }
+
+func TestThroughputFollowsTheBatchModel(t *testing.T) {
+	// decode 100 tokens/s alone, half speed at 4 running: 4 concurrent
+	// requests get 57.1 tokens/s each, 228.6 together; 1 gets 100.
+	measure := func(workers int) (perServer float64, latency float64) {
+		f := startFleet(t, Config{Speed: 100, MaxRunning: 4, DecodeTokensPerSec: 100, BatchHalfSpeed: 4, PrefillLatency: time.Millisecond})
+		c := client(t)
+		u := f.URLs()[0]
+		start := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 4; i++ {
+					r := do(context.Background(), c, http.MethodPost, u+"/generate", gen(fmt.Sprint(w, i), 400))
+					if r.err != nil || num(r.obj, "meta_info.completion_tokens") != 400 {
+						t.Errorf("%v %s", r.err, r.body)
+						return
+					}
+					mu.Lock()
+					latency += path(r.obj, "meta_info.e2e_latency").(float64) / float64(4*workers)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		sim := time.Since(start).Seconds() * 100
+		return float64(f.Servers()[0].Stats().GenerationTokens) / sim, latency
+	}
+	one, lat1 := measure(1)
+	four, lat4 := measure(4)
+	t.Logf("1 running: %.1f tokens/s, %.2f s per request; 4 running: %.1f tokens/s, %.2f s", one, lat1, four, lat4)
+	// Late timer wake-ups on a loaded machine only ever slow the sim down,
+	// so the upper bounds are tight and the lower ones loose.
+	if one > 101 || one < 70 {
+		t.Errorf("1 running: %.1f tokens/s, want ≈100", one)
+	}
+	if four > 231 || four < 160 {
+		t.Errorf("4 running: %.1f tokens/s, want ≈228.6", four)
+	}
+	if lat1 < 4 || lat4 < 7 || lat4 < lat1*1.5 {
+		t.Errorf("per-request latency 1 running %.2f s (want ≈4.0), 4 running %.2f s (want ≈7.0)", lat1, lat4)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var errReset = errors.New("connection reset by fault")
@@ -15,7 +16,7 @@ var errReset = errors.New("connection reset by fault")
 // null until the last); chat frames carry deltas of content and
 // reasoning_content, then a frame with finish_reason, an optional usage
 // frame, then "data: [DONE]".
-func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result) {
+func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result, decodeFrom time.Time) {
 	fl, _ := w.(http.Flusher)
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}
@@ -80,7 +81,7 @@ func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result) {
 		}
 		return nil
 	}
-	if err := l.decode(ctx, res.n, emit); err != nil {
+	if err := l.decode(ctx, res.n, decodeFrom, emit); err != nil {
 		return
 	}
 	if res.n == 0 { // decode reported no progress: send the one (final) frame
