@@ -1,6 +1,7 @@
 package sglang
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"unicode/utf16"
@@ -294,6 +295,17 @@ func (s *scanner) finish() (reason string, matched any, message string) {
 func unquote(raw []byte) string {
 	out := make([]byte, 0, len(raw))
 	for i := 0; i < len(raw); {
+		// Copy the run up to the next escape in one go when it is valid UTF-8.
+		if j := bytes.IndexByte(raw[i:], '\\'); j != 0 {
+			if j < 0 {
+				j = len(raw) - i
+			}
+			if run := raw[i : i+j]; utf8.Valid(run) {
+				out = append(out, run...)
+				i += j
+				continue
+			}
+		}
 		c := raw[i]
 		switch {
 		case c == '\\' && i+1 < len(raw):

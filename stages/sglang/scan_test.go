@@ -2,6 +2,7 @@ package sglang
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -121,4 +122,17 @@ func BenchmarkParseChat(b *testing.B) {
 			_ = stdParseResult(APIChat, body, true, &r)
 		}
 	})
+}
+
+func TestUnquoteMatchesEncodingJSON(t *testing.T) {
+	for _, raw := range []string{`plain`, `a\nb\\c\"d\/e\tf`, `caf\u00e9 \ud83c\udf0d 世界`, "bad \xff utf8 \\n then \xc3", `lone \ud800 x`, `\u12`, `end\\`,
+		strings.Repeat(`long run with one escape at the end \n`, 50)} {
+		var want string
+		if err := json.Unmarshal([]byte(`"`+raw+`"`), &want); err != nil {
+			continue // not JSON: nothing to agree with
+		}
+		if got := unquote([]byte(raw)); got != want {
+			t.Errorf("unquote(%q) = %q, encoding/json %q", raw, got, want)
+		}
+	}
 }
