@@ -1,10 +1,3 @@
-// Package sim is a simulated SGLang fleet: real HTTP servers on loopback that
-// speak SGLang's wire protocol (native /generate, OpenAI /v1/chat/completions,
-// health, info and metrics endpoints) and behave like a GPU server under load
-// (bounded running batch, queue, prefill and decode times, time compression),
-// with deterministic outputs and injectable faults.
-//
-// Start one with Start; every Config field has a usable zero value.
 package sim
 
 import (

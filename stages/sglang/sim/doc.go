@@ -1,0 +1,50 @@
+// Package sim is a simulated SGLang fleet: real HTTP servers on loopback that
+// speak SGLang's wire protocol and behave like GPU servers under load, for
+// tests, demos and rehearsals without a GPU.
+//
+//	f, err := sim.Start(ctx, sim.Config{Count: 7, Speed: 100})
+//	defer f.Close()
+//	urls := f.URLs() // "http://127.0.0.1:PORT", one per server
+//
+// # Endpoints
+//
+// POST /generate (text or input_ids, sampling_params.max_new_tokens default
+// 128, skip_special_tokens, rid, stream), POST /v1/chat/completions
+// (messages, max_tokens / max_completion_tokens, chat_template_kwargs.
+// enable_thinking, separate_reasoning, stream, stream_options.include_usage),
+// GET /health, /health_generate, /get_model_info and /model_info,
+// /get_server_info and /server_info, /v1/models, /metrics. Errors use
+// SGLang's bodies: {"error":{"message"}} on /generate, {"object":"error",
+// "message","type","param","code"} on /v1, {"detail"} for unknown routes.
+//
+// # Time
+//
+// Each server runs at most MaxRunning requests; more wait in a FIFO queue of
+// MaxQueued, beyond which a request gets 503 "The request queue is full.".
+// A running request waits out prefill (PrefillLatency + prompt tokens /
+// PrefillTokensPerSec), then decodes at DecodeTokensPerSec / (1 +
+// (running-1)/BatchHalfSpeed) tokens/s, re-read as the batch changes, so a
+// server's throughput rises with the batch and saturates. Speed divides all
+// of it; latencies in responses stay in simulated seconds. A client that
+// closes its connection aborts its request and frees its slot.
+//
+// # Outputs
+//
+// A request's output is a function of its content (prompt text, input_ids or
+// messages) and Config.Seed: with thinking, "<think>\n" + thinking +
+// "\n</think>\n\n" + answer + EOS (<|im_end|>, 151645); without (chat
+// enable_thinking=false, or a prompt ending in Qwen3's empty think block),
+// answer + EOS. Lengths are log-normal around ThinkTokensMean and
+// AnswerTokensMean, rounded up to a sentence end. max_new_tokens cuts the
+// output (finish_reason length, no EOS), always as a prefix of the full one.
+// The text is prose cut from precomputed corpora, so a response costs a few
+// copies of ready-made bytes.
+//
+// # Not simulated
+//
+// stop strings and stop_token_ids, ignore_eos, min_new_tokens, n > 1,
+// logprobs, tools, batch requests (a list in text or input_ids is refused
+// with 400), prefix caching (cached_tokens is 0), retractions
+// (num_retractions is 0), and any effect of temperature or other sampling
+// parameters on the output.
+package sim
