@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -510,7 +513,7 @@ func TestGenerateServerKilledAndRevived(t *testing.T) {
 			switch {
 			case out >= n/5 && phase.CompareAndSwap(0, 1):
 				victim.kill()
-			case out >= n/2 && phase.CompareAndSwap(1, 2):
+			case out >= 2*n/5 && phase.CompareAndSwap(1, 2):
 				wg.Go(func() { restartErr = victim.start() })
 			}
 		}})
@@ -542,6 +545,30 @@ func TestGenerateServerKilledAndRevived(t *testing.T) {
 	if !strings.Contains(stageSummary(t, sum, "gen").Stats[0].Value, "in flight 0/8") || strings.Contains(stageSummary(t, sum, "gen").Stats[0].Value, "DOWN") {
 		t.Errorf("victim not re-admitted: %s", stageSummary(t, sum, "gen").Stats[0].Value)
 	}
+	// The restarted process counts only what it served since: its share of
+	// the rest of the run, beyond the readiness probe.
+	if served := simRequests(t, victim.url); served < 10 {
+		t.Errorf("the revived server served %d requests: it was not used again", served)
+	}
+}
+
+// simRequests reads a simulated server's request counter from /metrics.
+func simRequests(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "sglang:num_requests_total") {
+			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			return int(f)
+		}
+	}
+	t.Fatalf("no num_requests_total in %s/metrics", url)
+	return 0
 }
 
 func TestGenerateAllDownExitsOne(t *testing.T) {
