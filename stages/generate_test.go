@@ -633,3 +633,51 @@ func TestGenerateNativeAPIWithOurTokens(t *testing.T) {
 		t.Errorf("rejected %+v", rej)
 	}
 }
+
+func TestGenerateExhaustedAttemptsAreFailedAndKept(t *testing.T) {
+	cfg := quickSim(2)
+	cfg.Faults = []sim.Fault{{Kind: sim.FaultServerError, Rate: 0.5}}
+	f := startTestFleet(t, cfg)
+	const n = 100
+	_, sum, err := runGenPipeline(t, context.Background(),
+		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"max_attempts = 2\nbreaker_failures = 1000\n"), genPrompts(n), pipeline.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := stageSummary(t, sum, "gen")
+	if g.Failed == 0 || g.Out+g.Failed != n || g.In != n {
+		t.Fatalf("gen %+v: want some failed (about a quarter) and every record accounted for", g)
+	}
+	if len(sum.DeadLetters) != 1 || !strings.HasSuffix(sum.DeadLetters[0], filepath.Join("failed", "gen.jsonl")) {
+		t.Fatalf("dead letters %v", sum.DeadLetters)
+	}
+	failed := readRecords(t, sum.DeadLetters[0])
+	if int64(len(failed)) != g.Failed {
+		t.Fatalf("%d failed records written, %d counted", len(failed), g.Failed)
+	}
+	for _, r := range failed {
+		if r.Failure == nil || r.Failure.Attempts != 2 || !strings.Contains(r.Failure.Error, "HTTP 500") || !strings.HasPrefix(r.ID, "p") {
+			t.Fatalf("failed record %+v", r.Failure)
+		}
+	}
+	t.Logf("gen %+v; first failure: %s", g, failed[0].Failure.Error)
+}
+
+func TestGenerateWithSimServers(t *testing.T) {
+	const n = 200
+	dir, sum, err := runGenPipeline(t, context.Background(),
+		genPipeline(`servers = ["sim:3?speed=200&think_mean=60&answer_mean=20&spec_accept=3"]`+"\n"+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), pipeline.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := mustAllOut(t, dir, sum, n)
+	servers := map[string]bool{}
+	for _, r := range recs {
+		servers[r.Completion.Server] = true
+	}
+	if len(servers) != 3 {
+		t.Errorf("%d servers used, want the 3 simulated ones", len(servers))
+	}
+	// The fleet is closed with the run: goleak (TestMain) sees no server
+	// goroutine left.
+}

@@ -166,3 +166,20 @@ func TestAllServersDown(t *testing.T) {
 		t.Errorf("gave up after %v, before ready_timeout", d)
 	}
 }
+
+func TestSpeculativeFigures(t *testing.T) {
+	cfg := fastSim(1)
+	cfg.SpecAcceptMean = 3
+	f := startSim(t, cfg)
+	c := startClient(t, specsOf(f.URLs(), 4), testOptions(APIGenerate))
+	d := driveAll(t, c, 40, nil)
+	d.mustAllComplete(t)
+	for _, r := range d.results {
+		if r.SpecVerifyCt == 0 || r.SpecAcceptLength < 2 || r.SpecAcceptLength > 4 {
+			t.Fatalf("speculative figures %d, %g; want accept length about 3", r.SpecVerifyCt, r.SpecAcceptLength)
+		}
+	}
+	if m := c.Stats().Total.MeanAcceptLength; m < 2.5 || m > 3.5 {
+		t.Errorf("mean acceptance length %g, want about 3", m)
+	}
+}

@@ -93,12 +93,17 @@ func newSettings(api API, model string, s Sampling) *settings {
 		}
 	}
 	maxKey, seedKey := "max_tokens", "seed"
+	// The model is recorded on both APIs (on the native one it is what the
+	// servers reported: /generate takes no model).
+	st.record["model"] = model
 	if api == APIGenerate {
 		// SGLang's SamplingParams names; sampling_seed exists only on newer
 		// servers, so it is sent only when a seed is configured.
 		maxKey, seedKey = "max_new_tokens", "sampling_seed"
-	} else {
-		st.record["model"] = model
+		if s.EnableThinking != nil {
+			// Not sent: the caller rendered the prompt with it.
+			st.record["enable_thinking"] = *s.EnableThinking
+		}
 	}
 	mx := s.MaxOutputTokens
 	add(maxKey, mx, func(b []byte) []byte { return strconv.AppendInt(b, int64(mx), 10) })

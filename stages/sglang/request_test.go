@@ -61,7 +61,8 @@ func TestRequestBodies(t *testing.T) {
 	}
 	sp, _ := got["sampling_params"].(map[string]any)
 	if got["rid"] != "rid-2" || !reflect.DeepEqual(got["input_ids"], []any{151644.0, 872.0, 198.0}) || got["text"] != nil ||
-		sp["max_new_tokens"] != 4096.0 || sp["sampling_seed"] != 7.0 || sp["chat_template_kwargs"] != nil || got["model"] != nil {
+		sp["max_new_tokens"] != 4096.0 || sp["sampling_seed"] != 7.0 || sp["chat_template_kwargs"] != nil || got["model"] != nil ||
+		native.record["enable_thinking"] != true || native.record["model"] != "ignored" {
 		t.Errorf("native body %s", body)
 	}
 	body = native.appendBody(nil, &Request{Text: "<|im_start|>user\nhi"}, "rid-3")
