@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -20,6 +21,24 @@ type output struct {
 	nsegs int
 	total int     // tokens, EOS included
 	spec  float64 // accepted tokens per verify step; 0 when spec is off
+	// ids, when a real tokenizer is configured, are the canonical ids of the
+	// whole output (its text encoded at once, as a model trained on canonical
+	// tokenizations emits them); they then replace the segments' ids, which
+	// were encoded sentence by sentence and split tokens like ".\n\n".
+	ids     []int
+	tok     Tokenizer
+	keepEOS bool // the EOS's text is shown (skip_special_tokens=false)
+}
+
+// canonicalize re-encodes the whole output text with the tokenizer, keeping
+// the EOS token last whether or not its text is shown.
+func (o *output) canonicalize(tok Tokenizer, keepEOS bool) {
+	text := o.text(0, o.total)
+	ids := tok.Encode(text)
+	if !keepEOS {
+		ids = append(ids, idImEnd)
+	}
+	o.ids, o.tok, o.total, o.keepEOS = ids, tok, len(ids), keepEOS
 }
 
 func (o *output) push(c *corpus, i, j int) {
@@ -86,11 +105,17 @@ func (t *texts) plan(cfg *Config, h uint64, thinking bool, faults faultSet, keep
 	if cfg.SpecAcceptMean > 0 {
 		o.spec = max(1, cfg.SpecAcceptMean*(0.75+0.5*unitFloat(mix(h, 7))))
 	}
+	if t.tok != nil {
+		o.canonicalize(t.tok, keepEOS)
+	}
 	return o
 }
 
 // appendEscText appends the JSON-escaped text of the first n tokens.
 func (o *output) appendEscText(dst []byte, n int) []byte {
+	if o.ids != nil {
+		return appendEscaped(dst, o.text(0, n))
+	}
 	for k := 0; k < o.nsegs && n > 0; k++ {
 		s := o.segs[k]
 		j := s.i + int32(min(n, s.n()))
@@ -103,6 +128,15 @@ func (o *output) appendEscText(dst []byte, n int) []byte {
 // appendIDs appends the first n ids as a JSON array.
 func (o *output) appendIDs(dst []byte, n int) []byte {
 	dst = append(dst, '[')
+	if o.ids != nil {
+		for k, id := range o.ids[:min(n, len(o.ids))] {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(id), 10)
+		}
+		return append(dst, ']')
+	}
 	start := len(dst)
 	for k := 0; k < o.nsegs && n > 0; k++ {
 		s := o.segs[k]
@@ -118,6 +152,18 @@ func (o *output) appendIDs(dst []byte, n int) []byte {
 
 // text returns the raw text of tokens [from, n).
 func (o *output) text(from, n int) string {
+	if o.ids != nil {
+		n = min(n, len(o.ids))
+		if from >= n {
+			return ""
+		}
+		// Shown text skips the EOS as skip_special_tokens does.
+		ids := o.ids[from:n]
+		if n == len(o.ids) && !o.keepEOS {
+			ids = ids[:len(ids)-1]
+		}
+		return o.tok.Decode(ids)
+	}
 	var b strings.Builder
 	pos := 0
 	for k := 0; k < o.nsegs && pos < n; k++ {
