@@ -38,11 +38,11 @@ server with the lowest load that has a free slot, so a slow server gets fewer
 records and never holds up the others. Transport errors, timeouts and
 HTTP 408/429/5xx are retried (jittered exponential backoff, a fresh rid,
 preferably another server) up to max_attempts; then the record is failed and
-written to RUN_DIR/failed/STAGE.jsonl. Other 4xx answers (a wrong URL or
-API) stop the run. A server with breaker_failures
+written to RUN_DIR/failed/STAGE.jsonl. A server with breaker_failures
 consecutive failures is ejected (its requests in flight are re-sent
 elsewhere) and re-admitted after a successful probe. A 400 is never retried:
-the record goes to the "rejected" port with the server's message.
+the record goes to the "rejected" port with the server's message. Other 4xx
+answers (a wrong URL or API) stop the run.
 
 api = "chat" uses /v1/chat/completions: the server renders the chat template
 (chat_template_kwargs.enable_thinking, separate_reasoning). api = "generate"
