@@ -681,3 +681,69 @@ func TestGenerateWithSimServers(t *testing.T) {
 	// The fleet is closed with the run: goleak (TestMain) sees no server
 	// goroutine left.
 }
+
+func TestGenerateConfig(t *testing.T) {
+	for _, tc := range []struct {
+		keys    string
+		workers int
+		problem string
+	}{
+		{`servers = ["http://a:30000", {url = "http://b:30001/", concurrency = 8}, "sim:2"]` + "\nmax_output_tokens = 10\nconcurrency = 16", 16 + 8 + 2*16, ""},
+		{`servers = "http://a:30000"` + "\nmax_output_tokens = 10", 48, ""},
+		{`servers = ["http://a:30000"]`, 0, `missing required key "max_output_tokens"`},
+		{`servers = ["localhost:30000"]` + "\nmax_output_tokens = 10", 0, `not a server URL: want "http://HOST:PORT"`},
+		{`servers = ["http://a:30000/generate"]` + "\nmax_output_tokens = 10", 0, `give the base URL without a path`},
+		{`servers = ["http://a:1", "http://a:1"]` + "\nmax_output_tokens = 10", 0, `is listed twice`},
+		{`servers = [{url = "http://a:1", concurency = 3}]` + "\nmax_output_tokens = 10", 0, `unknown key "concurency"`},
+		{`servers = ["sim:0"]` + "\nmax_output_tokens = 10", 0, `want "sim:N" with N in 1..64`},
+		{`servers = ["sim:2?sped=3"]` + "\nmax_output_tokens = 10", 0, `unknown sim option "sped"`},
+		{`servers = []` + "\nmax_output_tokens = 10", 0, `at least one server`},
+		{`servers = ["http://a:1"]` + "\nmax_output_tokens = 10\napi = \"generate\"", 0, `needs tokenizer`},
+		{`servers = ["http://a:1"]` + "\nmax_output_tokens = 10\nbackoff_min = \"2s\"\nbackoff_max = \"1s\"", 0, `backoff_max must be at least backoff_min`},
+		{`servers = ["http://a:1"]` + "\nmax_output_tokens = 10\nturns = \"every\"", 0, `turns must be one of "last", "all"`},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(genPrompts(1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, probs := pipeline.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(tc.keys)), pipeline.LoadOptions{})
+		if len(probs) == 0 {
+			var plan *pipeline.Plan
+			plan, probs = pipeline.Build(f, pipeline.DefaultRegistry)
+			if len(probs) == 0 {
+				st, err := plan.Lookup("gen").Spec.New(plan.Lookup("gen").Config)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w := st.(pipeline.Parallel).Workers(); w != tc.workers {
+					t.Errorf("%s: %d workers, want %d", tc.keys, w, tc.workers)
+				}
+			}
+		}
+		got := fmt.Sprint(probs)
+		if tc.problem == "" && len(probs) > 0 || tc.problem != "" && !strings.Contains(got, tc.problem) {
+			t.Errorf("%s:\n got problems %s\nwant one with %q", tc.keys, got, tc.problem)
+		}
+	}
+}
+
+func TestGenerateDrainFinishesInFlight(t *testing.T) {
+	cfg := quickSim(2)
+	cfg.Speed = 20
+	f := startTestFleet(t, cfg)
+	stop := make(chan struct{})
+	var once sync.Once
+	_, sum, err := runGenPipeline(t, context.Background(), genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(2000),
+		pipeline.RunOptions{Stop: stop, ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+			if stageSummary(t, s, "gen").Out >= 20 {
+				once.Do(func() { close(stop) })
+			}
+		}})
+	if err != nil {
+		t.Fatalf("a drained run is not an error: %v", err)
+	}
+	g := stageSummary(t, sum, "gen")
+	if !sum.Drained || g.Out >= 2000 || g.In != g.Out || g.Failed != 0 {
+		t.Errorf("gen %+v drained %v: want every record taken finished", g, sum.Drained)
+	}
+}
