@@ -106,9 +106,9 @@ type generateConfig struct {
 	Model string `toml:"model" doc:"model name sent on the chat API (default: the model the servers report)"`
 	// Tokenizer is the model directory (tokenizer.json and chat template);
 	// required with api = "generate".
-	Tokenizer string `toml:"tokenizer" path:"indir" doc:"model directory with tokenizer.json and the chat template; required with api = \"generate\""`
+	Tokenizer string `toml:"tokenizer" path:"indir" doc:"model directory with tokenizer.json and the chat template; required with api = \"generate\"; with api = \"chat\" it lets prompts too long for the context be rejected before sending (default: none)"`
 	// Template is the chat template: "" the model's own (default), "chatml".
-	Template string `toml:"template" enum:"|chatml" doc:"with api = \"generate\": \"\" renders the model's own chat template (default), \"chatml\" generic ChatML"`
+	Template string `toml:"template" enum:"|chatml" doc:"with tokenizer: \"\" renders the model's own chat template (default), \"chatml\" generic ChatML"`
 	// MaxOutputTokens bounds thinking + answer. Required.
 	MaxOutputTokens int `toml:"max_output_tokens" required:"true" min:"1" doc:"bound on thinking + answer tokens; required because the server's default (128) silently truncates"`
 	// Sampling: nil (not set) means the server's default.
@@ -350,7 +350,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 	if err != nil {
 		return err
 	}
-	if g.cfg.API == string(sglang.APIGenerate) {
+	if g.cfg.Tokenizer != "" {
 		if g.tok, err = sharedTokenizer(env, g.cfg.Tokenizer); err != nil {
 			return err
 		}
@@ -515,7 +515,10 @@ func (g *generate) conversation(in []pipeline.Message) (msgs []pipeline.Message,
 // server (or by the context-length pre-check) comes back as a Rejection.
 func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, history []pipeline.Message) (*pipeline.Completion, *pipeline.Rejection, error) {
 	req := &sglang.Request{}
+	var ids []int
 	if g.tmpl != nil {
+		// Our own rendering: sent as input_ids on the native API; on the
+		// chat API only counted, for the context-length pre-check.
 		cm := make([]chat.Message, len(history))
 		for i, m := range history {
 			cm[i] = chat.NewMessage(m.Role, m.Content)
@@ -525,11 +528,14 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 		if err != nil {
 			return nil, &pipeline.Rejection{Reason: "bad_prompt", Detail: err.Error()}, nil
 		}
-		req.InputIDs = g.tok.Encode(text)
-		if n := len(req.InputIDs); g.ctxLen > 0 && n+g.cfg.MaxOutputTokens >= g.ctxLen {
+		ids = g.tok.Encode(text)
+		if n := len(ids); g.ctxLen > 0 && n+g.cfg.MaxOutputTokens >= g.ctxLen {
 			return nil, &pipeline.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
 				"prompt is %d tokens; with max_output_tokens %d it does not fit the servers' context length %d", n, g.cfg.MaxOutputTokens, g.ctxLen)}, nil
 		}
+	}
+	if g.cfg.API == string(sglang.APIGenerate) {
+		req.InputIDs = ids
 	} else {
 		req.Messages = make([]sglang.Message, len(history))
 		for i, m := range history {

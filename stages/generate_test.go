@@ -595,42 +595,54 @@ func TestGenerateAllDownExitsOne(t *testing.T) {
 	}
 }
 
-func TestGenerateNativeAPIWithOurTokens(t *testing.T) {
+func TestGenerateWithOurTokens(t *testing.T) {
 	dir := testQwen3Dir(t)
 	cfg := quickSim(2)
 	cfg.ContextLength = 4000
 	f := startTestFleet(t, cfg)
 	prompts := genPrompts(20) + `{"id":"long","prompt":"` + strings.Repeat("a very long prompt ", 1500) + `"}` + "\n"
-	out, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"api = \"generate\"\ntokenizer = \""+dir+"\"\nenable_thinking = true\n"), prompts, pipeline.RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tok := testQwen3(t)
-	for _, r := range readRecords(t, filepath.Join(out, "out/completions.jsonl")) {
-		c := r.Completion
-		want := "<|im_start|>user\n" + r.Messages[0].Content + "<|im_end|>\n<|im_start|>assistant\n"
-		if got := tok.Decode(c.PromptIDs); got != want {
-			t.Fatalf("%s: prompt ids decode to %q, want %q", r.ID, got, want)
-		}
-		if len(c.OutputIDs) == 0 || c.OutputIDs[len(c.OutputIDs)-1] != 151645 || c.Request["max_new_tokens"] != float64(2048) || c.Request["api"] != "generate" {
-			t.Fatalf("%s: %+v", r.ID, c)
-		}
-		if c.Reasoning == "" || c.Answer == "" || strings.Contains(c.Answer, "</think>") {
-			t.Fatalf("%s: thinking not split: %+v", r.ID, c)
-		}
-	}
-	g := stageSummary(t, sum, "gen")
-	if g.Out != 20 || g.Rejected != 1 || g.Reasons["prompt_too_long"] != 1 {
-		t.Fatalf("gen %+v", g)
-	}
-	// The over-long prompt was caught before sending: no 400 from a server.
-	if total := g.Stats[len(g.Stats)-1].Value; strings.Contains(total, "http_400") {
-		t.Errorf("the pre-check did not catch the long prompt: %s", total)
-	}
-	rej := readRecords(t, filepath.Join(out, "out/rejected.jsonl"))
-	if len(rej) != 1 || !strings.Contains(rej[0].Reject.Detail, "context length 4000") {
-		t.Errorf("rejected %+v", rej)
+	for _, api := range []string{"generate", "chat"} {
+		t.Run(api, func(t *testing.T) {
+			out, sum, err := runGenPipeline(t, context.Background(),
+				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"api = \""+api+"\"\ntokenizer = \""+dir+"\"\nenable_thinking = true\n"), prompts, pipeline.RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range readRecords(t, filepath.Join(out, "out/completions.jsonl")) {
+				c := r.Completion
+				if c.Reasoning == "" || c.Answer == "" || strings.Contains(c.Answer, "</think>") || c.Request["api"] != api {
+					t.Fatalf("%s: %+v", r.ID, c)
+				}
+				if api == "chat" {
+					if len(c.PromptIDs) != 0 || len(c.OutputIDs) != 0 {
+						t.Fatalf("%s: chat completion with token ids %+v", r.ID, c)
+					}
+					continue
+				}
+				// Native: the prompt ids are our rendering of the template,
+				// the output ids end with the EOS that stopped them.
+				want := "<|im_start|>user\n" + r.Messages[0].Content + "<|im_end|>\n<|im_start|>assistant\n"
+				if got := tok.Decode(c.PromptIDs); got != want {
+					t.Fatalf("%s: prompt ids decode to %q, want %q", r.ID, got, want)
+				}
+				if len(c.OutputIDs) == 0 || c.OutputIDs[len(c.OutputIDs)-1] != 151645 || c.Request["max_new_tokens"] != float64(2048) || c.Request["enable_thinking"] != true {
+					t.Fatalf("%s: %+v", r.ID, c)
+				}
+			}
+			g := stageSummary(t, sum, "gen")
+			if g.Out != 20 || g.Rejected != 1 || g.Reasons["prompt_too_long"] != 1 {
+				t.Fatalf("gen %+v", g)
+			}
+			// The over-long prompt was caught before sending: no 400 from a server.
+			if total := g.Stats[len(g.Stats)-1].Value; strings.Contains(total, "http_400") {
+				t.Errorf("the pre-check did not catch the long prompt: %s", total)
+			}
+			rej := readRecords(t, filepath.Join(out, "out/rejected.jsonl"))
+			if len(rej) != 1 || !strings.Contains(rej[0].Reject.Detail, "context length 4000") {
+				t.Errorf("rejected %+v", rej)
+			}
+		})
 	}
 }
 
