@@ -204,10 +204,12 @@ func (c *Client) Capacity() int {
 // waits up to ReadyTimeout and then fails with every server's reason. Servers
 // serving different models are an error.
 func (c *Client) Start(ctx context.Context) error {
+	// Health and info first: the 1-token probe on the chat API needs the
+	// model's name, which the info gives.
 	infos := make([]ServerInfo, len(c.servers))
 	var wg sync.WaitGroup
 	for i, s := range c.servers {
-		wg.Go(func() { infos[i] = c.check(ctx, s, true) })
+		wg.Go(func() { infos[i] = c.check(ctx, s, false) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -240,6 +242,19 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.st = newSettings(c.opts.API, model, c.opts.Sampling)
 	c.probeSt = newProbeSettings(c.opts.API, model)
+	for i, s := range c.servers {
+		if infos[i].State == StateReady {
+			wg.Go(func() {
+				if reason := c.probeGenerate(ctx, s.url); reason != "" {
+					infos[i].State, infos[i].Reason = StateDown, reason
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 
 	for i, s := range c.servers {
 		in := infos[i]

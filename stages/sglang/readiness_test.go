@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
 
 func TestProbeShowsEveryServer(t *testing.T) {
@@ -76,5 +78,25 @@ func TestChatModelDefaultsToTheServers(t *testing.T) {
 	c := startClient(t, specsOf(f.URLs(), 1), testOptions(APIChat))
 	if c.Settings()["model"] != "my-model" {
 		t.Errorf("settings %v", c.Settings())
+	}
+}
+
+func TestOneTokenProbeBeforeAdmission(t *testing.T) {
+	// Server 1 answers /health but fails every generation: it must not be
+	// admitted, and no record may be sent to it.
+	cfg := fastSim(2)
+	cfg.Faults = []sim.Fault{{Kind: sim.FaultServerError, Rate: 1, Servers: []int{1}}}
+	f := startSim(t, cfg)
+	c := startClient(t, specsOf(f.URLs(), 4), testOptions(APIGenerate))
+	st := c.Stats()
+	if st.Servers[1].State != StateDown || !strings.Contains(st.Servers[1].Reason, "1-token probe: HTTP 500") {
+		t.Fatalf("server 1 after Start: %+v", st.Servers[1])
+	}
+	d := driveAll(t, c, 50, nil)
+	d.mustAllComplete(t)
+	for _, r := range d.results {
+		if r.Server != f.URLs()[0] || r.Attempts != 1 {
+			t.Fatalf("a record went to the failing server or was retried: %+v", r)
+		}
 	}
 }
