@@ -556,6 +556,8 @@ func (e *ExhaustedError) Unwrap() error { return e.Last }
 
 // Generate sends req, retrying retryable failures with jittered exponential
 // backoff, each attempt with a fresh rid and preferably on another server.
+// A request cut short because its server was ejected is re-sent elsewhere at
+// once and does not count against MaxAttempts (up to MaxAttempts times).
 // It returns a *Error that is BadRequest when the server refused the
 // request, an *ExhaustedError after MaxAttempts, an *AllDownError when no
 // server was admitted for ReadyTimeout, or ctx's cause.
@@ -563,7 +565,17 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 	c := ss.c
 	var avoid *server
 	var last *Error
-	for attempt := 1; attempt <= c.opts.MaxAttempts; attempt++ {
+	failures, ejected := 0, 0
+	for sent := 1; ; sent++ {
+		if ss.s != nil {
+			// Between turns the session's server may have been ejected.
+			c.mu.Lock()
+			gone := !ss.s.admitted
+			c.mu.Unlock()
+			if gone {
+				ss.Close()
+			}
+		}
 		if ss.s == nil {
 			s, err := c.acquire(ctx, avoid)
 			if err != nil {
@@ -580,7 +592,7 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 			return nil, context.Cause(ctx)
 		}
 		if err == nil {
-			res.Attempts = attempt
+			res.Attempts = sent
 			c.succeeded(s, res)
 			return res, nil
 		}
@@ -591,13 +603,18 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 		}
 		ss.Close()
 		avoid = s
-		if attempt < c.opts.MaxAttempts {
-			if err := sleepCtx(ctx, c.backoff(attempt)); err != nil {
-				return nil, err
-			}
+		if err.Class == ClassEjected && ejected < c.opts.MaxAttempts {
+			ejected++
+			continue
+		}
+		failures++
+		if failures >= c.opts.MaxAttempts {
+			return nil, &ExhaustedError{Attempts: sent, Last: last}
+		}
+		if err := sleepCtx(ctx, c.backoff(failures)); err != nil {
+			return nil, err
 		}
 	}
-	return nil, &ExhaustedError{Attempts: c.opts.MaxAttempts, Last: last}
 }
 
 // backoff is the wait after the n-th failed attempt: exponential from
