@@ -183,3 +183,28 @@ func TestSlowServerDoesNotHoldUpTheOthers(t *testing.T) {
 		t.Errorf("throughput %.0f/s is %.1f%% of the servers' capacity %.0f/s, want ≥ 95%%", throughput, 100*throughput/capacity, capacity)
 	}
 }
+
+func TestHungServerIsEjectedAndItsRequestsResent(t *testing.T) {
+	// Server 1 stops answering 20 simulated seconds in (100 ms of wall
+	// time): its requests time out, the breaker ejects it, and the requests
+	// still hanging there are re-sent to server 0 at once.
+	cfg := fastSim(2)
+	cfg.Faults = []sim.Fault{{Kind: sim.FaultHang, At: 20 * time.Second, Servers: []int{1}}}
+	f := startSim(t, cfg)
+	opts := testOptions(APIGenerate)
+	opts.RequestTimeout = 300 * time.Millisecond
+	opts.ProbeTimeout = 300 * time.Millisecond
+	opts.BreakerFailures = 3
+	c := startClient(t, specsOf(f.URLs(), 8), opts)
+	d := driveAll(t, c, 800, nil)
+	d.mustAllComplete(t)
+	st := c.Stats()
+	hung := st.Servers[1]
+	t.Logf("hung server: %+v", hung)
+	if hung.Ejections == 0 || hung.State != StateDown || hung.Errors[ClassTimeout] < 3 {
+		t.Errorf("the hung server was not ejected after its timeouts: %+v", hung)
+	}
+	if hung.Errors[ClassEjected] == 0 {
+		t.Errorf("no request in flight on the hung server was cut short and re-sent")
+	}
+}
