@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -566,7 +567,7 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 		LatencySeconds:   res.Latency.Seconds(),
 		Server:           res.Server,
 		Attempts:         res.Attempts,
-		Request:          g.client.Settings(),
+		Request:          maps.Clone(g.client.Settings()), // a copy: later stages may annotate it
 	}, nil, nil
 }
 
