@@ -48,6 +48,7 @@ type connPool struct {
 type conn struct {
 	nc       net.Conn
 	br       *bufio.Reader
+	wbuf     []byte // the request as written: head and body in one write
 	lastUsed time.Time
 }
 
@@ -185,16 +186,18 @@ func (p *connPool) exchange(ctx, abort context.Context, deadline time.Time, c *c
 			err = context.Cause(ctx)
 		}
 	}()
-	var head [256]byte
-	h := append(head[:0], "POST "...)
-	h = append(h, path...)
-	h = append(h, " HTTP/1.1\r\nHost: "...)
-	h = append(h, p.hostHdr...)
-	h = append(h, "\r\nUser-Agent: pipe\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: "...)
-	h = strconv.AppendInt(h, int64(len(body)), 10)
-	h = append(h, "\r\n\r\n"...)
-	bufs := net.Buffers{h, body}
-	if _, err := bufs.WriteTo(c.nc); err != nil {
+	w := append(c.wbuf[:0], "POST "...)
+	w = append(w, path...)
+	w = append(w, " HTTP/1.1\r\nHost: "...)
+	w = append(w, p.hostHdr...)
+	w = append(w, "\r\nUser-Agent: pipe\r\nContent-Type: application/json\r\nContent-Length: "...)
+	w = strconv.AppendInt(w, int64(len(body)), 10)
+	w = append(w, "\r\n\r\n"...)
+	w = append(w, body...)
+	if cap(w) <= 1<<20 {
+		c.wbuf = w
+	}
+	if _, err := c.nc.Write(w); err != nil {
 		return 0, false, staleOr(err)
 	}
 	status, keep, err = readResponse(c.br, buf)

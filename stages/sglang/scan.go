@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // scanner reads the few fields a response needs straight from its bytes,
@@ -360,7 +361,8 @@ func unquote(raw []byte) string {
 			i += size
 		}
 	}
-	return string(out)
+	// out is never written again: share its bytes instead of copying them.
+	return unsafe.String(unsafe.SliceData(out), len(out))
 }
 
 func hex4(b []byte, i int) (rune, bool) {
