@@ -442,30 +442,18 @@ func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 		return out.Reject(rec, "bad_prompt", err.Error())
 	}
 	sess := g.client.Session()
-	defer sess.Close()
-	var history []pipeline.Message
-	var comp *pipeline.Completion
-	for i, m := range msgs {
-		history = append(history, m)
-		if m.Role != "user" || !(i == userTurns[len(userTurns)-1] || g.cfg.Turns == "all") {
-			continue
+	history, comp, reject, err := g.generateAll(ctx, sess, msgs, userTurns)
+	// Free the server's slot before waiting on downstream (backpressure).
+	sess.Close()
+	if err != nil {
+		var ex *sglang.ExhaustedError
+		if errors.As(err, &ex) {
+			return out.Fail(rec, err, ex.Attempts)
 		}
-		c, reject, err := g.generateTurn(ctx, sess, history)
-		if err != nil {
-			var ex *sglang.ExhaustedError
-			if errors.As(err, &ex) {
-				return out.Fail(rec, err, ex.Attempts)
-			}
-			return err
-		}
-		if reject != nil {
-			return out.Reject(rec, reject.Reason, reject.Detail)
-		}
-		if i != userTurns[len(userTurns)-1] {
-			history = append(history, pipeline.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
-			continue
-		}
-		comp = c
+		return err
+	}
+	if reject != nil {
+		return out.Reject(rec, reject.Reason, reject.Detail)
 	}
 	if len(history) > 0 && history[0].Role == "system" {
 		comp.SystemPrompt = history[0].Content
@@ -473,6 +461,29 @@ func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 	rec.Messages = history
 	rec.Completion = comp
 	return out.Emit("out", rec)
+}
+
+// generateAll generates the reply to the last user turn, and with turns =
+// "all" to every user turn before it, appending each earlier reply to the
+// history. It returns the history sent for the last turn and its completion.
+func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs []pipeline.Message, userTurns []int) ([]pipeline.Message, *pipeline.Completion, *pipeline.Rejection, error) {
+	last := userTurns[len(userTurns)-1]
+	var history []pipeline.Message
+	for i, m := range msgs {
+		history = append(history, m)
+		if m.Role != "user" || (i != last && g.cfg.Turns != "all") {
+			continue
+		}
+		c, reject, err := g.generateTurn(ctx, sess, history)
+		if err != nil || reject != nil {
+			return nil, nil, reject, err
+		}
+		if i == last {
+			return history, c, nil, nil
+		}
+		history = append(history, pipeline.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
+	}
+	return nil, nil, nil, errors.New("generate: conversation without its last user turn (a bug)")
 }
 
 // conversation returns the messages to generate from: the system prompt
