@@ -347,10 +347,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 	if g.log == nil {
 		g.log = io.Discard
 	}
-	specs, err := g.resolveServers(ctx, env)
-	if err != nil {
-		return err
-	}
+	var err error
 	if g.cfg.Tokenizer != "" {
 		if g.tok, err = sharedTokenizer(env, g.cfg.Tokenizer); err != nil {
 			return err
@@ -358,6 +355,10 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		if g.tmpl, err = g.tok.Chat(g.cfg.Template); err != nil {
 			return err
 		}
+	}
+	specs, err := g.resolveServers(ctx, env)
+	if err != nil {
+		return err
 	}
 	c := g.cfg
 	think := c.EnableThinking
@@ -393,7 +394,8 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 }
 
 // resolveServers expands "sim:N" into the URLs of a simulated fleet shared
-// by the run (env.Resources closes it at the end).
+// by the run (env.Resources closes it at the end). With a tokenizer the
+// fleet counts and samples real token ids with it, as a real server would.
 func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sglang.ServerSpec, error) {
 	var specs []sglang.ServerSpec
 	for _, s := range g.cfg.Servers.Items {
@@ -405,10 +407,17 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 			specs = append(specs, sglang.ServerSpec{URL: s.URL, Concurrency: conc})
 			continue
 		}
-		v, err := env.Resources.Get("sglang-sim:"+strings.TrimPrefix(s.URL, "sim:"), func() (any, func() error, error) {
+		key := "sglang-sim:" + strings.TrimPrefix(s.URL, "sim:")
+		if g.tok != nil {
+			key += " tokenizer=" + g.cfg.Tokenizer
+		}
+		v, err := env.Resources.Get(key, func() (any, func() error, error) {
 			cfg, err := simConfig(s.Sim, s.SimQuery)
 			if err != nil {
 				return nil, nil, err
+			}
+			if g.tok != nil {
+				cfg.Tokenizer = g.tok
 			}
 			// The fleet lives for the run, not for Open's context.
 			f, err := sim.Start(context.WithoutCancel(ctx), cfg)

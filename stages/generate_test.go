@@ -759,3 +759,19 @@ func TestGenerateDrainFinishesInFlight(t *testing.T) {
 		t.Errorf("gen %+v drained %v: want every record taken finished", g, sum.Drained)
 	}
 }
+
+func TestGenerateSimServersUseTheTokenizer(t *testing.T) {
+	dir := testQwen3Dir(t)
+	tok := testQwen3(t)
+	out, _, err := runGenPipeline(t, context.Background(),
+		genPipeline(`servers = ["sim:2?speed=200&think_mean=60&answer_mean=20"]`+"\n"+fastGenKeys+readyKey+"api = \"generate\"\ntokenizer = \""+dir+"\"\n"), genPrompts(10), pipeline.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range readRecords(t, filepath.Join(out, "out/completions.jsonl")) {
+		c := r.Completion
+		if text := tok.Decode(c.OutputIDs); !strings.Contains(text, c.Answer) || !strings.Contains(text, "</think>") {
+			t.Fatalf("%s: output ids decode to %q, which does not hold the answer %q", r.ID, text, c.Answer)
+		}
+	}
+}
