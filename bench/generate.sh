@@ -36,6 +36,7 @@ trap cleanup EXIT
 
 go build -o "$T/pipe" ./cmd/pipe
 go test -c -o "$T/stages.test" ./stages
+go test -c -o "$T/sglang.test" ./stages/sglang
 
 "$T/pipe" sim --listen 127.0.0.1:0 --speed 1000000 --max-running 1024 \
 	--think-mean "$THINK" --answer-mean "$ANSWER" >"$T/sim.out" 2>"$T/sim.err" &
@@ -89,17 +90,26 @@ for round in $(seq "$ROUNDS"); do
 	pipe_cpu=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "cpu-ms/1000") print $i}' "$T/pipe.out")
 	[ -n "$pipe_rps" ] || { cat "$T/pipe.out" >&2; exit 1; }
 	pipe_sim=$(awk -v d="$((s3 - s2))" -v t="$TICK" -v n="$N" 'BEGIN {printf "%.1f", d / t * 1000 / n * 1000}')
-	echo "$wrk_rps $wrk_cpu $wrk_sim $pipe_rps $pipe_cpu $pipe_sim" >>"$T/rounds"
-	awk '{printf "round '"$round"': wrk %.0f/s, pipe %.0f/s (%.0f%%)\n", $1, $4, 100 * $4 / $1}' <(tail -1 "$T/rounds")
+
+	# The client alone (no read-prompts, no engine): how much of the gap is
+	# the client's.
+	PIPE_BENCH_SERVER="$URL" PIPE_BENCH_CONCURRENCY="$CONC" "$T/sglang.test" \
+		-test.run '^$' -test.bench 'BenchmarkClient$' -test.benchtime "${N}x" -test.count 1 >"$T/client.out"
+	client_rps=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "completions/s") print $i}' "$T/client.out")
+	client_cpu=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "cpu-ms/1000") print $i}' "$T/client.out")
+	[ -n "$client_rps" ] || { cat "$T/client.out" >&2; exit 1; }
+	echo "$wrk_rps $wrk_cpu $wrk_sim $pipe_rps $pipe_cpu $pipe_sim $client_rps $client_cpu" >>"$T/rounds"
+	awk '{printf "round '"$round"': wrk %.0f/s, pipe %.0f/s (%.0f%%), client alone %.0f/s (%.0f%%)\n", $1, $4, 100 * $4 / $1, $7, 100 * $7 / $1}' <(tail -1 "$T/rounds")
 done
 
 # median of column k of the rounds file
 median() { sort -g -k"$1,$1" "$T/rounds" | awk -v k="$1" '{v[NR] = $k} END {print v[int((NR + 1) / 2)]}'; }
 echo
 awk -v wrps="$(median 1)" -v wcpu="$(median 2)" -v wsim="$(median 3)" \
-	-v prps="$(median 4)" -v pcpu="$(median 5)" -v psim="$(median 6)" -v r="$ROUNDS" 'BEGIN {
+	-v prps="$(median 4)" -v pcpu="$(median 5)" -v psim="$(median 6)" -v crps="$(median 7)" -v ccpu="$(median 8)" -v r="$ROUNDS" 'BEGIN {
 	printf "medians of %d rounds        %12s %20s %22s\n", r, "requests/s", "client CPU ms/1000", "sim server CPU ms/1000"
 	printf "%-34s %12.0f %20.1f %22.1f\n", "wrk (C, no parsing)", wrps, wcpu, wsim
 	printf "%-34s %12.0f %20.1f %22.1f\n", "pipe read-prompts→generate→discard", prps, pcpu, psim
+	printf "%-34s %12.0f %20.1f\n", "sglang client alone (no pipeline)", crps, ccpu
 	printf "\npipe reaches %.0f%% of wrk'"'"'s request rate (goal ≥ 70%%)\n", 100 * prps / wrps
 }'
