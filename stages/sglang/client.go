@@ -143,23 +143,16 @@ type server struct {
 // New returns a client for servers; it sends nothing until Start.
 func New(servers []ServerSpec, opts Options) *Client {
 	opts.setDefaults()
-	total := 0
-	for _, s := range servers {
-		total += s.Concurrency
-	}
+	// net/http serves the rare requests (health, info, probes); generations
+	// go through each server's connPool.
 	tr := &http.Transport{
 		// Inference servers are reached directly; a proxy from the
 		// environment would only add a hop and its own timeouts.
-		Proxy:       nil,
-		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		// Every in-flight request keeps its connection for the next one:
-		// without enough idle slots each completion would open a new one.
-		MaxIdleConns:          total + 16*len(servers),
-		MaxIdleConnsPerHost:   maxSpec(servers) + 16,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true,
-		ExpectContinueTimeout: 0,
-		ForceAttemptHTTP2:     false,
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 2,
+		IdleConnTimeout:     connIdleMax,
+		DisableCompression:  true,
 	}
 	var b [6]byte
 	_, _ = crand.Read(b[:])
@@ -178,14 +171,6 @@ func New(servers []ServerSpec, opts Options) *Client {
 		c.servers = append(c.servers, &server{url: url, limit: s.Concurrency, pool: pool, stats: newServerStats(c.started), reason: "not checked yet"})
 	}
 	return c
-}
-
-func maxSpec(ss []ServerSpec) int {
-	m := 0
-	for _, s := range ss {
-		m = max(m, s.Concurrency)
-	}
-	return m
 }
 
 // Capacity is the sum of the servers' concurrency: how many sessions can
