@@ -340,8 +340,8 @@ func (g *generate) Workers() int {
 	return n
 }
 
-// Open resolves the servers (starting simulated ones), loads the tokenizer
-// for the native API, and waits until at least one server is ready.
+// Open loads the tokenizer (if any), resolves the servers (starting
+// simulated ones) and waits until at least one server is ready.
 func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 	g.id, g.log = env.StageID, env.Log
 	if g.log == nil {
