@@ -61,6 +61,17 @@ type StageSummary struct {
 	Stats                     []Stat
 }
 
+// Started reports whether any record moved: false when the run failed
+// before doing any work (e.g. no server was ready).
+func (s *Summary) Started() bool {
+	for _, st := range s.Stages {
+		if st.In+st.Out+st.Rejected+st.Failed > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Balanced reports whether every record that came in went somewhere.
 func (s StageSummary) Balanced() bool { return s.In == s.Out+s.Rejected+s.Failed }
 
@@ -404,7 +415,7 @@ func (e *engine) summary() *Summary {
 		for _, ch := range n.outs {
 			ss.Queued += len(ch)
 		}
-		if r, ok := n.stage.(Reporter); ok {
+		if r, ok := n.stage.(Reporter); ok && n.opened {
 			ss.Stats = r.Report()
 		}
 		s.Stages = append(s.Stages, ss)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
 )
@@ -21,7 +22,8 @@ func init() {
 into a temporary file beside path, then fsyncs and renames it onto path when
 the input ends — also when the run is stopped with Ctrl-C, or when another
 stage fails, so every record that reached it is kept. An existing file at
-path is replaced.`,
+path is never lost: it is renamed to PATH.prev-TIME before the new one takes
+its place.`,
 		Config:    writeJSONLConfig{},
 		MaxInputs: 0,
 		KeySettings: func(c any) string {
@@ -55,6 +57,7 @@ type writeJSONL struct {
 	w       *bufio.Writer
 	records int64
 	bytes   int64
+	prev    string // where the previous output was kept, if there was one
 }
 
 var (
@@ -116,6 +119,19 @@ func (w *writeJSONL) Finish(_ context.Context, _ pipeline.Emitter) error {
 		os.Remove(f.Name())
 		return err
 	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil { // CreateTemp makes it 0600
+		os.Remove(f.Name())
+		return err
+	}
+	if _, err := os.Stat(w.cfg.Path); err == nil {
+		// Outputs can hold days of GPU work: keep the previous one.
+		prev := w.cfg.Path + ".prev-" + time.Now().UTC().Format("20060102T150405.000")
+		if err := os.Rename(w.cfg.Path, prev); err != nil {
+			os.Remove(f.Name())
+			return fmt.Errorf("keeping the previous %s: %w", w.cfg.Path, err)
+		}
+		w.prev = prev
+	}
 	if err := os.Rename(f.Name(), w.cfg.Path); err != nil {
 		os.Remove(f.Name())
 		return err
@@ -135,7 +151,11 @@ func (w *writeJSONL) Close() error {
 func (w *writeJSONL) Report() []pipeline.Stat {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return []pipeline.Stat{{Name: "written", Value: fmt.Sprintf("%d records, %s to %s", w.records, humanBytes(w.bytes), shortPath(w.cfg.Path))}}
+	stats := []pipeline.Stat{{Name: "written", Value: fmt.Sprintf("%d records, %s to %s", w.records, humanBytes(w.bytes), shortPath(w.cfg.Path))}}
+	if w.prev != "" {
+		stats = append(stats, pipeline.Stat{Name: "previous output kept as", Value: shortPath(w.prev)})
+	}
+	return stats
 }
 
 func syncDir(dir string) error {

@@ -51,4 +51,23 @@ func TestWriteJSONLAtomicCommit(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("left behind: %v", entries)
 	}
+	// A committed third run keeps the previous output beside the new one.
+	w3 := &writeJSONL{cfg: writeJSONLConfig{Path: path}}
+	if err := w3.Open(ctx, &pipeline.Env{}); err != nil {
+		t.Fatal(err)
+	}
+	w3.Process(ctx, &pipeline.Record{ID: "d"}, nil)
+	if err := w3.Finish(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	prev, _ := filepath.Glob(path + ".prev-*")
+	if len(prev) != 1 {
+		t.Fatalf("previous output not kept: %v", prev)
+	}
+	if kept, _ := os.ReadFile(prev[0]); string(kept) != string(data) {
+		t.Fatal("kept previous output differs")
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+		t.Fatalf("output mode %v, want 0644", st.Mode().Perm())
+	}
 }

@@ -146,7 +146,7 @@ func describePath(u pipeline.PathUse) string {
 		return "input"
 	case "out":
 		if err == nil {
-			return fmt.Sprintf("output, will replace the existing %s file", humanSize(st.Size()))
+			return fmt.Sprintf("output; the existing %s file will be kept as PATH.prev-TIME", humanSize(st.Size()))
 		}
 		return "output, will be created"
 	default:
@@ -223,8 +223,10 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 		state = "drained"
 	}
 	writeStatus(statusPath, state, sum, runErr)
-	printSummary(std.Err, plan, sum)
-	printSummary(log, plan, sum)
+	if state != "failed" || sum.Started() {
+		printSummary(std.Err, plan, sum)
+		printSummary(log, plan, sum)
+	}
 	switch state {
 	case "failed":
 		fmt.Fprintf(log, "failed: %v\n", runErr)
@@ -235,7 +237,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 		if state == "stopped" {
 			what = "stopped at once; in-flight records were abandoned"
 		}
-		fmt.Fprintf(std.Err, "pipe: interrupted (%s). Resume with: pipe run %s\n", what, plan.File.Path)
+		fmt.Fprintf(std.Err, "pipe: interrupted (%s). Running the same command again starts over (resume is not implemented yet); previous outputs are kept as PATH.prev-TIME.\n", what)
 		fmt.Fprintf(log, "interrupted: %s\n", what)
 		return &exitError{code: exitInterrupted}
 	}

@@ -108,7 +108,7 @@ func TestFirstInterruptDrainsAndCommits(t *testing.T) {
 		t.Fatalf("exit %d, want %d\n%s", c, exitInterrupted, stderr)
 	}
 	log := stderr.String()
-	for _, want := range []string{"stopping intake and draining", "interrupted (drained and committed). Resume with: pipe run " + path} {
+	for _, want := range []string{"stopping intake and draining", "interrupted (drained and committed). Running the same command again starts over"} {
 		if !strings.Contains(log, want) {
 			t.Fatalf("stderr lacks %q:\n%s", want, log)
 		}
