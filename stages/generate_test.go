@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
@@ -599,7 +600,7 @@ func TestGenerateAllDownExitsOne(t *testing.T) {
 }
 
 func TestGenerateWithOurTokens(t *testing.T) {
-	dir := testQwen3Dir(t)
+	dir := testenv.Qwen3Dir(t)
 	cfg := quickSim(2)
 	cfg.ContextLength = 4000
 	f := startTestFleet(t, cfg)
@@ -764,7 +765,7 @@ func TestGenerateDrainFinishesInFlight(t *testing.T) {
 }
 
 func TestGenerateSimServersUseTheTokenizer(t *testing.T) {
-	dir := testQwen3Dir(t)
+	dir := testenv.Qwen3Dir(t)
 	tok := testQwen3(t)
 	out, _, err := runGenPipeline(t, context.Background(),
 		genPipeline(`servers = ["sim:2?speed=200&think_mean=60&answer_mean=20"]`+"\n"+fastGenKeys+readyKey+"api = \"generate\"\ntokenizer = \""+dir+"\"\n"), genPrompts(10), pipeline.RunOptions{})

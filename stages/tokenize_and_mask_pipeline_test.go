@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
@@ -171,7 +172,7 @@ func TestCompletionsFixture(t *testing.T) {
 
 // TestRevalidatePipeline runs pipelines/revalidate.toml on the fixture.
 func TestRevalidatePipeline(t *testing.T) {
-	testQwen3Dir(t)
+	testenv.Qwen3Dir(t)
 	out := t.TempDir()
 	path := filepath.Join(repoRoot(), "pipelines", "revalidate.toml")
 	sets := []string{
@@ -270,7 +271,7 @@ func quoteTOML(s string) string {
 // fault) → validate-thinking → tokenize-and-mask. Every empty answer must
 // end on a rejected port with its reason, none in the training rows.
 func TestEmptyAnswersNeverReachTraining(t *testing.T) {
-	dir := testQwen3Dir(t)
+	dir := testenv.Qwen3Dir(t)
 	tok := testQwen3(t)
 	for _, api := range []string{"generate", "chat"} {
 		t.Run(api, func(t *testing.T) {

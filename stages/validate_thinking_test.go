@@ -3,12 +3,10 @@ package stages
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -40,25 +38,6 @@ func (e *thinkTestEmitter) Fail(rec *pipeline.Record, err error, attempts int) e
 
 func (e *thinkTestEmitter) Took(int) {}
 
-// testQwen3Dir returns the real Qwen3 tokenizer directory, or skips (fails
-// under PIPE_CI=1) when scripts/fetch-qwen3.sh has not been run.
-func testQwen3Dir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("PIPE_QWEN3_DIR")
-	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		dir = filepath.Join(filepath.Dir(file), "..", ".cache", "qwen3")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		msg := "Qwen3 tokenizer files missing in " + dir + ": run scripts/fetch-qwen3.sh"
-		if os.Getenv("PIPE_CI") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
-
 var testTok struct {
 	tok *tokenize.Tokenizer
 	err error
@@ -68,7 +47,7 @@ var testTok struct {
 // testQwen3 loads the real Qwen3 tokenizer once per test binary.
 func testQwen3(t testing.TB) *tokenize.Tokenizer {
 	t.Helper()
-	dir := testQwen3Dir(t)
+	dir := testenv.Qwen3Dir(t)
 	if testTok.tok == nil && testTok.err == nil {
 		testTok.tok, testTok.err = tokenize.Load(dir)
 		testTok.dir = dir

@@ -8,29 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// needQwen3 returns the Qwen3 tokenizer directory the repo's pipelines use,
-// skipping (or, under CI, failing) when scripts/fetch-qwen3.sh has not run.
-func needQwen3(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("PIPE_QWEN3_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", ".cache", "qwen3")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		msg := "Qwen3 tokenizer files missing in " + dir + ": run scripts/fetch-qwen3.sh"
-		if os.Getenv("PIPE_CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
+	"github.com/pipe-dev/pipe/internal/testenv"
+)
 
 // Every file in pipelines/ passes pipe check.
 func TestPipelinesPassCheck(t *testing.T) {
-	needQwen3(t)
+	testenv.Qwen3Dir(t)
 	files, err := filepath.Glob("../../pipelines/*.toml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no pipelines found: %v", err)
@@ -52,7 +36,7 @@ func TestPipelinesPassCheck(t *testing.T) {
 // exactly one place, training rows carry tokens and a loss mask, and the
 // broken completions the simulator injects are on the rejected side.
 func TestDemoEndToEnd(t *testing.T) {
-	needQwen3(t)
+	testenv.Qwen3Dir(t)
 	dir := t.TempDir()
 	train, rejected := filepath.Join(dir, "train.jsonl"), filepath.Join(dir, "rejected.jsonl")
 	var out, errb bytes.Buffer

@@ -7,25 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// qwen3Dir is the real Qwen3 tokenizer (scripts/fetch-qwen3.sh); the tests
-// skip without it, or fail under PIPE_CI=1.
-func qwen3Dir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("PIPE_QWEN3_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", ".cache", "qwen3")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		msg := "no Qwen3 tokenizer in " + dir + " (run scripts/setup-tokenizer-ref.sh)"
-		if os.Getenv("PIPE_CI") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
+	"github.com/pipe-dev/pipe/internal/testenv"
+)
 
 func runTokenize(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
@@ -35,7 +19,7 @@ func runTokenize(t *testing.T, stdin string, args ...string) (stdout, stderr str
 }
 
 func TestTokenizeCommand(t *testing.T) {
-	dir := qwen3Dir(t)
+	dir := testenv.Qwen3Dir(t)
 	in := `{"text": "Hello <|im_end|> world"}
 
 {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "reasoning_content": "think"}]}
@@ -78,7 +62,7 @@ func TestTokenizeCommand(t *testing.T) {
 }
 
 func TestTokenizeCommandErrors(t *testing.T) {
-	dir := qwen3Dir(t)
+	dir := testenv.Qwen3Dir(t)
 	cases := []struct {
 		name, in string
 		args     []string

@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pipe-dev/pipe/internal/testenv"
 )
 
 // Model is the name the model is served under.
@@ -178,11 +180,7 @@ func paths(t testing.TB) (bin, gguf string) {
 	}
 	for _, p := range []string{bin, gguf} {
 		if _, err := os.Stat(p); err != nil {
-			msg := fmt.Sprintf("ollamatest: %v; run scripts/setup-ollama.sh (builds ollama v0.6.5 and writes the test model)", err)
-			if os.Getenv("PIPE_CI") == "1" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+			testenv.Missing(t, fmt.Sprintf("ollamatest: %v", err), "scripts/setup-ollama.sh, which builds ollama v0.6.5 and writes the test model")
 		}
 	}
 	return bin, gguf

@@ -6,11 +6,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )
 
 func BenchmarkLoad(b *testing.B) {
-	dir := qwen3Dir(b)
+	dir := testenv.Qwen3Dir(b)
 	for b.Loop() {
 		if _, err := Load(dir); err != nil {
 			b.Fatal(err)

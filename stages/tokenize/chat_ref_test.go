@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )
@@ -122,7 +123,7 @@ func TestChatTemplateMatchesJinja2(t *testing.T) {
 	}
 	t.Logf("%d conversations: rendered text identical to jinja2", len(convs))
 
-	hf := hfEncode(t, qwen3Dir(t), texts)
+	hf := hfEncode(t, testenv.Qwen3Dir(t), texts)
 	for i, s := range texts {
 		ids, mask := tok.EncodeChat(s, MaskAssistant)
 		if !equalInts(ids, hf[i]) {

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )
 
@@ -24,46 +25,11 @@ import (
 // set up by scripts/setup-tokenizer-ref.sh. Without them the tests skip, or
 // fail under PIPE_CI=1 where skipping would hide a regression.
 
-const setupHint = "run scripts/setup-tokenizer-ref.sh"
+const setupHint = "scripts/setup-tokenizer-ref.sh"
 
 func missing(t testing.TB, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...) + " (" + setupHint + ")"
-	if os.Getenv("PIPE_CI") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
-
-// qwen3Dir is the directory with the real Qwen3 tokenizer files.
-func qwen3Dir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("PIPE_QWEN3_DIR")
-	if dir == "" {
-		dir = filepath.Join(repoRoot(t), ".cache", "qwen3")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		missing(t, "no Qwen3 tokenizer.json in %s", dir)
-	}
-	return dir
+	testenv.Missing(t, fmt.Sprintf(format, args...), setupHint)
 }
 
 var (
@@ -74,7 +40,7 @@ var (
 
 func qwen3(t testing.TB) *Tokenizer {
 	t.Helper()
-	dir := qwen3Dir(t)
+	dir := testenv.Qwen3Dir(t)
 	qwenOnce.Do(func() { qwenTok, qwenErr = Load(dir) })
 	if qwenErr != nil {
 		t.Fatal(qwenErr)
@@ -84,7 +50,7 @@ func qwen3(t testing.TB) *Tokenizer {
 
 func nodeModules(t testing.TB) string {
 	t.Helper()
-	nm := filepath.Join(repoRoot(t), ".cache", "node", "node_modules")
+	nm := filepath.Join(testenv.RepoRoot(t), ".cache", "node", "node_modules")
 	if _, err := os.Stat(filepath.Join(nm, "tokenizers", "package.json")); err != nil {
 		missing(t, "npm tokenizers@0.23.2 is not in %s", nm)
 	}
@@ -171,7 +137,7 @@ func TestEncodeMatchesHuggingFace(t *testing.T) {
 	if len(texts) < 2000 || total < 3<<20 {
 		t.Fatalf("corpus has %d strings, %d bytes; want >= 2000 strings and several MB", len(texts), total)
 	}
-	want := hfEncode(t, qwen3Dir(t), texts)
+	want := hfEncode(t, testenv.Qwen3Dir(t), texts)
 	bad := 0
 	for i, s := range texts {
 		got := tok.Encode(s)
@@ -244,7 +210,7 @@ func nfcBetweenAdded(tok *Tokenizer, s string) string {
 // comparing with Hugging Face on a sixth of the corpus.
 func TestLlama3StyleMatchesHuggingFace(t *testing.T) {
 	t.Parallel()
-	src := qwen3Dir(t)
+	src := testenv.Qwen3Dir(t)
 	nodeModules(t)
 	data, err := os.ReadFile(filepath.Join(src, "tokenizer.json"))
 	if err != nil {
@@ -319,7 +285,7 @@ func TestEveryCodePointMatchesHuggingFace(t *testing.T) {
 			sb.Reset()
 		}
 	}
-	want := hfEncode(t, qwen3Dir(t), texts)
+	want := hfEncode(t, testenv.Qwen3Dir(t), texts)
 	bad := 0
 	for i, s := range texts {
 		if got := tok.Encode(s); !equalInts(got, want[i]) {

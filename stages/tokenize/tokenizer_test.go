@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pipe-dev/pipe/internal/testenv"
 )
 
 // tinyTokenizerJSON builds a minimal byte-level BPE tokenizer.json: the 256
@@ -254,7 +256,7 @@ func TestWordCache(t *testing.T) {
 }
 
 func TestLoadIsFast(t *testing.T) {
-	dir := qwen3Dir(t)
+	dir := testenv.Qwen3Dir(t)
 	start := time.Now()
 	if _, err := Load(dir); err != nil {
 		t.Fatal(err)
