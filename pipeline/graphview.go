@@ -8,6 +8,19 @@ import (
 	"strings"
 )
 
+// HumanBytes is n bytes for a person: "12.3 MiB".
+func HumanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 // DisplayPath shows an absolute path relative to the working directory when
 // it lies below it, so output is short and the same on every machine.
 func DisplayPath(p string) string {

@@ -33,7 +33,7 @@ meta.previous_reject, so it can be judged again by today's rules.`,
 		},
 		KeySettings: func(c any) string {
 			cfg := c.(*ReadCompletionsConfig)
-			s := shortPath(cfg.Path)
+			s := pipeline.DisplayPath(cfg.Path)
 			if cfg.Limit > 0 {
 				s += fmt.Sprintf(", limit %d", cfg.Limit)
 			}

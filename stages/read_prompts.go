@@ -32,7 +32,7 @@ or is counted and written to RUN_DIR/rejected/STAGE.jsonl ("skip").`,
 		Produces: []string{pipeline.FieldMessages},
 		KeySettings: func(c any) string {
 			cfg := c.(*readPromptsConfig)
-			s := shortPath(cfg.Path)
+			s := pipeline.DisplayPath(cfg.Path)
 			if cfg.Limit > 0 {
 				s += fmt.Sprintf(", limit %d", cfg.Limit)
 			}

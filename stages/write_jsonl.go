@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +26,7 @@ its place.`,
 		Config:    writeJSONLConfig{},
 		MaxInputs: 0,
 		KeySettings: func(c any) string {
-			return shortPath(c.(*writeJSONLConfig).Path)
+			return pipeline.DisplayPath(c.(*writeJSONLConfig).Path)
 		},
 		Example: `[[stage]]
 id   = "prompts"
@@ -151,9 +150,9 @@ func (w *writeJSONL) Close() error {
 func (w *writeJSONL) Report() []pipeline.Stat {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	stats := []pipeline.Stat{{Name: "written", Value: fmt.Sprintf("%d records, %s to %s", w.records, humanBytes(w.bytes), shortPath(w.cfg.Path))}}
+	stats := []pipeline.Stat{{Name: "written", Value: fmt.Sprintf("%d records, %s to %s", w.records, pipeline.HumanBytes(w.bytes), pipeline.DisplayPath(w.cfg.Path))}}
 	if w.prev != "" {
-		stats = append(stats, pipeline.Stat{Name: "previous output kept as", Value: shortPath(w.prev)})
+		stats = append(stats, pipeline.Stat{Name: "previous output kept as", Value: pipeline.DisplayPath(w.prev)})
 	}
 	return stats
 }
@@ -165,26 +164,4 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// shortPath shows a path relative to the working directory when shorter.
-func shortPath(p string) string {
-	if wd, err := os.Getwd(); err == nil {
-		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "../..") && len(rel) < len(p) {
-			return rel
-		}
-	}
-	return p
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -141,12 +141,12 @@ func describePath(u pipeline.PathUse) string {
 	switch u.Mode {
 	case "in", "indir":
 		if err == nil && !st.IsDir() {
-			return "input, " + humanSize(st.Size())
+			return "input, " + pipeline.HumanBytes(st.Size())
 		}
 		return "input"
 	case "out":
 		if err == nil {
-			return fmt.Sprintf("output; the existing %s file will be kept as PATH.prev-TIME", humanSize(st.Size()))
+			return fmt.Sprintf("output; the existing %s file will be kept as PATH.prev-TIME", pipeline.HumanBytes(st.Size()))
 		}
 		return "output, will be created"
 	default:
@@ -346,16 +346,4 @@ func indentLines(s, prefix string) string {
 	}
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
-}
-
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
