@@ -118,6 +118,7 @@ type engine struct {
 	intakeCtx  context.Context
 	start      time.Time
 	drained    atomic.Bool
+	running    atomic.Bool // nodes are wired and started; progress may read them
 }
 
 // Run executes the plan until every source is exhausted and every record has
@@ -162,10 +163,27 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		e.nodes = append(e.nodes, &node{ps: ps, stage: st, reasons: map[string]int64{}})
 	}
 	defer e.closeStages()
+
+	// Stop and ctx are watched from here on, so a Ctrl-C while a stage opens
+	// (e.g. generate waiting for servers to warm up) is heard.
+	finished := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		e.watch(ctx, finished, intakeCancel)
+	}()
+	defer watch.Wait()
+	defer close(finished)
+
 	for _, n := range e.nodes {
 		if o, ok := n.stage.(Opener); ok {
 			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Resources: opts.Resources}
-			if err := o.Open(e.hardCtx, env); err != nil {
+			// Opening is intake: a stop request ends it.
+			if err := o.Open(e.intakeCtx, env); err != nil {
+				if e.intakeCtx.Err() != nil {
+					return e.summary(), fmt.Errorf("stopped while stage %q was opening: %w", n.ps.ID(), ErrStopped)
+				}
 				return e.summary(), &StageError{n.ps.ID(), n.ps.Spec.Kind, err}
 			}
 		}
@@ -174,6 +192,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 
 	e.wire()
 	e.markIntake()
+	e.running.Store(true)
 
 	var wg sync.WaitGroup
 	for _, n := range e.nodes {
@@ -183,16 +202,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 			e.runNode(n)
 		}()
 	}
-	finished := make(chan struct{})
-	var watch sync.WaitGroup
-	watch.Add(1)
-	go func() {
-		defer watch.Done()
-		e.watch(ctx, finished, intakeCancel)
-	}()
 	wg.Wait()
-	close(finished)
-	watch.Wait()
 
 	sum := e.summary()
 	paths, derr := e.dead.Close()
@@ -378,7 +388,7 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 		case <-drainTimer:
 			e.hardCancel(fmt.Errorf("drain did not finish within %s: %w", e.opts.DrainTimeout, ErrStopped))
 		case <-tick.C:
-			if e.opts.Progress != nil {
+			if e.opts.Progress != nil && e.running.Load() {
 				e.opts.Progress(e.summary())
 			}
 		}

@@ -150,3 +150,50 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 		t.Fatalf("output not committed: %v", err)
 	}
 }
+
+// Ctrl-C while generate waits for servers to become ready ends the wait at
+// once (exit 130) instead of after ready_timeout.
+func TestInterruptWhileWaitingForServers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	prompts, _ := filepath.Abs("../../testdata/prompts/demo.jsonl")
+	path := filepath.Join(dir, "wait.toml")
+	os.WriteFile(path, []byte(fmt.Sprintf(`
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = %q
+
+[[stage]]
+id                = "gen"
+kind              = "generate"
+input             = "prompts"
+servers           = ["http://127.0.0.1:1"]
+max_output_tokens = 64
+ready_timeout     = "10m"
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = ["gen", "gen.rejected"]
+path  = "out.jsonl"
+`, prompts)), 0o644)
+	sigs := make(chan os.Signal, 1)
+	stderr := &syncBuffer{}
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"run", path}, &stdio{Out: &bytes.Buffer{}, Err: stderr, Signals: sigs})
+	}()
+	for !strings.Contains(stderr.String(), "pipe: running") {
+		time.Sleep(5 * time.Millisecond) // polling for a condition, not timing
+	}
+	sigs <- syscall.SIGINT
+	select {
+	case c := <-code:
+		if c != exitInterrupted {
+			t.Fatalf("exit %d, want %d\n%s", c, exitInterrupted, stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("still waiting for servers 20s after Ctrl-C\n%s", stderr)
+	}
+}
