@@ -30,7 +30,9 @@ type fieldInfo struct {
 	Min, Max *float64
 	Enum     []string
 	Required bool
-	Path     string // "", "in", "out", "dir"
+	Path     string // "", "in", "indir", "out", "dir"
+	// Contains lists files an "indir" directory must hold (tag `contains:"a,b"`).
+	Contains []string
 }
 
 var (
@@ -49,6 +51,9 @@ func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
 		f := fieldInfo{Key: key, Index: i, Type: sf.Type, Doc: sf.Tag.Get("doc"), Path: sf.Tag.Get("path")}
 		f.Default, f.HasDef = sf.Tag.Lookup("default")
 		f.Required = sf.Tag.Get("required") == "true"
+		if c := sf.Tag.Get("contains"); c != "" {
+			f.Contains = strings.Split(c, ",")
+		}
 		if e := sf.Tag.Get("enum"); e != "" {
 			f.Enum = strings.Split(e, "|")
 		}

@@ -322,7 +322,7 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 			continue
 		}
 		if f.Path != "" {
-			if err := resolvePaths(fv, dir, f.Path); err != nil {
+			if err := resolvePaths(fv, dir, f.Path, f.Contains); err != nil {
 				prob(f.Key, "%s %v", f.Key, err)
 			}
 		}
@@ -341,10 +341,10 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 
 // resolvePaths makes a path field absolute against dir and, for inputs,
 // checks that the file exists. Outputs are checked by CheckOutputs at plan time.
-func resolvePaths(v reflect.Value, dir, mode string) error {
+func resolvePaths(v reflect.Value, dir, mode string, contains []string) error {
 	if v.Kind() == reflect.Slice {
 		for i := 0; i < v.Len(); i++ {
-			if err := resolvePaths(v.Index(i), dir, mode); err != nil {
+			if err := resolvePaths(v.Index(i), dir, mode, contains); err != nil {
 				return err
 			}
 		}
@@ -369,6 +369,11 @@ func resolvePaths(v reflect.Value, dir, mode string) error {
 		return fmt.Errorf("%s is a directory, want a file", p)
 	case mode == "indir" && !st.IsDir():
 		return fmt.Errorf("%s is a file, want a directory", p)
+	}
+	for _, name := range contains {
+		if _, err := os.Stat(filepath.Join(p, name)); err != nil {
+			return fmt.Errorf("%s has no %s", p, name)
+		}
 	}
 	return nil
 }

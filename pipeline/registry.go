@@ -19,7 +19,8 @@ type Spec struct {
 	// `doc:"…"`, `min:"…"`, `max:"…"`, `enum:"a|b"`, `required:"true"`,
 	// `path:"in|indir|out|dir"` (resolved against the pipeline file; "in" is
 	// an existing file, "indir" an existing directory, "out" a file and "dir"
-	// a directory the run creates). A config type may implement
+	// a directory the run creates); with "indir", `contains:"a.json,b"`
+	// names files the directory must hold. A config type may implement
 	// Validator for checks across fields.
 	Config any
 	// Source is true for kinds that take no input (they implement Source);

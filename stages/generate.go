@@ -107,7 +107,7 @@ type generateConfig struct {
 	Model string `toml:"model" doc:"model name sent on the chat API (default: the model the servers report)"`
 	// Tokenizer is the model directory (tokenizer.json and chat template);
 	// required with api = "generate".
-	Tokenizer string `toml:"tokenizer" path:"indir" doc:"model directory with tokenizer.json and the chat template; required with api = \"generate\"; with api = \"chat\" it lets prompts too long for the context be rejected before sending (default: none)"`
+	Tokenizer string `toml:"tokenizer" path:"indir" contains:"tokenizer.json" doc:"model directory with tokenizer.json and the chat template; required with api = \"generate\"; with api = \"chat\" it lets prompts too long for the context be rejected before sending (default: none)"`
 	// Template is the chat template: "" the model's own (default), "chatml".
 	Template string `toml:"template" enum:"|chatml" doc:"with tokenizer: \"\" renders the model's own chat template (default), \"chatml\" generic ChatML"`
 	// MaxOutputTokens bounds thinking + answer. Required.

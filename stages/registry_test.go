@@ -80,6 +80,11 @@ func createInputs(t *testing.T, f *pipeline.File, reg *pipeline.Registry) {
 			}
 			if mode == "indir" {
 				os.MkdirAll(p, 0o755)
+				for _, name := range strings.Split(sf.Tag.Get("contains"), ",") {
+					if name != "" {
+						os.WriteFile(filepath.Join(p, name), nil, 0o644)
+					}
+				}
 				continue
 			}
 			os.MkdirAll(filepath.Dir(p), 0o755)

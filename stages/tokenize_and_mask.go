@@ -106,7 +106,7 @@ const (
 // TokenizeAndMaskConfig configures tokenize-and-mask.
 type TokenizeAndMaskConfig struct {
 	// Tokenizer is the model directory. Required.
-	Tokenizer string `toml:"tokenizer" required:"true" path:"indir" doc:"model directory with tokenizer.json and the chat template (tokenizer_config.json or chat_template.jinja)"`
+	Tokenizer string `toml:"tokenizer" required:"true" path:"indir" contains:"tokenizer.json" doc:"model directory with tokenizer.json and the chat template (tokenizer_config.json or chat_template.jinja)"`
 	// Template is "" (the model's own) or "chatml". Default "".
 	Template string `toml:"template" default:"" enum:"|chatml" doc:"chat template: the model's own (default) or \"chatml\""`
 	// Mask is "assistant" (default: every assistant turn) or "last_turn".

@@ -113,7 +113,7 @@ type ValidateThinkingConfig struct {
 	Disable []string `toml:"disable" doc:"reason codes of rules to turn off, e.g. [\"repetition\"]"`
 	// Tokenizer is a model directory; with it, lengths are counted in tokens
 	// and the output ids are checked for think markers. Default: none.
-	Tokenizer string `toml:"tokenizer" path:"indir" doc:"model directory (tokenizer.json); lengths are then in tokens and output ids are checked for think markers"`
+	Tokenizer string `toml:"tokenizer" path:"indir" contains:"tokenizer.json" doc:"model directory (tokenizer.json); lengths are then in tokens and output ids are checked for think markers"`
 	// MinAnswerLength and MinThinkingLength are in tokens with a tokenizer,
 	// else in characters. Default 0 (off; empty ones are caught by
 	// empty_answer / empty_thinking).
