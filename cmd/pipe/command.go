@@ -108,14 +108,18 @@ func run(args []string, std *stdio) int {
 	}
 	fs := flag.NewFlagSet("pipe "+c.Name, flag.ContinueOnError)
 	fs.SetOutput(std.Err)
-	fs.Usage = func() { printCommandHelp(std.Err, c) }
+	// The flag package prints a bad flag's error itself; the full help is
+	// shown only when asked for, so the error stays in sight.
+	fs.Usage = func() {}
 	if c.SetFlags != nil {
 		c.SetFlags(fs)
 	}
 	if err := parseInterspersed(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printCommandHelp(std.Out, c)
 			return exitOK
 		}
+		fmt.Fprintf(std.Err, "Run 'pipe help %s' for usage.\n", c.Name)
 		return exitUsage
 	}
 	err := c.Run(context.Background(), std, fs)
