@@ -201,13 +201,14 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 	}()
 
 	statusPath := filepath.Join(plan.File.RunDir, "status.json")
+	prog := &progress{}
 	sum, runErr := pipeline.Run(runCtx, plan, pipeline.RunOptions{
 		Stop:          stop,
 		DrainTimeout:  drainTimeout,
 		Log:           log,
 		ProgressEvery: every,
 		Progress: func(s *pipeline.Summary) {
-			line := progressLine(s)
+			line := prog.line(s)
 			fmt.Fprintln(std.Err, line)
 			fmt.Fprintln(log, line)
 			writeStatus(statusPath, "running", s, nil)
@@ -245,20 +246,34 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 	return nil
 }
 
-// progressLine is one compact line: elapsed, then each stage's output count.
-func progressLine(s *pipeline.Summary) string {
+// progress turns periodic snapshots into one compact line each: elapsed,
+// then per stage its output count, its rate since the last line, and its
+// rejections as a share of what it took in — so an 87%-empty dataset shows
+// in the first minute, not after two days.
+type progress struct {
+	prev *pipeline.Summary
+}
+
+func (p *progress) line(s *pipeline.Summary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s]", s.Elapsed.Round(time.Second))
-	for _, st := range s.Stages {
+	for i, st := range s.Stages {
 		fmt.Fprintf(&b, " %s %d", st.ID, st.Out)
-		if st.Rejected > 0 {
-			fmt.Fprintf(&b, " (rej %d)", st.Rejected)
+		if p.prev != nil && i < len(p.prev.Stages) {
+			if dt := (s.Elapsed - p.prev.Elapsed).Seconds(); dt > 0 {
+				fmt.Fprintf(&b, " (%.1f/s)", float64(st.Out-p.prev.Stages[i].Out)/dt)
+			}
+		}
+		if st.Rejected > 0 && st.In > 0 {
+			fmt.Fprintf(&b, " rej %d=%.1f%%", st.Rejected, 100*float64(st.Rejected)/float64(st.In))
 		}
 		if st.Failed > 0 {
-			fmt.Fprintf(&b, " (fail %d)", st.Failed)
+			fmt.Fprintf(&b, " FAILED %d", st.Failed)
 		}
+		b.WriteString(" |")
 	}
-	return b.String()
+	p.prev = s
+	return strings.TrimSuffix(b.String(), " |")
 }
 
 func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
