@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -157,6 +158,10 @@ func describePath(u pipeline.PathUse) string {
 	}
 }
 
+// stopGrace is how long the second Ctrl-C waits for stages to stop before
+// the command exits anyway.
+const stopGrace = 30 * time.Second
+
 func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout, every time.Duration) error {
 	if err := os.MkdirAll(plan.File.RunDir, 0o755); err != nil {
 		return fmt.Errorf("run directory: %w", err)
@@ -178,6 +183,14 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := make(chan struct{})
+	// giveUp is closed when a stage ignores the second Ctrl-C for
+	// stopGrace, or on a third one: the command then returns without waiting
+	// for the run (what was committed stays committed).
+	giveUp := make(chan struct{})
+	var giveUpOnce sync.Once
+	closeGiveUp := func() { giveUpOnce.Do(func() { close(giveUp) }) }
+	grace := time.AfterFunc(time.Duration(math.MaxInt64), closeGiveUp) // armed by the second Ctrl-C
+	defer grace.Stop()
 	sigDone := make(chan struct{})
 	defer close(sigDone)
 	go func() {
@@ -188,12 +201,16 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 				return
 			case <-std.Signals:
 				n++
-				if n == 1 {
+				switch n {
+				case 1:
 					fmt.Fprintln(std.Err, "\npipe: stopping intake and draining in-flight work; press Ctrl-C again to stop at once")
 					close(stop)
-				} else {
+				case 2:
 					fmt.Fprintln(std.Err, "\npipe: stopping at once")
 					cancel()
+					grace.Reset(stopGrace)
+				default:
+					closeGiveUp()
 					return
 				}
 			}
@@ -202,18 +219,35 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 
 	statusPath := filepath.Join(plan.File.RunDir, "status.json")
 	prog := &progress{}
-	sum, runErr := pipeline.Run(runCtx, plan, pipeline.RunOptions{
-		Stop:          stop,
-		DrainTimeout:  drainTimeout,
-		Log:           log,
-		ProgressEvery: every,
-		Progress: func(s *pipeline.Summary) {
-			line := prog.line(s)
-			fmt.Fprintln(std.Err, line)
-			fmt.Fprintln(log, line)
-			writeStatus(statusPath, "running", s, nil)
-		},
-	})
+	type result struct {
+		sum *pipeline.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := pipeline.Run(runCtx, plan, pipeline.RunOptions{
+			Stop:          stop,
+			DrainTimeout:  drainTimeout,
+			Log:           log,
+			ProgressEvery: every,
+			Progress: func(s *pipeline.Summary) {
+				line := prog.line(s)
+				fmt.Fprintln(std.Err, line)
+				fmt.Fprintln(log, line)
+				writeStatus(statusPath, "running", s, nil)
+			},
+		})
+		done <- result{sum, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-giveUp:
+		fmt.Fprintf(std.Err, "pipe: a stage did not stop within %s of the second Ctrl-C; exiting without waiting for it. Outputs committed so far are kept.\n", stopGrace)
+		fmt.Fprintln(log, "gave up waiting for the run to stop")
+		return &exitError{code: exitInterrupted}
+	}
+	sum, runErr := res.sum, res.err
 	state := "done"
 	switch {
 	case runErr != nil && errors.Is(runErr, pipeline.ErrStopped):
