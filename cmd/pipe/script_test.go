@@ -2,7 +2,9 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -28,7 +30,28 @@ func TestScripts(t *testing.T) {
 		UpdateScripts: *update,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", repo+"/../..")
+			env.Setenv("QWEN3", qwen3Dir(repo))
 			return nil
 		},
+		// [qwen3] holds when the real Qwen3 tokenizer files are installed
+		// (scripts/fetch-qwen3.sh); under PIPE_CI=1 their absence is an
+		// error, not a skip.
+		Condition: func(cond string) (bool, error) {
+			if cond != "qwen3" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			_, err := os.Stat(filepath.Join(qwen3Dir(repo), "tokenizer.json"))
+			if err != nil && os.Getenv("PIPE_CI") == "1" {
+				return false, fmt.Errorf("Qwen3 tokenizer files missing (run scripts/fetch-qwen3.sh): %v", err)
+			}
+			return err == nil, nil
+		},
 	})
+}
+
+func qwen3Dir(pkgDir string) string {
+	if d := os.Getenv("PIPE_QWEN3_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(pkgDir, "..", "..", ".cache", "qwen3")
 }
