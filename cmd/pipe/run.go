@@ -329,7 +329,7 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 	}
 	for _, st := range s.Stages {
 		if st.Abandoned > 0 {
-			fmt.Fprintf(w, "%s: %d records not started when the run stopped; not committed, they will be redone on resume\n", st.ID, st.Abandoned)
+			fmt.Fprintf(w, "%s: %d records not started when the run stopped; not committed; a new run does them again\n", st.ID, st.Abandoned)
 		}
 		if len(st.Reasons) > 0 {
 			keys := make([]string, 0, len(st.Reasons))
