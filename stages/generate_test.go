@@ -84,25 +84,7 @@ func serversKey(urls []string) string {
 // runGenPipeline checks and runs src beside prompts like pipe run does.
 func runGenPipeline(t *testing.T, ctx context.Context, src, prompts string, opts pipeline.RunOptions) (string, *pipeline.Summary, error) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(prompts), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "p.toml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	plan, probs := pipeline.Build(f, pipeline.DefaultRegistry)
-	probs = append(probs, plan.CheckOutputs()...)
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	sum, err := pipeline.Run(ctx, plan, opts)
-	return dir, sum, err
+	return runTestPipelineWith(t, ctx, src, map[string]string{"prompts.jsonl": prompts}, opts)
 }
 
 func startTestFleet(t *testing.T, cfg sim.Config) *sim.Fleet {

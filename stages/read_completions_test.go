@@ -17,6 +17,12 @@ import (
 // checks it like pipe check and runs it.
 func runTestPipeline(t *testing.T, src string, files map[string]string) (string, *pipeline.Summary, error) {
 	t.Helper()
+	return runTestPipelineWith(t, context.Background(), src, files, pipeline.RunOptions{})
+}
+
+// runTestPipelineWith is runTestPipeline with a context and run options.
+func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files map[string]string, opts pipeline.RunOptions) (string, *pipeline.Summary, error) {
+	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
@@ -39,7 +45,7 @@ func runTestPipeline(t *testing.T, src string, files map[string]string) (string,
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	sum, err := pipeline.Run(context.Background(), plan, pipeline.RunOptions{})
+	sum, err := pipeline.Run(ctx, plan, opts)
 	return dir, sum, err
 }
 
