@@ -245,24 +245,7 @@ func runPromptsThrough(t *testing.T, n int) throughput {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "prompts.jsonl")
 	writePrompts(t, in, n)
-	p := plan(t, dir, `
-[[stage]]
-id = "prompts"
-kind = "read-prompts"
-path = "prompts.jsonl"
-
-[[stage]]
-id = "mid"
-kind = "pass"
-input = "prompts"
-workers = 2
-
-[[stage]]
-id = "out"
-kind = "write-jsonl"
-input = "mid"
-path = "out.jsonl"
-`)
+	p := plan(t, dir, passThroughGraph(2))
 	// Frequent GCs sample the live heap often, so both runs' peaks come
 	// close to the true maximum of what is in flight.
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
@@ -343,10 +326,10 @@ func writePrompts(t testing.TB, path string, n int) {
 	f.Close()
 }
 
-func BenchmarkPassThroughGraph(b *testing.B) {
-	dir := b.TempDir()
-	writePrompts(b, filepath.Join(dir, "prompts.jsonl"), 200_000)
-	p := plan(b, dir, `
+// passThroughGraph is read-prompts → pass (workers) → write-jsonl over
+// prompts.jsonl beside the pipeline file.
+func passThroughGraph(workers int) string {
+	return fmt.Sprintf(`
 [[stage]]
 id = "prompts"
 kind = "read-prompts"
@@ -356,13 +339,20 @@ path = "prompts.jsonl"
 id = "mid"
 kind = "pass"
 input = "prompts"
+workers = %d
 
 [[stage]]
 id = "out"
 kind = "write-jsonl"
 input = "mid"
 path = "out.jsonl"
-`)
+`, workers)
+}
+
+func BenchmarkPassThroughGraph(b *testing.B) {
+	dir := b.TempDir()
+	writePrompts(b, filepath.Join(dir, "prompts.jsonl"), 200_000)
+	p := plan(b, dir, passThroughGraph(1))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{}); err != nil {
