@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,29 +22,7 @@ func TestDryRunShowsServerTable(t *testing.T) {
 	defer fleet.Close()
 	urls := fleet.URLs()
 	fleet.Servers()[1].Kill()
-	dir := t.TempDir()
-	prompts, _ := filepath.Abs("../../testdata/prompts/demo.jsonl")
-	src := fmt.Sprintf(`
-[[stage]]
-id   = "prompts"
-kind = "read-prompts"
-path = %q
-
-[[stage]]
-id                = "gen"
-kind              = "generate"
-input             = "prompts"
-servers           = [%q, %q]
-max_output_tokens = 1024
-
-[[stage]]
-id    = "out"
-kind  = "write-jsonl"
-input = ["gen", "gen.rejected"]
-path  = "out.jsonl"
-`, prompts, urls[0], urls[1])
-	path := filepath.Join(dir, "p.toml")
-	os.WriteFile(path, []byte(src), 0o644)
+	path, outPath := genPipelineFile(t, fmt.Sprintf("servers = [%q, %q]\nmax_output_tokens = 1024", urls[0], urls[1]))
 	var out, errb bytes.Buffer
 	if code := run([]string{"run", "--dry-run", path}, &stdio{Out: &out, Err: &errb}); code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
@@ -65,7 +42,7 @@ path  = "out.jsonl"
 	if st := fleet.Servers()[0].Stats(); st.Requests != 0 {
 		t.Fatalf("dry run sent %d generation requests", st.Requests)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "out.jsonl")); err == nil {
+	if _, err := os.Stat(outPath); err == nil {
 		t.Fatal("dry run wrote output")
 	}
 }

@@ -32,9 +32,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// slowPipeline writes a pipeline whose generation takes a few seconds:
-// one simulated server, four requests in flight.
-func slowPipeline(t *testing.T) (path, out string) {
+// genPipelineFile writes read-prompts (the demo prompts) → generate with
+// genKeys → write-jsonl of both generate ports, and returns the file and
+// the output path.
+func genPipelineFile(t *testing.T, genKeys string) (path, out string) {
+	t.Helper()
 	dir := t.TempDir()
 	prompts, err := filepath.Abs("../../testdata/prompts/demo.jsonl")
 	if err != nil {
@@ -43,7 +45,6 @@ func slowPipeline(t *testing.T) (path, out string) {
 	out = filepath.Join(dir, "out.jsonl")
 	src := fmt.Sprintf(`
 [pipeline]
-name = "slow"
 run_dir = "run"
 
 [[stage]]
@@ -52,24 +53,28 @@ kind = "read-prompts"
 path = %q
 
 [[stage]]
-id                = "gen"
-kind              = "generate"
-input             = "prompts"
-servers           = ["sim:1?speed=20"]
-concurrency       = 4
-max_output_tokens = 4096
+id    = "gen"
+kind  = "generate"
+input = "prompts"
+%s
 
 [[stage]]
 id    = "out"
 kind  = "write-jsonl"
 input = ["gen", "gen.rejected"]
 path  = %q
-`, prompts, out)
-	path = filepath.Join(dir, "slow.toml")
+`, prompts, genKeys, out)
+	path = filepath.Join(dir, "p.toml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path, out
+}
+
+// slowPipeline's generation takes a few seconds: one simulated server, four
+// requests in flight.
+func slowPipeline(t *testing.T) (path, out string) {
+	return genPipelineFile(t, "servers = [\"sim:1?speed=20\"]\nconcurrency = 4\nmax_output_tokens = 4096")
 }
 
 // startRun runs `pipe run` in-process and returns once generation has
@@ -155,29 +160,7 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 // once (exit 130) instead of after ready_timeout.
 func TestInterruptWhileWaitingForServers(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	dir := t.TempDir()
-	prompts, _ := filepath.Abs("../../testdata/prompts/demo.jsonl")
-	path := filepath.Join(dir, "wait.toml")
-	os.WriteFile(path, []byte(fmt.Sprintf(`
-[[stage]]
-id   = "prompts"
-kind = "read-prompts"
-path = %q
-
-[[stage]]
-id                = "gen"
-kind              = "generate"
-input             = "prompts"
-servers           = ["http://127.0.0.1:1"]
-max_output_tokens = 64
-ready_timeout     = "10m"
-
-[[stage]]
-id    = "out"
-kind  = "write-jsonl"
-input = ["gen", "gen.rejected"]
-path  = "out.jsonl"
-`, prompts)), 0o644)
+	path, _ := genPipelineFile(t, "servers = [\"http://127.0.0.1:1\"]\nmax_output_tokens = 64\nready_timeout = \"10m\"")
 	sigs := make(chan os.Signal, 1)
 	stderr := &syncBuffer{}
 	code := make(chan int, 1)
