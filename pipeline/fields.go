@@ -33,6 +33,9 @@ type fieldInfo struct {
 	Path     string // "", "in", "indir", "out", "dir"
 	// Contains lists files an "indir" directory must hold (tag `contains:"a,b"`).
 	Contains []string
+	// Op marks an operational key (tag `op:"true"`): how the run goes, not
+	// what data it makes, so a resume may change it (see PlanStage.Settings).
+	Op bool
 }
 
 var (
@@ -51,6 +54,7 @@ func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
 		f := fieldInfo{Key: key, Index: i, Type: sf.Type, Doc: sf.Tag.Get("doc"), Path: sf.Tag.Get("path")}
 		f.Default, f.HasDef = sf.Tag.Lookup("default")
 		f.Required = sf.Tag.Get("required") == "true"
+		f.Op = sf.Tag.Get("op") == "true"
 		if c := sf.Tag.Get("contains"); c != "" {
 			f.Contains = strings.Split(c, ",")
 		}

@@ -20,8 +20,10 @@ type Spec struct {
 	// `path:"in|indir|out|dir"` (resolved against the pipeline file; "in" is
 	// an existing file, "indir" an existing directory, "out" a file and "dir"
 	// a directory the run creates); with "indir", `contains:"a.json,b"`
-	// names files the directory must hold. A config type may implement
-	// Validator for checks across fields.
+	// names files the directory must hold; `op:"true"` marks an operational
+	// key (servers, timeouts, input limits: how the run goes, not what data
+	// it makes), which a resume may change (see PlanStage.Settings). A config
+	// type may implement Validator for checks across fields.
 	Config any
 	// Source is true for kinds that take no input (they implement Source);
 	// every other kind needs at least one input. MaxInputs limits how many

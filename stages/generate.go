@@ -98,9 +98,9 @@ path  = "out/completions.jsonl"
 
 type generateConfig struct {
 	// Servers are base URLs, tables {url, concurrency}, or "sim:N". Required.
-	Servers serverList `toml:"servers" required:"true" doc:"server base URLs (\"http://host:30000\"), tables {url = \"…\", concurrency = N} to override concurrency, or \"sim:N\" for N simulated servers"`
+	Servers serverList `toml:"servers" op:"true" required:"true" doc:"server base URLs (\"http://host:30000\"), tables {url = \"…\", concurrency = N} to override concurrency, or \"sim:N\" for N simulated servers"`
 	// Concurrency is the requests in flight per server. Default 48.
-	Concurrency int `toml:"concurrency" default:"48" min:"1" max:"4096" doc:"requests in flight per server (default 48)"`
+	Concurrency int `toml:"concurrency" op:"true" default:"48" min:"1" max:"4096" doc:"requests in flight per server (default 48)"`
 	// API is "chat" (default) or "generate".
 	API string `toml:"api" default:"chat" enum:"chat|generate" doc:"\"chat\": /v1/chat/completions, the server renders the template (default); \"generate\": native /generate with input_ids rendered from tokenizer"`
 	// Model is the model name sent on the chat API. Default: the servers'.
@@ -130,13 +130,13 @@ type generateConfig struct {
 	// Turns is "last" (default) or "all".
 	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the last user turn, history as given (default); \"all\": regenerate every assistant turn in order on one server, each appended with its answer only"`
 
-	MaxAttempts     int               `toml:"max_attempts" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed (default 5)"`
-	RequestTimeout  pipeline.Duration `toml:"request_timeout" default:"30m" doc:"bound on one request; long thinking outputs need long ones (default 30m)"`
-	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run (default 10m)"`
-	ProbeInterval   pipeline.Duration `toml:"probe_interval" default:"5s" doc:"how often a server that is down is probed for re-admission (default 5s)"`
-	BackoffMin      pipeline.Duration `toml:"backoff_min" default:"100ms" doc:"first retry wait; doubles per attempt with jitter (default 100ms)"`
-	BackoffMax      pipeline.Duration `toml:"backoff_max" default:"10s" doc:"longest retry wait (default 10s)"`
-	BreakerFailures int               `toml:"breaker_failures" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds (default 5)"`
+	MaxAttempts     int               `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed (default 5)"`
+	RequestTimeout  pipeline.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones (default 30m)"`
+	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run (default 10m)"`
+	ProbeInterval   pipeline.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission (default 5s)"`
+	BackoffMin      pipeline.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter (default 100ms)"`
+	BackoffMax      pipeline.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"longest retry wait (default 10s)"`
+	BreakerFailures int               `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds (default 5)"`
 }
 
 func (c *generateConfig) Validate() []error {

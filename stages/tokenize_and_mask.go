@@ -128,7 +128,7 @@ type TokenizeAndMaskConfig struct {
 	CompareText bool `toml:"compare_text" default:"true" doc:"also re-tokenize ids rows and count rows whose ids would differ"`
 	// Workers is how many records are tokenized at once; 0 (default) is one
 	// per CPU.
-	Workers int `toml:"workers" default:"0" min:"0" max:"1024" doc:"records tokenized in parallel; 0 = one per CPU"`
+	Workers int `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"records tokenized in parallel; 0 = one per CPU"`
 }
 
 type tokenizeAndMask struct {

@@ -1,0 +1,167 @@
+package rundir
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// RunFile is run.json's name inside the run directory.
+const RunFile = "run.json"
+
+// Run is RUN_DIR/run.json: the settings that define the run's data and every
+// start of it.
+type Run struct {
+	// Pipeline is the absolute path of the pipeline file that created the run.
+	Pipeline string    `json:"pipeline"`
+	Created  time.Time `json:"created"`
+	// Settings are as Settings returns them (after a JSON round trip when
+	// read back; numbers are json.Number).
+	Settings map[string]any `json:"settings"`
+	History  []Start        `json:"history"`
+}
+
+// Start is one `pipe run` of the run directory.
+type Start struct {
+	At      time.Time `json:"at"`
+	PID     int       `json:"pid"`
+	Command []string  `json:"command"`
+	// ForcedNewConfig lists the differences (as Compare) accepted with
+	// --force-new-config at this start.
+	ForcedNewConfig []string `json:"forced_new_config,omitempty"`
+}
+
+// ReadRun reads dir/run.json; it returns nil, nil when there is none.
+func ReadRun(dir string) (*Run, error) {
+	path := filepath.Join(dir, RunFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var r Run
+	if err := d.Decode(&r); err != nil {
+		return nil, fmt.Errorf("run directory: %s is not a run file: %v", path, err)
+	}
+	return &r, nil
+}
+
+// Write replaces dir/run.json atomically: a temp file written and fsynced,
+// renamed over it, then the directory fsynced. dir is created if needed.
+func (r *Run) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("run directory: %w", err)
+	}
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetEscapeHTML(false) // "<think>" stays readable
+	e.SetIndent("", "  ")
+	if err := e.Encode(r); err != nil {
+		return fmt.Errorf("run directory: encoding %s: %w", RunFile, err)
+	}
+	if err := writeAtomic(filepath.Join(dir, RunFile), buf.Bytes()); err != nil {
+		return fmt.Errorf("run directory: %w", err)
+	}
+	return nil
+}
+
+func writeAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, werr := f.Write(b)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ConfigChangedError refuses a resume whose settings differ from those the
+// run directory recorded.
+type ConfigChangedError struct {
+	Dir   string
+	Diffs []string // as Compare
+}
+
+func (e *ConfigChangedError) Error() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "the pipeline's settings differ from those of the run in %s (%s):\n", e.Dir, RunFile)
+	for _, d := range e.Diffs {
+		sb.WriteString("  " + d + "\n")
+	}
+	sb.WriteString("refusing to resume with different settings; use --force-new-config to continue anyway (recorded in run.json), or --fresh to start over")
+	return sb.String()
+}
+
+// Check records a start of plan in run directory dir (which the caller has
+// locked). With no run.json it starts a new run: run.json is written with the
+// plan's Settings. With one whose settings are the plan's, the start is
+// appended. With other settings it returns the differences (as Compare) and
+// a *ConfigChangedError, writing nothing, unless force: then the start
+// records the differences, the settings become the plan's, and diffs are
+// returned with a nil error. command is the command line to record (e.g.
+// os.Args). The Run returned is run.json as now written (as read, on a
+// refusal).
+func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run, []string, error) {
+	settings := normalizeMap(Settings(plan))
+	start := Start{At: time.Now().UTC(), PID: os.Getpid(), Command: command}
+	r, err := ReadRun(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r == nil {
+		path := plan.File.Path
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		r = &Run{Pipeline: path, Created: start.At, Settings: settings, History: []Start{start}}
+		if err := r.Write(dir); err != nil {
+			return nil, nil, err
+		}
+		return r, nil, nil
+	}
+	diffs := Compare(r.Settings, settings)
+	if len(diffs) > 0 && !force {
+		return r, diffs, &ConfigChangedError{Dir: dir, Diffs: diffs}
+	}
+	start.ForcedNewConfig = diffs
+	r.Settings = settings
+	r.History = append(r.History, start)
+	if err := r.Write(dir); err != nil {
+		return nil, diffs, err
+	}
+	return r, diffs, nil
+}

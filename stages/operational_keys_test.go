@@ -1,0 +1,40 @@
+package stages
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// TestOperationalKeys pins which keys are `op:"true"`: how a run goes, not
+// what data it makes. A resume may change these; any other key change is
+// refused (pipeline/rundir). A new key is data-defining unless listed here.
+func TestOperationalKeys(t *testing.T) {
+	want := map[string][]string{
+		"generate": {"backoff_max", "backoff_min", "breaker_failures", "concurrency", "max_attempts",
+			"probe_interval", "ready_timeout", "request_timeout", "servers"},
+		"read-prompts":      {"limit", "on_bad_line", "path"},
+		"read-completions":  {"limit", "on_bad_line", "path"},
+		"tokenize-and-mask": {"workers"},
+		"validate-thinking": nil,
+		"write-jsonl":       nil,
+		// against decides which prompts the run makes: data.
+		"dedupe-against-progress": nil,
+	}
+	for kind, keys := range want {
+		spec := pipeline.DefaultRegistry.Lookup(kind)
+		if spec == nil {
+			t.Logf("kind %s not registered (yet)", kind)
+			continue
+		}
+		if got := spec.OperationalKeys(); !reflect.DeepEqual(got, keys) {
+			t.Errorf("%s: operational keys %q, want %q", kind, got, keys)
+		}
+	}
+	for _, kind := range pipeline.DefaultRegistry.Kinds() {
+		if _, ok := want[kind]; !ok {
+			t.Errorf("kind %s: decide which of its keys are operational and list them here", kind)
+		}
+	}
+}
