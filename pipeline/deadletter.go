@@ -1,31 +1,33 @@
 package pipeline
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
-// deadLetters appends records that leave a stage without a connected port —
-// rejections with no "rejected" edge, and failures — to
-// RUN_DIR/{rejected,failed}/STAGE.jsonl, so no record ends nowhere. Files are
-// opened on first use, appended to across runs, and fsynced on Close.
+// deadLetters keeps records that leave a stage without a connected port —
+// rejections with no "rejected" edge, and failures — in
+// RUN_DIR/{rejected,failed}/STAGE.jsonl, so no record ends nowhere. Each file
+// is a commit log, continued across runs of the run directory; a record whose
+// id a file already holds is not written again, so a resumed run never counts
+// a record twice.
 type deadLetters struct {
-	dir   string
-	mu    sync.Mutex
-	files map[string]*dlFile
-}
-
-type dlFile struct {
-	f *os.File
-	w *bufio.Writer
+	dir     string
+	mu      sync.Mutex
+	logs    map[string]*commitlog.Log
+	pending []*ticket
+	written map[string]bool // files this run wrote to
 }
 
 func newDeadLetters(runDir string) *deadLetters {
-	return &deadLetters{dir: runDir, files: map[string]*dlFile{}}
+	return &deadLetters{dir: runDir, logs: map[string]*commitlog.Log{}, written: map[string]bool{}}
 }
 
 // Path is where records of the given class ("rejected", "failed") from stage go.
@@ -33,6 +35,7 @@ func (d *deadLetters) Path(class, stage string) string {
 	return filepath.Join(d.dir, class, stage+".jsonl")
 }
 
+// write appends rec; its ticket is released at the next commit.
 func (d *deadLetters) write(class, stage string, rec *Record) error {
 	line, err := json.Marshal(rec)
 	if err != nil {
@@ -41,38 +44,57 @@ func (d *deadLetters) write(class, stage string, rec *Record) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := d.Path(class, stage)
-	df := d.files[p]
-	if df == nil {
+	l := d.logs[p]
+	if l == nil {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if l, err = commitlog.Open(p); errors.Is(err, commitlog.ErrNotALog) {
+			// Written by a version of pipe without commit logs: keep it.
+			if err = keepAside(p); err == nil {
+				l, err = commitlog.Open(p)
+			}
+		}
 		if err != nil {
 			return err
 		}
-		df = &dlFile{f: f, w: bufio.NewWriter(f)}
-		d.files[p] = df
+		d.logs[p] = l
 	}
-	df.w.Write(line)
-	df.w.WriteByte('\n')
-	// Flushed per record: these are rare, and a crash must not lose them.
-	return df.w.Flush()
+	d.pending = append(d.pending, rec.ticket)
+	if l.Has(rec.ID) {
+		return nil // committed by an earlier run (or earlier in this one)
+	}
+	d.written[p] = true
+	return l.Append(rec.ID, line)
 }
 
-// Close flushes, fsyncs and closes every file; it returns the paths written.
+// commit makes every file durable and returns the tickets it released.
+func (d *deadLetters) commit() ([]*ticket, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.logs {
+		if err := l.Commit(); err != nil {
+			return nil, err
+		}
+	}
+	t := d.pending
+	d.pending = nil
+	return t, nil
+}
+
+// Close closes every file (commit first) and returns the paths this run wrote to.
 func (d *deadLetters) Close() ([]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var paths []string
-	var first error
-	for p, df := range d.files {
-		paths = append(paths, p)
-		for _, err := range []error{df.w.Flush(), df.f.Sync(), df.f.Close()} {
-			if err != nil && first == nil {
-				first = err
-			}
+	var errs []error
+	for p, l := range d.logs {
+		if d.written[p] {
+			paths = append(paths, p)
 		}
+		errs = append(errs, l.Close())
 	}
-	d.files = map[string]*dlFile{}
-	return paths, first
+	sort.Strings(paths)
+	d.logs = map[string]*commitlog.Log{}
+	return paths, errors.Join(errs...)
 }

@@ -2,14 +2,18 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 
 	"github.com/reugn/go-streams"
 	"github.com/reugn/go-streams/extension"
@@ -32,6 +36,17 @@ type RunOptions struct {
 	Log io.Writer
 	// Resources are shared by the stages; nil means a fresh set, closed at the end.
 	Resources *Resources
+	// CommitEvery is how often sinks commit what they accepted and the run
+	// directory records the ids that are finished. Zero means 1 minute. A
+	// stop request commits at once.
+	CommitEvery time.Duration
+	// JournalEvery is how often the journal of each expensive stage is
+	// fsynced: a completion is durable within this long of arriving. Zero
+	// means 1 second.
+	JournalEvery time.Duration
+	// NoJournal turns the journal of expensive stages off (for measuring its
+	// cost): a crash then loses completions not yet committed by a sink.
+	NoJournal bool
 	// Progress, if set, is called every ProgressEvery (default 5s) with a
 	// snapshot, from a goroutine of Run's; it must not block for long.
 	Progress      func(*Summary)
@@ -45,27 +60,37 @@ type Summary struct {
 	// Drained is true when the run was stopped by Stop and drained.
 	Drained bool
 	// DeadLetters are the files in the run directory that received
-	// rejected or failed records.
+	// rejected or failed records in this run.
 	DeadLetters []string
+	// Finished is the number of ids the run directory counts as finished
+	// (committed everywhere they went); FinishedAtStart of them were
+	// finished before this run.
+	Finished, FinishedAtStart int
+	// LastCommit is when everything processed was last committed.
+	LastCommit time.Time
 }
 
-// StageSummary is one stage's accounting: In = Out + Rejected + Failed once
-// the run has finished cleanly; Abandoned counts records dropped by an
-// immediate stop.
+// StageSummary is one stage's accounting: In = Out + Rejected + Failed +
+// Skipped once the run has finished cleanly; Abandoned counts records
+// dropped by a stop (they are redone by the next run).
 type StageSummary struct {
-	ID, Kind                  string
-	In, Out, Rejected, Failed int64
-	Abandoned                 int64
-	Reasons                   map[string]int64 // rejections by reason code
-	Queued                    int              // records waiting on this stage's output edges
-	Stats                     []Stat
+	ID, Kind                           string
+	In, Out, Rejected, Failed, Skipped int64
+	Abandoned                          int64
+	// Replayed counts records an expensive stage took from its journal
+	// instead of redoing the work (they are also in Out or Rejected).
+	Replayed int64
+	Reasons  map[string]int64 // rejections by reason code
+	Skips    map[string]int64 // skipped records by reason
+	Queued   int              // records waiting on this stage's output edges
+	Stats    []Stat
 }
 
 // Started reports whether any record moved: false when the run failed
 // before doing any work (e.g. no server was ready).
 func (s *Summary) Started() bool {
 	for _, st := range s.Stages {
-		if st.In+st.Out+st.Rejected+st.Failed > 0 {
+		if st.In+st.Out+st.Rejected+st.Failed+st.Skipped > 0 {
 			return true
 		}
 	}
@@ -73,7 +98,7 @@ func (s *Summary) Started() bool {
 }
 
 // Balanced reports whether every record that came in went somewhere.
-func (s StageSummary) Balanced() bool { return s.In == s.Out+s.Rejected+s.Failed }
+func (s StageSummary) Balanced() bool { return s.In == s.Out+s.Rejected+s.Failed+s.Skipped }
 
 // StageError is a failure of one stage; it names the stage.
 type StageError struct {
@@ -99,10 +124,21 @@ type node struct {
 	firstOut string
 	inlet    <-chan any
 
-	in, out, rejected, failed, abandoned atomic.Int64
-	reasonsMu                            sync.Mutex
-	reasons                              map[string]int64
-	failedSelf                           atomic.Bool
+	in, out, rejected, failed, skipped atomic.Int64
+	abandoned, replayed                atomic.Int64
+	reasonsMu                          sync.Mutex
+	reasons, skips                     map[string]int64
+	failedSelf                         atomic.Bool
+	// fanout is the number of inputs each connected port feeds.
+	fanout map[string]int
+	// journal keeps what an expensive stage emitted (nil otherwise).
+	journal *commitlog.Log
+	// committer is set for sinks that commit in batches; commitMu keeps
+	// Process and Commit apart, and pending holds the tickets of records
+	// accepted since the last commit.
+	committer Committer
+	commitMu  sync.Mutex
+	pending   []*ticket
 	// intake is true for expensive stages and every stage upstream of one:
 	// after Stop they drop records not yet started (see Spec.Expensive).
 	intake bool
@@ -113,6 +149,10 @@ type engine struct {
 	opts       RunOptions
 	nodes      []*node
 	dead       *deadLetters
+	ledger     *ledger
+	commitMu   sync.Mutex // one commit round at a time
+	commitNow  chan struct{}
+	lastCommit atomic.Int64 // unix nanoseconds
 	hardCtx    context.Context
 	hardCancel context.CancelCauseFunc
 	intakeCtx  context.Context
@@ -137,14 +177,26 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = 5 * time.Second
 	}
+	if opts.CommitEvery <= 0 {
+		opts.CommitEvery = time.Minute
+	}
+	if opts.JournalEvery <= 0 {
+		opts.JournalEvery = time.Second
+	}
 	if opts.Resources == nil {
 		opts.Resources = NewResources()
 		defer opts.Resources.Close()
 	}
-	e := &engine{plan: p, opts: opts, start: time.Now()}
+	e := &engine{plan: p, opts: opts, start: time.Now(), commitNow: make(chan struct{}, 1)}
 	if err := os.MkdirAll(p.File.RunDir, 0o755); err != nil {
 		return e.summary(), fmt.Errorf("run directory: %w", err)
 	}
+	var err error
+	if e.ledger, err = openLedger(p.File.RunDir); err != nil {
+		return e.summary(), err
+	}
+	defer e.ledger.close()
+	e.ledger.full = e.requestCommit
 	e.dead = newDeadLetters(p.File.RunDir)
 	e.hardCtx, e.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	defer e.hardCancel(nil)
@@ -160,7 +212,18 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		if err := checkStageType(ps, st); err != nil {
 			return e.summary(), err
 		}
-		e.nodes = append(e.nodes, &node{ps: ps, stage: st, reasons: map[string]int64{}})
+		n := &node{ps: ps, stage: st, reasons: map[string]int64{}, skips: map[string]int64{}}
+		n.committer, _ = st.(Committer)
+		e.nodes = append(e.nodes, n)
+		if ps.Spec.Expensive && !opts.NoJournal {
+			if n.journal, err = openJournal(p.File.RunDir, ps.ID()); err != nil {
+				return e.summary(), &StageError{ps.ID(), ps.Spec.Kind, err}
+			}
+			defer n.journal.Close()
+			if cut := n.journal.Truncated(); cut > 0 {
+				fmt.Fprintf(opts.Log, "stage %q: journal: cut %d bytes of uncommitted tail left by an earlier crash\n", ps.ID(), cut)
+			}
+		}
 	}
 	defer e.closeStages()
 
@@ -178,7 +241,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 
 	for _, n := range e.nodes {
 		if o, ok := n.stage.(Opener); ok {
-			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Resources: opts.Resources}
+			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Done: e.ledger, Resources: opts.Resources}
 			// Opening is intake: a stop request ends it.
 			if err := o.Open(e.intakeCtx, env); err != nil {
 				if e.intakeCtx.Err() != nil {
@@ -194,6 +257,14 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	e.markIntake()
 	e.running.Store(true)
 
+	committing := make(chan struct{})
+	var cwg sync.WaitGroup
+	cwg.Add(1)
+	go func() {
+		defer cwg.Done()
+		e.commitLoop(committing)
+	}()
+
 	var wg sync.WaitGroup
 	for _, n := range e.nodes {
 		wg.Add(1)
@@ -203,21 +274,24 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		}()
 	}
 	wg.Wait()
+	close(committing)
+	cwg.Wait()
+	// Whatever happened, what was processed is committed.
+	e.commitAll()
 
-	sum := e.summary()
 	paths, derr := e.dead.Close()
+	sum := e.summary()
 	sum.DeadLetters = paths
-	sort.Strings(sum.DeadLetters)
 	if err := context.Cause(e.hardCtx); err != nil {
 		return sum, err
 	}
 	if derr != nil {
-		return sum, fmt.Errorf("writing rejected/failed records: %w", derr)
+		return sum, fmt.Errorf("closing rejected/failed records: %w", derr)
 	}
 	for _, s := range sum.Stages {
 		if !s.Balanced() {
-			return sum, fmt.Errorf("accounting mismatch in stage %q (%s): in %d != out %d + rejected %d + failed %d (a bug in that stage)",
-				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed)
+			return sum, fmt.Errorf("accounting mismatch in stage %q (%s): in %d != out %d + rejected %d + failed %d + skipped %d (a bug in that stage)",
+				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped)
 		}
 	}
 	return sum, nil
@@ -243,6 +317,7 @@ func (e *engine) wire() {
 	for _, n := range e.nodes {
 		byPS[n.ps] = n
 		n.outs = map[string]chan any{}
+		n.fanout = map[string]int{}
 		if len(n.ps.Spec.Outputs) > 0 {
 			n.firstOut = n.ps.Spec.Outputs[0]
 		}
@@ -253,6 +328,7 @@ func (e *engine) wire() {
 			edges := n.ps.Outputs[port]
 			ch := make(chan any, e.opts.EdgeBuffer)
 			n.outs[port] = ch
+			n.fanout[port] = len(edges)
 			src := extension.NewChanSource(ch)
 			if len(edges) == 1 {
 				to := byPS[edges[0].To]
@@ -343,8 +419,20 @@ func (e *engine) runNode(n *node) {
 					continue
 				}
 				n.in.Add(1)
-				em := &emitter{e: e, n: n, ctx: e.hardCtx}
-				err := proc.Process(e.hardCtx, rec, em)
+				em := &emitter{e: e, n: n, ctx: e.hardCtx, in: rec}
+				if n.journal != nil {
+					replayed, err := e.replay(n, rec, em)
+					if err != nil {
+						fail(err)
+					}
+					if replayed || err != nil {
+						continue
+					}
+				}
+				if sink && n.committer != nil {
+					n.commitMu.Lock()
+				}
+				err := e.process(n, proc, rec, em)
 				switch {
 				case err != nil:
 					if !em.touched.Load() {
@@ -353,6 +441,17 @@ func (e *engine) runNode(n *node) {
 					fail(err)
 				case sink && !em.touched.Load():
 					n.out.Add(1)
+					if n.committer != nil {
+						n.pending = append(n.pending, rec.ticket)
+						if len(n.pending) == maxPending {
+							e.requestCommit() // bounds the memory tickets take
+						}
+					} else {
+						e.ledger.release(rec.ticket)
+					}
+				}
+				if sink && n.committer != nil {
+					n.commitMu.Unlock()
 				}
 			}
 		}()
@@ -361,6 +460,159 @@ func (e *engine) runNode(n *node) {
 	if fin, ok := n.stage.(Finisher); ok && !n.failedSelf.Load() {
 		fail(fin.Finish(e.hardCtx, &emitter{e: e, n: n, ctx: e.hardCtx}))
 	}
+}
+
+// process calls the stage for one record. A panic fails that record (the
+// stack goes to the run log) instead of ending the run.
+func (e *engine) process(n *node, proc Processor, rec *Record, em *emitter) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		fmt.Fprintf(e.opts.Log, "stage %q: panic on record %q: %v\n%s", n.ps.ID(), rec.ID, r, debug.Stack())
+		if em.touched.Load() {
+			err = fmt.Errorf("panic after record %q was sent on: %v", rec.ID, r)
+			return
+		}
+		err = em.Fail(rec, fmt.Errorf("panic in stage %q: %v (stack in the run log)", n.ps.ID(), r), 1)
+	}()
+	return proc.Process(e.hardCtx, rec, em)
+}
+
+// journalEntry is one line of an expensive stage's journal: what it sent
+// out, and on which port.
+type journalEntry struct {
+	Port   string  `json:"port"`
+	Record *Record `json:"record"`
+}
+
+func openJournal(runDir, stage string) (*commitlog.Log, error) {
+	dir := filepath.Join(runDir, "journal")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l, err := commitlog.Open(filepath.Join(dir, stage+".jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	return l, nil
+}
+
+// replay sends rec on as the journal recorded it, if the stage already did
+// the work for its id in an earlier run (which stopped before every output
+// committed it).
+func (e *engine) replay(n *node, rec *Record, em *emitter) (bool, error) {
+	line, ok, err := n.journal.Lookup(rec.ID)
+	if err != nil || !ok {
+		return false, err
+	}
+	var je journalEntry
+	if err := json.Unmarshal(line, &je); err != nil || je.Record == nil {
+		return false, fmt.Errorf("journal %s: entry of %q is damaged: %v", n.journal.Path(), rec.ID, err)
+	}
+	em.replaying = true
+	n.replayed.Add(1)
+	out := je.Record
+	if je.Port == RejectedPort && out.Reject != nil {
+		return true, em.Reject(out, out.Reject.Reason, out.Reject.Detail)
+	}
+	return true, em.Emit(je.Port, out)
+}
+
+// maxPending is how many records a sink may hold uncommitted before a
+// commit round is started early.
+const maxPending = 1 << 16
+
+// requestCommit starts a commit round soon, without waiting for it.
+func (e *engine) requestCommit() {
+	select {
+	case e.commitNow <- struct{}{}:
+	default:
+	}
+}
+
+// commitLoop fsyncs journals every JournalEvery and commits everything every
+// CommitEvery or when asked (a stop request), until done is closed.
+func (e *engine) commitLoop(done <-chan struct{}) {
+	jt := time.NewTicker(e.opts.JournalEvery)
+	defer jt.Stop()
+	ct := time.NewTicker(e.opts.CommitEvery)
+	defer ct.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-jt.C:
+			e.commitMu.Lock()
+			e.commitJournals()
+			e.commitMu.Unlock()
+		case <-ct.C:
+			e.commitAll()
+		case <-e.commitNow:
+			e.commitAll()
+		}
+	}
+}
+
+// commitJournals makes every completion received so far durable. A journal
+// that cannot be written fails the run: completions would be at risk.
+func (e *engine) commitJournals() bool {
+	ok := true
+	for _, n := range e.nodes {
+		if n.journal == nil {
+			continue
+		}
+		if err := n.journal.Commit(); err != nil {
+			n.failedSelf.Store(true)
+			e.hardCancel(&StageError{n.ps.ID(), n.ps.Spec.Kind, fmt.Errorf("journal: %w", err)})
+			ok = false
+		}
+	}
+	return ok
+}
+
+// commitAll is one commit round. Journals first, so nothing is committed
+// downstream whose completion is not durable; then the rejected/failed files
+// and every sink; then the ids whose every copy is now committed go into the
+// done log.
+func (e *engine) commitAll() {
+	e.commitMu.Lock()
+	defer e.commitMu.Unlock()
+	if !e.commitJournals() {
+		return
+	}
+	tickets, err := e.dead.commit()
+	if err != nil {
+		e.hardCancel(fmt.Errorf("writing rejected/failed records: %w", err))
+		return
+	}
+	for _, t := range tickets {
+		e.ledger.release(t)
+	}
+	for _, n := range e.nodes {
+		if n.committer == nil || !n.opened || n.failedSelf.Load() {
+			continue
+		}
+		n.commitMu.Lock()
+		err := n.committer.Commit(context.WithoutCancel(e.hardCtx))
+		tickets := n.pending
+		n.pending = nil
+		n.commitMu.Unlock()
+		if err != nil {
+			n.failedSelf.Store(true)
+			e.hardCancel(&StageError{n.ps.ID(), n.ps.Spec.Kind, fmt.Errorf("commit: %w", err)})
+			continue
+		}
+		for _, t := range tickets {
+			e.ledger.release(t)
+		}
+	}
+	if err := e.ledger.commit(); err != nil {
+		e.hardCancel(fmt.Errorf("recording finished ids: %w", err))
+		return
+	}
+	e.lastCommit.Store(time.Now().UnixNano())
 }
 
 // watch turns Stop and ctx into the intake and hard cancellations and calls
@@ -380,8 +632,9 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 		case <-stop:
 			stop = nil
 			e.drained.Store(true)
-			fmt.Fprintf(e.opts.Log, "stop requested: intake stopped, draining in-flight records (up to %s)\n", e.opts.DrainTimeout)
+			fmt.Fprintf(e.opts.Log, "stop requested: committing, then draining in-flight records (up to %s)\n", e.opts.DrainTimeout)
 			stopIntake()
+			e.requestCommit()
 			t := time.NewTimer(e.opts.DrainTimeout)
 			defer t.Stop()
 			drainTimer = t.C
@@ -408,19 +661,21 @@ func (e *engine) closeStages() {
 
 func (e *engine) summary() *Summary {
 	s := &Summary{Elapsed: time.Since(e.start), Drained: e.drained.Load()}
+	if e.ledger != nil {
+		s.Finished, s.FinishedAtStart = e.ledger.finished(), e.ledger.atStart
+	}
+	if t := e.lastCommit.Load(); t > 0 {
+		s.LastCommit = time.Unix(0, t)
+	}
 	for _, n := range e.nodes {
 		ss := StageSummary{
 			ID: n.ps.ID(), Kind: n.ps.Spec.Kind,
 			In: n.in.Load(), Out: n.out.Load(), Rejected: n.rejected.Load(), Failed: n.failed.Load(),
-			Abandoned: n.abandoned.Load(),
+			Skipped: n.skipped.Load(), Abandoned: n.abandoned.Load(), Replayed: n.replayed.Load(),
 		}
 		n.reasonsMu.Lock()
-		if len(n.reasons) > 0 {
-			ss.Reasons = make(map[string]int64, len(n.reasons))
-			for k, v := range n.reasons {
-				ss.Reasons[k] = v
-			}
-		}
+		ss.Reasons = copyCounts(n.reasons)
+		ss.Skips = copyCounts(n.skips)
 		n.reasonsMu.Unlock()
 		for _, ch := range n.outs {
 			ss.Queued += len(ch)
@@ -433,12 +688,59 @@ func (e *engine) summary() *Summary {
 	return s
 }
 
+func copyCounts(m map[string]int64) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
 // emitter is the Emitter a stage gets for one record (or for Read/Finish).
 type emitter struct {
-	e       *engine
-	n       *node
-	ctx     context.Context
-	touched atomic.Bool // a record was emitted, rejected or failed through it
+	e   *engine
+	n   *node
+	ctx context.Context
+	// in is the record being processed (nil for a source's Read or a
+	// Finish): what the stage sends on inherits its ticket.
+	in      *Record
+	uses    atomic.Int32
+	touched atomic.Bool // a record was emitted, rejected, failed or skipped through it
+	// replaying is set when the record comes from the stage's journal, so
+	// it is not journaled again.
+	replaying bool
+}
+
+// claim gives rec the ticket it travels with: the processed record's (one
+// more place to commit for each further record sent on), or a new one for
+// what a source reads.
+func (em *emitter) claim(rec *Record) {
+	switch {
+	case em.in != nil:
+		t := em.in.ticket
+		if em.uses.Add(1) > 1 && t != nil {
+			t.n.Add(1)
+		}
+		rec.ticket = t
+	case rec.ticket == nil:
+		rec.ticket = newTicket(rec.ID)
+	}
+}
+
+// journal appends what an expensive stage sends on to its journal, before
+// anything downstream can see it.
+func (em *emitter) journal(port string, rec *Record) error {
+	if em.n.journal == nil || em.replaying {
+		return nil
+	}
+	line, err := json.Marshal(journalEntry{Port: port, Record: rec})
+	if err != nil {
+		return fmt.Errorf("journal: encoding record %q: %w", rec.ID, err)
+	}
+	return em.n.journal.Append(rec.ID, line)
 }
 
 func (em *emitter) Emit(port string, rec *Record) error {
@@ -453,11 +755,24 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	if !ok {
 		return fmt.Errorf("emit to port %q: the kind declares ports %v", port, em.n.ps.Spec.Outputs)
 	}
+	em.claim(rec)
+	if err := em.journal(port, rec); err != nil {
+		return err
+	}
+	em.fanOut(port, rec)
 	if err := em.send(ch, rec); err != nil {
 		return err
 	}
 	em.n.out.Add(1)
 	return nil
+}
+
+// fanOut counts the copies a port's fan-out will make: each is one more
+// place the record must be committed.
+func (em *emitter) fanOut(port string, rec *Record) {
+	if k := em.n.fanout[port]; k > 1 && rec.ticket != nil {
+		rec.ticket.n.Add(int32(k - 1))
+	}
 }
 
 func (em *emitter) send(ch chan any, rec *Record) error {
@@ -476,8 +791,16 @@ func (em *emitter) send(ch chan any, rec *Record) error {
 
 func (em *emitter) Reject(rec *Record, reason, detail string) error {
 	em.touched.Store(true)
+	em.claim(rec)
+	if reason == ReasonDuplicate && rec.ticket != nil {
+		rec.ticket.void.Store(true)
+	}
 	rec.Reject = &Rejection{Stage: em.n.ps.ID(), Reason: reason, Detail: detail}
+	if err := em.journal(RejectedPort, rec); err != nil {
+		return err
+	}
 	if ch, ok := em.n.outs[RejectedPort]; ok {
+		em.fanOut(RejectedPort, rec)
 		if err := em.send(ch, rec); err != nil {
 			return err
 		}
@@ -493,11 +816,23 @@ func (em *emitter) Reject(rec *Record, reason, detail string) error {
 
 func (em *emitter) Fail(rec *Record, err error, attempts int) error {
 	em.touched.Store(true)
+	em.claim(rec)
 	rec.Failure = &Failure{Stage: em.n.ps.ID(), Error: err.Error(), Attempts: attempts}
 	if werr := em.e.dead.write("failed", em.n.ps.ID(), rec); werr != nil {
 		return werr
 	}
 	em.n.failed.Add(1)
+	return nil
+}
+
+func (em *emitter) Skip(rec *Record, reason string) error {
+	em.touched.Store(true)
+	em.claim(rec)
+	em.e.ledger.release(rec.ticket)
+	em.n.skipped.Add(1)
+	em.n.reasonsMu.Lock()
+	em.n.skips[reason]++
+	em.n.reasonsMu.Unlock()
 	return nil
 }
 

@@ -29,6 +29,10 @@ type Record struct {
 	Failure *Failure `json:"failure,omitempty"`
 	// Meta keeps the input's other fields, for traceability.
 	Meta map[string]any `json:"meta,omitempty"`
+
+	// ticket tracks where the copies of this record still have to be
+	// committed before its id counts as finished; shared by clones.
+	ticket *ticket
 }
 
 // Message is one conversation turn.

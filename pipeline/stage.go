@@ -41,13 +41,25 @@ type Opener interface {
 	Open(ctx context.Context, env *Env) error
 }
 
-// Finisher is implemented by stages that commit at the end of their input:
-// flush and rename files, emit a last batch. Finish is called once after the
+// Finisher is implemented by stages with work to do at the end of their
+// input, e.g. emit a last batch. Finish is called once after the
 // last Process returned, whether the input ended normally, by a drain, or
 // because another stage failed: what was fully processed is committed.
 // It is not called if this stage itself failed.
 type Finisher interface {
 	Finish(ctx context.Context, out Emitter) error
+}
+
+// Committer is implemented by sinks that make records durable in batches
+// (write-jsonl appends to a commit log). A record a sink's Process accepted is
+// not done until the next Commit returns: only then does the run directory
+// count its id as finished, so a crash before that redoes it (from the
+// generation journal, not the servers). The engine calls Commit every
+// RunOptions.CommitEvery, at once when a stop is requested, and at the end;
+// never concurrently with Process. A sink that was handed a record it
+// already committed (a replay after a crash) reports it with out.Skip.
+type Committer interface {
+	Commit(ctx context.Context) error
 }
 
 // Closer releases what Open acquired. It is always called if Open succeeded.
@@ -80,6 +92,10 @@ type Emitter interface {
 	// Fail records that rec could not be processed (e.g. retries exhausted);
 	// it is counted and written to the run directory's failed/STAGE.jsonl.
 	Fail(rec *Record, err error, attempts int) error
+	// Skip says rec needs no work: its id is already finished in this run
+	// directory, or this sink already committed it. It is counted as
+	// skipped (in = out + rejected + failed + skipped) and goes nowhere.
+	Skip(rec *Record, reason string) error
 	// Took counts records a source consumed from its input, including ones
 	// it rejected, for the in = out + rejected + failed accounting. Call it
 	// after the Emit or Reject succeeded: a record whose Emit failed because
@@ -95,10 +111,25 @@ type Env struct {
 	RunDir string
 	// Log receives human-readable progress lines; it is the run's log.
 	Log io.Writer
+	// Done is the set of ids this run directory had finished (committed in
+	// every output they reached, or rejected or failed for good) when the
+	// run started.
+	Done DoneSet
 	// Resources are shared across stages of one run (e.g. one simulator
 	// fleet); see Resource.
 	Resources *Resources
 }
+
+// DoneSet is a run directory's set of finished ids.
+type DoneSet interface {
+	Has(id string) bool
+	Len() int
+}
+
+// ReasonDuplicate is the reason code for a record whose id an earlier record
+// of the same input already has. Rejecting a record with it never finishes
+// the id: the first record with that id decides.
+const ReasonDuplicate = "duplicate_id"
 
 // DryRunner is implemented by stages that can show their readiness without
 // doing any work, for `pipe run --dry-run` (e.g. generate probes its servers

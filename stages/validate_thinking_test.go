@@ -36,7 +36,8 @@ func (e *thinkTestEmitter) Fail(rec *pipeline.Record, err error, attempts int) e
 	return errors.New("unexpected Fail: " + err.Error())
 }
 
-func (e *thinkTestEmitter) Took(int) {}
+func (e *thinkTestEmitter) Took(int)                            {}
+func (e *thinkTestEmitter) Skip(*pipeline.Record, string) error { return nil }
 
 var testTok struct {
 	tok *tokenize.Tokenizer

@@ -1,28 +1,32 @@
 package stages
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "write-jsonl",
-		Summary: "write records as JSONL, committed atomically at the end of the input",
-		Description: `Writes one record per line (id, messages, completion, tokens, reject...)
-into a temporary file beside path, then fsyncs and renames it onto path when
-the input ends — also when the run is stopped with Ctrl-C, or when another
-stage fails, so every record that reached it is kept. An existing file at
-path is never lost: it is renamed to PATH.prev-TIME before the new one takes
-its place.`,
+		Summary: "write records as JSONL, committed as it goes; a resumed run continues the file",
+		Description: `Appends one record per line (id, messages, completion, tokens, reject...)
+to path, and commits (fsync, then an index entry per line in the hidden
+.NAME.idx beside it) every commit interval of the run (pipe run
+--commit-every, default 1m), at once when the run is asked to stop, and at
+the end. A crash loses at most what came after the last commit: the next run
+cuts that tail and continues the file, and records it already holds are
+skipped (counted as already_committed), so every id is in it once.
+
+A file at path that this writer did not make (no index beside it) is never
+overwritten: it is renamed to PATH.prev-TIME first.`,
 		Config:    writeJSONLConfig{},
 		MaxInputs: 0,
 		KeySettings: func(c any) string {
@@ -49,119 +53,84 @@ type writeJSONLConfig struct {
 }
 
 type writeJSONL struct {
-	cfg writeJSONLConfig
-
-	mu      sync.Mutex
-	tmp     *os.File
-	w       *bufio.Writer
-	records int64
-	bytes   int64
-	prev    string // where the previous output was kept, if there was one
+	cfg  writeJSONLConfig
+	log  *commitlog.Log
+	prev string // where a file that was not ours was kept, if there was one
 }
 
 var (
 	_ pipeline.Processor = (*writeJSONL)(nil)
 	_ pipeline.Opener    = (*writeJSONL)(nil)
-	_ pipeline.Finisher  = (*writeJSONL)(nil)
+	_ pipeline.Committer = (*writeJSONL)(nil)
 	_ pipeline.Closer    = (*writeJSONL)(nil)
 	_ pipeline.Reporter  = (*writeJSONL)(nil)
 )
 
-func (w *writeJSONL) Open(_ context.Context, _ *pipeline.Env) error {
-	dir := filepath.Dir(w.cfg.Path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
+	if err := os.MkdirAll(filepath.Dir(w.cfg.Path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(w.cfg.Path)+".tmp-*")
+	log := io.Discard
+	if env != nil && env.Log != nil {
+		log = env.Log
+	}
+	l, err := commitlog.Open(w.cfg.Path)
+	if errors.Is(err, commitlog.ErrNotALog) {
+		// Outputs can hold days of GPU work: keep what is there.
+		if w.prev, err = pipeline.KeepAside(w.cfg.Path); err != nil {
+			return fmt.Errorf("keeping the existing %s: %w", w.cfg.Path, err)
+		}
+		fmt.Fprintf(log, "%s existed and was not written by this writer: kept as %s\n", w.cfg.Path, w.prev)
+		l, err = commitlog.Open(w.cfg.Path)
+	}
 	if err != nil {
 		return err
 	}
-	w.tmp, w.w = f, bufio.NewWriterSize(f, 1<<20)
+	w.log = l
+	if st := l.Stats(); st.Rows > 0 {
+		fmt.Fprintf(log, "%s: continuing after %d committed records", w.cfg.Path, st.Rows)
+		if cut := l.Truncated(); cut > 0 {
+			fmt.Fprintf(log, " (cut %d bytes written after the last commit)", cut)
+		}
+		fmt.Fprintln(log)
+	}
 	return nil
 }
 
-func (w *writeJSONL) Process(_ context.Context, rec *pipeline.Record, _ pipeline.Emitter) error {
+func (w *writeJSONL) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	if w.log.Has(rec.ID) {
+		return out.Skip(rec, "already_committed")
+	}
 	line, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("encoding record %q: %w", rec.ID, err)
+		return out.Fail(rec, fmt.Errorf("cannot encode the record as JSON: %w", err), 1)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, err := w.w.Write(line); err != nil {
-		return err
-	}
-	if err := w.w.WriteByte('\n'); err != nil {
-		return err
-	}
-	w.records++
-	w.bytes += int64(len(line) + 1)
-	return nil
+	return w.log.Append(rec.ID, line)
 }
 
-// Finish commits: flush, fsync, rename onto the target, fsync the directory.
-func (w *writeJSONL) Finish(_ context.Context, _ pipeline.Emitter) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	f := w.tmp
-	w.tmp = nil
-	if err := w.w.Flush(); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil { // CreateTemp makes it 0600
-		os.Remove(f.Name())
-		return err
-	}
-	if _, err := os.Stat(w.cfg.Path); err == nil {
-		// Outputs can hold days of GPU work: keep the previous one.
-		prev := w.cfg.Path + ".prev-" + time.Now().UTC().Format("20060102T150405.000")
-		if err := os.Rename(w.cfg.Path, prev); err != nil {
-			os.Remove(f.Name())
-			return fmt.Errorf("keeping the previous %s: %w", w.cfg.Path, err)
-		}
-		w.prev = prev
-	}
-	if err := os.Rename(f.Name(), w.cfg.Path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return syncDir(filepath.Dir(w.cfg.Path))
-}
+// Commit makes every record appended so far durable.
+func (w *writeJSONL) Commit(context.Context) error { return w.log.Commit() }
 
-// Close removes the temporary file if the output was never committed.
+// Close leaves anything not committed to be cut by the next run.
 func (w *writeJSONL) Close() error {
-	if w.tmp == nil {
+	if w.log == nil {
 		return nil
 	}
-	w.tmp.Close()
-	return os.Remove(w.tmp.Name())
+	return w.log.Close()
 }
 
 func (w *writeJSONL) Report() []pipeline.Stat {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	stats := []pipeline.Stat{{Name: "written", Value: fmt.Sprintf("%d records, %s to %s", w.records, pipeline.HumanBytes(w.bytes), pipeline.DisplayPath(w.cfg.Path))}}
+	if w.log == nil {
+		return nil
+	}
+	st := w.log.Stats()
+	v := fmt.Sprintf("%d records, %s in %s", st.Rows, pipeline.HumanBytes(st.Bytes), pipeline.DisplayPath(w.cfg.Path))
+	if st.PendingRows > 0 {
+		v += fmt.Sprintf("; %d records not yet committed", st.PendingRows)
+	}
+	stats := []pipeline.Stat{{Name: "committed", Value: v}}
 	if w.prev != "" {
-		stats = append(stats, pipeline.Stat{Name: "previous output kept as", Value: pipeline.DisplayPath(w.prev)})
+		stats = append(stats, pipeline.Stat{Name: "previous file kept as", Value: pipeline.DisplayPath(w.prev)})
 	}
 	return stats
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -10,64 +10,104 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
-// The output appears only at commit, whole; a run that never commits leaves
-// no file and no temporary behind; an existing file is replaced atomically.
-func TestWriteJSONLAtomicCommit(t *testing.T) {
+// skipEmitter records Skip calls; the writer uses nothing else.
+type skipEmitter struct {
+	fakeEmitter
+	skipped []string
+}
+
+func (s *skipEmitter) Skip(rec *pipeline.Record, reason string) error {
+	s.skipped = append(s.skipped, rec.ID+":"+reason)
+	return nil
+}
+
+// What a writer commits survives a crash; what it appended after its last
+// commit is cut by the next run, which continues the file and skips what is
+// already in it; a file the writer did not make is kept aside, never
+// overwritten.
+func TestWriteJSONLCommitsAndContinues(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "out.jsonl")
-	w := &writeJSONL{cfg: writeJSONLConfig{Path: path}}
-	ctx := context.Background()
-	if err := w.Open(ctx, &pipeline.Env{}); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(path, []byte("{\"id\":\"theirs\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	open := func() *writeJSONL {
+		w := &writeJSONL{cfg: writeJSONLConfig{Path: path}}
+		if err := w.Open(ctx, &pipeline.Env{}); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	w := open()
+	if w.prev == "" {
+		t.Fatal("a file the writer did not make was not kept aside")
+	}
+	if kept, _ := os.ReadFile(w.prev); string(kept) != "{\"id\":\"theirs\"}\n" {
+		t.Fatalf("kept file holds %q", kept)
+	}
+	em := &skipEmitter{}
 	for _, id := range []string{"a", "b"} {
-		if err := w.Process(ctx, &pipeline.Record{ID: id, Tokens: &pipeline.Tokens{LossMask: pipeline.LossMask{0, 1}}}, nil); err != nil {
+		if err := w.Process(ctx, &pipeline.Record{ID: id, Tokens: &pipeline.Tokens{LossMask: pipeline.LossMask{0, 1}}}, em); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("output visible before commit: %v", err)
-	}
-	if err := w.Finish(ctx, nil); err != nil {
+	if err := w.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
-	data, _ := os.ReadFile(path)
-	if got := strings.Count(string(data), "\n"); got != 2 || !strings.Contains(string(data), `"loss_mask":[0,1]`) {
-		t.Fatalf("committed %q", data)
+	committed, _ := os.ReadFile(path)
+	if got := strings.Count(string(committed), "\n"); got != 2 || !strings.Contains(string(committed), `"loss_mask":[0,1]`) {
+		t.Fatalf("committed %q", committed)
 	}
-	// An uncommitted second run: the first output stays, the temp is removed.
-	w2 := &writeJSONL{cfg: writeJSONLConfig{Path: path}}
-	if err := w2.Open(ctx, &pipeline.Env{}); err != nil {
+	// Appended, never committed: a crash (no Commit, no Close).
+	// c is committed; d is only written (a kill -9 after write(2)).
+	w.Process(ctx, &pipeline.Record{ID: "c"}, em)
+	if err := w.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w2.Process(ctx, &pipeline.Record{ID: "c"}, nil)
-	w2.Close()
+	w.Process(ctx, &pipeline.Record{ID: "d"}, em)
+	flushOnly(t, w)
+
+	w2 := open()
+	if w2.log.Truncated() == 0 {
+		t.Fatal("the uncommitted tail was not cut")
+	}
 	after, _ := os.ReadFile(path)
-	if string(after) != string(data) {
-		t.Fatal("an uncommitted run changed the output")
+	if strings.Contains(string(after), `"id":"d"`) || !strings.Contains(string(after), `"id":"c"`) {
+		t.Fatalf("after reopen the file holds %q; want a, b, c and not d", after)
 	}
-	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
-		t.Fatalf("left behind: %v", entries)
+	em2 := &skipEmitter{}
+	for _, id := range []string{"a", "d"} {
+		if err := w2.Process(ctx, &pipeline.Record{ID: id}, em2); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// A committed third run keeps the previous output beside the new one.
-	w3 := &writeJSONL{cfg: writeJSONLConfig{Path: path}}
-	if err := w3.Open(ctx, &pipeline.Env{}); err != nil {
+	if len(em2.skipped) != 1 || em2.skipped[0] != "a:already_committed" {
+		t.Fatalf("skipped %v, want a:already_committed", em2.skipped)
+	}
+	if err := w2.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w3.Process(ctx, &pipeline.Record{ID: "d"}, nil)
-	if err := w3.Finish(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	prev, _ := filepath.Glob(path + ".prev-*")
-	if len(prev) != 1 {
-		t.Fatalf("previous output not kept: %v", prev)
-	}
-	if kept, _ := os.ReadFile(prev[0]); string(kept) != string(data) {
-		t.Fatal("kept previous output differs")
+	w2.Close()
+	final, _ := os.ReadFile(path)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if n := strings.Count(string(final), `"id":"`+id+`"`); n != 1 {
+			t.Fatalf("id %s appears %d times in %q", id, n, final)
+		}
 	}
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
 		t.Fatalf("output mode %v, want 0644", st.Mode().Perm())
+	}
+}
+
+// flushOnly writes the writer's buffer to the file without committing, as
+// a process killed after a write(2) leaves it.
+func flushOnly(t *testing.T, w *writeJSONL) {
+	t.Helper()
+	if err := w.log.FlushForTest(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -319,31 +319,26 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 	for _, st := range s.Stages {
 		idw, kw = max(idw, len(st.ID)), max(kw, len(st.Kind))
 	}
-	fmt.Fprintf(w, "  %-*s  %-*s  %9s  %9s  %9s  %9s  %s\n", idw, "stage", kw, "kind", "in", "out", "rejected", "failed", "balanced")
+	fmt.Fprintf(w, "  %-*s  %-*s  %9s  %9s  %9s  %9s  %9s  %s\n", idw, "stage", kw, "kind", "in", "out", "rejected", "failed", "skipped", "balanced")
 	for _, st := range s.Stages {
 		bal := "yes"
 		if !st.Balanced() {
 			bal = fmt.Sprintf("no (%d abandoned)", st.Abandoned)
 		}
-		fmt.Fprintf(w, "  %-*s  %-*s  %9d  %9d  %9d  %9d  %s\n", idw, st.ID, kw, st.Kind, st.In, st.Out, st.Rejected, st.Failed, bal)
+		fmt.Fprintf(w, "  %-*s  %-*s  %9d  %9d  %9d  %9d  %9d  %s\n", idw, st.ID, kw, st.Kind, st.In, st.Out, st.Rejected, st.Failed, st.Skipped, bal)
 	}
 	for _, st := range s.Stages {
 		if st.Abandoned > 0 {
-			fmt.Fprintf(w, "%s: %d records not started when the run stopped; not committed; a new run does them again\n", st.ID, st.Abandoned)
+			fmt.Fprintf(w, "%s: %d records not started when the run stopped; the next run does them\n", st.ID, st.Abandoned)
+		}
+		if st.Replayed > 0 {
+			fmt.Fprintf(w, "%s: %d records taken from its journal (done by an earlier run, not redone)\n", st.ID, st.Replayed)
 		}
 		if len(st.Reasons) > 0 {
-			keys := make([]string, 0, len(st.Reasons))
-			for k := range st.Reasons {
-				keys = append(keys, k)
-			}
-			sort.Slice(keys, func(i, j int) bool {
-				return st.Reasons[keys[i]] > st.Reasons[keys[j]] || (st.Reasons[keys[i]] == st.Reasons[keys[j]] && keys[i] < keys[j])
-			})
-			parts := make([]string, len(keys))
-			for i, k := range keys {
-				parts[i] = fmt.Sprintf("%s %d", k, st.Reasons[k])
-			}
-			fmt.Fprintf(w, "rejected by %s: %s\n", st.ID, strings.Join(parts, ", "))
+			fmt.Fprintf(w, "rejected by %s: %s\n", st.ID, countsByValue(st.Reasons))
+		}
+		if len(st.Skips) > 0 {
+			fmt.Fprintf(w, "skipped by %s: %s\n", st.ID, countsByValue(st.Skips))
 		}
 		for _, stat := range st.Stats {
 			fmt.Fprintf(w, "%s: %s: %s\n", st.ID, stat.Name, stat.Value)
@@ -352,6 +347,24 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 	for _, p := range s.DeadLetters {
 		fmt.Fprintf(w, "kept: %s\n", p)
 	}
+	fmt.Fprintf(w, "finished ids in %s: %d (%d before this run, %d in it)\n",
+		pipeline.DisplayPath(plan.File.RunDir), s.Finished, s.FinishedAtStart, s.Finished-s.FinishedAtStart)
+}
+
+// countsByValue prints counts largest first: "empty_answer 126, think_unclosed 23".
+func countsByValue(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return m[keys[i]] > m[keys[j]] || (m[keys[i]] == m[keys[j]] && keys[i] < keys[j])
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeStatus records the run's state for `pipe status` and other tools,

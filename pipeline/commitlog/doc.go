@@ -1,0 +1,19 @@
+// Package commitlog is pipe's one commit protocol: an append-only file of
+// lines (JSONL) paired with an index that says, for every committed line, the
+// 64-bit hash of its record id and where the line ends. The index is the
+// commit point:
+//
+//	Append  → the line is buffered; it is pending, not committed
+//	Commit  → flush + fsync the data file, then append the pending index
+//	          entries and fsync the index: from here the lines survive kill -9
+//	          and power loss
+//	Open    → read the index, cut a torn index entry, truncate the data file
+//	          to the end of the last committed line (a torn or uncommitted
+//	          tail is cut), and continue appending
+//
+// A failure (disk full, a bad write) never touches what was committed: the
+// data past the last commit is cut the next time the log is opened. The same
+// log serves the generation journal, the rejected/failed files of a run
+// directory and the write-jsonl output; IDLog is the run's set of finished
+// ids, a plain file of hashes.
+package commitlog

@@ -1,0 +1,121 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+const idsMagic = "PIPEIDS1"
+
+// IDLog is an append-only file of id hashes (8 bytes each after a header):
+// the set of ids a run directory has finished. A torn last hash is cut on
+// open.
+type IDLog struct {
+	mu      sync.Mutex
+	f       *os.File
+	path    string
+	pending []uint64
+	n       int
+	broken  error
+}
+
+// OpenIDLog opens (creating if needed) the id log at path and returns it with
+// the hashes it holds.
+func OpenIDLog(path string) (*IDLog, []uint64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if len(raw) < len(idsMagic) {
+		if err := writeHeader(f, idsMagic); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		raw = []byte(idsMagic)
+	}
+	if string(raw[:len(idsMagic)]) != idsMagic {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: not an id log (bad header)", path)
+	}
+	body := raw[len(idsMagic):]
+	whole := len(body) / 8 * 8
+	if whole != len(body) {
+		if err := f.Truncate(int64(len(idsMagic) + whole)); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+	}
+	hashes := make([]uint64, whole/8)
+	for i := range hashes {
+		hashes[i] = binary.LittleEndian.Uint64(body[i*8:])
+	}
+	if _, err := f.Seek(int64(len(idsMagic)+whole), io.SeekStart); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return &IDLog{f: f, path: path, n: len(hashes)}, hashes, nil
+}
+
+func writeHeader(f *os.File, magic string) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt([]byte(magic), 0); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// Add buffers h until the next Commit; it returns how many are pending.
+func (l *IDLog) Add(h uint64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = append(l.pending, h)
+	return len(l.pending)
+}
+
+// Commit appends and fsyncs the pending hashes.
+func (l *IDLog) Commit() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken != nil {
+		return l.broken
+	}
+	if len(l.pending) == 0 {
+		return nil
+	}
+	buf := make([]byte, 8*len(l.pending))
+	for i, h := range l.pending {
+		binary.LittleEndian.PutUint64(buf[i*8:], h)
+	}
+	if _, err := l.f.Write(buf); err != nil {
+		l.f.Truncate(int64(len(idsMagic) + 8*l.n))
+		l.broken = fmt.Errorf("%s: %w", l.path, err)
+		return l.broken
+	}
+	if err := l.f.Sync(); err != nil {
+		l.broken = fmt.Errorf("%s: %w", l.path, err)
+		return l.broken
+	}
+	l.n += len(l.pending)
+	l.pending = l.pending[:0]
+	return nil
+}
+
+// Len is the number of committed hashes.
+func (l *IDLog) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// Close closes the file; pending hashes are dropped.
+func (l *IDLog) Close() error { return l.f.Close() }

@@ -1,0 +1,78 @@
+package pipeline
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// DoneFile is the run directory's log of finished ids (see commitlog.IDLog).
+const DoneFile = "done.ids"
+
+// A ticket follows one record read by a source through the graph. Its count
+// is the number of places the record (and its fan-out copies) still has to
+// be committed; when it reaches zero the record's id is finished and goes
+// into the run directory's done log. A record abandoned by a stop never
+// reaches zero, so its id is redone by the next run.
+type ticket struct {
+	id string
+	n  atomic.Int32
+	// void tickets never finish their id (a duplicate of an earlier record).
+	void atomic.Bool
+}
+
+func newTicket(id string) *ticket {
+	t := &ticket{id: id}
+	t.n.Store(1)
+	return t
+}
+
+// ledger is the run directory's record of what is finished: the done log,
+// and in memory the set it held when the run started (8 bytes an id). Ids
+// finished during the run are only appended to the log, so memory does not
+// grow with the input.
+type ledger struct {
+	log     *commitlog.IDLog
+	set     *commitlog.Set // read-only after open
+	atStart int
+	added   atomic.Int64
+	// full is called when many finished ids wait for a commit.
+	full func()
+}
+
+func openLedger(runDir string) (*ledger, error) {
+	log, hashes, err := commitlog.OpenIDLog(filepath.Join(runDir, DoneFile))
+	if err != nil {
+		return nil, fmt.Errorf("run directory state: %w", err)
+	}
+	set := commitlog.NewSet(hashes)
+	return &ledger{log: log, set: set, atStart: set.Len()}, nil
+}
+
+// Has reports whether id was finished when the run started (DoneSet).
+func (l *ledger) Has(id string) bool { return l.set.Has(commitlog.Hash(id)) }
+
+// Len is the number of ids finished when the run started (DoneSet).
+func (l *ledger) Len() int { return l.atStart }
+
+// finished is the number of finished ids, this run's included.
+func (l *ledger) finished() int { return l.atStart + int(l.added.Load()) }
+
+// release drops one of t's pending places; the last one finishes its id.
+func (l *ledger) release(t *ticket) {
+	if t == nil || t.n.Add(-1) != 0 || t.void.Load() {
+		return
+	}
+	h := commitlog.Hash(t.id)
+	if !l.set.Has(h) {
+		if l.log.Add(h) == maxPending && l.full != nil {
+			l.full()
+		}
+		l.added.Add(1)
+	}
+}
+
+func (l *ledger) commit() error { return l.log.Commit() }
+func (l *ledger) close() error  { return l.log.Close() }

@@ -1,0 +1,165 @@
+package stages
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+func init() {
+	pipeline.Register(pipeline.Spec{
+		Kind:    "dedupe-against-progress",
+		Summary: "drop prompts this run directory already finished, and repeated ids in the input",
+		Description: `Placed right after the reader, it makes a resumed run skip what is done.
+At open it loads the ids the run directory has finished — committed in every
+output they reached, or rejected or failed for good (RUN_DIR/done.ids, 8
+bytes an id) — and drops those prompts while streaming (counted as skipped:
+done). A prompt whose completion was generated but not yet committed
+everywhere passes: the generate stage takes it from its journal instead of
+asking a server again.
+
+An id seen earlier in this run's input is rejected as duplicate_id (the first
+one wins). against lists other outputs whose ids are skipped too (counted as
+skipped: against): a JSONL file (a write-jsonl output or any file with an
+"id" per line) or another run directory's done.ids.`,
+		Config:  dedupeConfig{},
+		Outputs: []string{"out", pipeline.RejectedPort},
+		KeySettings: func(c any) string {
+			if n := len(c.(*dedupeConfig).Against); n > 0 {
+				return fmt.Sprintf("and %d other outputs", n)
+			}
+			return ""
+		},
+		Example: `[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "prompts.jsonl"
+
+[[stage]]
+id    = "todo"
+kind  = "dedupe-against-progress"
+input = "prompts"
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = "todo"
+path  = "out/prompts.jsonl"
+`,
+		New: func(c any) (pipeline.Stage, error) { return &dedupe{cfg: *c.(*dedupeConfig)}, nil },
+	})
+}
+
+type dedupeConfig struct {
+	// Against lists files whose ids are skipped too. Default none.
+	Against []string `toml:"against" path:"in" doc:"other outputs whose ids count as done: JSONL files with an \"id\" per line, or another run directory's done.ids (default: none)"`
+}
+
+type dedupe struct {
+	cfg     dedupeConfig
+	done    pipeline.DoneSet
+	against *commitlog.Set
+	seen    map[uint64]struct{}
+}
+
+var (
+	_ pipeline.Processor = (*dedupe)(nil)
+	_ pipeline.Opener    = (*dedupe)(nil)
+	_ pipeline.Reporter  = (*dedupe)(nil)
+)
+
+func (d *dedupe) Open(_ context.Context, env *pipeline.Env) error {
+	d.done = env.Done
+	d.seen = map[uint64]struct{}{}
+	var all []uint64
+	for _, p := range d.cfg.Against {
+		ids, err := idsOf(p)
+		if err != nil {
+			return fmt.Errorf("against %s: %w", p, err)
+		}
+		all = append(all, ids...)
+	}
+	d.against = commitlog.NewSet(all)
+	return nil
+}
+
+func (d *dedupe) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	h := commitlog.Hash(rec.ID)
+	if _, dup := d.seen[h]; dup {
+		return out.Reject(rec, pipeline.ReasonDuplicate, fmt.Sprintf("id %q was already read earlier in this input; the first one is kept", rec.ID))
+	}
+	d.seen[h] = struct{}{}
+	switch {
+	case d.done != nil && d.done.Has(rec.ID):
+		return out.Skip(rec, "done")
+	case d.against.Has(h):
+		return out.Skip(rec, "against")
+	}
+	return out.Emit("out", rec)
+}
+
+func (d *dedupe) Report() []pipeline.Stat {
+	var st []pipeline.Stat
+	if d.done != nil {
+		st = append(st, pipeline.Stat{Name: "finished before this run", Value: strconv.Itoa(d.done.Len())})
+	}
+	if len(d.cfg.Against) > 0 {
+		st = append(st, pipeline.Stat{Name: "ids in other outputs", Value: strconv.Itoa(d.against.Len())})
+	}
+	return st
+}
+
+// idsOf reads the id hashes of another output: a done.ids log, a commit
+// log's index, or else every line's "id".
+func idsOf(path string) ([]uint64, error) {
+	if filepath.Base(path) == pipeline.DoneFile {
+		l, ids, err := commitlog.OpenIDLog(path)
+		if err != nil {
+			return nil, err
+		}
+		l.Close()
+		return ids, nil
+	}
+	if _, err := os.Stat(commitlog.IndexPath(path)); err == nil {
+		return commitlog.ReadIDs(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var ids []uint64
+	for lineNo := 1; ; lineNo++ {
+		line, err := readLine(br)
+		if len(line) > 0 {
+			var row struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if jerr := json.Unmarshal(line, &row); jerr != nil || len(row.ID) == 0 {
+				return nil, fmt.Errorf("%s:%d: want a JSON object with an \"id\"", path, lineNo)
+			}
+			id := string(row.ID)
+			var s string
+			if json.Unmarshal(row.ID, &s) == nil {
+				id = s
+			}
+			ids = append(ids, commitlog.Hash(id))
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return ids, nil
+		case err != nil:
+			return nil, fmt.Errorf("%s:%d: %w", path, lineNo, err)
+		}
+	}
+}
