@@ -36,6 +36,9 @@ type StageDecl struct {
 	KeyPos map[string]Pos
 	// BadKeys are keys whose ${...} could not be expanded (already reported).
 	BadKeys map[string]bool
+	// EmptyEnv lists, per key, the ${env:NAME} it used (directly or through
+	// [vars]) that were set but empty, so an empty path can say why.
+	EmptyEnv map[string][]string
 }
 
 // KeyPosition returns where key is set, or the stage header.
@@ -112,7 +115,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	if v, ok := doc["vars"]; ok && rawVars == nil {
 		at(pos.table("vars", ""), "[vars] must be a table, got %s", rawTypeName(v))
 	}
-	in := &interpolator{raw: map[string]string{}, done: f.Vars, getenv: getenv}
+	in := &interpolator{raw: map[string]string{}, done: f.Vars, getenv: getenv, varEmpty: map[string][]string{}}
 	for k, v := range rawVars {
 		s, ok := v.(string)
 		if !ok {
@@ -173,7 +176,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		at(pos.top("stage"), "stage must be an array of tables ([[stage]]), got %s", rawTypeName(x))
 	}
 	for i, raw := range stages {
-		sd := &StageDecl{Pos: pos.stageHeader(i), Raw: map[string]any{}, KeyPos: pos.stageKeys(i), BadKeys: map[string]bool{}}
+		sd := &StageDecl{Pos: pos.stageHeader(i), Raw: map[string]any{}, KeyPos: pos.stageKeys(i), BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{}}
 		sprob := func(p Pos, format string, args ...any) {
 			probs = append(probs, Problem{Pos: p, Stage: sd.ID, Msg: fmt.Sprintf(format, args...)})
 		}
@@ -195,6 +198,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 			sprob(sd.Pos, "stage has no kind")
 		}
 		for k, v := range raw {
+			in.empty = nil
 			switch k {
 			case "id", "kind":
 			case "input":
@@ -204,6 +208,9 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 				sd.Raw[k] = interp(sd.KeyPosition(k), v)
 				if len(probs) > n {
 					sd.BadKeys[k] = true
+				}
+				if len(in.empty) > 0 {
+					sd.EmptyEnv[k] = in.empty
 				}
 			}
 		}
@@ -260,6 +267,7 @@ func (f *File) applySet(s string, in *interpolator) error {
 	if _, err := toml.Decode("v = "+value, &tmp); err == nil {
 		v = tmp["v"]
 	}
+	in.empty = nil
 	v, err := in.value(v)
 	if err != nil {
 		return err
@@ -298,6 +306,7 @@ func (f *File) applySet(s string, in *interpolator) error {
 			sd.Inputs = ins
 		default:
 			sd.Raw[key] = v
+			sd.EmptyEnv[key] = in.empty
 		}
 		sd.KeyPos[key] = p
 		return nil
@@ -336,10 +345,24 @@ type interpolator struct {
 	raw    map[string]string
 	done   map[string]string
 	getenv func(string) (string, bool)
+	// empty collects the ${env:NAME} set but empty that expansions used since
+	// the caller last reset it; varEmpty is the same per resolved var.
+	empty    []string
+	varEmpty map[string][]string
+}
+
+// noteEmpty adds env names to in.empty, each once.
+func (in *interpolator) noteEmpty(names ...string) {
+	for _, n := range names {
+		if !contains(in.empty, n) {
+			in.empty = append(in.empty, n)
+		}
+	}
 }
 
 func (in *interpolator) resolveVar(name string, stack []string) (string, error) {
 	if v, ok := in.done[name]; ok {
+		in.noteEmpty(in.varEmpty[name]...)
 		return v, nil
 	}
 	for _, s := range stack {
@@ -351,11 +374,17 @@ func (in *interpolator) resolveVar(name string, stack []string) (string, error) 
 	if !ok {
 		return "", fmt.Errorf("unknown variable ${%s}%s", name, in.known(name))
 	}
+	outer := in.empty
+	in.empty = nil
 	v, err := in.expand(raw, append(stack, name))
+	mine := in.empty
+	in.empty = outer
+	in.noteEmpty(mine...)
 	if err != nil {
 		return "", err
 	}
 	in.done[name] = v
+	in.varEmpty[name] = mine
 	return v, nil
 }
 
@@ -382,6 +411,9 @@ func (in *interpolator) expand(s string, stack []string) (string, error) {
 			v, set := in.getenv(name)
 			if !set && firstErr == nil {
 				firstErr = fmt.Errorf("environment variable %s is not set (used as ${env:%s})", name, name)
+			}
+			if set && v == "" {
+				in.noteEmpty(name)
 			}
 			return v
 		}

@@ -12,13 +12,15 @@ import (
 // PathUse is one path a plan reads or writes, for checks and the dry-run plan.
 type PathUse struct {
 	Stage, Key string
+	Kind       string // the stage's kind; "" for the run directory
 	Mode       string // "in", "indir", "out", "dir", or "run_dir"
 	Path       string // absolute
 	Pos        Pos
 }
 
 // Paths lists every path the plan uses: the run directory, then each stage's
-// path keys in file order.
+// path keys, stages in plan order. Empty paths are left out (Build reports
+// those that matter).
 func (p *Plan) Paths() []PathUse {
 	out := []PathUse{{Key: "run_dir", Mode: "dir", Path: p.File.RunDir, Pos: p.File.RunDirPos}}
 	if out[0].Pos.File == "" {
@@ -46,7 +48,7 @@ func (p *Plan) Paths() []PathUse {
 			}
 			for _, path := range paths {
 				if path != "" {
-					out = append(out, PathUse{Stage: s.ID(), Key: f.Key, Mode: f.Path, Path: path, Pos: s.Decl.KeyPosition(f.Key)})
+					out = append(out, PathUse{Stage: s.ID(), Key: f.Key, Kind: s.kind(), Mode: f.Path, Path: path, Pos: s.Decl.KeyPosition(f.Key)})
 				}
 			}
 		}

@@ -322,6 +322,10 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 			continue
 		}
 		if f.Path != "" {
+			if msg := emptyPath(fv, &f, sd.EmptyEnv[f.Key]); msg != "" {
+				prob(f.Key, "%s", msg)
+				continue
+			}
 			if err := resolvePaths(fv, dir, f.Path, f.Contains); err != nil {
 				prob(f.Key, "%s %v", f.Key, err)
 			}
@@ -340,7 +344,9 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 }
 
 // resolvePaths makes a path field absolute against dir and, for inputs,
-// checks that the file exists. Outputs are checked by CheckOutputs at plan time.
+// checks that the file exists; empty strings are left alone (emptyPath
+// reports those that matter). Outputs are checked by CheckOutputs and
+// CheckPathConflicts at plan time.
 func resolvePaths(v reflect.Value, dir, mode string, contains []string) error {
 	if v.Kind() == reflect.Slice {
 		for i := 0; i < v.Len(); i++ {

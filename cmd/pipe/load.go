@@ -19,8 +19,10 @@ func addSetFlag(fs *flag.FlagSet, s *setFlags) {
 	fs.Var(s, "set", "override one value: `STAGE.KEY=VALUE` (VALUE in TOML syntax; repeatable)")
 }
 
-// loadPlan reads, decodes and checks a pipeline file, including that its
-// outputs can be created. runDir, if not empty, overrides [pipeline] run_dir.
+// loadPlan reads, decodes and checks a pipeline file, including that no two
+// paths conflict (one output for two writers, an output that is an input)
+// and that its outputs can be created. runDir, if not empty, overrides
+// [pipeline] run_dir.
 func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipeline.Problems) {
 	if runDir != "" {
 		sets = append(append([]string(nil), sets...), fmt.Sprintf("pipeline.run_dir=%q", runDir))
@@ -31,6 +33,7 @@ func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipeli
 	}
 	plan, bprobs := pipeline.Build(f, pipeline.DefaultRegistry)
 	probs = append(probs, bprobs...)
+	probs = append(probs, plan.CheckPathConflicts()...)
 	if len(probs) == 0 {
 		probs = append(probs, plan.CheckOutputs()...)
 	}

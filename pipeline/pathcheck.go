@@ -1,0 +1,131 @@
+package pipeline
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// emptyPath reports a path key that is set but empty after interpolation,
+// which would only fail when the run ends (an output) or silently read
+// nothing (a required input): a required or output key that is "", or an
+// empty item of a list of paths. env names the ${env:NAME} the key used that
+// were set but empty. It returns "" when nothing is empty.
+func emptyPath(v reflect.Value, f *fieldInfo, env []string) string {
+	why := ""
+	if len(env) > 0 {
+		noun := "environment variable " + env[0] + " is"
+		if len(env) > 1 {
+			noun = "environment variables " + strings.Join(env, ", ") + " are"
+		}
+		why = " (" + noun + " set but empty)"
+	}
+	switch v.Kind() {
+	case reflect.String:
+		if v.String() == "" && (f.Required || f.Path == "out" || f.Path == "dir") {
+			return f.Key + " is empty" + why
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			if v.Index(i).Kind() == reflect.String && v.Index(i).String() == "" {
+				return fmt.Sprintf("%s item %d is empty%s", f.Key, i+1, why)
+			}
+		}
+	}
+	return ""
+}
+
+// CheckPathConflicts reports what would lose data when the run ends: an
+// output written by two stages (or two keys), an output that is also an
+// input, and an output that is the run directory. Paths are compared cleaned
+// and with symlinks resolved as far as they exist. Each conflict is reported
+// once, at the later output in the file (or at the output, against an
+// input), naming the other use and its position. It creates nothing.
+func (p *Plan) CheckPathConflicts() Problems {
+	uses := p.Paths()
+	sort.SliceStable(uses, func(i, j int) bool { return posBefore(p.File.Path, uses[i].Pos, uses[j].Pos) })
+	var runDir PathUse
+	canon := make([]string, len(uses))
+	for i, u := range uses {
+		canon[i] = canonical(u.Path)
+		if u.Stage == "" && u.Key == "run_dir" {
+			runDir = u
+		}
+	}
+	runCanon := canonical(runDir.Path)
+
+	var probs Problems
+	prob := func(u PathUse, format string, args ...any) {
+		probs = append(probs, Problem{Pos: u.Pos, Stage: u.Stage, Kind: u.Kind, Msg: fmt.Sprintf(format, args...)})
+	}
+	isOut := func(u PathUse) bool { return u.Mode == "out" || u.Mode == "dir" }
+	written := map[string]PathUse{} // canonical path -> first output there
+	for i, u := range uses {
+		if !isOut(u) {
+			continue
+		}
+		c := canon[i]
+		isRunDir := u.Stage == "" && u.Key == "run_dir"
+		switch first, dup := written[c]; {
+		case !isRunDir && c == runCanon:
+			prob(u, "%s %s is the run directory: an output needs a path of its own", u.Key, u.Path)
+		case dup:
+			prob(u, "%s %s is also written by %s: two writers on one path would overwrite each other", u.Key, u.Path, describeUse(first))
+		default:
+			written[c] = u
+		}
+		for j, in := range uses {
+			if !isOut(in) && canon[j] == c {
+				prob(u, "%s %s is also read by %s: the run would overwrite its own input", u.Key, u.Path, describeUse(in))
+			}
+		}
+	}
+	return probs
+}
+
+// describeUse names a path use for messages: `stage "a" (path at f.toml:4:1)`.
+func describeUse(u PathUse) string {
+	who := "the pipeline"
+	if u.Stage != "" {
+		who = fmt.Sprintf("stage %q", u.Stage)
+	}
+	return fmt.Sprintf("%s (%s at %s)", who, u.Key, u.Pos)
+}
+
+// posBefore orders positions as the file is read: positions in file (by
+// line and column) before --set overrides and other files, which keep their
+// order.
+func posBefore(file string, a, b Pos) bool {
+	ina, inb := a.File == file, b.File == file
+	if ina != inb {
+		return ina
+	}
+	if !ina {
+		return false
+	}
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	return a.Col < b.Col
+}
+
+// canonical is path cleaned, with symlinks resolved in its longest existing
+// prefix, so that two spellings of one file (or a file and a link to it)
+// compare equal even before the file exists.
+func canonical(path string) string {
+	path = filepath.Clean(path)
+	rest := ""
+	for dir := path; ; {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return path
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}
