@@ -49,10 +49,10 @@ func (d *deadLetters) write(class, stage string, rec *Record) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if l, err = commitlog.Open(p); errors.Is(err, commitlog.ErrNotALog) {
+		if l, err = commitlog.Open(p, RecordLineID); errors.Is(err, commitlog.ErrNotALog) {
 			// Written by a version of pipe without commit logs: keep it.
 			if err = keepAside(p); err == nil {
-				l, err = commitlog.Open(p)
+				l, err = commitlog.Open(p, RecordLineID)
 			}
 		}
 		if err != nil {

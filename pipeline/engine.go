@@ -220,8 +220,8 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 				return e.summary(), &StageError{ps.ID(), ps.Spec.Kind, err}
 			}
 			defer n.journal.Close()
-			if cut := n.journal.Truncated(); cut > 0 {
-				fmt.Fprintf(opts.Log, "stage %q: journal: cut %d bytes of uncommitted tail left by an earlier crash\n", ps.ID(), cut)
+			if k, cut := n.journal.Recovered(), n.journal.Truncated(); k > 0 || cut > 0 {
+				fmt.Fprintf(opts.Log, "stage %q: journal: kept %d whole entries written after the last commit, cut %d bytes of torn tail\n", ps.ID(), k, cut)
 			}
 		}
 	}
@@ -492,7 +492,7 @@ func openJournal(runDir, stage string) (*commitlog.Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l, err := commitlog.Open(filepath.Join(dir, stage+".jsonl"))
+	l, err := commitlog.Open(filepath.Join(dir, stage+".jsonl"), journalLineID)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}

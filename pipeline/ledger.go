@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -76,3 +78,28 @@ func (l *ledger) release(t *ticket) {
 
 func (l *ledger) commit() error { return l.log.Commit() }
 func (l *ledger) close() error  { return l.log.Close() }
+
+// RecordLineID is the commitlog.IDFunc of a file of records (one JSON
+// record per line, as write-jsonl and the rejected/failed files hold).
+func RecordLineID(line []byte) (string, error) {
+	var r struct {
+		ID *string `json:"id"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil || r.ID == nil {
+		return "", errors.New("not a whole record")
+	}
+	return *r.ID, nil
+}
+
+// journalLineID is the commitlog.IDFunc of a journal.
+func journalLineID(line []byte) (string, error) {
+	var e struct {
+		Record *struct {
+			ID *string `json:"id"`
+		} `json:"record"`
+	}
+	if err := json.Unmarshal(line, &e); err != nil || e.Record == nil || e.Record.ID == nil {
+		return "", errors.New("not a whole journal entry")
+	}
+	return *e.Record.ID, nil
+}

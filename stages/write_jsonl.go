@@ -21,9 +21,9 @@ func init() {
 to path, and commits (fsync, then an index entry per line in the hidden
 .NAME.idx beside it) every commit interval of the run (pipe run
 --commit-every, default 1m), at once when the run is asked to stop, and at
-the end. A crash loses at most what came after the last commit: the next run
-cuts that tail and continues the file, and records it already holds are
-skipped (counted as already_committed), so every id is in it once.
+the end. After a crash the next run keeps the whole lines, cuts a torn last
+line and continues the file; records it already holds are skipped (counted
+as already_committed), so a resumed run never writes an id twice.
 
 A file at path that this writer did not make (no index beside it) is never
 overwritten: it is renamed to PATH.prev-TIME first.`,
@@ -74,14 +74,14 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 	if env != nil && env.Log != nil {
 		log = env.Log
 	}
-	l, err := commitlog.Open(w.cfg.Path)
+	l, err := commitlog.Open(w.cfg.Path, pipeline.RecordLineID)
 	if errors.Is(err, commitlog.ErrNotALog) {
 		// Outputs can hold days of GPU work: keep what is there.
 		if w.prev, err = pipeline.KeepAside(w.cfg.Path); err != nil {
 			return fmt.Errorf("keeping the existing %s: %w", w.cfg.Path, err)
 		}
 		fmt.Fprintf(log, "%s existed and was not written by this writer: kept as %s\n", w.cfg.Path, w.prev)
-		l, err = commitlog.Open(w.cfg.Path)
+		l, err = commitlog.Open(w.cfg.Path, pipeline.RecordLineID)
 	}
 	if err != nil {
 		return err
@@ -89,8 +89,8 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 	w.log = l
 	if st := l.Stats(); st.Rows > 0 {
 		fmt.Fprintf(log, "%s: continuing after %d committed records", w.cfg.Path, st.Rows)
-		if cut := l.Truncated(); cut > 0 {
-			fmt.Fprintf(log, " (cut %d bytes written after the last commit)", cut)
+		if k, cut := l.Recovered(), l.Truncated(); k > 0 || cut > 0 {
+			fmt.Fprintf(log, " (%d whole records written after the last commit kept, %d bytes of torn tail cut)", k, cut)
 		}
 		fmt.Fprintln(log)
 	}

@@ -63,51 +63,48 @@ func TestWriteJSONLCommitsAndContinues(t *testing.T) {
 		t.Fatalf("committed %q", committed)
 	}
 	// Appended, never committed: a crash (no Commit, no Close).
-	// c is committed; d is only written (a kill -9 after write(2)).
+	// c is committed; d is only written (a kill -9 after write(2)), and a
+	// torn half line follows it.
 	w.Process(ctx, &pipeline.Record{ID: "c"}, em)
 	if err := w.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	w.Process(ctx, &pipeline.Record{ID: "d"}, em)
-	flushOnly(t, w)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"id":"e","mess`)
+	f.Close()
 
 	w2 := open()
-	if w2.log.Truncated() == 0 {
-		t.Fatal("the uncommitted tail was not cut")
+	if w2.log.Truncated() != int64(len(`{"id":"e","mess`)) || w2.log.Recovered() != 1 {
+		t.Fatalf("reopen cut %d bytes and kept %d lines; want the torn line cut and d kept", w2.log.Truncated(), w2.log.Recovered())
 	}
 	after, _ := os.ReadFile(path)
-	if strings.Contains(string(after), `"id":"d"`) || !strings.Contains(string(after), `"id":"c"`) {
-		t.Fatalf("after reopen the file holds %q; want a, b, c and not d", after)
+	if strings.Contains(string(after), `"id":"e"`) || !strings.Contains(string(after), `"id":"d"`) {
+		t.Fatalf("after reopen the file holds %q; want a, b, c, d and no torn line", after)
 	}
 	em2 := &skipEmitter{}
-	for _, id := range []string{"a", "d"} {
+	for _, id := range []string{"a", "d", "e"} {
 		if err := w2.Process(ctx, &pipeline.Record{ID: id}, em2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(em2.skipped) != 1 || em2.skipped[0] != "a:already_committed" {
-		t.Fatalf("skipped %v, want a:already_committed", em2.skipped)
+	if strings.Join(em2.skipped, " ") != "a:already_committed d:already_committed" {
+		t.Fatalf("skipped %v, want a and d as already_committed", em2.skipped)
 	}
 	if err := w2.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	w2.Close()
 	final, _ := os.ReadFile(path)
-	for _, id := range []string{"a", "b", "c", "d"} {
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		if n := strings.Count(string(final), `"id":"`+id+`"`); n != 1 {
 			t.Fatalf("id %s appears %d times in %q", id, n, final)
 		}
 	}
 	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
 		t.Fatalf("output mode %v, want 0644", st.Mode().Perm())
-	}
-}
-
-// flushOnly writes the writer's buffer to the file without committing, as
-// a process killed after a write(2) leaves it.
-func flushOnly(t *testing.T, w *writeJSONL) {
-	t.Helper()
-	if err := w.log.FlushForTest(); err != nil {
-		t.Fatal(err)
 	}
 }

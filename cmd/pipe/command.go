@@ -36,6 +36,9 @@ type stdio struct {
 	// Signals delivers SIGINT/SIGTERM; commands that drain on the first signal
 	// and stop on the second read from it.
 	Signals <-chan os.Signal
+	// Args is the command line after "pipe", to tell the user how to run
+	// the same command again (resume).
+	Args []string
 }
 
 // Exit codes, as documented in `pipe help`.
@@ -93,6 +96,9 @@ func Main() int {
 
 // run is Main without process globals.
 func run(args []string, std *stdio) int {
+	if std.Args == nil {
+		std.Args = args
+	}
 	if len(args) == 0 {
 		printUsage(std.Err)
 		return exitUsage

@@ -9,13 +9,16 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
 func init() {
@@ -25,6 +28,10 @@ func init() {
 		sim          int
 		drainTimeout time.Duration
 		progress     time.Duration
+		commitEvery  time.Duration
+		noJournal    bool
+		fresh        bool
+		forceNew     bool
 		sets         setFlags
 	)
 	register(&command{
@@ -36,8 +43,23 @@ Progress is printed to stderr and appended to RUN_DIR/run.log; the summary shows
 per stage, in = out + rejected + failed. Rejected and failed records that no
 stage takes are kept in RUN_DIR/rejected/ and RUN_DIR/failed/.
 
-The first Ctrl-C (or SIGTERM) stops reading input, lets in-flight work finish
-and commits the outputs (exit 130); a second one stops at once.
+Resume is the same command again: a run directory that holds an earlier run
+is continued. Prompts it finished are skipped (dedupe-against-progress),
+completions it generated but had not yet committed everywhere are taken from
+its journal, not generated again, and the outputs continue where they were
+committed. A change of the settings that define the data (model, sampling,
+template, validation and mask rules) is refused with the differences listed,
+unless --force-new-config; --fresh moves the earlier run and its outputs
+aside (PATH.prev-TIME) and starts over. One process at a time may use a run
+directory.
+
+Completions are fsynced to RUN_DIR/journal within a second of arriving;
+outputs commit every --commit-every. The first Ctrl-C (or SIGTERM) commits
+everything processed at once, stops reading input, lets in-flight requests
+finish (up to --drain-timeout) and exits 130; a second one stops at once.
+A kill -9 at any moment loses only the requests in flight. SIGHUP (a closed
+SSH session or terminal) and a closed stdout/stderr do not stop a run: it
+goes on, logging to RUN_DIR/run.log.
 
 --dry-run checks the file, resolves every path, probes servers, prints the
 graph and the plan, and does no work.`,
@@ -48,6 +70,10 @@ graph and the plan, and does no work.`,
 			fs.IntVar(&sim, "sim", 0, "replace every generate stage's servers with `N` simulated servers started in-process")
 			fs.DurationVar(&drainTimeout, "drain-timeout", 10*time.Minute, "after the first Ctrl-C, how long in-flight work may take before stopping at once")
 			fs.DurationVar(&progress, "progress", 0, "progress line interval (default 5s on a terminal, 30s otherwise)")
+			fs.DurationVar(&commitEvery, "commit-every", time.Minute, "how often outputs commit what they have (a stop commits at once)")
+			fs.BoolVar(&noJournal, "no-journal", false, "do not journal completions (for measuring its cost: a crash then loses completions not yet committed)")
+			fs.BoolVar(&fresh, "fresh", false, "start over: move an existing run directory and its outputs aside (PATH.prev-TIME)")
+			fs.BoolVar(&forceNew, "force-new-config", false, "resume even though the settings that define the data changed (recorded in RUN_DIR/run.json)")
 			addSetFlag(fs, &sets)
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
@@ -79,7 +105,39 @@ graph and the plan, and does no work.`,
 					every = 5 * time.Second
 				}
 			}
-			return runPlan(ctx, std, plan, drainTimeout, every)
+			if fresh {
+				moved, err := rundir.MoveAside(plan.File.RunDir, outputPaths(plan))
+				for _, m := range moved {
+					fmt.Fprintf(std.Err, "pipe: --fresh: kept %s\n", m)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			lock, err := rundir.Lock(plan.File.RunDir)
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
+			if lock.TookOver != "" {
+				fmt.Fprintf(std.Err, "pipe: %s\n", lock.TookOver)
+			}
+			cmdline := append([]string{"pipe"}, std.Args...)
+			r, diffs, err := rundir.Check(plan.File.RunDir, plan, forceNew, cmdline)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if len(diffs) > 0 {
+				fmt.Fprintf(std.Err, "pipe: --force-new-config: continuing with changed settings (recorded in run.json):\n  %s\n", strings.Join(diffs, "\n  "))
+			}
+			if len(r.History) > 1 {
+				fmt.Fprintf(std.Err, "pipe: resuming the run in %s (started %s; this is start %d)\n",
+					pipeline.DisplayPath(plan.File.RunDir), r.Created.Local().Format(time.DateTime), len(r.History))
+			}
+			return runPlan(ctx, std, plan, runSettings{
+				drainTimeout: drainTimeout, progressEvery: every, commitEvery: commitEvery, noJournal: noJournal,
+				again: shellJoin(resumeCommand(cmdline)),
+			})
 		},
 	})
 }
@@ -162,7 +220,61 @@ func describePath(u pipeline.PathUse) string {
 // the command exits anyway.
 const stopGrace = 30 * time.Second
 
-func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout, every time.Duration) error {
+// runSettings are pipe run's flags that shape a run.
+type runSettings struct {
+	drainTimeout, progressEvery, commitEvery time.Duration
+	noJournal                                bool
+	// again is the command that continues this run.
+	again string
+}
+
+// outputPaths lists the plan's output files and directories.
+func outputPaths(plan *pipeline.Plan) []string {
+	var out []string
+	for _, u := range plan.Paths() {
+		if (u.Mode == "out" || u.Mode == "dir") && u.Stage != "" {
+			out = append(out, u.Path)
+		}
+	}
+	return out
+}
+
+// resumeCommand is the command line that continues a run: the same one,
+// without the flags that only make sense once.
+func resumeCommand(args []string) []string {
+	var out []string
+	for _, a := range args {
+		switch strings.TrimLeft(a, "-") {
+		case "fresh", "force-new-config", "fresh=true", "force-new-config=true":
+			if strings.HasPrefix(a, "-") {
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// shellJoin quotes args for a POSIX shell where needed.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
+				('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+		}) < 0 {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSettings) error {
+	// A closed terminal or SSH session (SIGHUP) and a closed stdout/stderr
+	// (EPIPE instead of SIGPIPE) must not end a two-day run.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	if err := os.MkdirAll(plan.File.RunDir, 0o755); err != nil {
 		return fmt.Errorf("run directory: %w", err)
 	}
@@ -227,9 +339,11 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 	go func() {
 		sum, err := pipeline.Run(runCtx, plan, pipeline.RunOptions{
 			Stop:          stop,
-			DrainTimeout:  drainTimeout,
+			DrainTimeout:  rs.drainTimeout,
+			CommitEvery:   rs.commitEvery,
+			NoJournal:     rs.noJournal,
 			Log:           log,
-			ProgressEvery: every,
+			ProgressEvery: rs.progressEvery,
 			Progress: func(s *pipeline.Summary) {
 				line := prog.line(s)
 				fmt.Fprintln(std.Err, line)
@@ -265,15 +379,15 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, drainTimeout,
 	switch state {
 	case "failed":
 		fmt.Fprintf(log, "failed: %v\n", runErr)
-		return fmt.Errorf("run failed: %w\nOutputs committed so far are kept; records in flight will be redone. Log: %s",
-			runErr, filepath.Join(plan.File.RunDir, "run.log"))
+		return fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
+			runErr, sum.Finished, filepath.Join(plan.File.RunDir, "run.log"), rs.again)
 	case "stopped", "drained":
-		what := "drained and committed"
+		what := "in-flight requests finished and everything was committed"
 		if state == "stopped" {
-			what = "stopped at once; in-flight records were abandoned"
+			what = "stopped at once; everything processed was committed, requests in flight were abandoned"
 		}
-		fmt.Fprintf(std.Err, "pipe: interrupted (%s). Running the same command again starts over (resume is not implemented yet); previous outputs are kept as PATH.prev-TIME.\n", what)
-		fmt.Fprintf(log, "interrupted: %s\n", what)
+		fmt.Fprintf(std.Err, "pipe: interrupted (%s). To continue where it stopped: %s\n", what, rs.again)
+		fmt.Fprintf(log, "interrupted: %s; continue with: %s\n", what, rs.again)
 		return &exitError{code: exitInterrupted}
 	}
 	fmt.Fprintln(log, "done")
@@ -373,6 +487,11 @@ func writeStatus(path, state string, s *pipeline.Summary, runErr error) {
 	doc := map[string]any{"state": state, "updated": time.Now().UTC().Format(time.RFC3339), "pid": os.Getpid()}
 	if s != nil {
 		doc["elapsed_s"] = s.Elapsed.Seconds()
+		doc["finished"] = s.Finished
+		doc["finished_before_this_run"] = s.FinishedAtStart
+		if !s.LastCommit.IsZero() {
+			doc["last_commit"] = s.LastCommit.UTC().Format(time.RFC3339)
+		}
 		doc["stages"] = s.Stages
 		doc["dead_letters"] = s.DeadLetters
 	}

@@ -113,7 +113,7 @@ func TestFirstInterruptDrainsAndCommits(t *testing.T) {
 		t.Fatalf("exit %d, want %d\n%s", c, exitInterrupted, stderr)
 	}
 	log := stderr.String()
-	for _, want := range []string{"stopping intake and draining", "interrupted (drained and committed). Running the same command again starts over"} {
+	for _, want := range []string{"stopping intake and draining", "interrupted (in-flight requests finished and everything was committed). To continue where it stopped: pipe run --progress 20ms "} {
 		if !strings.Contains(log, want) {
 			t.Fatalf("stderr lacks %q:\n%s", want, log)
 		}
@@ -126,7 +126,7 @@ func TestFirstInterruptDrainsAndCommits(t *testing.T) {
 	// summary balances for gen and out.
 	for _, line := range strings.Split(log, "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 7 && (f[0] == "gen" || f[0] == "out") && f[6] != "yes" {
+		if len(f) >= 8 && (f[0] == "gen" || f[0] == "out") && f[7] != "yes" {
 			t.Fatalf("stage %s unbalanced after drain: %s", f[0], line)
 		}
 	}

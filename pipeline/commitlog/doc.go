@@ -3,13 +3,14 @@
 // 64-bit hash of its record id and where the line ends. The index is the
 // commit point:
 //
-//	Append  → the line is buffered; it is pending, not committed
-//	Commit  → flush + fsync the data file, then append the pending index
-//	          entries and fsync the index: from here the lines survive kill -9
-//	          and power loss
-//	Open    → read the index, cut a torn index entry, truncate the data file
-//	          to the end of the last committed line (a torn or uncommitted
-//	          tail is cut), and continue appending
+//	Append  → the line is written to the file in one write(2): it survives
+//	          kill -9 (the page cache keeps it) but is pending, not committed
+//	Commit  → fsync the data file, then append the pending index entries and
+//	          fsync the index: from here the lines survive power loss too
+//	Open    → read the index, cut a torn index entry; past the last
+//	          committed line, adopt the whole lines a killed process left
+//	          (each must yield its record id) and cut a torn tail; continue
+//	          appending
 //
 // A failure (disk full, a bad write) never touches what was committed: the
 // data past the last commit is cut the next time the log is opened. The same

@@ -1,13 +1,15 @@
 package commitlog
 
 import (
-	"bufio"
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -33,34 +35,49 @@ func IndexPath(path string) string {
 
 // Log is an append-only line log with a commit index. Its methods are safe
 // for concurrent use.
+//
+// Memory: the lines the log held when it was opened are indexed (16 bytes a
+// line, for Has and Lookup); lines appended since are held only until they
+// are committed, so a long run's memory does not grow with its output.
 type Log struct {
 	path string
+	idOf IDFunc
 
 	mu        sync.Mutex
 	data, idx *os.File
-	w         *bufio.Writer
-	size      int64          // bytes appended, pending included
-	committed int64          // bytes committed
-	ends      []int64        // end offset of each committed line, in order
-	byHash    map[uint64]int // hash → line number, committed and pending
-	pending   []entry
-	broken    error // a failed write or commit: the log takes no more
-	truncated int64 // bytes cut from the data file at Open
+	size      int64 // bytes appended, pending included
+	rows      int   // lines committed
+	bytes     int64 // bytes committed
+	// Lines held at open: their ends in order, and (hash, line) sorted by hash.
+	openEnds []int64
+	byHash   []hashLine
+	// Lines appended and not yet committed.
+	pendHashes []uint64
+	pendEnds   []int64
+	broken     error // a failed write or commit: the log takes no more
+	truncated  int64 // bytes cut from the data file at Open
+	recovered  int   // whole lines past the last commit adopted at Open
 }
 
-type entry struct {
+type hashLine struct {
 	hash uint64
-	end  int64
+	line int
 }
 
-// Open opens (creating if needed) the log whose data file is path, cutting
-// anything past the last commit. The directory must exist.
-func Open(path string) (*Log, error) {
+// IDFunc returns the record id of one line (without its newline); an error
+// means the line is not a whole record.
+type IDFunc func(line []byte) (string, error)
+
+// Open opens (creating if needed) the log whose data file is path. Whole
+// lines written after the last commit (a process killed between a write and
+// its commit leaves them) are adopted when idOf accepts them and committed;
+// a torn or unreadable tail is cut. The directory must exist.
+func Open(path string, idOf IDFunc) (*Log, error) {
 	data, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{path: path, data: data, byHash: map[uint64]int{}}
+	l := &Log{path: path, idOf: idOf, data: data}
 	if err := l.load(); err != nil {
 		data.Close()
 		if l.idx != nil {
@@ -68,7 +85,6 @@ func Open(path string) (*Log, error) {
 		}
 		return nil, err
 	}
-	l.w = bufio.NewWriterSize(data, 1<<20)
 	return l, nil
 }
 
@@ -112,7 +128,8 @@ func (l *Log) load() error {
 		}
 	}
 	var prev int64
-	l.ends = make([]int64, 0, whole/entrySize)
+	l.openEnds = make([]int64, 0, whole/entrySize)
+	l.byHash = make([]hashLine, 0, whole/entrySize)
 	for i := 0; i < whole; i += entrySize {
 		h := binary.LittleEndian.Uint64(body[i:])
 		end := int64(binary.LittleEndian.Uint64(body[i+8:]))
@@ -120,56 +137,95 @@ func (l *Log) load() error {
 			return fmt.Errorf("%s: entry %d ends at %d, before the previous one (%d): the index is damaged", ipath, i/entrySize, end, prev)
 		}
 		prev = end
-		l.byHash[h] = len(l.ends)
-		l.ends = append(l.ends, end)
+		l.byHash = append(l.byHash, hashLine{h, len(l.openEnds)})
+		l.openEnds = append(l.openEnds, end)
 	}
+	l.rows, l.bytes = len(l.openEnds), prev
 	if prev > st.Size() {
 		return fmt.Errorf("%s: the index says %d bytes were committed but %s has %d: the data file was cut by something else", ipath, prev, l.path, st.Size())
-	}
-	if st.Size() > prev {
-		l.truncated = st.Size() - prev
-		if err := l.data.Truncate(prev); err != nil {
-			return err
-		}
-		if err := l.data.Sync(); err != nil {
-			return err
-		}
-	}
-	if _, err := l.data.Seek(prev, io.SeekStart); err != nil {
-		return err
 	}
 	if _, err := l.idx.Seek(0, io.SeekEnd); err != nil {
 		return err
 	}
-	l.size, l.committed = prev, prev
-	return nil
+	l.size = prev
+	if st.Size() > prev {
+		if err := l.recover(prev, st.Size()); err != nil {
+			return err
+		}
+	}
+	// Stable: of several lines with one id, the last one wins.
+	slices.SortStableFunc(l.byHash, func(a, b hashLine) int { return cmp.Compare(a.hash, b.hash) })
+	_, err = l.data.Seek(l.size, io.SeekStart)
+	return err
+}
+
+// recover adopts the whole, readable lines in [from, size) and cuts the rest.
+func (l *Log) recover(from, size int64) error {
+	tail := make([]byte, size-from)
+	if _, err := l.data.ReadAt(tail, from); err != nil {
+		return err
+	}
+	end := from
+	for len(tail) > 0 && l.idOf != nil {
+		nl := bytes.IndexByte(tail, '\n')
+		if nl < 0 {
+			break
+		}
+		id, err := l.idOf(tail[:nl])
+		if err != nil || id == "" {
+			break
+		}
+		end += int64(nl) + 1
+		l.pendHashes = append(l.pendHashes, Hash(id))
+		l.pendEnds = append(l.pendEnds, end)
+		l.recovered++
+		tail = tail[nl+1:]
+	}
+	l.size = end
+	if end < size {
+		l.truncated = size - end
+		if err := l.data.Truncate(end); err != nil {
+			return err
+		}
+	}
+	if l.recovered > 0 {
+		for i, h := range l.pendHashes {
+			l.byHash = append(l.byHash, hashLine{h, len(l.openEnds) + i})
+		}
+		l.openEnds = append(l.openEnds, l.pendEnds...)
+		return l.commitLocked()
+	}
+	return l.data.Sync()
 }
 
 // Path is the data file.
 func (l *Log) Path() string { return l.path }
 
-// Truncated is how many bytes past the last commit Open cut (a torn or
-// uncommitted tail left by a crash).
+// Truncated is how many bytes of a torn or unreadable tail Open cut.
 func (l *Log) Truncated() int64 { return l.truncated }
 
-// Append buffers one line (without its newline) for the record id. It is
+// Recovered is how many whole lines written after the last commit Open
+// adopted.
+func (l *Log) Recovered() int { return l.recovered }
+
+// Append writes one line (without its newline) for the record id, in one
+// write, so a process killed right after leaves it whole in the file. It is
 // pending until the next Commit.
 func (l *Log) Append(id string, line []byte) error {
+	buf := make([]byte, len(line)+1)
+	copy(buf, line)
+	buf[len(line)] = '\n'
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.broken != nil {
 		return l.broken
 	}
-	if _, err := l.w.Write(line); err != nil {
+	if _, err := l.data.Write(buf); err != nil {
 		return l.fail(err)
 	}
-	if err := l.w.WriteByte('\n'); err != nil {
-		return l.fail(err)
-	}
-	l.size += int64(len(line)) + 1
-	h := Hash(id)
-	l.byHash[h] = len(l.ends) + len(l.pending)
-	l.pending = append(l.pending, entry{h, l.size})
+	l.size += int64(len(buf))
+	l.pendHashes = append(l.pendHashes, Hash(id))
+	l.pendEnds = append(l.pendEnds, l.size)
 	return nil
 }
 
@@ -178,31 +234,40 @@ func (l *Log) fail(err error) error {
 	return l.broken
 }
 
-// Has reports whether a line for id was committed or is pending.
+// Has reports whether the log held a line for id when it was opened.
 func (l *Log) Has(id string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.byHash[Hash(id)]
+	_, ok := l.find(Hash(id))
 	return ok
 }
 
-// Lookup returns the committed line of id (the last one, if several).
+// find returns the line number of h among the lines held at open (the last
+// such line); the slices it reads never change after Open.
+func (l *Log) find(h uint64) (int, bool) {
+	i, ok := slices.BinarySearchFunc(l.byHash, h, func(e hashLine, h uint64) int { return cmp.Compare(e.hash, h) })
+	if !ok {
+		return 0, false
+	}
+	for i+1 < len(l.byHash) && l.byHash[i+1].hash == h {
+		i++
+	}
+	return l.byHash[i].line, true
+}
+
+// Lookup returns the line of id among those the log held when it was opened
+// (the last one, if several).
 func (l *Log) Lookup(id string) ([]byte, bool, error) {
-	l.mu.Lock()
-	n, ok := l.byHash[Hash(id)]
-	if !ok || n >= len(l.ends) {
-		l.mu.Unlock()
+	n, ok := l.find(Hash(id))
+	if !ok {
 		return nil, false, nil
 	}
 	start := int64(0)
 	if n > 0 {
-		start = l.ends[n-1]
+		start = l.openEnds[n-1]
 	}
-	end := l.ends[n]
-	l.mu.Unlock()
+	end := l.openEnds[n]
 	buf := make([]byte, end-start)
 	if _, err := l.data.ReadAt(buf, start); err != nil {
-		return nil, false, fmt.Errorf("%s: reading committed line %d: %w", l.path, n+1, err)
+		return nil, false, fmt.Errorf("%s: reading line %d: %w", l.path, n+1, err)
 	}
 	return buf[:len(buf)-1], true, nil
 }
@@ -215,34 +280,34 @@ func (l *Log) Commit() error {
 	if l.broken != nil {
 		return l.broken
 	}
-	if len(l.pending) == 0 {
+	return l.commitLocked()
+}
+
+func (l *Log) commitLocked() error {
+	pending := len(l.pendEnds)
+	if pending == 0 {
 		return nil
-	}
-	if err := l.w.Flush(); err != nil {
-		return l.fail(err)
 	}
 	if err := l.data.Sync(); err != nil {
 		return l.fail(err)
 	}
-	buf := make([]byte, len(l.pending)*entrySize)
-	for i, e := range l.pending {
-		binary.LittleEndian.PutUint64(buf[i*entrySize:], e.hash)
-		binary.LittleEndian.PutUint64(buf[i*entrySize+8:], uint64(e.end))
+	buf := make([]byte, pending*entrySize)
+	for i := range pending {
+		binary.LittleEndian.PutUint64(buf[i*entrySize:], l.pendHashes[i])
+		binary.LittleEndian.PutUint64(buf[i*entrySize+8:], uint64(l.pendEnds[i]))
 	}
 	if _, err := l.idx.Write(buf); err != nil {
 		// A partial entry is cut at the next Open; cut it now too so the
 		// index stays whole for anyone reading it.
-		l.idx.Truncate(int64(len(indexMagic) + len(l.ends)*entrySize))
+		l.idx.Truncate(int64(len(indexMagic) + l.rows*entrySize))
 		return l.fail(err)
 	}
 	if err := l.idx.Sync(); err != nil {
 		return l.fail(err)
 	}
-	for _, e := range l.pending {
-		l.ends = append(l.ends, e.end)
-	}
-	l.pending = l.pending[:0]
-	l.committed = l.size
+	l.rows += pending
+	l.bytes = l.pendEnds[pending-1]
+	l.pendHashes, l.pendEnds = l.pendHashes[:0], l.pendEnds[:0]
 	return nil
 }
 
@@ -256,8 +321,8 @@ type Stats struct {
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Rows: int64(len(l.ends)), Bytes: l.committed,
-		PendingRows: int64(len(l.pending)), PendingBytes: l.size - l.committed}
+	return Stats{Rows: int64(l.rows), Bytes: l.bytes,
+		PendingRows: int64(len(l.pendEnds)), PendingBytes: l.size - l.bytes}
 }
 
 // Close closes the files without committing: pending lines are cut at the
@@ -288,12 +353,4 @@ func ReadIDs(path string) ([]uint64, error) {
 		out = append(out, binary.LittleEndian.Uint64(body[i:]))
 	}
 	return out, nil
-}
-
-// FlushForTest writes buffered lines to the data file without committing
-// them, as a process killed right after a write leaves the file. Tests only.
-func (l *Log) FlushForTest() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Flush()
 }

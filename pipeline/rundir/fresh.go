@@ -8,12 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // MoveAside is --fresh: it renames the run directory dir, if it exists, to
 // dir.prev-TIME and each output path that exists (file or directory) to
 // PATH.prev-TIME, with its index dirname/.basename.idx, if present, to
-// .basename.idx.prev-TIME; TIME is UTC like 20261130T164000, the same for
+// .basename.prev-TIME.idx (so the pair stays a commit log); TIME is UTC like 20261130T164000, the same for
 // all (with -2, -3… appended if any of those names is taken). Nothing is
 // deleted. It returns what it moved as "FROM → TO" lines, also on an error
 // part way.
@@ -37,11 +39,13 @@ func MoveAside(dir string, outputs []string) ([]string, error) {
 		from = append(from, dir)
 	}
 	seen := map[string]bool{dir: true}
+	indexOf := map[string]string{} // index path → its data file
 	for _, out := range outputs {
 		if out == "" {
 			continue
 		}
-		idx := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".idx")
+		idx := commitlog.IndexPath(out)
+		indexOf[idx] = out
 		for _, p := range []string{out, idx} {
 			if !seen[p] && exists(p) && !within(p, dir) {
 				seen[p] = true
@@ -56,6 +60,10 @@ func MoveAside(dir string, outputs []string) ([]string, error) {
 	var moved []string
 	for _, p := range from {
 		to := p + suffix
+		if out, ok := indexOf[p]; ok {
+			// The index follows its file: the pair stays a commit log.
+			to = commitlog.IndexPath(out + suffix)
+		}
 		if err := os.Rename(p, to); err != nil {
 			return moved, fmt.Errorf("--fresh: moving aside %s: %w", p, err)
 		}

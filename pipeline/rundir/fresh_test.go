@@ -80,9 +80,21 @@ func TestMoveAside(t *testing.T) {
 				t.Fatalf("moved %q, want %d moves of %q", moved, len(tt.moved), tt.moved)
 			}
 			re := regexp.MustCompile(`^(.*) → (.*)\.prev-(\d{8}T\d{6})$`)
+			// An index follows its data file: .out.jsonl.idx → .out.jsonl.prev-TIME.idx.
+			idxRe := regexp.MustCompile(`^(.*)\.idx → (.*)\.prev-(\d{8}T\d{6})\.idx$`)
 			stamp := ""
 			for i, m := range moved {
 				sm := re.FindStringSubmatch(m)
+				if ism := idxRe.FindStringSubmatch(m); ism != nil {
+					sm = []string{m, ism[1] + ".idx", ism[2] + ".idx", ism[3]}
+					if _, err := os.Lstat(ism[2] + ".prev-" + ism[3] + ".idx"); err != nil {
+						t.Errorf("moved-aside index: %v", err)
+					}
+					if sm[1] == abs(tt.moved[i]) && sm[2] == sm[1] {
+						stamp = ism[3]
+						continue
+					}
+				}
 				if sm == nil || sm[1] != abs(tt.moved[i]) || sm[2] != sm[1] {
 					t.Errorf("move %q, want %s → %s.prev-TIME", m, abs(tt.moved[i]), abs(tt.moved[i]))
 					continue
