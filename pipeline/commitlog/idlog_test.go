@@ -1,0 +1,220 @@
+package commitlog_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"golang.org/x/sys/unix"
+)
+
+const idsHeader = 8 // "PIPEIDS1"
+
+func openIDs(t *testing.T, path string) (*commitlog.IDLog, []uint64) {
+	t.Helper()
+	l, hashes, err := commitlog.OpenIDLog(path)
+	if err != nil {
+		t.Fatalf("OpenIDLog(%s): %v", path, err)
+	}
+	return l, hashes
+}
+
+func TestIDLogAddCommitReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "done.ids")
+	l, hashes := openIDs(t, path)
+	if len(hashes) != 0 || l.Len() != 0 {
+		t.Fatalf("new log holds %v (Len %d)", hashes, l.Len())
+	}
+	if got := size(t, path); got != idsHeader {
+		t.Fatalf("new log is %d bytes, want the %d-byte header", got, idsHeader)
+	}
+	if n := l.Add(3); n != 1 {
+		t.Fatalf("Add returned %d pending, want 1", n)
+	}
+	if n := l.Add(1); n != 2 {
+		t.Fatalf("Add returned %d pending, want 2", n)
+	}
+	if l.Len() != 0 {
+		t.Fatalf("Len = %d before Commit, want 0 (Len counts committed hashes)", l.Len())
+	}
+	if got := size(t, path); got != idsHeader {
+		t.Fatalf("Add wrote to the file before Commit (%d bytes)", got)
+	}
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Len() != 2 || size(t, path) != idsHeader+16 {
+		t.Fatalf("after Commit: Len %d, %d bytes", l.Len(), size(t, path))
+	}
+	if err := l.Commit(); err != nil { // nothing pending
+		t.Fatal(err)
+	}
+	l.Add(2) // dropped by Close
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l, hashes = openIDs(t, path)
+	if fmt.Sprint(hashes) != "[3 1]" || l.Len() != 2 {
+		t.Fatalf("reopened: %v (Len %d), want [3 1] in the order added, without the uncommitted 2", hashes, l.Len())
+	}
+	l.Add(7)
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	_, hashes = openIDs(t, path)
+	if fmt.Sprint(hashes) != "[3 1 7]" {
+		t.Fatalf("after a second run: %v, want [3 1 7]", hashes)
+	}
+}
+
+// A torn last hash (killed while appending) is cut on open.
+func TestIDLogTornTailCut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "done.ids")
+	l, _ := openIDs(t, path)
+	l.Add(10)
+	l.Add(20)
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	appendRaw(t, path, []byte{1, 2, 3, 4, 5})
+
+	l, hashes := openIDs(t, path)
+	if fmt.Sprint(hashes) != "[10 20]" {
+		t.Fatalf("hashes = %v, want [10 20]", hashes)
+	}
+	if got := size(t, path); got != idsHeader+16 {
+		t.Fatalf("file is %d bytes after open, want %d (torn hash cut)", got, idsHeader+16)
+	}
+	// Appends continue at the cut, aligned.
+	l.Add(30)
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	_, hashes = openIDs(t, path)
+	if fmt.Sprint(hashes) != "[10 20 30]" {
+		t.Fatalf("hashes = %v, want [10 20 30]", hashes)
+	}
+}
+
+// A header torn before it was whole is written again; a wrong one refuses.
+func TestIDLogHeader(t *testing.T) {
+	dir := t.TempDir()
+	torn := filepath.Join(dir, "torn.ids")
+	if err := os.WriteFile(torn, []byte("PIPE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, hashes := openIDs(t, torn)
+	l.Close()
+	if len(hashes) != 0 || size(t, torn) != idsHeader {
+		t.Fatalf("torn header: %v, %d bytes", hashes, size(t, torn))
+	}
+
+	bad := filepath.Join(dir, "bad.ids")
+	if err := os.WriteFile(bad, []byte("something else entirely"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := commitlog.OpenIDLog(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("err = %v, want a bad-header error naming %s", err, bad)
+	}
+	if got := readFile(t, bad); got != "something else entirely" {
+		t.Fatalf("a file that is not an id log was changed to %q", got)
+	}
+}
+
+// A full disk: Commit fails, the hashes committed before are kept, and the
+// log takes no more.
+func TestIDLogDiskFull(t *testing.T) {
+	dir := smallFS(t)
+	path := filepath.Join(dir, "done.ids")
+	l, _ := openIDs(t, path)
+	for i := range 100 {
+		l.Add(uint64(i))
+	}
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, filepath.Join(dir, "filler"))
+	// More than the file's partly used page can take.
+	for i := range 4096 {
+		l.Add(uint64(1000 + i))
+	}
+	err := l.Commit()
+	if !errors.Is(err, unix.ENOSPC) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Commit on a full disk: err = %v, want ENOSPC naming %s", err, path)
+	}
+	if l.Len() != 100 {
+		t.Fatalf("Len = %d after the failed Commit, want 100", l.Len())
+	}
+	if got := size(t, path); got != idsHeader+100*8 {
+		t.Fatalf("file is %d bytes after the failed Commit, want %d (the partial write cut)", got, idsHeader+100*8)
+	}
+	if err := os.Remove(filepath.Join(dir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	l.Add(5000)
+	if l.Commit() == nil {
+		t.Fatal("Commit succeeded after an earlier one failed")
+	}
+	l.Close()
+	l, hashes := openIDs(t, path)
+	defer l.Close()
+	if len(hashes) != 100 || hashes[99] != 99 {
+		t.Fatalf("reopened: %d hashes, want the 100 committed", len(hashes))
+	}
+}
+
+func TestSet(t *testing.T) {
+	s := commitlog.NewSet([]uint64{5, 1, 3, 3, 9})
+	if s.Len() != 4 {
+		t.Fatalf("Len = %d, want 4 (duplicates loaded once)", s.Len())
+	}
+	for _, h := range []uint64{1, 3, 5, 9} {
+		if !s.Has(h) {
+			t.Errorf("Has(%d) = false", h)
+		}
+	}
+	for _, h := range []uint64{0, 2, 4, 10} {
+		if s.Has(h) {
+			t.Errorf("Has(%d) = true", h)
+		}
+	}
+	if s.Add(3) {
+		t.Error("Add of a loaded hash reported new")
+	}
+	if !s.Add(4) {
+		t.Error("Add of a new hash reported not new")
+	}
+	if s.Add(4) {
+		t.Error("second Add of the same hash reported new")
+	}
+	if !s.Has(4) || s.Len() != 5 {
+		t.Errorf("after Add(4): Has %v, Len %d; want true, 5", s.Has(4), s.Len())
+	}
+
+	empty := commitlog.NewSet(nil)
+	if empty.Len() != 0 || empty.Has(0) {
+		t.Fatalf("empty set: Len %d, Has(0) %v", empty.Len(), empty.Has(0))
+	}
+	if !empty.Add(0) || !empty.Has(0) || empty.Len() != 1 {
+		t.Fatal("Add to an empty set")
+	}
+}
+
+func TestHashStable(t *testing.T) {
+	// FNV-1a 64 of "a": the value files written by other processes and
+	// machines hold, so it must never change.
+	if got := commitlog.Hash("a"); got != 0xaf63dc4c8601ec8c {
+		t.Fatalf("Hash(\"a\") = %#x, want 0xaf63dc4c8601ec8c (FNV-1a)", got)
+	}
+	if commitlog.Hash("p1") == commitlog.Hash("p2") {
+		t.Fatal("distinct ids hash alike")
+	}
+}
