@@ -345,6 +345,7 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	}
 	writeJSON(w, http.StatusOK, *b)
+	l.completed.Add(1)
 }
 
 func (l *life) defaultRID(seq uint64) string {

@@ -148,6 +148,8 @@ func (l *life) metrics(w http.ResponseWriter) {
 	metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(l.promptTokens.Load()))
 	metric("generation_tokens_total", "counter", "Number of generation tokens processed.", float64(l.genTokens.Load()))
 	metric("num_requests_total", "counter", "Number of requests processed.", float64(l.requests.Load()))
+	// Not an SGLang metric: whole answers sent, for tests.
+	fmt.Fprintf(&b, "# HELP pipe_sim:completed_requests_total Generation requests answered in full (pipe sim only).\n# TYPE pipe_sim:completed_requests_total counter\npipe_sim:completed_requests_total%s %d\n", label, l.completed.Load())
 	metric("num_running_reqs", "gauge", "The number of running requests.", float64(running))
 	metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", float64(queued))
 	metric("gen_throughput", "gauge", "The generation throughput (token/s).", l.genThroughput())

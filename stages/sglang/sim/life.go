@@ -32,6 +32,9 @@ type life struct {
 	seq atomic.Uint64 // requests seen, for fault draws and default rids
 
 	requests, promptTokens, genTokens atomic.Int64
+	// completed counts whole 200 answers to generation requests (not
+	// SGLang's: for tests that bound how much work a client had redone).
+	completed atomic.Int64
 	kvTokens                          atomic.Int64 // prompt + generated tokens of running requests
 }
 

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipe-dev/pipe/internal/testenv"
+)
+
+// crashRig is the full demo graph as real processes: `pipe sim` serving
+// simulated servers that count and sample with the real Qwen3 tokenizer (with
+// injected 503s, connection resets and empty answers), and `pipe run`
+// processes started, killed and started again on one run directory.
+type crashRig struct {
+	t       *testing.T
+	bin     string
+	dir     string
+	file    string // the pipeline file
+	prompts int
+	sim     *testenv.Sim
+	log     *os.File // every run's stdout and stderr
+}
+
+func newCrashRig(t *testing.T, prompts int) *crashRig {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping the crash and resume tests (real processes)")
+	}
+	qwen := testenv.Qwen3Dir(t)
+	r := &crashRig{t: t, bin: testenv.PipeBinary(t), dir: t.TempDir(), prompts: prompts}
+	r.sim = testenv.StartSim(t, r.bin, 4, "--tokenizer", qwen, "--speed", "300",
+		"--think-mean", "60", "--answer-mean", "30",
+		"--fault", "503:0.02", "--fault", "reset:0.01", "--fault", "empty-answer:0.05")
+	in := filepath.Join(r.dir, "prompts.jsonl")
+	var b strings.Builder
+	for i := range prompts {
+		fmt.Fprintf(&b, `{"id":"p%d","messages":[{"role":"user","content":"Question %d: explain topic %d briefly."}]}`+"\n", i, i, i*7)
+	}
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	servers, _ := json.Marshal(r.sim.URLs)
+	src := fmt.Sprintf(`[pipeline]
+name    = "crash"
+run_dir = "run"
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "prompts.jsonl"
+
+[[stage]]
+id    = "todo"
+kind  = "dedupe-against-progress"
+input = "prompts"
+
+[[stage]]
+id                = "gen"
+kind              = "generate"
+input             = "todo"
+servers           = %s
+concurrency       = 32
+api               = "generate"
+tokenizer         = %q
+max_output_tokens = 1024
+max_attempts      = 10
+backoff_min       = "10ms"
+backoff_max       = "200ms"
+
+[[stage]]
+id        = "check"
+kind      = "validate-thinking"
+input     = "gen"
+tokenizer = %q
+
+[[stage]]
+id        = "tok"
+kind      = "tokenize-and-mask"
+input     = "check.accepted"
+tokenizer = %q
+
+[[stage]]
+id    = "completions"
+kind  = "write-jsonl"
+input = "gen"
+path  = "out/completions.jsonl"
+
+[[stage]]
+id    = "train"
+kind  = "write-jsonl"
+input = "tok"
+path  = "out/train.jsonl"
+
+[[stage]]
+id    = "rejects"
+kind  = "write-jsonl"
+input = ["gen.rejected", "check.rejected", "tok.rejected"]
+path  = "out/rejected.jsonl"
+`, servers, qwen, qwen, qwen)
+	r.file = filepath.Join(r.dir, "p.toml")
+	if err := os.WriteFile(r.file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if r.log, err = os.Create(filepath.Join(r.dir, "runs.log")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.log.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(r.log.Name())
+			t.Logf("runs' output (last 6000 bytes):\n%s", tail(string(data), 6000))
+		}
+	})
+	return r
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// start starts `pipe run FILE` (the same command every time) in its own
+// process group, as a user's shell would.
+func (r *crashRig) start(extra ...string) *exec.Cmd {
+	r.t.Helper()
+	args := append([]string{"run", r.file, "--commit-every", "300ms", "--progress", "1s"}, extra...)
+	cmd := exec.Command(r.bin, args...)
+	cmd.Dir = r.dir
+	cmd.Stdout, cmd.Stderr = r.log, r.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	fmt.Fprintf(r.log, "\n=== pipe %s\n", strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	return cmd
+}
+
+// inFlight is the generation requests the servers hold now.
+func (r *crashRig) inFlight() int64 {
+	return r.sim.Metric(r.t, "sglang:num_running_reqs") + r.sim.Metric(r.t, "sglang:num_queue_reqs")
+}
+
+// finish runs the same command to the end and requires exit 0.
+func (r *crashRig) finish() {
+	r.t.Helper()
+	cmd := r.start()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			r.t.Fatalf("the final run: %v", err)
+		}
+	case <-time.After(4 * time.Minute):
+		cmd.Process.Kill()
+		r.t.Fatal("the final run did not finish within 4 minutes")
+	}
+}
+
+// readJSONL decodes every line of a JSONL file: a torn or unreadable line
+// fails the test. A missing file has no records.
+func readJSONL(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	br := bufio.NewReaderSize(f, 1<<20)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			if line[len(line)-1] != '\n' {
+				t.Fatalf("%s:%d: torn last line (no newline): %.80q", path, n, line)
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(line, &rec); err != nil {
+				t.Fatalf("%s:%d: unreadable: %v", path, n, err)
+			}
+			out = append(out, rec)
+		}
+		if err != nil {
+			return out
+		}
+	}
+}
+
+// journalLines counts the whole lines of the generation journal and fails
+// the test if an id is in it twice: a completion journaled once is never
+// generated again.
+func (r *crashRig) journalLines() int64 {
+	r.t.Helper()
+	data, err := os.ReadFile(filepath.Join(r.dir, "run", "journal", "gen.jsonl"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var n int64
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if !strings.HasSuffix(line, "\n") {
+			break // a torn last line: cut by the next run
+		}
+		var e struct {
+			Record struct{ ID string } `json:"record"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			break // the next run cuts it too
+		}
+		if seen[e.Record.ID] {
+			r.t.Fatalf("id %s is in the generation journal twice: it was generated again", e.Record.ID)
+		}
+		seen[e.Record.ID] = true
+		n++
+	}
+	return n
+}
+
+// lossAudit follows what the servers answered and what the journal kept
+// across kills.
+type lossAudit struct {
+	completed, journaled int64 // at the last look
+	lost                 int64
+}
+
+// afterKill accounts for the answers of one run: each was journaled, or
+// was lost in the kill; a kill may lose at most the requests in flight
+// (servers × concurrency) and each server's 1-token readiness probe.
+func (r *crashRig) afterKill(a *lossAudit, k int) {
+	r.t.Helper()
+	c, j := r.sim.Metric(r.t, "pipe_sim:completed_requests_total"), r.journalLines()
+	lost := (c - a.completed) - (j - a.journaled)
+	capacity := int64(len(r.sim.URLs) * (32 + 1))
+	if lost > capacity {
+		r.t.Fatalf("kill %d: servers answered %d requests, the journal kept %d: %d lost, more than the %d that can be in flight",
+			k, c-a.completed, j-a.journaled, lost, capacity)
+	}
+	a.completed, a.journaled, a.lost = c, j, a.lost+lost
+}
+
+// check verifies the end state: every prompt id is exactly once across the
+// accepted and rejected outputs (and the run directory's failed records),
+// every generated id exactly once in the completions output, nothing torn.
+func (r *crashRig) check() {
+	t := r.t
+	t.Helper()
+	count := func(files ...string) map[string]int {
+		n := map[string]int{}
+		for _, f := range files {
+			for _, rec := range readJSONL(t, f) {
+				n[rec["id"].(string)]++
+			}
+		}
+		return n
+	}
+	out := filepath.Join(r.dir, "out")
+	failed, _ := filepath.Glob(filepath.Join(r.dir, "run", "failed", "*.jsonl"))
+	dead, _ := filepath.Glob(filepath.Join(r.dir, "run", "rejected", "*.jsonl"))
+	final := count(append(append([]string{filepath.Join(out, "train.jsonl"), filepath.Join(out, "rejected.jsonl")}, failed...), dead...)...)
+	for i := range r.prompts {
+		id := fmt.Sprintf("p%d", i)
+		if final[id] != 1 {
+			t.Fatalf("id %s is in the accepted, rejected and failed outputs %d times, want exactly once", id, final[id])
+		}
+	}
+	if len(final) != r.prompts {
+		t.Fatalf("%d distinct ids in the outputs, want %d", len(final), r.prompts)
+	}
+	comps := count(filepath.Join(out, "completions.jsonl"))
+	for id, n := range comps {
+		if n != 1 {
+			t.Fatalf("id %s is in completions.jsonl %d times", id, n)
+		}
+	}
+	if len(comps)+len(failed) < r.prompts*9/10 {
+		t.Fatalf("completions.jsonl has %d ids of %d prompts", len(comps), r.prompts)
+	}
+}
+
+// SIGKILL at ten random moments — while servers answer, while outputs
+// commit, while the journal syncs — then the same command to the end:
+// every id exactly once, nothing torn, no completion generated twice.
+func TestKillNineAnywhereThenResume(t *testing.T) {
+	r := newCrashRig(t, 20000)
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 7))
+	t.Logf("seed %d", seed)
+	var audit lossAudit
+	var inFlight int64
+	for k := range killCount() {
+		cmd := r.start()
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		n := r.inFlight()
+		inFlight += n
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			t.Fatalf("kill %d: the run ended before it was killed (%v); make the test's run longer", k+1, err)
+		}
+		fmt.Fprintf(r.log, "=== killed (SIGKILL) with %d requests in flight\n", n)
+		r.afterKill(&audit, k+1)
+	}
+	r.finish()
+	r.check()
+	total := r.sim.Metric(t, "pipe_sim:completed_requests_total")
+	t.Logf("%d prompts; servers answered %d generation requests in full (probes included); %d answers lost in %d kills (servers held %d requests at the kills)",
+		r.prompts, total, audit.lost, killCount(), inFlight)
+	if j := r.journalLines(); j > int64(r.prompts) {
+		t.Fatalf("the journal has %d completions for %d prompts", j, r.prompts)
+	}
+}
+
+func killCount() int {
+	if n, err := strconv.Atoi(os.Getenv("PIPE_TEST_KILLS")); err == nil {
+		return n
+	}
+	return 10
+}
