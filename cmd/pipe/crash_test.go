@@ -32,14 +32,19 @@ type crashRig struct {
 	log     *os.File // every run's stdout and stderr
 }
 
-func newCrashRig(t *testing.T, prompts int) *crashRig {
+// newCrashRig writes the prompts and the pipeline into dir ("" for a new
+// temporary directory).
+func newCrashRig(t *testing.T, dir string, prompts int) *crashRig {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: skipping the crash and resume tests (real processes)")
 	}
 	qwen := testenv.Qwen3Dir(t)
-	r := &crashRig{t: t, bin: testenv.PipeBinary(t), dir: t.TempDir(), prompts: prompts}
-	r.sim = testenv.StartSim(t, r.bin, 4, "--tokenizer", qwen, "--speed", "300",
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	r := &crashRig{t: t, bin: testenv.PipeBinary(t), dir: dir, prompts: prompts}
+	r.sim = testenv.StartSim(t, r.bin, 4, "--tokenizer", qwen, "--speed", "100",
 		"--think-mean", "60", "--answer-mean", "30",
 		"--fault", "503:0.02", "--fault", "reset:0.01", "--fault", "empty-answer:0.05")
 	in := filepath.Join(r.dir, "prompts.jsonl")
@@ -113,11 +118,12 @@ path  = "out/rejected.jsonl"
 		t.Fatal(err)
 	}
 	var err error
-	if r.log, err = os.Create(filepath.Join(r.dir, "runs.log")); err != nil {
+	if r.log, err = os.CreateTemp("", "pipe-crash-runs-*.log"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		r.log.Close()
+		defer os.Remove(r.log.Name())
 		if t.Failed() {
 			data, _ := os.ReadFile(r.log.Name())
 			t.Logf("runs' output (last 6000 bytes):\n%s", tail(string(data), 6000))
@@ -157,19 +163,29 @@ func (r *crashRig) inFlight() int64 {
 // finish runs the same command to the end and requires exit 0.
 func (r *crashRig) finish() {
 	r.t.Helper()
-	cmd := r.start()
+	if err := r.wait(r.start(), 4*time.Minute); err != nil {
+		r.t.Fatalf("the final run: %v", err)
+	}
+}
+
+// wait waits for a run to exit and returns its error (nil for exit 0).
+func (r *crashRig) wait(cmd *exec.Cmd, limit time.Duration) error {
+	r.t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if err != nil {
-			r.t.Fatalf("the final run: %v", err)
-		}
-	case <-time.After(4 * time.Minute):
-		cmd.Process.Kill()
-		r.t.Fatal("the final run did not finish within 4 minutes")
+		return err
+	case <-time.After(limit):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		r.t.Fatalf("the run did not exit within %s", limit)
+		return nil
 	}
 }
+
+// exitCode is a finished command's exit code (-1 if a signal ended it).
+func exitCode(cmd *exec.Cmd) int { return cmd.ProcessState.ExitCode() }
 
 // readJSONL decodes every line of a JSONL file: a torn or unreadable line
 // fails the test. A missing file has no records.
@@ -301,7 +317,7 @@ func (r *crashRig) check() {
 // commit, while the journal syncs — then the same command to the end:
 // every id exactly once, nothing torn, no completion generated twice.
 func TestKillNineAnywhereThenResume(t *testing.T) {
-	r := newCrashRig(t, 20000)
+	r := newCrashRig(t, "", 20000)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 7))
 	t.Logf("seed %d", seed)
@@ -335,4 +351,107 @@ func killCount() int {
 		return n
 	}
 	return 10
+}
+
+// SIGTERM, as Slurm and Kubernetes send it, then SIGKILL 5 s later: the run
+// commits what it processed at once, lets requests in flight finish, and
+// exits 130 well before the SIGKILL; the same command then finishes it.
+func TestTermThenKillThenResume(t *testing.T) {
+	r := newCrashRig(t, "", 8000)
+	var audit lossAudit
+	for k := range 3 {
+		cmd := r.start()
+		time.Sleep(time.Duration(600+300*k) * time.Millisecond)
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		kill := time.AfterFunc(5*time.Second, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		r.wait(cmd, time.Minute)
+		kill.Stop()
+		if code := exitCode(cmd); code != exitInterrupted {
+			t.Fatalf("after SIGTERM: exit %d, want %d (committed and drained within 5s)", code, exitInterrupted)
+		}
+		r.afterKill(&audit, k+1)
+	}
+	out, _ := os.ReadFile(r.log.Name())
+	if !strings.Contains(string(out), "To continue where it stopped: pipe run "+r.file) {
+		t.Fatalf("the interrupted run does not say how to continue")
+	}
+	r.finish()
+	r.check()
+	if audit.lost > int64(3*len(r.sim.URLs)) {
+		t.Fatalf("%d answers lost across 3 SIGTERMs: a drain must lose none (only probes may be unjournaled)", audit.lost)
+	}
+}
+
+// A hang-up (the SSH session or terminal closes) does not stop a run, nor
+// does a closed stdout/stderr: it finishes on its own, exit 0.
+func TestHangUpDoesNotStopTheRun(t *testing.T) {
+	r := newCrashRig(t, "", 4000)
+	args := []string{"run", r.file, "--progress", "100ms"}
+	cmd := exec.Command(r.bin, args...)
+	cmd.Dir = r.dir
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	if _, err := stderr.Read(buf); err != nil { // it has started talking
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGHUP)
+	stderr.Close() // the terminal is gone: writes to stderr now fail
+	if err := r.wait(cmd, 4*time.Minute); err != nil {
+		t.Fatalf("after SIGHUP and a closed stderr the run ended with %v, want exit 0", err)
+	}
+	r.check()
+	logData, _ := os.ReadFile(filepath.Join(r.dir, "run", "run.log"))
+	if !strings.Contains(string(logData), "\ndone") && !strings.Contains(string(logData), " done\n") {
+		t.Fatalf("run.log does not end the run:\n%s", tail(string(logData), 2000))
+	}
+}
+
+// A full disk fails the run clearly and frees nothing it committed; once
+// there is room, the same command finishes it.
+func TestFullDiskThenResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=6m"); err != nil {
+		testenv.Missing(t, "cannot mount a small tmpfs to fill ("+err.Error()+")", "the tests as root on Linux")
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	r := newCrashRig(t, dir, 3000)
+	cmd := r.start()
+	err := r.wait(cmd, 2*time.Minute)
+	if err == nil {
+		t.Fatal("the run fit on a 6 MiB disk; make the test's output larger")
+	}
+	out, _ := os.ReadFile(r.log.Name())
+	if !strings.Contains(string(out), "no space left on device") {
+		t.Fatalf("the failure does not say the disk is full:\n%s", tail(string(out), 3000))
+	}
+	if code := exitCode(cmd); code != exitFailed {
+		t.Fatalf("exit %d, want %d", code, exitFailed)
+	}
+	committed := map[string]int{}
+	for _, f := range []string{"train.jsonl", "rejected.jsonl", "completions.jsonl"} {
+		committed[f] = len(readJSONL(t, filepath.Join(r.dir, "out", f)))
+	}
+	// Room again: the same command finishes, keeping what was committed.
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, "size=200m"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish()
+	r.check()
+	for f, n := range committed {
+		if got := len(readJSONL(t, filepath.Join(r.dir, "out", f))); got < n {
+			t.Fatalf("%s had %d records after the failure and %d after the resume", f, n, got)
+		}
+	}
+	t.Logf("committed before the disk filled: %v", committed)
 }

@@ -221,6 +221,11 @@ func (l *Log) Append(id string, line []byte) error {
 		return l.broken
 	}
 	if _, err := l.data.Write(buf); err != nil {
+		// Cut a partial line at once (a full disk has room for that), so
+		// the file stays whole for anyone reading it; Open would cut it too.
+		if terr := l.data.Truncate(l.size); terr == nil {
+			l.data.Seek(l.size, io.SeekStart)
+		}
 		return l.fail(err)
 	}
 	l.size += int64(len(buf))
@@ -230,7 +235,12 @@ func (l *Log) Append(id string, line []byte) error {
 }
 
 func (l *Log) fail(err error) error {
-	l.broken = fmt.Errorf("%s: %w (what was committed before is kept)", l.path, err)
+	var pe *os.PathError
+	if errors.As(err, &pe) { // it names the file already
+		l.broken = fmt.Errorf("%w (what was committed before is kept)", err)
+	} else {
+		l.broken = fmt.Errorf("%s: %w (what was committed before is kept)", l.path, err)
+	}
 	return l.broken
 }
 
