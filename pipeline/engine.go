@@ -131,6 +131,9 @@ type node struct {
 	failedSelf                         atomic.Bool
 	// fanout is the number of inputs each connected port feeds.
 	fanout map[string]int
+	// finishedBy, for a source, is the only stage reading its first port
+	// when that stage drops finished ids (Spec.DropsFinished).
+	finishedBy *node
 	// journal keeps what an expensive stage emitted (nil otherwise).
 	journal *commitlog.Log
 	// committer is set for sinks that commit in batches; commitMu keeps
@@ -342,6 +345,16 @@ func (e *engine) wire() {
 		}
 	}
 	for _, n := range e.nodes {
+		if !n.ps.Spec.Source || n.firstOut == "" {
+			continue
+		}
+		if edges := n.ps.Outputs[n.firstOut]; len(edges) == 1 {
+			if to := byPS[edges[0].To]; to.ps.Spec.DropsFinished && len(to.ps.Inputs) == 1 {
+				n.finishedBy = to
+			}
+		}
+	}
+	for _, n := range e.nodes {
 		switch ins := inputs[n]; len(ins) {
 		case 0:
 		case 1:
@@ -492,7 +505,7 @@ func openJournal(runDir, stage string) (*commitlog.Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l, err := commitlog.Open(filepath.Join(dir, stage+".jsonl"), journalLineID)
+	l, err := commitlog.OpenLookup(filepath.Join(dir, stage+".jsonl"), journalLineID)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
@@ -834,6 +847,21 @@ func (em *emitter) Skip(rec *Record, reason string) error {
 	em.n.skips[reason]++
 	em.n.reasonsMu.Unlock()
 	return nil
+}
+
+func (em *emitter) SkipFinished(id string) bool {
+	to := em.n.finishedBy
+	if to == nil || !em.e.ledger.Has(id) {
+		return false
+	}
+	// As if sent on and skipped there: the accounting of both stages holds.
+	em.n.out.Add(1)
+	to.in.Add(1)
+	to.skipped.Add(1)
+	to.reasonsMu.Lock()
+	to.skips["done"]++
+	to.reasonsMu.Unlock()
+	return true
 }
 
 func (em *emitter) Took(n int) { em.n.in.Add(int64(n)) }

@@ -96,6 +96,12 @@ type Emitter interface {
 	// directory, or this sink already committed it. It is counted as
 	// skipped (in = out + rejected + failed + skipped) and goes nowhere.
 	Skip(rec *Record, reason string) error
+	// SkipFinished is for sources: it reports whether the record with id
+	// needs no work because the run directory had finished it and the stage
+	// reading this output drops finished records. It is then counted there
+	// as skipped ("done"); the source moves on (and counts it with Took).
+	// Always false where no such stage reads the output.
+	SkipFinished(id string) bool
 	// Took counts records a source consumed from its input, including ones
 	// it rejected, for the in = out + rejected + failed accounting. Call it
 	// after the Emit or Reject succeeded: a record whose Emit failed because

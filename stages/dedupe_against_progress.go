@@ -31,8 +31,9 @@ An id seen earlier in this run's input is rejected as duplicate_id (the first
 one wins). against lists other outputs whose ids are skipped too (counted as
 skipped: against): a JSONL file (a write-jsonl output or any file with an
 "id" per line) or another run directory's done.ids.`,
-		Config:  dedupeConfig{},
-		Outputs: []string{"out", pipeline.RejectedPort},
+		Config:        dedupeConfig{},
+		Outputs:       []string{"out", pipeline.RejectedPort},
+		DropsFinished: true,
 		KeySettings: func(c any) string {
 			if n := len(c.(*dedupeConfig).Against); n > 0 {
 				return fmt.Sprintf("and %d other outputs", n)

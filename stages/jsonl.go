@@ -19,6 +19,9 @@ type jsonlSource struct {
 	OnBadLine string // "fail" stops with file:line; "skip" rejects the line as bad_line
 	Limit     int64  // records to emit; 0 means all
 	Parse     func(line []byte) (*pipeline.Record, error)
+	// QuickID, if set, finds a line's id without parsing it all (false when
+	// it cannot tell), so finished records are skipped cheaply on resume.
+	QuickID func(line []byte) (string, bool)
 }
 
 // maxLine bounds one JSONL line; a longer line is a bad line, not an OOM.
@@ -53,6 +56,13 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		if len(line) == 0 {
 			continue
 		}
+		if s.QuickID != nil {
+			if id, ok := s.QuickID(line); ok && out.SkipFinished(id) {
+				out.Took(1)
+				emitted++
+				continue
+			}
+		}
 		rec, perr := s.Parse(line)
 		if perr != nil {
 			if s.OnBadLine != "skip" {
@@ -75,8 +85,18 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 
 // readLine returns the next line without its newline; lines longer than
 // maxLine are an error.
+//
+// The line may be the reader's own buffer, valid until the next read:
+// callers copy what they keep (a parse does).
 func readLine(br *bufio.Reader) ([]byte, error) {
-	var buf []byte
+	chunk, err := br.ReadSlice('\n')
+	switch {
+	case err == nil:
+		return chunk[:len(chunk)-1], nil
+	case err != bufio.ErrBufferFull:
+		return chunk, err
+	}
+	buf := append([]byte(nil), chunk...)
 	for {
 		chunk, err := br.ReadSlice('\n')
 		buf = append(buf, chunk...)

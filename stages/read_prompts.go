@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -73,7 +74,8 @@ var _ pipeline.Source = (*readPrompts)(nil)
 
 func (r *readPrompts) Read(ctx context.Context, out pipeline.Emitter) error {
 	src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit,
-		Parse: func(line []byte) (*pipeline.Record, error) { return parsePromptLine(line, r.cfg.IDField) }}
+		Parse:   func(line []byte) (*pipeline.Record, error) { return parsePromptLine(line, r.cfg.IDField) },
+		QuickID: func(line []byte) (string, bool) { return leadingID(line, r.cfg.IDField) }}
 	return src.Read(ctx, out)
 }
 
@@ -134,6 +136,37 @@ func parsePromptLine(line []byte, idField string) (*pipeline.Record, error) {
 		rec.Meta[k] = v
 	}
 	return rec, nil
+}
+
+// leadingID reads the id of a line whose first key is field, e.g.
+// {"id":"a1",...} or {"id": 17, ...}, without parsing the rest; it gives up
+// (false) on anything else, such as an escaped string, and the full parse
+// decides.
+func leadingID(line []byte, field string) (string, bool) {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"`+field+`"`))
+	if !ok {
+		return "", false
+	}
+	rest = bytes.TrimLeft(rest, " \t")
+	if rest, ok = bytes.CutPrefix(rest, []byte(":")); !ok {
+		return "", false
+	}
+	rest = bytes.TrimLeft(rest, " \t")
+	switch {
+	case len(rest) > 0 && rest[0] == '"':
+		end := bytes.IndexByte(rest[1:], '"')
+		if end <= 0 || bytes.IndexByte(rest[1:end+1], '\\') >= 0 {
+			return "", false
+		}
+		return string(rest[1 : end+1]), true
+	case len(rest) > 0 && (rest[0] == '-' || ('0' <= rest[0] && rest[0] <= '9')):
+		end := bytes.IndexAny(rest, ",} \t")
+		if end < 0 {
+			return "", false
+		}
+		return string(rest[:end]), true
+	}
+	return "", false
 }
 
 // wireMessage accepts OpenAI (role/content) and ShareGPT (from/value) turns;

@@ -107,6 +107,7 @@ func (f *fakeEmitter) Reject(r *pipeline.Record, reason, detail string) error {
 }
 func (f *fakeEmitter) Fail(*pipeline.Record, error, int) error { return nil }
 func (f *fakeEmitter) Took(n int)                              { f.took += n }
+func (f *fakeEmitter) SkipFinished(string) bool                { return false }
 func (f *fakeEmitter) Skip(*pipeline.Record, string) error     { return nil }
 
 func writeLines(t *testing.T, lines ...string) string {

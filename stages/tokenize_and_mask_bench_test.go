@@ -82,6 +82,7 @@ func (d *discardEmitter) Reject(*pipeline.Record, string, string) error {
 }
 func (d *discardEmitter) Fail(*pipeline.Record, error, int) error { return nil }
 func (d *discardEmitter) Took(int)                                {}
+func (d *discardEmitter) SkipFinished(string) bool                { return false }
 func (d *discardEmitter) Skip(*pipeline.Record, string) error     { return nil }
 
 // BenchmarkTokenizeAndMask reports rows/s through the stage, next to the

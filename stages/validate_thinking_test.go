@@ -37,6 +37,7 @@ func (e *thinkTestEmitter) Fail(rec *pipeline.Record, err error, attempts int) e
 }
 
 func (e *thinkTestEmitter) Took(int)                            {}
+func (e *thinkTestEmitter) SkipFinished(string) bool            { return false }
 func (e *thinkTestEmitter) Skip(*pipeline.Record, string) error { return nil }
 
 var testTok struct {

@@ -15,25 +15,50 @@ func Hash(id string) uint64 {
 }
 
 // Set is a set of id hashes: a sorted slice for what was loaded (8 bytes an
-// id) and a map for what was added since. It is not safe for concurrent
-// writes; readers may share a Set nobody adds to.
+// id, plus a 256 KiB table of where each top-16-bit bucket starts, so a
+// look-up is a short search in one bucket) and a map for what was added
+// since. It is not safe for concurrent writes; readers may share a Set
+// nobody adds to.
 type Set struct {
 	sorted []uint64
+	starts []int32 // bucket b is sorted[starts[b]:starts[b+1]]; nil for small sets
 	added  map[uint64]struct{}
 }
+
+const bucketBits = 16
 
 // NewSet returns a set holding hashes (which it takes and sorts).
 func NewSet(hashes []uint64) *Set {
 	slices.Sort(hashes)
-	return &Set{sorted: slices.Compact(hashes), added: map[uint64]struct{}{}}
+	s := &Set{sorted: slices.Compact(hashes), added: map[uint64]struct{}{}}
+	if len(s.sorted) > 1<<bucketBits {
+		s.starts = make([]int32, 1<<bucketBits+1)
+		b := 0
+		for i, h := range s.sorted {
+			for ; b <= int(h>>(64-bucketBits)); b++ {
+				s.starts[b] = int32(i)
+			}
+		}
+		for ; b <= 1<<bucketBits; b++ {
+			s.starts[b] = int32(len(s.sorted))
+		}
+	}
+	return s
 }
 
 // Has reports whether h is in the set.
 func (s *Set) Has(h uint64) bool {
-	if _, ok := s.added[h]; ok {
-		return true
+	if len(s.added) > 0 {
+		if _, ok := s.added[h]; ok {
+			return true
+		}
 	}
-	_, ok := slices.BinarySearch(s.sorted, h)
+	sorted := s.sorted
+	if s.starts != nil {
+		b := h >> (64 - bucketBits)
+		sorted = sorted[s.starts[b]:s.starts[b+1]]
+	}
+	_, ok := slices.BinarySearch(sorted, h)
 	return ok
 }
 

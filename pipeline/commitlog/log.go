@@ -36,9 +36,10 @@ func IndexPath(path string) string {
 // Log is an append-only line log with a commit index. Its methods are safe
 // for concurrent use.
 //
-// Memory: the lines the log held when it was opened are indexed (16 bytes a
-// line, for Has and Lookup); lines appended since are held only until they
-// are committed, so a long run's memory does not grow with its output.
+// Memory: the ids of the lines the log held when it was opened are kept for
+// Has (8 bytes a line; 24 with Lookup, see OpenLookup); lines appended since
+// are held only until they are committed, so a long run's memory does not
+// grow with its output.
 type Log struct {
 	path string
 	idOf IDFunc
@@ -48,7 +49,10 @@ type Log struct {
 	size      int64 // bytes appended, pending included
 	rows      int   // lines committed
 	bytes     int64 // bytes committed
-	// Lines held at open: their ends in order, and (hash, line) sorted by hash.
+	// Lines held at open: their id hashes, and with lookup their ends in
+	// order and (hash, line) sorted by hash.
+	lookup   bool
+	ids      *Set
 	openEnds []int64
 	byHash   []hashLine
 	// Lines appended and not yet committed.
@@ -72,12 +76,18 @@ type IDFunc func(line []byte) (string, error)
 // lines written after the last commit (a process killed between a write and
 // its commit leaves them) are adopted when idOf accepts them and committed;
 // a torn or unreadable tail is cut. The directory must exist.
-func Open(path string, idOf IDFunc) (*Log, error) {
+func Open(path string, idOf IDFunc) (*Log, error) { return open(path, idOf, false) }
+
+// OpenLookup is Open for a log whose lines are read back by id (Lookup),
+// such as the generation journal.
+func OpenLookup(path string, idOf IDFunc) (*Log, error) { return open(path, idOf, true) }
+
+func open(path string, idOf IDFunc, lookup bool) (*Log, error) {
 	data, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{path: path, idOf: idOf, data: data}
+	l := &Log{path: path, idOf: idOf, data: data, lookup: lookup}
 	if err := l.load(); err != nil {
 		data.Close()
 		if l.idx != nil {
@@ -153,8 +163,19 @@ func (l *Log) load() error {
 			return err
 		}
 	}
-	// Stable: of several lines with one id, the last one wins.
-	slices.SortStableFunc(l.byHash, func(a, b hashLine) int { return cmp.Compare(a.hash, b.hash) })
+	if l.lookup {
+		// Of several lines with one id, find takes the last one.
+		slices.SortFunc(l.byHash, func(a, b hashLine) int {
+			return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.line, b.line))
+		})
+	} else {
+		hashes := make([]uint64, len(l.byHash))
+		for i, e := range l.byHash {
+			hashes[i] = e.hash
+		}
+		l.ids = NewSet(hashes)
+		l.byHash, l.openEnds = nil, nil
+	}
 	_, err = l.data.Seek(l.size, io.SeekStart)
 	return err
 }
@@ -246,8 +267,11 @@ func (l *Log) fail(err error) error {
 
 // Has reports whether the log held a line for id when it was opened.
 func (l *Log) Has(id string) bool {
-	_, ok := l.find(Hash(id))
-	return ok
+	if l.lookup {
+		_, ok := l.find(Hash(id))
+		return ok
+	}
+	return l.ids.Has(Hash(id))
 }
 
 // find returns the line number of h among the lines held at open (the last
@@ -264,8 +288,11 @@ func (l *Log) find(h uint64) (int, bool) {
 }
 
 // Lookup returns the line of id among those the log held when it was opened
-// (the last one, if several).
+// (the last one, if several); only for a log opened with OpenLookup.
 func (l *Log) Lookup(id string) ([]byte, bool, error) {
+	if !l.lookup {
+		return nil, false, errors.New("commitlog: Lookup on a log not opened with OpenLookup")
+	}
 	n, ok := l.find(Hash(id))
 	if !ok {
 		return nil, false, nil

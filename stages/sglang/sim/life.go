@@ -35,7 +35,7 @@ type life struct {
 	// completed counts whole 200 answers to generation requests (not
 	// SGLang's: for tests that bound how much work a client had redone).
 	completed atomic.Int64
-	kvTokens                          atomic.Int64 // prompt + generated tokens of running requests
+	kvTokens  atomic.Int64 // prompt + generated tokens of running requests
 }
 
 func newLife(s *Server, ln net.Listener) *life {
