@@ -84,6 +84,7 @@ func writeAtomic(path string, b []byte) error {
 	}
 	tmp := f.Name()
 	_, werr := f.Write(b)
+	werr = errors.Join(werr, f.Chmod(0o644)) // CreateTemp makes it 0600
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
