@@ -45,6 +45,16 @@ func open(t *testing.T, path string, idOf commitlog.IDFunc) *commitlog.Log {
 	return l
 }
 
+// openLookup is open for a log read back by id (commitlog.OpenLookup).
+func openLookup(t *testing.T, path string, idOf commitlog.IDFunc) *commitlog.Log {
+	t.Helper()
+	l, err := commitlog.OpenLookup(path, idOf)
+	if err != nil {
+		t.Fatalf("OpenLookup(%s): %v", path, err)
+	}
+	return l
+}
+
 func appendAll(t *testing.T, l *commitlog.Log, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
@@ -148,7 +158,7 @@ func TestAppendCommitReopen(t *testing.T) {
 	}
 	mustClose(t, l)
 
-	l = open(t, path, lineID)
+	l = openLookup(t, path, lineID)
 	checkStats(t, l, 3, 0)
 	if l.Recovered() != 0 || l.Truncated() != 0 {
 		t.Fatalf("clean reopen: Recovered %d, Truncated %d; want 0, 0", l.Recovered(), l.Truncated())
@@ -199,7 +209,7 @@ func TestTornTailCutWholeLinesRecovered(t *testing.T) {
 	torn := []byte(`{"id":"e","v":"half a li`)
 	appendRaw(t, path, torn)
 
-	l = open(t, path, lineID)
+	l = openLookup(t, path, lineID)
 	if l.Recovered() != 2 {
 		t.Fatalf("Recovered = %d, want 2 (c and d)", l.Recovered())
 	}
@@ -300,7 +310,7 @@ func TestTornIndexEntryCut(t *testing.T) {
 	}
 	mustClose(t, l)
 
-	l = open(t, path, nil)
+	l = openLookup(t, path, nil)
 	defer l.Close()
 	checkStats(t, l, 3, 0)
 	if got, ok, err := l.Lookup("c"); err != nil || !ok || !bytes.Equal(got, line("c")) {
@@ -430,30 +440,60 @@ func TestIndexOffsetsBackwards(t *testing.T) {
 // (including lines Open adopted), not for lines appended since: the memory
 // of a long run does not grow with its output. Callers that need "written
 // in this run" keep their own set (write-jsonl skips only what an earlier
-// run committed).
+// run committed). Lookup needs OpenLookup; Has works either way.
 func TestHasLookupSeeOnlyLinesHeldAtOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "data.jsonl")
-	l := open(t, path, lineID)
-	appendAll(t, l, "a")
-	if l.Has("a") {
-		t.Fatal("Has sees a pending line appended after Open")
+	for _, mode := range []string{"Open", "OpenLookup"} {
+		t.Run(mode, func(t *testing.T) {
+			opener := open
+			if mode == "OpenLookup" {
+				opener = openLookup
+			}
+			path := filepath.Join(t.TempDir(), "data.jsonl")
+			l := opener(t, path, lineID)
+			appendAll(t, l, "a")
+			if l.Has("a") {
+				t.Fatal("Has sees a pending line appended after Open")
+			}
+			if err := l.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if l.Has("a") {
+				t.Fatal("Has sees a line committed after Open")
+			}
+			if _, ok, _ := l.Lookup("a"); ok {
+				t.Fatal("Lookup sees a line committed after Open")
+			}
+			mustClose(t, l)
+
+			l = opener(t, path, lineID)
+			defer l.Close()
+			if !l.Has("a") || l.Has("b") {
+				t.Fatalf(`after reopening: Has("a") %v, Has("b") %v; want true, false`, l.Has("a"), l.Has("b"))
+			}
+			_, ok, err := l.Lookup("a")
+			if mode == "Open" {
+				if ok || err == nil {
+					t.Fatalf("Lookup on a log opened with Open = %v, %v; want an error", ok, err)
+				}
+				return
+			}
+			if !ok || err != nil {
+				t.Fatalf(`Lookup("a") = %v, %v`, ok, err)
+			}
+		})
 	}
+}
+
+// Several lines with one id: Lookup returns the last one held at open.
+func TestLookupRepeatedID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data.jsonl")
+	l := openLookup(t, path, lineID)
+	appendAll(t, l, "a", "b")
 	if err := l.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if l.Has("a") {
-		t.Fatal("Has sees a line committed after Open")
-	}
-	if _, ok, _ := l.Lookup("a"); ok {
-		t.Fatal("Lookup sees a line committed after Open")
-	}
 	mustClose(t, l)
-
-	l = open(t, path, lineID)
-	if !l.Has("a") {
-		t.Fatal("Has misses a line held at Open")
-	}
-	// Several lines with one id: Lookup returns the last.
+	l = openLookup(t, path, lineID)
 	if err := l.Append("a", []byte(`{"id":"a","v":"second"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -464,10 +504,18 @@ func TestHasLookupSeeOnlyLinesHeldAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustClose(t, l)
-	l = open(t, path, lineID)
+	// One more, left uncommitted: adopted at open, and it is the last.
+	appendRaw(t, path, []byte(`{"id":"a","v":"third"}`+"\n"))
+	l = openLookup(t, path, lineID)
 	defer l.Close()
-	if got, ok, err := l.Lookup("a"); err != nil || !ok || string(got) != `{"id":"a","v":"second"}` {
+	if l.Recovered() != 1 {
+		t.Fatalf("Recovered = %d, want 1", l.Recovered())
+	}
+	if got, ok, err := l.Lookup("a"); err != nil || !ok || string(got) != `{"id":"a","v":"third"}` {
 		t.Fatalf("Lookup of a repeated id = %q, %v, %v; want the last line", got, ok, err)
+	}
+	if got, ok, err := l.Lookup("b"); err != nil || !ok || !bytes.Equal(got, line("b")) {
+		t.Fatalf(`Lookup("b") = %q, %v, %v`, got, ok, err)
 	}
 }
 
@@ -573,6 +621,12 @@ func TestDiskFullOnAppend(t *testing.T) {
 	}
 	if !strings.Contains(appendErr.Error(), path) {
 		t.Errorf("error %q does not name the file", appendErr)
+	}
+	// The failed write's partial line is cut at once: the file holds whole
+	// lines only, even before it is opened again.
+	if data := readFile(t, path); !strings.HasSuffix(data, "\n") || strings.Count(data, "\n") != len(committed)+len(pendingIDs) {
+		t.Fatalf("after the failed Append the data file has %d lines (ends with a newline: %v), want %d whole ones",
+			strings.Count(data, "\n"), strings.HasSuffix(data, "\n"), len(committed)+len(pendingIDs))
 	}
 	err := l.Commit()
 	if !errors.Is(err, unix.ENOSPC) {
