@@ -68,6 +68,9 @@ type Summary struct {
 	Finished, FinishedAtStart int
 	// LastCommit is when everything processed was last committed.
 	LastCommit time.Time
+	// Unfinished counts records the sources read in this run that did not
+	// finish: abandoned by a stop or a failure. The next run does them.
+	Unfinished int64
 }
 
 // StageSummary is one stage's accounting: In = Out + Rejected + Failed +
@@ -290,6 +293,9 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	}
 	if derr != nil {
 		return sum, fmt.Errorf("closing rejected/failed records: %w", derr)
+	}
+	if sum.Unfinished != 0 && !sum.Drained {
+		return sum, fmt.Errorf("%d records read did not finish although the run did (a bug in the engine's commit tracking)", sum.Unfinished)
 	}
 	for _, s := range sum.Stages {
 		if !s.Balanced() {
@@ -676,6 +682,7 @@ func (e *engine) summary() *Summary {
 	s := &Summary{Elapsed: time.Since(e.start), Drained: e.drained.Load()}
 	if e.ledger != nil {
 		s.Finished, s.FinishedAtStart = e.ledger.finished(), e.ledger.atStart
+		s.Unfinished = e.ledger.unfinished()
 	}
 	if t := e.lastCommit.Load(); t > 0 {
 		s.LastCommit = time.Unix(0, t)
@@ -739,7 +746,7 @@ func (em *emitter) claim(rec *Record) {
 		}
 		rec.ticket = t
 	case rec.ticket == nil:
-		rec.ticket = newTicket(rec.ID)
+		rec.ticket = em.e.ledger.newTicket(rec.ID)
 	}
 }
 

@@ -25,10 +25,17 @@ type ticket struct {
 	void atomic.Bool
 }
 
-func newTicket(id string) *ticket {
+func (l *ledger) newTicket(id string) *ticket {
+	l.made.Add(1)
 	t := &ticket{id: id}
 	t.n.Store(1)
 	return t
+}
+
+// unfinished is how many records the sources read this run that did not
+// finish (abandoned by a stop, or still on their way).
+func (l *ledger) unfinished() int64 {
+	return l.made.Load() - l.added.Load() - l.alreadyDone.Load() - l.voided.Load()
 }
 
 // ledger is the run directory's record of what is finished: the done log,
@@ -40,6 +47,8 @@ type ledger struct {
 	set     *commitlog.Set // read-only after open
 	atStart int
 	added   atomic.Int64
+	// Tickets: made for records the sources read, and how they ended.
+	made, alreadyDone, voided atomic.Int64
 	// full is called when many finished ids wait for a commit.
 	full func()
 }
@@ -64,11 +73,17 @@ func (l *ledger) finished() int { return l.atStart + int(l.added.Load()) }
 
 // release drops one of t's pending places; the last one finishes its id.
 func (l *ledger) release(t *ticket) {
-	if t == nil || t.n.Add(-1) != 0 || t.void.Load() {
+	if t == nil || t.n.Add(-1) != 0 {
+		return
+	}
+	if t.void.Load() {
+		l.voided.Add(1)
 		return
 	}
 	h := commitlog.Hash(t.id)
-	if !l.set.Has(h) {
+	if l.set.Has(h) {
+		l.alreadyDone.Add(1)
+	} else {
 		if l.log.Add(h) == maxPending && l.full != nil {
 			l.full()
 		}

@@ -463,6 +463,9 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 	}
 	fmt.Fprintf(w, "finished ids in %s: %d (%d before this run, %d in it)\n",
 		pipeline.DisplayPath(plan.File.RunDir), s.Finished, s.FinishedAtStart, s.Finished-s.FinishedAtStart)
+	if s.Unfinished > 0 {
+		fmt.Fprintf(w, "not finished: %d records read in this run; the next run does them (from the journal where they were generated)\n", s.Unfinished)
+	}
 }
 
 // countsByValue prints counts largest first: "empty_answer 126, think_unclosed 23".
@@ -489,6 +492,7 @@ func writeStatus(path, state string, s *pipeline.Summary, runErr error) {
 		doc["elapsed_s"] = s.Elapsed.Seconds()
 		doc["finished"] = s.Finished
 		doc["finished_before_this_run"] = s.FinishedAtStart
+		doc["unfinished"] = s.Unfinished
 		if !s.LastCommit.IsZero() {
 			doc["last_commit"] = s.LastCommit.UTC().Format(time.RFC3339)
 		}
