@@ -18,8 +18,11 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func init() {
 	var (
@@ -170,6 +173,7 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 		}
 		fmt.Fprintf(std.Out, "  %-22s %-8s %s  (%s)\n", who, u.Key, u.Path, describePath(u))
 	}
+	fmt.Fprintf(std.Out, "\nrun directory: %s\n", indentLines(rundir.Describe(plan.File.RunDir, plan), "  ")[2:])
 	var failed []string
 	for _, s := range plan.Stages {
 		st, err := s.Spec.New(s.Config)
@@ -204,10 +208,13 @@ func describePath(u pipeline.PathUse) string {
 		}
 		return "input"
 	case "out":
-		if err == nil {
-			return fmt.Sprintf("output; the existing %s file will be kept as PATH.prev-TIME", pipeline.HumanBytes(st.Size()))
+		switch {
+		case err != nil:
+			return "output, will be created"
+		case fileExists(commitlog.IndexPath(u.Path)):
+			return fmt.Sprintf("output, %s committed; continued", pipeline.HumanBytes(st.Size()))
 		}
-		return "output, will be created"
+		return fmt.Sprintf("output; the existing %s file, not written by pipe, will be kept as PATH.prev-TIME", pipeline.HumanBytes(st.Size()))
 	default:
 		if err == nil {
 			return "directory, exists"

@@ -166,3 +166,26 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 	}
 	return r, diffs, nil
 }
+
+// Describe says, for a dry run, what `pipe run` would do with the run
+// directory: start a new run, or continue one (with how many ids finished),
+// or refuse because the settings changed. It changes nothing.
+func Describe(dir string, plan *pipeline.Plan) string {
+	r, err := ReadRun(dir)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("cannot read it: %v", err)
+	case r == nil:
+		return "new run"
+	}
+	finished := 0
+	if st, err := os.Stat(filepath.Join(dir, pipeline.DoneFile)); err == nil && st.Size() > 8 {
+		finished = int(st.Size()-8) / 8
+	}
+	msg := fmt.Sprintf("continues the run started %s (%d starts, %d ids finished)",
+		r.Created.Local().Format(time.DateTime), len(r.History), finished)
+	if diffs := Compare(r.Settings, normalizeMap(Settings(plan))); len(diffs) > 0 {
+		msg += "; REFUSED without --force-new-config or --fresh, the settings changed:\n  " + strings.Join(diffs, "\n  ")
+	}
+	return msg
+}
