@@ -317,8 +317,8 @@ func (panicSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		}
 		out.Took(1)
 	}
-	// Let the sink take them before the panic.
-	time.Sleep(100 * time.Millisecond)
+	// Let the sink take them before the panic (it needs a few ms).
+	time.Sleep(500 * time.Millisecond)
 	panic("boom in Read")
 }
 
