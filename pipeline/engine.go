@@ -249,7 +249,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		if o, ok := n.stage.(Opener); ok {
 			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Done: e.ledger, Resources: opts.Resources}
 			// Opening is intake: a stop request ends it.
-			if err := o.Open(e.intakeCtx, env); err != nil {
+			if err := e.guard(n, "opening", func() error { return o.Open(e.intakeCtx, env) }); err != nil {
 				if e.intakeCtx.Err() != nil {
 					return e.summary(), fmt.Errorf("stopped while stage %q was opening: %w", n.ps.ID(), ErrStopped)
 				}
@@ -413,7 +413,8 @@ func (e *engine) runNode(n *node) {
 		e.hardCancel(&StageError{n.ps.ID(), n.ps.Spec.Kind, err})
 	}
 	if src, ok := n.stage.(Source); ok {
-		err := src.Read(e.intakeCtx, &emitter{e: e, n: n, ctx: e.intakeCtx})
+		em := &emitter{e: e, n: n, ctx: e.intakeCtx}
+		err := e.guard(n, "reading", func() error { return src.Read(e.intakeCtx, em) })
 		if e.intakeCtx.Err() != nil && errors.Is(err, context.Canceled) {
 			err = nil
 		}
@@ -477,8 +478,22 @@ func (e *engine) runNode(n *node) {
 	}
 	wg.Wait()
 	if fin, ok := n.stage.(Finisher); ok && !n.failedSelf.Load() {
-		fail(fin.Finish(e.hardCtx, &emitter{e: e, n: n, ctx: e.hardCtx}))
+		em := &emitter{e: e, n: n, ctx: e.hardCtx}
+		fail(e.guard(n, "finishing", func() error { return fin.Finish(e.hardCtx, em) }))
 	}
+}
+
+// guard runs one call into a stage and turns a panic into an error that
+// fails the stage (the stack goes to the run log): the run then commits
+// what it has and ends with the error, like any other failure.
+func (e *engine) guard(n *node, what string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(e.opts.Log, "stage %q: panic while %s: %v\n%s", n.ps.ID(), what, r, debug.Stack())
+			err = fmt.Errorf("panic while %s: %v (stack in the run log)", what, r)
+		}
+	}()
+	return f()
 }
 
 // process calls the stage for one record. A panic fails that record (the
@@ -614,7 +629,7 @@ func (e *engine) commitAll() {
 			continue
 		}
 		n.commitMu.Lock()
-		err := n.committer.Commit(context.WithoutCancel(e.hardCtx))
+		err := e.guard(n, "committing", func() error { return n.committer.Commit(context.WithoutCancel(e.hardCtx)) })
 		tickets := n.pending
 		n.pending = nil
 		n.commitMu.Unlock()
@@ -671,7 +686,7 @@ func (e *engine) closeStages() {
 	for i := len(e.nodes) - 1; i >= 0; i-- {
 		n := e.nodes[i]
 		if c, ok := n.stage.(Closer); ok && n.opened {
-			if err := c.Close(); err != nil {
+			if err := e.guard(n, "closing", c.Close); err != nil {
 				fmt.Fprintf(e.opts.Log, "stage %q: close: %v\n", n.ps.ID(), err)
 			}
 		}
@@ -701,7 +716,7 @@ func (e *engine) summary() *Summary {
 			ss.Queued += len(ch)
 		}
 		if r, ok := n.stage.(Reporter); ok && n.opened {
-			ss.Stats = r.Report()
+			e.guard(n, "reporting", func() error { ss.Stats = r.Report(); return nil })
 		}
 		s.Stages = append(s.Stages, ss)
 	}
@@ -848,6 +863,9 @@ func (em *emitter) Fail(rec *Record, err error, attempts int) error {
 func (em *emitter) Skip(rec *Record, reason string) error {
 	em.touched.Store(true)
 	em.claim(rec)
+	if len(em.n.ps.Spec.Outputs) > 0 && rec.ticket != nil {
+		rec.ticket.void.Store(true)
+	}
 	em.e.ledger.release(rec.ticket)
 	em.n.skipped.Add(1)
 	em.n.reasonsMu.Lock()

@@ -93,8 +93,11 @@ type Emitter interface {
 	// it is counted and written to the run directory's failed/STAGE.jsonl.
 	Fail(rec *Record, err error, attempts int) error
 	// Skip says rec needs no work: its id is already finished in this run
-	// directory, or this sink already committed it. It is counted as
-	// skipped (in = out + rejected + failed + skipped) and goes nowhere.
+	// directory or in another output (dedupe-against-progress), or this
+	// sink already committed it. It is counted as skipped (in = out +
+	// rejected + failed + skipped) and goes nowhere. A sink's skip counts
+	// as delivered (the record is in its output); any other stage's skip
+	// leaves the id's state as it was: it does not finish it here.
 	Skip(rec *Record, reason string) error
 	// SkipFinished is for sources: it reports whether the record with id
 	// needs no work because the run directory had finished it and the stage
