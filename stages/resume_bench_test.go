@@ -26,8 +26,10 @@ import (
 // set, the journal's and the writer's indexes. The finished prompts come
 // first in the file, so the reader streams through 900,000 of them before
 // the first request, as a resumed run does.
+//
+// The "fresh" case, the same file with nothing finished, is the reference.
 func BenchmarkResumeFirstRequest(b *testing.B) {
-	const total, done = 1_000_000, 900_000
+	const total = 1_000_000
 	dir := b.TempDir()
 	writeResumePrompts(b, filepath.Join(dir, "prompts.jsonl"), total)
 	src := `
@@ -61,6 +63,16 @@ path  = "out.jsonl"
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	for _, done := range []int{0, 900_000} {
+		name := "fresh"
+		if done > 0 {
+			name = strconv.Itoa(done/1000) + "K-done"
+		}
+		b.Run(name, func(b *testing.B) { benchFirstRequest(b, dir, path, done) })
+	}
+}
+
+func benchFirstRequest(b *testing.B, dir, path string, done int) {
 	var ids []string
 	for i := range done {
 		ids = append(ids, "p"+strconv.Itoa(i))
