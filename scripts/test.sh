@@ -14,6 +14,7 @@ step() { printf '\n== %s\n' "$*"; }
 step "setup: Qwen3 tokenizer files";      scripts/fetch-qwen3.sh
 step "setup: tokenizer references";       scripts/setup-tokenizer-ref.sh
 step "setup: ollama and its test model";  scripts/setup-ollama.sh
+step "setup: shard readers (DuckDB, apache-arrow)"; scripts/setup-readers.sh
 
 step "go vet";                            go vet ./...
 step "go test";                           go test -count=1 -timeout 20m ./...
