@@ -1,0 +1,276 @@
+package commitlog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// ManifestName is the manifest's file name in a shard directory.
+const ManifestName = "manifest.json"
+
+// Manifest lists the committed shards of a directory. It is replaced
+// atomically after each shard is committed, so it never names a shard that
+// is not whole, and a shard it does not name was never committed.
+type Manifest struct {
+	Format  string      `json:"format"`
+	Schema  string      `json:"schema,omitempty"`
+	Rows    int64       `json:"rows"`
+	Tokens  int64       `json:"tokens"`
+	Bytes   int64       `json:"bytes"`
+	Updated time.Time   `json:"updated"`
+	Shards  []ShardInfo `json:"shards"`
+}
+
+// ShardInfo is one committed shard.
+type ShardInfo struct {
+	Name      string    `json:"name"`
+	Rows      int64     `json:"rows"`
+	Tokens    int64     `json:"tokens"`
+	Bytes     int64     `json:"bytes"`
+	SHA256    string    `json:"sha256"`
+	Committed time.Time `json:"committed"`
+}
+
+// ReadManifest reads dir's manifest; a directory without one has none (nil).
+func ReadManifest(dir string) (*Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestName), err)
+	}
+	return &m, nil
+}
+
+// Shards is a directory of shard files (part-00000.EXT, …) with its manifest
+// and a hidden log of the ids of the rows it holds (.ids). The commit of a
+// shard: write it under a hidden temporary name, fsync, rename, fsync the
+// directory, append its ids to the log, replace the manifest. Open removes
+// what a crash left before the manifest named it; those rows were not
+// committed and are written again.
+type Shards struct {
+	dir, ext, format, schema string
+	m                        Manifest
+	ids                      *IDLog
+	held                     *Set // ids held when opened
+}
+
+var partName = regexp.MustCompile(`^part-\d{5,}\.`)
+
+// OpenShards opens (creating) the shard directory dir for files of format
+// with extension ext ("parquet", ".parquet"). removed lists the files a
+// crash left that were not committed, now deleted.
+func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	s = &Shards{dir: dir, ext: ext, format: format, schema: schema}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m != nil {
+		if m.Format != format {
+			return nil, nil, fmt.Errorf("%s holds %s shards; this writer writes %s (use another path, or --fresh)", dir, m.Format, format)
+		}
+		s.m = *m
+	} else {
+		s.m = Manifest{Format: format, Schema: schema}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if partName.MatchString(e.Name()) {
+				return nil, nil, fmt.Errorf("%s holds shards but no %s: not written by this writer (move them, or use another path)", dir, ManifestName)
+			}
+		}
+	}
+	ids, hashes, err := OpenIDLog(filepath.Join(dir, ".ids"))
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case int64(len(hashes)) > s.m.Rows: // a crash between the ids and the manifest
+		hashes = hashes[:s.m.Rows]
+		ids.Close()
+		if err := truncateIDLog(filepath.Join(dir, ".ids"), len(hashes)); err != nil {
+			return nil, nil, err
+		}
+		if ids, _, err = OpenIDLog(filepath.Join(dir, ".ids")); err != nil {
+			return nil, nil, err
+		}
+	case int64(len(hashes)) < s.m.Rows:
+		ids.Close()
+		return nil, nil, fmt.Errorf("%s: the id log has %d ids for %d committed rows: it was damaged", dir, len(hashes), s.m.Rows)
+	}
+	s.ids, s.held = ids, NewSet(hashes)
+	named := map[string]bool{}
+	for _, sh := range s.m.Shards {
+		named[sh.Name] = true
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if (partName.MatchString(n) && !named[n]) || (len(n) > 6 && n[0] == '.' && filepath.Ext(n) == ".tmp") {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil {
+				return nil, nil, err
+			}
+			removed = append(removed, n)
+		}
+	}
+	return s, removed, nil
+}
+
+func truncateIDLog(path string, n int) error {
+	return os.Truncate(path, int64(len(idsMagic)+8*n))
+}
+
+// Has reports whether the directory held a row for id when it was opened.
+func (s *Shards) Has(id string) bool { return s.held.Has(Hash(id)) }
+
+// Manifest returns a copy of the manifest as committed.
+func (s *Shards) Manifest() Manifest {
+	m := s.m
+	m.Shards = append([]ShardInfo(nil), s.m.Shards...)
+	return m
+}
+
+// Dir is the shard directory.
+func (s *Shards) Dir() string { return s.dir }
+
+// Close closes the id log.
+func (s *Shards) Close() error { return s.ids.Close() }
+
+// Pending is a shard being written: a hidden temporary file that becomes
+// part-NNNNN.EXT at Commit. Writes go through it (it counts and hashes).
+type Pending struct {
+	s    *Shards
+	f    *os.File
+	name string
+	h    hash.Hash
+	n    int64
+}
+
+// Create starts the next shard.
+func (s *Shards) Create() (*Pending, error) {
+	name := fmt.Sprintf("part-%05d%s", len(s.m.Shards), s.ext)
+	f, err := os.CreateTemp(s.dir, "."+name+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{s: s, f: f, name: name, h: sha256.New()}, nil
+}
+
+// Name is the name the shard gets when committed.
+func (p *Pending) Name() string { return p.name }
+
+// Write writes to the shard file.
+func (p *Pending) Write(b []byte) (int, error) {
+	n, err := p.f.Write(b)
+	p.h.Write(b[:n])
+	p.n += int64(n)
+	return n, err
+}
+
+// Size is the bytes written so far.
+func (p *Pending) Size() int64 { return p.n }
+
+// Abort removes the unfinished shard.
+func (p *Pending) Abort() {
+	p.f.Close()
+	os.Remove(p.f.Name())
+}
+
+// Commit makes the shard part of the directory: rows and tokens are its
+// counts, ids the hashes of its rows' ids. On an error the shard is not
+// committed (and its temporary file removed); what was committed before
+// stays as it was.
+func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
+	s := p.s
+	fail := func(err error) (ShardInfo, error) {
+		p.Abort()
+		return ShardInfo{}, fmt.Errorf("committing %s: %w", filepath.Join(s.dir, p.name), err)
+	}
+	if err := p.f.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		return fail(err)
+	}
+	if err := p.f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := p.f.Close(); err != nil {
+		return fail(err)
+	}
+	final := filepath.Join(s.dir, p.name)
+	if err := os.Rename(p.f.Name(), final); err != nil {
+		return fail(err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return ShardInfo{}, err
+	}
+	for _, h := range ids {
+		s.ids.Add(h)
+	}
+	if err := s.ids.Commit(); err != nil {
+		return ShardInfo{}, err
+	}
+	info := ShardInfo{Name: p.name, Rows: rows, Tokens: tokens, Bytes: p.n, SHA256: hex.EncodeToString(p.h.Sum(nil)), Committed: time.Now().UTC()}
+	m := s.Manifest()
+	m.Shards = append(m.Shards, info)
+	m.Rows += rows
+	m.Tokens += tokens
+	m.Bytes += p.n
+	m.Updated = info.Committed
+	if err := writeFileAtomic(filepath.Join(s.dir, ManifestName), m); err != nil {
+		return ShardInfo{}, err
+	}
+	s.m = m
+	return info, nil
+}
+
+func writeFileAtomic(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(append(data, '\n'))
+	err = errors.Join(werr, f.Chmod(0o644), f.Sync(), f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+var _ io.Writer = (*Pending)(nil)

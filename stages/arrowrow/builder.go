@@ -1,0 +1,216 @@
+package arrowrow
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// Builder accumulates records into the columns of one record batch.
+type Builder struct {
+	b     *array.RecordBuilder
+	col   map[string]int
+	rows  int
+	bytes int64 // rough size of what is buffered, for shard rotation
+}
+
+// NewBuilder returns an empty builder; Release it when done.
+func NewBuilder(mem memory.Allocator) *Builder {
+	col := map[string]int{}
+	for i, f := range Schema.Fields() {
+		col[f.Name] = i
+	}
+	return &Builder{b: array.NewRecordBuilder(mem, Schema), col: col}
+}
+
+// Release frees the builder's buffers.
+func (b *Builder) Release() { b.b.Release() }
+
+// Len is the number of rows buffered.
+func (b *Builder) Len() int { return b.rows }
+
+// Bytes is roughly how many bytes the buffered rows take.
+func (b *Builder) Bytes() int64 { return b.bytes }
+
+// NewBatch returns the buffered rows as a record batch (the caller releases
+// it) and empties the builder.
+func (b *Builder) NewBatch() arrow.RecordBatch {
+	b.rows, b.bytes = 0, 0
+	return b.b.NewRecordBatch()
+}
+
+func (b *Builder) str(name string, s string, valid bool) {
+	sb := b.b.Field(b.col[name]).(*array.StringBuilder)
+	if !valid {
+		sb.AppendNull()
+		return
+	}
+	sb.Append(s)
+	b.bytes += int64(len(s))
+}
+
+func (b *Builder) jsonStr(name string, v any, valid bool) error {
+	if !valid {
+		b.str(name, "", false)
+		return nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	b.str(name, string(data), true)
+	return nil
+}
+
+func (b *Builder) i32(name string, v int, valid bool) {
+	ib := b.b.Field(b.col[name]).(*array.Int32Builder)
+	if !valid {
+		ib.AppendNull()
+		return
+	}
+	ib.Append(int32(v))
+}
+
+func (b *Builder) f64(name string, v float64, valid bool) {
+	fb := b.b.Field(b.col[name]).(*array.Float64Builder)
+	if !valid {
+		fb.AppendNull()
+		return
+	}
+	fb.Append(v)
+}
+
+func (b *Builder) ints(name string, v []int, valid bool) {
+	lb := b.b.Field(b.col[name]).(*array.ListBuilder)
+	if !valid {
+		lb.AppendNull()
+		return
+	}
+	lb.Append(true)
+	vb := lb.ValueBuilder().(*array.Int32Builder)
+	vb.Reserve(len(v))
+	for _, x := range v {
+		vb.UnsafeAppend(int32(x))
+	}
+	b.bytes += 4 * int64(len(v))
+}
+
+// Append adds one record as a row.
+func (b *Builder) Append(rec *pipeline.Record) error {
+	b.str(ColID, rec.ID, true)
+	if err := b.jsonStr(ColMessages, rec.Messages, rec.Messages != nil); err != nil {
+		return err
+	}
+	c := rec.Completion
+	has := c != nil
+	if c == nil {
+		c = &pipeline.Completion{}
+	}
+	b.str(ColReasoning, c.Reasoning, has)
+	b.str(ColAnswer, c.Answer, has)
+	b.str(ColFinishReason, c.FinishReason, has)
+	if err := b.jsonStr(ColMatchedStop, c.MatchedStop, has && c.MatchedStop != nil); err != nil {
+		return err
+	}
+	b.i32(ColPromptTokens, c.PromptTokens, has)
+	b.i32(ColCompletionTokens, c.CompletionTokens, has)
+	b.i32(ColCachedTokens, c.CachedTokens, has)
+	b.i32(ColReasoningTokens, c.ReasoningTokens, has)
+	b.ints(ColPromptIDs, c.PromptIDs, has && c.PromptIDs != nil)
+	b.ints(ColOutputIDs, c.OutputIDs, has && c.OutputIDs != nil)
+	b.i32(ColSpecVerifyCt, c.SpecVerifyCt, has)
+	b.f64(ColSpecAcceptLength, c.SpecAcceptLength, has)
+	b.f64(ColLatency, c.LatencySeconds, has)
+	b.str(ColServer, c.Server, has)
+	b.i32(ColAttempts, c.Attempts, has)
+	b.str(ColSystemPrompt, c.SystemPrompt, has)
+	req := c.Request
+	model, okModel := req["model"].(string)
+	b.str(ColModel, model, okModel)
+	api, okAPI := req["api"].(string)
+	b.str(ColAPI, api, okAPI)
+	for _, k := range []string{ColTemperature, ColTopP, ColMinP} {
+		v, ok := number(req[k])
+		b.f64(k, v, ok)
+	}
+	for _, k := range []string{ColTopK, ColMaxNewTokens} {
+		v, ok := number(req[k])
+		b.i32(k, int(v), ok)
+	}
+	think, okThink := req["enable_thinking"].(bool)
+	bb := b.b.Field(b.col[ColEnableThinking]).(*array.BooleanBuilder)
+	if okThink {
+		bb.Append(think)
+	} else {
+		bb.AppendNull()
+	}
+	if err := b.jsonStr(ColRequest, req, req != nil); err != nil {
+		return err
+	}
+	t := rec.Tokens
+	hasT := t != nil
+	if t == nil {
+		t = &pipeline.Tokens{}
+	}
+	lb := b.b.Field(b.col[ColInputIDs]).(*array.ListBuilder)
+	if hasT {
+		lb.Append(true)
+		lb.ValueBuilder().(*array.Int32Builder).AppendValues(t.InputIDs, nil)
+		b.bytes += 4 * int64(len(t.InputIDs))
+	} else {
+		lb.AppendNull()
+	}
+	mb := b.b.Field(b.col[ColLossMask]).(*array.ListBuilder)
+	if hasT {
+		mb.Append(true)
+		mb.ValueBuilder().(*array.Uint8Builder).AppendValues(t.LossMask, nil)
+		b.bytes += int64(len(t.LossMask))
+	} else {
+		mb.AppendNull()
+	}
+	b.i32(ColNumTokens, t.NumTokens, hasT)
+	b.i32(ColNumLossTokens, t.NumLossTokens, hasT)
+	b.str(ColTokensSource, t.Source, hasT)
+	r := rec.Reject
+	hasR := r != nil
+	if r == nil {
+		r = &pipeline.Rejection{}
+	}
+	b.str(ColRejectStage, r.Stage, hasR)
+	b.str(ColRejectReason, r.Reason, hasR)
+	b.str(ColRejectDetail, r.Detail, hasR)
+	if err := b.jsonStr(ColMeta, rec.Meta, rec.Meta != nil); err != nil {
+		return err
+	}
+	b.rows++
+	return nil
+}
+
+// number reads a JSON-ish number (float64, int, json.Number) from settings.
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case *float64:
+		if x != nil {
+			return *x, true
+		}
+	case *int:
+		if x != nil {
+			return float64(*x), true
+		}
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}

@@ -1,0 +1,141 @@
+package arrowrow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// Formats and their file extensions.
+const (
+	FormatParquet = "parquet"
+	FormatArrow   = "arrow"
+)
+
+// Ext is the file extension of a format.
+func Ext(format string) string {
+	if format == FormatArrow {
+		return ".arrow"
+	}
+	return ".parquet"
+}
+
+// FileWriter writes record batches into one shard file.
+type FileWriter interface {
+	// Write writes a batch (for Parquet, one row group).
+	Write(arrow.RecordBatch) error
+	// Close writes the footer; it does not close the underlying writer.
+	Close() error
+}
+
+// NewFileWriter starts a shard of format on w. compression is "zstd",
+// "snappy", "lz4" or "none" ("" means zstd for Parquet, none for Arrow, so
+// that every Arrow reader can read it).
+func NewFileWriter(w io.Writer, format, compression string, mem memory.Allocator) (FileWriter, error) {
+	meta := arrow.NewMetadata([]string{"pipe.schema"}, []string{Version})
+	schema := arrow.NewSchema(Schema.Fields(), &meta)
+	switch format {
+	case FormatArrow:
+		opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}
+		switch compression {
+		case "zstd":
+			opts = append(opts, ipc.WithZstd())
+		case "lz4":
+			opts = append(opts, ipc.WithLZ4())
+		case "", "none":
+		default:
+			return nil, fmt.Errorf("arrow shards take compression zstd, lz4 or none, not %q", compression)
+		}
+		return ipc.NewFileWriter(w, opts...)
+	case FormatParquet:
+		codec := compress.Codecs.Zstd
+		switch compression {
+		case "", "zstd":
+		case "snappy":
+			codec = compress.Codecs.Snappy
+		case "lz4":
+			codec = compress.Codecs.Lz4Raw
+		case "none":
+			codec = compress.Codecs.Uncompressed
+		default:
+			return nil, fmt.Errorf("parquet shards take compression zstd, snappy, lz4 or none, not %q", compression)
+		}
+		props := parquet.NewWriterProperties(parquet.WithCompression(codec), parquet.WithAllocator(mem),
+			parquet.WithDictionaryDefault(false), parquet.WithDictionaryFor(ColModel, true),
+			parquet.WithDictionaryFor(ColServer, true), parquet.WithDictionaryFor(ColFinishReason, true))
+		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+		if err != nil {
+			return nil, err
+		}
+		return fw, nil
+	}
+	return nil, fmt.Errorf("unknown format %q (parquet or arrow)", format)
+}
+
+// ReadFile calls fn with every record batch of a shard (Parquet or Arrow
+// IPC, told by its extension), in order; the batch is released after fn.
+func ReadFile(ctx context.Context, path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".arrow", ".feather", ".ipc":
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r, err := ipc.NewFileReader(f, ipc.WithAllocator(mem))
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer r.Close()
+		for i := range r.NumRecords() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			batch, err := r.RecordBatch(i)
+			if err != nil {
+				return fmt.Errorf("%s: batch %d: %w", path, i, err)
+			}
+			if err := fn(batch); err != nil {
+				return err
+			}
+		}
+		return nil
+	case ".parquet":
+		pf, err := file.OpenParquetFile(path, false, file.WithReadProps(parquet.NewReaderProperties(mem)))
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer pf.Close()
+		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1024}, mem)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		rr, err := fr.GetRecordReader(ctx, nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer rr.Release()
+		for rr.Next() {
+			if err := fn(rr.RecordBatch()); err != nil {
+				return err
+			}
+		}
+		if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: not a shard (want .parquet or .arrow)", path)
+}

@@ -1,0 +1,224 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/stages/arrowrow"
+)
+
+func init() {
+	pipeline.Register(pipeline.Spec{
+		Kind:    "write-arrow",
+		Summary: "write records as Parquet or Arrow IPC shards with a manifest, committed as they go",
+		Description: `Writes typed columns (id, messages, reasoning, answer, input_ids
+list<int32>, loss_mask list<uint8>, counts, generation metadata; the schema
+is in the README) into shards part-00000.parquet, part-00001.parquet, … in the
+directory path, with manifest.json listing each committed shard (rows,
+tokens, bytes, sha256).
+
+A shard is written under a hidden temporary name and committed — fsynced,
+renamed, added to the manifest, which is replaced atomically — when it
+reaches max_rows or max_bytes, at every commit of the run (pipe run
+--commit-every, default 1m) and at the end. Rows are buffered one row group
+(row_group_rows) at a time, so memory does not grow with the shard. After a
+crash the next run removes what was not committed and continues with the
+next shard; rows the directory already holds are skipped (already_committed).`,
+		Config: writeArrowConfig{},
+		KeySettings: func(c any) string {
+			cfg := c.(*writeArrowConfig)
+			return cfg.Format + " in " + pipeline.DisplayPath(cfg.Path)
+		},
+		Example: `[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "prompts.jsonl"
+
+[[stage]]
+id     = "out"
+kind   = "write-arrow"
+input  = "prompts"
+path   = "out/prompts"
+format = "parquet"
+`,
+		New: func(c any) (pipeline.Stage, error) { return &writeArrow{cfg: *c.(*writeArrowConfig)}, nil },
+	})
+}
+
+type writeArrowConfig struct {
+	// Path is the shard directory, relative to the pipeline file. Required.
+	Path string `toml:"path" required:"true" path:"dir" doc:"directory of the shards and manifest.json, relative to the pipeline file; created"`
+	// Format is "parquet" (default) or "arrow" (IPC file).
+	Format string `toml:"format" default:"parquet" enum:"parquet|arrow" doc:"\"parquet\" (default) or \"arrow\" (Arrow IPC file format)"`
+	// Compression: "" is zstd for Parquet and none for Arrow.
+	Compression string `toml:"compression" enum:"|zstd|snappy|lz4|none" doc:"\"zstd\", \"snappy\" (Parquet only), \"lz4\" or \"none\" (default: zstd for Parquet, none for Arrow, which every Arrow reader reads)"`
+	// MaxRows rotates a shard at this many rows. Default 100000.
+	MaxRows int64 `toml:"max_rows" op:"true" default:"100000" min:"1" doc:"rows per shard at most (default 100000)"`
+	// MaxBytes rotates a shard at about this many bytes. Default 512 MiB.
+	MaxBytes int64 `toml:"max_bytes" op:"true" default:"536870912" min:"1048576" doc:"bytes per shard, about, at most (default 536870912, 512 MiB)"`
+	// RowGroupRows is the rows buffered before they are written. Default 1024.
+	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group / Arrow batch; bounds the memory (default 1024)"`
+}
+
+func (c *writeArrowConfig) Validate() []error {
+	if c.Format == arrowrow.FormatArrow && c.Compression == "snappy" {
+		return []error{&pipeline.FieldError{Key: "compression", Msg: `"snappy" is for Parquet; Arrow IPC takes "zstd", "lz4" or "none"`}}
+	}
+	return nil
+}
+
+type writeArrow struct {
+	cfg writeArrowConfig
+	// mu keeps Report (called from the progress goroutine) apart from
+	// Process and Commit.
+	mu     sync.Mutex
+	mem    memory.Allocator
+	shards *commitlog.Shards
+	b      *arrowrow.Builder
+	log    io.Writer
+
+	cur            *commitlog.Pending
+	fw             arrowrow.FileWriter
+	rows, tokens   int64 // in cur, written and buffered
+	ids            []uint64
+	committedShard int
+}
+
+var (
+	_ pipeline.Processor = (*writeArrow)(nil)
+	_ pipeline.Opener    = (*writeArrow)(nil)
+	_ pipeline.Committer = (*writeArrow)(nil)
+	_ pipeline.Closer    = (*writeArrow)(nil)
+	_ pipeline.Reporter  = (*writeArrow)(nil)
+)
+
+func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
+	w.log = io.Discard
+	if env != nil && env.Log != nil {
+		w.log = env.Log
+	}
+	w.mem = memory.DefaultAllocator
+	s, removed, err := commitlog.OpenShards(w.cfg.Path, w.cfg.Format, arrowrow.Ext(w.cfg.Format), arrowrow.Version)
+	if err != nil {
+		return err
+	}
+	w.shards = s
+	if len(removed) > 0 {
+		fmt.Fprintf(w.log, "%s: removed %v, left by a run that stopped before committing them (their rows are written again)\n", w.cfg.Path, removed)
+	}
+	if m := s.Manifest(); m.Rows > 0 {
+		fmt.Fprintf(w.log, "%s: continuing after %d committed rows in %d shards\n", w.cfg.Path, m.Rows, len(m.Shards))
+	}
+	w.b = arrowrow.NewBuilder(w.mem)
+	return nil
+}
+
+func (w *writeArrow) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.shards.Has(rec.ID) {
+		return out.Skip(rec, "already_committed")
+	}
+	if err := w.b.Append(rec); err != nil {
+		return out.Fail(rec, fmt.Errorf("cannot write the record as a row: %w", err), 1)
+	}
+	w.rows++
+	if rec.Tokens != nil {
+		w.tokens += int64(rec.Tokens.NumTokens)
+	}
+	w.ids = append(w.ids, commitlog.Hash(rec.ID))
+	if w.b.Len() >= w.cfg.RowGroupRows {
+		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+	if w.rows >= w.cfg.MaxRows || (w.cur != nil && w.cur.Size()+w.b.Bytes() >= w.cfg.MaxBytes) {
+		return w.seal()
+	}
+	return nil
+}
+
+// flush writes the buffered rows into the current shard (one row group).
+func (w *writeArrow) flush() error {
+	if w.b.Len() == 0 {
+		return nil
+	}
+	if w.cur == nil {
+		p, err := w.shards.Create()
+		if err != nil {
+			return err
+		}
+		fw, err := arrowrow.NewFileWriter(p, w.cfg.Format, w.cfg.Compression, w.mem)
+		if err != nil {
+			p.Abort()
+			return err
+		}
+		w.cur, w.fw = p, fw
+	}
+	batch := w.b.NewBatch()
+	defer batch.Release()
+	return w.fw.Write(batch)
+}
+
+// seal finishes the current shard and commits it.
+func (w *writeArrow) seal() error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if w.cur == nil {
+		return nil
+	}
+	if err := w.fw.Close(); err != nil {
+		return err
+	}
+	p := w.cur
+	w.cur, w.fw = nil, nil
+	if _, err := p.Commit(w.rows, w.tokens, w.ids); err != nil {
+		return err
+	}
+	w.rows, w.tokens, w.ids = 0, 0, w.ids[:0]
+	w.committedShard++
+	return nil
+}
+
+// Commit seals the shard being written: everything accepted is committed.
+func (w *writeArrow) Commit(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seal()
+}
+
+// Close drops a shard that was not committed (its rows are redone).
+func (w *writeArrow) Close() error {
+	if w.cur != nil {
+		w.cur.Abort()
+		w.cur = nil
+	}
+	if w.b != nil {
+		w.b.Release()
+	}
+	if w.shards != nil {
+		return w.shards.Close()
+	}
+	return nil
+}
+
+func (w *writeArrow) Report() []pipeline.Stat {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.shards == nil {
+		return nil
+	}
+	m := w.shards.Manifest()
+	v := fmt.Sprintf("%d rows, %d tokens, %s in %d %s shards in %s", m.Rows, m.Tokens, pipeline.HumanBytes(m.Bytes), len(m.Shards), w.cfg.Format, pipeline.DisplayPath(w.cfg.Path))
+	if w.rows > 0 {
+		v += fmt.Sprintf("; %d rows not yet committed", w.rows)
+	}
+	return []pipeline.Stat{{Name: "committed", Value: v}}
+}
