@@ -50,9 +50,15 @@ const (
 	ColMeta             = "meta"
 )
 
-func str(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true} }
-func i32(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int32, Nullable: true} }
-func f64(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true} }
+func str(name string) arrow.Field {
+	return arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true}
+}
+func i32(name string) arrow.Field {
+	return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int32, Nullable: true}
+}
+func f64(name string) arrow.Field {
+	return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true}
+}
 func list(name string, elem arrow.DataType) arrow.Field {
 	return arrow.Field{Name: name, Type: arrow.ListOf(elem), Nullable: true}
 }
