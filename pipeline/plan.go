@@ -364,13 +364,15 @@ func resolvePaths(v reflect.Value, dir, mode string, contains []string) error {
 		p = filepath.Join(dir, p)
 	}
 	v.SetString(p)
-	if mode != "in" && mode != "indir" {
+	if mode != "in" && mode != "indir" && mode != "inany" {
 		return nil
 	}
 	st, err := os.Stat(p)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %s", p, describeReadError(err))
+	case mode == "inany":
+		return nil
 	case mode == "in" && st.IsDir():
 		return fmt.Errorf("%s is a directory, want a file", p)
 	case mode == "indir" && !st.IsDir():

@@ -18,7 +18,7 @@ type Spec struct {
 	// exported fields carry `toml:"key"` tags and optionally `default:"…"`,
 	// `doc:"…"`, `min:"…"`, `max:"…"`, `enum:"a|b"`, `required:"true"`,
 	// `path:"in|indir|out|dir"` (resolved against the pipeline file; "in" is
-	// an existing file, "indir" an existing directory, "out" a file and "dir"
+	// an existing file, "indir" an existing directory, "inany" either, "out" a file and "dir"
 	// a directory the run creates); with "indir", `contains:"a.json,b"`
 	// names files the directory must hold; `op:"true"` marks an operational
 	// key (servers, timeouts, input limits: how the run goes, not what data

@@ -9,4 +9,5 @@ cd "$root"
 scripts/fetch-qwen3.sh
 go run ./cmd/pipe run pipelines/demo.toml "$@"
 echo
-echo "training rows: pipelines/runs/demo/train.jsonl; rejected: pipelines/runs/demo/rejected.jsonl"
+echo "training rows (Parquet): pipelines/runs/demo/train/ — look: go run ./cmd/pipe inspect pipelines/runs/demo/train"
+echo "rejected: pipelines/runs/demo/rejected.jsonl. Running the same command again continues the run (here: nothing left to do)."

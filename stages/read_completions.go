@@ -5,18 +5,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
 func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "read-completions",
-		Summary: "stream existing completion records from JSONL (as write-jsonl writes them) for re-validation",
-		Description: `Each line is one record as write-jsonl writes it: {"id", "messages",
-"completion", ...}. The file is streamed, never loaded whole. A line that is
-not such a record (invalid JSON, no id, no completion when require_completion
-is set) stops the run with its file and line (on_bad_line = "fail"), or is
+		Summary: "stream existing completion records (write-jsonl JSONL, or write-arrow Parquet/Arrow shards) for re-validation",
+		Description: `path is a JSONL file with one record per line as write-jsonl writes it
+({"id", "messages", "completion", ...}); or shards as write-arrow writes them:
+a .parquet or .arrow file, a shard directory (its manifest.json names the
+committed shards, in order; without one, its part-* files), or a
+manifest.json. Either is streamed, never loaded whole. A record that is not
+usable (invalid JSON, no id, no completion when require_completion is set)
+stops the run with its file and line or row (on_bad_line = "fail"), or is
 counted and set aside on the rejected port / RUN_DIR/rejected/STAGE.jsonl
 ("skip"). A record that was rejected before keeps that verdict in
 meta.previous_reject, so it can be judged again by today's rules.`,
@@ -63,7 +75,7 @@ path  = "out/good.jsonl"
 // ReadCompletionsConfig configures read-completions.
 type ReadCompletionsConfig struct {
 	// Path is the JSONL file, relative to the pipeline file. Required.
-	Path string `toml:"path" op:"true" required:"true" path:"in" doc:"JSONL file of records (as write-jsonl writes them), relative to the pipeline file"`
+	Path string `toml:"path" op:"true" required:"true" path:"inany" doc:"JSONL file of records (as write-jsonl writes them), or write-arrow shards: a .parquet/.arrow file, a shard directory or its manifest.json; relative to the pipeline file"`
 	// OnBadLine is "fail" (default) or "skip".
 	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"what a malformed line does: stop the run with file:line, or be counted and set aside"`
 	// RequireCompletion makes a line without a completion a bad line. Default true.
@@ -81,10 +93,110 @@ type readCompletions struct {
 
 var _ pipeline.Source = (*readCompletions)(nil)
 
-// Read streams the file one line at a time.
+// Read streams the file one line at a time, or the shards one batch at a
+// time.
 func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error {
-	src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, Parse: r.parse}
-	return src.Read(ctx, out)
+	shards, err := shardFiles(r.cfg.Path)
+	if err != nil {
+		return err
+	}
+	if shards == nil {
+		src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, Parse: r.parse}
+		return src.Read(ctx, out)
+	}
+	var emitted int64
+	errLimit := errors.New("limit reached")
+	for _, path := range shards {
+		row := 0
+		err := arrowrow.ReadFile(ctx, path, memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
+			recs, err := arrowrow.Records(batch)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			for _, rec := range recs {
+				row++
+				if r.cfg.Limit > 0 && emitted >= r.cfg.Limit {
+					return errLimit
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if out.SkipFinished(rec.ID) {
+					out.Took(1)
+					emitted++
+					continue
+				}
+				if cerr := r.check(rec); cerr != nil {
+					where := fmt.Sprintf("%s: row %d", path, row)
+					if r.cfg.OnBadLine != "skip" {
+						return fmt.Errorf("%s: %v (set on_bad_line = \"skip\" to set bad rows aside)", where, cerr)
+					}
+					bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", path, row), Meta: map[string]any{"row": row, "id": rec.ID}}
+					if err := out.Reject(bad, "bad_line", where+": "+cerr.Error()); err != nil {
+						return err
+					}
+					out.Took(1)
+					continue
+				}
+				if err := out.Emit("", rec); err != nil {
+					return err
+				}
+				out.Took(1)
+				emitted++
+			}
+			return nil
+		})
+		if errors.Is(err, errLimit) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shardFiles lists the shard files path names, in order, or nil when path
+// is a JSONL file.
+func shardFiles(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := path
+	switch {
+	case st.IsDir():
+	case filepath.Base(path) == commitlog.ManifestName:
+		dir = filepath.Dir(path)
+	case slices.Contains([]string{".parquet", ".arrow"}, strings.ToLower(filepath.Ext(path))):
+		return []string{path}, nil
+	default:
+		return nil, nil
+	}
+	m, err := commitlog.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	if m != nil {
+		for _, s := range m.Shards {
+			files = append(files, filepath.Join(dir, s.Name))
+		}
+		return files, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".parquet" || ext == ".arrow") && !strings.HasPrefix(e.Name(), ".") {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no %s and no .parquet or .arrow shards in it", dir, commitlog.ManifestName)
+	}
+	return files, nil // ReadDir sorts by name
 }
 
 // parse decodes one record line and checks it is a usable completion record.
@@ -100,13 +212,22 @@ func (r *readCompletions) parse(line []byte) (*pipeline.Record, error) {
 		}
 		return nil, fmt.Errorf("invalid JSON: %v", jsonErrText(err))
 	}
+	if err := r.check(&rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// check says whether rec is a usable completion record, and keeps an
+// earlier verdict as history.
+func (r *readCompletions) check(rec *pipeline.Record) error {
 	switch {
 	case rec.ID == "":
-		return nil, errors.New(`no "id"`)
+		return errors.New(`no "id"`)
 	case r.cfg.RequireCompletion && rec.Completion == nil:
-		return nil, errors.New(`no "completion" (set require_completion = false to read prompts-only records)`)
+		return errors.New(`no "completion" (set require_completion = false to read prompts-only records)`)
 	case r.cfg.RequireOutputIDs && (rec.Completion == nil || len(rec.Completion.OutputIDs) == 0):
-		return nil, errors.New(`completion has no "output_ids" (generated with api = "chat"?)`)
+		return errors.New(`completion has no "output_ids" (generated with api = "chat"?)`)
 	}
 	// A verdict from an earlier run is history, not today's verdict.
 	if rec.Reject != nil {
@@ -116,5 +237,5 @@ func (r *readCompletions) parse(line []byte) (*pipeline.Record, error) {
 		rec.Meta["previous_reject"] = rec.Reject
 		rec.Reject = nil
 	}
-	return &rec, nil
+	return nil
 }

@@ -88,11 +88,11 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 	}
 	w.log = l
 	if st := l.Stats(); st.Rows > 0 {
-		fmt.Fprintf(log, "%s: continuing after %d committed records", w.cfg.Path, st.Rows)
+		msg := fmt.Sprintf("%s: continuing after %d committed records", w.cfg.Path, st.Rows)
 		if k, cut := l.Recovered(), l.Truncated(); k > 0 || cut > 0 {
-			fmt.Fprintf(log, " (%d whole records written after the last commit kept, %d bytes of torn tail cut)", k, cut)
+			msg += fmt.Sprintf(" (%d whole records written after the last commit kept, %d bytes of torn tail cut)", k, cut)
 		}
-		fmt.Fprintln(log)
+		fmt.Fprintln(log, msg) // one write: the run log stamps each
 	}
 	return nil
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
 // crashRig is the full demo graph as real processes: `pipe sim` serving
@@ -96,10 +104,11 @@ input     = "check.accepted"
 tokenizer = %q
 
 [[stage]]
-id    = "completions"
-kind  = "write-jsonl"
-input = "gen"
-path  = "out/completions.jsonl"
+id       = "completions"
+kind     = "write-arrow"
+input    = "gen"
+path     = "out/completions"
+max_rows = 1500
 
 [[stage]]
 id    = "train"
@@ -302,15 +311,69 @@ func (r *crashRig) check() {
 	if len(final) != r.prompts {
 		t.Fatalf("%d distinct ids in the outputs, want %d", len(final), r.prompts)
 	}
-	comps := count(filepath.Join(out, "completions.jsonl"))
+	comps := shardIDs(t, filepath.Join(out, "completions"))
 	for id, n := range comps {
 		if n != 1 {
-			t.Fatalf("id %s is in completions.jsonl %d times", id, n)
+			t.Fatalf("id %s is in the completions shards %d times", id, n)
 		}
 	}
 	if len(comps)+len(failed) < r.prompts*9/10 {
 		t.Fatalf("completions.jsonl has %d ids of %d prompts", len(comps), r.prompts)
 	}
+}
+
+// shardIDs counts the ids in the shards a write-arrow directory's manifest
+// names, checking each shard's size and sha256 against the manifest, and
+// that no other part file is there.
+func shardIDs(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	m, err := commitlog.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	if m == nil {
+		return ids
+	}
+	named := map[string]bool{}
+	var rows int64
+	for _, sh := range m.Shards {
+		named[sh.Name] = true
+		path := filepath.Join(dir, sh.Name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(data); int64(len(data)) != sh.Bytes || hex.EncodeToString(sum[:]) != sh.SHA256 {
+			t.Fatalf("%s: %d bytes, sha256 %x; the manifest says %d bytes, %s", path, len(data), sum, sh.Bytes, sh.SHA256)
+		}
+		n := 0
+		err = arrowrow.ReadFile(context.Background(), path, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
+			recs, err := arrowrow.Records(b)
+			for _, r := range recs {
+				ids[r.ID]++
+				n++
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(n) != sh.Rows {
+			t.Fatalf("%s has %d rows; the manifest says %d", path, n, sh.Rows)
+		}
+		rows += sh.Rows
+	}
+	if rows != m.Rows {
+		t.Fatalf("%s: the manifest's shards hold %d rows, its total says %d", dir, rows, m.Rows)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "part-") && !named[e.Name()] {
+			t.Fatalf("%s: %s is not in the manifest", dir, e.Name())
+		}
+	}
+	return ids
 }
 
 // SIGKILL at ten random moments — while servers answer, while outputs
@@ -439,9 +502,10 @@ func TestFullDiskThenResume(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, exitFailed)
 	}
 	committed := map[string]int{}
-	for _, f := range []string{"train.jsonl", "rejected.jsonl", "completions.jsonl"} {
+	for _, f := range []string{"train.jsonl", "rejected.jsonl"} {
 		committed[f] = len(readJSONL(t, filepath.Join(r.dir, "out", f)))
 	}
+	committed["completions"] = len(shardIDs(t, filepath.Join(r.dir, "out", "completions")))
 	// Room again: the same command finishes, keeping what was committed.
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, "size=200m"); err != nil {
 		t.Fatal(err)
@@ -449,7 +513,11 @@ func TestFullDiskThenResume(t *testing.T) {
 	r.finish()
 	r.check()
 	for f, n := range committed {
-		if got := len(readJSONL(t, filepath.Join(r.dir, "out", f))); got < n {
+		got := len(shardIDs(t, filepath.Join(r.dir, "out", "completions")))
+		if f != "completions" {
+			got = len(readJSONL(t, filepath.Join(r.dir, "out", f)))
+		}
+		if got < n {
 			t.Fatalf("%s had %d records after the failure and %d after the resume", f, n, got)
 		}
 	}

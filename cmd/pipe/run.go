@@ -202,7 +202,7 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 func describePath(u pipeline.PathUse) string {
 	st, err := os.Stat(u.Path)
 	switch u.Mode {
-	case "in", "indir":
+	case "in", "indir", "inany":
 		if err == nil && !st.IsDir() {
 			return "input, " + pipeline.HumanBytes(st.Size())
 		}
