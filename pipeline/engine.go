@@ -145,6 +145,9 @@ type node struct {
 	committer Committer
 	commitMu  sync.Mutex
 	pending   []*ticket
+	// done is set, under commitMu, once the writer's last commit ran and its
+	// outputs are closed: no later commit round may send on them.
+	done bool
 	// intake is true for expensive stages and every stage upstream of one:
 	// after Stop they drop records not yet started (see Spec.Expensive).
 	intake bool
@@ -401,9 +404,12 @@ func (e *engine) markIntake() {
 // left blocked whatever happens.
 func (e *engine) runNode(n *node) {
 	defer func() {
+		n.commitMu.Lock()
+		n.done = true
 		for _, ch := range n.outs {
 			close(ch)
 		}
+		n.commitMu.Unlock()
 	}()
 	fail := func(err error) {
 		if err == nil || (e.hardCtx.Err() != nil && errors.Is(err, context.Canceled)) {
@@ -426,7 +432,8 @@ func (e *engine) runNode(n *node) {
 	if par, ok := n.stage.(Parallel); ok && par.Workers() > 1 {
 		workers = par.Workers()
 	}
-	sink := len(n.outs) == 0 && len(n.ps.Spec.Outputs) == 0
+	// A writer's records end in it, whatever ports it has for side outputs.
+	sink := n.committer != nil || (len(n.outs) == 0 && len(n.ps.Spec.Outputs) == 0)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -480,6 +487,15 @@ func (e *engine) runNode(n *node) {
 	if fin, ok := n.stage.(Finisher); ok && !n.failedSelf.Load() {
 		em := &emitter{e: e, n: n, ctx: e.hardCtx}
 		fail(e.guard(n, "finishing", func() error { return fin.Finish(e.hardCtx, em) }))
+	}
+	// A writer's last commit happens while what it sends on can still be
+	// received downstream.
+	if n.committer != nil && !n.failedSelf.Load() {
+		e.commitMu.Lock()
+		if e.commitJournals() {
+			e.commitNode(n)
+		}
+		e.commitMu.Unlock()
 	}
 }
 
@@ -566,21 +582,33 @@ func (e *engine) requestCommit() {
 	}
 }
 
-// commitLoop fsyncs journals every JournalEvery and commits everything every
-// CommitEvery or when asked (a stop request), until done is closed.
+// commitLoop fsyncs journals every JournalEvery (on a goroutine of its own,
+// so a commit round held up by a slow downstream never delays it) and
+// commits everything every CommitEvery or when asked (a stop request), until
+// done is closed.
 func (e *engine) commitLoop(done <-chan struct{}) {
-	jt := time.NewTicker(e.opts.JournalEvery)
-	defer jt.Stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		jt := time.NewTicker(e.opts.JournalEvery)
+		defer jt.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-jt.C:
+				e.commitJournals()
+			}
+		}
+	}()
+	defer wg.Wait()
 	ct := time.NewTicker(e.opts.CommitEvery)
 	defer ct.Stop()
 	for {
 		select {
 		case <-done:
 			return
-		case <-jt.C:
-			e.commitMu.Lock()
-			e.commitJournals()
-			e.commitMu.Unlock()
 		case <-ct.C:
 			e.commitAll()
 		case <-e.commitNow:
@@ -625,28 +653,39 @@ func (e *engine) commitAll() {
 		e.ledger.release(t)
 	}
 	for _, n := range e.nodes {
-		if n.committer == nil || !n.opened || n.failedSelf.Load() {
-			continue
-		}
-		n.commitMu.Lock()
-		err := e.guard(n, "committing", func() error { return n.committer.Commit(context.WithoutCancel(e.hardCtx)) })
-		tickets := n.pending
-		n.pending = nil
-		n.commitMu.Unlock()
-		if err != nil {
-			n.failedSelf.Store(true)
-			e.hardCancel(&StageError{n.ps.ID(), n.ps.Spec.Kind, fmt.Errorf("commit: %w", err)})
-			continue
-		}
-		for _, t := range tickets {
-			e.ledger.release(t)
-		}
+		e.commitNode(n)
 	}
 	if err := e.ledger.commit(); err != nil {
 		e.hardCancel(fmt.Errorf("recording finished ids: %w", err))
 		return
 	}
 	e.lastCommit.Store(time.Now().UnixNano())
+}
+
+// commitNode commits one writer and releases the tickets of what it had
+// accepted. The caller holds e.commitMu, after committing the journals.
+func (e *engine) commitNode(n *node) {
+	if n.committer == nil || !n.opened || n.failedSelf.Load() {
+		return
+	}
+	n.commitMu.Lock()
+	if n.done {
+		n.commitMu.Unlock()
+		return
+	}
+	em := &emitter{e: e, n: n, ctx: e.hardCtx, side: true}
+	err := e.guard(n, "committing", func() error { return n.committer.Commit(context.WithoutCancel(e.hardCtx), em) })
+	tickets := n.pending
+	n.pending = nil
+	n.commitMu.Unlock()
+	if err != nil {
+		n.failedSelf.Store(true)
+		e.hardCancel(&StageError{n.ps.ID(), n.ps.Spec.Kind, fmt.Errorf("commit: %w", err)})
+		return
+	}
+	for _, t := range tickets {
+		e.ledger.release(t)
+	}
 }
 
 // watch turns Stop and ctx into the intake and hard cancellations and calls
@@ -747,6 +786,8 @@ type emitter struct {
 	// replaying is set when the record comes from the stage's journal, so
 	// it is not journaled again.
 	replaying bool
+	// side is set for a writer's Commit: what it sends is a side output.
+	side bool
 }
 
 // claim gives rec the ticket it travels with: the processed record's (one
@@ -788,9 +829,15 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	}
 	ch, ok := em.n.outs[port]
 	if !ok {
+		if contains(em.n.ps.Spec.OptionalOutputs, port) {
+			return nil // not connected: nobody wants it
+		}
 		return fmt.Errorf("emit to port %q: the kind declares ports %v", port, em.n.ps.Spec.Outputs)
 	}
 	em.claim(rec)
+	if em.side && rec.ticket != nil {
+		rec.ticket.void.Store(true) // a side output finishes no prompt id
+	}
 	if err := em.journal(port, rec); err != nil {
 		return err
 	}
@@ -798,7 +845,9 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	if err := em.send(ch, rec); err != nil {
 		return err
 	}
-	em.n.out.Add(1)
+	if !em.side {
+		em.n.out.Add(1)
+	}
 	return nil
 }
 

@@ -136,7 +136,7 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 			continue
 		}
 		for _, port := range ps.Spec.Outputs {
-			if port == RejectedPort || len(ps.Outputs[port]) > 0 {
+			if port == RejectedPort || len(ps.Outputs[port]) > 0 || contains(ps.Spec.OptionalOutputs, port) {
 				continue
 			}
 			ref := ps.Decl.ID

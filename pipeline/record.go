@@ -29,6 +29,9 @@ type Record struct {
 	Failure *Failure `json:"failure,omitempty"`
 	// Meta keeps the input's other fields, for traceability.
 	Meta map[string]any `json:"meta,omitempty"`
+	// Shard is set on the records a writer sends on its shards port: one
+	// per committed shard file.
+	Shard *ShardRef `json:"shard,omitempty"`
 
 	// ticket tracks where the copies of this record still have to be
 	// committed before its id counts as finished; shared by clones.
@@ -101,6 +104,16 @@ type Failure struct {
 	Attempts int    `json:"attempts,omitempty"`
 }
 
+// ShardRef names one committed shard file.
+type ShardRef struct {
+	Path string `json:"path"` // absolute path of the shard file
+	Dir  string `json:"dir"`  // its shard directory, holding manifest.json
+	Name string `json:"name"` // e.g. "part-00000.parquet"
+
+	Rows, Tokens, Bytes int64
+	SHA256              string `json:"sha256"`
+}
+
 // Clone returns a deep copy of the parts stages modify in place.
 func (r *Record) Clone() *Record {
 	c := *r
@@ -138,6 +151,7 @@ const (
 	FieldCompletion = "completion"
 	FieldOutputIDs  = "completion.output_ids"
 	FieldTokens     = "tokens"
+	FieldShard      = "shard"
 )
 
 // LossMask is one 0/1 per token. It is written to JSON as an array of numbers,

@@ -33,6 +33,9 @@ type Spec struct {
 	// Outputs are the output ports, the first being the default. A port named
 	// "rejected" may be left unconnected: rejections then go to the run dir.
 	Outputs []string
+	// OptionalOutputs are ports that may be left unconnected; what is sent
+	// on one that is not connected is dropped (write-arrow's "shards").
+	OptionalOutputs []string
 	// Needs and Produces are record fields (Field* constants). Fields is an
 	// optional refinement computed from the decoded config, e.g. output_ids
 	// only with the native API.

@@ -50,16 +50,24 @@ type Finisher interface {
 	Finish(ctx context.Context, out Emitter) error
 }
 
-// Committer is implemented by sinks that make records durable in batches
-// (write-jsonl appends to a commit log). A record a sink's Process accepted is
-// not done until the next Commit returns: only then does the run directory
-// count its id as finished, so a crash before that redoes it (from the
-// generation journal, not the servers). The engine calls Commit every
-// RunOptions.CommitEvery, at once when a stop is requested, and at the end;
-// never concurrently with Process. A sink that was handed a record it
-// already committed (a replay after a crash) reports it with out.Skip.
+// Committer is implemented by writers: stages that make the records they
+// accept durable in batches (write-jsonl appends to a commit log,
+// write-arrow commits shards). A record a writer's Process accepted (returned
+// nil without sending it on) counts as written but is not done until the
+// next Commit returns: only then does the run directory count its id as
+// finished, so a crash before that redoes it (from the generation journal,
+// not the servers). The engine calls Commit every RunOptions.CommitEvery, at
+// once when a stop is requested, and when the writer's input ends; never
+// concurrently with Process. A writer that was handed a record it already
+// committed (a replay after a crash) reports it with out.Skip.
+//
+// What Commit sends on through out (write-arrow: one record per committed
+// shard, on its "shards" port) is a side output: it is not counted in the
+// writer's in = out + … accounting, and it finishes no prompt id. Sending
+// blocks while downstream is full, which slows the writer and so the whole
+// pipeline (an upload that falls behind holds back generation).
 type Committer interface {
-	Commit(ctx context.Context) error
+	Commit(ctx context.Context, out Emitter) error
 }
 
 // Closer releases what Open acquired. It is always called if Open succeeded.

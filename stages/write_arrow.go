@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -29,8 +30,16 @@ reaches max_rows or max_bytes, at every commit of the run (pipe run
 --commit-every, default 1m) and at the end. Rows are buffered one row group
 (row_group_rows) at a time, so memory does not grow with the shard. After a
 crash the next run removes what was not committed and continues with the
-next shard; rows the directory already holds are skipped (already_committed).`,
-		Config: writeArrowConfig{},
+next shard; rows the directory already holds are skipped (already_committed).
+
+The optional port "shards" sends one record per committed shard (its path,
+rows, tokens, bytes and sha256) — e.g. to upload-s3 — and, at the first
+commit of a run, one for every shard committed by earlier runs, so a shard
+committed but not uploaded before a crash is uploaded on resume.`,
+		Config:          writeArrowConfig{},
+		Outputs:         []string{"shards"},
+		OptionalOutputs: []string{"shards"},
+		Produces:        []string{pipeline.FieldShard},
 		KeySettings: func(c any) string {
 			cfg := c.(*writeArrowConfig)
 			return cfg.Format + " in " + pipeline.DisplayPath(cfg.Path)
@@ -88,6 +97,8 @@ type writeArrow struct {
 	rows, tokens   int64 // in cur, written and buffered
 	ids            []uint64
 	committedShard int
+	// toSend are committed shards not yet sent on the shards port.
+	toSend []pipeline.ShardRef
 }
 
 var (
@@ -103,7 +114,9 @@ func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 	if env != nil && env.Log != nil {
 		w.log = env.Log
 	}
-	w.mem = memory.DefaultAllocator
+	if w.mem == nil { // tests set their own
+		w.mem = memory.DefaultAllocator
+	}
 	s, removed, err := commitlog.OpenShards(w.cfg.Path, w.cfg.Format, arrowrow.Ext(w.cfg.Format), arrowrow.Version)
 	if err != nil {
 		return err
@@ -112,8 +125,12 @@ func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 	if len(removed) > 0 {
 		fmt.Fprintf(w.log, "%s: removed %v, left by a run that stopped before committing them (their rows are written again)\n", w.cfg.Path, removed)
 	}
-	if m := s.Manifest(); m.Rows > 0 {
+	m := s.Manifest()
+	if m.Rows > 0 {
 		fmt.Fprintf(w.log, "%s: continuing after %d committed rows in %d shards\n", w.cfg.Path, m.Rows, len(m.Shards))
+	}
+	for _, sh := range m.Shards {
+		w.toSend = append(w.toSend, w.ref(sh))
 	}
 	w.b = arrowrow.NewBuilder(w.mem)
 	return nil
@@ -138,7 +155,13 @@ func (w *writeArrow) Process(_ context.Context, rec *pipeline.Record, out pipeli
 			return err
 		}
 	}
-	if w.rows >= w.cfg.MaxRows || (w.cur != nil && w.cur.Size()+w.b.Bytes() >= w.cfg.MaxBytes) {
+	var written int64
+	if w.cur != nil {
+		written = w.cur.Size()
+	}
+	// Buffered rows count too: a row group larger than max_bytes does not
+	// make a shard larger than max_bytes.
+	if w.rows >= w.cfg.MaxRows || written+w.b.Bytes() >= w.cfg.MaxBytes {
 		return w.seal()
 	}
 	return nil
@@ -179,19 +202,39 @@ func (w *writeArrow) seal() error {
 	}
 	p := w.cur
 	w.cur, w.fw = nil, nil
-	if _, err := p.Commit(w.rows, w.tokens, w.ids); err != nil {
+	info, err := p.Commit(w.rows, w.tokens, w.ids)
+	if err != nil {
 		return err
 	}
+	w.toSend = append(w.toSend, w.ref(info))
 	w.rows, w.tokens, w.ids = 0, 0, w.ids[:0]
 	w.committedShard++
 	return nil
 }
 
-// Commit seals the shard being written: everything accepted is committed.
-func (w *writeArrow) Commit(context.Context) error {
+func (w *writeArrow) ref(sh commitlog.ShardInfo) pipeline.ShardRef {
+	dir := w.shards.Dir()
+	return pipeline.ShardRef{Path: filepath.Join(dir, sh.Name), Dir: dir, Name: sh.Name,
+		Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
+}
+
+// Commit seals the shard being written (everything accepted is then
+// committed) and sends the committed shards on the shards port.
+func (w *writeArrow) Commit(_ context.Context, out pipeline.Emitter) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.seal()
+	if err := w.seal(); err != nil {
+		return err
+	}
+	for len(w.toSend) > 0 {
+		ref := w.toSend[0]
+		if err := out.Emit("shards", &pipeline.Record{ID: "shard:" + ref.Path, Shard: &ref}); err != nil {
+			// The run is stopping: the next run sends every committed shard.
+			return nil
+		}
+		w.toSend = w.toSend[1:]
+	}
+	return nil
 }
 
 // Close drops a shard that was not committed (its rows are redone).

@@ -109,7 +109,7 @@ func (w *writeJSONL) Process(_ context.Context, rec *pipeline.Record, out pipeli
 }
 
 // Commit makes every record appended so far durable.
-func (w *writeJSONL) Commit(context.Context) error { return w.log.Commit() }
+func (w *writeJSONL) Commit(context.Context, pipeline.Emitter) error { return w.log.Commit() }
 
 // Close leaves anything not committed to be cut by the next run.
 func (w *writeJSONL) Close() error {

@@ -55,7 +55,7 @@ func TestWriteJSONLCommitsAndContinues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Commit(ctx); err != nil {
+	if err := w.Commit(ctx, &skipEmitter{}); err != nil {
 		t.Fatal(err)
 	}
 	committed, _ := os.ReadFile(path)
@@ -66,7 +66,7 @@ func TestWriteJSONLCommitsAndContinues(t *testing.T) {
 	// c is committed; d is only written (a kill -9 after write(2)), and a
 	// torn half line follows it.
 	w.Process(ctx, &pipeline.Record{ID: "c"}, em)
-	if err := w.Commit(ctx); err != nil {
+	if err := w.Commit(ctx, &skipEmitter{}); err != nil {
 		t.Fatal(err)
 	}
 	w.Process(ctx, &pipeline.Record{ID: "d"}, em)
@@ -94,7 +94,7 @@ func TestWriteJSONLCommitsAndContinues(t *testing.T) {
 	if strings.Join(em2.skipped, " ") != "a:already_committed d:already_committed" {
 		t.Fatalf("skipped %v, want a and d as already_committed", em2.skipped)
 	}
-	if err := w2.Commit(ctx); err != nil {
+	if err := w2.Commit(ctx, &skipEmitter{}); err != nil {
 		t.Fatal(err)
 	}
 	w2.Close()
