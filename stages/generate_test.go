@@ -378,34 +378,8 @@ func TestGenerateCancelInTheMiddle(t *testing.T) {
 
 // --- real `pipe sim` processes ---
 
-var pipeBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 // pipeBinary builds cmd/pipe once per test binary.
-func pipeBinary(t *testing.T) string {
-	t.Helper()
-	pipeBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "pipe-generate-test-")
-		if err != nil {
-			pipeBin.err = err
-			return
-		}
-		pipeBin.path = filepath.Join(dir, "pipe")
-		cmd := exec.Command("go", "build", "-o", pipeBin.path, "./cmd/pipe")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			pipeBin.err = fmt.Errorf("go build ./cmd/pipe: %v\n%s", err, out)
-		}
-	})
-	if pipeBin.err != nil {
-		t.Fatal(pipeBin.err)
-	}
-	t.Cleanup(func() {}) // the binary is removed with its directory by the OS's temp cleanup
-	return pipeBin.path
-}
+func pipeBinary(t *testing.T) string { return testenv.PipeBinary(t) }
 
 // simProc is one `pipe sim` process serving one server.
 type simProc struct {
