@@ -89,12 +89,17 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 		}
 		s.m = *m
 	} else {
-		s.m = Manifest{Format: format, Schema: schema}
+		s.m = Manifest{Format: format, Schema: schema, Shards: []ShardInfo{}, Updated: time.Now().UTC()}
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			if partName.MatchString(e.Name()) {
 				return nil, nil, fmt.Errorf("%s holds shards but no %s: not written by this writer (move them, or use another path)", dir, ManifestName)
 			}
+		}
+		// An empty manifest now, so that a shard renamed before the first
+		// manifest names it (a crash there) is known for ours and removed.
+		if err := writeFileAtomic(filepath.Join(dir, ManifestName), s.m); err != nil {
+			return nil, nil, err
 		}
 	}
 	ids, hashes, err := OpenIDLog(filepath.Join(dir, ".ids"))

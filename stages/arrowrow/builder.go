@@ -54,17 +54,22 @@ func (b *Builder) str(name string, s string, valid bool) {
 	b.bytes += int64(len(s))
 }
 
-func (b *Builder) jsonStr(name string, v any, valid bool) error {
+// jsonCol is a JSON column's value, encoded before any column is appended
+// to, so that a value that does not encode leaves no partial row behind.
+type jsonCol struct {
+	s     string
+	valid bool
+}
+
+func encodeJSON(name string, v any, valid bool) (jsonCol, error) {
 	if !valid {
-		b.str(name, "", false)
-		return nil
+		return jsonCol{}, nil
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return jsonCol{}, fmt.Errorf("%s: %w", name, err)
 	}
-	b.str(name, string(data), true)
-	return nil
+	return jsonCol{string(data), true}, nil
 }
 
 func (b *Builder) i32(name string, v int, valid bool) {
@@ -100,23 +105,36 @@ func (b *Builder) ints(name string, v []int, valid bool) {
 	b.bytes += 4 * int64(len(v))
 }
 
-// Append adds one record as a row.
+// Append adds one record as a row. On an error nothing is appended.
 func (b *Builder) Append(rec *pipeline.Record) error {
-	b.str(ColID, rec.ID, true)
-	if err := b.jsonStr(ColMessages, rec.Messages, rec.Messages != nil); err != nil {
-		return err
-	}
 	c := rec.Completion
 	has := c != nil
 	if c == nil {
 		c = &pipeline.Completion{}
 	}
+	var js [4]jsonCol
+	for i, v := range []struct {
+		name  string
+		v     any
+		valid bool
+	}{
+		{ColMessages, rec.Messages, rec.Messages != nil},
+		{ColMatchedStop, c.MatchedStop, has && c.MatchedStop != nil},
+		{ColRequest, c.Request, c.Request != nil},
+		{ColMeta, rec.Meta, rec.Meta != nil},
+	} {
+		var err error
+		if js[i], err = encodeJSON(v.name, v.v, v.valid); err != nil {
+			return err
+		}
+	}
+	messages, matchedStop, request, meta := js[0], js[1], js[2], js[3]
+	b.str(ColID, rec.ID, true)
+	b.str(ColMessages, messages.s, messages.valid)
 	b.str(ColReasoning, c.Reasoning, has)
 	b.str(ColAnswer, c.Answer, has)
 	b.str(ColFinishReason, c.FinishReason, has)
-	if err := b.jsonStr(ColMatchedStop, c.MatchedStop, has && c.MatchedStop != nil); err != nil {
-		return err
-	}
+	b.str(ColMatchedStop, matchedStop.s, matchedStop.valid)
 	b.i32(ColPromptTokens, c.PromptTokens, has)
 	b.i32(ColCompletionTokens, c.CompletionTokens, has)
 	b.i32(ColCachedTokens, c.CachedTokens, has)
@@ -149,9 +167,7 @@ func (b *Builder) Append(rec *pipeline.Record) error {
 	} else {
 		bb.AppendNull()
 	}
-	if err := b.jsonStr(ColRequest, req, req != nil); err != nil {
-		return err
-	}
+	b.str(ColRequest, request.s, request.valid)
 	t := rec.Tokens
 	hasT := t != nil
 	if t == nil {
@@ -184,9 +200,7 @@ func (b *Builder) Append(rec *pipeline.Record) error {
 	b.str(ColRejectStage, r.Stage, hasR)
 	b.str(ColRejectReason, r.Reason, hasR)
 	b.str(ColRejectDetail, r.Detail, hasR)
-	if err := b.jsonStr(ColMeta, rec.Meta, rec.Meta != nil); err != nil {
-		return err
-	}
+	b.str(ColMeta, meta.s, meta.valid)
 	b.rows++
 	return nil
 }

@@ -3,6 +3,7 @@ package arrowrow
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -12,7 +13,8 @@ import (
 
 // Records decodes the rows of a batch written with Schema. Columns it does
 // not know are ignored and missing ones stay zero, so shards of a later
-// schema version still read.
+// schema version still read. The records own their memory: the batch may be
+// released.
 func Records(batch arrow.RecordBatch) ([]*pipeline.Record, error) {
 	cols := map[string]arrow.Array{}
 	for i, f := range batch.Schema().Fields() {
@@ -25,7 +27,7 @@ func Records(batch arrow.RecordBatch) ([]*pipeline.Record, error) {
 	n := int(batch.NumRows())
 	out := make([]*pipeline.Record, n)
 	for i := range n {
-		rec := &pipeline.Record{ID: ids.Value(i)}
+		rec := &pipeline.Record{ID: strings.Clone(ids.Value(i))}
 		if err := decodeRow(cols, i, rec); err != nil {
 			return nil, fmt.Errorf("row %d (id %q): %w", i, rec.ID, err)
 		}
@@ -40,7 +42,8 @@ func decodeRow(cols map[string]arrow.Array, i int, rec *pipeline.Record) error {
 		if !ok || a.IsNull(i) {
 			return "", false
 		}
-		return a.Value(i), true
+		// A copy: Value points into the batch, which the caller releases.
+		return strings.Clone(a.Value(i)), true
 	}
 	n := func(name string) int {
 		a, ok := cols[name].(*array.Int32)

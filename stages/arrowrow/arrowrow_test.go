@@ -1,0 +1,279 @@
+package arrowrow
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+func testRecord(i int) *pipeline.Record {
+	ids := make([]int32, 100+i%50)
+	for k := range ids {
+		ids[k] = int32(k*7919+i) % 151_936
+	}
+	mask := make(pipeline.LossMask, len(ids))
+	for k := 20; k < len(mask); k++ {
+		mask[k] = 1
+	}
+	return &pipeline.Record{
+		ID:       fmt.Sprintf("rec-%05d-ü", i),
+		Messages: []pipeline.Message{{Role: "user", Content: fmt.Sprintf("prompt %d — 你好", i)}},
+		Completion: &pipeline.Completion{Reasoning: strings.Repeat("думаю ", i%7), Answer: fmt.Sprintf("answer %d 🎉", i),
+			FinishReason: "stop", Server: fmt.Sprintf("s%d", i%3), LatencySeconds: float64(i) / 4, Attempts: 1,
+			OutputIDs: []int{1, 2, i}, Request: map[string]any{"model": "m", "temperature": 0.5}},
+		Tokens: &pipeline.Tokens{InputIDs: ids, LossMask: mask, NumTokens: len(ids), NumLossTokens: len(ids) - 20, Source: "ids"},
+		Meta:   map[string]any{"i": float64(i)},
+	}
+}
+
+// writeFile writes recs into path in batches of batch rows.
+func writeFile(t *testing.T, path, format, compression string, recs []*pipeline.Record, batch int) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fw, err := NewFileWriter(f, format, compression, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewBuilder(mem)
+	defer b.Release()
+	flush := func() {
+		rb := b.NewBatch()
+		defer rb.Release()
+		if err := fw.Write(rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range recs {
+		if err := b.Append(r); err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() == batch {
+			flush()
+		}
+	}
+	if b.Len() > 0 {
+		flush()
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poisonAllocator overwrites what is freed, so that anything still pointing
+// into a released batch reads garbage.
+type poisonAllocator struct{ *memory.CheckedAllocator }
+
+func (p poisonAllocator) Free(b []byte) {
+	for i := range b {
+		b[i] = 'X'
+	}
+	p.CheckedAllocator.Free(b)
+}
+
+func readAll(t *testing.T, path string, mem memory.Allocator) []*pipeline.Record {
+	t.Helper()
+	var out []*pipeline.Record
+	err := ReadFile(context.Background(), path, mem, func(b arrow.RecordBatch) error {
+		recs, err := Records(b)
+		out = append(out, recs...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Every compression of both formats reads back as written, and the records
+// read own their memory: nothing in them points into the batches, which are
+// released (here: overwritten) after the callback.
+func TestArrowrowFormatsAndCompressions(t *testing.T) {
+	recs := make([]*pipeline.Record, 2500)
+	for i := range recs {
+		recs[i] = testRecord(i)
+	}
+	for _, tc := range []struct{ format, compression string }{
+		{FormatParquet, ""}, {FormatParquet, "zstd"}, {FormatParquet, "snappy"}, {FormatParquet, "lz4"}, {FormatParquet, "none"},
+		{FormatArrow, ""}, {FormatArrow, "zstd"}, {FormatArrow, "lz4"}, {FormatArrow, "none"},
+	} {
+		t.Run(tc.format+"-"+tc.compression, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "part-00000"+Ext(tc.format))
+			writeFile(t, path, tc.format, tc.compression, recs, 1500) // batches over the reader's 1024
+			mem := poisonAllocator{memory.NewCheckedAllocator(memory.NewGoAllocator())}
+			got := readAll(t, path, mem)
+			mem.AssertSize(t, 0)
+			if len(got) != len(recs) {
+				t.Fatalf("read %d rows, wrote %d", len(got), len(recs))
+			}
+			for i := range recs {
+				if !reflect.DeepEqual(got[i], recs[i]) {
+					g, _ := json.Marshal(got[i])
+					w, _ := json.Marshal(recs[i])
+					t.Fatalf("row %d:\n got %.300s\nwant %.300s", i, g, w)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct{ format, compression, err string }{
+		{FormatArrow, "snappy", "arrow shards take"},
+		{FormatParquet, "brotli", "parquet shards take"},
+		{"csv", "", "unknown format"},
+	} {
+		if _, err := NewFileWriter(&bytes.Buffer{}, tc.format, tc.compression, memory.DefaultAllocator); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s with %q: %v, want %q", tc.format, tc.compression, err, tc.err)
+		}
+	}
+	if err := ReadFile(context.Background(), "x.csv", memory.DefaultAllocator, nil); err == nil || !strings.Contains(err.Error(), "not a shard") {
+		t.Errorf("reading x.csv: %v", err)
+	}
+}
+
+// A record whose free JSON does not encode is refused whole: the columns
+// stay aligned and the rows before and after it are written.
+func TestArrowrowAppendErrorLeavesNoPartialRow(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	b := NewBuilder(mem)
+	defer b.Release()
+	for _, bad := range []*pipeline.Record{
+		{ID: "meta", Meta: map[string]any{"x": math.NaN()}},
+		{ID: "request", Completion: &pipeline.Completion{Answer: "a", Request: map[string]any{"f": func() {}}}},
+		{ID: "stop", Completion: &pipeline.Completion{Answer: "a", MatchedStop: make(chan int)}},
+	} {
+		if err := b.Append(testRecord(0)); err != nil {
+			t.Fatal(err)
+		}
+		n, size := b.Len(), b.Bytes()
+		if err := b.Append(bad); err == nil {
+			t.Fatalf("%s: no error", bad.ID)
+		}
+		if b.Len() != n || b.Bytes() != size {
+			t.Fatalf("%s: a refused record changed the builder: %d rows, %d bytes; was %d, %d", bad.ID, b.Len(), b.Bytes(), n, size)
+		}
+	}
+	if err := b.Append(testRecord(1)); err != nil {
+		t.Fatal(err)
+	}
+	batch := b.NewBatch() // panics if a column is longer than the others
+	defer batch.Release()
+	recs, err := Records(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*pipeline.Record{testRecord(0), testRecord(0), testRecord(0), testRecord(1)}
+	if !reflect.DeepEqual(recs, want) {
+		t.Fatalf("got %d rows %v", len(recs), recs)
+	}
+}
+
+// Request settings become typed columns whatever Go type holds the number.
+func TestArrowrowRequestColumns(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	b := NewBuilder(mem)
+	defer b.Release()
+	half, k := 0.5, 40
+	for _, req := range []map[string]any{
+		{"model": "a", "api": "chat", "temperature": 0.7, "top_p": 0.9, "top_k": 20, "min_p": 0.05, "max_new_tokens": int64(4096), "enable_thinking": true},
+		{"model": "b", "temperature": json.Number("1.5"), "top_p": &half, "top_k": &k, "enable_thinking": false},
+		{"temperature": "hot", "top_k": nil, "enable_thinking": "yes"}, // not numbers / bools: null
+		nil,
+	} {
+		if err := b.Append(&pipeline.Record{ID: "r", Completion: &pipeline.Completion{Request: req}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := b.NewBatch()
+	defer batch.Release()
+	col := func(name string) arrow.Array {
+		for i, f := range batch.Schema().Fields() {
+			if f.Name == name {
+				return batch.Column(i)
+			}
+		}
+		t.Fatalf("no column %s", name)
+		return nil
+	}
+	show := func(name string) string {
+		a := col(name)
+		var s []string
+		for i := range a.Len() {
+			s = append(s, a.ValueStr(i))
+		}
+		return strings.Join(s, " ")
+	}
+	for name, want := range map[string]string{
+		ColModel:          "a b (null) (null)",
+		ColAPI:            "chat (null) (null) (null)",
+		ColTemperature:    "0.7 1.5 (null) (null)",
+		ColTopP:           "0.9 0.5 (null) (null)",
+		ColTopK:           "20 40 (null) (null)",
+		ColMinP:           "0.05 (null) (null) (null)",
+		ColMaxNewTokens:   "4096 (null) (null) (null)",
+		ColEnableThinking: "true false (null) (null)",
+	} {
+		if got := show(name); got != want {
+			t.Errorf("%s: %s, want %s", name, got, want)
+		}
+	}
+	if col(ColRequest).IsValid(3) {
+		t.Errorf("request of a completion without settings is %q, want null", col(ColRequest).ValueStr(3))
+	}
+}
+
+// Records reads batches of another schema version: columns it does not know
+// are ignored, missing ones stay zero; a batch without an id column is not
+// a pipe shard.
+func TestArrowrowRecordsOtherSchemas(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: ColID, Type: arrow.BinaryTypes.String},
+		{Name: ColInputIDs, Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true},
+		{Name: "future_column", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	rb := array.NewRecordBuilder(mem, schema)
+	defer rb.Release()
+	rb.Field(0).(*array.StringBuilder).AppendValues([]string{"a", "b"}, nil)
+	lb := rb.Field(1).(*array.ListBuilder)
+	lb.Append(true)
+	lb.ValueBuilder().(*array.Int32Builder).AppendValues([]int32{7, 8, 9}, nil)
+	lb.AppendNull()
+	rb.Field(2).(*array.Int64Builder).AppendValues([]int64{1, 2}, nil)
+	batch := rb.NewRecordBatch()
+	defer batch.Release()
+	recs, err := Records(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*pipeline.Record{{ID: "a", Tokens: &pipeline.Tokens{InputIDs: []int32{7, 8, 9}}}, {ID: "b"}}
+	if !reflect.DeepEqual(recs, want) {
+		t.Fatalf("got %+v %+v", recs[0], recs[1])
+	}
+
+	other := array.NewRecordBuilder(mem, arrow.NewSchema([]arrow.Field{{Name: "text", Type: arrow.BinaryTypes.String}}, nil))
+	defer other.Release()
+	other.Field(0).(*array.StringBuilder).Append("t")
+	ob := other.NewRecordBatch()
+	defer ob.Release()
+	if _, err := Records(ob); err == nil || !strings.Contains(err.Error(), "not a pipe shard") {
+		t.Fatalf("a batch without id: %v", err)
+	}
+}
