@@ -19,6 +19,8 @@ func TestOperationalKeys(t *testing.T) {
 		"tokenize-and-mask": {"workers"},
 		"validate-thinking": nil,
 		"write-jsonl":       nil,
+		// Shard boundaries change files, not rows.
+		"write-arrow": {"max_bytes", "max_rows", "row_group_rows"},
 		// against decides which prompts the run makes: data.
 		"dedupe-against-progress": nil,
 	}

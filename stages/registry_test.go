@@ -71,7 +71,7 @@ func createInputs(t *testing.T, f *pipeline.File, reg *pipeline.Registry) {
 			sf := rt.Field(i)
 			mode := sf.Tag.Get("path")
 			raw, ok := sd.Raw[sf.Tag.Get("toml")].(string)
-			if !ok || (mode != "in" && mode != "indir") {
+			if !ok || (mode != "in" && mode != "indir" && mode != "inany") {
 				continue
 			}
 			p := raw
