@@ -4,7 +4,8 @@
 # write-jsonl ×2) over N prompts (default 200,000) on 7 simulated servers
 # started in-process, with the generation journal (the default) and without
 # it (--no-journal), alternating, ROUNDS rounds (default 2), each on a fresh
-# run directory. Prints each run's wall time and the ratio of the medians;
+# run directory. Prints each run's wall and CPU time and the ratios of the
+# medians;
 # these machines are shared, so compare the ratio, not the times.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,14 +70,12 @@ kind  = "write-jsonl"
 input = ["gen.rejected", "check.rejected", "tok.rejected"]
 path  = "out/rejected.jsonl"
 EOF2
-run() { # $1: label, rest: flags
+run() { # $1: label, rest: flags; prints "label wall-seconds cpu-seconds"
   local label=$1; shift
   rm -rf "$T/runs" "$T/out"
-  local start end
-  start=$(date +%s.%N)
-  "$T/pipe" run "$T/p.toml" --progress 1h "$@" >/dev/null 2>"$T/err" || { cat "$T/err"; exit 1; }
-  end=$(date +%s.%N)
-  echo "$label $(echo "$end - $start" | bc)"
+  /usr/bin/time -f "%e %U %S" -o "$T/time" "$T/pipe" run "$T/p.toml" --progress 1h "$@" >/dev/null 2>"$T/err" || { cat "$T/err"; exit 1; }
+  read -r wall user sys < "$T/time"
+  echo "$label $wall $(echo "$user + $sys" | bc)"
 }
 results=()
 for r in $(seq "$rounds"); do
@@ -87,10 +86,13 @@ printf '%s\n' "${results[@]}"
 printf '%s\n' "${results[@]}" | python3 -c '
 import statistics, sys
 n = int(sys.argv[1])
-t = {}
+wall, cpu = {}, {}
 for line in sys.stdin:
-    label, secs = line.split()
-    t.setdefault(label, []).append(float(secs))
-j, nj = statistics.median(t["journal"]), statistics.median(t["no-journal"])
-print(f"{n} prompts: with the journal {j:.1f}s ({n/j:.0f}/s), without {nj:.1f}s ({n/nj:.0f}/s): {100*(j/nj-1):+.1f}% with it")
+    label, w, c = line.split()
+    wall.setdefault(label, []).append(float(w))
+    cpu.setdefault(label, []).append(float(c))
+j, nj = statistics.median(wall["journal"]), statistics.median(wall["no-journal"])
+cj, cnj = statistics.median(cpu["journal"]), statistics.median(cpu["no-journal"])
+print(f"{n} prompts: wall with the journal {j:.1f}s ({n/j:.0f}/s), without {nj:.1f}s ({n/nj:.0f}/s): {100*(j/nj-1):+.1f}%")
+print(f"CPU (user+sys) with the journal {cj:.1f}s, without {cnj:.1f}s: {100*(cj/cnj-1):+.1f}% (less sensitive to a shared machine than wall time)")
 ' "$n"
