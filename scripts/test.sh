@@ -15,6 +15,7 @@ step "setup: Qwen3 tokenizer files";      scripts/fetch-qwen3.sh
 step "setup: tokenizer references";       scripts/setup-tokenizer-ref.sh
 step "setup: ollama and its test model";  scripts/setup-ollama.sh
 step "setup: shard readers (DuckDB, apache-arrow)"; scripts/setup-readers.sh
+step "setup: versitygw (S3-compatible server)"; scripts/setup-versitygw.sh
 
 step "go vet";                            go vet ./...
 step "go test";                           go test -count=1 -timeout 20m ./...
