@@ -155,6 +155,11 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 		return r, nil, nil
 	}
 	diffs := Compare(r.Settings, settings)
+	if len(diffs) > 0 && !force && !didWork(dir) {
+		// Nothing was finished or generated under the old settings (e.g.
+		// the first start failed at a typo): nothing to protect.
+		force = true
+	}
 	if len(diffs) > 0 && !force {
 		return r, diffs, &ConfigChangedError{Dir: dir, Diffs: diffs}
 	}
@@ -188,4 +193,19 @@ func Describe(dir string, plan *pipeline.Plan) string {
 		msg += "; REFUSED without --force-new-config or --fresh, the settings changed:\n  " + strings.Join(diffs, "\n  ")
 	}
 	return msg
+}
+
+// didWork reports whether the run directory holds finished ids or
+// journaled completions: work that other settings would not match.
+func didWork(dir string) bool {
+	if st, err := os.Stat(filepath.Join(dir, pipeline.DoneFile)); err == nil && st.Size() > 8 {
+		return true
+	}
+	journals, _ := filepath.Glob(filepath.Join(dir, "journal", "*.jsonl"))
+	for _, j := range journals {
+		if st, err := os.Stat(j); err == nil && st.Size() > 0 {
+			return true
+		}
+	}
+	return false
 }

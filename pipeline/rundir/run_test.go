@@ -104,6 +104,12 @@ func TestCheck(t *testing.T) {
 			{wantErr: true, diffs: []string{"gen.temperature: 0.7 → 0.6"}, history: 3, settings: temp},
 		}},
 		{"force with nothing changed records nothing", []step{{history: 1}, {force: true, history: 2}}},
+		// A first start that did no work (it failed at a typo) protects
+		// nothing: the corrected settings are taken without a flag.
+		{"before any work, a change is taken", []step{
+			{history: 1},
+			{edits: temp, diffs: []string{"gen.temperature: 0.6 → 0.7"}, history: 2, forced: []string{"gen.temperature: 0.6 → 0.7"}, settings: temp},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,6 +119,10 @@ func TestCheck(t *testing.T) {
 				p := plan(t, dir, basePipeline, s.edits...)
 				cmd := []string{"pipe", "run", "test.toml", "#" + string(rune('0'+i))}
 				r, diffs, err := rundir.Check(runDir, p, s.force, cmd)
+				if i == 0 && !strings.HasPrefix(tt.name, "before any work") {
+					// Work was done: one finished id.
+					os.WriteFile(filepath.Join(runDir, "done.ids"), []byte("PIPEIDS1\x01\x02\x03\x04\x05\x06\x07\x08"), 0o644)
+				}
 				var cc *rundir.ConfigChangedError
 				if s.wantErr != errors.As(err, &cc) || (!s.wantErr && err != nil) {
 					t.Fatalf("step %d: err = %v, want a ConfigChangedError: %v", i, err, s.wantErr)
