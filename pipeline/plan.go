@@ -360,6 +360,9 @@ func resolvePaths(v reflect.Value, dir, mode string, contains []string) error {
 		return nil
 	}
 	p := v.String()
+	if mode == "inany" && strings.HasPrefix(p, "s3://") {
+		return nil // read from object storage, checked when the run opens it
+	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(dir, p)
 	}

@@ -15,7 +15,7 @@ func TestOperationalKeys(t *testing.T) {
 		"generate": {"backoff_max", "backoff_min", "breaker_failures", "concurrency", "max_attempts",
 			"probe_interval", "ready_timeout", "request_timeout", "servers"},
 		"read-prompts":      {"limit", "on_bad_line", "path"},
-		"read-completions":  {"limit", "on_bad_line", "path"},
+		"read-completions":  {"endpoint", "force_path_style", "limit", "on_bad_line", "path", "region"},
 		"tokenize-and-mask": {"workers"},
 		"validate-thinking": nil,
 		"write-jsonl":       nil,

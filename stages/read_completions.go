@@ -16,6 +16,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
+	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
 func init() {
@@ -25,8 +26,10 @@ func init() {
 		Description: `path is a JSONL file with one record per line as write-jsonl writes it
 ({"id", "messages", "completion", ...}); or shards as write-arrow writes them:
 a .parquet or .arrow file, a shard directory (its manifest.json names the
-committed shards, in order; without one, its part-* files), or a
-manifest.json. Either is streamed, never loaded whole. A record that is not
+committed shards, in order; without one, its part-* files), a
+manifest.json, or s3://bucket/prefix/DIR where upload-s3 put them (each
+shard is downloaded to a temporary file and its sha256 checked; credentials
+from the AWS chain). Either is streamed, never loaded whole. A record that is not
 usable (invalid JSON, no id, no completion when require_completion is set)
 stops the run with its file and line or row (on_bad_line = "fail"), or is
 counted and set aside on the rejected port / RUN_DIR/rejected/STAGE.jsonl
@@ -75,7 +78,11 @@ path  = "out/good.jsonl"
 // ReadCompletionsConfig configures read-completions.
 type ReadCompletionsConfig struct {
 	// Path is the JSONL file, relative to the pipeline file. Required.
-	Path string `toml:"path" op:"true" required:"true" path:"inany" doc:"JSONL file of records (as write-jsonl writes them), or write-arrow shards: a .parquet/.arrow file, a shard directory or its manifest.json; relative to the pipeline file"`
+	Path string `toml:"path" op:"true" required:"true" path:"inany" doc:"JSONL file of records (as write-jsonl writes them), or write-arrow shards: a .parquet/.arrow file, a shard directory or its manifest.json, relative to the pipeline file; or s3://bucket/prefix/DIR as upload-s3 uploaded them"`
+	// Endpoint, Region and ForcePathStyle are for an s3:// path, as upload-s3 takes them.
+	Endpoint       string `toml:"endpoint" op:"true" doc:"with an s3:// path: the S3 endpoint URL of an S3-compatible server (default: AWS, or AWS_ENDPOINT_URL_S3)"`
+	Region         string `toml:"region" op:"true" doc:"with an s3:// path: the region (default: the AWS configuration's, else us-east-1)"`
+	ForcePathStyle bool   `toml:"force_path_style" op:"true" doc:"with an s3:// path: address the bucket as ENDPOINT/BUCKET (default false)"`
 	// OnBadLine is "fail" (default) or "skip".
 	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"what a malformed line does: stop the run with file:line, or be counted and set aside"`
 	// RequireCompletion makes a line without a completion a bad line. Default true.
@@ -96,6 +103,9 @@ var _ pipeline.Source = (*readCompletions)(nil)
 // Read streams the file one line at a time, or the shards one batch at a
 // time.
 func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error {
+	if strings.HasPrefix(r.cfg.Path, "s3://") {
+		return r.readS3(ctx, out)
+	}
 	shards, err := shardFiles(r.cfg.Path)
 	if err != nil {
 		return err
@@ -105,47 +115,50 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 		return src.Read(ctx, out)
 	}
 	var emitted int64
-	errLimit := errors.New("limit reached")
 	for _, path := range shards {
-		row := 0
-		err := arrowrow.ReadFile(ctx, path, memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
-			recs, err := arrowrow.Records(batch)
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+		if err := r.readShard(ctx, out, path, path, &emitted); err != nil {
+			if errors.Is(err, errLimit) {
+				return nil
 			}
-			for _, rec := range recs {
-				row++
-				if r.cfg.Limit > 0 && emitted >= r.cfg.Limit {
-					return errLimit
-				}
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if out.SkipFinished(rec.ID) {
-					out.Took(1)
-					emitted++
-					continue
-				}
-				if cerr := r.check(rec); cerr != nil {
-					where := fmt.Sprintf("%s: row %d", path, row)
-					if r.cfg.OnBadLine != "skip" {
-						return fmt.Errorf("%s: %v (set on_bad_line = \"skip\" to set bad rows aside)", where, cerr)
-					}
-					bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", path, row), Meta: map[string]any{"row": row, "id": rec.ID}}
-					if err := out.Reject(bad, "bad_line", where+": "+cerr.Error()); err != nil {
-						return err
-					}
-					out.Took(1)
-					continue
-				}
-				if err := out.Emit("", rec); err != nil {
-					return err
-				}
-				out.Took(1)
-				emitted++
-			}
-			return nil
-		})
+			return err
+		}
+	}
+	return nil
+}
+
+// errLimit ends reading once limit records went out.
+var errLimit = errors.New("limit reached")
+
+// readS3 reads shards write-arrow uploaded with upload-s3: the manifest at
+// the URI, then each shard it names, downloaded (and its sha256 checked)
+// into a temporary file one at a time.
+func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) error {
+	c, err := s3up.New(ctx, s3up.Config{URI: r.cfg.Path, Endpoint: r.cfg.Endpoint, Region: r.cfg.Region, PathStyle: r.cfg.ForcePathStyle})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	data, err := c.GetBytes(ctx, c.Key(commitlog.ManifestName))
+	if err != nil {
+		return err
+	}
+	var m commitlog.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("%s: %w", c.URL(c.Key(commitlog.ManifestName)), err)
+	}
+	tmp, err := os.MkdirTemp("", "pipe-read-completions-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	var emitted int64
+	for _, sh := range m.Shards {
+		local := filepath.Join(tmp, sh.Name)
+		if err := c.Download(ctx, c.Key(sh.Name), local, sh.SHA256); err != nil {
+			return err
+		}
+		err := r.readShard(ctx, out, local, c.URL(c.Key(sh.Name)), &emitted)
+		os.Remove(local)
 		if errors.Is(err, errLimit) {
 			return nil
 		}
@@ -154,6 +167,50 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 		}
 	}
 	return nil
+}
+
+// readShard emits the records of one shard file; name is how messages call
+// it. It returns errLimit once limit records went out.
+func (r *readCompletions) readShard(ctx context.Context, out pipeline.Emitter, path, name string, emitted *int64) error {
+	row := 0
+	return arrowrow.ReadFile(ctx, path, memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
+		recs, err := arrowrow.Records(batch)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, rec := range recs {
+			row++
+			if r.cfg.Limit > 0 && *emitted >= r.cfg.Limit {
+				return errLimit
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if out.SkipFinished(rec.ID) {
+				out.Took(1)
+				*emitted++
+				continue
+			}
+			if cerr := r.check(rec); cerr != nil {
+				where := fmt.Sprintf("%s: row %d", name, row)
+				if r.cfg.OnBadLine != "skip" {
+					return fmt.Errorf("%s: %v (set on_bad_line = \"skip\" to set bad rows aside)", where, cerr)
+				}
+				bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", name, row), Meta: map[string]any{"row": row, "id": rec.ID}}
+				if err := out.Reject(bad, "bad_line", where+": "+cerr.Error()); err != nil {
+					return err
+				}
+				out.Took(1)
+				continue
+			}
+			if err := out.Emit("", rec); err != nil {
+				return err
+			}
+			out.Took(1)
+			*emitted++
+		}
+		return nil
+	})
 }
 
 // shardFiles lists the shard files path names, in order, or nil when path
