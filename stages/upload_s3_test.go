@@ -810,6 +810,15 @@ region           = "us-east-1"
 	if !strings.Contains(out, "3 shards") {
 		t.Errorf("run output does not report the uploads:\n%s", out)
 	}
+	// pipe inspect reads the uploaded directory: the manifest there, each
+	// shard checked (--verify: downloaded and hashed), the first rows.
+	insp := exec.Command(bin, "inspect", "--verify", "--rows", "1", "--endpoint", srv.Endpoint, "--force-path-style",
+		"s3://"+srv.Bucket+"/runs/e2e/train")
+	insp.Env = append(append(os.Environ(), srv.Env()...), "AWS_PROFILE=")
+	inspOut, err := insp.CombinedOutput()
+	if err != nil || strings.Count(string(inspOut), " ok") != 3 || !strings.Contains(string(inspOut), "120") || !strings.Contains(string(inspOut), "part-00000.parquet") {
+		t.Errorf("pipe inspect s3://…: %v\n%s", err, inspOut)
+	}
 	runDir := filepath.Join(dir, "runs", "up")
 	if lines := uploadLog(t, runDir); len(lines) != 3 {
 		t.Errorf("upload log: %+v", lines)

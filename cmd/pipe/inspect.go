@@ -37,7 +37,7 @@ import (
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
-const inspectAccepts = "a shard file (.parquet, .arrow), a shard directory (with manifest.json), a JSONL file (.jsonl) or a run directory (with run.json or done.ids)"
+const inspectAccepts = "a shard file (.parquet, .arrow), a shard directory (with manifest.json) or s3://bucket/prefix/DIR where upload-s3 put one, a JSONL file (.jsonl) or a run directory (with run.json or done.ids)"
 
 func init() {
 	var o inspectOptions
@@ -81,6 +81,9 @@ check fails (a shard missing, of the wrong size, or with the wrong sha256),
 			fs.StringVar(&o.tokenizer, "tokenizer", "", "model directory with tokenizer.json: decode input_ids to text, loss-masked spans in ⟦ ⟧")
 			fs.BoolVar(&o.json, "json", false, "print one JSON document")
 			fs.BoolVar(&o.verify, "verify", false, "shard directory: check each shard's sha256 against the manifest (reads every shard)")
+			fs.StringVar(&o.endpoint, "endpoint", "", "s3:// PATH: the S3 endpoint URL of an S3-compatible server (default: AWS, or AWS_ENDPOINT_URL_S3)")
+			fs.StringVar(&o.region, "region", "", "s3:// PATH: the region (default: the AWS configuration's, else us-east-1)")
+			fs.BoolVar(&o.pathStyle, "force-path-style", false, "s3:// PATH: address the bucket as ENDPOINT/BUCKET")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 			if fs.NArg() != 1 {
@@ -122,6 +125,9 @@ type inspectOptions struct {
 	rows         int
 	tokenizer    string
 	json, verify bool
+	// For an s3:// PATH; credentials come from the AWS chain.
+	endpoint, region string
+	pathStyle        bool
 }
 
 type inspector struct {
@@ -150,8 +156,16 @@ type inspectDoc struct {
 // inspect reads path. The document is returned with an error when part of
 // it could be read.
 func (ins *inspector) inspect(path string) (*inspectDoc, error) {
+	if strings.HasPrefix(path, "s3://") {
+		doc := &inspectDoc{Path: path, Kind: "shards"}
+		if err := ins.s3Dir(doc, path); err != nil && doc.Dir == nil {
+			return nil, err
+		} else {
+			return doc, err
+		}
+	}
 	if strings.Contains(path, "://") {
-		return nil, usageErrorf("pipe inspect: %s: remote paths are not supported (yet); PATH is %s", path, inspectAccepts)
+		return nil, usageErrorf("pipe inspect: %s: only s3:// URIs are read remotely; PATH is %s", path, inspectAccepts)
 	}
 	st, err := os.Stat(path)
 	if err != nil {
