@@ -44,6 +44,9 @@ type Log struct {
 	path string
 	idOf IDFunc
 
+	// commitMu makes commits one at a time; mu guards the fields below and
+	// is not held while a commit waits on fsync, so appends go on.
+	commitMu  sync.Mutex
 	mu        sync.Mutex
 	data, idx *os.File
 	size      int64 // bytes appended, pending included
@@ -311,13 +314,57 @@ func (l *Log) Lookup(id string) ([]byte, bool, error) {
 
 // Commit makes every pending line durable. After an error nothing more is
 // accepted; the committed part stays as it was.
+//
+// Appends may go on while it waits for the disk: it commits what was
+// appended when it started.
 func (l *Log) Commit() error {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.broken != nil {
+		l.mu.Unlock()
 		return l.broken
 	}
-	return l.commitLocked()
+	n := len(l.pendEnds)
+	if n == 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	buf := l.indexEntries(n)
+	end := l.pendEnds[n-1]
+	l.mu.Unlock()
+
+	err := l.data.Sync()
+	if err == nil {
+		if _, err = l.idx.Write(buf); err != nil {
+			// A partial entry is cut at the next Open; cut it now too so
+			// the index stays whole for anyone reading it.
+			l.idx.Truncate(int64(len(indexMagic) + l.rows*entrySize))
+		}
+	}
+	if err == nil {
+		err = l.idx.Sync()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		return l.fail(err)
+	}
+	l.rows += n
+	l.bytes = end
+	l.pendHashes = append(l.pendHashes[:0], l.pendHashes[n:]...)
+	l.pendEnds = append(l.pendEnds[:0], l.pendEnds[n:]...)
+	return nil
+}
+
+// indexEntries encodes the first n pending lines' index entries.
+func (l *Log) indexEntries(n int) []byte {
+	buf := make([]byte, n*entrySize)
+	for i := range n {
+		binary.LittleEndian.PutUint64(buf[i*entrySize:], l.pendHashes[i])
+		binary.LittleEndian.PutUint64(buf[i*entrySize+8:], uint64(l.pendEnds[i]))
+	}
+	return buf
 }
 
 func (l *Log) commitLocked() error {
@@ -328,11 +375,7 @@ func (l *Log) commitLocked() error {
 	if err := l.data.Sync(); err != nil {
 		return l.fail(err)
 	}
-	buf := make([]byte, pending*entrySize)
-	for i := range pending {
-		binary.LittleEndian.PutUint64(buf[i*entrySize:], l.pendHashes[i])
-		binary.LittleEndian.PutUint64(buf[i*entrySize+8:], uint64(l.pendEnds[i]))
-	}
+	buf := l.indexEntries(pending)
 	if _, err := l.idx.Write(buf); err != nil {
 		// A partial entry is cut at the next Open; cut it now too so the
 		// index stays whole for anyone reading it.
