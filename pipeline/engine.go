@@ -338,7 +338,11 @@ func (e *engine) wire() {
 	for _, n := range e.nodes {
 		for _, port := range sortedKeys(n.ps.Outputs) {
 			edges := n.ps.Outputs[port]
-			ch := make(chan any, e.opts.EdgeBuffer)
+			size := e.opts.EdgeBuffer
+			if b, ok := n.ps.Spec.PortBuffers[port]; ok {
+				size = b
+			}
+			ch := make(chan any, size)
 			n.outs[port] = ch
 			n.fanout[port] = len(edges)
 			src := extension.NewChanSource(ch)

@@ -36,6 +36,11 @@ type Spec struct {
 	// OptionalOutputs are ports that may be left unconnected; what is sent
 	// on one that is not connected is dropped (write-arrow's "shards").
 	OptionalOutputs []string
+	// PortBuffers sets the capacity of a port's edges where the run's
+	// default (RunOptions.EdgeBuffer) would hold too much: write-arrow's
+	// "shards" holds one, so shards waiting for an upload stay few and a
+	// slow upload slows the writer instead of filling the disk.
+	PortBuffers map[string]int
 	// Needs and Produces are record fields (Field* constants). Fields is an
 	// optional refinement computed from the decoded config, e.g. output_ids
 	// only with the native API.

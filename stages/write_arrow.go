@@ -39,7 +39,10 @@ committed but not uploaded before a crash is uploaded on resume.`,
 		Config:          writeArrowConfig{},
 		Outputs:         []string{"shards"},
 		OptionalOutputs: []string{"shards"},
-		Produces:        []string{pipeline.FieldShard},
+		// At most one committed shard waits for the next stage (an upload):
+		// a slow upload slows the writer instead of filling the disk.
+		PortBuffers: map[string]int{"shards": 1},
+		Produces:    []string{pipeline.FieldShard},
 		KeySettings: func(c any) string {
 			cfg := c.(*writeArrowConfig)
 			return cfg.Format + " in " + pipeline.DisplayPath(cfg.Path)
