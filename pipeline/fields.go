@@ -317,13 +317,13 @@ func (f *fieldInfo) checkRange(v reflect.Value) error {
 		return nil
 	}
 	if (f.Min != nil && x < *f.Min) || (f.Max != nil && x > *f.Max) {
-		return fmt.Errorf("must be %s, got %s", f.rangeText(), strconv.FormatFloat(x, 'g', -1, 64))
+		return fmt.Errorf("must be %s, got %s", f.rangeText(), strconv.FormatFloat(x, 'f', -1, 64))
 	}
 	return nil
 }
 
 func (f *fieldInfo) rangeText() string {
-	num := func(p *float64) string { return strconv.FormatFloat(*p, 'g', -1, 64) }
+	num := func(p *float64) string { return strconv.FormatFloat(*p, 'f', -1, 64) } // 5242880, not 5.24288e+06
 	switch {
 	case f.Min != nil && f.Max != nil:
 		return num(f.Min) + ".." + num(f.Max)
