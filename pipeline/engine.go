@@ -161,6 +161,11 @@ type engine struct {
 	ledger     *ledger
 	commitMu   sync.Mutex // one commit round at a time
 	commitNow  chan struct{}
+	// tooMany is closed (once) when failures pass max_failed: the run then
+	// drains like a stop request and ends with ErrTooManyFailed.
+	tooMany     chan struct{}
+	tooManyOnce sync.Once
+	tooManyErr  atomic.Pointer[error]
 	lastCommit atomic.Int64 // unix nanoseconds
 	hardCtx    context.Context
 	hardCancel context.CancelCauseFunc
@@ -196,7 +201,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		opts.Resources = NewResources()
 		defer opts.Resources.Close()
 	}
-	e := &engine{plan: p, opts: opts, start: time.Now(), commitNow: make(chan struct{}, 1)}
+	e := &engine{plan: p, opts: opts, start: time.Now(), commitNow: make(chan struct{}, 1), tooMany: make(chan struct{})}
 	if err := os.MkdirAll(p.File.RunDir, 0o755); err != nil {
 		return e.summary(), fmt.Errorf("run directory: %w", err)
 	}
@@ -292,6 +297,12 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	sum := e.summary()
 	sum.DeadLetters = paths
 	if err := context.Cause(e.hardCtx); err != nil {
+		return sum, err
+	}
+	if err := e.tooManyErr.Load(); err != nil {
+		return sum, *err
+	}
+	if err := e.checkFailed(true); err != nil {
 		return sum, err
 	}
 	if derr != nil {
@@ -698,6 +709,7 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 	tick := time.NewTicker(e.opts.ProgressEvery)
 	defer tick.Stop()
 	stop := e.opts.Stop
+	tooMany := e.tooMany
 	var drainTimer <-chan time.Time
 	for {
 		select {
@@ -706,8 +718,24 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 		case <-ctx.Done():
 			e.hardCancel(ErrStopped)
 			ctx = context.Background()
+		case <-tooMany:
+			tooMany = nil
+			if e.drained.Load() {
+				continue // already draining
+			}
+			stop = nil
+			e.drained.Store(true)
+			fmt.Fprintf(e.opts.Log, "%v: committing, then draining in-flight records (up to %s)\n", *e.tooManyErr.Load(), e.opts.DrainTimeout)
+			stopIntake()
+			e.requestCommit()
+			t := time.NewTimer(e.opts.DrainTimeout)
+			defer t.Stop()
+			drainTimer = t.C
 		case <-stop:
 			stop = nil
+			if e.drained.Load() {
+				continue // already draining (too many failures)
+			}
 			e.drained.Store(true)
 			fmt.Fprintf(e.opts.Log, "stop requested: committing, then draining in-flight records (up to %s)\n", e.opts.DrainTimeout)
 			stopIntake()
@@ -910,6 +938,47 @@ func (em *emitter) Fail(rec *Record, err error, attempts int) error {
 		return werr
 	}
 	em.n.failed.Add(1)
+	if err := em.e.checkFailed(false); err != nil {
+		em.e.tooManyOnce.Do(func() {
+			em.e.tooManyErr.Store(&err)
+			close(em.e.tooMany)
+		})
+	}
+	return nil
+}
+
+// checkFailed returns ErrTooManyFailed (with the figures) when a stage's
+// failed records pass [pipeline] max_failed; final judges a share however
+// few records came in.
+func (e *engine) checkFailed(final bool) error {
+	limit := e.plan.File.MaxFailed
+	var total int64
+	var worst *node
+	for _, n := range e.nodes {
+		f := n.failed.Load()
+		total += f
+		if f > 0 && (worst == nil || f > worst.failed.Load()) {
+			worst = n
+		}
+	}
+	if worst == nil {
+		return nil
+	}
+	tooMany := func(n *node) error {
+		return fmt.Errorf("%w: %d failed of %d records taken by stage %q (max_failed = %s; [pipeline] max_failed or --set pipeline.max_failed=… allows more); they are in %s",
+			ErrTooManyFailed, n.failed.Load(), n.in.Load(), n.ps.ID(), limit.Text, filepath.Join(e.plan.File.RunDir, "failed"))
+	}
+	if limit.Share == 0 { // a count is over the whole run
+		if limit.exceeded(total, total, final) {
+			return tooMany(worst)
+		}
+		return nil
+	}
+	for _, n := range e.nodes {
+		if limit.exceeded(n.failed.Load(), n.in.Load(), final) {
+			return tooMany(n)
+		}
+	}
 	return nil
 }
 

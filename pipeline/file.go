@@ -22,6 +22,8 @@ type File struct {
 	// RunDir is absolute; empty in the file means Dir/runs/NAME.
 	RunDir    string
 	RunDirPos Pos
+	// MaxFailed is [pipeline] max_failed (default DefaultFailLimit).
+	MaxFailed FailLimit
 	Vars      map[string]string
 	Stages    []*StageDecl
 }
@@ -145,12 +147,20 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	if v, ok := doc["pipeline"]; ok && header == nil {
 		at(pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
 	}
-	pipelineKeys := []string{"name", "run_dir", "description"}
+	pipelineKeys := []string{"name", "run_dir", "description", "max_failed"}
+	f.MaxFailed = DefaultFailLimit
 	for _, k := range sortedKeys(header) {
 		p := pos.table("pipeline", k)
 		v := interp(p, header[k])
 		s, isStr := v.(string)
 		switch k {
+		case "max_failed":
+			l, err := ParseFailLimit(v)
+			if err != nil {
+				at(p, "[pipeline]: %v", err)
+			}
+			f.MaxFailed = l
+			continue
 		case "name":
 			f.Name = s
 		case "run_dir":
@@ -280,8 +290,15 @@ func (f *File) applySet(s string, in *interpolator) error {
 			f.Name = str
 		case "run_dir":
 			f.RunDir, f.RunDirPos = str, p
+		case "max_failed":
+			l, err := ParseFailLimit(v)
+			if err != nil {
+				return err
+			}
+			f.MaxFailed = l
+			return nil
 		default:
-			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir", key)
+			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed", key)
 		}
 		if !isStr {
 			return fmt.Errorf("pipeline.%s must be a string", key)

@@ -470,6 +470,14 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 	}
 	fmt.Fprintf(w, "finished ids in %s: %d (%d before this run, %d in it)\n",
 		pipeline.DisplayPath(plan.File.RunDir), s.Finished, s.FinishedAtStart, s.Finished-s.FinishedAtStart)
+	var failed int64
+	for _, st := range s.Stages {
+		failed += st.Failed
+	}
+	if failed > 0 {
+		fmt.Fprintf(w, "failed: %d records (retries exhausted or a panic; [pipeline] max_failed = %s), kept in %s\n",
+			failed, plan.File.MaxFailed.Text, pipeline.DisplayPath(filepath.Join(plan.File.RunDir, "failed")))
+	}
 	if s.Unfinished > 0 {
 		fmt.Fprintf(w, "not finished: %d records read in this run; the next run does them (from the journal where they were generated)\n", s.Unfinished)
 	}
