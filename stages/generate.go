@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"net/url"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +56,21 @@ tokens the model saw and sampled, and over-long prompts are rejected before
 sending.
 
 servers = ["sim:N"] starts N simulated servers for the run (options as a
-query: "sim:4?speed=60&faults=503:0.05,reset:0.01"; see pipe sim).`,
+query: "sim:4?speed=60&faults=503:0.05,reset:0.01"; see pipe sim).
+
+API keys and extra headers come from the environment, never from the
+pipeline file: api_key_env = "NAME" sends "Authorization: Bearer $NAME"
+with every request to every server (SGLang's --api-key); a server table's
+api_key_env overrides it for that server ("" sends none). headers_env =
+{"X-Name" = "VAR"} sends more headers the same way. A variable that is
+unset or empty fails the run at start (pipe check cannot know the
+environment). A user:password in a server URL is sent as Basic auth, and
+cannot be combined with an API key on the same server. A server is named
+everywhere (records' completion.server, figures, run.log, status, errors,
+--dry-run) by its URL without user:password; keys and header values are
+never written anywhere. A server that refuses the credentials (401 or 403)
+at start fails the run at once. "sim:N?api_key_env=NAME" makes the
+simulated servers require the key in $NAME.`,
 		Config:  generateConfig{},
 		Outputs: []string{"out", pipeline.RejectedPort},
 		Needs:   []string{pipeline.FieldMessages},
@@ -97,8 +114,14 @@ path  = "out/completions.jsonl"
 }
 
 type generateConfig struct {
-	// Servers are base URLs, tables {url, concurrency}, or "sim:N". Required.
-	Servers serverList `toml:"servers" op:"true" required:"true" doc:"server base URLs (\"http://host:30000\"), tables {url = \"…\", concurrency = N} to override concurrency, or \"sim:N\" for N simulated servers"`
+	// Servers are base URLs, tables {url, concurrency, api_key_env}, or
+	// "sim:N". Required.
+	Servers serverList `toml:"servers" op:"true" required:"true" doc:"server base URLs (\"http://host:30000\"; \"http://user:password@host\" sends Basic auth and is shown without user:password), tables {url = \"…\", concurrency = N, api_key_env = \"VAR\"} to override concurrency or the API key variable per server, or \"sim:N\" for N simulated servers"`
+	// APIKeyEnv names the environment variable holding the API key.
+	APIKeyEnv string `toml:"api_key_env" op:"true" doc:"environment variable holding the servers' API key (SGLang's --api-key), sent as \"Authorization: Bearer KEY\" with every request; unset or empty fails the run at start; a server table's api_key_env overrides it (default: none, no key sent)"`
+	// HeadersEnv maps header names to the environment variables holding
+	// their values.
+	HeadersEnv map[string]string `toml:"headers_env" op:"true" doc:"extra headers sent with every request to every server, each value read from an environment variable: {\"X-Header-Name\" = \"VAR\"}; unset or empty fails the run at start; not Authorization (use api_key_env) nor the headers the client sets itself (default: none)"`
 	// Concurrency is the requests in flight per server. Default 48.
 	Concurrency int `toml:"concurrency" op:"true" default:"48" min:"1" max:"4096" doc:"requests in flight per server (default 48)"`
 	// API is "chat" (default) or "generate".
@@ -156,7 +179,41 @@ func (c *generateConfig) Validate() []error {
 	if c.BackoffMax.Duration < c.BackoffMin.Duration {
 		errs = append(errs, &pipeline.FieldError{Key: "backoff_max", Msg: fmt.Sprintf("must be at least backoff_min (%v), got %v", c.BackoffMin.Duration, c.BackoffMax.Duration)})
 	}
+	if c.APIKeyEnv != "" && !envNameRe.MatchString(c.APIKeyEnv) {
+		errs = append(errs, &pipeline.FieldError{Key: "api_key_env", Msg: "must be an environment variable name (letters, digits and _): give the variable's name, not the key"})
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.HeadersEnv)) {
+		env := c.HeadersEnv[name]
+		switch {
+		case !sglang.ValidHeaderName(name):
+			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%q is not an HTTP header name", name)})
+		case strings.EqualFold(name, "Authorization"):
+			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: `Authorization: use api_key_env = "VAR" (sent as Bearer) or user:password in the URL (Basic)`})
+		case sglang.ReservedHeader(name):
+			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s is set by the client itself", name)})
+		case !envNameRe.MatchString(env):
+			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s: the value must be an environment variable name (letters, digits and _): give the variable's name, not the header's value", name)})
+		}
+	}
+	for i, s := range c.Servers.Items {
+		if s.userinfo && c.keyEnv(s) != "" {
+			errs = append(errs, &pipeline.FieldError{Key: "servers", Msg: fmt.Sprintf(
+				"item %d: %s has user:password (sent as Basic auth) and an API key (api_key_env, sent as Bearer); only one Authorization header can be sent: drop one (api_key_env = \"\" in the server's table sends no key to it)", i+1, s.URL)})
+		}
+	}
 	return errs
+}
+
+// envNameRe is an environment variable name.
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// keyEnv is the variable holding s's API key: its table's, else the
+// stage's; "" for none.
+func (c *generateConfig) keyEnv(s serverEntry) string {
+	if s.APIKeyEnv != nil {
+		return *s.APIKeyEnv
+	}
+	return c.APIKeyEnv
 }
 
 // serverList is the servers key: strings or tables, decoded by hand because
@@ -164,10 +221,17 @@ func (c *generateConfig) Validate() []error {
 type serverList struct{ Items []serverEntry }
 
 type serverEntry struct {
+	// URL is the server's name everywhere: the base URL without
+	// user:password ("http://host:30000"), or "sim:N…" as given.
 	URL         string
 	Concurrency int // 0: the stage's concurrency
 	Sim         int // > 0: "sim:N", N simulated servers
 	SimQuery    url.Values
+	// APIKeyEnv is the table's api_key_env; nil: the stage's.
+	APIKeyEnv *string
+
+	dial     string // the URL as given, with any user:password: what the client is handed
+	userinfo bool   // dial has user:password
 }
 
 func (l *serverList) DecodeConfig(raw any) error {
@@ -196,8 +260,8 @@ func (l *serverList) DecodeConfig(raw any) error {
 			e.URL = x
 		case map[string]any:
 			for k := range x {
-				if k != "url" && k != "concurrency" {
-					return fmt.Errorf("item %d: unknown key %q (a server table has url and concurrency)", i+1, k)
+				if k != "url" && k != "concurrency" && k != "api_key_env" {
+					return fmt.Errorf("item %d: unknown key %q (a server table has url, concurrency and api_key_env)", i+1, k)
 				}
 			}
 			u, ok := x["url"].(string)
@@ -212,8 +276,15 @@ func (l *serverList) DecodeConfig(raw any) error {
 				}
 				e.Concurrency = int(n)
 			}
+			if v, ok := x["api_key_env"]; ok {
+				name, ok := v.(string)
+				if !ok || (name != "" && !envNameRe.MatchString(name)) {
+					return fmt.Errorf("item %d: api_key_env must be an environment variable name (or \"\" for no key), got %s", i+1, describeEnvName(v))
+				}
+				e.APIKeyEnv = &name
+			}
 		default:
-			return fmt.Errorf("item %d: must be a URL string or a table {url, concurrency}", i+1)
+			return fmt.Errorf("item %d: must be a URL string or a table {url, concurrency, api_key_env}", i+1)
 		}
 		if err := e.parse(); err != nil {
 			return fmt.Errorf("item %d: %v", i+1, err)
@@ -241,25 +312,48 @@ func (e *serverEntry) parse() error {
 		if err != nil {
 			return fmt.Errorf("%q: %v", e.URL, err)
 		}
-		if _, err := simConfig(n, q); err != nil {
-			return fmt.Errorf("%q: %v", e.URL, err)
+		if _, err := simConfig(n, q, nil); err != nil {
+			shown := e.URL
+			if q.Has("api_key_env") {
+				shown = "sim:" + count // its value may be a key given by mistake
+			}
+			return fmt.Errorf("%q: %v", shown, err)
 		}
 		e.SimQuery = q
 		return nil
 	}
+	// Messages name the URL without user:password, even one that does not
+	// parse; url.Parse's own errors repeat the URL, so they are not shown.
+	shown := sglang.Redact(e.URL)
 	u, err := url.Parse(e.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf(`%q is not a server URL: want "http://HOST:PORT" (or "sim:N")`, e.URL)
+		return fmt.Errorf(`%q is not a server URL: want "http://HOST:PORT" (or "sim:N")`, shown)
 	}
 	if u.Path != "" && u.Path != "/" {
-		return fmt.Errorf(`%q: give the base URL without a path (e.g. "http://%s")`, e.URL, u.Host)
+		return fmt.Errorf(`%q: give the base URL without a path (e.g. "%s://%s")`, shown, u.Scheme, u.Host)
 	}
-	e.URL = strings.TrimRight(e.URL, "/")
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return fmt.Errorf(`%q: give the base URL without a query or fragment (e.g. "%s://%s")`, shown, u.Scheme, u.Host)
+	}
+	e.dial = strings.TrimRight(e.URL, "/")
+	e.userinfo = u.User != nil
+	e.URL = u.Scheme + "://" + u.Host
 	return nil
 }
 
+// describeEnvName shows a bad api_key_env value in a message: a string that
+// is no variable name may be the key itself, so it is not repeated.
+func describeEnvName(v any) string {
+	if _, ok := v.(string); ok {
+		return "a string that is not one (give the variable's name, not the key)"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
 // simConfig turns "sim:N?speed=…&faults=…" options into a fleet config.
-func simConfig(n int, q url.Values) (sim.Config, error) {
+// lookup reads the environment for api_key_env; nil (at check time) only
+// checks the variable's name.
+func simConfig(n int, q url.Values, lookup func(string) (string, bool)) (sim.Config, error) {
 	cfg := sim.Config{Count: n}
 	for k, vs := range q {
 		v := vs[len(vs)-1]
@@ -283,6 +377,17 @@ func simConfig(n int, q url.Values) (sim.Config, error) {
 			var s uint64
 			s, err = strconv.ParseUint(v, 10, 64)
 			cfg.Seed = s
+		case "api_key_env":
+			if !envNameRe.MatchString(v) {
+				return cfg, fmt.Errorf("sim option api_key_env: not an environment variable name (give the variable's name, not the key)")
+			}
+			if lookup != nil {
+				key, kerr := envValue(lookup, v)
+				if kerr != nil {
+					return cfg, fmt.Errorf("sim option api_key_env: %v", kerr)
+				}
+				cfg.APIKey = key
+			}
 		case "faults":
 			for _, fs := range strings.Split(v, ",") {
 				f, ferr := sim.ParseFault(fs)
@@ -292,7 +397,7 @@ func simConfig(n int, q url.Values) (sim.Config, error) {
 				cfg.Faults = append(cfg.Faults, f)
 			}
 		default:
-			return cfg, fmt.Errorf("unknown sim option %q (speed, max_running, context_length, think_mean, answer_mean, spec_accept, model, seed, faults)", k)
+			return cfg, fmt.Errorf("unknown sim option %q (speed, max_running, context_length, think_mean, answer_mean, spec_accept, model, seed, faults, api_key_env)", k)
 		}
 		if err != nil {
 			return cfg, fmt.Errorf("sim option %s=%q: %v", k, v, err)
@@ -316,6 +421,8 @@ type generate struct {
 	tok    *tokenize.Tokenizer
 	tmpl   *chat.Template
 	ctxLen int
+	// entryOf is, per server spec given to the client, its servers item.
+	entryOf []int
 }
 
 var (
@@ -385,6 +492,10 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 	if err := g.client.Start(ctx); err != nil {
 		g.client.Close()
 		g.client = nil
+		var ae *sglang.AuthError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("%w; %s", err, g.authHint(specs, ae))
+		}
 		return err
 	}
 	g.ctxLen = g.client.ContextLength()
@@ -394,17 +505,24 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 }
 
 // resolveServers expands "sim:N" into the URLs of a simulated fleet shared
-// by the run (env.Resources closes it at the end). With a tokenizer the
-// fleet counts and samples real token ids with it, as a real server would.
+// by the run (env.Resources closes it at the end), and reads each server's
+// headers from the environment. With a tokenizer the fleet counts and
+// samples real token ids with it, as a real server would.
 func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sglang.ServerSpec, error) {
 	var specs []sglang.ServerSpec
-	for _, s := range g.cfg.Servers.Items {
+	g.entryOf = nil
+	for i, s := range g.cfg.Servers.Items {
 		conc := s.Concurrency
 		if conc == 0 {
 			conc = g.cfg.Concurrency
 		}
+		header, err := g.serverHeader(s)
+		if err != nil {
+			return nil, err
+		}
 		if s.Sim == 0 {
-			specs = append(specs, sglang.ServerSpec{URL: s.URL, Concurrency: conc})
+			specs = append(specs, sglang.ServerSpec{URL: s.dial, Concurrency: conc, Header: header})
+			g.entryOf = append(g.entryOf, i)
 			continue
 		}
 		key := "sglang-sim:" + strings.TrimPrefix(s.URL, "sim:")
@@ -412,7 +530,7 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 			key += " tokenizer=" + g.cfg.Tokenizer
 		}
 		v, err := env.Resources.Get(key, func() (any, func() error, error) {
-			cfg, err := simConfig(s.Sim, s.SimQuery)
+			cfg, err := simConfig(s.Sim, s.SimQuery, os.LookupEnv)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -430,10 +548,83 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 			return nil, fmt.Errorf("starting %s: %w", s.URL, err)
 		}
 		for _, u := range v.(*sim.Fleet).URLs() {
-			specs = append(specs, sglang.ServerSpec{URL: u, Concurrency: conc})
+			specs = append(specs, sglang.ServerSpec{URL: u, Concurrency: conc, Header: header})
+			g.entryOf = append(g.entryOf, i)
 		}
 	}
 	return specs, nil
+}
+
+// serverHeader is what every request to s carries besides the client's own
+// headers: headers_env's headers and, with an API key variable, the key as
+// a Bearer token. Errors name variables, never their values.
+func (g *generate) serverHeader(s serverEntry) (http.Header, error) {
+	h := http.Header{}
+	for _, name := range slices.Sorted(maps.Keys(g.cfg.HeadersEnv)) {
+		v, err := envValue(os.LookupEnv, g.cfg.HeadersEnv[name])
+		if err != nil {
+			return nil, fmt.Errorf("headers_env %s: %v", name, err)
+		}
+		h.Set(name, v)
+	}
+	if name := g.cfg.keyEnv(s); name != "" {
+		key, err := envValue(os.LookupEnv, name)
+		if err != nil {
+			return nil, fmt.Errorf("api_key_env: %v", err)
+		}
+		h.Set("Authorization", "Bearer "+key)
+	}
+	return h, nil
+}
+
+// envValue reads the header value in environment variable name. Surrounding
+// spaces and newlines (a key file read with $(cat …)) are dropped, as HTTP
+// would drop them; unset, empty or holding a control character is an error
+// that names the variable and never shows its value.
+func envValue(lookup func(string) (string, bool), name string) (string, error) {
+	v, ok := lookup(name)
+	if !ok {
+		return "", fmt.Errorf("environment variable %s is not set", name)
+	}
+	v = strings.Trim(v, " \t\r\n")
+	if v == "" {
+		return "", fmt.Errorf("environment variable %s is empty", name)
+	}
+	if !sglang.ValidHeaderValue(v) {
+		return "", fmt.Errorf("environment variable %s holds a control character (a newline?), which cannot be sent in a header", name)
+	}
+	return v, nil
+}
+
+// authHint says how to mend refused credentials: which api_key_env the
+// refused servers used, or that none was set.
+func (g *generate) authHint(specs []sglang.ServerSpec, ae *sglang.AuthError) string {
+	refused := map[string]bool{}
+	for _, s := range ae.Servers {
+		refused[s.URL] = true
+	}
+	noKey := false
+	var vars []string
+	for i, sp := range specs {
+		if !refused[sglang.Redact(strings.TrimRight(sp.URL, "/"))] {
+			continue
+		}
+		e := g.cfg.Servers.Items[g.entryOf[i]]
+		if name := g.cfg.keyEnv(e); name != "" {
+			if !slices.Contains(vars, name) {
+				vars = append(vars, name)
+			}
+		} else if !e.userinfo {
+			noKey = true
+		}
+	}
+	switch {
+	case noKey:
+		return `to send an API key, set api_key_env = "VAR" to the environment variable that holds it (SGLang's --api-key)`
+	case len(vars) > 0:
+		return "check the API key in $" + strings.Join(vars, ", $")
+	}
+	return "check the user:password in the server URL"
 }
 
 func (g *generate) Close() error {

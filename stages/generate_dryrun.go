@@ -15,7 +15,7 @@ var _ pipeline.DryRunner = (*generate)(nil)
 
 // ConfigTypeName names the servers key's shape in `pipe stages generate`.
 func (*serverList) ConfigTypeName() string {
-	return `array of URLs, {url, concurrency} tables or "sim:N"`
+	return `array of URLs, {url, concurrency, api_key_env} tables or "sim:N"`
 }
 
 // dryRunProbeTimeout bounds each server's probe in a dry run: a dry run
@@ -24,32 +24,42 @@ const dryRunProbeTimeout = 5 * time.Second
 
 // DryRun probes the configured servers (health and info, no generation) and
 // returns them as a table: what `pipe run --dry-run` shows. Simulated servers
-// start only at run time and are listed as such. It fails when no real server
-// is ready, since the run would then wait ready_timeout and fail.
+// start only at run time and are listed as such. Servers get their
+// credentials (api_key_env, headers_env, URL user:password) as in a run, and
+// are shown without user:password. It fails when an API key or header
+// variable is unset, when a server refuses the credentials, or when no real
+// server is ready, since the run would then fail.
 func (g *generate) DryRun(ctx context.Context, _ *pipeline.Env) (string, error) {
-	var urls []string
+	var specs []sglang.ServerSpec
 	var b strings.Builder
 	sims := 0
 	for _, s := range g.cfg.Servers.Items {
+		header, err := g.serverHeader(s)
+		if err != nil {
+			return "", err
+		}
 		if s.Sim > 0 {
 			sims += s.Sim
 			continue
 		}
-		urls = append(urls, s.URL)
+		specs = append(specs, sglang.ServerSpec{URL: s.dial, Header: header})
 	}
 	fmt.Fprintf(&b, "api %s, %d per server, max_output_tokens %d\n", g.cfg.API, g.cfg.Concurrency, g.cfg.MaxOutputTokens)
 	if sims > 0 {
 		fmt.Fprintf(&b, "%d simulated server(s), started in-process when the run starts\n", sims)
 	}
-	if len(urls) == 0 {
+	if len(specs) == 0 {
 		return b.String(), nil
 	}
-	infos := sglang.Probe(ctx, urls, dryRunProbeTimeout)
+	infos := sglang.Probe(ctx, specs, dryRunProbeTimeout)
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tMODEL\tVERSION\tCONTEXT\tREASON")
-	ready := 0
+	ready, refused := 0, 0
 	models := map[string]bool{}
 	for _, in := range infos {
+		if in.AuthFailed {
+			refused++
+		}
 		ctxLen := "-"
 		if in.ContextLength > 0 {
 			ctxLen = fmt.Sprint(in.ContextLength)
@@ -63,7 +73,10 @@ func (g *generate) DryRun(ctx context.Context, _ *pipeline.Env) (string, error) 
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.URL, in.State, dash(in.Model), dash(in.Version), ctxLen, in.Reason)
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "%d of %d server(s) ready\n", ready, len(urls))
+	fmt.Fprintf(&b, "%d of %d server(s) ready\n", ready, len(specs))
+	if refused > 0 {
+		return b.String(), fmt.Errorf("%d server(s) refused the credentials; the run would fail at start", refused)
+	}
 	if len(models) > 1 {
 		return b.String(), fmt.Errorf("servers serve different models (%d); the run would refuse to start", len(models))
 	}

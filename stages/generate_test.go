@@ -629,8 +629,9 @@ func TestGenerateExhaustedAttemptsAreFailedAndKept(t *testing.T) {
 	cfg.Faults = []sim.Fault{{Kind: sim.FaultServerError, Rate: 0.5}}
 	f := startTestFleet(t, cfg)
 	const n = 100
+	// max_failed allows them: this test is about where they go.
 	_, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"max_attempts = 2\nbreaker_failures = 1000\n"), genPrompts(n), pipeline.RunOptions{})
+		"[pipeline]\nmax_failed = \"100%\"\n"+genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"max_attempts = 2\nbreaker_failures = 1000\n"), genPrompts(n), pipeline.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

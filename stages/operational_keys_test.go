@@ -12,7 +12,8 @@ import (
 // refused (pipeline/rundir). A new key is data-defining unless listed here.
 func TestOperationalKeys(t *testing.T) {
 	want := map[string][]string{
-		"generate": {"backoff_max", "backoff_min", "breaker_failures", "concurrency", "max_attempts",
+		// Credentials (api_key_env, headers_env) say how servers are reached.
+		"generate": {"api_key_env", "backoff_max", "backoff_min", "breaker_failures", "concurrency", "headers_env", "max_attempts",
 			"probe_interval", "ready_timeout", "request_timeout", "servers"},
 		"read-prompts":      {"limit", "on_bad_line", "path"},
 		"read-completions":  {"endpoint", "force_path_style", "limit", "on_bad_line", "path", "region"},

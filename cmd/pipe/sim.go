@@ -55,7 +55,10 @@ listens. Each speaks SGLang's HTTP API: POST /generate (text or input_ids,
 sampling_params, rid, stream), POST /v1/chat/completions (reasoning split like
 --reasoning-parser qwen3), GET /health (503 during --warm-up),
 /health_generate, /get_model_info and /model_info, /get_server_info and
-/server_info, /v1/models and /metrics (Prometheus text).
+/server_info, /v1/models and /metrics (Prometheus text). With --api-key KEY,
+as SGLang's, every request except OPTIONS and paths starting /health or
+/metrics answers 401 {"error": "Unauthorized"} unless it carries exactly
+"Authorization: Bearer KEY".
 
 Load behaves like a GPU server with continuous batching: at most --max-running
 requests decode at once and the rest wait in a queue of --max-queued (then
@@ -105,6 +108,7 @@ with --seed.`,
 			fs.Float64Var(&c.SpecAcceptMean, "spec-accept", 0, "mean accepted tokens per speculative verify step (default 0: no speculative decoding)")
 			fs.Uint64Var(&c.Seed, "seed", 0, "seed for outputs and fault draws (default 0)")
 			fs.Var(&sf.faults, "fault", "inject a `FAULT` (repeatable; see above)")
+			fs.StringVar(&c.APIKey, "api-key", "", "require \"Authorization: Bearer `KEY`\" like SGLang's --api-key (default: none)")
 			fs.StringVar(&sf.tokenizer, "tokenizer", "", "`DIR` with tokenizer.json: real token counts and output ids (default: approximation)")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
@@ -136,8 +140,12 @@ with --seed.`,
 			for _, s := range fleet.Servers() {
 				fmt.Fprintf(std.Out, "sim: server %d ready at %s\n", s.Index(), s.URL())
 			}
-			fmt.Fprintf(std.Err, "sim: %d servers, model %s, max running %d, speed %g%s; Ctrl-C stops\n",
-				len(fleet.Servers()), c.Model, c.MaxRunning, c.Speed, warmNote(c.WarmUp))
+			keyNote := ""
+			if c.APIKey != "" {
+				keyNote = ", API key required"
+			}
+			fmt.Fprintf(std.Err, "sim: %d servers, model %s, max running %d, speed %g%s%s; Ctrl-C stops\n",
+				len(fleet.Servers()), c.Model, c.MaxRunning, c.Speed, warmNote(c.WarmUp), keyNote)
 			select {
 			case <-std.Signals:
 			case <-ctx.Done():

@@ -90,9 +90,17 @@ func (o *Options) setDefaults() {
 
 // ServerSpec is one server of the fleet.
 type ServerSpec struct {
-	URL string // base URL, e.g. "http://localhost:30000"
+	// URL is the base URL, e.g. "http://localhost:30000". A user:password
+	// in it is sent as Basic auth (unless Header sets Authorization) and
+	// removed from the name the server goes by everywhere.
+	URL string
 	// Concurrency is how many requests may be in flight to it at once.
 	Concurrency int
+	// Header is sent with every request to the server: generations,
+	// health, info and probes (e.g. "Authorization: Bearer KEY"). Its
+	// values never appear in errors, figures or log lines. It may not set
+	// the headers the client writes itself (see ReservedHeader).
+	Header http.Header
 }
 
 // Client sends generations to a fleet. Its methods are safe for concurrent use.
@@ -123,10 +131,12 @@ type Client struct {
 
 // server is one server's state; fields below mu are guarded by Client.mu.
 type server struct {
-	url   string
-	limit int
-	pool  *connPool // the hot path's connections
-	stats *serverStats
+	url     string      // base URL without userinfo: the server's name everywhere
+	header  http.Header // sent with every request (credentials, extra headers)
+	limit   int
+	pool    *connPool // the hot path's connections; nil with poolErr
+	poolErr error
+	stats   *serverStats
 
 	outstanding int
 	admitted    bool
@@ -166,9 +176,11 @@ func New(servers []ServerSpec, opts Options) *Client {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
 	for _, s := range servers {
-		url := strings.TrimRight(s.URL, "/")
-		pool, _ := newConnPool(url) // a bad URL fails its readiness check with net/http's words
-		c.servers = append(c.servers, &server{url: url, limit: s.Concurrency, pool: pool, stats: newServerStats(c.started), reason: "not checked yet"})
+		url, header := splitUserinfo(s.URL, s.Header)
+		// A bad URL or header fails the server's readiness check.
+		pool, err := newConnPool(url, header)
+		c.servers = append(c.servers, &server{url: url, header: header, limit: s.Concurrency, pool: pool, poolErr: err,
+			stats: newServerStats(c.started), reason: "not checked yet"})
 	}
 	return c
 }
@@ -230,8 +242,8 @@ func (c *Client) Start(ctx context.Context) error {
 	for i, s := range c.servers {
 		if infos[i].State == StateReady {
 			wg.Go(func() {
-				if reason := c.probeGenerate(ctx, s.url); reason != "" {
-					infos[i].State, infos[i].Reason = StateDown, reason
+				if reason, refused := c.probeGenerate(ctx, s); reason != "" {
+					infos[i].State, infos[i].Reason, infos[i].AuthFailed = StateDown, reason, refused
 				}
 			})
 		}
@@ -239,6 +251,17 @@ func (c *Client) Start(ctx context.Context) error {
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+
+	// Refused credentials are a configuration mistake: no use waiting.
+	var refused []ServerInfo
+	for _, in := range infos {
+		if in.AuthFailed {
+			refused = append(refused, in)
+		}
+	}
+	if len(refused) > 0 {
+		return &AuthError{Servers: refused}
 	}
 
 	for i, s := range c.servers {
@@ -628,7 +651,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // cancellation (ejection) aborts the request.
 func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, req *Request) (*Result, *Error) {
 	if s.pool == nil {
-		return nil, &Error{Class: ClassTransport, Message: "bad server URL", Server: s.url}
+		return nil, &Error{Class: ClassTransport, Message: s.poolErr.Error(), Server: s.url}
 	}
 	reqBuf := c.bufs.Get().(*[]byte)
 	defer c.putBuf(reqBuf)
@@ -665,10 +688,10 @@ func (c *Client) putBuf(b *[]byte) {
 	}
 }
 
-// post sends body and reads the whole answer into buf. It returns the
-// status and the answer's bytes (buf's).
-func (c *Client) post(ctx context.Context, url string, body []byte, buf *bytes.Buffer) (int, []byte, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+// post sends body to s's path with net/http and reads the whole answer
+// into buf. It returns the status and the answer's bytes (buf's).
+func (c *Client) post(ctx context.Context, s *server, path string, body []byte, buf *bytes.Buffer) (int, []byte, error) {
+	hreq, err := newRequest(ctx, http.MethodPost, s.url, path, s.header, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -8,8 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"net/http"
+	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -37,6 +41,7 @@ const maxBody = 256 << 20
 type connPool struct {
 	addr      string // host:port to dial
 	hostHdr   string // Host header
+	extraHdr  []byte // the server's own headers ("Name: value\r\n"…), e.g. Authorization
 	tlsConfig *tls.Config
 	dialer    net.Dialer
 
@@ -52,12 +57,30 @@ type conn struct {
 	lastUsed time.Time
 }
 
-func newConnPool(base string) (*connPool, error) {
+// newConnPool returns the pool of base, a URL without userinfo; every
+// request carries header (checked here: a value with a newline would inject
+// headers). Its errors name neither header values nor userinfo.
+func newConnPool(base string, header http.Header) (*connPool, error) {
 	u, err := url.Parse(base)
 	if err != nil {
+		return nil, fmt.Errorf("%s is not a URL", Redact(base))
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%s: userinfo in the URL (a bug: the client sends it as a header)", Redact(base))
+	}
+	if err := checkHeader(header); err != nil {
 		return nil, err
 	}
 	p := &connPool{hostHdr: u.Host, dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}}
+	names := slices.Sorted(maps.Keys(header))
+	for _, name := range names {
+		for _, v := range header[name] {
+			p.extraHdr = append(p.extraHdr, textproto.CanonicalMIMEHeaderKey(name)...)
+			p.extraHdr = append(p.extraHdr, ": "...)
+			p.extraHdr = append(p.extraHdr, v...)
+			p.extraHdr = append(p.extraHdr, "\r\n"...)
+		}
+	}
 	port := u.Port()
 	switch u.Scheme {
 	case "http":
@@ -70,7 +93,7 @@ func newConnPool(base string) (*connPool, error) {
 		}
 		p.tlsConfig = &tls.Config{ServerName: u.Hostname()}
 	default:
-		return nil, fmt.Errorf("%s: unsupported scheme %q", base, u.Scheme)
+		return nil, fmt.Errorf("%s: unsupported scheme %q", Redact(base), u.Scheme)
 	}
 	p.addr = net.JoinHostPort(u.Hostname(), port)
 	return p, nil
@@ -190,7 +213,9 @@ func (p *connPool) exchange(ctx, abort context.Context, deadline time.Time, c *c
 	w = append(w, path...)
 	w = append(w, " HTTP/1.1\r\nHost: "...)
 	w = append(w, p.hostHdr...)
-	w = append(w, "\r\nUser-Agent: pipe\r\nContent-Type: application/json\r\nContent-Length: "...)
+	w = append(w, "\r\nUser-Agent: pipe\r\n"...)
+	w = append(w, p.extraHdr...)
+	w = append(w, "Content-Type: application/json\r\nContent-Length: "...)
 	w = strconv.AppendInt(w, int64(len(body)), 10)
 	w = append(w, "\r\n\r\n"...)
 	w = append(w, body...)

@@ -103,7 +103,7 @@ func TestConnFraming(t *testing.T) {
 		}
 		return ""
 	})
-	p, err := newConnPool(s.url())
+	p, err := newConnPool(s.url(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestConnStaleKeepAliveIsResent(t *testing.T) {
 		}
 		return ""
 	})
-	p, _ := newConnPool(s.url())
+	p, _ := newConnPool(s.url(), nil)
 	defer p.close()
 	var buf []byte
 	for i := range 3 {
@@ -155,7 +155,7 @@ func TestConnTornAnswerIsAnError(t *testing.T) {
 	s := startRawServer(t, func(_, _ int) string {
 		return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"text\":\"half" + closeMark
 	})
-	p, _ := newConnPool(s.url())
+	p, _ := newConnPool(s.url(), nil)
 	defer p.close()
 	var buf []byte
 	_, err := p.post(context.Background(), nil, time.Now().Add(time.Minute), "/x", []byte(`{}`), &buf)
@@ -166,7 +166,7 @@ func TestConnTornAnswerIsAnError(t *testing.T) {
 
 func TestConnCancelClosesTheConnection(t *testing.T) {
 	s := startRawServer(t, func(_, _ int) string { return hold })
-	p, _ := newConnPool(s.url())
+	p, _ := newConnPool(s.url(), nil)
 	defer p.close()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
@@ -182,7 +182,7 @@ func TestConnCancelClosesTheConnection(t *testing.T) {
 
 func TestConnDeadline(t *testing.T) {
 	s := startRawServer(t, func(_, _ int) string { return hold })
-	p, _ := newConnPool(s.url())
+	p, _ := newConnPool(s.url(), nil)
 	defer p.close()
 	var buf []byte
 	_, err := p.post(context.Background(), nil, time.Now().Add(50*time.Millisecond), "/x", []byte(`{}`), &buf)
@@ -193,7 +193,7 @@ func TestConnDeadline(t *testing.T) {
 
 func TestConnAbortedByEjection(t *testing.T) {
 	s := startRawServer(t, func(_, _ int) string { return hold })
-	p, _ := newConnPool(s.url())
+	p, _ := newConnPool(s.url(), nil)
 	defer p.close()
 	sctx, eject := context.WithCancelCause(context.Background())
 	go func() {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
+	"net/textproto"
 	"sync"
 	"time"
 )
@@ -26,32 +26,51 @@ type ServerInfo struct {
 	ContextLength int    // 0 when not reported
 	State         string // StateReady or StateDown
 	Reason        string // why it is down
+	// AuthFailed says the server refused the credentials sent (HTTP 401
+	// or 403); Reason then says what was sent, never the credentials.
+	AuthFailed bool
+}
+
+// endpoint is a server as the net/http path reaches it: its base URL
+// without userinfo and the headers every request carries.
+type endpoint struct {
+	url    string
+	header http.Header
 }
 
 // Probe checks servers without generating anything: health, then server
-// and model info. It is what `pipe run --dry-run` shows. A server is
+// and model info, with each server's Header (and URL userinfo, as Basic
+// auth) like a Client. It is what `pipe run --dry-run` shows. A server is
 // StateReady when its health endpoint answers 200 (or it has none, like
-// non-SGLang servers, and its info endpoints answer).
-func Probe(ctx context.Context, urls []string, timeout time.Duration) []ServerInfo {
+// non-SGLang servers, and its info endpoints answer) and no request was
+// refused for its credentials. Only URL and Header of the specs are used.
+func Probe(ctx context.Context, servers []ServerSpec, timeout time.Duration) []ServerInfo {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
 	defer hc.CloseIdleConnections()
-	out := make([]ServerInfo, len(urls))
+	out := make([]ServerInfo, len(servers))
 	var wg sync.WaitGroup
-	for i, u := range urls {
+	for i, spec := range servers {
 		wg.Go(func() {
-			u = strings.TrimRight(u, "/")
+			u, h := splitUserinfo(spec.URL, spec.Header)
+			ep := endpoint{u, h}
 			in := ServerInfo{URL: u, State: StateReady}
-			hasHealth, reason := health(ctx, hc, u, timeout)
-			if reason != "" {
-				in.State, in.Reason = StateDown, reason
+			if err := checkHeader(h); err != nil {
+				in.State, in.Reason = StateDown, err.Error()
 				out[i] = in
 				return
 			}
-			readInfo(ctx, hc, u, timeout, &in)
-			if !hasHealth && in.Model == "" {
+			hasHealth, reason, refused := health(ctx, hc, ep, timeout)
+			if reason != "" {
+				in.State, in.Reason, in.AuthFailed = StateDown, reason, refused
+				out[i] = in
+				return
+			}
+			if reason := readInfo(ctx, hc, ep, timeout, &in); reason != "" {
+				in.State, in.Reason, in.AuthFailed = StateDown, reason, true
+			} else if !hasHealth && in.Model == "" {
 				in.State, in.Reason = StateDown, "no /health and no model info: not an inference server?"
 			}
 			out[i] = in
@@ -65,8 +84,13 @@ func Probe(ctx context.Context, urls []string, timeout time.Duration) []ServerIn
 // and, when generate is set, a 1-token generation on the configured API.
 func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo {
 	in := ServerInfo{URL: s.url, State: StateDown}
-	if _, reason := health(ctx, c.hc, s.url, c.opts.ProbeTimeout); reason != "" {
-		in.Reason = reason
+	if s.poolErr != nil {
+		in.Reason = s.poolErr.Error()
+		return in
+	}
+	ep := endpoint{s.url, s.header}
+	if _, reason, refused := health(ctx, c.hc, ep, c.opts.ProbeTimeout); reason != "" {
+		in.Reason, in.AuthFailed = reason, refused
 		return in
 	}
 	c.mu.Lock()
@@ -74,7 +98,11 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 	fleetModel := c.model
 	c.mu.Unlock()
 	if known == nil {
-		readInfo(ctx, c.hc, s.url, c.opts.ProbeTimeout, &in)
+		if reason := readInfo(ctx, c.hc, ep, c.opts.ProbeTimeout, &in); reason != "" {
+			// Not kept: the info is read again with the next probe.
+			in.Reason, in.AuthFailed = reason, true
+			return in
+		}
 		c.mu.Lock()
 		saved := in
 		s.info = &saved
@@ -87,8 +115,8 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 		return in
 	}
 	if generate && c.probeSt != nil {
-		if reason := c.probeGenerate(ctx, s.url); reason != "" {
-			in.Reason = reason
+		if reason, refused := c.probeGenerate(ctx, s); reason != "" {
+			in.Reason, in.AuthFailed = reason, refused
 			return in
 		}
 	}
@@ -98,25 +126,36 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 
 // health reads GET /health. A 404 means the server has no such endpoint
 // (older or non-SGLang servers): not a failure. It returns a reason when the
-// server is not ready.
-func health(ctx context.Context, hc *http.Client, url string, timeout time.Duration) (has bool, reason string) {
-	status, body, err := get(ctx, hc, url+"/health", timeout)
+// server is not ready; refused says the reason is a 401 or 403.
+func health(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Duration) (has bool, reason string, refused bool) {
+	status, body, err := get(ctx, hc, ep, "/health", timeout)
 	switch {
 	case err != nil:
-		return false, "unreachable: " + trimURL(err.Error())
+		return false, "unreachable: " + trimURL(err.Error()), false
 	case status == http.StatusOK:
-		return true, ""
+		return true, "", false
 	case status == http.StatusNotFound:
-		return false, ""
+		return false, "", false
 	case status == http.StatusServiceUnavailable:
-		return true, "starting up (/health answers 503)"
+		return true, "starting up (/health answers 503)", false
+	case authRefused(status):
+		return true, fmt.Sprintf("/health answers %d: %s (%s)", status, errorMessage(status, body), authNote(ep.header)), true
 	}
-	return true, fmt.Sprintf("/health answers %d: %s", status, errorMessage(status, body))
+	return true, fmt.Sprintf("/health answers %d: %s", status, errorMessage(status, body)), false
 }
 
 // readInfo fills model, version and context length from whichever info
-// endpoints the server has; none is required.
-func readInfo(ctx context.Context, hc *http.Client, url string, timeout time.Duration, in *ServerInfo) {
+// endpoints the server has; none is required. When none gave the model and
+// one refused the credentials (401, 403), that refusal is returned (a
+// gateway that refuses only some info paths is no refusal).
+func readInfo(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Duration, in *ServerInfo) (refused string) {
+	getJSON := func(path string, v any) bool {
+		status, body, err := get(ctx, hc, ep, path, timeout)
+		if err == nil && authRefused(status) && refused == "" {
+			refused = fmt.Sprintf("%s answers %d: %s (%s)", path, status, errorMessage(status, body), authNote(ep.header))
+		}
+		return err == nil && status == http.StatusOK && json.Unmarshal(body, v) == nil
+	}
 	var si struct {
 		ModelPath       string `json:"model_path"`
 		ServedModelName string `json:"served_model_name"`
@@ -124,7 +163,7 @@ func readInfo(ctx context.Context, hc *http.Client, url string, timeout time.Dur
 		Version         string `json:"version"`
 	}
 	for _, p := range []string{"/get_server_info", "/server_info"} {
-		if getJSON(ctx, hc, url+p, timeout, &si) {
+		if getJSON(p, &si) {
 			in.Model, in.Version, in.ContextLength = si.ModelPath, si.Version, si.ContextLength.int()
 			if in.Model == "" {
 				in.Model = si.ServedModelName
@@ -137,7 +176,7 @@ func readInfo(ctx context.Context, hc *http.Client, url string, timeout time.Dur
 			ModelPath string `json:"model_path"`
 		}
 		for _, p := range []string{"/get_model_info", "/model_info"} {
-			if getJSON(ctx, hc, url+p, timeout, &mi) && mi.ModelPath != "" {
+			if getJSON(p, &mi) && mi.ModelPath != "" {
 				in.Model = mi.ModelPath
 				break
 			}
@@ -150,7 +189,7 @@ func readInfo(ctx context.Context, hc *http.Client, url string, timeout time.Dur
 				MaxModelLen num    `json:"max_model_len"`
 			} `json:"data"`
 		}
-		if getJSON(ctx, hc, url+"/v1/models", timeout, &ms) && len(ms.Data) > 0 {
+		if getJSON("/v1/models", &ms) && len(ms.Data) > 0 {
 			if in.Model == "" {
 				in.Model = ms.Data[0].ID
 			}
@@ -159,6 +198,10 @@ func readInfo(ctx context.Context, hc *http.Client, url string, timeout time.Dur
 			}
 		}
 	}
+	if in.Model != "" {
+		return ""
+	}
+	return refused
 }
 
 // newProbeSettings are the settings of the 1-token readiness probe.
@@ -166,34 +209,50 @@ func newProbeSettings(api API, model string) *settings {
 	return newSettings(api, model, Sampling{MaxOutputTokens: 1})
 }
 
-// probeGenerate sends a 1-token generation; it returns why it failed.
-func (c *Client) probeGenerate(ctx context.Context, url string) string {
+// probeGenerate sends a 1-token generation to s; it returns why it failed,
+// and whether that was a refusal of the credentials.
+func (c *Client) probeGenerate(ctx context.Context, s *server) (reason string, refused bool) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
 	defer cancel()
 	req := &Request{Messages: []Message{{Role: "user", Content: "Hi"}}, Text: "Hi"}
 	rid := c.ridPrefix + "probe-" + fmt.Sprint(c.ridSeq.Add(1))
 	body := c.probeSt.appendBody(nil, req, rid)
 	var buf bytes.Buffer
-	status, resp, err := c.post(ctx, url+c.probeSt.path(), body, &buf)
+	status, resp, err := c.post(ctx, s, c.probeSt.path(), body, &buf)
 	switch {
 	case err != nil && ctx.Err() == context.DeadlineExceeded:
-		return fmt.Sprintf("1-token probe: no answer within %v", c.opts.ProbeTimeout)
+		return fmt.Sprintf("1-token probe: no answer within %v", c.opts.ProbeTimeout), false
 	case err != nil:
-		return "1-token probe: " + trimURL(err.Error())
+		return "1-token probe: " + trimURL(err.Error()), false
+	case authRefused(status):
+		return fmt.Sprintf("1-token probe: HTTP %d: %s (%s)", status, errorMessage(status, resp), authNote(s.header)), true
 	case status != http.StatusOK:
-		return fmt.Sprintf("1-token probe: HTTP %d: %s", status, errorMessage(status, resp))
+		return fmt.Sprintf("1-token probe: HTTP %d: %s", status, errorMessage(status, resp)), false
 	}
 	var r Result
 	if err := parseResult(c.opts.API, resp, false, &r); err != nil {
-		return "1-token probe: " + err.Error()
+		return "1-token probe: " + err.Error(), false
 	}
-	return ""
+	return "", false
 }
 
-func get(ctx context.Context, hc *http.Client, url string, timeout time.Duration) (int, []byte, error) {
+// newRequest is a net/http request to base+path carrying header. base has
+// no userinfo; the error does not repeat the URL.
+func newRequest(ctx context.Context, method, base, path string, header http.Header, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("bad server URL %s", Redact(base))
+	}
+	for k, vs := range header {
+		req.Header[textproto.CanonicalMIMEHeaderKey(k)] = vs
+	}
+	return req, nil
+}
+
+func get(ctx context.Context, hc *http.Client, ep endpoint, path string, timeout time.Duration) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := newRequest(ctx, http.MethodGet, ep.url, path, ep.header, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -204,9 +263,4 @@ func get(ctx context.Context, hc *http.Client, url string, timeout time.Duration
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	return resp.StatusCode, body, err
-}
-
-func getJSON(ctx context.Context, hc *http.Client, url string, timeout time.Duration, v any) bool {
-	status, body, err := get(ctx, hc, url, timeout)
-	return err == nil && status == http.StatusOK && json.Unmarshal(body, v) == nil
 }

@@ -20,7 +20,7 @@ func TestProbeShowsEveryServer(t *testing.T) {
 	deadURL := dead.URLs()[0]
 	dead.Close()
 
-	got := Probe(context.Background(), []string{live.URLs()[0] + "/", warm.URLs()[0], deadURL}, 2*time.Second)
+	got := Probe(context.Background(), specsOf([]string{live.URLs()[0] + "/", warm.URLs()[0], deadURL}, 1), 2*time.Second)
 	if len(got) != 3 {
 		t.Fatalf("%d infos", len(got))
 	}

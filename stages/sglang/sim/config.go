@@ -83,6 +83,12 @@ type Config struct {
 	// on the request content. Default 0 (itself a fixed seed).
 	Seed uint64
 
+	// APIKey, when set, makes every server require it like SGLang's
+	// --api-key: every request except OPTIONS and paths starting /health or
+	// /metrics answers 401 {"error": "Unauthorized"} unless it carries
+	// exactly "Authorization: Bearer APIKey". Default "": no key.
+	APIKey string
+
 	// Tokenizer, when set, produces prompt token counts and output ids; the
 	// output text is then re-tokenized with it. Default nil: the documented
 	// approximation: a prompt is one token per 4 bytes, outputs use the

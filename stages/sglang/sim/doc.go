@@ -16,6 +16,9 @@
 // /get_server_info and /server_info, /v1/models, /metrics. Errors use
 // SGLang's bodies: {"error":{"message"}} on /generate, {"object":"error",
 // "message","type","param","code"} on /v1, {"detail"} for unknown routes.
+// With Config.APIKey every request but OPTIONS, /health… and /metrics…
+// needs "Authorization: Bearer KEY", else 401 {"error":"Unauthorized"}, as
+// SGLang's --api-key.
 //
 // # Time
 //

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,10 @@ func (l *life) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // killed: the connection is being torn down
 	}
 	defer l.active.Done()
+	if !l.authorized(r) {
+		writeJSON(w, http.StatusUnauthorized, []byte(`{"error":"Unauthorized"}`))
+		return
+	}
 	method := func(ms ...string) bool {
 		for _, m := range ms {
 			if r.Method == m {
@@ -66,6 +71,18 @@ func (l *life) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusNotFound, []byte(`{"detail":"Not Found"}`))
 	}
+}
+
+// authorized is SGLang's add_api_key_middleware: with an API key, only
+// OPTIONS, /health… and /metrics… go without "Authorization: Bearer KEY".
+func (l *life) authorized(r *http.Request) bool {
+	key := l.cfg.APIKey
+	if key == "" || r.Method == http.MethodOptions ||
+		strings.HasPrefix(r.URL.Path, "/health") || strings.HasPrefix(r.URL.Path, "/metrics") {
+		return true
+	}
+	got := r.Header.Get("Authorization")
+	return subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+key)) == 1
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
