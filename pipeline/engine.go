@@ -154,25 +154,25 @@ type node struct {
 }
 
 type engine struct {
-	plan       *Plan
-	opts       RunOptions
-	nodes      []*node
-	dead       *deadLetters
-	ledger     *ledger
-	commitMu   sync.Mutex // one commit round at a time
-	commitNow  chan struct{}
+	plan      *Plan
+	opts      RunOptions
+	nodes     []*node
+	dead      *deadLetters
+	ledger    *ledger
+	commitMu  sync.Mutex // one commit round at a time
+	commitNow chan struct{}
 	// tooMany is closed (once) when failures pass max_failed: the run then
 	// drains like a stop request and ends with ErrTooManyFailed.
 	tooMany     chan struct{}
 	tooManyOnce sync.Once
 	tooManyErr  atomic.Pointer[error]
-	lastCommit atomic.Int64 // unix nanoseconds
-	hardCtx    context.Context
-	hardCancel context.CancelCauseFunc
-	intakeCtx  context.Context
-	start      time.Time
-	drained    atomic.Bool
-	running    atomic.Bool // nodes are wired and started; progress may read them
+	lastCommit  atomic.Int64 // unix nanoseconds
+	hardCtx     context.Context
+	hardCancel  context.CancelCauseFunc
+	intakeCtx   context.Context
+	start       time.Time
+	drained     atomic.Bool
+	running     atomic.Bool // nodes are wired and started; progress may read them
 }
 
 // Run executes the plan until every source is exhausted and every record has

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -125,7 +126,9 @@ graph and the plan, and does no work.`,
 			if lock.TookOver != "" {
 				fmt.Fprintf(std.Err, "pipe: %s\n", lock.TookOver)
 			}
-			cmdline := append([]string{"pipe"}, std.Args...)
+			// Recorded in run.json and shown as the resume command: never
+			// with a password given in a server URL on the command line.
+			cmdline, redacted := redactUserinfo(append([]string{"pipe"}, std.Args...))
 			r, diffs, err := rundir.Check(plan.File.RunDir, plan, forceNew, cmdline)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -137,9 +140,13 @@ graph and the plan, and does no work.`,
 				fmt.Fprintf(std.Err, "pipe: resuming the run in %s (started %s; this is start %d)\n",
 					pipeline.DisplayPath(plan.File.RunDir), r.Created.Local().Format(time.DateTime), len(r.History))
 			}
+			again := shellJoin(resumeCommand(cmdline))
+			if redacted {
+				again += "   (with the credentials you gave in server URLs, removed here)"
+			}
 			return runPlan(ctx, std, plan, runSettings{
 				drainTimeout: drainTimeout, progressEvery: every, commitEvery: commitEvery, noJournal: noJournal,
-				again: shellJoin(resumeCommand(cmdline)),
+				again: again,
 			})
 		},
 	})
@@ -244,6 +251,19 @@ func outputPaths(plan *pipeline.Plan) []string {
 		}
 	}
 	return out
+}
+
+var urlUserinfo = regexp.MustCompile(`(://)[^/@\s"']+@`)
+
+// redactUserinfo removes user:password@ from URLs in args.
+func redactUserinfo(args []string) ([]string, bool) {
+	out := make([]string, len(args))
+	changed := false
+	for i, a := range args {
+		out[i] = urlUserinfo.ReplaceAllString(a, "$1")
+		changed = changed || out[i] != a
+	}
+	return out, changed
 }
 
 // resumeCommand is the command line that continues a run: the same one,
