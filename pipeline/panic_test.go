@@ -127,6 +127,10 @@ path = "out.jsonl"
 func TestPanicInSinkFailsOneRecord(t *testing.T) {
 	dir := t.TempDir()
 	p := durablePlan(t, dir, `
+[pipeline]
+run_dir    = "run"
+max_failed = 1
+
 [[stage]]
 id = "src"
 kind = "count"
