@@ -46,7 +46,12 @@ written to RUN_DIR/failed/STAGE.jsonl. A server with breaker_failures
 consecutive failures is ejected (its requests in flight are re-sent
 elsewhere) and re-admitted after a successful probe. A 400 is never retried:
 the record goes to the "rejected" port with the server's message. Other 4xx
-answers (a wrong URL or API) stop the run.
+answers (401, 403, 404, 409 …) say the server is at fault: it is ejected at
+once (the reason in run.log) and the request is re-sent elsewhere as a
+counted attempt. A slow server is never ejected for being slow; repeated
+timeouts count as consecutive failures. While no server is ready, run.log
+(and the stage's "waiting for servers" figure) names every server's state
+and reason every 5 s; health and info requests give up after 10 s.
 
 api = "chat" uses /v1/chat/completions: the server renders the chat template
 (chat_template_kwargs.enable_thinking, separate_reasoning). api = "generate"
@@ -485,9 +490,10 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		BreakerFailures: c.BreakerFailures,
 		ProbeInterval:   c.ProbeInterval.Duration,
 		ReadyTimeout:    c.ReadyTimeout.Duration,
-		Logf: func(format string, args ...any) {
-			fmt.Fprintf(g.log, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
-		},
+		Logf:            g.logf,
+		// While no server is ready: every 5 s each server's state and
+		// reason, in the run log (and in Report's "waiting for servers").
+		Notify: g.logf,
 	})
 	if err := g.client.Start(ctx); err != nil {
 		g.client.Close()
@@ -502,6 +508,11 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 	fmt.Fprintf(g.log, "stage %q: %d servers, model %q, context length %d, %d requests in flight at most\n",
 		g.id, len(specs), g.client.Model(), g.ctxLen, g.client.Capacity())
 	return nil
+}
+
+// logf writes a line of the stage's to the run log.
+func (g *generate) logf(format string, args ...any) {
+	fmt.Fprintf(g.log, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
 }
 
 // resolveServers expands "sim:N" into the URLs of a simulated fleet shared
@@ -793,6 +804,9 @@ func (g *generate) Report() []pipeline.Stat {
 		out = append(out, pipeline.Stat{Name: "server " + strings.TrimPrefix(s.URL, "http://"), Value: formatServerStats(s)})
 	}
 	out = append(out, pipeline.Stat{Name: "servers total", Value: formatServerStats(st.Total)})
+	if line, ok := g.client.Waiting(); ok {
+		out = append([]pipeline.Stat{{Name: "waiting for servers", Value: line}}, out...)
+	}
 	return out
 }
 

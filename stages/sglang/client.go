@@ -52,14 +52,24 @@ type Options struct {
 	// ProbeInterval is how often a server that is not admitted is probed
 	// (health, then a 1-token generation). Default 5s.
 	ProbeInterval time.Duration
-	// ProbeTimeout bounds one probe. Default 60s.
+	// ProbeTimeout bounds the 1-token probe generation. Default 60s.
 	ProbeTimeout time.Duration
+	// CheckTimeout bounds each health and info request of a readiness
+	// check, so a server that accepts connections but never answers is
+	// reported down within seconds. Default 10s.
+	CheckTimeout time.Duration
 	// ReadyTimeout is how long the client waits while no server is admitted
 	// (at start, or when all are down mid-run) before giving up with an
 	// error that lists every server's reason. Default 10m.
 	ReadyTimeout time.Duration
 	// Logf receives one line per server state change. Default: discard.
 	Logf func(format string, args ...any)
+	// Notify, while no server is admitted (at Start or mid-run), receives
+	// every NotifyInterval one line naming each server with its state and
+	// reason. Default: none.
+	Notify func(format string, args ...any)
+	// NotifyInterval is how often Notify is called while waiting. Default 5s.
+	NotifyInterval time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -82,6 +92,8 @@ func (o *Options) setDefaults() {
 	def(&o.BackoffMax, 10*time.Second)
 	def(&o.ProbeInterval, 5*time.Second)
 	def(&o.ProbeTimeout, 60*time.Second)
+	def(&o.CheckTimeout, 10*time.Second)
+	def(&o.NotifyInterval, 5*time.Second)
 	def(&o.ReadyTimeout, 10*time.Minute)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -115,6 +127,7 @@ type Client struct {
 	changed  chan struct{} // closed (and replaced) when a slot frees or a server's state changes
 	waiters  int           // sessions waiting in acquire
 	downFrom time.Time     // when no server was admitted any more; zero while one is
+	startAt  time.Time     // when Start began: the wait for a first server
 	next     int           // rotates tie-breaks among equally loaded servers
 	model    string        // the fleet's model, from the first server that reported one
 
@@ -180,7 +193,7 @@ func New(servers []ServerSpec, opts Options) *Client {
 		// A bad URL or header fails the server's readiness check.
 		pool, err := newConnPool(url, header)
 		c.servers = append(c.servers, &server{url: url, header: header, limit: s.Concurrency, pool: pool, poolErr: err,
-			stats: newServerStats(c.started), reason: "not checked yet"})
+			stats: newServerStats(c.started), reason: notChecked})
 	}
 	return c
 }
@@ -201,6 +214,10 @@ func (c *Client) Capacity() int {
 // waits up to ReadyTimeout and then fails with every server's reason. Servers
 // serving different models are an error.
 func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	c.startAt = time.Now()
+	c.mu.Unlock()
+	c.startNotifier()
 	// Health and info first: the 1-token probe on the chat API needs the
 	// model's name, which the info gives.
 	infos := make([]ServerInfo, len(c.servers))
@@ -421,6 +438,63 @@ func (c *Client) startProber(s *server) {
 	}()
 }
 
+// startNotifier calls Options.Notify every NotifyInterval while no server
+// is admitted, until Close.
+func (c *Client) startNotifier() {
+	if c.opts.Notify == nil {
+		return
+	}
+	c.probers.Add(1)
+	go func() {
+		defer c.probers.Done()
+		t := time.NewTicker(c.opts.NotifyInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+			}
+			if line, ok := c.Waiting(); ok {
+				c.opts.Notify("%s", line)
+			}
+		}
+	}()
+}
+
+// Waiting says, while no server is admitted (after Start began), for how
+// long the client has been waiting and each server's state and reason, e.g.
+// "no server ready for 15s (gives up after 10m0s): http://a:30000 down
+// (/health: no answer within 10s); http://b:30000 checking". ok is false
+// while a server is admitted.
+func (c *Client) Waiting() (line string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.startAt.IsZero() || c.admittedLocked() > 0 || c.ctx.Err() != nil {
+		return "", false
+	}
+	since := c.downFrom
+	if since.IsZero() {
+		since = c.startAt
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "no server ready for %v (gives up after %v):", time.Since(since).Round(time.Second), c.opts.ReadyTimeout)
+	for i, s := range c.servers {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		if s.reason == notChecked {
+			fmt.Fprintf(&b, " %s checking", s.url)
+			continue
+		}
+		fmt.Fprintf(&b, " %s down (%s)", s.url, s.reason)
+	}
+	return b.String(), true
+}
+
+// notChecked is the reason of a server whose first check has not ended.
+const notChecked = "not checked yet"
+
 // acquire takes a slot on the admitted server with the lowest load
 // (in-flight / concurrency) that has one free, preferring any server but
 // avoid. It waits while none is free; with no server admitted for
@@ -564,6 +638,8 @@ func (e *ExhaustedError) Unwrap() error { return e.Last }
 
 // Generate sends req, retrying retryable failures with jittered exponential
 // backoff, each attempt with a fresh rid and preferably on another server.
+// A server fault (a 4xx such as 401, 403, 404 that is not about the request)
+// ejects that server and the request is re-sent elsewhere as a new attempt.
 // A request cut short because its server was ejected is re-sent elsewhere at
 // once and does not count against MaxAttempts (up to MaxAttempts times).
 // It returns a *Error that is BadRequest when the server refused the
@@ -606,7 +682,9 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 		}
 		last = err
 		c.failed(s, err)
-		if !err.Retryable() {
+		// A server fault (401, 403, 404 …) ejected s; the request is
+		// re-sent elsewhere as a counted attempt.
+		if !err.Retryable() && !err.ServerFault() {
 			return nil, err
 		}
 		ss.Close()
@@ -718,9 +796,19 @@ func (c *Client) succeeded(s *server, r *Result) {
 	s.stats.completed(r)
 }
 
-// failed records a failed attempt; consecutive server failures eject s.
+// failed records a failed attempt; a server fault (a 4xx that is not about
+// the request) ejects s at once, consecutive retryable failures (timeouts
+// included) after BreakerFailures.
 func (c *Client) failed(s *server, e *Error) {
 	s.stats.failed(e.Class)
+	if e.ServerFault() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if s.admitted && s.ctx != nil {
+			c.ejectLocked(s, fmt.Sprintf("HTTP %d: %s", e.Status, e.Message))
+		}
+		return
+	}
 	if !e.Retryable() || e.Class == ClassEjected {
 		return
 	}

@@ -50,6 +50,14 @@ func (e *Error) Retryable() bool {
 	return e.Status >= 500
 }
 
+// ServerFault reports whether the answer says the server, not the request,
+// is at fault: a 4xx other than the request-specific ones (400, 413, 422)
+// and the retryable 408/429, e.g. 401, 403, 404, 409. The server is
+// ejected at once and the request is re-sent elsewhere as a new attempt.
+func (e *Error) ServerFault() bool {
+	return e.Status >= 400 && e.Status < 500 && !e.Retryable() && !e.BadRequest()
+}
+
 // BadRequest reports whether the server refused the request as such (400,
 // or a prompt-caused abort): the record is rejected, not retried.
 func (e *Error) BadRequest() bool {

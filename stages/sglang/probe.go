@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -89,7 +90,7 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 		return in
 	}
 	ep := endpoint{s.url, s.header}
-	if _, reason, refused := health(ctx, c.hc, ep, c.opts.ProbeTimeout); reason != "" {
+	if _, reason, refused := health(ctx, c.hc, ep, c.opts.CheckTimeout); reason != "" {
 		in.Reason, in.AuthFailed = reason, refused
 		return in
 	}
@@ -98,7 +99,7 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 	fleetModel := c.model
 	c.mu.Unlock()
 	if known == nil {
-		if reason := readInfo(ctx, c.hc, ep, c.opts.ProbeTimeout, &in); reason != "" {
+		if reason := readInfo(ctx, c.hc, ep, c.opts.CheckTimeout, &in); reason != "" {
 			// Not kept: the info is read again with the next probe.
 			in.Reason, in.AuthFailed = reason, true
 			return in
@@ -130,6 +131,8 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 func health(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Duration) (has bool, reason string, refused bool) {
 	status, body, err := get(ctx, hc, ep, "/health", timeout)
 	switch {
+	case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return false, fmt.Sprintf("/health: no answer within %v", timeout), false
 	case err != nil:
 		return false, "unreachable: " + trimURL(err.Error()), false
 	case status == http.StatusOK:

@@ -1,0 +1,190 @@
+package sglang
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// refusingProxy passes requests to backend until after generations POSTs
+// have passed; from then on it answers every POST with status (health and
+// info GETs still pass, as a gateway that lost a route would).
+func refusingProxy(t *testing.T, backend string, after int64, status int) *httptest.Server {
+	t.Helper()
+	u, err := url.Parse(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // requests cut short by the ejection
+	var posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && posts.Add(1) > after {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write([]byte(`{"detail":"Forbidden: route revoked"}`))
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// hangingServer accepts connections and reads requests but never answers
+// until the test ends or the client gives up.
+func hangingServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	return srv
+}
+
+func TestForbiddenMidRunEjectsOnlyThatServer(t *testing.T) {
+	// Server 1 answers 403 to generations once 30 have passed: it is
+	// ejected with the reason, its requests are re-sent to the others as
+	// counted attempts, and every prompt completes.
+	f := startSim(t, fastSim(3))
+	urls := f.URLs()
+	bad := refusingProxy(t, urls[1], 30, http.StatusForbidden)
+	urls[1] = bad.URL
+	opts := testOptions(APIGenerate)
+	var logMu sync.Mutex
+	var logged []string
+	opts.Logf = func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+	}
+	c := startClient(t, specsOf(urls, 8), opts)
+	d := driveAll(t, c, 600, nil)
+	d.mustAllComplete(t)
+	retried := 0
+	for _, r := range d.results {
+		if r.Attempts > 1 {
+			retried++
+		}
+	}
+	st := c.Stats()
+	s := st.Servers[1]
+	if s.Ejections == 0 || s.State != StateDown || s.Errors["http_403"] == 0 || !strings.Contains(s.Reason, "403") {
+		t.Errorf("the refusing server was not ejected: %+v", s)
+	}
+	if retried == 0 {
+		t.Errorf("no completion counts the refused attempt")
+	}
+	for i, o := range st.Servers {
+		if i != 1 && (o.Ejections != 0 || o.State != StateReady) {
+			t.Errorf("server %d affected: %+v", i, o)
+		}
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	found := false
+	for _, l := range logged {
+		if strings.Contains(l, bad.URL+" ejected: HTTP 403: Forbidden: route revoked") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no ejection with the reason in the log: %q", logged)
+	}
+}
+
+func TestServerFaultClassification(t *testing.T) {
+	for status, want := range map[int]bool{400: false, 401: true, 403: true, 404: true, 409: true, 408: false, 413: false, 422: false, 429: false, 500: false, 503: false} {
+		if got := statusError("http://s", status, nil).ServerFault(); got != want {
+			t.Errorf("%d: ServerFault %v, want %v", status, got, want)
+		}
+	}
+}
+
+func TestHangingServerIsReportedDownWithinCheckTimeout(t *testing.T) {
+	// One server accepts connections and never answers: its health check
+	// gives up after CheckTimeout (not request_timeout nor ProbeTimeout),
+	// the run starts on the other, and the figures say why.
+	f := startSim(t, fastSim(1))
+	hang := hangingServer(t)
+	opts := testOptions(APIGenerate)
+	opts.CheckTimeout = 200 * time.Millisecond
+	opts.ProbeTimeout = time.Minute
+	opts.RequestTimeout = time.Hour
+	start := time.Now()
+	c := startClient(t, specsOf([]string{f.URLs()[0], hang.URL}, 4), opts)
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("Start took %v with a hanging server", el)
+	}
+	s := c.Stats().Servers[1]
+	if s.State != StateDown || s.Reason != "/health: no answer within 200ms" {
+		t.Errorf("hanging server: %+v", s)
+	}
+	if line, ok := c.Waiting(); ok {
+		t.Errorf("Waiting while a server is ready: %q", line)
+	}
+}
+
+func TestWaitingIsNotified(t *testing.T) {
+	// No server is ready (one hangs, one refuses connections): Notify gets
+	// every server's state and reason every NotifyInterval, and Waiting
+	// says the same, until ReadyTimeout ends Start.
+	hang := hangingServer(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	opts := testOptions(APIGenerate)
+	opts.CheckTimeout = 100 * time.Millisecond
+	opts.NotifyInterval = 20 * time.Millisecond
+	opts.ReadyTimeout = time.Minute
+	lines := make(chan string, 100)
+	opts.Notify = func(format string, args ...any) {
+		select {
+		case lines <- fmt.Sprintf(format, args...):
+		default:
+		}
+	}
+	c := New(specsOf([]string{hang.URL, deadURL}, 4), opts)
+	defer c.Close()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- c.Start(ctx) }()
+	want := []string{hang.URL + " down (/health: no answer within 100ms)", deadURL + " down (unreachable: "}
+	deadline := time.After(10 * time.Second)
+	for {
+		var l string
+		select {
+		case l = <-lines:
+		case <-deadline:
+			t.Fatal("no notification naming both servers' reasons")
+		}
+		if strings.HasPrefix(l, "no server ready for ") && strings.Contains(l, want[0]) && strings.Contains(l, want[1]) {
+			t.Logf("notified: %s", l)
+			break
+		}
+	}
+	if line, ok := c.Waiting(); !ok || !strings.Contains(line, want[0]) || !strings.Contains(line, "gives up after 1m0s") {
+		t.Errorf("Waiting = %q, %v", line, ok)
+	}
+	stop := errors.New("test over")
+	cancel(stop)
+	if err := <-started; !errors.Is(err, stop) {
+		t.Errorf("Start = %v", err)
+	}
+}
