@@ -34,6 +34,8 @@ type RunOptions struct {
 	EdgeBuffer int
 	// Log receives progress lines for the run log; nil discards them.
 	Log io.Writer
+	// Notice receives what a user must see at once (Env.Notice); nil means Log.
+	Notice io.Writer
 	// Resources are shared by the stages; nil means a fresh set, closed at the end.
 	Resources *Resources
 	// CommitEvery is how often sinks commit what they accepted and the run
@@ -188,6 +190,9 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
+	if opts.Notice == nil {
+		opts.Notice = opts.Log
+	}
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = 5 * time.Second
 	}
@@ -255,7 +260,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 
 	for _, n := range e.nodes {
 		if o, ok := n.stage.(Opener); ok {
-			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Done: e.ledger, Resources: opts.Resources}
+			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Notice: opts.Notice, Done: e.ledger, Resources: opts.Resources}
 			// Opening is intake: a stop request ends it.
 			if err := e.guard(n, "opening", func() error { return o.Open(e.intakeCtx, env) }); err != nil {
 				if e.intakeCtx.Err() != nil {

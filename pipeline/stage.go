@@ -128,6 +128,10 @@ type Env struct {
 	RunDir string
 	// Log receives human-readable progress lines; it is the run's log.
 	Log io.Writer
+	// Notice receives the lines a user must see now — e.g. that no server
+	// is ready, and why — on the terminal as well as in the run log. Never
+	// nil: without a terminal it is the log.
+	Notice io.Writer
 	// Done is the set of ids this run directory had finished (committed in
 	// every output they reached, or rejected or failed for good) when the
 	// run started.

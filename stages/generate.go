@@ -422,6 +422,7 @@ type generate struct {
 	cfg    generateConfig
 	id     string
 	log    io.Writer
+	notice io.Writer // the terminal and the log: what the user must see now
 	client *sglang.Client
 	tok    *tokenize.Tokenizer
 	tmpl   *chat.Template
@@ -455,9 +456,12 @@ func (g *generate) Workers() int {
 // Open loads the tokenizer (if any), resolves the servers (starting
 // simulated ones) and waits until at least one server is ready.
 func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
-	g.id, g.log = env.StageID, env.Log
+	g.id, g.log, g.notice = env.StageID, env.Log, env.Notice
 	if g.log == nil {
 		g.log = io.Discard
+	}
+	if g.notice == nil {
+		g.notice = g.log
 	}
 	var err error
 	if g.cfg.Tokenizer != "" {
@@ -493,7 +497,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		Logf:            g.logf,
 		// While no server is ready: every 5 s each server's state and
 		// reason, in the run log (and in Report's "waiting for servers").
-		Notify: g.logf,
+		Notify: g.noticef,
 	})
 	if err := g.client.Start(ctx); err != nil {
 		g.client.Close()
@@ -513,6 +517,12 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 // logf writes a line of the stage's to the run log.
 func (g *generate) logf(format string, args ...any) {
 	fmt.Fprintf(g.log, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
+}
+
+// noticef is for what the user must see now (no server ready, and why): on
+// the terminal too.
+func (g *generate) noticef(format string, args ...any) {
+	fmt.Fprintf(g.notice, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
 }
 
 // resolveServers expands "sim:N" into the URLs of a simulated fleet shared

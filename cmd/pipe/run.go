@@ -365,11 +365,15 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	done := make(chan result, 1)
 	go func() {
 		sum, err := pipeline.Run(runCtx, plan, pipeline.RunOptions{
-			Stop:          stop,
-			DrainTimeout:  rs.drainTimeout,
-			CommitEvery:   rs.commitEvery,
-			NoJournal:     rs.noJournal,
-			Log:           log,
+			Stop:         stop,
+			DrainTimeout: rs.drainTimeout,
+			CommitEvery:  rs.commitEvery,
+			NoJournal:    rs.noJournal,
+			Log:          log,
+			Notice: writerFunc(func(p []byte) (int, error) {
+				std.Err.Write(p) // a closed terminal is not an error
+				return log.Write(p)
+			}),
 			ProgressEvery: rs.progressEvery,
 			Progress: func(s *pipeline.Summary) {
 				line := prog.line(s)
@@ -444,6 +448,11 @@ func (p *progress) line(s *pipeline.Summary) string {
 		}
 		if st.Failed > 0 {
 			fmt.Fprintf(&b, " FAILED %d", st.Failed)
+		}
+		for _, x := range st.Stats {
+			if x.Name == "waiting for servers" {
+				fmt.Fprintf(&b, " WAITING: %s", x.Value)
+			}
 		}
 		b.WriteString(" |")
 	}
