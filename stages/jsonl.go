@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
 )
@@ -22,6 +23,12 @@ type jsonlSource struct {
 	// QuickID, if set, finds a line's id without parsing it all (false when
 	// it cannot tell), so finished records are skipped cheaply on resume.
 	QuickID func(line []byte) (string, bool)
+	// Check, if set, judges a parsed record: a non-empty reason rejects it
+	// (e.g. "empty_prompt") with the detail.
+	Check func(rec *pipeline.Record) (reason, detail string)
+	// AllowEmpty lets a file without any record end the read quietly;
+	// otherwise that is an error (a wrong or truncated input).
+	AllowEmpty bool
 }
 
 // maxLine bounds one JSONL line; a longer line is a bad line, not an OOM.
@@ -37,7 +44,7 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
-	var emitted int64
+	var emitted, seen int64
 	for lineNo := 1; ; lineNo++ {
 		if s.Limit > 0 && emitted >= s.Limit {
 			return nil
@@ -47,7 +54,13 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		}
 		line, err := readLine(br)
 		if err == io.EOF && len(line) == 0 {
+			if seen == 0 && !s.AllowEmpty {
+				return fmt.Errorf("%s: no records in it (an empty or truncated input?); set allow_empty = true if that is expected", s.Path)
+			}
 			return nil
+		}
+		if lineNo == 1 {
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")) // a UTF-8 BOM
 		}
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("%s:%d: %w", s.Path, lineNo, err)
@@ -56,6 +69,7 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		if len(line) == 0 {
 			continue
 		}
+		seen++
 		if s.QuickID != nil {
 			if id, ok := s.QuickID(line); ok && out.SkipFinished(id) {
 				out.Took(1)
@@ -63,7 +77,13 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 				continue
 			}
 		}
-		rec, perr := s.Parse(line)
+		var rec *pipeline.Record
+		var perr error
+		if !utf8.Valid(line) {
+			perr = fmt.Errorf("invalid UTF-8 at byte %d of the line", invalidUTF8At(line))
+		} else {
+			rec, perr = s.Parse(line)
+		}
 		if perr != nil {
 			if s.OnBadLine != "skip" {
 				return fmt.Errorf("%s:%d: %v (set on_bad_line = \"skip\" to set bad lines aside)", s.Path, lineNo, perr)
@@ -75,12 +95,35 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 			out.Took(1)
 			continue
 		}
+		if s.Check != nil {
+			if reason, detail := s.Check(rec); reason != "" {
+				if err := out.Reject(rec, reason, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, detail)); err != nil {
+					return err
+				}
+				out.Took(1)
+				emitted++
+				continue
+			}
+		}
 		if err := out.Emit("", rec); err != nil {
 			return err
 		}
 		out.Took(1)
 		emitted++
 	}
+}
+
+// invalidUTF8At is the offset of the first byte of line that is not valid
+// UTF-8.
+func invalidUTF8At(line []byte) int {
+	for i := 0; i < len(line); {
+		r, size := utf8.DecodeRune(line[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(line)
 }
 
 // readLine returns the next line without its newline; lines longer than

@@ -111,7 +111,7 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 		return err
 	}
 	if shards == nil {
-		src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, Parse: r.parse}
+		src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, Parse: r.parse, AllowEmpty: true}
 		return src.Read(ctx, out)
 	}
 	var emitted int64

@@ -64,6 +64,8 @@ type readPromptsConfig struct {
 	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"what a malformed line does: stop the run, or be counted and set aside"`
 	// Limit stops after this many prompts; 0 (default) reads all.
 	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many prompts; 0 reads all"`
+	// AllowEmpty lets a file with no prompt end the run well. Default false.
+	AllowEmpty bool `toml:"allow_empty" op:"true" default:"false" doc:"a file with no prompt is fine (default false: it fails the run, as an empty or truncated input usually is a mistake)"`
 }
 
 type readPrompts struct {
@@ -74,8 +76,10 @@ var _ pipeline.Source = (*readPrompts)(nil)
 
 func (r *readPrompts) Read(ctx context.Context, out pipeline.Emitter) error {
 	src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit,
-		Parse:   func(line []byte) (*pipeline.Record, error) { return parsePromptLine(line, r.cfg.IDField) },
-		QuickID: func(line []byte) (string, bool) { return leadingID(line, r.cfg.IDField) }}
+		Parse:      func(line []byte) (*pipeline.Record, error) { return parsePromptLine(line, r.cfg.IDField) },
+		QuickID:    func(line []byte) (string, bool) { return leadingID(line, r.cfg.IDField) },
+		Check:      emptyPrompt,
+		AllowEmpty: r.cfg.AllowEmpty}
 	return src.Read(ctx, out)
 }
 
@@ -136,6 +140,20 @@ func parsePromptLine(line []byte, idField string) (*pipeline.Record, error) {
 		rec.Meta[k] = v
 	}
 	return rec, nil
+}
+
+// emptyPrompt rejects a prompt whose turn to be answered (the last user
+// message) is empty or only whitespace: it would only spend GPU time.
+func emptyPrompt(rec *pipeline.Record) (string, string) {
+	for i := len(rec.Messages) - 1; i >= 0; i-- {
+		if m := rec.Messages[i]; m.Role == "user" {
+			if strings.TrimSpace(m.Content) == "" {
+				return "empty_prompt", fmt.Sprintf("the user turn to answer (message %d) is empty", i+1)
+			}
+			return "", ""
+		}
+	}
+	return "", ""
 }
 
 // leadingID reads the id of a line whose first key is field, e.g.
