@@ -14,15 +14,13 @@ func Hash(id string) uint64 {
 	return h.Sum64()
 }
 
-// Set is a set of id hashes: a sorted slice for what was loaded (8 bytes an
-// id, plus a 256 KiB table of where each top-16-bit bucket starts, so a
-// look-up is a short search in one bucket) and a map for what was added
-// since. It is not safe for concurrent writes; readers may share a Set
-// nobody adds to.
+// Set is a fixed set of id hashes: a sorted slice (8 bytes an id) plus,
+// for large sets, a 256 KiB table of where each top-16-bit bucket starts,
+// so a look-up is a short search in one bucket. It never changes after
+// NewSet, so any number of goroutines may read it.
 type Set struct {
 	sorted []uint64
 	starts []int32 // bucket b is sorted[starts[b]:starts[b+1]]; nil for small sets
-	added  map[uint64]struct{}
 }
 
 const bucketBits = 16
@@ -30,7 +28,7 @@ const bucketBits = 16
 // NewSet returns a set holding hashes (which it takes and sorts).
 func NewSet(hashes []uint64) *Set {
 	slices.Sort(hashes)
-	s := &Set{sorted: slices.Compact(hashes), added: map[uint64]struct{}{}}
+	s := &Set{sorted: slices.Compact(hashes)}
 	if len(s.sorted) > 1<<bucketBits {
 		s.starts = make([]int32, 1<<bucketBits+1)
 		b := 0
@@ -48,11 +46,6 @@ func NewSet(hashes []uint64) *Set {
 
 // Has reports whether h is in the set.
 func (s *Set) Has(h uint64) bool {
-	if len(s.added) > 0 {
-		if _, ok := s.added[h]; ok {
-			return true
-		}
-	}
 	sorted := s.sorted
 	if s.starts != nil {
 		b := h >> (64 - bucketBits)
@@ -62,14 +55,5 @@ func (s *Set) Has(h uint64) bool {
 	return ok
 }
 
-// Add adds h; it reports whether h was new.
-func (s *Set) Add(h uint64) bool {
-	if s.Has(h) {
-		return false
-	}
-	s.added[h] = struct{}{}
-	return true
-}
-
 // Len is the number of hashes in the set.
-func (s *Set) Len() int { return len(s.sorted) + len(s.added) }
+func (s *Set) Len() int { return len(s.sorted) }

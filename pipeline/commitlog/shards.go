@@ -98,7 +98,7 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 		}
 		// An empty manifest now, so that a shard renamed before the first
 		// manifest names it (a crash there) is known for ours and removed.
-		if err := writeFileAtomic(filepath.Join(dir, ManifestName), s.m); err != nil {
+		if err := writeManifest(dir, s.m); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -224,7 +224,7 @@ func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
 	if err := os.Rename(p.f.Name(), final); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := SyncDir(s.dir); err != nil {
 		return ShardInfo{}, err
 	}
 	for _, h := range ids {
@@ -240,42 +240,53 @@ func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
 	m.Tokens += tokens
 	m.Bytes += p.n
 	m.Updated = info.Committed
-	if err := writeFileAtomic(filepath.Join(s.dir, ManifestName), m); err != nil {
+	if err := writeManifest(s.dir, m); err != nil {
 		return ShardInfo{}, err
 	}
 	s.m = m
 	return info, nil
 }
 
-func writeFileAtomic(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
+func writeManifest(dir string, m Manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
+	return WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'))
+}
+
+// WriteFileAtomic replaces path with data: a hidden temporary file beside
+// it, fsynced, renamed over it, the directory fsynced. A reader sees the old
+// file or the new one, never a part; a crash leaves one of the two.
+func WriteFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write(append(data, '\n'))
-	err = errors.Join(werr, f.Chmod(0o644), f.Sync(), f.Close())
+	_, werr := f.Write(data)
+	err = errors.Join(werr, f.Chmod(0o644), f.Sync(), f.Close()) // CreateTemp makes it 0600
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory, so the names created or renamed in it last.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
 }
 
 var _ io.Writer = (*Pending)(nil)

@@ -69,13 +69,13 @@ func MoveAside(dir string, outputs []string) ([]string, error) {
 		}
 		moved = append(moved, p+" → "+to)
 		if p != dir {
-			if err := syncDir(filepath.Dir(p)); err != nil {
+			if err := commitlog.SyncDir(filepath.Dir(p)); err != nil {
 				return moved, fmt.Errorf("--fresh: %w", err)
 			}
 		}
 	}
 	if dirExists {
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := commitlog.SyncDir(filepath.Dir(dir)); err != nil {
 			return moved, fmt.Errorf("--fresh: %w", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // RunFile is run.json's name inside the run directory.
@@ -70,42 +71,8 @@ func (r *Run) Write(dir string) error {
 	if err := e.Encode(r); err != nil {
 		return fmt.Errorf("run directory: encoding %s: %w", RunFile, err)
 	}
-	if err := writeAtomic(filepath.Join(dir, RunFile), buf.Bytes()); err != nil {
+	if err := commitlog.WriteFileAtomic(filepath.Join(dir, RunFile), buf.Bytes()); err != nil {
 		return fmt.Errorf("run directory: %w", err)
-	}
-	return nil
-}
-
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	werr = errors.Join(werr, f.Chmod(0o644)) // CreateTemp makes it 0600
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
 }
