@@ -9,14 +9,12 @@
 package sglang
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -147,8 +145,7 @@ type server struct {
 	url     string      // base URL without userinfo: the server's name everywhere
 	header  http.Header // sent with every request (credentials, extra headers)
 	limit   int
-	pool    *connPool // the hot path's connections; nil with poolErr
-	poolErr error
+	bad     error // a URL or header the client cannot send: fails every check
 	stats   *serverStats
 
 	outstanding int
@@ -166,22 +163,15 @@ type server struct {
 // New returns a client for servers; it sends nothing until Start.
 func New(servers []ServerSpec, opts Options) *Client {
 	opts.setDefaults()
-	// net/http serves the rare requests (health, info, probes); generations
-	// go through each server's connPool.
-	tr := &http.Transport{
-		// Inference servers are reached directly; a proxy from the
-		// environment would only add a hop and its own timeouts.
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 2,
-		IdleConnTimeout:     connIdleMax,
-		DisableCompression:  true,
+	perHost := 0
+	for _, s := range servers {
+		perHost = max(perHost, s.Concurrency)
 	}
 	var b [6]byte
 	_, _ = crand.Read(b[:])
 	c := &Client{
 		opts:      opts,
-		hc:        &http.Client{Transport: tr},
+		hc:        &http.Client{Transport: newTransport(perHost)},
 		changed:   make(chan struct{}),
 		ridPrefix: "pipe-" + hex.EncodeToString(b[:]) + "-",
 		started:   time.Now(),
@@ -191,8 +181,11 @@ func New(servers []ServerSpec, opts Options) *Client {
 	for _, s := range servers {
 		url, header := splitUserinfo(s.URL, s.Header)
 		// A bad URL or header fails the server's readiness check.
-		pool, err := newConnPool(url, header)
-		c.servers = append(c.servers, &server{url: url, header: header, limit: s.Concurrency, pool: pool, poolErr: err,
+		bad := checkServerURL(url)
+		if bad == nil {
+			bad = checkHeader(header)
+		}
+		c.servers = append(c.servers, &server{url: url, header: header, limit: s.Concurrency, bad: bad,
 			stats: newServerStats(c.started), reason: notChecked})
 	}
 	return c
@@ -320,11 +313,6 @@ func (c *Client) Close() {
 	c.mu.Unlock()
 	c.probers.Wait()
 	c.hc.CloseIdleConnections()
-	for _, s := range c.servers {
-		if s.pool != nil {
-			s.pool.close()
-		}
-	}
 }
 
 // Model is the model the servers reported ("" if none did).
@@ -728,8 +716,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // attempt sends one request to s. sctx is s's admission context: its
 // cancellation (ejection) aborts the request.
 func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, req *Request) (*Result, *Error) {
-	if s.pool == nil {
-		return nil, &Error{Class: ClassTransport, Message: s.poolErr.Error(), Server: s.url}
+	if s.bad != nil {
+		return nil, &Error{Class: ClassTransport, Message: s.bad.Error(), Server: s.url}
 	}
 	reqBuf := c.bufs.Get().(*[]byte)
 	defer c.putBuf(reqBuf)
@@ -738,7 +726,7 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	rid := c.ridPrefix + strconv.FormatUint(c.ridSeq.Add(1), 10)
 	*reqBuf = c.st.appendBody((*reqBuf)[:0], req, rid)
 	start := time.Now()
-	status, err := s.pool.post(ctx, sctx, start.Add(c.opts.RequestTimeout), c.st.path(), *reqBuf, respBuf)
+	status, err := c.postJSON(ctx, sctx, s, c.st.path(), *reqBuf, c.opts.RequestTimeout, respBuf)
 	if err != nil {
 		return nil, transportError(s.url, err, sctx)
 	}
@@ -764,28 +752,6 @@ func (c *Client) putBuf(b *[]byte) {
 	if cap(*b) <= 4<<20 {
 		c.bufs.Put(b)
 	}
-}
-
-// post sends body to s's path with net/http and reads the whole answer
-// into buf. It returns the status and the answer's bytes (buf's).
-func (c *Client) post(ctx context.Context, s *server, path string, body []byte, buf *bytes.Buffer) (int, []byte, error) {
-	hreq, err := newRequest(ctx, http.MethodPost, s.url, path, s.header, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	hreq.Header["Content-Type"] = []string{"application/json"}
-	resp, err := c.hc.Do(hreq)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
-	}
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return 0, nil, err
-	}
-	return resp.StatusCode, buf.Bytes(), nil
 }
 
 // succeeded records a completion.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -155,7 +154,7 @@ func transportError(server string, err error, sctx context.Context) *Error {
 	switch {
 	case errors.Is(context.Cause(sctx), errEjected):
 		return &Error{Class: ClassEjected, Message: "server ejected while the request was in flight", Server: server}
-	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, errRequestTimeout):
 		return &Error{Class: ClassTimeout, Message: "no answer within request_timeout", Server: server}
 	}
 	return &Error{Class: ClassTransport, Message: trimURL(err.Error()), Server: server}

@@ -1,7 +1,6 @@
 package sglang
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,7 +48,7 @@ func Probe(ctx context.Context, servers []ServerSpec, timeout time.Duration) []S
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
+	hc := &http.Client{Transport: newTransport(2)}
 	defer hc.CloseIdleConnections()
 	out := make([]ServerInfo, len(servers))
 	var wg sync.WaitGroup
@@ -85,8 +84,8 @@ func Probe(ctx context.Context, servers []ServerSpec, timeout time.Duration) []S
 // and, when generate is set, a 1-token generation on the configured API.
 func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo {
 	in := ServerInfo{URL: s.url, State: StateDown}
-	if s.poolErr != nil {
-		in.Reason = s.poolErr.Error()
+	if s.bad != nil {
+		in.Reason = s.bad.Error()
 		return in
 	}
 	ep := endpoint{s.url, s.header}
@@ -215,15 +214,13 @@ func newProbeSettings(api API, model string) *settings {
 // probeGenerate sends a 1-token generation to s; it returns why it failed,
 // and whether that was a refusal of the credentials.
 func (c *Client) probeGenerate(ctx context.Context, s *server) (reason string, refused bool) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
-	defer cancel()
 	req := &Request{Messages: []Message{{Role: "user", Content: "Hi"}}, Text: "Hi"}
 	rid := c.ridPrefix + "probe-" + fmt.Sprint(c.ridSeq.Add(1))
 	body := c.probeSt.appendBody(nil, req, rid)
-	var buf bytes.Buffer
-	status, resp, err := c.post(ctx, s, c.probeSt.path(), body, &buf)
+	var resp []byte
+	status, err := c.postJSON(ctx, nil, s, c.probeSt.path(), body, c.opts.ProbeTimeout, &resp)
 	switch {
-	case err != nil && ctx.Err() == context.DeadlineExceeded:
+	case errors.Is(err, errRequestTimeout):
 		return fmt.Sprintf("1-token probe: no answer within %v", c.opts.ProbeTimeout), false
 	case err != nil:
 		return "1-token probe: " + trimURL(err.Error()), false

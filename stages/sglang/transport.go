@@ -1,0 +1,119 @@
+package sglang
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Every request — generations, health, info and probes — goes through one
+// net/http Transport, so servers get what the standard library gives:
+// proxies from the environment (HTTPS_PROXY, NO_PROXY; loopback is never
+// proxied), TLS with the system roots (SSL_CERT_FILE), HTTP/2 where a
+// gateway offers it, and kept-alive connections.
+//
+// Re-sends: the Transport re-sends a POST on its own only when not one byte
+// of it was written (or, on HTTP/2, when the server refused the stream
+// unprocessed), so the server cannot have seen it. Any other failure is
+// returned, and Session.Generate decides: a new attempt, with a fresh rid,
+// counted against max_attempts.
+
+// idleTimeout is how long an idle connection is kept: uvicorn, which serves
+// SGLang, closes keep-alive connections idle for 5 s.
+const idleTimeout = 4 * time.Second
+
+// maxBody bounds one answer, so a broken server cannot exhaust memory.
+const maxBody = 256 << 20
+
+// errRequestTimeout is the cause of a request that ran past request_timeout.
+var errRequestTimeout = errors.New("no answer within request_timeout")
+
+// newTransport returns the client's Transport. perHost is how many idle
+// connections to keep per server: its concurrency, so that a full fleet
+// reuses connections instead of dialling.
+func newTransport(perHost int) *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		MaxIdleConnsPerHost:   max(perHost, 2),
+		IdleConnTimeout:       idleTimeout,
+		// No ResponseHeaderTimeout: a server answers a generation only when
+		// it is done, minutes later; request_timeout bounds the attempt.
+		ReadBufferSize:  32 << 10,
+		WriteBufferSize: 32 << 10,
+	}
+}
+
+// checkServerURL says what is wrong with base (a URL without userinfo) as a
+// server's base URL; its errors never repeat a userinfo.
+func checkServerURL(base string) error {
+	u, err := url.Parse(base)
+	if err != nil {
+		return fmt.Errorf("%s is not a URL", Redact(base))
+	}
+	if u.User != nil {
+		return fmt.Errorf("%s: userinfo in the URL (a bug: the client sends it as a header)", Redact(base))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%s: unsupported scheme %q", Redact(base), u.Scheme)
+	}
+	return nil
+}
+
+// postJSON sends body as a JSON POST to path on s and reads the answer's
+// body into *buf (replacing its contents). The request ends at ctx's end,
+// after timeout (cause errRequestTimeout), or when abort (nil: none) ends;
+// ending a request closes its connection, which makes SGLang abort it and
+// free its slot.
+func (c *Client) postJSON(ctx, abort context.Context, s *server, path string, body []byte, timeout time.Duration, buf *[]byte) (status int, err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errRequestTimeout)
+	defer cancel()
+	if abort != nil {
+		stop := context.AfterFunc(abort, cancel)
+		defer stop()
+	}
+	req, err := newRequest(ctx, http.MethodPost, s.url, path, s.header, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header["Content-Type"] = []string{"application/json"}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, requestError(ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.ContentLength > maxBody {
+		return 0, fmt.Errorf("answer of %d bytes is too large", resp.ContentLength)
+	}
+	b := bytes.NewBuffer((*buf)[:0])
+	if resp.ContentLength > 0 {
+		b.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
+	_, err = b.ReadFrom(io.LimitReader(resp.Body, maxBody+1))
+	*buf = b.Bytes()
+	if err != nil {
+		return 0, requestError(ctx, err)
+	}
+	if len(*buf) > maxBody {
+		return 0, fmt.Errorf("answer larger than %d bytes", maxBody)
+	}
+	return resp.StatusCode, nil
+}
+
+// requestError is err with the cause of ctx's end, when it ended: the
+// caller tells a timeout from an ejection from a stop by it.
+func requestError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return fmt.Errorf("%w (%v)", cause, trimURL(err.Error()))
+	}
+	return err
+}
