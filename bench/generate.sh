@@ -6,11 +6,16 @@
 # the same endpoint (/v1/chat/completions) with the same concurrency:
 #   1. wrk, posting the same kind of chat request body as pipe does;
 #   2. read-prompts → generate → a discarding sink (BenchmarkGeneratePipeline).
-# Both run ROUNDS times, alternating; it prints the medians of requests/s,
+#   3. the same pipeline built from REF, the reference commit (default
+#      05cb071, the last one with the hand-written HTTP/1.1 client that
+#      net/http replaced), to compare CPU per completion;
+#   4. the sglang client alone (no pipeline), this tree's and REF's.
+# All run ROUNDS times, alternating; it prints the medians of requests/s,
 # of the sender's CPU per 1,000 requests and of the sim server's during each,
-# and pipe's share of wrk's rate (the goal is at least 70%).
+# pipe's share of wrk's rate (goal: at least 50%) and its CPU per completion
+# next to REF's (goal: at most 2x).
 #
-#   bench/generate.sh          # defaults: CONC=64 N=40000 DURATION=5 ROUNDS=3
+#   bench/generate.sh          # defaults: CONC=64 N=40000 DURATION=5 ROUNDS=3 REF=05cb071
 #   CONC=48 N=20000 ROUNDS=5 bench/generate.sh
 #
 # Needs wrk (apt-get install -y wrk). Everything runs on loopback.
@@ -21,6 +26,7 @@ CONC=${CONC:-64}
 N=${N:-40000}
 DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-3}
+REF=${REF:-05cb071}
 THINK=${THINK:-150}
 ANSWER=${ANSWER:-50}
 
@@ -30,6 +36,7 @@ T=$(mktemp -d)
 SIM=""
 cleanup() {
 	if [ -n "$SIM" ]; then kill "$SIM" 2>/dev/null || true; wait "$SIM" 2>/dev/null || true; fi
+	git worktree remove --force "$T/ref" 2>/dev/null || true
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -37,6 +44,8 @@ trap cleanup EXIT
 go build -o "$T/pipe" ./cmd/pipe
 go test -c -o "$T/stages.test" ./stages
 go test -c -o "$T/sglang.test" ./stages/sglang
+git worktree add -q --detach "$T/ref" "$REF"
+(cd "$T/ref" && go test -c -o "$T/ref-stages.test" ./stages && go test -c -o "$T/ref-sglang.test" ./stages/sglang)
 
 "$T/pipe" sim --listen 127.0.0.1:0 --speed 1000000 --max-running 1024 \
 	--think-mean "$THINK" --answer-mean "$ANSWER" >"$T/sim.out" 2>"$T/sim.err" &
@@ -70,6 +79,18 @@ echo
 # The machine may be shared: alternate wrk and pipe ROUNDS times and compare
 # medians, so a burst of someone else's load does not decide the result.
 : >"$T/rounds"
+# bench TESTBINARY NAME runs one benchmark against the sim, N completions,
+# and prints its completions/s and CPU ms per 1,000 completions.
+bench() {
+	PIPE_BENCH_SERVER="$URL" PIPE_BENCH_CONCURRENCY="$CONC" "$1" \
+		-test.run '^$' -test.bench "$2\$" -test.benchtime "${N}x" -test.count 1 >"$T/bench.out"
+	awk '{for (i = 1; i < NF; i++) { if ($(i+1) == "completions/s") r = $i; if ($(i+1) == "cpu-ms/1000") c = $i }} END {print r, c}' "$T/bench.out"
+}
+# check VALUE: a benchmark that printed no figure stops the script.
+check() {
+	[ -n "$1" ] || { echo "a benchmark failed:" >&2; cat "$T/bench.out" >&2; exit 1; }
+}
+
 for round in $(seq "$ROUNDS"); do
 	s0=$(sim_cpu)
 	TIMEFORMAT='%U %S'
@@ -83,33 +104,31 @@ for round in $(seq "$ROUNDS"); do
 	[ -z "$WRK_ERRS" ] || echo "wrk: $WRK_ERRS" >&2
 
 	s2=$(sim_cpu)
-	PIPE_BENCH_SERVER="$URL" PIPE_BENCH_CONCURRENCY="$CONC" "$T/stages.test" \
-		-test.run '^$' -test.bench 'BenchmarkGeneratePipeline$' -test.benchtime "${N}x" -test.count 1 >"$T/pipe.out"
+	read -r pipe_rps pipe_cpu < <(bench "$T/stages.test" BenchmarkGeneratePipeline)
 	s3=$(sim_cpu)
-	pipe_rps=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "completions/s") print $i}' "$T/pipe.out")
-	pipe_cpu=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "cpu-ms/1000") print $i}' "$T/pipe.out")
-	[ -n "$pipe_rps" ] || { cat "$T/pipe.out" >&2; exit 1; }
 	pipe_sim=$(awk -v d="$((s3 - s2))" -v t="$TICK" -v n="$N" 'BEGIN {printf "%.1f", d / t * 1000 / n * 1000}')
-
+	read -r ref_rps ref_cpu < <(bench "$T/ref-stages.test" BenchmarkGeneratePipeline)
 	# The client alone (no read-prompts, no engine): how much of the gap is
 	# the client's.
-	PIPE_BENCH_SERVER="$URL" PIPE_BENCH_CONCURRENCY="$CONC" "$T/sglang.test" \
-		-test.run '^$' -test.bench 'BenchmarkClient$' -test.benchtime "${N}x" -test.count 1 >"$T/client.out"
-	client_rps=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "completions/s") print $i}' "$T/client.out")
-	client_cpu=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "cpu-ms/1000") print $i}' "$T/client.out")
-	[ -n "$client_rps" ] || { cat "$T/client.out" >&2; exit 1; }
-	echo "$wrk_rps $wrk_cpu $wrk_sim $pipe_rps $pipe_cpu $pipe_sim $client_rps $client_cpu" >>"$T/rounds"
-	awk '{printf "round '"$round"': wrk %.0f/s, pipe %.0f/s (%.0f%%), client alone %.0f/s (%.0f%%)\n", $1, $4, 100 * $4 / $1, $7, 100 * $7 / $1}' <(tail -1 "$T/rounds")
+	read -r client_rps client_cpu < <(bench "$T/sglang.test" BenchmarkClient)
+	read -r refc_rps refc_cpu < <(bench "$T/ref-sglang.test" BenchmarkClient)
+	for v in "$pipe_cpu" "$ref_cpu" "$client_cpu" "$refc_cpu"; do check "$v"; done
+	echo "$wrk_rps $wrk_cpu $wrk_sim $pipe_rps $pipe_cpu $pipe_sim $client_rps $client_cpu $ref_rps $ref_cpu $refc_rps $refc_cpu" >>"$T/rounds"
+	awk '{printf "round '"$round"': wrk %.0f/s; pipe %.0f/s (%.0f%% of wrk), %.1f CPU ms/1000 (%.2fx REF'"'"'s %.1f); client alone %.0f/s, %.1f CPU ms/1000 (%.2fx REF'"'"'s %.1f)\n", $1, $4, 100 * $4 / $1, $5, $5 / $10, $10, $7, $8, $8 / $12, $12}' <(tail -1 "$T/rounds")
 done
 
 # median of column k of the rounds file
 median() { sort -g -k"$1,$1" "$T/rounds" | awk -v k="$1" '{v[NR] = $k} END {print v[int((NR + 1) / 2)]}'; }
 echo
 awk -v wrps="$(median 1)" -v wcpu="$(median 2)" -v wsim="$(median 3)" \
-	-v prps="$(median 4)" -v pcpu="$(median 5)" -v psim="$(median 6)" -v crps="$(median 7)" -v ccpu="$(median 8)" -v r="$ROUNDS" 'BEGIN {
-	printf "medians of %d rounds        %12s %20s %22s\n", r, "requests/s", "client CPU ms/1000", "sim server CPU ms/1000"
-	printf "%-34s %12.0f %20.1f %22.1f\n", "wrk (C, no parsing)", wrps, wcpu, wsim
-	printf "%-34s %12.0f %20.1f %22.1f\n", "pipe read-prompts→generate→discard", prps, pcpu, psim
-	printf "%-34s %12.0f %20.1f\n", "sglang client alone (no pipeline)", crps, ccpu
-	printf "\npipe reaches %.0f%% of wrk'"'"'s request rate (goal ≥ 70%%)\n", 100 * prps / wrps
+	-v prps="$(median 4)" -v pcpu="$(median 5)" -v psim="$(median 6)" -v crps="$(median 7)" -v ccpu="$(median 8)" \
+	-v rrps="$(median 9)" -v rcpu="$(median 10)" -v rcrps="$(median 11)" -v rccpu="$(median 12)" -v r="$ROUNDS" -v ref="$REF" 'BEGIN {
+	printf "medians of %d rounds                     %12s %20s %22s\n", r, "requests/s", "client CPU ms/1000", "sim server CPU ms/1000"
+	printf "%-45s %12.0f %20.1f %22.1f\n", "wrk (C, no parsing)", wrps, wcpu, wsim
+	printf "%-45s %12.0f %20.1f %22.1f\n", "pipe read-prompts→generate→discard", prps, pcpu, psim
+	printf "%-45s %12.0f %20.1f\n", "  the same built from " ref, rrps, rcpu
+	printf "%-45s %12.0f %20.1f\n", "sglang client alone (no pipeline)", crps, ccpu
+	printf "%-45s %12.0f %20.1f\n", "  the same built from " ref, rcrps, rccpu
+	printf "\npipe reaches %.0f%% of wrk'"'"'s request rate (goal ≥ 50%%)\n", 100 * prps / wrps
+	printf "pipe uses %.2fx the CPU per completion of %s (goal ≤ 2x); the client alone %.2fx\n", pcpu / rcpu, ref, ccpu / rccpu
 }'

@@ -116,7 +116,8 @@ type ServerSpec struct {
 // Client sends generations to a fleet. Its methods are safe for concurrent use.
 type Client struct {
 	opts    Options
-	hc      *http.Client
+	tr      *http.Transport // generations: RoundTrip, no redirects or header copies
+	hc      *http.Client    // health, info: the same Transport
 	servers []*server
 	st      *settings // set by Start, once the model is known
 	probeSt *settings // 1-token probe settings
@@ -142,11 +143,14 @@ type Client struct {
 
 // server is one server's state; fields below mu are guarded by Client.mu.
 type server struct {
-	url     string      // base URL without userinfo: the server's name everywhere
-	header  http.Header // sent with every request (credentials, extra headers)
-	limit   int
-	bad     error // a URL or header the client cannot send: fails every check
-	stats   *serverStats
+	url    string      // base URL without userinfo: the server's name everywhere
+	header http.Header // sent with every request (credentials, extra headers)
+	// postHeader is header with Content-Type, canonical, shared read-only
+	// by every POST to the server.
+	postHeader http.Header
+	limit      int
+	bad        error // a URL or header the client cannot send: fails every check
+	stats      *serverStats
 
 	outstanding int
 	admitted    bool
@@ -169,9 +173,11 @@ func New(servers []ServerSpec, opts Options) *Client {
 	}
 	var b [6]byte
 	_, _ = crand.Read(b[:])
+	tr := newTransport(perHost)
 	c := &Client{
 		opts:      opts,
-		hc:        &http.Client{Transport: newTransport(perHost)},
+		tr:        tr,
+		hc:        &http.Client{Transport: tr},
 		changed:   make(chan struct{}),
 		ridPrefix: "pipe-" + hex.EncodeToString(b[:]) + "-",
 		started:   time.Now(),
@@ -185,7 +191,7 @@ func New(servers []ServerSpec, opts Options) *Client {
 		if bad == nil {
 			bad = checkHeader(header)
 		}
-		c.servers = append(c.servers, &server{url: url, header: header, limit: s.Concurrency, bad: bad,
+		c.servers = append(c.servers, &server{url: url, header: header, postHeader: postHeader(header), limit: s.Concurrency, bad: bad,
 			stats: newServerStats(c.started), reason: notChecked})
 	}
 	return c

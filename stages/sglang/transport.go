@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"time"
 )
@@ -42,6 +43,7 @@ func newTransport(perHost int) *http.Transport {
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
+		DisableCompression:    true, // JSON answers of a few KB: gzip costs more CPU than it saves
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		MaxIdleConnsPerHost:   max(perHost, 2),
@@ -81,12 +83,14 @@ func (c *Client) postJSON(ctx, abort context.Context, s *server, path string, bo
 		stop := context.AfterFunc(abort, cancel)
 		defer stop()
 	}
-	req, err := newRequest(ctx, http.MethodPost, s.url, path, s.header, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("bad server URL %s", Redact(s.url))
 	}
-	req.Header["Content-Type"] = []string{"application/json"}
-	resp, err := c.hc.Do(req)
+	req.Header = s.postHeader
+	// RoundTrip, not Client.Do: a generation follows no redirect (a 307
+	// would send it again) and needs no per-request copy of its headers.
+	resp, err := c.tr.RoundTrip(req)
 	if err != nil {
 		return 0, requestError(ctx, err)
 	}
@@ -107,6 +111,16 @@ func (c *Client) postJSON(ctx, abort context.Context, s *server, path string, bo
 		return 0, fmt.Errorf("answer larger than %d bytes", maxBody)
 	}
 	return resp.StatusCode, nil
+}
+
+// postHeader returns h with Content-Type: application/json, canonical.
+func postHeader(h http.Header) http.Header {
+	out := make(http.Header, len(h)+1)
+	for k, vs := range h {
+		out[textproto.CanonicalMIMEHeaderKey(k)] = vs
+	}
+	out["Content-Type"] = []string{"application/json"}
+	return out
 }
 
 // requestError is err with the cause of ctx's end, when it ended: the
