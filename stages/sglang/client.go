@@ -116,8 +116,8 @@ type ServerSpec struct {
 // Client sends generations to a fleet. Its methods are safe for concurrent use.
 type Client struct {
 	opts    Options
-	tr      *http.Transport // generations: RoundTrip, no redirects or header copies
-	hc      *http.Client    // health, info: the same Transport
+	rt      http.RoundTripper // generations: RoundTrip, no redirects or header copies
+	hc      *http.Client      // health, info: the same RoundTripper
 	servers []*server
 	st      *settings // set by Start, once the model is known
 	probeSt *settings // 1-token probe settings
@@ -166,18 +166,23 @@ type server struct {
 
 // New returns a client for servers; it sends nothing until Start.
 func New(servers []ServerSpec, opts Options) *Client {
-	opts.setDefaults()
 	perHost := 0
 	for _, s := range servers {
 		perHost = max(perHost, s.Concurrency)
 	}
+	return newClient(servers, opts, newTransport(perHost))
+}
+
+// newClient is New over rt: tests of the client's timing give it an
+// in-memory one, inside a testing/synctest bubble.
+func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client {
+	opts.setDefaults()
 	var b [6]byte
 	_, _ = crand.Read(b[:])
-	tr := newTransport(perHost)
 	c := &Client{
 		opts:      opts,
-		tr:        tr,
-		hc:        &http.Client{Transport: tr},
+		rt:        rt,
+		hc:        &http.Client{Transport: rt},
 		changed:   make(chan struct{}),
 		ridPrefix: "pipe-" + hex.EncodeToString(b[:]) + "-",
 		started:   time.Now(),

@@ -145,28 +145,6 @@ func TestBadRequestIsNotRetried(t *testing.T) {
 	}
 }
 
-func TestAllServersDown(t *testing.T) {
-	f := startSim(t, fastSim(2))
-	urls := f.URLs()
-	f.Close() // ports now refuse connections
-	opts := testOptions(APIChat)
-	opts.ReadyTimeout = 300 * time.Millisecond
-	c := New(specsOf(urls, 4), opts)
-	defer c.Close()
-	start := time.Now()
-	err := c.Start(context.Background())
-	var down *AllDownError
-	if !errors.As(err, &down) {
-		t.Fatalf("Start: %v, want AllDownError", err)
-	}
-	if len(down.Servers) != 2 || !strings.Contains(err.Error(), "unreachable") || !strings.Contains(err.Error(), urls[1]) {
-		t.Errorf("error does not list every server with its reason: %v", err)
-	}
-	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Errorf("gave up after %v, before ready_timeout", d)
-	}
-}
-
 func TestSpeculativeFigures(t *testing.T) {
 	cfg := fastSim(1)
 	cfg.SpecAcceptMean = 3

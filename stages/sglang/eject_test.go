@@ -1,8 +1,6 @@
 package sglang
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -14,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // refusingProxy passes requests to backend until after generations POSTs
@@ -39,22 +36,6 @@ func refusingProxy(t *testing.T, backend string, after int64, status int) *httpt
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv
-}
-
-// hangingServer accepts connections and reads requests but never answers
-// until the test ends or the client gives up.
-func hangingServer(t *testing.T) *httptest.Server {
-	t.Helper()
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(release) })
 	return srv
 }
 
@@ -114,77 +95,5 @@ func TestServerFaultClassification(t *testing.T) {
 		if got := statusError("http://s", status, nil).ServerFault(); got != want {
 			t.Errorf("%d: ServerFault %v, want %v", status, got, want)
 		}
-	}
-}
-
-func TestHangingServerIsReportedDownWithinCheckTimeout(t *testing.T) {
-	// One server accepts connections and never answers: its health check
-	// gives up after CheckTimeout (not request_timeout nor ProbeTimeout),
-	// the run starts on the other, and the figures say why.
-	f := startSim(t, fastSim(1))
-	hang := hangingServer(t)
-	opts := testOptions(APIGenerate)
-	opts.CheckTimeout = 200 * time.Millisecond
-	opts.ProbeTimeout = time.Minute
-	opts.RequestTimeout = time.Hour
-	start := time.Now()
-	c := startClient(t, specsOf([]string{f.URLs()[0], hang.URL}, 4), opts)
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("Start took %v with a hanging server", el)
-	}
-	s := c.Stats().Servers[1]
-	if s.State != StateDown || s.Reason != "/health: no answer within 200ms" {
-		t.Errorf("hanging server: %+v", s)
-	}
-	if line, ok := c.Waiting(); ok {
-		t.Errorf("Waiting while a server is ready: %q", line)
-	}
-}
-
-func TestWaitingIsNotified(t *testing.T) {
-	// No server is ready (one hangs, one refuses connections): Notify gets
-	// every server's state and reason every NotifyInterval, and Waiting
-	// says the same, until ReadyTimeout ends Start.
-	hang := hangingServer(t)
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
-	opts := testOptions(APIGenerate)
-	opts.CheckTimeout = 100 * time.Millisecond
-	opts.NotifyInterval = 20 * time.Millisecond
-	opts.ReadyTimeout = time.Minute
-	lines := make(chan string, 100)
-	opts.Notify = func(format string, args ...any) {
-		select {
-		case lines <- fmt.Sprintf(format, args...):
-		default:
-		}
-	}
-	c := New(specsOf([]string{hang.URL, deadURL}, 4), opts)
-	defer c.Close()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	started := make(chan error, 1)
-	go func() { started <- c.Start(ctx) }()
-	want := []string{hang.URL + " down (/health: no answer within 100ms)", deadURL + " down (unreachable: "}
-	deadline := time.After(10 * time.Second)
-	for {
-		var l string
-		select {
-		case l = <-lines:
-		case <-deadline:
-			t.Fatal("no notification naming both servers' reasons")
-		}
-		if strings.HasPrefix(l, "no server ready for ") && strings.Contains(l, want[0]) && strings.Contains(l, want[1]) {
-			t.Logf("notified: %s", l)
-			break
-		}
-	}
-	if line, ok := c.Waiting(); !ok || !strings.Contains(line, want[0]) || !strings.Contains(line, "gives up after 1m0s") {
-		t.Errorf("Waiting = %q, %v", line, ok)
-	}
-	stop := errors.New("test over")
-	cancel(stop)
-	if err := <-started; !errors.Is(err, stop) {
-		t.Errorf("Start = %v", err)
 	}
 }

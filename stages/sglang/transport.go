@@ -90,7 +90,7 @@ func (c *Client) postJSON(ctx, abort context.Context, s *server, path string, bo
 	req.Header = s.postHeader
 	// RoundTrip, not Client.Do: a generation follows no redirect (a 307
 	// would send it again) and needs no per-request copy of its headers.
-	resp, err := c.tr.RoundTrip(req)
+	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		return 0, requestError(ctx, err)
 	}
