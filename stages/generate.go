@@ -53,6 +53,15 @@ timeouts count as consecutive failures. While no server is ready, run.log
 (and the stage's "waiting for servers" figure) names every server's state
 and reason every 5 s; health and info requests give up after 10 s.
 
+Requests go through Go's standard HTTP client: https:// servers are checked
+against the system's roots (SSL_CERT_FILE adds one), HTTPS_PROXY/HTTP_PROXY
+and NO_PROXY are obeyed (localhost is never proxied), HTTP/2 is used where a
+gateway offers it, and connections are kept alive (one per request slot).
+A request is sent again unchanged only when not a byte of it reached the
+server; a connection lost after the request was sent may mean the server is
+generating it, so the next try is a new attempt with a fresh rid, counted in
+the record's attempts and in the figures.
+
 api = "chat" uses /v1/chat/completions: the server renders the chat template
 (chat_template_kwargs.enable_thinking, separate_reasoning). api = "generate"
 uses /generate with input_ids rendered by the model's own chat template from

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# bench/rehearsal.sh — the seed-scale rehearsal shape, this tree next to REF.
+#
+# The demo graph (read-prompts → dedupe → generate → validate-thinking →
+# tokenize-and-mask with the real Qwen3 tokenizer → Parquet shards, rejects
+# to JSONL) over N prompts (default 200,000) against sim:7 at 48 requests
+# each, with the simulated GPU time compressed away (speed 10^6): what is
+# measured is pipe itself. `pipe` built from this tree and from REF (default
+# 05cb071, the last commit with the hand-written HTTP/1.1 client) run
+# alternately ROUNDS times (default 2), each from a fresh run directory; it
+# prints wall time and CPU of each and the ratio of the medians (goal: this
+# tree no more than 10% slower).
+#
+#   bench/rehearsal.sh
+#   N=913786 ROUNDS=1 bench/rehearsal.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+N=${N:-200000}
+ROUNDS=${ROUNDS:-2}
+REF=${REF:-05cb071}
+scripts/fetch-qwen3.sh >/dev/null
+
+T=$(mktemp -d)
+cleanup() {
+	git worktree remove --force "$T/ref" 2>/dev/null || true
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+go build -o "$T/pipe-new" ./cmd/pipe
+git worktree add -q --detach "$T/ref" "$REF"
+(cd "$T/ref" && go build -o "$T/pipe-ref" ./cmd/pipe)
+
+# N prompts in the shapes read-prompts takes, each with its own id.
+awk -v n="$N" 'BEGIN {
+	for (i = 0; i < n; i++) {
+		if (i % 3 == 0) printf "{\"id\":\"r-%07d\",\"messages\":[{\"role\":\"user\",\"content\":\"Question %d: explain the idea behind exercise %d in a few steps.\"}]}\n", i, i, i % 977
+		else if (i % 3 == 1) printf "{\"id\":\"r-%07d\",\"prompt\":\"Prove that %d + %d is even or odd, and say which.\"}\n", i, i, i % 89
+		else printf "{\"id\":\"r-%07d\",\"conversations\":[{\"from\":\"human\",\"value\":\"Translate item %d into French.\"}]}\n", i, i
+	}
+}' >"$T/prompts.jsonl"
+
+# The demo pipeline with the rehearsal's fleet and this machine's paths.
+sed -e "s|^servers .*|servers           = [\"sim:7?speed=1000000\&faults=empty-answer:0.05,no-think-end:0.03,503:0.02\"]|" \
+	-e "s|^concurrency .*|concurrency       = 48|" \
+	-e "s|^max_output_tokens .*|max_output_tokens = 2048|" \
+	-e "s|^tokenizer = .*|tokenizer = \"$root/.cache/qwen3\"|" \
+	-e "s|^path = \"../testdata/prompts/demo.jsonl\"|path = \"$T/prompts.jsonl\"|" \
+	-e "s|^run_dir .*|run_dir = \"run\"|" \
+	-e "s|\"runs/demo/|\"run/|" \
+	pipelines/demo.toml >"$T/rehearsal.toml"
+grep -q "sim:7" "$T/rehearsal.toml" || { echo "rehearsal.sh: could not adapt pipelines/demo.toml" >&2; exit 1; }
+
+echo "$N prompts, demo graph, sim:7 × 48; this tree vs $REF, $ROUNDS rounds"
+: >"$T/rounds"
+TIMEFORMAT='%R %U %S'
+for round in $(seq "$ROUNDS"); do
+	for v in new ref; do
+		rm -rf "$T/run"
+		{ time "$T/pipe-$v" run "$T/rehearsal.toml" >"$T/$v.out" 2>&1; } 2>"$T/$v.time" ||
+			{ echo "pipe ($v) failed:" >&2; tail -20 "$T/$v.out" >&2; exit 1; }
+		rows=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"])' "$T/run/train/manifest.json")
+		read -r wall user sys <"$T/$v.time"
+		echo "round $round $v: ${wall}s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN {printf "%.1f", u + s}')s CPU, $rows training rows"
+		echo "$v $wall $user $sys" >>"$T/rounds"
+	done
+done
+median() { awk -v v="$1" -v k="$2" '$1 == v {print $k}' "$T/rounds" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+awk -v nw="$(median new 2)" -v rw="$(median ref 2)" -v ref="$REF" 'BEGIN {
+	printf "\nmedian wall time: this tree %.1fs, %s %.1fs: %.2fx (goal ≤ 1.10x)\n", nw, ref, rw, nw / rw
+}'
