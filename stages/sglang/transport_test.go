@@ -208,7 +208,10 @@ func TestServerClosingIdleConnectionsIsNotAFailure(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := startClient(t, specsOf([]string{srv.URL}, 2), testOptions(APIGenerate))
 	for i := range 8 {
-		time.Sleep(40 * time.Millisecond) // past the server's idle timeout
+		// Well past the server's idle timeout, so the client has seen the
+		// close (a close racing with the next request cannot be told from a
+		// drop after sending, and is rightly a counted attempt).
+		time.Sleep(250 * time.Millisecond)
 		s := c.Session()
 		r, err := s.Generate(context.Background(), &Request{Text: fmt.Sprintf("prompt %d", i)})
 		s.Close()
