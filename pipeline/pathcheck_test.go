@@ -280,7 +280,7 @@ path = "p.jsonl"
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-			f, probs := pipeline.Parse(filepath.Join(dir, "test.toml"), []byte(src+strings.TrimPrefix(tc.toml, "\n")), pipeline.LoadOptions{Set: tc.set, Getenv: getenv})
+			f, probs := pipeline.Parse(filepath.Join(dir, "test.toml"), []byte(src+strings.TrimPrefix(tc.toml, "\n")), pipeline.LoadOptions{Set: tc.set, SetDir: dir, Getenv: getenv})
 			if f == nil {
 				t.Fatal(probs)
 			}

@@ -40,3 +40,19 @@ func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipeli
 	probs.Sort()
 	return plan, probs
 }
+
+// loadGraph reads and decodes a pipeline file for drawing: only the graph's
+// shape is checked (ids, kinds, inputs, ports, cycles), and nothing but the
+// file itself is read, so a picture needs neither the data, the model nor
+// the environment the run will have. The plan is nil only when the file
+// cannot be decoded at all.
+func loadGraph(path string, sets []string) (*pipeline.Plan, pipeline.Problems) {
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets})
+	if f == nil {
+		return nil, probs
+	}
+	plan, bprobs := pipeline.BuildGraph(f, pipeline.DefaultRegistry)
+	probs = append(probs.Structural(), bprobs...)
+	probs.Sort()
+	return plan, probs
+}
