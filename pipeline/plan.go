@@ -98,13 +98,18 @@ func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
 	nprobs := len(probs)
 	for _, ps := range all {
 		sd := ps.Decl
+		kind := "" // not named when unknown: its own problem says so
+		if ps.Spec != nil {
+			kind = ps.Spec.Kind
+		}
 		prob := func(format string, args ...any) {
-			probs = append(probs, Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...), Structural: true})
+			probs = append(probs, Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: kind, Msg: fmt.Sprintf(format, args...), Structural: true})
 		}
-		if ps.Spec == nil {
-			continue
-		}
+		// A stage of unknown kind still takes its inputs, so the graph
+		// drawn around it is whole and its upstream outputs count as
+		// connected; only its own ports are unknown.
 		switch {
+		case ps.Spec == nil:
 		case ps.Spec.Source && len(sd.Inputs) > 0:
 			prob("a %s stage reads its own input and takes no input key", sd.Kind)
 			continue
@@ -213,15 +218,47 @@ func topoSort(all []*PlanStage) (order, stuck []*PlanStage) {
 			}
 		}
 		if !progressed {
-			for _, ps := range all {
-				if !done[ps] {
-					stuck = append(stuck, ps)
-				}
-			}
-			return order, stuck
+			return order, onCycles(all, done)
 		}
 	}
 	return order, nil
+}
+
+// onCycles returns the stages Kahn's algorithm could not order (not done)
+// that lie on a cycle: stages merely downstream of one are pruned, as their
+// outputs lead nowhere back.
+func onCycles(all []*PlanStage, done map[*PlanStage]bool) []*PlanStage {
+	left := map[*PlanStage]bool{}
+	for _, ps := range all {
+		if !done[ps] {
+			left[ps] = true
+		}
+	}
+	for pruned := true; pruned; {
+		pruned = false
+		for _, ps := range all {
+			if !left[ps] {
+				continue
+			}
+			feedsBack := false
+			for _, edges := range ps.Outputs {
+				for _, e := range edges {
+					feedsBack = feedsBack || left[e.To]
+				}
+			}
+			if !feedsBack {
+				delete(left, ps)
+				pruned = true
+			}
+		}
+	}
+	var out []*PlanStage
+	for _, ps := range all {
+		if left[ps] {
+			out = append(out, ps)
+		}
+	}
+	return out
 }
 
 // checkFields verifies that each stage's needed record fields are produced by
