@@ -41,14 +41,15 @@ reported, one per line, and exits 2, but what is sound is still drawn.`,
 				return usageErrorf("usage: pipe graph [--format text|dot|mermaid|svg] FILE")
 			}
 			plan, probs := loadGraph(fs.Arg(0), sets)
-			if plan == nil {
-				return &exitError{code: exitUsage, err: probs}
-			}
-			if err := drawGraph(ctx, std, plan, format, output); err != nil {
-				return err
+			if plan != nil {
+				if err := drawGraph(ctx, std, plan, format, output); err != nil {
+					return err
+				}
 			}
 			if len(probs) > 0 {
-				return &exitError{code: exitUsage, err: probs}
+				// One problem a line, as pipe check prints them.
+				fmt.Fprintln(std.Err, probs.Error())
+				return &exitError{code: exitUsage}
 			}
 			return nil
 		},
