@@ -14,28 +14,30 @@ import (
 // any path key whose ${...} expanded to nothing (an environment variable
 // set but empty, a var defined as ""). A literal "" in an optional input
 // key means none. refs are the references that expanded to nothing
-// (StageDecl.EmptyEnv). It returns "" when nothing is empty.
-func emptyPath(v reflect.Value, f *fieldInfo, refs []string) string {
+// (StageDecl.EmptyEnv). It returns one message per empty value, none when
+// nothing is empty.
+func emptyPath(v reflect.Value, f *fieldInfo, refs []string) []string {
 	why := emptyWhy(refs)
+	var msgs []string
 	switch v.Kind() {
 	case reflect.String:
 		if v.String() != "" {
-			return ""
+			return nil
 		}
 		switch {
 		case f.Required || f.Path == "out" || f.Path == "dir":
-			return f.Key + " is empty" + why
+			msgs = append(msgs, f.Key+" is empty"+why)
 		case len(refs) > 0:
-			return f.Key + " is empty" + why + "; give a path, or leave " + f.Key + " out for none"
+			msgs = append(msgs, f.Key+" is empty"+why+"; give a path, or leave "+f.Key+" out for none")
 		}
 	case reflect.Slice:
 		for i := 0; i < v.Len(); i++ {
 			if v.Index(i).Kind() == reflect.String && v.Index(i).String() == "" {
-				return fmt.Sprintf("%s item %d is empty%s", f.Key, i+1, why)
+				msgs = append(msgs, fmt.Sprintf("%s item %d is empty%s", f.Key, i+1, why))
 			}
 		}
 	}
-	return ""
+	return msgs
 }
 
 // emptyWhy says which references made a value empty:

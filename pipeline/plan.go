@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -340,6 +341,17 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool) (any, 
 	prob := func(key, format string, args ...any) {
 		probs = append(probs, Problem{Pos: sd.KeyPosition(key), Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
 	}
+	// probEach reports err about key, or each error it joins (one per bad
+	// item of a list) as a problem of its own.
+	probEach := func(key string, err error) {
+		errs := []error{err}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = joined.Unwrap()
+		}
+		for _, e := range errs {
+			prob(key, "%s %v", key, e)
+		}
+	}
 	t := reflect.TypeOf(spec.Config)
 	fields, _ := fieldsOf(t) // checked at Register
 	ptr := reflect.New(t)
@@ -375,15 +387,7 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool) (any, 
 			continue
 		}
 		if err := setFromRaw(fv, raw); err != nil {
-			// A ConfigDecoder reports every bad item of a list as a joined
-			// error: one problem each.
-			if joined, ok := err.(interface{ Unwrap() []error }); ok {
-				for _, e := range joined.Unwrap() {
-					prob(f.Key, "%s %v", f.Key, e)
-				}
-			} else {
-				prob(f.Key, "%s %v", f.Key, err)
-			}
+			probEach(f.Key, err)
 			continue
 		}
 		if err := f.checkRange(fv); err != nil {
@@ -391,12 +395,14 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool) (any, 
 			continue
 		}
 		if f.Path != "" {
-			if msg := emptyPath(fv, &f, sd.EmptyEnv[f.Key]); msg != "" {
-				prob(f.Key, "%s", msg)
+			if msgs := emptyPath(fv, &f, sd.EmptyEnv[f.Key]); len(msgs) > 0 {
+				for _, m := range msgs {
+					prob(f.Key, "%s", m)
+				}
 				continue
 			}
 			if err := resolvePaths(fv, sd.pathDir(f.Key, dir), f.Path, f.Contains, checkFiles); err != nil {
-				prob(f.Key, "%s %v", f.Key, err)
+				probEach(f.Key, err)
 			}
 		}
 	}
@@ -430,15 +436,17 @@ func tableKeyOf(v any, known []string) string {
 // resolvePaths makes a path field absolute against dir and, for inputs
 // when check is set, checks that the file exists; empty strings are left
 // alone (emptyPath reports those that matter). Outputs are checked by
-// CheckOutputs and CheckPathConflicts at plan time.
+// CheckOutputs and CheckPathConflicts at plan time. For a list, every item
+// is resolved and the error joins one per bad item.
 func resolvePaths(v reflect.Value, dir, mode string, contains []string, check bool) error {
 	if v.Kind() == reflect.Slice {
+		var errs []error
 		for i := 0; i < v.Len(); i++ {
 			if err := resolvePaths(v.Index(i), dir, mode, contains, check); err != nil {
-				return err
+				errs = append(errs, err)
 			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 	if v.Kind() != reflect.String || v.String() == "" {
 		return nil
