@@ -149,13 +149,17 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	varPos := map[string]Pos{}
 	var sets []string
 	for _, s := range opts.Set {
-		lhs, value, _ := strings.Cut(s, "=")
+		lhs, value, hasValue := strings.Cut(s, "=")
 		name, isVar := strings.CutPrefix(lhs, "vars.")
 		if !isVar {
 			sets = append(sets, s)
 			continue
 		}
 		p := Pos{File: "--set " + s}
+		if !hasValue {
+			probs = append(probs, Problem{Pos: p, Msg: "want vars.NAME=VALUE", Structural: true})
+			continue
+		}
 		if _, ok := in.raw[name]; !ok {
 			probs = append(probs, Problem{Pos: p, Msg: fmt.Sprintf("no variable %q to override%s", name, in.known(name)), Structural: true})
 			continue

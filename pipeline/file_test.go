@@ -82,6 +82,8 @@ func TestCommandLineMistakes(t *testing.T) {
 	}{
 		{src: "[vars]\nout = \"o\"\n", set: []string{"vars.ot=x"},
 			want: `--set vars.ot=x: no variable "ot" to override; [vars] defines out (did you mean "out"?)`},
+		{src: "[vars]\nx = \"1\"\n", set: []string{"vars.x"},
+			want: `--set vars.x: want vars.NAME=VALUE`},
 		{src: "", set: []string{"vars.x=1"},
 			want: `--set vars.x=1: no variable "x" to override; [vars] defines none`},
 		{src: "[vars]\na = \"${env:A:-${b}}\"\nb = \"x\"\n",
