@@ -15,6 +15,8 @@ type Duration struct{ time.Duration }
 // ConfigDecoder is implemented (on the pointer) by config field types with a
 // shape of their own, e.g. a list of servers given as strings or tables. raw
 // is what TOML decoded: string, int64, float64, bool, []any, map[string]any.
+// An error joining several (errors.Join), e.g. one per bad item of a list,
+// is reported as one problem each.
 type ConfigDecoder interface {
 	DecodeConfig(raw any) error
 }

@@ -38,9 +38,23 @@ type StageDecl struct {
 	KeyPos map[string]Pos
 	// BadKeys are keys whose ${...} could not be expanded (already reported).
 	BadKeys map[string]bool
-	// EmptyEnv lists, per key, the ${env:NAME} it used (directly or through
-	// [vars]) that were set but empty, so an empty path can say why.
+	// EmptyEnv lists, per key, the references it used (directly or through
+	// [vars]) that expanded to nothing, so an empty path can say why:
+	// "env:NAME" for an environment variable set but empty, "NAME" for a
+	// var defined as "".
 	EmptyEnv map[string][]string
+	// setDir maps keys given by --set to the directory their relative paths
+	// resolve against (the working directory); other keys use File.Dir.
+	setDir map[string]string
+}
+
+// pathDir is the directory key's relative paths resolve against: the
+// working directory for a value given on the command line, else fileDir.
+func (s *StageDecl) pathDir(key, fileDir string) string {
+	if d, ok := s.setDir[key]; ok {
+		return d
+	}
+	return fileDir
 }
 
 // KeyPosition returns where key is set, or the stage header.
@@ -53,9 +67,14 @@ func (s *StageDecl) KeyPosition(key string) Pos {
 
 // LoadOptions adjust how a file is read.
 type LoadOptions struct {
-	// Set are --set overrides, "STAGE.KEY=VALUE" or "pipeline.KEY=VALUE";
-	// VALUE is a TOML value, or a bare string.
+	// Set are --set overrides, "STAGE.KEY=VALUE", "pipeline.KEY=VALUE" or
+	// "vars.NAME=VALUE"; VALUE is a TOML value, or a bare string. A
+	// relative path given this way resolves against SetDir.
 	Set []string
+	// SetDir is the directory relative paths in Set (and a run_dir given
+	// there) resolve against; "" means the working directory, as a shell
+	// user expects of a path typed on the command line.
+	SetDir string
 	// Getenv looks up ${env:NAME}; nil means os.LookupEnv.
 	Getenv func(string) (string, bool)
 }
@@ -126,12 +145,38 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		}
 		in.raw[k] = s
 	}
+	// --set vars.NAME=VALUE replaces a var before anything uses it.
+	varPos := map[string]Pos{}
+	var sets []string
+	for _, s := range opts.Set {
+		lhs, value, hasValue := strings.Cut(s, "=")
+		name, isVar := strings.CutPrefix(lhs, "vars.")
+		if !isVar {
+			sets = append(sets, s)
+			continue
+		}
+		p := Pos{File: "--set " + s}
+		if !hasValue {
+			probs = append(probs, Problem{Pos: p, Msg: "want vars.NAME=VALUE", Structural: true})
+			continue
+		}
+		if _, ok := in.raw[name]; !ok {
+			probs = append(probs, Problem{Pos: p, Msg: fmt.Sprintf("no variable %q to override%s", name, in.known(name)), Structural: true})
+			continue
+		}
+		in.raw[name] = setVarValue(value)
+		varPos[name] = p
+	}
 	for _, k := range sortedKeys(rawVars) {
 		if _, ok := in.raw[k]; !ok {
 			continue
 		}
 		if _, err := in.resolveVar(k, nil); err != nil {
-			at(pos.table("vars", k), "%v", err)
+			p, ok := varPos[k]
+			if !ok {
+				p = pos.table("vars", k)
+			}
+			at(p, "%v", err)
 		}
 	}
 	interp := func(p Pos, v any) any {
@@ -183,12 +228,13 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	case []map[string]any:
 		stages = x
 	default:
-		at(pos.top("stage"), "stage must be an array of tables ([[stage]]), got %s", rawTypeName(x))
+		probs = append(probs, Problem{Pos: pos.top("stage"), Msg: fmt.Sprintf("stage must be an array of tables ([[stage]]), got %s", rawTypeName(x)), Structural: true})
 	}
 	for i, raw := range stages {
 		sd := &StageDecl{Pos: pos.stageHeader(i), Raw: map[string]any{}, KeyPos: pos.stageKeys(i), BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{}}
+		// Problems with a stage's id, kind or input are the graph's shape.
 		sprob := func(p Pos, format string, args ...any) {
-			probs = append(probs, Problem{Pos: p, Stage: sd.ID, Msg: fmt.Sprintf(format, args...)})
+			probs = append(probs, Problem{Pos: p, Stage: sd.ID, Msg: fmt.Sprintf(format, args...), Structural: true})
 		}
 		if id, ok := raw["id"].(string); ok {
 			sd.ID = id
@@ -227,9 +273,15 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		f.Stages = append(f.Stages, sd)
 	}
 
-	for _, s := range opts.Set {
-		if err := f.applySet(s, in); err != nil {
-			probs = append(probs, Problem{Pos: Pos{File: "--set " + s}, Msg: err.Error()})
+	setDir := opts.SetDir
+	if setDir == "" && len(sets) > 0 {
+		if setDir, err = os.Getwd(); err != nil {
+			return nil, Problems{{Pos: Pos{File: "--set " + sets[0]}, Msg: err.Error()}}
+		}
+	}
+	for _, s := range sets {
+		if err := f.applySet(s, in, setDir); err != nil {
+			probs = append(probs, Problem{Pos: Pos{File: "--set " + s}, Msg: err.Error(), Structural: true})
 		}
 	}
 
@@ -265,12 +317,26 @@ func inputsOf(v any, bad func(string)) []string {
 	return nil
 }
 
-// applySet applies one --set STAGE.KEY=VALUE.
-func (f *File) applySet(s string, in *interpolator) error {
+// setVarValue is the text of --set vars.NAME=VALUE: a TOML string is
+// unquoted; anything else (64, a/b.jsonl) is taken as written, since a var
+// is text.
+func setVarValue(value string) string {
+	var tmp map[string]any
+	if _, err := toml.Decode("v = "+value, &tmp); err == nil {
+		if s, ok := tmp["v"].(string); ok {
+			return s
+		}
+	}
+	return value
+}
+
+// applySet applies one --set STAGE.KEY=VALUE or pipeline.KEY=VALUE; a
+// relative path in it resolves against dir.
+func (f *File) applySet(s string, in *interpolator, dir string) error {
 	lhs, value, ok := strings.Cut(s, "=")
 	target, key, ok2 := strings.Cut(lhs, ".")
 	if !ok || !ok2 || target == "" || key == "" {
-		return fmt.Errorf("want STAGE.KEY=VALUE (e.g. gen.concurrency=64)")
+		return fmt.Errorf("want STAGE.KEY=VALUE, pipeline.KEY=VALUE or vars.NAME=VALUE (e.g. gen.concurrency=64)")
 	}
 	var v any = value
 	var tmp map[string]any
@@ -289,6 +355,9 @@ func (f *File) applySet(s string, in *interpolator) error {
 		case "name":
 			f.Name = str
 		case "run_dir":
+			if str != "" && !filepath.IsAbs(str) {
+				str = filepath.Join(dir, str)
+			}
 			f.RunDir, f.RunDirPos = str, p
 		case "max_failed":
 			l, err := ParseFailLimit(v)
@@ -324,6 +393,10 @@ func (f *File) applySet(s string, in *interpolator) error {
 		default:
 			sd.Raw[key] = v
 			sd.EmptyEnv[key] = in.empty
+			if sd.setDir == nil {
+				sd.setDir = map[string]string{}
+			}
+			sd.setDir[key] = dir
 		}
 		sd.KeyPos[key] = p
 		return nil
@@ -332,38 +405,48 @@ func (f *File) applySet(s string, in *interpolator) error {
 }
 
 // syntaxProblem turns a TOML decode error into a positioned problem with the
-// offending line and a caret.
+// offending line and a caret. The position is computed from the error's
+// byte offset: the decoder counts a line's newline as the next line, so an
+// error found at the end of line 1 (`[[stage]` unclosed) would otherwise
+// be reported on line 2.
 func syntaxProblem(path string, src []byte, err error) Problem {
 	var pe toml.ParseError
 	if !errors.As(err, &pe) {
 		return Problem{Pos: Pos{File: path}, Msg: "TOML: " + err.Error()}
 	}
 	line, col := pe.Position.Line, pe.Position.Col
+	if off := pe.Position.Start; off >= 0 && off <= len(src) {
+		lineStart := strings.LastIndexByte(string(src[:off]), '\n') + 1
+		line = strings.Count(string(src[:off]), "\n") + 1
+		col = off - lineStart + 1
+	}
 	lines := strings.Split(string(src), "\n")
 	extra := ""
 	if line >= 1 && line <= len(lines) {
 		text := strings.TrimRight(lines[line-1], "\r")
-		if col < 1 {
-			col = 1
-		}
+		col = max(col, 1)
 		pad := strings.Map(func(r rune) rune {
 			if r == '\t' {
 				return '\t'
 			}
 			return ' '
-		}, string([]rune(text)[:min(col-1, len([]rune(text)))]))
+		}, text[:min(col-1, len(text))])
 		extra = "    " + text + "\n    " + pad + "^"
 	}
 	return Problem{Pos: Pos{File: path, Line: line, Col: col}, Msg: "TOML syntax error: " + pe.Message, Extra: extra}
 }
 
-// interpolator expands ${name} (from [vars]) and ${env:NAME}; $${ is a literal ${.
+// interpolator expands ${name} (from [vars]), ${env:NAME} and
+// ${env:NAME:-DEFAULT} (DEFAULT when NAME is unset or empty, as in the
+// shell); $${ is a literal ${.
 type interpolator struct {
 	raw    map[string]string
 	done   map[string]string
 	getenv func(string) (string, bool)
-	// empty collects the ${env:NAME} set but empty that expansions used since
-	// the caller last reset it; varEmpty is the same per resolved var.
+	// empty collects the references that expanded to nothing since the
+	// caller last reset it: "env:NAME" for a variable set but empty, "NAME"
+	// for a var defined as "" (not a default chosen by ":-"); varEmpty is
+	// the same per resolved var.
 	empty    []string
 	varEmpty map[string][]string
 }
@@ -394,6 +477,9 @@ func (in *interpolator) resolveVar(name string, stack []string) (string, error) 
 	outer := in.empty
 	in.empty = nil
 	v, err := in.expand(raw, append(stack, name))
+	if raw == "" {
+		in.noteEmpty(name)
+	}
 	mine := in.empty
 	in.empty = outer
 	in.noteEmpty(mine...)
@@ -424,13 +510,22 @@ func (in *interpolator) expand(s string, stack []string) (string, error) {
 			return "${"
 		}
 		ref := m[2 : len(m)-1]
-		if name, ok := strings.CutPrefix(ref, "env:"); ok {
+		if rest, ok := strings.CutPrefix(ref, "env:"); ok {
+			name, def, hasDef := strings.Cut(rest, ":-")
 			v, set := in.getenv(name)
-			if !set && firstErr == nil {
-				firstErr = fmt.Errorf("environment variable %s is not set (used as ${env:%s})", name, name)
-			}
-			if set && v == "" {
-				in.noteEmpty(name)
+			switch {
+			case hasDef && strings.Contains(def, "${"):
+				if firstErr == nil {
+					firstErr = fmt.Errorf("${%s}: a default is plain text; ${...} inside it is not expanded", ref)
+				}
+			case hasDef && v == "":
+				return def
+			case !set:
+				if firstErr == nil {
+					firstErr = fmt.Errorf("environment variable %s is not set (used as ${env:%s}; ${env:%s:-DEFAULT} gives a default)", name, name, name)
+				}
+			case v == "":
+				in.noteEmpty("env:" + name)
 			}
 			return v
 		}

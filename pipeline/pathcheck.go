@@ -9,32 +9,67 @@ import (
 )
 
 // emptyPath reports a path key that is set but empty after interpolation,
-// which would only fail when the run ends (an output) or silently read
-// nothing (a required input): a required or output key that is "", or an
-// empty item of a list of paths. env names the ${env:NAME} the key used that
-// were set but empty. It returns "" when nothing is empty.
-func emptyPath(v reflect.Value, f *fieldInfo, env []string) string {
-	why := ""
-	if len(env) > 0 {
-		noun := "environment variable " + env[0] + " is"
-		if len(env) > 1 {
-			noun = "environment variables " + strings.Join(env, ", ") + " are"
-		}
-		why = " (" + noun + " set but empty)"
-	}
+// which would fail only when the run opens it, or silently read nothing: a
+// required or output key that is "", an empty item of a list of paths, or
+// any path key whose ${...} expanded to nothing (an environment variable
+// set but empty, a var defined as ""). A literal "" in an optional input
+// key means none. refs are the references that expanded to nothing
+// (StageDecl.EmptyEnv). It returns one message per empty value, none when
+// nothing is empty.
+func emptyPath(v reflect.Value, f *fieldInfo, refs []string) []string {
+	why := emptyWhy(refs)
+	var msgs []string
 	switch v.Kind() {
 	case reflect.String:
-		if v.String() == "" && (f.Required || f.Path == "out" || f.Path == "dir") {
-			return f.Key + " is empty" + why
+		if v.String() != "" {
+			return nil
+		}
+		switch {
+		case f.Required || f.Path == "out" || f.Path == "dir":
+			msgs = append(msgs, f.Key+" is empty"+why)
+		case len(refs) > 0:
+			msgs = append(msgs, f.Key+" is empty"+why+"; give a path, or leave "+f.Key+" out for none")
 		}
 	case reflect.Slice:
 		for i := 0; i < v.Len(); i++ {
 			if v.Index(i).Kind() == reflect.String && v.Index(i).String() == "" {
-				return fmt.Sprintf("%s item %d is empty%s", f.Key, i+1, why)
+				msgs = append(msgs, fmt.Sprintf("%s item %d is empty%s", f.Key, i+1, why))
 			}
 		}
 	}
-	return ""
+	return msgs
+}
+
+// emptyWhy says which references made a value empty:
+// " (environment variable MODEL_DIR is set but empty)".
+func emptyWhy(refs []string) string {
+	var env, vars []string
+	for _, r := range refs {
+		if name, ok := strings.CutPrefix(r, "env:"); ok {
+			env = append(env, name)
+		} else {
+			vars = append(vars, r)
+		}
+	}
+	var parts []string
+	switch len(env) {
+	case 0:
+	case 1:
+		parts = append(parts, "environment variable "+env[0]+" is set but empty")
+	default:
+		parts = append(parts, "environment variables "+strings.Join(env, ", ")+" are set but empty")
+	}
+	switch len(vars) {
+	case 0:
+	case 1:
+		parts = append(parts, "[vars] "+vars[0]+" is empty")
+	default:
+		parts = append(parts, "[vars] "+strings.Join(vars, ", ")+" are empty")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }
 
 // CheckPathConflicts reports what would lose data when the run ends: an

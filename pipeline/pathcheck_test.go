@@ -152,6 +152,38 @@ path = "f.jsonl"
 			`DIR/test.toml:18:1: stage "f" (files): out is empty`,
 			`DIR/test.toml:19:1: stage "f" (files): shards is empty (environment variable OUT is set but empty)`,
 		}},
+		{name: "every bad item of a list of paths", toml: `
+[[stage]]
+id = "f"
+kind = "files"
+input = "prompts"
+model = "data/model"
+against = ["absent1.jsonl", "p.jsonl", "absent2.jsonl", "${env:A}", "${env:B}"]
+[[stage]]
+id = "w2"
+kind = "write-jsonl"
+input = "f"
+path = "f.jsonl"
+`, want: []string{
+			`DIR/test.toml:17:1: stage "f" (files): against item 4 is empty (environment variables A, B are set but empty)`,
+			`DIR/test.toml:17:1: stage "f" (files): against item 5 is empty (environment variables A, B are set but empty)`,
+		}},
+		{name: "every missing file of a list of paths", toml: `
+[[stage]]
+id = "f"
+kind = "files"
+input = "prompts"
+model = "data/model"
+against = ["absent1.jsonl", "p.jsonl", "absent2.jsonl"]
+[[stage]]
+id = "w2"
+kind = "write-jsonl"
+input = "f"
+path = "f.jsonl"
+`, want: []string{
+			`DIR/test.toml:17:1: stage "f" (files): against DIR/absent1.jsonl: no such file or directory`,
+			`DIR/test.toml:17:1: stage "f" (files): against DIR/absent2.jsonl: no such file or directory`,
+		}},
 		{name: "two writers, two spellings of one path", toml: `
 [[stage]]
 id = "w2"
@@ -280,7 +312,7 @@ path = "p.jsonl"
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-			f, probs := pipeline.Parse(filepath.Join(dir, "test.toml"), []byte(src+strings.TrimPrefix(tc.toml, "\n")), pipeline.LoadOptions{Set: tc.set, Getenv: getenv})
+			f, probs := pipeline.Parse(filepath.Join(dir, "test.toml"), []byte(src+strings.TrimPrefix(tc.toml, "\n")), pipeline.LoadOptions{Set: tc.set, SetDir: dir, Getenv: getenv})
 			if f == nil {
 				t.Fatal(probs)
 			}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,15 +47,31 @@ func (p *Plan) Lookup(id string) *PlanStage { return p.byID[id] }
 const RejectedPort = "rejected"
 
 // Build checks a decoded file against the registry and wires the graph. It
-// reports every problem it finds, not only the first.
+// reports every problem it finds, not only the first. Input paths are
+// checked to exist.
 func Build(f *File, reg *Registry) (*Plan, Problems) {
+	return build(f, reg, true)
+}
+
+// BuildGraph wires the graph as Build does without touching the file
+// system: it reports only the graph's shape (ids, kinds, inputs, ports,
+// cycles, unconnected outputs). Stage configs are decoded as far as they go,
+// for the key settings a picture shows; their problems, and paths (made
+// absolute, never looked at), are left to Build. The plan is for drawing,
+// not for running.
+func BuildGraph(f *File, reg *Registry) (*Plan, Problems) {
+	p, probs := build(f, reg, false)
+	return p, probs.Structural()
+}
+
+func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
 	var probs Problems
 	p := &Plan{File: f, byID: map[string]*PlanStage{}}
 	var all []*PlanStage
 	for _, sd := range f.Stages {
 		ps := &PlanStage{Decl: sd, Outputs: map[string][]Edge{}}
 		prob := func(pos Pos, format string, args ...any) {
-			probs = append(probs, Problem{Pos: pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
+			probs = append(probs, Problem{Pos: pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...), Structural: true})
 		}
 		if sd.ID != "" {
 			if prev, dup := p.byID[sd.ID]; dup {
@@ -66,12 +83,12 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 		if sd.Kind != "" {
 			ps.Spec = reg.Lookup(sd.Kind)
 			if ps.Spec == nil {
-				probs = append(probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID,
+				probs = append(probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true,
 					Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, DidYouMean(sd.Kind, reg.Kinds()), strings.Join(reg.Kinds(), ", "))})
 			}
 		}
 		if ps.Spec != nil {
-			cfg, cprobs := decodeConfig(ps.Spec, sd, f.Dir)
+			cfg, cprobs := decodeConfig(ps.Spec, sd, f.Dir, checkFiles)
 			ps.Config = cfg
 			probs = append(probs, cprobs...)
 		}
@@ -82,18 +99,23 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 	nprobs := len(probs)
 	for _, ps := range all {
 		sd := ps.Decl
+		kind := "" // not named when unknown: its own problem says so
+		if ps.Spec != nil {
+			kind = ps.Spec.Kind
+		}
 		prob := func(format string, args ...any) {
-			probs = append(probs, Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
+			probs = append(probs, Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: kind, Msg: fmt.Sprintf(format, args...), Structural: true})
 		}
-		if ps.Spec == nil {
-			continue
-		}
+		// A stage of unknown kind still takes its inputs, so the graph
+		// drawn around it is whole and its upstream outputs count as
+		// connected; only its own ports are unknown.
 		switch {
+		case ps.Spec == nil:
 		case ps.Spec.Source && len(sd.Inputs) > 0:
 			prob("a %s stage reads its own input and takes no input key", sd.Kind)
 			continue
 		case !ps.Spec.Source && len(sd.Inputs) == 0:
-			probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: `needs an input: add input = "STAGE" or "STAGE.PORT"`})
+			probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: `needs an input: add input = "STAGE" or "STAGE.PORT"`, Structural: true})
 		case ps.Spec.MaxInputs > 0 && len(sd.Inputs) > ps.Spec.MaxInputs:
 			prob("takes at most %d input(s), got %d", ps.Spec.MaxInputs, len(sd.Inputs))
 		}
@@ -143,7 +165,7 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 			if port != ps.Spec.Outputs[0] {
 				ref += "." + port
 			}
-			probs = append(probs, Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind,
+			probs = append(probs, Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
 				Msg: fmt.Sprintf("output port %q is not connected: add a stage with input = %q (e.g. a write-jsonl)", port, ref)})
 		}
 	}
@@ -158,7 +180,7 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 				first = c
 			}
 		}
-		probs = append(probs, Problem{Pos: first.Decl.KeyPosition("input"), Stage: first.Decl.ID, Kind: first.Decl.Kind,
+		probs = append(probs, Problem{Pos: first.Decl.KeyPosition("input"), Stage: first.Decl.ID, Kind: first.Decl.Kind, Structural: true,
 			Msg: "cycle in the graph through stages " + strings.Join(ids, ", ")})
 		order = all
 	}
@@ -167,7 +189,7 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 		probs = append(probs, checkFields(order)...)
 	}
 	if len(all) == 0 {
-		probs = append(probs, Problem{Pos: Pos{File: f.Path}, Msg: "no stages: add [[stage]] tables"})
+		probs = append(probs, Problem{Pos: Pos{File: f.Path}, Msg: "no stages: add [[stage]] tables", Structural: true})
 	}
 	return p, probs
 }
@@ -197,15 +219,47 @@ func topoSort(all []*PlanStage) (order, stuck []*PlanStage) {
 			}
 		}
 		if !progressed {
-			for _, ps := range all {
-				if !done[ps] {
-					stuck = append(stuck, ps)
-				}
-			}
-			return order, stuck
+			return order, onCycles(all, done)
 		}
 	}
 	return order, nil
+}
+
+// onCycles returns the stages Kahn's algorithm could not order (not done)
+// that lie on a cycle: stages merely downstream of one are pruned, as their
+// outputs lead nowhere back.
+func onCycles(all []*PlanStage, done map[*PlanStage]bool) []*PlanStage {
+	left := map[*PlanStage]bool{}
+	for _, ps := range all {
+		if !done[ps] {
+			left[ps] = true
+		}
+	}
+	for pruned := true; pruned; {
+		pruned = false
+		for _, ps := range all {
+			if !left[ps] {
+				continue
+			}
+			feedsBack := false
+			for _, edges := range ps.Outputs {
+				for _, e := range edges {
+					feedsBack = feedsBack || left[e.To]
+				}
+			}
+			if !feedsBack {
+				delete(left, ps)
+				pruned = true
+			}
+		}
+	}
+	var out []*PlanStage
+	for _, ps := range all {
+		if left[ps] {
+			out = append(out, ps)
+		}
+	}
+	return out
 }
 
 // checkFields verifies that each stage's needed record fields are produced by
@@ -279,11 +333,24 @@ func (ps *PlanStage) fields() (needs, produces []string) {
 }
 
 // decodeConfig decodes a stage's raw keys into a new value of its kind's config
-// struct, checking every key; paths are resolved against dir.
-func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
+// struct, checking every key; paths are resolved against dir (or, for a key
+// given by --set, the working directory) and, with checkFiles, input paths
+// are checked to exist.
+func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool) (any, Problems) {
 	var probs Problems
 	prob := func(key, format string, args ...any) {
 		probs = append(probs, Problem{Pos: sd.KeyPosition(key), Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
+	}
+	// probEach reports err about key, or each error it joins (one per bad
+	// item of a list) as a problem of its own.
+	probEach := func(key string, err error) {
+		errs := []error{err}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = joined.Unwrap()
+		}
+		for _, e := range errs {
+			prob(key, "%s %v", key, e)
+		}
 	}
 	t := reflect.TypeOf(spec.Config)
 	fields, _ := fieldsOf(t) // checked at Register
@@ -297,9 +364,15 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 		}
 	}
 	for _, k := range sortedKeys(sd.Raw) {
-		if !contains(keys, k) {
-			prob(k, "unknown key %q%s; %s takes: %s", k, DidYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
+		if contains(keys, k) {
+			continue
 		}
+		if inner := tableKeyOf(sd.Raw[k], keys); inner != "" {
+			// `gen.concurrency = 0` inside gen's [[stage]] makes a table "gen".
+			prob(k, "unknown key \"%s.%s\": a dotted key makes a table %q; did you mean %s = …?", k, inner, k, inner)
+			continue
+		}
+		prob(k, "unknown key %q%s; %s takes: %s", k, DidYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
 	}
 	for _, f := range fields {
 		raw, set := sd.Raw[f.Key]
@@ -314,7 +387,7 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 			continue
 		}
 		if err := setFromRaw(fv, raw); err != nil {
-			prob(f.Key, "%s %v", f.Key, err)
+			probEach(f.Key, err)
 			continue
 		}
 		if err := f.checkRange(fv); err != nil {
@@ -322,12 +395,14 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 			continue
 		}
 		if f.Path != "" {
-			if msg := emptyPath(fv, &f, sd.EmptyEnv[f.Key]); msg != "" {
-				prob(f.Key, "%s", msg)
+			if msgs := emptyPath(fv, &f, sd.EmptyEnv[f.Key]); len(msgs) > 0 {
+				for _, m := range msgs {
+					prob(f.Key, "%s", m)
+				}
 				continue
 			}
-			if err := resolvePaths(fv, dir, f.Path, f.Contains); err != nil {
-				prob(f.Key, "%s %v", f.Key, err)
+			if err := resolvePaths(fv, sd.pathDir(f.Key, dir), f.Path, f.Contains, checkFiles); err != nil {
+				probEach(f.Key, err)
 			}
 		}
 	}
@@ -343,18 +418,35 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string) (any, Problems) {
 	return ptr.Interface(), probs
 }
 
-// resolvePaths makes a path field absolute against dir and, for inputs,
-// checks that the file exists; empty strings are left alone (emptyPath
-// reports those that matter). Outputs are checked by CheckOutputs and
-// CheckPathConflicts at plan time.
-func resolvePaths(v reflect.Value, dir, mode string, contains []string) error {
+// tableKeyOf returns the first known key inside v, if v is a table: what
+// the user meant by a dotted key such as stage.concurrency.
+func tableKeyOf(v any, known []string) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	for _, k := range sortedKeys(m) {
+		if contains(known[3:], k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// resolvePaths makes a path field absolute against dir and, for inputs
+// when check is set, checks that the file exists; empty strings are left
+// alone (emptyPath reports those that matter). Outputs are checked by
+// CheckOutputs and CheckPathConflicts at plan time. For a list, every item
+// is resolved and the error joins one per bad item.
+func resolvePaths(v reflect.Value, dir, mode string, contains []string, check bool) error {
 	if v.Kind() == reflect.Slice {
+		var errs []error
 		for i := 0; i < v.Len(); i++ {
-			if err := resolvePaths(v.Index(i), dir, mode, contains); err != nil {
-				return err
+			if err := resolvePaths(v.Index(i), dir, mode, contains, check); err != nil {
+				errs = append(errs, err)
 			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 	if v.Kind() != reflect.String || v.String() == "" {
 		return nil
@@ -367,7 +459,7 @@ func resolvePaths(v reflect.Value, dir, mode string, contains []string) error {
 		p = filepath.Join(dir, p)
 	}
 	v.SetString(p)
-	if mode != "in" && mode != "indir" && mode != "inany" {
+	if !check || (mode != "in" && mode != "indir" && mode != "inany") {
 		return nil
 	}
 	st, err := os.Stat(p)

@@ -22,12 +22,18 @@ type stagePos struct {
 
 var (
 	headerRe = regexp.MustCompile(`^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]\]?`)
-	keyRe    = regexp.MustCompile(`^(\s*)([A-Za-z0-9_-]+|"[^"]*")\s*=`)
+	// keyRe matches a key, dotted or not: `a =`, `"a.b" =`, `a . b =`.
+	keyRe = regexp.MustCompile(`^(\s*)((?:` + keyPart + `)(?:\s*\.\s*(?:` + keyPart + `))*)\s*=`)
+	// keyPartRe finds the parts of a dotted key.
+	keyPartRe = regexp.MustCompile(keyPart)
 )
+
+const keyPart = `[A-Za-z0-9_-]+|"[^"]*"|'[^']*'`
 
 func scanPositions(file string, src []byte) *positions {
 	p := &positions{file: file, topKeys: map[string]Pos{}, tables: map[string]map[string]Pos{}}
 	var cur map[string]Pos = p.topKeys
+	atTop := true // no table header yet
 	depth := 0    // open [ or { brackets of a value spanning lines
 	inMulti := "" // `"""` or `'''` while inside a multi-line string
 	for i, line := range strings.Split(string(src), "\n") {
@@ -36,6 +42,7 @@ func scanPositions(file string, src []byte) *positions {
 			if m := headerRe.FindStringSubmatchIndex(line); m != nil {
 				name := line[m[4]:m[5]]
 				h := Pos{File: file, Line: ln, Col: m[2] + 1}
+				atTop = false
 				if line[m[2]:m[3]] == "[[" && name == "stage" {
 					p.stages = append(p.stages, stagePos{header: h, keys: map[string]Pos{}})
 					cur = p.stages[len(p.stages)-1].keys
@@ -51,15 +58,33 @@ func scanPositions(file string, src []byte) *positions {
 				continue
 			}
 			if m := keyRe.FindStringSubmatchIndex(line); m != nil {
-				key := strings.Trim(line[m[4]:m[5]], `"`)
-				if _, dup := cur[key]; !dup {
-					cur[key] = Pos{File: file, Line: ln, Col: m[4] + 1}
+				parts := keyPartRe.FindAllString(line[m[4]:m[5]], -1)
+				for i := range parts {
+					parts[i] = strings.Trim(parts[i], `"'`)
+				}
+				kp := Pos{File: file, Line: ln, Col: m[4] + 1}
+				// A dotted key is reported at its own line: `a.b = 1` in a
+				// table sets its key a; at the top, `pipeline.name = "x"`
+				// also sets [pipeline]'s key name.
+				setPos(cur, parts[0], kp)
+				if len(parts) > 1 && atTop {
+					if p.tables[parts[0]] == nil {
+						p.tables[parts[0]] = map[string]Pos{"": kp}
+					}
+					setPos(p.tables[parts[0]], parts[1], kp)
 				}
 			}
 		}
 		depth, inMulti = scanLine(line, depth, inMulti)
 	}
 	return p
+}
+
+// setPos records where key is first set.
+func setPos(m map[string]Pos, key string, p Pos) {
+	if _, dup := m[key]; !dup {
+		m[key] = p
+	}
 }
 
 // scanLine tracks bracket depth and multi-line strings across one line,

@@ -31,6 +31,10 @@ type Problem struct {
 	Msg   string
 	// Extra lines shown under the message (a TOML syntax error's caret).
 	Extra string
+	// Structural marks a problem with the graph's shape (ids, kinds,
+	// inputs, ports, cycles, a --set that does not apply): the only kind
+	// pipe graph reports.
+	Structural bool
 }
 
 func (p Problem) String() string {
@@ -77,6 +81,17 @@ func (ps Problems) Sort() {
 		}
 		return a.Col < b.Col
 	})
+}
+
+// Structural returns the problems with the graph's shape.
+func (ps Problems) Structural() Problems {
+	var out Problems
+	for _, p := range ps {
+		if p.Structural {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Err returns ps as an error, or nil when empty.

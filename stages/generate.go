@@ -248,6 +248,8 @@ type serverEntry struct {
 	userinfo bool   // dial has user:password
 }
 
+// DecodeConfig reads the servers key. Every bad item is reported (the
+// error joins one error per item), not only the first.
 func (l *serverList) DecodeConfig(raw any) error {
 	var items []any
 	switch x := raw.(type) {
@@ -265,53 +267,62 @@ func (l *serverList) DecodeConfig(raw any) error {
 	if len(items) == 0 {
 		return fmt.Errorf("must name at least one server")
 	}
+	// Items keeps one entry per item, bad ones too, so that Validate's item
+	// numbers are the user's; a list with errors is never run.
 	l.Items = nil
-	seen := map[string]bool{}
+	var errs []error
+	seen := map[string]int{} // URL -> item number
 	for i, it := range items {
-		var e serverEntry
-		switch x := it.(type) {
-		case string:
-			e.URL = x
-		case map[string]any:
-			for k := range x {
-				if k != "url" && k != "concurrency" && k != "api_key_env" {
-					return fmt.Errorf("item %d: unknown key %q (a server table has url, concurrency and api_key_env)", i+1, k)
-				}
-			}
-			u, ok := x["url"].(string)
-			if !ok {
-				return fmt.Errorf("item %d: a server table needs url = \"http://…\"", i+1)
-			}
-			e.URL = u
-			if c, ok := x["concurrency"]; ok {
-				n, ok := c.(int64)
-				if !ok || n < 1 || n > 4096 {
-					return fmt.Errorf("item %d: concurrency must be 1..4096, got %v", i+1, c)
-				}
-				e.Concurrency = int(n)
-			}
-			if v, ok := x["api_key_env"]; ok {
-				name, ok := v.(string)
-				if !ok || (name != "" && !envNameRe.MatchString(name)) {
-					return fmt.Errorf("item %d: api_key_env must be an environment variable name (or \"\" for no key), got %s", i+1, describeEnvName(v))
-				}
-				e.APIKeyEnv = &name
-			}
-		default:
-			return fmt.Errorf("item %d: must be a URL string or a table {url, concurrency, api_key_env}", i+1)
-		}
-		if err := e.parse(); err != nil {
-			return fmt.Errorf("item %d: %v", i+1, err)
-		}
-		if e.Sim == 0 {
-			if seen[e.URL] {
-				return fmt.Errorf("item %d: %s is listed twice", i+1, e.URL)
-			}
-			seen[e.URL] = true
-		}
+		e, err := decodeServer(it)
 		l.Items = append(l.Items, e)
+		switch first, dup := seen[e.URL]; {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("item %d: %v", i+1, err))
+		case e.Sim > 0:
+		case dup:
+			errs = append(errs, fmt.Errorf("item %d: %s is listed twice (also item %d)", i+1, e.URL, first))
+		default:
+			seen[e.URL] = i + 1
+		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// decodeServer reads one item of the servers key: a URL or a table.
+func decodeServer(it any) (serverEntry, error) {
+	var e serverEntry
+	switch x := it.(type) {
+	case string:
+		e.URL = x
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if k != "url" && k != "concurrency" && k != "api_key_env" {
+				return e, fmt.Errorf("unknown key %q (a server table has url, concurrency and api_key_env)", k)
+			}
+		}
+		u, ok := x["url"].(string)
+		if !ok {
+			return e, fmt.Errorf("a server table needs url = \"http://…\"")
+		}
+		e.URL = u
+		if c, ok := x["concurrency"]; ok {
+			n, ok := c.(int64)
+			if !ok || n < 1 || n > 4096 {
+				return e, fmt.Errorf("concurrency must be 1..4096, got %v", c)
+			}
+			e.Concurrency = int(n)
+		}
+		if v, ok := x["api_key_env"]; ok {
+			name, ok := v.(string)
+			if !ok || (name != "" && !envNameRe.MatchString(name)) {
+				return e, fmt.Errorf("api_key_env must be an environment variable name (or \"\" for no key), got %s", describeEnvName(v))
+			}
+			e.APIKeyEnv = &name
+		}
+	default:
+		return e, fmt.Errorf("must be a URL string or a table {url, concurrency, api_key_env}")
+	}
+	return e, e.parse()
 }
 
 func (e *serverEntry) parse() error {
@@ -322,7 +333,7 @@ func (e *serverEntry) parse() error {
 			return fmt.Errorf(`%q: want "sim:N" with N in 1..64`, e.URL)
 		}
 		e.Sim = n
-		q, err := url.ParseQuery(query)
+		q, err := parseSimQuery(query)
 		if err != nil {
 			return fmt.Errorf("%q: %v", e.URL, err)
 		}
@@ -343,6 +354,11 @@ func (e *serverEntry) parse() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf(`%q is not a server URL: want "http://HOST:PORT" (or "sim:N")`, shown)
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf(`%q: port %s is out of range: want 1..65535`, shown, p)
+		}
+	}
 	if u.Path != "" && u.Path != "/" {
 		return fmt.Errorf(`%q: give the base URL without a path (e.g. "%s://%s")`, shown, u.Scheme, u.Host)
 	}
@@ -353,6 +369,29 @@ func (e *serverEntry) parse() error {
 	e.userinfo = u.User != nil
 	e.URL = u.Scheme + "://" + u.Host
 	return nil
+}
+
+// parseSimQuery reads the options of "sim:N?k=v&k=v". Unlike a URL query,
+// '+' is itself, not a space: fault windows are written "die@1h+5m".
+// %XX escapes are decoded.
+func parseSimQuery(query string) (url.Values, error) {
+	q := url.Values{}
+	for _, kv := range strings.Split(query, "&") {
+		if kv == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		key, err := url.PathUnescape(k)
+		if err != nil {
+			return nil, fmt.Errorf("option %q: %v", k, err)
+		}
+		val, err := url.PathUnescape(v)
+		if err != nil {
+			return nil, fmt.Errorf("option %s: %v", key, err)
+		}
+		q.Add(key, val)
+	}
+	return q, nil
 }
 
 // describeEnvName shows a bad api_key_env value in a message: a string that
@@ -369,8 +408,13 @@ func describeEnvName(v any) string {
 // checks the variable's name.
 func simConfig(n int, q url.Values, lookup func(string) (string, bool)) (sim.Config, error) {
 	cfg := sim.Config{Count: n}
-	for k, vs := range q {
-		v := vs[len(vs)-1]
+	var errs []string
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		v := q.Get(k)
+		if vs := q[k]; len(vs) > 1 {
+			errs = append(errs, fmt.Sprintf("sim option %s is given %d times", k, len(vs)))
+			continue
+		}
 		var err error
 		switch k {
 		case "speed":
@@ -393,29 +437,35 @@ func simConfig(n int, q url.Values, lookup func(string) (string, bool)) (sim.Con
 			cfg.Seed = s
 		case "api_key_env":
 			if !envNameRe.MatchString(v) {
-				return cfg, fmt.Errorf("sim option api_key_env: not an environment variable name (give the variable's name, not the key)")
+				errs = append(errs, "sim option api_key_env: not an environment variable name (give the variable's name, not the key)")
+				continue
 			}
 			if lookup != nil {
 				key, kerr := envValue(lookup, v)
 				if kerr != nil {
-					return cfg, fmt.Errorf("sim option api_key_env: %v", kerr)
+					errs = append(errs, fmt.Sprintf("sim option api_key_env: %v", kerr))
+					continue
 				}
 				cfg.APIKey = key
 			}
 		case "faults":
-			for _, fs := range strings.Split(v, ",") {
+			for _, fs := range splitFaults(v) {
 				f, ferr := sim.ParseFault(fs)
 				if ferr != nil {
-					return cfg, ferr
+					errs = append(errs, ferr.Error())
+					continue
 				}
 				cfg.Faults = append(cfg.Faults, f)
 			}
 		default:
-			return cfg, fmt.Errorf("unknown sim option %q (speed, max_running, context_length, think_mean, answer_mean, spec_accept, model, seed, faults, api_key_env)", k)
+			errs = append(errs, fmt.Sprintf("unknown sim option %q (speed, max_running, context_length, think_mean, answer_mean, spec_accept, model, seed, faults, api_key_env)", k))
 		}
 		if err != nil {
-			return cfg, fmt.Errorf("sim option %s=%q: %v", k, v, err)
+			errs = append(errs, fmt.Sprintf("sim option %s=%q: %v", k, v, err))
 		}
+	}
+	if len(errs) > 0 {
+		return cfg, errors.New(strings.Join(errs, "; "))
 	}
 	// Means above the default caps raise the caps with them.
 	if cfg.ThinkTokensMean > sim.DefaultThinkTokensMax {
@@ -425,6 +475,30 @@ func simConfig(n int, q url.Values, lookup func(string) (string, bool)) (sim.Con
 		cfg.AnswerTokensMax = min(cfg.AnswerTokensMean*4, 1<<16)
 	}
 	return cfg, nil
+}
+
+// splitFaults splits the faults option at commas, keeping a fault's list
+// of servers whole: "503:0.1,die@1h+5m#0,1" is two faults, the second on
+// servers 0 and 1.
+func splitFaults(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if n := len(out); n > 0 && strings.Contains(out[n-1], "#") && isServerIndex(p) {
+			out[n-1] += "," + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func isServerIndex(s string) bool {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return false
+	}
+	_, err := strconv.Atoi(s)
+	return err == nil
 }
 
 type generate struct {

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/goccy/go-graphviz"
+
+	"github.com/pipe-dev/pipe/pipeline"
 )
 
 func init() {
@@ -21,7 +23,13 @@ func init() {
 		Short:     "show a pipeline's graph",
 		Long: `Graph prints the stages in dependency order with their kinds, key settings,
 ports and edges. dot and mermaid are for other tools; svg is a picture rendered
-in-process (no Graphviz install needed).`,
+in-process (no Graphviz install needed).
+
+Graph checks only the graph's shape: stage ids, kinds, inputs, ports and
+cycles. It reads nothing but the pipeline file (no input files, tokenizer,
+environment variables, servers or S3), so it draws a pipeline meant for
+another machine; pipe check checks the rest. A problem with the shape is
+reported, one per line, and exits 2, but what is sound is still drawn.`,
 		SetFlags: func(fs *flag.FlagSet) {
 			sets = nil
 			fs.StringVar(&format, "format", "text", "output format: text, dot, mermaid or svg")
@@ -32,34 +40,46 @@ in-process (no Graphviz install needed).`,
 			if fs.NArg() != 1 {
 				return usageErrorf("usage: pipe graph [--format text|dot|mermaid|svg] FILE")
 			}
-			plan, probs := loadPlan(fs.Arg(0), sets, "")
-			if len(probs) > 0 {
-				return &exitError{code: exitUsage, err: probs}
-			}
-			var buf bytes.Buffer
-			switch format {
-			case "text":
-				plan.WriteText(&buf)
-			case "dot":
-				plan.WriteDOT(&buf)
-			case "mermaid":
-				plan.WriteMermaid(&buf)
-			case "svg":
-				var dot bytes.Buffer
-				plan.WriteDOT(&dot)
-				if err := renderSVG(ctx, dot.Bytes(), &buf); err != nil {
-					return fmt.Errorf("rendering SVG: %w", err)
+			plan, probs := loadGraph(fs.Arg(0), sets)
+			if plan != nil {
+				if err := drawGraph(ctx, std, plan, format, output); err != nil {
+					return err
 				}
-			default:
-				return usageErrorf("unknown --format %q: want text, dot, mermaid or svg", format)
 			}
-			if output != "" {
-				return os.WriteFile(output, buf.Bytes(), 0o644)
+			if len(probs) > 0 {
+				// One problem a line, as pipe check prints them.
+				fmt.Fprintln(std.Err, probs.Error())
+				return &exitError{code: exitUsage}
 			}
-			_, err := std.Out.Write(buf.Bytes())
-			return err
+			return nil
 		},
 	})
+}
+
+// drawGraph writes plan in format to output, or standard output if "".
+func drawGraph(ctx context.Context, std *stdio, plan *pipeline.Plan, format, output string) error {
+	var buf bytes.Buffer
+	switch format {
+	case "text":
+		plan.WriteText(&buf)
+	case "dot":
+		plan.WriteDOT(&buf)
+	case "mermaid":
+		plan.WriteMermaid(&buf)
+	case "svg":
+		var dot bytes.Buffer
+		plan.WriteDOT(&dot)
+		if err := renderSVG(ctx, dot.Bytes(), &buf); err != nil {
+			return fmt.Errorf("rendering SVG: %w", err)
+		}
+	default:
+		return usageErrorf("unknown --format %q: want text, dot, mermaid or svg", format)
+	}
+	if output != "" {
+		return os.WriteFile(output, buf.Bytes(), 0o644)
+	}
+	_, err := std.Out.Write(buf.Bytes())
+	return err
 }
 
 // renderSVG lays out DOT with Graphviz compiled to WebAssembly.

@@ -9,14 +9,15 @@ import (
 	_ "github.com/pipe-dev/pipe/stages" // registers the stage kinds
 )
 
-// setFlags collects repeated --set STAGE.KEY=VALUE flags.
+// setFlags collects repeated --set STAGE.KEY=VALUE (or pipeline.KEY=VALUE,
+// vars.NAME=VALUE) flags.
 type setFlags []string
 
 func (s *setFlags) String() string     { return strings.Join(*s, " ") }
 func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 func addSetFlag(fs *flag.FlagSet, s *setFlags) {
-	fs.Var(s, "set", "override one value: `STAGE.KEY=VALUE` (VALUE in TOML syntax; repeatable)")
+	fs.Var(s, "set", "override one value: `STAGE.KEY=VALUE`, pipeline.KEY=VALUE or vars.NAME=VALUE (VALUE in TOML syntax or a bare string; a relative path resolves against the current directory; repeatable)")
 }
 
 // loadPlan reads, decodes and checks a pipeline file, including that no two
@@ -37,6 +38,22 @@ func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipeli
 	if len(probs) == 0 {
 		probs = append(probs, plan.CheckOutputs()...)
 	}
+	probs.Sort()
+	return plan, probs
+}
+
+// loadGraph reads and decodes a pipeline file for drawing: only the graph's
+// shape is checked (ids, kinds, inputs, ports, cycles), and nothing but the
+// file itself is read, so a picture needs neither the data, the model nor
+// the environment the run will have. The plan is nil only when the file
+// cannot be decoded at all.
+func loadGraph(path string, sets []string) (*pipeline.Plan, pipeline.Problems) {
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets})
+	if f == nil {
+		return nil, probs
+	}
+	plan, bprobs := pipeline.BuildGraph(f, pipeline.DefaultRegistry)
+	probs = append(probs.Structural(), bprobs...)
 	probs.Sort()
 	return plan, probs
 }
