@@ -163,8 +163,9 @@ type engine struct {
 	ledger    *ledger
 	commitMu  sync.Mutex // one commit round at a time
 	commitNow chan struct{}
-	// tooMany is closed (once) when failures pass max_failed: the run then
-	// drains like a stop request and ends with ErrTooManyFailed.
+	// tooMany is closed (once) when failures pass max_failed or a stage
+	// calls Env.Halt: the run then drains like a stop request and ends with
+	// tooManyErr (ErrTooManyFailed, or the stage's error).
 	tooMany     chan struct{}
 	tooManyOnce sync.Once
 	tooManyErr  atomic.Pointer[error]
@@ -260,9 +261,13 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 
 	for _, n := range e.nodes {
 		if o, ok := n.stage.(Opener); ok {
-			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Notice: opts.Notice, Done: e.ledger, Resources: opts.Resources}
+			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Notice: opts.Notice, Done: e.ledger, Resources: opts.Resources,
+				DuplicatesHandled: DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) }}
 			// Opening is intake: a stop request ends it.
 			if err := e.guard(n, "opening", func() error { return o.Open(e.intakeCtx, env) }); err != nil {
+				if herr := e.tooManyErr.Load(); herr != nil {
+					return e.summary(), *herr
+				}
 				if e.intakeCtx.Err() != nil {
 					return e.summary(), fmt.Errorf("stopped while stage %q was opening: %w", n.ps.ID(), ErrStopped)
 				}
@@ -374,13 +379,8 @@ func (e *engine) wire() {
 		}
 	}
 	for _, n := range e.nodes {
-		if !n.ps.Spec.Source || n.firstOut == "" {
-			continue
-		}
-		if edges := n.ps.Outputs[n.firstOut]; len(edges) == 1 {
-			if to := byPS[edges[0].To]; to.ps.Spec.DropsFinished && len(to.ps.Inputs) == 1 {
-				n.finishedBy = to
-			}
+		if n.ps.Spec.Source && DuplicatesHandled(n.ps) {
+			n.finishedBy = byPS[n.ps.Outputs[n.firstOut][0].To]
 		}
 	}
 	for _, n := range e.nodes {
@@ -944,12 +944,18 @@ func (em *emitter) Fail(rec *Record, err error, attempts int) error {
 	}
 	em.n.failed.Add(1)
 	if err := em.e.checkFailed(false); err != nil {
-		em.e.tooManyOnce.Do(func() {
-			em.e.tooManyErr.Store(&err)
-			close(em.e.tooMany)
-		})
+		em.e.halt(err)
 	}
 	return nil
+}
+
+// halt ends the run like a stop request (commit, drain) and then fails it
+// with err; the first call wins.
+func (e *engine) halt(err error) {
+	e.tooManyOnce.Do(func() {
+		e.tooManyErr.Store(&err)
+		close(e.tooMany)
+	})
 }
 
 // checkFailed returns ErrTooManyFailed (with the figures) when a stage's

@@ -139,6 +139,16 @@ type Env struct {
 	// Resources are shared across stages of one run (e.g. one simulator
 	// fleet); see Resource.
 	Resources *Resources
+	// DuplicatesHandled is set when the stage reading this source's output
+	// rejects repeated ids itself (see the function of that name); a
+	// source that can tell rejects them as duplicate_id otherwise.
+	DuplicatesHandled bool
+	// Halt, from Open on, ends the run the way a stop request does —
+	// intake stops, everything processed is committed, records in flight
+	// finish (up to the drain timeout) — and then fails it with err. It is
+	// for a problem found ahead of the records it concerns, e.g. a bad line
+	// the reader has not reached yet. Nil outside a run.
+	Halt func(err error)
 }
 
 // DoneSet is a run directory's set of finished ids.

@@ -7,56 +7,113 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // jsonlSource is what read-prompts and read-completions share: stream a
-// JSONL file line by line (never loading it), parse each non-blank line into
-// a record, and apply the bad-line policy.
+// JSONL file line by line (never loading it), judge each non-blank line,
+// make records of the good ones, and apply the bad-line policy. The reader,
+// the pass that judges the whole file ahead of it, and pipe check --data
+// make the same judgement (judge).
 type jsonlSource struct {
 	Path      string
 	OnBadLine string // "fail" stops with file:line; "skip" rejects the line as bad_line
 	Limit     int64  // records to emit; 0 means all
-	Parse     func(line []byte) (*pipeline.Record, error)
+	// Parse judges one non-blank line of valid UTF-8: its id (with needID
+	// or build) and, with build, its record; or what is wrong with it — a
+	// bad_line, or a reason that rejects the record (returned with it when
+	// building).
+	Parse func(line []byte, build, needID bool) (rec *pipeline.Record, id string, prob *lineProblem)
 	// QuickID, if set, finds a line's id without parsing it all (false when
 	// it cannot tell), so finished records are skipped cheaply on resume.
 	QuickID func(line []byte) (string, bool)
-	// Check, if set, judges a parsed record: a non-empty reason rejects it
-	// (e.g. "empty_prompt") with the detail.
-	Check func(rec *pipeline.Record) (reason, detail string)
 	// AllowEmpty lets a file without any record end the read quietly;
 	// otherwise that is an error (a wrong or truncated input).
 	AllowEmpty bool
+	// Dedupe rejects a line whose id an earlier line has as duplicate_id
+	// (the first one wins); for when no dedupe-against-progress stage reads
+	// the output (pipeline.Env.DuplicatesHandled).
+	Dedupe bool
 }
+
+// lineProblem is what is wrong with one input line: a reason code and what
+// to tell the user.
+type lineProblem struct {
+	Reason, Detail string
+}
+
+// reasonBadLine is a line that makes no record: it stops the run under
+// on_bad_line = "fail", or is rejected under "skip".
+const reasonBadLine = "bad_line"
 
 // maxLine bounds one JSONL line; a longer line is a bad line, not an OOM.
 const maxLine = 256 << 20
 
-// Read emits one record per good line. A line counts as taken (out.Took) once
-// it has gone out on either port: one whose send is cut short by a stop was
-// not taken, and is read again on resume.
-func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
+// lineJudge judges the lines of one input in order; it remembers the ids
+// read when repeated ones are its to reject (8 bytes an id and the map's
+// overhead, as dedupe-against-progress keeps).
+type lineJudge struct {
+	src  *jsonlSource
+	seen map[uint64]struct{} // hashes of the ids read; nil unless Dedupe
+}
+
+func (s *jsonlSource) judge() *lineJudge {
+	j := &lineJudge{src: s}
+	if s.Dedupe {
+		j.seen = map[uint64]struct{}{}
+	}
+	return j
+}
+
+// line judges one non-blank line; with build it also makes the record.
+func (j *lineJudge) line(lineNo int, line []byte, build bool) (*pipeline.Record, *lineProblem) {
+	if !utf8.Valid(line) {
+		return nil, &lineProblem{reasonBadLine, fmt.Sprintf("invalid UTF-8 at byte %d of the line", invalidUTF8At(line))}
+	}
+	rec, id, prob := j.src.Parse(line, build, j.seen != nil)
+	if prob != nil && prob.Reason == reasonBadLine {
+		return nil, prob
+	}
+	if j.seen != nil {
+		h := commitlog.Hash(id)
+		if _, dup := j.seen[h]; dup {
+			return rec, &lineProblem{pipeline.ReasonDuplicate, fmt.Sprintf("id %q was already read earlier in this input; the first one is kept", id)}
+		}
+		j.seen[h] = struct{}{}
+	}
+	return rec, prob
+}
+
+func (s *jsonlSource) badLineError(lineNo int, p *lineProblem) error {
+	return fmt.Errorf("%s:%d: %s (set on_bad_line = \"skip\" to set bad lines aside)", s.Path, lineNo, p.Detail)
+}
+
+func (s *jsonlSource) emptyError() error {
+	return fmt.Errorf("%s: no records in it (an empty or truncated input?); set allow_empty = true if that is expected", s.Path)
+}
+
+// eachLine calls fn with each non-blank line (trimmed; a leading UTF-8 BOM
+// dropped) and its number, until fn returns false or an error, the file
+// ends, or ctx is done. The line is valid until fn returns.
+func (s *jsonlSource) eachLine(ctx context.Context, fn func(lineNo int, line []byte) (bool, error)) error {
 	f, err := os.Open(s.Path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
-	var emitted, seen int64
 	for lineNo := 1; ; lineNo++ {
-		if s.Limit > 0 && emitted >= s.Limit {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
+		if lineNo&255 == 1 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		}
 		line, err := readLine(br)
 		if err == io.EOF && len(line) == 0 {
-			if seen == 0 && !s.AllowEmpty {
-				return fmt.Errorf("%s: no records in it (an empty or truncated input?); set allow_empty = true if that is expected", s.Path)
-			}
 			return nil
 		}
 		if lineNo == 1 {
@@ -69,48 +126,137 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		if len(line) == 0 {
 			continue
 		}
+		if more, err := fn(lineNo, line); err != nil || !more {
+			return err
+		}
+	}
+}
+
+// Read emits one record per good line. A line counts as taken (out.Took) once
+// it has gone out on either port: one whose send is cut short by a stop was
+// not taken, and is read again on resume.
+func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
+	j := s.judge()
+	var emitted, seen int64
+	err := s.eachLine(ctx, func(lineNo int, line []byte) (bool, error) {
+		if s.Limit > 0 && emitted >= s.Limit {
+			return false, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
 		seen++
 		if s.QuickID != nil {
 			if id, ok := s.QuickID(line); ok && out.SkipFinished(id) {
 				out.Took(1)
 				emitted++
-				continue
+				return true, nil
 			}
 		}
-		var rec *pipeline.Record
-		var perr error
-		if !utf8.Valid(line) {
-			perr = fmt.Errorf("invalid UTF-8 at byte %d of the line", invalidUTF8At(line))
-		} else {
-			rec, perr = s.Parse(line)
-		}
-		if perr != nil {
+		rec, prob := j.line(lineNo, line, true)
+		switch {
+		case prob == nil:
+			if err := out.Emit("", rec); err != nil {
+				return false, err
+			}
+		case prob.Reason == reasonBadLine:
 			if s.OnBadLine != "skip" {
-				return fmt.Errorf("%s:%d: %v (set on_bad_line = \"skip\" to set bad lines aside)", s.Path, lineNo, perr)
+				return false, s.badLineError(lineNo, prob)
 			}
 			bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
-			if err := out.Reject(bad, "bad_line", fmt.Sprintf("%s:%d: %v", s.Path, lineNo, perr)); err != nil {
-				return err
+			if err := out.Reject(bad, reasonBadLine, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
+				return false, err
 			}
 			out.Took(1)
-			continue
-		}
-		if s.Check != nil {
-			if reason, detail := s.Check(rec); reason != "" {
-				if err := out.Reject(rec, reason, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, detail)); err != nil {
-					return err
-				}
-				out.Took(1)
-				emitted++
-				continue
+			return true, nil
+		default:
+			if err := out.Reject(rec, prob.Reason, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
+				return false, err
 			}
-		}
-		if err := out.Emit("", rec); err != nil {
-			return err
 		}
 		out.Took(1)
 		emitted++
+		return true, nil
+	})
+	if err == nil && seen == 0 && !s.AllowEmpty {
+		return s.emptyError()
 	}
+	return err
+}
+
+// checkAll judges every line the reader would take, without making
+// records. With stop set it ends at the first problem that would stop the
+// run, and calls stop with the error the reader would give.
+func (s *jsonlSource) checkAll(ctx context.Context, stop func(error)) (*pipeline.InputReport, error) {
+	rep := &pipeline.InputReport{Path: s.Path}
+	j := s.judge()
+	var taken int64
+	err := s.eachLine(ctx, func(lineNo int, line []byte) (bool, error) {
+		if s.Limit > 0 && taken >= s.Limit {
+			return false, nil
+		}
+		rep.Lines++
+		_, prob := j.line(lineNo, line, false)
+		if prob == nil {
+			rep.Records++
+			taken++
+			return true, nil
+		}
+		fatal := prob.Reason == reasonBadLine && s.OnBadLine != "skip"
+		rep.Add(prob.Reason, fatal, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail))
+		if prob.Reason != reasonBadLine {
+			taken++
+		}
+		if fatal && stop != nil {
+			stop(s.badLineError(lineNo, prob))
+			return false, nil
+		}
+		return true, nil
+	})
+	if err == nil && rep.Lines == 0 && !s.AllowEmpty {
+		rep.Add("empty_input", true, s.emptyError().Error())
+	}
+	return rep, err
+}
+
+// ahead judges the whole file in a goroutine of its own while the reader
+// goes, so that a line that would stop the run stops it in the first
+// seconds — through env.Halt, which commits what was done and lets requests
+// in flight finish — instead of when the reader gets there, hours of GPU
+// time later. The reader does not wait for it. Other problems are only
+// counted, for the log; repeated ids are left to the reader, so the set of
+// ids read is not kept twice. The returned func stops the pass and waits.
+func (s *jsonlSource) ahead(ctx context.Context, env *pipeline.Env) func() {
+	pass := *s
+	pass.Dedupe = false
+	s = &pass
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		halted := false
+		rep, err := s.checkAll(ctx, func(err error) {
+			halted = true
+			fmt.Fprintf(env.Notice, "stage %q: %v\n  found ahead of the reader: stopping the run (what was done is committed; requests in flight finish first)\n", env.StageID, err)
+			if env.Halt != nil {
+				env.Halt(err)
+			}
+		})
+		switch {
+		case halted || ctx.Err() != nil:
+		case err != nil:
+			// The reader meets the same error when it gets there.
+			fmt.Fprintf(env.Log, "stage %q: checking ahead: %v\n", env.StageID, err)
+		default:
+			w := env.Log
+			if len(rep.Problems) > 0 { // an early word on what will be set aside
+				w = env.Notice
+			}
+			fmt.Fprintf(w, "stage %q: checked %s ahead of the reader in %s: %s\n", env.StageID, s.Path, time.Since(start).Round(time.Millisecond), rep.Text())
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // invalidUTF8At is the offset of the first byte of line that is not valid

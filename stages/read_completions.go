@@ -96,9 +96,62 @@ type ReadCompletionsConfig struct {
 
 type readCompletions struct {
 	cfg ReadCompletionsConfig
+	// stopAhead ends the pass that judges a JSONL file ahead of the reader.
+	stopAhead func()
 }
 
-var _ pipeline.Source = (*readCompletions)(nil)
+var (
+	_ pipeline.Source       = (*readCompletions)(nil)
+	_ pipeline.Opener       = (*readCompletions)(nil)
+	_ pipeline.Closer       = (*readCompletions)(nil)
+	_ pipeline.InputChecker = (*readCompletions)(nil)
+)
+
+// jsonl is a JSONL path as this stage reads it.
+func (r *readCompletions) jsonl() *jsonlSource {
+	return &jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, AllowEmpty: true,
+		Parse: func(line []byte, _, _ bool) (*pipeline.Record, string, *lineProblem) {
+			rec, err := r.parse(line)
+			if err != nil {
+				return nil, "", &lineProblem{reasonBadLine, err.Error()}
+			}
+			return rec, rec.ID, nil
+		}}
+}
+
+// isJSONL reports whether path is a local JSONL file (not shards, not S3).
+func (r *readCompletions) isJSONL() bool {
+	if strings.HasPrefix(r.cfg.Path, "s3://") {
+		return false
+	}
+	shards, err := shardFiles(r.cfg.Path)
+	return err == nil && shards == nil
+}
+
+// Open starts judging a JSONL file ahead of the reader (see
+// jsonlSource.ahead); shards are typed already and are judged as read.
+func (r *readCompletions) Open(ctx context.Context, env *pipeline.Env) error {
+	if r.isJSONL() {
+		r.stopAhead = r.jsonl().ahead(ctx, env)
+	}
+	return nil
+}
+
+func (r *readCompletions) Close() error {
+	if r.stopAhead != nil {
+		r.stopAhead()
+	}
+	return nil
+}
+
+// CheckInput judges every line of a JSONL file as the reader would; it
+// has nothing to say about shards (nil).
+func (r *readCompletions) CheckInput(ctx context.Context, _ *pipeline.Env) (*pipeline.InputReport, error) {
+	if !r.isJSONL() {
+		return nil, nil
+	}
+	return r.jsonl().checkAll(ctx, nil)
+}
 
 // Read streams the file one line at a time, or the shards one batch at a
 // time.
@@ -111,8 +164,7 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 		return err
 	}
 	if shards == nil {
-		src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, Parse: r.parse, AllowEmpty: true}
-		return src.Read(ctx, out)
+		return r.jsonl().Read(ctx, out)
 	}
 	var emitted int64
 	for _, path := range shards {

@@ -8,10 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/stages/jsonscan"
 )
 
 func init() {
@@ -70,90 +70,320 @@ type readPromptsConfig struct {
 
 type readPrompts struct {
 	cfg readPromptsConfig
+	src *jsonlSource
+	// stopAhead ends the pass that judges the file ahead of the reader.
+	stopAhead func()
 }
 
-var _ pipeline.Source = (*readPrompts)(nil)
+var (
+	_ pipeline.Source       = (*readPrompts)(nil)
+	_ pipeline.Opener       = (*readPrompts)(nil)
+	_ pipeline.Closer       = (*readPrompts)(nil)
+	_ pipeline.InputChecker = (*readPrompts)(nil)
+)
+
+// source is the file as this stage reads it; dedupe makes it reject
+// repeated ids (when no dedupe-against-progress stage reads its output).
+func (r *readPrompts) source(dedupe bool) *jsonlSource {
+	return &jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, AllowEmpty: r.cfg.AllowEmpty, Dedupe: dedupe,
+		Parse: func(line []byte, build, needID bool) (*pipeline.Record, string, *lineProblem) {
+			return promptLine(line, r.cfg.IDField, build, needID)
+		},
+		QuickID: func(line []byte) (string, bool) { return leadingID(line, r.cfg.IDField) }}
+}
+
+// Open starts judging the whole file ahead of the reader (see jsonlSource.ahead).
+func (r *readPrompts) Open(ctx context.Context, env *pipeline.Env) error {
+	r.src = r.source(!env.DuplicatesHandled)
+	r.stopAhead = r.src.ahead(ctx, env)
+	return nil
+}
+
+func (r *readPrompts) Close() error {
+	if r.stopAhead != nil {
+		r.stopAhead()
+	}
+	return nil
+}
 
 func (r *readPrompts) Read(ctx context.Context, out pipeline.Emitter) error {
-	src := jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit,
-		Parse:      func(line []byte) (*pipeline.Record, error) { return parsePromptLine(line, r.cfg.IDField) },
-		QuickID:    func(line []byte) (string, bool) { return leadingID(line, r.cfg.IDField) },
-		Check:      emptyPrompt,
-		AllowEmpty: r.cfg.AllowEmpty}
-	return src.Read(ctx, out)
+	if r.src == nil { // not opened (a unit test): nothing dedupes downstream
+		r.src = r.source(true)
+	}
+	return r.src.Read(ctx, out)
 }
 
-// parsePromptLine decodes one prompt in any supported shape.
-func parsePromptLine(line []byte, idField string) (*pipeline.Record, error) {
-	var row map[string]json.RawMessage
-	if err := json.Unmarshal(line, &row); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %v", jsonErrText(err))
+// CheckInput judges every line as the reader would (pipe check --data).
+func (r *readPrompts) CheckInput(ctx context.Context, env *pipeline.Env) (*pipeline.InputReport, error) {
+	return r.source(!env.DuplicatesHandled).checkAll(ctx, nil)
+}
+
+// promptLine judges one line of a prompts file, in any supported shape: its
+// id (needID, or build) and, with build, its record; or what is wrong with
+// it. A turn to answer that is empty or only whitespace is an empty_prompt
+// problem: it would only spend GPU time (the record is returned with it when
+// building, to be rejected). It reads the line in place (jsonscan), so
+// judging without building is fast.
+func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Record, string, *lineProblem) {
+	bad := func(format string, a ...any) (*pipeline.Record, string, *lineProblem) {
+		return nil, "", &lineProblem{reasonBadLine, fmt.Sprintf(format, a...)}
 	}
-	rec := &pipeline.Record{}
-	var shape string
-	var err error
-	switch {
-	case row["messages"] != nil:
-		shape = "messages"
-		rec.Messages, err = parseMessages(row["messages"])
-	case row["conversations"] != nil:
-		shape = "conversations"
-		rec.Messages, err = parseMessages(row["conversations"])
-	case row["prompt"] != nil:
-		shape = "prompt"
-		var p string
-		if err = json.Unmarshal(row["prompt"], &p); err != nil {
-			err = errors.New(`"prompt" must be a string`)
+	if !jsonscan.Valid(line) {
+		return bad("invalid JSON: %s", syntaxError(line))
+	}
+	if jsonscan.Kind(line) != '{' {
+		return bad("not a JSON object")
+	}
+	var shapes [3][]byte // messages, conversations, prompt
+	var idRaw []byte
+	var members [][2][]byte // with build: every member, for meta
+	jsonscan.Members(line, func(k, v []byte) bool {
+		key := jsonscan.Text(k)
+		for i, name := range promptShapes {
+			if string(key) == name {
+				shapes[i] = v
+			}
 		}
-		rec.Messages = []pipeline.Message{{Role: "user", Content: p}}
+		if string(key) == idField {
+			idRaw = v
+		}
+		if build {
+			members = append(members, [2][]byte{k, v})
+		}
+		return true
+	})
+	shape := -1
+	for i := range shapes {
+		if shapes[i] != nil {
+			shape = i
+			break
+		}
+	}
+	var turns []turnSpan
+	switch shape {
+	case -1:
+		return bad(`no prompt: want "messages", "conversations" or "prompt"`)
+	case 2:
+		if k := jsonscan.Kind(shapes[2]); k != '"' && k != 'n' {
+			return bad(`"prompt" must be a string`)
+		}
+		turns = []turnSpan{{role: "user", content: shapes[2]}}
 	default:
-		return nil, errors.New(`no prompt: want "messages", "conversations" or "prompt"`)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(rec.Messages) == 0 {
-		return nil, fmt.Errorf("%q is empty", shape)
-	}
-	if raw, ok := row[idField]; ok && string(raw) != "null" {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			rec.ID = s
-		} else if _, err := strconv.ParseFloat(string(raw), 64); err == nil {
-			rec.ID = string(raw)
-		} else {
-			return nil, fmt.Errorf("%q must be a string or a number", idField)
+		var err error
+		if turns, err = parseTurns(shapes[shape]); err != nil {
+			return bad("%v", err)
 		}
-		if rec.ID == "" {
-			return nil, fmt.Errorf("%q is empty", idField)
+		if len(turns) == 0 {
+			return bad("%q is empty", promptShapes[shape])
+		}
+	}
+	var id string
+	if idRaw != nil && jsonscan.Kind(idRaw) != 'n' {
+		switch jsonscan.Kind(idRaw) {
+		case '"':
+			id = string(jsonscan.Text(idRaw))
+		case '-':
+			id = string(idRaw)
+		default:
+			return bad("%q must be a string or a number", idField)
+		}
+		if id == "" {
+			return bad("%q is empty", idField)
+		}
+	}
+	var rec *pipeline.Record
+	if build || (needID && id == "") {
+		rec = &pipeline.Record{ID: id, Messages: make([]pipeline.Message, len(turns))}
+		for i, t := range turns {
+			rec.Messages[i] = pipeline.Message{Role: t.role, Content: string(turnText(t.content)), ReasoningContent: string(turnText(t.reasoning))}
+		}
+		if id == "" {
+			id = contentID(rec.Messages)
+			rec.ID = id
+		}
+	}
+	if build {
+		for _, m := range members {
+			key := string(jsonscan.Text(m[0]))
+			if key == idField || key == promptShapes[shape] {
+				continue
+			}
+			if rec.Meta == nil {
+				rec.Meta = map[string]any{}
+			}
+			rec.Meta[key] = json.RawMessage(bytes.Clone(m[1]))
 		}
 	} else {
-		rec.ID = contentID(rec.Messages)
+		rec = nil
 	}
-	for k, v := range row {
-		if k == shape || k == idField {
-			continue
+	for i := len(turns) - 1; i >= 0; i-- {
+		if turns[i].role == "user" {
+			if len(bytes.TrimSpace(turnText(turns[i].content))) == 0 {
+				return rec, id, &lineProblem{"empty_prompt", fmt.Sprintf("the user turn to answer (message %d) is empty", i+1)}
+			}
+			break
 		}
-		if rec.Meta == nil {
-			rec.Meta = map[string]any{}
-		}
-		rec.Meta[k] = v
 	}
-	return rec, nil
+	return rec, id, nil
 }
 
-// emptyPrompt rejects a prompt whose turn to be answered (the last user
-// message) is empty or only whitespace: it would only spend GPU time.
-func emptyPrompt(rec *pipeline.Record) (string, string) {
-	for i := len(rec.Messages) - 1; i >= 0; i-- {
-		if m := rec.Messages[i]; m.Role == "user" {
-			if strings.TrimSpace(m.Content) == "" {
-				return "empty_prompt", fmt.Sprintf("the user turn to answer (message %d) is empty", i+1)
-			}
-			return "", ""
-		}
+// promptShapes are the keys a prompt can be under, in order of precedence.
+var promptShapes = [3]string{"messages", "conversations", "prompt"}
+
+// turnSpan is one checked turn of a conversation: its role, and the raw
+// JSON of its content (a string, a list of text parts, or null) and
+// reasoning (a string or null; nil when absent).
+type turnSpan struct {
+	role               string
+	content, reasoning []byte
+}
+
+// parseTurns checks a list of OpenAI (role/content) or ShareGPT
+// (from/value) turns. As encoding/json matches struct fields, the keys'
+// case does not matter.
+func parseTurns(raw []byte) ([]turnSpan, error) {
+	switch jsonscan.Kind(raw) {
+	case 'n':
+		return nil, nil
+	case '[':
+	default:
+		return nil, errors.New("messages must be a list of {role, content} objects")
 	}
-	return "", ""
+	var turns []turnSpan
+	var err error
+	jsonscan.Elements(raw, func(v []byte) bool {
+		n := len(turns) + 1
+		if jsonscan.Kind(v) != '{' {
+			err = errors.New("messages must be a list of {role, content} objects")
+			return false
+		}
+		var role, from, content, value, reasoning []byte
+		jsonscan.Members(v, func(k, v []byte) bool {
+			key := jsonscan.Text(k)
+			switch {
+			case bytes.EqualFold(key, []byte("role")):
+				role = v
+			case bytes.EqualFold(key, []byte("from")):
+				from = v
+			case bytes.EqualFold(key, []byte("content")):
+				content = v
+			case bytes.EqualFold(key, []byte("value")):
+				value = v
+			case bytes.EqualFold(key, []byte("reasoning_content")):
+				reasoning = v
+			}
+			return true
+		})
+		var name []byte
+		for _, r := range [][]byte{role, from} {
+			switch jsonscan.Kind(r) {
+			case 0, 'n':
+				continue
+			case '"':
+			default:
+				err = fmt.Errorf("turn %d: role must be a string", n)
+				return false
+			}
+			if name = jsonscan.Text(r); len(name) > 0 {
+				break
+			}
+		}
+		norm, ok := shareGPTRoles[string(name)]
+		if !ok {
+			norm, ok = shareGPTRoles[strings.ToLower(string(name))]
+		}
+		if !ok {
+			err = fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
+			return false
+		}
+		if content == nil {
+			content = value
+		}
+		if err = checkContent(content); err != nil {
+			err = fmt.Errorf("turn %d: %v", n, err)
+			return false
+		}
+		if k := jsonscan.Kind(reasoning); k != 0 && k != '"' && k != 'n' {
+			err = fmt.Errorf("turn %d: reasoning_content must be a string", n)
+			return false
+		}
+		turns = append(turns, turnSpan{role: norm, content: content, reasoning: reasoning})
+		return true
+	})
+	return turns, err
+}
+
+// checkContent accepts a string or a list of {"type":"text","text":...} parts.
+func checkContent(raw []byte) error {
+	switch jsonscan.Kind(raw) {
+	case 0, 'n':
+		return errors.New("no content")
+	case '"':
+		return nil
+	case '[':
+	default:
+		return errors.New("content must be a string or a list of text parts")
+	}
+	var err error
+	jsonscan.Elements(raw, func(v []byte) bool {
+		if jsonscan.Kind(v) != '{' {
+			err = errors.New("content must be a string or a list of text parts")
+			return false
+		}
+		jsonscan.Members(v, func(k, v []byte) bool {
+			key := jsonscan.Text(k)
+			switch {
+			case bytes.EqualFold(key, []byte("type")):
+				if jsonscan.Kind(v) == 'n' {
+					return true
+				}
+				if jsonscan.Kind(v) != '"' {
+					err = errors.New("content must be a string or a list of text parts")
+				} else if t := jsonscan.Text(v); len(t) > 0 && string(t) != "text" {
+					err = fmt.Errorf("content part of type %q is not supported (text only)", t)
+				}
+			case bytes.EqualFold(key, []byte("text")):
+				if k := jsonscan.Kind(v); k != '"' && k != 'n' {
+					err = errors.New("content must be a string or a list of text parts")
+				}
+			}
+			return err == nil
+		})
+		return err == nil
+	})
+	return err
+}
+
+// turnText is the text of checked content (see checkContent) or reasoning:
+// a string's, or the parts' joined; nil for null or absent.
+func turnText(raw []byte) []byte {
+	switch jsonscan.Kind(raw) {
+	case '"':
+		return jsonscan.Text(raw)
+	case '[':
+		var b []byte
+		jsonscan.Elements(raw, func(v []byte) bool {
+			jsonscan.Members(v, func(k, v []byte) bool {
+				if bytes.EqualFold(jsonscan.Text(k), []byte("text")) && jsonscan.Kind(v) == '"' {
+					b = jsonscan.Unquote(b, v)
+				}
+				return true
+			})
+			return true
+		})
+		return b
+	}
+	return nil
+}
+
+// syntaxError says what is wrong with a line that is not JSON, in
+// encoding/json's words.
+func syntaxError(line []byte) string {
+	var v any
+	if err := json.Unmarshal(line, &v); err != nil {
+		return jsonErrText(err)
+	}
+	return "not one JSON value"
 }
 
 // leadingID reads the id of a line whose first key is field, e.g.
@@ -187,107 +417,10 @@ func leadingID(line []byte, field string) (string, bool) {
 	return "", false
 }
 
-// wireMessage accepts OpenAI (role/content) and ShareGPT (from/value) turns;
-// content may be a string or a list of {"type":"text","text":...} parts.
-type wireMessage struct {
-	Role             string          `json:"role"`
-	From             string          `json:"from"`
-	Content          json.RawMessage `json:"content"`
-	Value            json.RawMessage `json:"value"`
-	ReasoningContent string          `json:"reasoning_content"`
-}
-
 var shareGPTRoles = map[string]string{
 	"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
 	"chatgpt": "assistant", "bing": "assistant", "bard": "assistant", "model": "assistant",
 	"system": "system", "tool": "tool", "function": "tool", "observation": "tool",
-}
-
-// plainMessage is the common case, decoded without the RawMessage copies
-// wireMessage needs for content parts.
-type plainMessage struct {
-	Role             string `json:"role"`
-	From             string `json:"from"`
-	Content          string `json:"content"`
-	Value            string `json:"value"`
-	ReasoningContent string `json:"reasoning_content"`
-}
-
-func parseMessages(raw json.RawMessage) ([]pipeline.Message, error) {
-	var plain []plainMessage
-	if json.Unmarshal(raw, &plain) == nil {
-		out := make([]pipeline.Message, 0, len(plain))
-		ok := true
-		for _, w := range plain {
-			role := w.Role
-			if role == "" {
-				role = w.From
-			}
-			norm, known := shareGPTRoles[strings.ToLower(role)]
-			content := w.Content
-			if content == "" {
-				content = w.Value
-			}
-			if !known || content == "" {
-				ok = false // the slow path gives the precise error, or handles null content
-				break
-			}
-			out = append(out, pipeline.Message{Role: norm, Content: content, ReasoningContent: w.ReasoningContent})
-		}
-		if ok {
-			return out, nil
-		}
-	}
-	var wire []wireMessage
-	if err := json.Unmarshal(raw, &wire); err != nil {
-		return nil, fmt.Errorf("messages must be a list of {role, content} objects: %v", jsonErrText(err))
-	}
-	out := make([]pipeline.Message, 0, len(wire))
-	for i, w := range wire {
-		role := w.Role
-		if role == "" {
-			role = w.From
-		}
-		norm, ok := shareGPTRoles[strings.ToLower(role)]
-		if !ok {
-			return nil, fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", i+1, role)
-		}
-		content := w.Content
-		if content == nil {
-			content = w.Value
-		}
-		text, err := contentText(content)
-		if err != nil {
-			return nil, fmt.Errorf("turn %d: %v", i+1, err)
-		}
-		out = append(out, pipeline.Message{Role: norm, Content: text, ReasoningContent: w.ReasoningContent})
-	}
-	return out, nil
-}
-
-func contentText(raw json.RawMessage) (string, error) {
-	if raw == nil || string(raw) == "null" {
-		return "", errors.New("no content")
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("content must be a string or a list of text parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type != "text" && p.Type != "" {
-			return "", fmt.Errorf("content part of type %q is not supported (text only)", p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
 }
 
 // contentID is a stable id from the conversation itself, so the same prompt

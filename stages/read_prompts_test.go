@@ -48,15 +48,22 @@ func TestParsePromptLineShapes(t *testing.T) {
 			if idField == "" {
 				idField = "id"
 			}
-			rec, err := parsePromptLine([]byte(tt.line), idField)
+			rec, id, prob := promptLine([]byte(tt.line), idField, true, true)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				if prob == nil || prob.Reason != "bad_line" || !strings.Contains(prob.Detail, tt.wantErr) {
+					t.Fatalf("problem = %+v, want a bad_line %q", prob, tt.wantErr)
+				}
+				// Judging without building finds the same.
+				if _, _, p := promptLine([]byte(tt.line), idField, false, false); p == nil || *p != *prob {
+					t.Fatalf("without building: problem = %+v, want %+v", p, prob)
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
+			if prob != nil {
+				t.Fatal(prob)
+			}
+			if id != rec.ID {
+				t.Errorf("id %q, record's %q", id, rec.ID)
 			}
 			if tt.wantID != "" && rec.ID != tt.wantID {
 				t.Errorf("id = %q, want %q", rec.ID, tt.wantID)
