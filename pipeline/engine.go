@@ -76,12 +76,17 @@ type Summary struct {
 }
 
 // StageSummary is one stage's accounting: In = Out + Rejected + Failed +
-// Skipped once the run has finished cleanly; Abandoned counts records
-// dropped by a stop (they are redone by the next run).
+// Skipped + Abandoned, where Abandoned counts records dropped by a stop or a
+// failure (the next run redoes them; zero when the run finished cleanly).
 type StageSummary struct {
 	ID, Kind                           string
 	In, Out, Rejected, Failed, Skipped int64
 	Abandoned                          int64
+	// NotStarted is the part of Abandoned that never reached an expensive
+	// stage's work (no request was sent for it); the rest was in flight at
+	// an expensive stage, or abandoned after one (taken from its journal
+	// by the next run).
+	NotStarted int64
 	// Replayed counts records an expensive stage took from its journal
 	// instead of redoing the work (they are also in Out or Rejected).
 	Replayed int64
@@ -102,8 +107,11 @@ func (s *Summary) Started() bool {
 	return false
 }
 
-// Balanced reports whether every record that came in went somewhere.
-func (s StageSummary) Balanced() bool { return s.In == s.Out+s.Rejected+s.Failed+s.Skipped }
+// Balanced reports whether every record that came in went somewhere (or
+// was abandoned, to be redone).
+func (s StageSummary) Balanced() bool {
+	return s.In == s.Out+s.Rejected+s.Failed+s.Skipped+s.Abandoned
+}
 
 // StageError is a failure of one stage; it names the stage.
 type StageError struct {
@@ -153,6 +161,20 @@ type node struct {
 	// intake is true for expensive stages and every stage upstream of one:
 	// after Stop they drop records not yet started (see Spec.Expensive).
 	intake bool
+	// afterExpensive is true for stages downstream of an expensive stage.
+	afterExpensive bool
+	// notStarted counts the abandoned records that never reached an
+	// expensive stage's work.
+	notStarted atomic.Int64
+}
+
+// abandon counts a record dropped by a stop or a failure; started says the
+// stage was working on it (an expensive stage's request in flight).
+func (n *node) abandon(started bool) {
+	n.abandoned.Add(1)
+	if !n.afterExpensive && !(started && n.ps.Spec.Expensive) {
+		n.notStarted.Add(1)
+	}
 }
 
 type engine struct {
@@ -323,8 +345,8 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	}
 	for _, s := range sum.Stages {
 		if !s.Balanced() {
-			return sum, fmt.Errorf("accounting mismatch in stage %q (%s): in %d != out %d + rejected %d + failed %d + skipped %d (a bug in that stage)",
-				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped)
+			return sum, fmt.Errorf("accounting mismatch in stage %q (%s): in %d != out %d + rejected %d + failed %d + skipped %d + abandoned %d (a bug in that stage)",
+				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped, s.Abandoned)
 		}
 	}
 	return sum, nil
@@ -417,6 +439,22 @@ func (e *engine) markIntake() {
 			mark(n)
 		}
 	}
+	var after func(n *node)
+	after = func(n *node) {
+		for _, edges := range n.ps.Outputs {
+			for _, ed := range edges {
+				if to := byPS[ed.To]; !to.afterExpensive {
+					to.afterExpensive = true
+					after(to)
+				}
+			}
+		}
+	}
+	for _, n := range e.nodes {
+		if n.ps.Spec.Expensive {
+			after(n)
+		}
+	}
 }
 
 // runNode runs one stage until its input is exhausted, then commits it and
@@ -461,16 +499,19 @@ func (e *engine) runNode(n *node) {
 			defer wg.Done()
 			for v := range n.inlet {
 				rec := v.(*Record)
+				n.in.Add(1)
 				if e.hardCtx.Err() != nil || n.failedSelf.Load() || (n.intake && e.intakeCtx.Err() != nil) {
-					n.abandoned.Add(1)
+					n.abandon(false)
 					continue
 				}
-				n.in.Add(1)
 				em := &emitter{e: e, n: n, ctx: e.hardCtx, in: rec}
 				if n.journal != nil {
 					replayed, err := e.replay(n, rec, em)
 					if err != nil {
 						fail(err)
+						if !em.touched.Load() {
+							n.abandon(false)
+						}
 					}
 					if replayed || err != nil {
 						continue
@@ -483,7 +524,7 @@ func (e *engine) runNode(n *node) {
 				switch {
 				case err != nil:
 					if !em.touched.Load() {
-						n.abandoned.Add(1)
+						n.abandon(true)
 					}
 					fail(err)
 				case sink && !em.touched.Load():
@@ -782,7 +823,7 @@ func (e *engine) summary() *Summary {
 		ss := StageSummary{
 			ID: n.ps.ID(), Kind: n.ps.Spec.Kind,
 			In: n.in.Load(), Out: n.out.Load(), Rejected: n.rejected.Load(), Failed: n.failed.Load(),
-			Skipped: n.skipped.Load(), Abandoned: n.abandoned.Load(), Replayed: n.replayed.Load(),
+			Skipped: n.skipped.Load(), Abandoned: n.abandoned.Load(), NotStarted: n.notStarted.Load(), Replayed: n.replayed.Load(),
 		}
 		n.reasonsMu.Lock()
 		ss.Reasons = copyCounts(n.reasons)

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
-	"sort"
 	"strings"
-	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -157,15 +155,10 @@ type validateThinking struct {
 	tok          *tokenize.Tokenizer
 	startID      int // -1 when unknown
 	endID        int
-
-	in       atomic.Int64
-	accepted atomic.Int64
-	rejected []atomic.Int64 // by index in validateReasons
 }
 
 func newValidateThinking(cfg *ValidateThinkingConfig) *validateThinking {
-	v := &validateThinking{cfg: cfg, off: map[string]bool{}, placeholders: map[string]bool{}, startID: -1, endID: -1,
-		rejected: make([]atomic.Int64, len(validateReasons))}
+	v := &validateThinking{cfg: cfg, off: map[string]bool{}, placeholders: map[string]bool{}, startID: -1, endID: -1}
 	for _, d := range cfg.Disable {
 		v.off[d] = true
 	}
@@ -199,17 +192,11 @@ func (v *validateThinking) useTokenizer(tok *tokenize.Tokenizer) {
 }
 
 // Process sends rec to "accepted" or rejects it with the first failing rule.
+// The engine counts both, by reason; the stage keeps no counts of its own.
 func (v *validateThinking) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
-	v.in.Add(1)
 	reason, detail := v.check(rec)
 	if reason == "" {
-		v.accepted.Add(1)
 		return out.Emit("accepted", rec)
-	}
-	for i, r := range validateReasons {
-		if r == reason {
-			v.rejected[i].Add(1)
-		}
 	}
 	return out.Reject(rec, reason, detail)
 }
@@ -378,49 +365,6 @@ func (v *validateThinking) length(s string) (int, string) {
 	return utf8.RuneCountInString(s), "characters"
 }
 
-// Report gives the share of each rejection reason, largest first, for the
-// progress display and the summary (the engine prints the counts).
-func (v *validateThinking) Report() []pipeline.Stat {
-	in := v.in.Load()
-	if in == 0 {
-		return nil
-	}
-	type count struct {
-		reason string
-		n      int64
-	}
-	var counts []count
-	var rejected int64
-	for i, r := range validateReasons {
-		if n := v.rejected[i].Load(); n > 0 {
-			counts = append(counts, count{r, n})
-			rejected += n
-		}
-	}
-	sort.SliceStable(counts, func(i, j int) bool { return counts[i].n > counts[j].n })
-	pct := func(n int64) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(in)) }
-	parts := make([]string, len(counts))
-	for i, c := range counts {
-		parts[i] = c.reason + " " + pct(c.n)
-	}
-	value := pct(rejected) + " of " + fmt.Sprint(in)
-	if len(parts) > 0 {
-		value += ": " + strings.Join(parts, ", ")
-	}
-	return []pipeline.Stat{{Name: "rejected", Value: value}}
-}
-
-// RejectedByReason returns the rejection counts by reason code (only non-zero ones).
-func (v *validateThinking) RejectedByReason() map[string]int64 {
-	m := map[string]int64{}
-	for i, r := range validateReasons {
-		if n := v.rejected[i].Load(); n > 0 {
-			m[r] = n
-		}
-	}
-	return m
-}
-
 var wordSeed = maphash.MakeSeed()
 
 // repeatedShare splits s into words (runs of letters and digits; each CJK
@@ -483,5 +427,4 @@ func isCJK(r rune) bool {
 var (
 	_ pipeline.Processor = (*validateThinking)(nil)
 	_ pipeline.Opener    = (*validateThinking)(nil)
-	_ pipeline.Reporter  = (*validateThinking)(nil)
 )

@@ -4,39 +4,132 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline"
 )
 
 func init() {
-	var sets setFlags
+	var (
+		sets setFlags
+		data bool
+	)
 	register(&command{
 		Name:      "check",
-		UsageLine: "pipe check [--set STAGE.KEY=VALUE]... FILE...",
-		Short:     "check pipeline files without running them",
+		UsageLine: "pipe check [--data] [--set STAGE.KEY=VALUE]... FILE...",
+		Short:     "check pipeline files (and with --data their inputs) without running them",
 		Long: `Check decodes each file and reports every problem at once, one per line,
 position first: unknown keys, wrong types, out-of-range values, unknown kinds,
 duplicate ids, dangling inputs, unknown ports, cycles, unconnected outputs,
 record fields no upstream stage produces, missing input files and output
 paths that cannot be created. It prints "FILE: OK" for a clean file and exits
-2 if any file has a problem.`,
-		SetFlags: func(fs *flag.FlagSet) { sets = nil; addSetFlag(fs, &sets) },
-		Run: func(_ context.Context, std *stdio, fs *flag.FlagSet) error {
+2 if any file has a problem.
+
+--data also reads every input file the way its reader will, without building
+records, and prints per problem (bad_line, empty_prompt, duplicate_id,
+empty_input) how many lines have it and the first few as FILE:LINE. It exits
+1 if an input has a problem that would stop the run (a bad line under
+on_bad_line = "fail", an empty input without allow_empty); the others are
+set aside by the run and only counted.`,
+		SetFlags: func(fs *flag.FlagSet) {
+			sets, data = nil, false
+			fs.BoolVar(&data, "data", false, "also read every input the way the run will and report its problems")
+			addSetFlag(fs, &sets)
+		},
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 			if fs.NArg() == 0 {
-				return usageErrorf("usage: pipe check FILE...")
+				return usageErrorf("usage: pipe check [--data] FILE...")
 			}
-			bad := false
+			code := exitOK
 			for _, path := range fs.Args() {
-				_, probs := loadPlan(path, sets, "")
+				plan, probs := loadPlan(path, sets, "")
 				if len(probs) > 0 {
-					bad = true
+					code = exitUsage
 					fmt.Fprintln(std.Err, probs.Error())
 					continue
 				}
+				if data {
+					fatal, err := checkInputs(ctx, std.Out, plan)
+					if err != nil {
+						return err
+					}
+					if len(fatal) > 0 {
+						code = max(code, exitFailed)
+						fmt.Fprintf(std.Err, "%s: %s\n", path, strings.Join(fatal, "\n"+path+": "))
+						continue
+					}
+				}
 				fmt.Fprintf(std.Out, "%s: OK\n", path)
 			}
-			if bad {
-				return &exitError{code: exitUsage}
+			if code != exitOK {
+				return &exitError{code: code}
 			}
 			return nil
 		},
 	})
+}
+
+// checkInputs judges the input of every stage that can (pipeline.InputChecker)
+// and prints what it found; it returns one line for each input with a
+// problem that would stop the run.
+func checkInputs(ctx context.Context, w io.Writer, plan *pipeline.Plan) (fatal []string, err error) {
+	for _, ps := range plan.Stages {
+		st, err := ps.Spec.New(ps.Config)
+		if err != nil {
+			return nil, &pipeline.StageError{Stage: ps.ID(), Kind: ps.Spec.Kind, Err: err}
+		}
+		ic, ok := st.(pipeline.InputChecker)
+		if !ok {
+			continue
+		}
+		who := fmt.Sprintf("stage %s (%s)", ps.ID(), ps.Spec.Kind)
+		rep, err := ic.CheckInput(ctx, &pipeline.Env{StageID: ps.ID(), DuplicatesHandled: pipeline.DuplicatesHandled(ps)})
+		if err != nil {
+			fmt.Fprintf(w, "%s: %v\n", who, err)
+			fatal = append(fatal, fmt.Sprintf("stage %q (%s): %v", ps.ID(), ps.Spec.Kind, err))
+			continue
+		}
+		if rep == nil {
+			continue
+		}
+		writeInputReport(w, who, rep)
+		if p := rep.Fatal(); p != nil {
+			fatal = append(fatal, fmt.Sprintf("stage %q (%s): %s on %s would stop the run; the first: %s", ps.ID(), ps.Spec.Kind, p.Reason, plural(int(p.Count), "line"), shortPaths(p.Examples[0], rep.Path)))
+		}
+	}
+	return fatal, nil
+}
+
+// writeInputReport prints one input's problems with their first examples:
+//
+//	stage prompts (read-prompts): in.jsonl: 6 lines, 2 records go on
+//	  bad_line      1  stops the run
+//	    in.jsonl:4: invalid UTF-8 at byte 24 of the line
+func writeInputReport(w io.Writer, who string, rep *pipeline.InputReport) {
+	path := pipeline.DisplayPath(rep.Path)
+	if len(rep.Problems) == 0 {
+		fmt.Fprintf(w, "%s: %s: %d lines, all good\n", who, path, rep.Lines)
+		return
+	}
+	fmt.Fprintf(w, "%s: %s: %d lines, %d records go on\n", who, path, rep.Lines, rep.Records)
+	width := 0
+	for _, p := range rep.Problems {
+		width = max(width, len(p.Reason))
+	}
+	for _, p := range rep.Problems {
+		what := "set aside (rejected)"
+		if p.Fatal {
+			what = "stops the run"
+		}
+		fmt.Fprintf(w, "  %-*s  %d  %s\n", width, p.Reason, p.Count, what)
+		for _, ex := range p.Examples {
+			fmt.Fprintf(w, "    %s\n", shortPaths(ex, rep.Path))
+		}
+	}
+}
+
+// shortPaths shows the input's path in s as the user would type it.
+func shortPaths(s, path string) string {
+	return strings.ReplaceAll(s, path, pipeline.DisplayPath(path))
 }

@@ -181,7 +181,16 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 		fmt.Fprintf(std.Out, "  %-22s %-8s %s  (%s)\n", who, u.Key, u.Path, describePath(u))
 	}
 	fmt.Fprintf(std.Out, "\nrun directory: %s\n", indentLines(rundir.Describe(plan.File.RunDir, plan), "  ")[2:])
-	var failed []string
+	// The input is read as the run will read it: what would stop the run
+	// fails the dry run.
+	var inputs strings.Builder
+	failed, err := checkInputs(ctx, &inputs, plan)
+	if err != nil {
+		return err
+	}
+	if inputs.Len() > 0 {
+		fmt.Fprintf(std.Out, "\ninput:\n%s", indentLines(inputs.String(), "  "))
+	}
 	for _, s := range plan.Stages {
 		st, err := s.Spec.New(s.Config)
 		if err != nil {
@@ -470,22 +479,46 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 		idw, kw = max(idw, len(st.ID)), max(kw, len(st.Kind))
 	}
 	fmt.Fprintf(w, "  %-*s  %-*s  %9s  %9s  %9s  %9s  %9s  %s\n", idw, "stage", kw, "kind", "in", "out", "rejected", "failed", "skipped", "balanced")
+	// in = out + rejected + failed + skipped + abandoned: in counts every
+	// record that reached the stage, abandoned ones too.
+	var notStarted int64
 	for _, st := range s.Stages {
 		bal := "yes"
-		if !st.Balanced() {
-			bal = fmt.Sprintf("no (%d abandoned)", st.Abandoned)
+		switch {
+		case !st.Balanced():
+			bal = "no"
+		case st.Abandoned > 0:
+			bal = fmt.Sprintf("yes (%d abandoned)", st.Abandoned)
 		}
 		fmt.Fprintf(w, "  %-*s  %-*s  %9d  %9d  %9d  %9d  %9d  %s\n", idw, st.ID, kw, st.Kind, st.In, st.Out, st.Rejected, st.Failed, st.Skipped, bal)
+		notStarted += st.NotStarted
+	}
+	var expensive []string
+	for _, ps := range plan.Stages {
+		if ps.Spec.Expensive {
+			expensive = append(expensive, ps.ID())
+		}
+	}
+	if notStarted > 0 {
+		where := ""
+		if len(expensive) > 0 {
+			where = " (never reached " + strings.Join(expensive, ", ") + ")"
+		}
+		fmt.Fprintf(w, "not started: %d records%s when the run stopped; the next run does them\n", notStarted, where)
 	}
 	for _, st := range s.Stages {
-		if st.Abandoned > 0 {
-			fmt.Fprintf(w, "%s: %d records not started when the run stopped; the next run does them\n", st.ID, st.Abandoned)
+		switch lost := st.Abandoned - st.NotStarted; {
+		case lost <= 0:
+		case plan.Lookup(st.ID) != nil && plan.Lookup(st.ID).Spec.Expensive:
+			fmt.Fprintf(w, "%s: %d records in flight were abandoned; the next run does them again\n", st.ID, lost)
+		default:
+			fmt.Fprintf(w, "%s: %d records abandoned after %s; the next run takes them from the journal\n", st.ID, lost, strings.Join(expensive, ", "))
 		}
 		if st.Replayed > 0 {
 			fmt.Fprintf(w, "%s: %d records taken from its journal (done by an earlier run, not redone)\n", st.ID, st.Replayed)
 		}
 		if len(st.Reasons) > 0 {
-			fmt.Fprintf(w, "rejected by %s: %s\n", st.ID, countsByValue(st.Reasons))
+			fmt.Fprintf(w, "rejected by %s: %s (%.1f%% of %d)\n", st.ID, countsByValue(st.Reasons), 100*float64(st.Rejected)/float64(max(st.In, 1)), st.In)
 		}
 		if len(st.Skips) > 0 {
 			fmt.Fprintf(w, "skipped by %s: %s\n", st.ID, countsByValue(st.Skips))
