@@ -912,6 +912,7 @@ func (em *emitter) Emit(port string, rec *Record) error {
 		}
 		return fmt.Errorf("emit to port %q: the kind declares ports %v", port, em.n.ps.Spec.Outputs)
 	}
+	fresh := em.in == nil && rec.ticket == nil
 	em.claim(rec)
 	if em.side && rec.ticket != nil {
 		rec.ticket.void.Store(true) // a side output finishes no prompt id
@@ -921,6 +922,9 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	}
 	em.fanOut(port, rec)
 	if err := em.send(ch, rec); err != nil {
+		if fresh {
+			em.e.ledger.unmake(rec)
+		}
 		return err
 	}
 	if !em.side {
@@ -953,6 +957,7 @@ func (em *emitter) send(ch chan any, rec *Record) error {
 
 func (em *emitter) Reject(rec *Record, reason, detail string) error {
 	em.touched.Store(true)
+	fresh := em.in == nil && rec.ticket == nil
 	em.claim(rec)
 	if reason == ReasonDuplicate && rec.ticket != nil {
 		rec.ticket.void.Store(true)
@@ -964,6 +969,9 @@ func (em *emitter) Reject(rec *Record, reason, detail string) error {
 	if ch, ok := em.n.outs[RejectedPort]; ok {
 		em.fanOut(RejectedPort, rec)
 		if err := em.send(ch, rec); err != nil {
+			if fresh {
+				em.e.ledger.unmake(rec)
+			}
 			return err
 		}
 	} else if err := em.e.dead.write("rejected", em.n.ps.ID(), rec); err != nil {

@@ -32,6 +32,15 @@ func (l *ledger) newTicket(id string) *ticket {
 	return t
 }
 
+// unmake takes back the ticket a source's record got for a send that a
+// stop cut short: the record was not read (the next run reads it).
+func (l *ledger) unmake(rec *Record) {
+	if rec.ticket != nil {
+		l.made.Add(-1)
+		rec.ticket = nil
+	}
+}
+
 // unfinished is how many records the sources read this run that did not
 // finish (abandoned by a stop, or still on their way).
 func (l *ledger) unfinished() int64 {

@@ -114,8 +114,10 @@ func (r *readPrompts) Read(ctx context.Context, out pipeline.Emitter) error {
 }
 
 // CheckInput judges every line as the reader would (pipe check --data).
-func (r *readPrompts) CheckInput(ctx context.Context, env *pipeline.Env) (*pipeline.InputReport, error) {
-	return r.source(!env.DuplicatesHandled).checkAll(ctx, nil)
+// Repeated ids are counted whoever rejects them in the run: the reader, or
+// the dedupe-against-progress stage reading its output.
+func (r *readPrompts) CheckInput(ctx context.Context, _ *pipeline.Env) (*pipeline.InputReport, error) {
+	return r.source(true).checkAll(ctx, nil)
 }
 
 // promptLine judges one line of a prompts file, in any supported shape: its

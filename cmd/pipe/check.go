@@ -121,6 +121,12 @@ func writeInputReport(w io.Writer, who string, rep *pipeline.InputReport) {
 		what := "set aside (rejected)"
 		if p.Fatal {
 			what = "stops the run"
+			switch p.Reason {
+			case "bad_line":
+				what += ` (on_bad_line = "fail")`
+			case "empty_input":
+				what += " (allow_empty = false)"
+			}
 		}
 		fmt.Fprintf(w, "  %-*s  %d  %s\n", width, p.Reason, p.Count, what)
 		for _, ex := range p.Examples {

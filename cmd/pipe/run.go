@@ -540,7 +540,7 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 		fmt.Fprintf(w, "failed: %d records (retries exhausted or a panic; [pipeline] max_failed = %s), kept in %s\n",
 			failed, plan.File.MaxFailed.Text, pipeline.DisplayPath(filepath.Join(plan.File.RunDir, "failed")))
 	}
-	if s.Unfinished > 0 {
+	if s.Unfinished > 0 && s.Unfinished != notStarted {
 		fmt.Fprintf(w, "not finished: %d records read in this run; the next run does them (from the journal where they were generated)\n", s.Unfinished)
 	}
 }
