@@ -130,30 +130,27 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 	bad := func(format string, a ...any) (*pipeline.Record, string, *lineProblem) {
 		return nil, "", &lineProblem{reasonBadLine, fmt.Sprintf(format, a...)}
 	}
-	if !jsonscan.Valid(line) {
-		return bad("invalid JSON: %s", syntaxError(line))
-	}
-	if jsonscan.Kind(line) != '{' {
-		return bad("not a JSON object")
-	}
 	var shapes [3][]byte // messages, conversations, prompt
 	var idRaw []byte
-	var members [][2][]byte // with build: every member, for meta
-	jsonscan.Members(line, func(k, v []byte) bool {
-		key := jsonscan.Text(k)
+	it := jsonscan.Checked(line) // validates the line as it walks it
+	for it.Next() {
+		key := jsonscan.Text(it.Key)
 		for i, name := range promptShapes {
 			if string(key) == name {
-				shapes[i] = v
+				shapes[i] = it.Value
 			}
 		}
 		if string(key) == idField {
-			idRaw = v
+			idRaw = it.Value
 		}
-		if build {
-			members = append(members, [2][]byte{k, v})
-		}
-		return true
-	})
+	}
+	switch {
+	case it.OK():
+	case jsonscan.Valid(line):
+		return bad("not a JSON object")
+	default:
+		return bad("invalid JSON: %s", syntaxError(line))
+	}
 	shape := -1
 	for i := range shapes {
 		if shapes[i] != nil {
@@ -161,7 +158,8 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 			break
 		}
 	}
-	var turns []turnSpan
+	var buf [4]turnSpan
+	turns := buf[:0]
 	switch shape {
 	case -1:
 		return bad(`no prompt: want "messages", "conversations" or "prompt"`)
@@ -169,58 +167,62 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 		if k := jsonscan.Kind(shapes[2]); k != '"' && k != 'n' {
 			return bad(`"prompt" must be a string`)
 		}
-		turns = []turnSpan{{role: "user", content: shapes[2]}}
+		turns = append(turns, turnSpan{role: "user", content: shapes[2]})
 	default:
 		var err error
-		if turns, err = parseTurns(shapes[shape]); err != nil {
+		if turns, err = parseTurns(shapes[shape], turns); err != nil {
 			return bad("%v", err)
 		}
 		if len(turns) == 0 {
 			return bad("%q is empty", promptShapes[shape])
 		}
 	}
-	var id string
+	var idText []byte // the given id, if any
 	if idRaw != nil && jsonscan.Kind(idRaw) != 'n' {
 		switch jsonscan.Kind(idRaw) {
 		case '"':
-			id = string(jsonscan.Text(idRaw))
+			idText = jsonscan.Text(idRaw)
 		case '-':
-			id = string(idRaw)
+			idText = idRaw
 		default:
 			return bad("%q must be a string or a number", idField)
 		}
-		if id == "" {
+		if len(idText) == 0 {
 			return bad("%q is empty", idField)
 		}
 	}
+	var id string
+	if build || needID {
+		id = string(idText)
+	}
 	var rec *pipeline.Record
-	if build || (needID && id == "") {
+	if build || (needID && idText == nil) {
 		rec = &pipeline.Record{ID: id, Messages: make([]pipeline.Message, len(turns))}
 		for i, t := range turns {
 			rec.Messages[i] = pipeline.Message{Role: t.role, Content: string(turnText(t.content)), ReasoningContent: string(turnText(t.reasoning))}
 		}
-		if id == "" {
+		if idText == nil {
 			id = contentID(rec.Messages)
 			rec.ID = id
 		}
 	}
 	if build {
-		for _, m := range members {
-			key := string(jsonscan.Text(m[0]))
+		for it := jsonscan.Object(line); it.Next(); {
+			key := string(jsonscan.Text(it.Key))
 			if key == idField || key == promptShapes[shape] {
 				continue
 			}
 			if rec.Meta == nil {
 				rec.Meta = map[string]any{}
 			}
-			rec.Meta[key] = json.RawMessage(bytes.Clone(m[1]))
+			rec.Meta[key] = json.RawMessage(bytes.Clone(it.Value))
 		}
 	} else {
 		rec = nil
 	}
 	for i := len(turns) - 1; i >= 0; i-- {
 		if turns[i].role == "user" {
-			if len(bytes.TrimSpace(turnText(turns[i].content))) == 0 {
+			if blankContent(turns[i].content) {
 				return rec, id, &lineProblem{"empty_prompt", fmt.Sprintf("the user turn to answer (message %d) is empty", i+1)}
 			}
 			break
@@ -240,51 +242,47 @@ type turnSpan struct {
 	content, reasoning []byte
 }
 
+var errTurns = errors.New("messages must be a list of {role, content} objects")
+
 // parseTurns checks a list of OpenAI (role/content) or ShareGPT
-// (from/value) turns. As encoding/json matches struct fields, the keys'
-// case does not matter.
-func parseTurns(raw []byte) ([]turnSpan, error) {
+// (from/value) turns and appends them to turns. As encoding/json matches
+// struct fields, the keys' case does not matter.
+func parseTurns(raw []byte, turns []turnSpan) ([]turnSpan, error) {
 	switch jsonscan.Kind(raw) {
 	case 'n':
-		return nil, nil
+		return turns, nil
 	case '[':
 	default:
-		return nil, errors.New("messages must be a list of {role, content} objects")
+		return nil, errTurns
 	}
-	var turns []turnSpan
-	var err error
-	jsonscan.Elements(raw, func(v []byte) bool {
+	for el := jsonscan.Array(raw); el.Next(); {
 		n := len(turns) + 1
-		if jsonscan.Kind(v) != '{' {
-			err = errors.New("messages must be a list of {role, content} objects")
-			return false
+		if jsonscan.Kind(el.Value) != '{' {
+			return nil, errTurns
 		}
 		var role, from, content, value, reasoning []byte
-		jsonscan.Members(v, func(k, v []byte) bool {
-			key := jsonscan.Text(k)
-			switch {
+		for it := jsonscan.Object(el.Value); it.Next(); {
+			switch key := jsonscan.Text(it.Key); {
 			case bytes.EqualFold(key, []byte("role")):
-				role = v
+				role = it.Value
 			case bytes.EqualFold(key, []byte("from")):
-				from = v
+				from = it.Value
 			case bytes.EqualFold(key, []byte("content")):
-				content = v
+				content = it.Value
 			case bytes.EqualFold(key, []byte("value")):
-				value = v
+				value = it.Value
 			case bytes.EqualFold(key, []byte("reasoning_content")):
-				reasoning = v
+				reasoning = it.Value
 			}
-			return true
-		})
+		}
 		var name []byte
-		for _, r := range [][]byte{role, from} {
+		for _, r := range [2][]byte{role, from} {
 			switch jsonscan.Kind(r) {
 			case 0, 'n':
 				continue
 			case '"':
 			default:
-				err = fmt.Errorf("turn %d: role must be a string", n)
-				return false
+				return nil, fmt.Errorf("turn %d: role must be a string", n)
 			}
 			if name = jsonscan.Text(r); len(name) > 0 {
 				break
@@ -295,25 +293,23 @@ func parseTurns(raw []byte) ([]turnSpan, error) {
 			norm, ok = shareGPTRoles[strings.ToLower(string(name))]
 		}
 		if !ok {
-			err = fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
-			return false
+			return nil, fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
 		}
 		if content == nil {
 			content = value
 		}
-		if err = checkContent(content); err != nil {
-			err = fmt.Errorf("turn %d: %v", n, err)
-			return false
+		if err := checkContent(content); err != nil {
+			return nil, fmt.Errorf("turn %d: %v", n, err)
 		}
 		if k := jsonscan.Kind(reasoning); k != 0 && k != '"' && k != 'n' {
-			err = fmt.Errorf("turn %d: reasoning_content must be a string", n)
-			return false
+			return nil, fmt.Errorf("turn %d: reasoning_content must be a string", n)
 		}
 		turns = append(turns, turnSpan{role: norm, content: content, reasoning: reasoning})
-		return true
-	})
-	return turns, err
+	}
+	return turns, nil
 }
+
+var errContent = errors.New("content must be a string or a list of text parts")
 
 // checkContent accepts a string or a list of {"type":"text","text":...} parts.
 func checkContent(raw []byte) error {
@@ -324,36 +320,40 @@ func checkContent(raw []byte) error {
 		return nil
 	case '[':
 	default:
-		return errors.New("content must be a string or a list of text parts")
+		return errContent
 	}
-	var err error
-	jsonscan.Elements(raw, func(v []byte) bool {
-		if jsonscan.Kind(v) != '{' {
-			err = errors.New("content must be a string or a list of text parts")
-			return false
+	for el := jsonscan.Array(raw); el.Next(); {
+		if jsonscan.Kind(el.Value) != '{' {
+			return errContent
 		}
-		jsonscan.Members(v, func(k, v []byte) bool {
-			key := jsonscan.Text(k)
-			switch {
+		for it := jsonscan.Object(el.Value); it.Next(); {
+			switch key, k := jsonscan.Text(it.Key), jsonscan.Kind(it.Value); {
 			case bytes.EqualFold(key, []byte("type")):
-				if jsonscan.Kind(v) == 'n' {
-					return true
-				}
-				if jsonscan.Kind(v) != '"' {
-					err = errors.New("content must be a string or a list of text parts")
-				} else if t := jsonscan.Text(v); len(t) > 0 && string(t) != "text" {
-					err = fmt.Errorf("content part of type %q is not supported (text only)", t)
+				switch {
+				case k == 'n':
+				case k != '"':
+					return errContent
+				default:
+					if t := jsonscan.Text(it.Value); len(t) > 0 && string(t) != "text" {
+						return fmt.Errorf("content part of type %q is not supported (text only)", t)
+					}
 				}
 			case bytes.EqualFold(key, []byte("text")):
-				if k := jsonscan.Kind(v); k != '"' && k != 'n' {
-					err = errors.New("content must be a string or a list of text parts")
+				if k != '"' && k != 'n' {
+					return errContent
 				}
 			}
-			return err == nil
-		})
-		return err == nil
-	})
-	return err
+		}
+	}
+	return nil
+}
+
+// blankContent reports whether checked content has no text but white space.
+func blankContent(raw []byte) bool {
+	if jsonscan.Kind(raw) == '"' {
+		return jsonscan.Blank(raw)
+	}
+	return len(bytes.TrimSpace(turnText(raw))) == 0
 }
 
 // turnText is the text of checked content (see checkContent) or reasoning:
@@ -364,15 +364,13 @@ func turnText(raw []byte) []byte {
 		return jsonscan.Text(raw)
 	case '[':
 		var b []byte
-		jsonscan.Elements(raw, func(v []byte) bool {
-			jsonscan.Members(v, func(k, v []byte) bool {
-				if bytes.EqualFold(jsonscan.Text(k), []byte("text")) && jsonscan.Kind(v) == '"' {
-					b = jsonscan.Unquote(b, v)
+		for el := jsonscan.Array(raw); el.Next(); {
+			for it := jsonscan.Object(el.Value); it.Next(); {
+				if bytes.EqualFold(jsonscan.Text(it.Key), []byte("text")) && jsonscan.Kind(it.Value) == '"' {
+					b = jsonscan.Unquote(b, it.Value)
 				}
-				return true
-			})
-			return true
-		})
+			}
+		}
 		return b
 	}
 	return nil

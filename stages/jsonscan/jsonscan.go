@@ -13,6 +13,8 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -130,10 +132,27 @@ func literal(b []byte, i int, lit string) (int, bool) {
 	return i, false
 }
 
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// special8 reports whether any of the 8 bytes in x is '"', '\\' or a
+// control character (the classic "has a zero byte / a byte less than n"
+// tests; bytes ≥ 0x80 are plain).
+func special8(x uint64) bool {
+	q := x ^ (lsb * '"')
+	bs := x ^ (lsb * '\\')
+	return ((x-lsb*0x20)&^x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0
+}
+
 // str checks the string starting at b[i] (a '"') and returns where it ends.
 func str(b []byte, i int) (int, bool) {
 	i++
 	for {
+		for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plain[b[i]] {
 			i++
 		}
@@ -258,9 +277,20 @@ func skip(b []byte, i int) int {
 	return i
 }
 
-// skipStr returns where the valid string at b[i] ends.
+// skipStr returns where the valid string at b[i] ends. Short strings (keys,
+// roles, ids) end within 16 bytes, found 8 bytes a step without a call; a
+// longer one is crossed with bytes.IndexByte to each '"', which ends it
+// unless an odd run of backslashes escapes it.
 func skipStr(b []byte, i int) int {
 	i++
+	for k := 0; k < 2 && i+8 <= len(b); k++ {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, bs := x^(lsb*'"'), x^(lsb*'\\')
+		if ((q-lsb)&^q|(bs-lsb)&^bs)&msb != 0 {
+			break
+		}
+		i += 8
+	}
 	for {
 		k := bytes.IndexByte(b[i:], '"')
 		if k < 0 {
@@ -282,23 +312,9 @@ func skipStr(b []byte, i int) int {
 // (quotes included; see Unquote) and the value's raw bytes, until fn
 // returns false.
 func Members(obj []byte, fn func(key, val []byte) bool) {
-	i := skipWS(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i = skipWS(obj, i+1)
-	for i < len(obj) && obj[i] == '"' {
-		k := skipStr(obj, i)
-		key := obj[i:k]
-		i = skipWS(obj, k)
-		i = skipWS(obj, i+1) // ':'
-		end := skip(obj, i)
-		if !fn(key, obj[i:end]) {
+	for it := Object(obj); it.Next(); {
+		if !fn(it.Key, it.Value) {
 			return
-		}
-		i = skipWS(obj, end)
-		if i < len(obj) && obj[i] == ',' {
-			i = skipWS(obj, i+1)
 		}
 	}
 }
@@ -306,26 +322,178 @@ func Members(obj []byte, fn func(key, val []byte) bool) {
 // Elements calls fn with each element of a valid array until fn returns
 // false.
 func Elements(arr []byte, fn func(val []byte) bool) {
-	i := skipWS(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return
-	}
-	i = skipWS(arr, i+1)
-	for i < len(arr) && arr[i] != ']' {
-		end := skip(arr, i)
-		if !fn(arr[i:end]) {
+	for it := Array(arr); it.Next(); {
+		if !fn(it.Value) {
 			return
-		}
-		i = skipWS(arr, end)
-		if i < len(arr) && arr[i] == ',' {
-			i = skipWS(arr, i+1)
 		}
 	}
 }
 
+// Iter walks the members of a valid object or the elements of a valid
+// array without allocating:
+//
+//	for it := jsonscan.Object(obj); it.Next(); {
+//		use(it.Key, it.Value)
+//	}
+type Iter struct {
+	// Key is the raw key token of the current member (nil for arrays);
+	// Value the raw bytes of its value.
+	Key, Value []byte
+	b          []byte
+	i          int
+	obj        bool
+	// For Checked: check is set; more says a ',' came before i; ok is
+	// the verdict once Next returned false.
+	check, more, ok bool
+}
+
+// Checked iterates over the members of an object like Object, checking as
+// it goes what Valid checks: that data is exactly one valid JSON value, an
+// object. After Next returns false, OK tells whether it was. One pass over
+// the line, where Valid and then Object would take two.
+func Checked(data []byte) Iter {
+	i := skipWS(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return Iter{i: len(data), check: true}
+	}
+	return Iter{b: data, i: skipWS(data, i+1), obj: true, check: true}
+}
+
+// OK reports, once Next returned false on a Checked iterator, whether the
+// data was one valid JSON object.
+func (it *Iter) OK() bool { return it.ok }
+
+func (it *Iter) nextChecked() bool {
+	b, i := it.b, it.i
+	fail := func() bool { it.i, it.b = len(b), nil; return false }
+	switch {
+	case i >= len(b):
+		return fail()
+	case b[i] == '}' && !it.more:
+		it.ok = skipWS(b, i+1) == len(b)
+		it.i, it.b = len(b), nil
+		return false
+	case b[i] != '"':
+		return fail()
+	}
+	k, ok := str(b, i)
+	if !ok {
+		return fail()
+	}
+	it.Key = b[i:k]
+	i = skipWS(b, k)
+	if i >= len(b) || b[i] != ':' {
+		return fail()
+	}
+	i = skipWS(b, i+1)
+	end, ok := value(b, i, 1)
+	if !ok {
+		return fail()
+	}
+	it.Value = b[i:end]
+	i = skipWS(b, end)
+	it.more = false
+	switch {
+	case i < len(b) && b[i] == ',':
+		i = skipWS(b, i+1)
+		it.more = true
+	case i < len(b) && b[i] == '}':
+	default:
+		return fail()
+	}
+	it.i = i
+	return true
+}
+
+// Object iterates over the members of a valid object (none if v is not one).
+func Object(v []byte) Iter { return start(v, '{') }
+
+// Array iterates over the elements of a valid array (none if v is not one).
+func Array(v []byte) Iter { return start(v, '[') }
+
+func start(v []byte, open byte) Iter {
+	i := skipWS(v, 0)
+	if i >= len(v) || v[i] != open {
+		return Iter{i: len(v)}
+	}
+	return Iter{b: v, i: skipWS(v, i+1), obj: open == '{'}
+}
+
+// Next moves to the next member or element; false at the end.
+func (it *Iter) Next() bool {
+	if it.check {
+		return it.nextChecked()
+	}
+	b, i := it.b, it.i
+	if i >= len(b) || b[i] == '}' || b[i] == ']' {
+		it.i = len(b)
+		return false
+	}
+	if it.obj {
+		if b[i] != '"' {
+			it.i = len(b)
+			return false
+		}
+		k := skipStr(b, i)
+		it.Key = b[i:k]
+		i = skipWS(b, k)
+		i = skipWS(b, i+1) // ':'
+	}
+	end := skip(b, i)
+	it.Value = b[i:end]
+	i = skipWS(b, end)
+	if i < len(b) && b[i] == ',' {
+		i = skipWS(b, i+1)
+	}
+	it.i = i
+	return true
+}
+
+// Blank reports whether the text of the valid string token s is empty or
+// only white space (unicode.IsSpace, as strings.TrimSpace judges it),
+// without unescaping it.
+func Blank(s []byte) bool {
+	for i := 1; i < len(s)-1; i++ {
+		switch c := s[i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case c == '\\':
+			switch s[i+1] {
+			case 'n', 't', 'r', 'f':
+				i++
+			case 'u':
+				if r := hex4(s[i+2:]); utf16.IsSurrogate(r) || !unicode.IsSpace(r) {
+					return false
+				}
+				i += 5
+			default: // '"', '\\', '/', 'b'
+				return false
+			}
+		case c < utf8.RuneSelf:
+			return false
+		default: // U+0085, U+00A0, U+2000… are white space too
+			r, size := utf8.DecodeRune(s[i:])
+			if !unicode.IsSpace(r) {
+				return false
+			}
+			i += size - 1
+		}
+	}
+	return true
+}
+
 // Escaped reports whether the valid string token s holds an escape, i.e.
 // whether its text differs from its raw bytes between the quotes.
-func Escaped(s []byte) bool { return bytes.IndexByte(s, '\\') >= 0 }
+func Escaped(s []byte) bool {
+	if len(s) > 32 {
+		return bytes.IndexByte(s, '\\') >= 0
+	}
+	for _, c := range s {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
+}
 
 // Unquote appends the text of the valid string token s to dst, as
 // encoding/json decodes it (an unpaired surrogate becomes U+FFFD). Bytes that

@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -29,6 +30,27 @@ func TestValidMatchesEncodingJSON(t *testing.T) {
 	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
 	if Valid([]byte(deep)) != json.Valid([]byte(deep)) {
 		t.Errorf("nesting 10001 deep: Valid = %v, encoding/json %v", Valid([]byte(deep)), json.Valid([]byte(deep)))
+	}
+}
+
+// Checked judges like Valid for objects, and walks the same members as
+// Object.
+func TestCheckedMatchesValid(t *testing.T) {
+	for _, s := range append(corpus, `{"a":1}`, `{"a":1,"b":[1,{"c":"d"}]} `, `{"a":1,}`, `{"a" 1}`, `{"a":1}x`, `{`, `{"a":1`, `{"a":1}}`) {
+		n := 0
+		it := Checked([]byte(s))
+		for it.Next() {
+			n++
+		}
+		want := json.Valid([]byte(s)) && strings.TrimSpace(s)[0] == '{'
+		if it.OK() != want {
+			t.Errorf("Checked(%q).OK() = %v, want %v", s, it.OK(), want)
+		}
+		m := 0
+		Members([]byte(s), func(_, _ []byte) bool { m++; return true })
+		if want && n != m {
+			t.Errorf("Checked(%q) walked %d members, Object %d", s, n, m)
+		}
 	}
 }
 
@@ -91,6 +113,20 @@ func TestMembersAndElements(t *testing.T) {
 	}
 }
 
+func TestBlankMatchesTrimSpace(t *testing.T) {
+	for _, s := range []string{`""`, `" "`, `"\n\t\r\f "`, `" x "`, `"\u0020\u00a0\u2003"`, `"\u0041"`, `"\b"`, `"\\"`, "\" \u00a0\u3000 \"",
+		"\"\u00e9\"", `"\ud83d\ude00"`, "\"\u2028\"", `"\/"`, `"\""`} {
+		if !json.Valid([]byte(s)) {
+			t.Fatalf("%s is not JSON", s)
+		}
+		var text string
+		json.Unmarshal([]byte(s), &text)
+		if got, want := Blank([]byte(s)), strings.TrimSpace(text) == ""; got != want {
+			t.Errorf("Blank(%s) = %v, want %v", s, got, want)
+		}
+	}
+}
+
 // FuzzValid: on any input Valid agrees with encoding/json, and on valid
 // strings Text agrees with its decoding.
 func FuzzValid(f *testing.F) {
@@ -101,6 +137,14 @@ func FuzzValid(f *testing.F) {
 		got, want := Valid(b), json.Valid(b)
 		if got != want {
 			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
+			it := Checked(b)
+			for it.Next() {
+			}
+			if it.OK() != want {
+				panic(fmt.Sprintf("Checked(%q).OK() = %v, encoding/json says %v", b, it.OK(), want))
+			}
 		}
 		if !got {
 			return
@@ -116,7 +160,16 @@ func FuzzValid(f *testing.F) {
 			if string(Text(b)) != s {
 				t.Fatalf("Text(%q) = %q, want %q", b, Text(b), s)
 			}
+			if Blank(b) != (strings.TrimSpace(s) == "") {
+				t.Fatalf("Blank(%q) = %v for %q", b, Blank(b), s)
+			}
 		case '{':
+			it := Checked(b)
+			for it.Next() {
+			}
+			if !it.OK() {
+				t.Fatalf("Checked(%q) says invalid", b)
+			}
 			var m map[string]json.RawMessage
 			json.Unmarshal(b, &m)
 			n := 0
