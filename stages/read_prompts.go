@@ -25,8 +25,17 @@ func init() {
 The id comes from id_field; a row without one gets a hash of its
 conversation, so the same prompt has the same id in every run. Other fields
 are kept in the record's meta. The file is streamed, never loaded whole.
-A malformed line stops the run with its file and line (on_bad_line = "fail"),
-or is counted and written to RUN_DIR/rejected/STAGE.jsonl ("skip").`,
+A malformed line (invalid JSON or UTF-8, no prompt, a bad id) stops the run
+with its file and line (on_bad_line = "fail"), or is counted and written to
+RUN_DIR/rejected/STAGE.jsonl ("skip"). The whole file is checked in a pass
+that runs ahead of the reader from the start, so a bad line near the end
+stops the run in its first seconds, not hours of GPU time later. A prompt
+whose turn to answer is empty or only white space is rejected as
+empty_prompt; a line whose id an earlier line has, as duplicate_id (the
+first one wins; when a dedupe-against-progress stage reads this output, it
+does that instead). A leading UTF-8 BOM is accepted. A file with no prompt
+fails the run unless allow_empty = true. pipe check --data reports all of
+it without running.`,
 		Source:   true,
 		Config:   readPromptsConfig{},
 		Outputs:  []string{"out"},
