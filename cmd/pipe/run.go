@@ -189,7 +189,7 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 		return err
 	}
 	if inputs.Len() > 0 {
-		fmt.Fprintf(std.Out, "\ninput:\n%s", indentLines(inputs.String(), "  "))
+		fmt.Fprintf(std.Out, "input:\n%s", indentLines(inputs.String(), "  "))
 	}
 	for _, s := range plan.Stages {
 		st, err := s.Spec.New(s.Config)
