@@ -38,6 +38,10 @@ type jsonlSource struct {
 	// (the first one wins); for when no dedupe-against-progress stage reads
 	// the output (pipeline.Env.DuplicatesHandled).
 	Dedupe bool
+	// Halt, if set (pipeline.Env.Halt), is how a line that stops the run
+	// stops it: like a stop request, so requests in flight finish and are
+	// committed. Without it Read returns the error.
+	Halt func(error)
 }
 
 // lineProblem is what is wrong with one input line: a reason code and what
@@ -161,6 +165,10 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 			}
 		case prob.Reason == reasonBadLine:
 			if s.OnBadLine != "skip" {
+				if s.Halt != nil {
+					s.Halt(s.badLineError(lineNo, prob))
+					return false, nil
+				}
 				return false, s.badLineError(lineNo, prob)
 			}
 			bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}

@@ -95,7 +95,8 @@ type ReadCompletionsConfig struct {
 }
 
 type readCompletions struct {
-	cfg ReadCompletionsConfig
+	cfg  ReadCompletionsConfig
+	halt func(error) // pipeline.Env.Halt
 	// stopAhead ends the pass that judges a JSONL file ahead of the reader.
 	stopAhead func()
 }
@@ -131,6 +132,7 @@ func (r *readCompletions) isJSONL() bool {
 // Open starts judging a JSONL file ahead of the reader (see
 // jsonlSource.ahead); shards are typed already and are judged as read.
 func (r *readCompletions) Open(ctx context.Context, env *pipeline.Env) error {
+	r.halt = env.Halt
 	if r.isJSONL() {
 		r.stopAhead = r.jsonl().ahead(ctx, env)
 	}
@@ -164,7 +166,9 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 		return err
 	}
 	if shards == nil {
-		return r.jsonl().Read(ctx, out)
+		src := r.jsonl()
+		src.Halt = r.halt
+		return src.Read(ctx, out)
 	}
 	var emitted int64
 	for _, path := range shards {
