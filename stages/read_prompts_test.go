@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -41,6 +42,19 @@ func TestParsePromptLineShapes(t *testing.T) {
 		{name: "image part", line: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"x"}]}]}`, wantErr: `content part of type "image_url" is not supported`},
 		{name: "bad id", line: `{"id":{"a":1},"prompt":"x"}`, wantErr: `"id" must be a string or a number`},
 		{name: "prompt not string", line: `{"prompt":5}`, wantErr: `"prompt" must be a string`},
+		{name: "escapes decoded", line: `{"id":"e\u0031","prompt":"What is \u0032+2?"}`, wantID: "e1", wantMsgs: user},
+		{name: "keys of a turn in any case", line: `{"messages":[{"Role":"USER","Content":"What is 2+2?"}]}`, wantID: hash, wantMsgs: user},
+		{name: "reasoning kept", line: `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"R\n"},{"role":"user","content":"Q2"}]}`,
+			wantMsgs: []pipeline.Message{{Role: "user", Content: "Q"}, {Role: "assistant", Content: "A", ReasoningContent: "R\n"}, {Role: "user", Content: "Q2"}}},
+		{name: "meta kept as written", line: `{"id":"m","prompt":"What is 2+2?","tags":["a", "b"],"n":1.50}`, wantID: "m", wantMsgs: user, wantMeta: "tags"},
+		{name: "not an object", line: `["prompt"]`, wantErr: "not a JSON object"},
+		{name: "trailing garbage", line: `{"prompt":"x"} {}`, wantErr: "invalid JSON"},
+		{name: "null content", line: `{"messages":[{"role":"user","content":null}]}`, wantErr: "turn 1: no content"},
+		{name: "turn not an object", line: `{"messages":["hi"]}`, wantErr: "messages must be a list of {role, content} objects"},
+		{name: "messages not a list", line: `{"messages":{"role":"user"}}`, wantErr: "messages must be a list of {role, content} objects"},
+		{name: "role not a string", line: `{"messages":[{"role":1,"content":"x"}]}`, wantErr: "turn 1: role must be a string"},
+		{name: "empty id", line: `{"id":"","prompt":"x"}`, wantErr: `"id" is empty`},
+		{name: "reasoning not a string", line: `{"messages":[{"role":"user","content":"x","reasoning_content":[1]}]}`, wantErr: "turn 1: reasoning_content must be a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +94,20 @@ func TestParsePromptLineShapes(t *testing.T) {
 				if _, ok := rec.Meta[tt.wantMeta]; !ok {
 					t.Errorf("meta %v lacks %q", rec.Meta, tt.wantMeta)
 				}
+			}
+			// Meta holds the other fields' JSON as written, and nothing else.
+			var row map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(tt.line), &row); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range rec.Meta {
+				if raw, ok := v.(json.RawMessage); !ok || string(raw) != string(row[k]) {
+					t.Errorf("meta[%q] = %s, the line has %s", k, v, row[k])
+				}
+			}
+			// Judging without building finds no problem either.
+			if _, id, p := promptLine([]byte(tt.line), idField, false, true); p != nil || id != rec.ID {
+				t.Errorf("without building: id %q, problem %v", id, p)
 			}
 		})
 	}
@@ -123,6 +151,33 @@ func writeLines(t *testing.T, lines ...string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A turn to answer with nothing but white space — however it is written —
+// is an empty_prompt; any other character is not.
+func TestPromptLineEmptyPrompt(t *testing.T) {
+	for line, empty := range map[string]bool{
+		`{"prompt":""}`:               true,
+		`{"prompt":" \n\t\r\f"}`:      true,
+		`{"prompt":"\u00a0\u2003 　"}`: true,
+		`{"prompt":null}`:             true,
+		`{"prompt":" x "}`:            false,
+		`{"prompt":"\u0041"}`:         false,
+		`{"prompt":"\b"}`:             false,
+		`{"prompt":"é"}`:              false,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":" "},{"type":"text","text":"\n"}]}]}`: true,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":" "},{"text":"x"}]}]}`:                false,
+		`{"messages":[{"role":"user","content":" "},{"role":"assistant","content":"a"}]}`:                   true,
+		`{"messages":[{"role":"system","content":" "},{"role":"user","content":"q"}]}`:                      false,
+	} {
+		rec, _, p := promptLine([]byte(line), "id", true, true)
+		if got := p != nil && p.Reason == "empty_prompt"; got != empty {
+			t.Errorf("%s: problem %+v, want empty_prompt %v", line, p, empty)
+		}
+		if p != nil && p.Reason == "empty_prompt" && rec == nil {
+			t.Errorf("%s: no record to reject", line)
+		}
+	}
 }
 
 func TestReadPromptsBadLinePolicyAndLimit(t *testing.T) {
