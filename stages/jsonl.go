@@ -18,7 +18,7 @@ import (
 // JSONL file line by line (never loading it), judge each non-blank line,
 // make records of the good ones, and apply the bad-line policy. The reader,
 // the pass that judges the whole file ahead of it, and pipe check --data
-// make the same judgement (judge).
+// make the same judgement (lineJudge).
 type jsonlSource struct {
 	Path      string
 	OnBadLine string // "fail" stops with file:line; "skip" rejects the line as bad_line
