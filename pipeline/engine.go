@@ -79,21 +79,29 @@ type Summary struct {
 // Skipped + Abandoned, where Abandoned counts records dropped by a stop or a
 // failure (the next run redoes them; zero when the run finished cleanly).
 type StageSummary struct {
-	ID, Kind                           string
-	In, Out, Rejected, Failed, Skipped int64
-	Abandoned                          int64
+	ID        string `json:"id"`
+	Kind      string `json:"kind"`
+	In        int64  `json:"in"`
+	Out       int64  `json:"out"`
+	Rejected  int64  `json:"rejected"`
+	Failed    int64  `json:"failed"`
+	Skipped   int64  `json:"skipped"`
+	Abandoned int64  `json:"abandoned"`
 	// NotStarted is the part of Abandoned that never reached an expensive
 	// stage's work (no request was sent for it); the rest was in flight at
 	// an expensive stage, or abandoned after one (taken from its journal
 	// by the next run).
-	NotStarted int64
+	NotStarted int64 `json:"not_started"`
 	// Replayed counts records an expensive stage took from its journal
 	// instead of redoing the work (they are also in Out or Rejected).
-	Replayed int64
-	Reasons  map[string]int64 // rejections by reason code
-	Skips    map[string]int64 // skipped records by reason
-	Queued   int              // records waiting on this stage's output edges
-	Stats    []Stat
+	Replayed int64            `json:"replayed"`
+	Reasons  map[string]int64 `json:"reasons,omitempty"` // rejections by reason code
+	Skips    map[string]int64 `json:"skips,omitempty"`   // skipped records by reason
+	Queued   int              `json:"queued"`            // records waiting on this stage's output edges
+	// QueuedByPort is Queued per connected output port (one edge, or the
+	// fan-out feeding several).
+	QueuedByPort map[string]int `json:"queued_by_port,omitempty"`
+	Figures      []Figure       `json:"figures,omitempty"`
 }
 
 // Started reports whether any record moved: false when the run failed
@@ -829,11 +837,15 @@ func (e *engine) summary() *Summary {
 		ss.Reasons = copyCounts(n.reasons)
 		ss.Skips = copyCounts(n.skips)
 		n.reasonsMu.Unlock()
-		for _, ch := range n.outs {
+		for port, ch := range n.outs {
 			ss.Queued += len(ch)
+			if ss.QueuedByPort == nil {
+				ss.QueuedByPort = map[string]int{}
+			}
+			ss.QueuedByPort[port] = len(ch)
 		}
 		if r, ok := n.stage.(Reporter); ok && n.opened {
-			e.guard(n, "reporting", func() error { ss.Stats = r.Report(); return nil })
+			e.guard(n, "reporting", func() error { ss.Figures = r.Report(); return nil })
 		}
 		s.Stages = append(s.Stages, ss)
 	}

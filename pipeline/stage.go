@@ -76,16 +76,11 @@ type Closer interface {
 }
 
 // Reporter is implemented by stages with figures of their own (per-server
-// throughput, rejections by reason) for the progress display and the run
-// summary. It must be safe to call concurrently with Process.
+// throughput, tokens, bytes committed) for the progress display,
+// status.json, the run summary and the metrics endpoint, which all render
+// them (see Figure). It must be safe to call concurrently with Process.
 type Reporter interface {
-	Report() []Stat
-}
-
-// Stat is one named figure of a stage, e.g. {"server 127.0.0.1:30000", "in-flight 48, 12.1 req/s"}.
-type Stat struct {
-	Name  string
-	Value string
+	Report() []Figure
 }
 
 // Emitter moves records out of a stage. Every method blocks while downstream is

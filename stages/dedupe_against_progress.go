@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -108,13 +107,13 @@ func (d *dedupe) Process(_ context.Context, rec *pipeline.Record, out pipeline.E
 	return out.Emit("out", rec)
 }
 
-func (d *dedupe) Report() []pipeline.Stat {
-	var st []pipeline.Stat
+func (d *dedupe) Report() []pipeline.Figure {
+	var st []pipeline.Figure
 	if d.done != nil {
-		st = append(st, pipeline.Stat{Name: "finished before this run", Value: strconv.Itoa(d.done.Len())})
+		st = append(st, pipeline.NewGauge("finished_before_this_run", float64(d.done.Len())))
 	}
 	if len(d.cfg.Against) > 0 {
-		st = append(st, pipeline.Stat{Name: "ids in other outputs", Value: strconv.Itoa(d.against.Len())})
+		st = append(st, pipeline.NewGauge("ids_in_other_outputs", float64(d.against.Len())))
 	}
 	return st
 }

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/stages/sglang"
@@ -512,6 +512,9 @@ type generate struct {
 	ctxLen int
 	// entryOf is, per server spec given to the client, its servers item.
 	entryOf []int
+	// answers counts completions sent on, tinyAnswers those whose answer
+	// is almost nothing (see tinyAnswer): for the early warning.
+	answers, tinyAnswers atomic.Int64
 }
 
 var (
@@ -764,6 +767,7 @@ func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 	}
 	rec.Messages = history
 	rec.Completion = comp
+	g.countAnswer(comp)
 	return out.Emit("out", rec)
 }
 
@@ -884,49 +888,4 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 		Attempts:         res.Attempts,
 		Request:          maps.Clone(g.client.Settings()), // a copy: later stages may annotate it
 	}, nil, nil
-}
-
-// Report gives the live figures: one line per server and the totals.
-func (g *generate) Report() []pipeline.Stat {
-	if g.client == nil {
-		return nil
-	}
-	st := g.client.Stats()
-	out := make([]pipeline.Stat, 0, len(st.Servers)+1)
-	for _, s := range st.Servers {
-		out = append(out, pipeline.Stat{Name: "server " + strings.TrimPrefix(s.URL, "http://"), Value: formatServerStats(s)})
-	}
-	out = append(out, pipeline.Stat{Name: "servers total", Value: formatServerStats(st.Total)})
-	if line, ok := g.client.Waiting(); ok {
-		out = append([]pipeline.Stat{{Name: "waiting for servers", Value: line}}, out...)
-	}
-	return out
-}
-
-func formatServerStats(s sglang.ServerStats) string {
-	var b strings.Builder
-	if s.State == sglang.StateDown {
-		fmt.Fprintf(&b, "DOWN (%s), ", s.Reason)
-	}
-	fmt.Fprintf(&b, "in flight %d/%d, %d done, %.1f/s, %.0f tok/s, p50 %s p95 %s",
-		s.InFlight, s.Concurrency, s.Completions, s.CompletionsPerSec, s.OutputTokensPerSec,
-		s.P50.Round(time.Millisecond), s.P95.Round(time.Millisecond))
-	if s.MeanAcceptLength > 0 {
-		fmt.Fprintf(&b, ", accept %.2f", s.MeanAcceptLength)
-	}
-	if s.Ejections > 0 {
-		fmt.Fprintf(&b, ", ejected %d×", s.Ejections)
-	}
-	if len(s.Errors) > 0 {
-		keys := make([]string, 0, len(s.Errors))
-		for k := range s.Errors {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b.WriteString(", errors")
-		for _, k := range keys {
-			fmt.Fprintf(&b, " %s=%d", k, s.Errors[k])
-		}
-	}
-	return b.String()
 }

@@ -81,14 +81,12 @@ func TestGenerateForbiddenServerIsEjectedAndTheRunCompletes(t *testing.T) {
 	if want := `stage "gen": server ` + bad.URL + ` ejected: HTTP 403: Forbidden`; !strings.Contains(runLog.String(), want) {
 		t.Errorf("run log lacks %q:\n%s", want, runLog.String())
 	}
-	var badStat string
-	for _, s := range stageSummary(t, sum, "gen").Stats {
-		if s.Name == "server "+strings.TrimPrefix(bad.URL, "http://") {
-			badStat = s.Value
-		}
-	}
-	if !strings.Contains(badStat, "DOWN (HTTP 403") && !strings.Contains(badStat, "DOWN (1-token probe: HTTP 403") || !strings.Contains(badStat, "ejected 1×") {
-		t.Errorf("figures of the refusing server: %q", badStat)
+	figs := stageSummary(t, sum, "gen").Figures
+	name := strings.TrimPrefix(bad.URL, "http://")
+	state, _ := pipeline.FindFigure(figs, "state", "server", name)
+	ej, _ := pipeline.FindFigure(figs, "ejections", "server", name)
+	if badStat := state.FormatValue(); !strings.HasPrefix(badStat, "ejected (HTTP 403") && !strings.HasPrefix(badStat, "ejected (1-token probe: HTTP 403") || ej.Value != 1 {
+		t.Errorf("figures of the refusing server: state %q, ejections %v", badStat, ej.Value)
 	}
 }
 
@@ -119,9 +117,8 @@ func TestGenerateReportShowsWaitingForServers(t *testing.T) {
 	want := hang.URL + " down (/health: no answer within 100ms)"
 	var waiting string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		stats := g.Report()
-		if len(stats) > 0 && stats[0].Name == "waiting for servers" && strings.Contains(stats[0].Value, want) {
-			waiting = stats[0].Value
+		if w, ok := pipeline.FindFigure(g.Report(), "waiting_for_servers"); ok && strings.Contains(w.Detail, want) {
+			waiting = w.Detail
 			break
 		}
 	}

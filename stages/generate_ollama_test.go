@@ -59,5 +59,5 @@ system_prompt     = "You are terse."
 	if g.In != n || g.Out != n {
 		t.Errorf("gen %+v", g)
 	}
-	t.Logf("figures %v", g.Stats)
+	t.Logf("figures %v", g.Figures)
 }

@@ -156,9 +156,24 @@ func TestGenerateNormalRun(t *testing.T) {
 	if len(byServer) != 3 {
 		t.Errorf("records by server %v, want all three used", byServer)
 	}
-	stats := stageSummary(t, sum, "gen").Stats
-	if len(stats) != 4 || !strings.Contains(stats[3].Value, fmt.Sprintf("%d done", n)) {
-		t.Errorf("live figures %v", stats)
+	stats := stageSummary(t, sum, "gen").Figures
+	if c, _ := pipeline.FindFigure(stats, "completions"); c.Value != float64(n) {
+		t.Errorf("fleet completions %v, want %d; figures %v", c.Value, n, stats)
+	}
+	if a, _ := pipeline.FindFigure(stats, "answers"); a.Value != float64(n) {
+		t.Errorf("answers %v, want %d", a.Value, n)
+	}
+	servers := 0
+	for _, f := range stats {
+		if f.Name == "state" {
+			servers++
+			if f.Text != "ready" {
+				t.Errorf("server %s: state %s", f.Label("server"), f.FormatValue())
+			}
+		}
+	}
+	if servers != 3 {
+		t.Errorf("%d servers have a state, want 3: %v", servers, stats)
 	}
 	t.Logf("figures: %v", stats)
 }
@@ -238,8 +253,8 @@ func TestGenerateBadRequestRejectedWithServerMessage(t *testing.T) {
 		t.Errorf("gen %+v", g)
 	}
 	// One 400, not retried.
-	if total := g.Stats[len(g.Stats)-1].Value; !strings.Contains(total, "errors http_400=1") || strings.Contains(total, "http_5") {
-		t.Errorf("totals %q, want exactly one failed attempt, the 400", total)
+	if total := fleetErrors(g.Figures); total != "http_400=1" {
+		t.Errorf("fleet errors %q, want exactly one failed attempt, the 400", total)
 	}
 }
 
@@ -462,7 +477,7 @@ func TestGenerateFaultsAgainstPipeSim(t *testing.T) {
 			retried++
 		}
 	}
-	total := stageSummary(t, sum, "gen").Stats[3].Value
+	total := fleetErrors(stageSummary(t, sum, "gen").Figures)
 	t.Logf("%d of %d records needed a retry; %s", retried, n, total)
 	if retried == 0 || !strings.Contains(total, "http_503=") {
 		t.Errorf("no fault hit a request (%s): the test proves nothing", total)
@@ -515,13 +530,16 @@ func TestGenerateServerKilledAndRevived(t *testing.T) {
 			retried++
 		}
 	}
-	figures := fmt.Sprint(stageSummary(t, sum, "gen").Stats)
-	t.Logf("%d records on the victim, %d re-sent; %s", onVictim, retried, figures)
-	if retried == 0 || !strings.Contains(figures, "ejected 1×") {
-		t.Errorf("the victim's requests were not re-sent or it was not ejected: %s", figures)
+	figs := stageSummary(t, sum, "gen").Figures
+	t.Logf("%d records on the victim, %d re-sent; %v", onVictim, retried, figs)
+	if ej, _ := pipeline.FindFigure(figs, "ejections"); retried == 0 || ej.Value != 1 {
+		t.Errorf("the victim's requests were not re-sent or it was not ejected once: %v", figs)
 	}
-	if !strings.Contains(stageSummary(t, sum, "gen").Stats[0].Value, "in flight 0/8") || strings.Contains(stageSummary(t, sum, "gen").Stats[0].Value, "DOWN") {
-		t.Errorf("victim not re-admitted: %s", stageSummary(t, sum, "gen").Stats[0].Value)
+	victimName := strings.TrimPrefix(victim.url, "http://")
+	state, _ := pipeline.FindFigure(figs, "state", "server", victimName)
+	inFlight, _ := pipeline.FindFigure(figs, "in_flight", "server", victimName)
+	if state.Text != "ready" || inFlight.Value != 0 {
+		t.Errorf("victim not re-admitted: state %s, in flight %v", state.FormatValue(), inFlight.Value)
 	}
 	// The restarted process counts only what it served since: its share of
 	// the rest of the run, beyond the readiness probe.
@@ -613,7 +631,7 @@ func TestGenerateWithOurTokens(t *testing.T) {
 				t.Fatalf("gen %+v", g)
 			}
 			// The over-long prompt was caught before sending: no 400 from a server.
-			if total := g.Stats[len(g.Stats)-1].Value; strings.Contains(total, "http_400") {
+			if total := fleetErrors(g.Figures); strings.Contains(total, "http_400") {
 				t.Errorf("the pre-check did not catch the long prompt: %s", total)
 			}
 			rej := readRecords(t, filepath.Join(out, "out/rejected.jsonl"))
@@ -755,4 +773,15 @@ func TestGenerateSimServersUseTheTokenizer(t *testing.T) {
 			t.Fatalf("%s: output ids decode to %q, which does not hold the answer %q", r.ID, text, c.Answer)
 		}
 	}
+}
+
+// fleetErrors lists the fleet's failed attempts by class: "http_503=3 transport=1".
+func fleetErrors(figs []pipeline.Figure) string {
+	var parts []string
+	for _, f := range figs {
+		if f.Name == "errors" && f.Label("server") == "" {
+			parts = append(parts, fmt.Sprintf("%s=%d", f.Label("class"), int64(f.Value)))
+		}
+	}
+	return strings.Join(parts, " ")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -42,6 +43,30 @@ type jsonlSource struct {
 	// stops it: like a stop request, so requests in flight finish and are
 	// committed. Without it Read returns the error.
 	Halt func(error)
+	// Pos, if set, follows how far the read is into the file.
+	Pos *inputPos
+}
+
+// inputPos is how far a source is into its input file, for the progress
+// display: the file's size gives a total before the records are counted.
+type inputPos struct {
+	read, size atomic.Int64
+	// lines is the file's lines to read, once the pass ahead of the
+	// reader counted them (0 until then).
+	lines atomic.Int64
+}
+
+// figures reports the position as input_bytes_read of input_bytes, and
+// input_lines once counted.
+func (p *inputPos) figures() []pipeline.Figure {
+	figs := []pipeline.Figure{
+		pipeline.NewCounter("input_bytes_read", p.read.Load()).In(pipeline.UnitBytes),
+		pipeline.NewGauge("input_bytes", float64(p.size.Load())).In(pipeline.UnitBytes),
+	}
+	if n := p.lines.Load(); n > 0 {
+		figs = append(figs, pipeline.NewGauge("input_lines", float64(n)))
+	}
+	return figs
 }
 
 // lineProblem is what is wrong with one input line: a reason code and what
@@ -109,6 +134,11 @@ func (s *jsonlSource) eachLine(ctx context.Context, fn func(lineNo int, line []b
 		return err
 	}
 	defer f.Close()
+	if s.Pos != nil {
+		if st, err := f.Stat(); err == nil {
+			s.Pos.size.Store(st.Size())
+		}
+	}
 	br := bufio.NewReaderSize(f, 1<<20)
 	for lineNo := 1; ; lineNo++ {
 		if lineNo&255 == 1 {
@@ -117,6 +147,13 @@ func (s *jsonlSource) eachLine(ctx context.Context, fn func(lineNo int, line []b
 			}
 		}
 		line, err := readLine(br)
+		if s.Pos != nil {
+			n := int64(len(line))
+			if err == nil {
+				n++ // its newline
+			}
+			s.Pos.read.Add(n)
+		}
 		if err == io.EOF && len(line) == 0 {
 			return nil
 		}
@@ -237,6 +274,8 @@ func (s *jsonlSource) checkAll(ctx context.Context, stop func(error)) (*pipeline
 func (s *jsonlSource) ahead(ctx context.Context, env *pipeline.Env) func() {
 	pass := *s
 	pass.Dedupe = false
+	pos := pass.Pos
+	pass.Pos = nil // the reader's position, not this pass's
 	s = &pass
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -257,6 +296,13 @@ func (s *jsonlSource) ahead(ctx context.Context, env *pipeline.Env) func() {
 			// The reader meets the same error when it gets there.
 			fmt.Fprintf(env.Log, "stage %q: checking ahead: %v\n", env.StageID, err)
 		default:
+			if pos != nil {
+				n := rep.Lines
+				if s.Limit > 0 {
+					n = min(n, s.Limit)
+				}
+				pos.lines.Store(n)
+			}
 			w := env.Log
 			if len(rep.Problems) > 0 { // an early word on what will be set aside
 				w = env.Notice

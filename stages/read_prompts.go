@@ -82,6 +82,7 @@ type readPrompts struct {
 	src *jsonlSource
 	// stopAhead ends the pass that judges the file ahead of the reader.
 	stopAhead func()
+	pos       inputPos
 }
 
 var (
@@ -89,7 +90,11 @@ var (
 	_ pipeline.Opener       = (*readPrompts)(nil)
 	_ pipeline.Closer       = (*readPrompts)(nil)
 	_ pipeline.InputChecker = (*readPrompts)(nil)
+	_ pipeline.Reporter     = (*readPrompts)(nil)
 )
+
+// Report gives how far into the file the read is.
+func (r *readPrompts) Report() []pipeline.Figure { return r.pos.figures() }
 
 // source is the file as this stage reads it; dedupe makes it reject
 // repeated ids (when no dedupe-against-progress stage reads its output).
@@ -98,7 +103,8 @@ func (r *readPrompts) source(dedupe bool) *jsonlSource {
 		Parse: func(line []byte, build, needID bool) (*pipeline.Record, string, *lineProblem) {
 			return promptLine(line, r.cfg.IDField, build, needID)
 		},
-		QuickID: func(line []byte) (string, bool) { return leadingID(line, r.cfg.IDField) }}
+		QuickID: func(line []byte) (string, bool) { return leadingID(line, r.cfg.IDField) },
+		Pos:     &r.pos}
 }
 
 // Open starts judging the whole file ahead of the reader (see jsonlSource.ahead).

@@ -475,21 +475,20 @@ func (s *tokenizeAndMask) logDifference(id string, ids, text *pipeline.Tokens, a
 }
 
 // Report gives the row sources, disagreements and token totals.
-func (s *tokenizeAndMask) Report() []pipeline.Stat {
-	rows := s.fromIDs.Load() + s.fromText.Load()
-	stats := []pipeline.Stat{
-		{Name: "rows from ids", Value: fmt.Sprint(s.fromIDs.Load())},
-		{Name: "rows from text", Value: fmt.Sprintf("%d (no ids: %d, system prompt differs from generation: %d)", s.fromText.Load(), s.textNoIDs.Load(), s.textSystemDiffers.Load())},
+func (s *tokenizeAndMask) Report() []pipeline.Figure {
+	stats := []pipeline.Figure{
+		pipeline.NewCounter("rows", s.fromIDs.Load(), "source", "ids"),
+		pipeline.NewCounter("rows", s.fromText.Load(), "source", "text"),
+		pipeline.NewCounter("text_rows_without_ids", s.textNoIDs.Load()),
+		pipeline.NewCounter("text_rows_system_prompt_differs", s.textSystemDiffers.Load()),
+		pipeline.NewCounter("tokens", s.tokens.Load()).In(pipeline.UnitTokens),
+		pipeline.NewCounter("loss_tokens", s.lossTokens.Load()).In(pipeline.UnitTokens),
 	}
 	if s.cfg.CompareText && s.fromIDs.Load() > 0 {
-		stats = append(stats, pipeline.Stat{Name: "re-tokenized text differs", Value: fmt.Sprintf("%d of %d ids rows", s.differs.Load(), s.fromIDs.Load())})
+		stats = append(stats, pipeline.NewCounter("retokenized_text_differs", s.differs.Load()))
 	}
 	if s.cfg.MaxLength > 0 {
-		stats = append(stats, pipeline.Stat{Name: "truncated to max_length", Value: fmt.Sprint(s.truncated.Load())})
-	}
-	if rows > 0 {
-		stats = append(stats, pipeline.Stat{Name: "tokens", Value: fmt.Sprintf("%d (%.1f%% loss, %.0f per row)",
-			s.tokens.Load(), 100*float64(s.lossTokens.Load())/float64(max(1, s.tokens.Load())), float64(s.tokens.Load())/float64(rows))})
+		stats = append(stats, pipeline.NewCounter("truncated_to_max_length", s.truncated.Load()))
 	}
 	s.systemMu.Lock()
 	prompts := make([]string, 0, len(s.systemUsed))
@@ -499,14 +498,18 @@ func (s *tokenizeAndMask) Report() []pipeline.Stat {
 	sort.Slice(prompts, func(i, j int) bool { return s.systemUsed[prompts[i]] > s.systemUsed[prompts[j]] })
 	for i, p := range prompts {
 		if i == 3 {
-			stats = append(stats, pipeline.Stat{Name: "system prompts", Value: fmt.Sprintf("%d others", len(prompts)-3)})
+			var others int64
+			for _, q := range prompts[3:] {
+				others += s.systemUsed[q]
+			}
+			stats = append(stats, pipeline.NewCounter("rows_by_system_prompt", others, "prompt", fmt.Sprintf("%d others", len(prompts)-3)))
 			break
 		}
 		name := "none"
 		if p != "" {
 			name = fmt.Sprintf("%q", truncate(p, 60))
 		}
-		stats = append(stats, pipeline.Stat{Name: "system prompt " + name, Value: fmt.Sprintf("%d rows", s.systemUsed[p])})
+		stats = append(stats, pipeline.NewCounter("rows_by_system_prompt", s.systemUsed[p], "prompt", name))
 	}
 	s.systemMu.Unlock()
 	return stats

@@ -254,8 +254,8 @@ func TestRevalidatePipeline(t *testing.T) {
 		}
 	}
 	var stats []string
-	for _, st := range stageSummary(t, sum, "tok").Stats {
-		stats = append(stats, st.Name+": "+st.Value)
+	for _, st := range stageSummary(t, sum, "tok").Figures {
+		stats = append(stats, st.Name+": "+st.FormatValue())
 	}
 	t.Logf("check reasons %v; tok: %s", check.Reasons, strings.Join(stats, "; "))
 }
@@ -392,8 +392,8 @@ path  = "out/rejected.jsonl"
 			}
 			check := stageSummary(t, sum, "check")
 			var stats []string
-			for _, st := range stageSummary(t, sum, "tok").Stats {
-				stats = append(stats, st.Name+": "+st.Value)
+			for _, st := range stageSummary(t, sum, "tok").Figures {
+				stats = append(stats, st.Name+": "+st.FormatValue())
 			}
 			t.Logf("%s API: %d prompts, %d empty answers; check: %d accepted, rejected by reason %v; %d training rows; tok: %s",
 				api, n, empty, check.Out, check.Reasons, len(train), strings.Join(stats, "; "))

@@ -258,13 +258,9 @@ func TestTokenizeAndMaskFromIDs(t *testing.T) {
 		if !strings.Contains(log.String(), `"verse"`) || rec.Meta["retokenized_differs_at"] == nil {
 			t.Fatalf("disagreement not logged/recorded: %q, meta %v", log.String(), rec.Meta)
 		}
-		found := false
-		for _, st := range s.Report() {
-			if st.Name == "re-tokenized text differs" && st.Value == "1 of 1 ids rows" {
-				found = true
-			}
-		}
-		if !found {
+		differs, _ := pipeline.FindFigure(s.Report(), "retokenized_text_differs")
+		fromIDs, _ := pipeline.FindFigure(s.Report(), "rows", "source", "ids")
+		if differs.Value != 1 || fromIDs.Value != 1 {
 			t.Fatalf("report lacks the disagreement: %v", s.Report())
 		}
 	})

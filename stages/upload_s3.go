@@ -426,30 +426,35 @@ func (u *uploadS3) Close() error {
 	return err
 }
 
-func (u *uploadS3) Report() []pipeline.Stat {
+func (u *uploadS3) Report() []pipeline.Figure {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.client == nil {
 		return nil
 	}
-	v := fmt.Sprintf("%d shards, %s", u.uploaded, pipeline.HumanBytes(u.upBytes))
 	busy := u.busy
 	if u.active > 0 {
 		busy += time.Since(u.since)
 	}
+	stats := []pipeline.Figure{
+		pipeline.NewState("uri", u.cfg.URI, ""),
+		pipeline.NewCounter("uploaded_shards", int64(u.uploaded)),
+		pipeline.NewCounter("uploaded_bytes", u.upBytes).In(pipeline.UnitBytes),
+		pipeline.NewCounter("already_uploaded_shards", int64(u.skipped)),
+		pipeline.NewCounter("busy", 0).In(pipeline.UnitSeconds),
+	}
+	stats[len(stats)-1].Value = busy.Seconds()
 	if u.uploaded > 0 && busy > 0 {
-		v += fmt.Sprintf(", %.1f MB/s while uploading", float64(u.upBytes)/1e6/busy.Seconds())
+		stats = append(stats, pipeline.NewGauge("upload_bytes_per_second_while_busy", float64(u.upBytes)/busy.Seconds()).In(pipeline.UnitPerSecond))
 	}
-	v += fmt.Sprintf("; %d already uploaded", u.skipped)
-	stats := []pipeline.Stat{{Name: "uploaded to " + u.cfg.URI, Value: v}}
 	if u.deleted > 0 {
-		stats = append(stats, pipeline.Stat{Name: "local shards deleted", Value: fmt.Sprint(u.deleted)})
+		stats = append(stats, pipeline.NewCounter("local_shards_deleted", int64(u.deleted)))
 	}
-	if len(u.manifests) > 0 {
-		stats = append(stats, pipeline.Stat{Name: "manifests uploaded", Value: strings.Join(u.manifests, ", ")})
+	for _, m := range u.manifests {
+		stats = append(stats, pipeline.NewState("manifest_uploaded", m, ""))
 	}
 	for _, m := range u.incomplete {
-		stats = append(stats, pipeline.Stat{Name: "manifest held back", Value: m})
+		stats = append(stats, pipeline.NewState("manifest_held_back", m, ""))
 	}
 	return stats
 }

@@ -310,7 +310,7 @@ func TestUploadS3SinglePartAndMultipart(t *testing.T) {
 		t.Errorf("large shard logged with %d parts", l.Parts)
 	}
 	rep := reportText(st.Report())
-	if !strings.Contains(rep, "2 shards, 13.0 MiB") || !strings.Contains(rep, "MB/s") || !strings.Contains(rep, "0 already uploaded") {
+	if !strings.Contains(rep, "uploaded_shards: 2\n") || !strings.Contains(rep, "uploaded_bytes: 13.0 MiB\n") || !strings.Contains(rep, "upload_bytes_per_second_while_busy: ") || !strings.Contains(rep, "already_uploaded_shards: 0\n") {
 		t.Errorf("report: %s", rep)
 	}
 	t.Logf("report: %s", rep)
@@ -334,10 +334,10 @@ func writeOrder(t *testing.T, srv *testenv.S3) []string {
 	return keys
 }
 
-func reportText(stats []pipeline.Stat) string {
+func reportText(figs []pipeline.Figure) string {
 	var b strings.Builder
-	for _, s := range stats {
-		fmt.Fprintf(&b, "%s: %s\n", s.Name, s.Value)
+	for _, s := range figs {
+		fmt.Fprintf(&b, "%s: %s\n", s.Name, s.FormatValue())
 	}
 	return b.String()
 }
@@ -429,7 +429,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	if log := st.log.String(); !strings.Contains(log, "manifest.json not uploaded: 1 of its 2 shards are not in the bucket (part-00001.parquet)") {
 		t.Errorf("run log: %q", log)
 	}
-	if rep := reportText(st.Report()); !strings.Contains(rep, "manifest held back") {
+	if rep := reportText(st.Report()); !strings.Contains(rep, "manifest_held_back: ") {
 		t.Errorf("report: %s", rep)
 	}
 
@@ -449,7 +449,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	if got := getObject(t, c, srv.Bucket, "p/train/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest after the resume: %q", got)
 	}
-	if rep := reportText(st2.Report()); !strings.Contains(rep, "1 shards") || !strings.Contains(rep, "1 already uploaded") {
+	if rep := reportText(st2.Report()); !strings.Contains(rep, "uploaded_shards: 1\n") || !strings.Contains(rep, "already_uploaded_shards: 1\n") {
 		t.Errorf("report: %s", rep)
 	}
 	if lines := uploadLog(t, runDir); len(lines) != 2 {

@@ -255,16 +255,19 @@ func (w *writeArrow) Close() error {
 	return nil
 }
 
-func (w *writeArrow) Report() []pipeline.Stat {
+func (w *writeArrow) Report() []pipeline.Figure {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.shards == nil {
 		return nil
 	}
 	m := w.shards.Manifest()
-	v := fmt.Sprintf("%d rows, %d tokens, %s in %d %s shards in %s", m.Rows, m.Tokens, pipeline.HumanBytes(m.Bytes), len(m.Shards), w.cfg.Format, pipeline.DisplayPath(w.cfg.Path))
-	if w.rows > 0 {
-		v += fmt.Sprintf("; %d rows not yet committed", w.rows)
+	return []pipeline.Figure{
+		pipeline.NewState("path", pipeline.DisplayPath(w.cfg.Path), w.cfg.Format+" shards"),
+		pipeline.NewCounter("committed_rows", m.Rows),
+		pipeline.NewCounter("committed_tokens", m.Tokens).In(pipeline.UnitTokens),
+		pipeline.NewCounter("committed_bytes", m.Bytes).In(pipeline.UnitBytes),
+		pipeline.NewCounter("committed_shards", int64(len(m.Shards))),
+		pipeline.NewGauge("uncommitted_rows", float64(w.rows)),
 	}
-	return []pipeline.Stat{{Name: "committed", Value: v}}
 }

@@ -119,18 +119,19 @@ func (w *writeJSONL) Close() error {
 	return w.log.Close()
 }
 
-func (w *writeJSONL) Report() []pipeline.Stat {
+func (w *writeJSONL) Report() []pipeline.Figure {
 	if w.log == nil {
 		return nil
 	}
 	st := w.log.Stats()
-	v := fmt.Sprintf("%d records, %s in %s", st.Rows, pipeline.HumanBytes(st.Bytes), pipeline.DisplayPath(w.cfg.Path))
-	if st.PendingRows > 0 {
-		v += fmt.Sprintf("; %d records not yet committed", st.PendingRows)
+	stats := []pipeline.Figure{
+		pipeline.NewState("path", pipeline.DisplayPath(w.cfg.Path), ""),
+		pipeline.NewCounter("committed_records", st.Rows),
+		pipeline.NewCounter("committed_bytes", st.Bytes).In(pipeline.UnitBytes),
+		pipeline.NewGauge("uncommitted_records", float64(st.PendingRows)),
 	}
-	stats := []pipeline.Stat{{Name: "committed", Value: v}}
 	if w.prev != "" {
-		stats = append(stats, pipeline.Stat{Name: "previous file kept as", Value: pipeline.DisplayPath(w.prev)})
+		stats = append(stats, pipeline.NewState("previous_file_kept_as", pipeline.DisplayPath(w.prev), ""))
 	}
 	return stats
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"os/signal"
@@ -37,6 +37,10 @@ func init() {
 		fresh        bool
 		forceNew     bool
 		sets         setFlags
+		metricsAddr  string
+		logFormat    string
+		limits       warnLimits
+		diskFreeGiB  float64
 	)
 	register(&command{
 		Name:      "run",
@@ -57,6 +61,17 @@ unless --force-new-config; --fresh moves the earlier run and its outputs
 aside (PATH.prev-TIME) and starts over. One process at a time may use a run
 directory.
 
+On a terminal, stderr shows a live display: the input read of its size,
+each stage's counts and rates, generation in flight, output tokens/s over
+the last minute and 15 minutes, each server's state, and the ETA. Without
+one, a compact line every --progress-every. RUN_DIR/status.json holds the
+same figures, replaced every few seconds (pipe status RUN_DIR shows it);
+--metrics-addr serves them to Prometheus. RUN_DIR/run.log is a log/slog
+log (--log-format text or json). Warnings a user must act on — a server
+ejected or re-admitted, a reject, tiny-answer or failure share past its
+threshold since the start or in the last minute, a disk filling — go to
+the terminal and the log.
+
 Completions are fsynced to RUN_DIR/journal within a second of arriving;
 outputs commit every --commit-every. The first Ctrl-C (or SIGTERM) commits
 everything processed at once, stops reading input, lets in-flight requests
@@ -73,7 +88,15 @@ graph and the plan, and does no work.`,
 			fs.StringVar(&runDir, "run-dir", "", "run directory (overrides [pipeline] run_dir)")
 			fs.IntVar(&sim, "sim", 0, "replace every generate stage's servers with `N` simulated servers started in-process")
 			fs.DurationVar(&drainTimeout, "drain-timeout", 10*time.Minute, "after the first Ctrl-C, how long in-flight work may take before stopping at once")
-			fs.DurationVar(&progress, "progress", 0, "progress line interval (default 5s on a terminal, 30s otherwise)")
+			fs.DurationVar(&progress, "progress-every", 30*time.Second, "without a terminal, how often a progress line is printed (and logged)")
+			fs.DurationVar(&progress, "progress", 30*time.Second, "the same as --progress-every")
+			fs.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` (e.g. 127.0.0.1:9090) at /metrics")
+			fs.StringVar(&logFormat, "log-format", "text", "RUN_DIR/run.log format: text or json")
+			limits = warnLimits{RejectShare: 0.2, TinyShare: 0.2, FailShare: 0.05}
+			fs.Var((*shareFlag)(&limits.RejectShare), "warn-rejects", "warn when a stage rejects this share of records (since the start or in the last minute); 0 turns it off")
+			fs.Var((*shareFlag)(&limits.TinyShare), "warn-tiny", "warn when this share of generated answers is tiny (under 8 characters); 0 turns it off")
+			fs.Var((*shareFlag)(&limits.FailShare), "warn-failures", "warn when a stage fails this share of records in a minute; 0 turns it off")
+			fs.Float64Var(&diskFreeGiB, "warn-disk-free", 2, "warn when the disk of the run directory or an output has less than this many GiB free (or under 2%)")
 			fs.DurationVar(&commitEvery, "commit-every", time.Minute, "how often outputs commit what they have (a stop commits at once)")
 			fs.BoolVar(&noJournal, "no-journal", false, "do not journal completions (for measuring its cost: a crash then loses completions not yet committed)")
 			fs.BoolVar(&fresh, "fresh", false, "start over: move an existing run directory and its outputs aside (PATH.prev-TIME)")
@@ -102,13 +125,13 @@ graph and the plan, and does no work.`,
 			if dryRun {
 				return dryRunPlan(ctx, std, plan)
 			}
-			every := progress
-			if every == 0 {
-				every = 30 * time.Second
-				if isTerminal(std.Err) {
-					every = 5 * time.Second
-				}
+			if progress <= 0 {
+				return usageErrorf("--progress-every must be more than 0, got %s", progress)
 			}
+			if logFormat != "text" && logFormat != "json" {
+				return usageErrorf("--log-format must be text or json, got %q", logFormat)
+			}
+			limits.MinFree = int64(diskFreeGiB * (1 << 30))
 			if fresh {
 				moved, err := rundir.MoveAside(plan.File.RunDir, outputPaths(plan))
 				for _, m := range moved {
@@ -145,8 +168,9 @@ graph and the plan, and does no work.`,
 				again += "   (with the credentials you gave in server URLs, removed here)"
 			}
 			return runPlan(ctx, std, plan, runSettings{
-				drainTimeout: drainTimeout, progressEvery: every, commitEvery: commitEvery, noJournal: noJournal,
-				again: again,
+				drainTimeout: drainTimeout, progressEvery: progress, commitEvery: commitEvery, noJournal: noJournal,
+				again: again, metricsAddr: metricsAddr, logFormat: logFormat, warn: limits,
+				fingerprint: rundir.Fingerprint(r.Settings), terminal: isTerminal(std.Err),
 			})
 		},
 	})
@@ -249,7 +273,23 @@ type runSettings struct {
 	noJournal                                bool
 	// again is the command that continues this run.
 	again string
+	// metricsAddr, if set, is where Prometheus metrics are served.
+	metricsAddr string
+	logFormat   string // run.log: "text" or "json"
+	warn        warnLimits
+	// fingerprint identifies the settings that define the data (run.json).
+	fingerprint string
+	// terminal: stderr is a terminal, so the live display is drawn there.
+	terminal bool
 }
+
+// statusEvery is how often status.json is replaced during a run.
+const statusEvery = 2 * time.Second
+
+// runEnded, if set (by tests), is called when the run has ended and
+// status.json and the metrics hold its last figures, before the metrics
+// server stops.
+var runEnded func(metricsAddr string)
 
 // outputPaths lists the plan's output files and directories.
 func outputPaths(plan *pipeline.Plan) []string {
@@ -314,19 +354,35 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	if err := os.MkdirAll(plan.File.RunDir, 0o755); err != nil {
 		return fmt.Errorf("run directory: %w", err)
 	}
-	logf, err := os.OpenFile(filepath.Join(plan.File.RunDir, "run.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logPath := filepath.Join(plan.File.RunDir, "run.log")
+	rl, err := openRunLog(logPath, rs.logFormat)
 	if err != nil {
-		return fmt.Errorf("run log: %w", err)
+		return err
 	}
-	defer logf.Close()
-	var logMu sync.Mutex
-	log := writerFunc(func(p []byte) (int, error) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		return fmt.Fprintf(logf, "%s %s", time.Now().UTC().Format(time.RFC3339), p)
-	})
-	fmt.Fprintf(log, "run %s (%s), run dir %s\n", plan.File.Name, plan.File.Path, plan.File.RunDir)
-	fmt.Fprintf(std.Err, "pipe: running %s; log in %s\n", plan.File.Path, filepath.Join(plan.File.RunDir, "run.log"))
+	defer rl.Close()
+	log := rl.Writer(slog.LevelInfo)
+	rl.Info("run started", "pipeline", plan.File.Name, "file", plan.File.Path, "run_dir", plan.File.RunDir,
+		"pid", os.Getpid(), "config_fingerprint", rs.fingerprint)
+	// errOut is the terminal: on one, lines go above the live display.
+	errOut := std.Err
+	var term *termView
+	if rs.terminal {
+		term = newTermView(std.Err)
+		errOut = term
+	}
+	fmt.Fprintf(errOut, "pipe: running %s; log in %s\n", plan.File.Path, logPath)
+	var metrics *runMetrics
+	if rs.metricsAddr != "" {
+		if metrics, err = startMetrics(rs.metricsAddr); err != nil {
+			if term != nil {
+				term.stop(nil)
+			}
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer metrics.close()
+		fmt.Fprintf(errOut, "pipe: metrics on http://%s/metrics\n", metrics.Addr())
+		rl.Info("serving metrics", "addr", metrics.Addr())
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -351,10 +407,10 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 				n++
 				switch n {
 				case 1:
-					fmt.Fprintln(std.Err, "\npipe: stopping intake and draining in-flight work; press Ctrl-C again to stop at once")
+					fmt.Fprintln(errOut, "\npipe: stopping intake and draining in-flight work; press Ctrl-C again to stop at once")
 					close(stop)
 				case 2:
-					fmt.Fprintln(std.Err, "\npipe: stopping at once")
+					fmt.Fprintln(errOut, "\npipe: stopping at once")
 					cancel()
 					grace.Reset(stopGrace)
 				default:
@@ -365,8 +421,13 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		}
 	}()
 
-	statusPath := filepath.Join(plan.File.RunDir, "status.json")
-	prog := &progress{}
+	lv := newLive(plan)
+	status := newStatusWriter(plan, rs.fingerprint)
+	warner := newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), func(w runWarning) {
+		fmt.Fprintf(errOut, "pipe: warning [%s]: %s\n", fmtElapsed(w.ElapsedS), w.Text)
+		rl.Warn(w.Text, "kind", w.Kind, "elapsed_s", math.Round(w.ElapsedS*10)/10)
+	})
+	var lastLine, lastStatus time.Duration
 	type result struct {
 		sum *pipeline.Summary
 		err error
@@ -380,15 +441,42 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 			NoJournal:    rs.noJournal,
 			Log:          log,
 			Notice: writerFunc(func(p []byte) (int, error) {
-				std.Err.Write(p) // a closed terminal is not an error
-				return log.Write(p)
+				errOut.Write(p) // a closed terminal is not an error
+				return rl.Writer(slog.LevelWarn).Write(p)
 			}),
-			ProgressEvery: rs.progressEvery,
+			// Snapshots every second feed the display, the warnings,
+			// status.json (every statusEvery) and the metrics; the progress
+			// line is written every rs.progressEvery.
+			ProgressEvery: time.Second,
 			Progress: func(s *pipeline.Summary) {
-				line := prog.line(s)
-				fmt.Fprintln(std.Err, line)
-				fmt.Fprintln(log, line)
-				writeStatus(statusPath, "running", s, nil)
+				lv.add(s)
+				ls := lv.status()
+				warner.check(lv, ls)
+				ls.Warnings = warner.recent()
+				state := stateRunning
+				if s.Drained {
+					state = stateDraining
+				}
+				if term != nil {
+					term.update(ls)
+				}
+				if s.Elapsed-lastLine >= rs.progressEvery {
+					lastLine = s.Elapsed
+					line := progressLine(ls)
+					if term == nil {
+						fmt.Fprintln(std.Err, line)
+					}
+					rl.Info(line)
+				}
+				if s.Elapsed-lastStatus >= statusEvery {
+					lastStatus = s.Elapsed
+					if err := status.write(state, ls, nil); err != nil {
+						rl.Warn("status.json not written", "err", err)
+					}
+				}
+				if metrics != nil {
+					metrics.set(state, ls)
+				}
 			},
 		})
 		done <- result{sum, err}
@@ -397,76 +485,64 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	select {
 	case res = <-done:
 	case <-giveUp:
+		if term != nil {
+			term.stop(nil)
+		}
 		fmt.Fprintf(std.Err, "pipe: a stage did not stop within %s of the second Ctrl-C; exiting without waiting for it. Outputs committed so far are kept.\n", stopGrace)
-		fmt.Fprintln(log, "gave up waiting for the run to stop")
+		rl.Warn("gave up waiting for the run to stop")
 		return &exitError{code: exitInterrupted}
 	}
 	sum, runErr := res.sum, res.err
-	state := "done"
+	state := stateFinished
 	switch {
 	case runErr != nil && errors.Is(runErr, pipeline.ErrStopped):
-		state = "stopped"
+		state = stateStopped
 	case runErr != nil:
-		state = "failed"
+		state = stateFailed
 	case sum.Drained:
-		state = "drained"
+		state = stateStopped
 	}
-	writeStatus(statusPath, state, sum, runErr)
-	if state != "failed" || sum.Started() {
+	lv.add(sum)
+	ls := lv.status()
+	warner.check(lv, ls)
+	ls.Warnings = warner.recent()
+	ls.Dead = sum.DeadLetters
+	if err := status.write(state, ls, runErr); err != nil {
+		rl.Warn("status.json not written", "err", err)
+	}
+	if metrics != nil {
+		metrics.set(state, ls)
+	}
+	if term != nil {
+		term.stop(ls)
+	}
+	if runEnded != nil {
+		addr := ""
+		if metrics != nil {
+			addr = metrics.Addr()
+		}
+		runEnded(addr)
+	}
+	if state != stateFailed || sum.Started() {
 		printSummary(std.Err, plan, sum)
 		printSummary(log, plan, sum)
 	}
 	switch state {
-	case "failed":
-		fmt.Fprintf(log, "failed: %v\n", runErr)
+	case stateFailed:
+		rl.Error("run failed", "err", runErr)
 		return fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
-			runErr, sum.Finished, filepath.Join(plan.File.RunDir, "run.log"), rs.again)
-	case "stopped", "drained":
+			runErr, sum.Finished, logPath, rs.again)
+	case stateStopped:
 		what := "in-flight requests finished and everything was committed"
-		if state == "stopped" {
+		if runErr != nil {
 			what = "stopped at once; everything processed was committed, requests in flight were abandoned"
 		}
 		fmt.Fprintf(std.Err, "pipe: interrupted (%s). To continue where it stopped: %s\n", what, rs.again)
-		fmt.Fprintf(log, "interrupted: %s; continue with: %s\n", what, rs.again)
+		rl.Info("interrupted", "what", what, "continue_with", rs.again)
 		return &exitError{code: exitInterrupted}
 	}
-	fmt.Fprintln(log, "done")
+	rl.Info("done")
 	return nil
-}
-
-// progress turns periodic snapshots into one compact line each: elapsed,
-// then per stage its output count, its rate since the last line, and its
-// rejections as a share of what it took in — so an 87%-empty dataset shows
-// in the first minute, not after two days.
-type progress struct {
-	prev *pipeline.Summary
-}
-
-func (p *progress) line(s *pipeline.Summary) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "[%s]", s.Elapsed.Round(time.Second))
-	for i, st := range s.Stages {
-		fmt.Fprintf(&b, " %s %d", st.ID, st.Out)
-		if p.prev != nil && i < len(p.prev.Stages) {
-			if dt := (s.Elapsed - p.prev.Elapsed).Seconds(); dt > 0 {
-				fmt.Fprintf(&b, " (%.1f/s)", float64(st.Out-p.prev.Stages[i].Out)/dt)
-			}
-		}
-		if st.Rejected > 0 && st.In > 0 {
-			fmt.Fprintf(&b, " rej %d=%.1f%%", st.Rejected, 100*float64(st.Rejected)/float64(st.In))
-		}
-		if st.Failed > 0 {
-			fmt.Fprintf(&b, " FAILED %d", st.Failed)
-		}
-		for _, x := range st.Stats {
-			if x.Name == "waiting for servers" {
-				fmt.Fprintf(&b, " WAITING: %s", x.Value)
-			}
-		}
-		b.WriteString(" |")
-	}
-	p.prev = s
-	return strings.TrimSuffix(b.String(), " |")
 }
 
 func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
@@ -523,8 +599,12 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 		if len(st.Skips) > 0 {
 			fmt.Fprintf(w, "skipped by %s: %s\n", st.ID, countsByValue(st.Skips))
 		}
-		for _, stat := range st.Stats {
-			fmt.Fprintf(w, "%s: %s: %s\n", st.ID, stat.Name, stat.Value)
+		for _, line := range pipeline.FigureLines(st.Figures) {
+			who := st.ID
+			if line.Subject != "" {
+				who += ": " + line.Subject
+			}
+			fmt.Fprintf(w, "%s: %s\n", who, strings.Join(line.Parts, ", "))
 		}
 	}
 	for _, p := range s.DeadLetters {
@@ -559,34 +639,6 @@ func countsByValue(m map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
-}
-
-// writeStatus records the run's state for `pipe status` and other tools,
-// replacing the file atomically.
-func writeStatus(path, state string, s *pipeline.Summary, runErr error) {
-	doc := map[string]any{"state": state, "updated": time.Now().UTC().Format(time.RFC3339), "pid": os.Getpid()}
-	if s != nil {
-		doc["elapsed_s"] = s.Elapsed.Seconds()
-		doc["finished"] = s.Finished
-		doc["finished_before_this_run"] = s.FinishedAtStart
-		doc["unfinished"] = s.Unfinished
-		if !s.LastCommit.IsZero() {
-			doc["last_commit"] = s.LastCommit.UTC().Format(time.RFC3339)
-		}
-		doc["stages"] = s.Stages
-		doc["dead_letters"] = s.DeadLetters
-	}
-	if runErr != nil {
-		doc["error"] = runErr.Error()
-	}
-	data, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return
-	}
-	tmp := path + ".tmp"
-	if os.WriteFile(tmp, data, 0o644) == nil {
-		os.Rename(tmp, path)
-	}
 }
 
 type writerFunc func([]byte) (int, error)

@@ -19,6 +19,8 @@ type ServerStats struct {
 	URL    string
 	State  string // StateReady or StateDown ("" in totals)
 	Reason string // why it is down
+	// Probing is true while a down server is probed to be admitted (again).
+	Probing bool
 	// InFlight is requests now in flight; Concurrency the cap.
 	InFlight, Concurrency int
 	Completions           int64
@@ -29,6 +31,8 @@ type ServerStats struct {
 	OutputTokensPerSec float64
 	// P50 and P95 are over the last 1024 completions' latencies.
 	P50, P95 time.Duration
+	// LatencySum is the sum of all Completions' latencies.
+	LatencySum time.Duration
 	// Errors counts failed attempts by class ("http_503", "transport", …).
 	Errors map[string]int64
 	// MeanAcceptLength is the mean speculative acceptance length over
@@ -56,6 +60,7 @@ type serverStats struct {
 	completions int64
 	tokens      int64
 	lat         []time.Duration // ring of recent latencies
+	latSum      time.Duration
 	latNext     int
 	acceptSum   float64
 	acceptN     int64
@@ -75,6 +80,7 @@ func (st *serverStats) completed(r *Result) {
 	defer st.mu.Unlock()
 	st.completions++
 	st.tokens += int64(r.CompletionTokens)
+	st.latSum += r.Latency
 	if len(st.lat) < latencyKeep {
 		st.lat = append(st.lat, r.Latency)
 	} else {
@@ -105,7 +111,7 @@ func (st *serverStats) snapshot(now time.Time, out *ServerStats, lat []time.Dura
 	window := min(float64(rateWindow), now.Sub(st.start).Seconds())
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	out.Completions, out.OutputTokens = st.completions, st.tokens
+	out.Completions, out.OutputTokens, out.LatencySum = st.completions, st.tokens, st.latSum
 	out.Errors = maps.Clone(st.errors)
 	out.Ejections = st.ejections.Load()
 	if st.acceptN > 0 {
@@ -141,7 +147,7 @@ func (c *Client) Stats() Stats {
 	var out Stats
 	c.mu.Lock()
 	for _, s := range c.servers {
-		ss := ServerStats{URL: s.url, InFlight: s.outstanding, Concurrency: s.limit, Reason: s.reason, State: StateDown}
+		ss := ServerStats{URL: s.url, InFlight: s.outstanding, Concurrency: s.limit, Reason: s.reason, State: StateDown, Probing: s.probing}
 		if s.admitted {
 			ss.State, ss.Reason = StateReady, ""
 		}
@@ -163,6 +169,7 @@ func (c *Client) Stats() Stats {
 		t.Concurrency += ss.Concurrency
 		t.Completions += ss.Completions
 		t.OutputTokens += ss.OutputTokens
+		t.LatencySum += ss.LatencySum
 		t.CompletionsPerSec += ss.CompletionsPerSec
 		t.OutputTokensPerSec += ss.OutputTokensPerSec
 		t.Ejections += ss.Ejections

@@ -1,0 +1,428 @@
+package main
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// live turns the engine's snapshots of a run into what the terminal, the
+// progress line, status.json and the warnings show: rates over the last
+// minute and the last 15 minutes, the input read of its total, the fleet
+// and each server, and an ETA. It is fed from one goroutine (the engine's
+// Progress callback), then read by the caller that fed it.
+type live struct {
+	plan *pipeline.Plan
+	// expensive marks the stages whose work is the run's cost (generate):
+	// their rate makes the ETA.
+	expensive map[string]bool
+	// upstream are the stages before the first expensive one: what they
+	// reject, fail or skip never reaches it.
+	upstream map[string]bool
+	hist     []sample
+	last      *pipeline.Summary
+}
+
+// sample is the counters of one snapshot, kept for rates over windows.
+type sample struct {
+	at     time.Duration
+	stages []pipeline.StageSummary // without figures
+	// tokens, answers and tiny are the fleet's output tokens and answers
+	// over every generate stage.
+	tokens, answers, tiny float64
+}
+
+// Windows the rates are taken over.
+const (
+	window1m  = time.Minute
+	window15m = 15 * time.Minute
+)
+
+func newLive(plan *pipeline.Plan) *live {
+	l := &live{plan: plan, expensive: map[string]bool{}, upstream: map[string]bool{}}
+	var mark func(s *pipeline.PlanStage)
+	mark = func(s *pipeline.PlanStage) {
+		for _, e := range s.Inputs {
+			if !l.upstream[e.From.ID()] {
+				l.upstream[e.From.ID()] = true
+				mark(e.From)
+			}
+		}
+	}
+	for _, s := range plan.Stages {
+		if s.Spec.Expensive {
+			l.expensive[s.ID()] = true
+			if len(l.upstream) == 0 {
+				mark(s)
+			}
+		}
+	}
+	return l
+}
+
+// add records a snapshot. Samples older than 15 minutes (and one more, the
+// window's start) are dropped.
+func (l *live) add(s *pipeline.Summary) {
+	l.last = s
+	smp := sample{at: s.Elapsed, stages: make([]pipeline.StageSummary, len(s.Stages))}
+	for i, st := range s.Stages {
+		st.Figures, st.Reasons, st.Skips, st.QueuedByPort = nil, nil, nil, nil
+		smp.stages[i] = st
+	}
+	for _, st := range s.Stages {
+		smp.tokens += figureValue(st.Figures, "output_tokens")
+		smp.answers += figureValue(st.Figures, "answers")
+		smp.tiny += figureValue(st.Figures, "tiny_answers")
+	}
+	l.hist = append(l.hist, smp)
+	cut := 0
+	for cut+1 < len(l.hist) && s.Elapsed-l.hist[cut+1].at >= window15m {
+		cut++
+	}
+	if cut > 0 {
+		l.hist = append(l.hist[:0], l.hist[cut:]...)
+	}
+}
+
+// figureValue is the value of the unlabelled figure name (the stage's own,
+// or the fleet's total), 0 when absent.
+func figureValue(figs []pipeline.Figure, name string) float64 {
+	f, _ := pipeline.FindFigure(figs, name)
+	return f.Value
+}
+
+// since returns the newest sample and the oldest one at most w before it
+// (the first sample when the run is younger than w).
+func (l *live) since(w time.Duration) (from, to sample, ok bool) {
+	if len(l.hist) < 2 {
+		return sample{}, sample{}, false
+	}
+	to = l.hist[len(l.hist)-1]
+	i := sort.Search(len(l.hist), func(i int) bool { return to.at-l.hist[i].at <= w })
+	if i >= len(l.hist)-1 {
+		i = len(l.hist) - 2
+	}
+	return l.hist[i], to, true
+}
+
+// rate is per second over w of what f picks from a sample.
+func (l *live) rate(w time.Duration, f func(sample) float64) float64 {
+	from, to, ok := l.since(w)
+	if !ok {
+		return 0
+	}
+	dt := (to.at - from.at).Seconds()
+	if dt <= 0 {
+		return 0
+	}
+	return (f(to) - f(from)) / dt
+}
+
+func stageOf(s sample, i int) pipeline.StageSummary {
+	if i < len(s.stages) {
+		return s.stages[i]
+	}
+	return pipeline.StageSummary{}
+}
+
+// done is what a stage finished with: sent on, rejected or failed.
+func done(st pipeline.StageSummary) int64 { return st.Out + st.Rejected + st.Failed }
+
+// liveStatus is a run's live figures as status.json holds them; the
+// terminal and the progress line render from it too.
+type liveStatus struct {
+	ElapsedS float64      `json:"elapsed_s"`
+	Stages   []liveStage  `json:"stages"`
+	Input    *liveInput   `json:"input,omitempty"`
+	Fleet    *liveFleet   `json:"generation,omitempty"`
+	ETA      *liveETA     `json:"eta,omitempty"`
+	Edges    []liveEdge   `json:"edges,omitempty"`
+	Finished int          `json:"finished"`
+	Before   int          `json:"finished_before_this_run"`
+	Unfin    int64        `json:"unfinished"`
+	Commit   string       `json:"last_commit,omitempty"`
+	Dead     []string     `json:"dead_letters,omitempty"`
+	Warnings []runWarning `json:"warnings,omitempty"`
+}
+
+type liveStage struct {
+	pipeline.StageSummary
+	// Done1m and Done15m are records finished (sent on, rejected or
+	// failed) a second over the last minute and 15 minutes.
+	Done1m  float64 `json:"done_per_second_1m"`
+	Done15m float64 `json:"done_per_second_15m"`
+	// RejectShare is rejected of what the stage finished, overall.
+	RejectShare float64 `json:"reject_share"`
+}
+
+type liveInput struct {
+	Stage     string  `json:"stage"`
+	BytesRead int64   `json:"bytes_read"`
+	Bytes     int64   `json:"bytes"`
+	Records   int64   `json:"records_read"`
+	Estimated int64   `json:"records_estimated"` // from the bytes read so far; exact once counted or read
+	Counted   bool    `json:"records_counted"`   // the file's lines were counted ahead of the reader
+	Complete  bool    `json:"read_complete"`
+	Share     float64 `json:"share_read"`
+}
+
+type liveFleet struct {
+	Stage      string       `json:"stage"`
+	InFlight   int64        `json:"in_flight"`
+	Capacity   int64        `json:"capacity"`
+	Tokens     int64        `json:"output_tokens"`
+	Tokens1m   float64      `json:"output_tokens_per_second_1m"`
+	Tokens15m  float64      `json:"output_tokens_per_second_15m"`
+	Answers    int64        `json:"answers"`
+	Tiny       int64        `json:"tiny_answers"`
+	Waiting    string       `json:"waiting_for_servers,omitempty"`
+	Servers    []liveServer `json:"servers"`
+	P95Seconds float64      `json:"latency_p95_s"`
+}
+
+type liveServer struct {
+	Name        string           `json:"name"`
+	State       string           `json:"state"`
+	Reason      string           `json:"reason,omitempty"`
+	InFlight    int64            `json:"in_flight"`
+	Concurrency int64            `json:"concurrency"`
+	Completions int64            `json:"completions"`
+	PerSecond   float64          `json:"completions_per_second"`
+	P95Seconds  float64          `json:"latency_p95_s"`
+	Errors      map[string]int64 `json:"errors,omitempty"`
+	ErrorsTotal int64            `json:"errors_total"`
+	Ejections   int64            `json:"ejections"`
+	Accept      float64          `json:"spec_accept_length,omitempty"`
+}
+
+type liveETA struct {
+	Remaining int64   `json:"remaining"`
+	PerSecond float64 `json:"per_second"`
+	Seconds   float64 `json:"seconds"`
+	Estimated bool    `json:"estimated"` // the total is estimated from the input's bytes
+}
+
+type liveEdge struct {
+	From  string `json:"from"`
+	Port  string `json:"port"`
+	Depth int    `json:"depth"`
+}
+
+// status computes the live figures of the last snapshot.
+func (l *live) status() *liveStatus {
+	s := l.last
+	if s == nil {
+		return &liveStatus{}
+	}
+	ls := &liveStatus{ElapsedS: s.Elapsed.Seconds(), Finished: s.Finished, Before: s.FinishedAtStart, Unfin: s.Unfinished, Dead: s.DeadLetters}
+	if !s.LastCommit.IsZero() {
+		ls.Commit = s.LastCommit.UTC().Format(time.RFC3339)
+	}
+	for i, st := range s.Stages {
+		i := i
+		x := liveStage{StageSummary: st}
+		x.Done1m = l.rate(window1m, func(m sample) float64 { return float64(done(stageOf(m, i))) })
+		x.Done15m = l.rate(window15m, func(m sample) float64 { return float64(done(stageOf(m, i))) })
+		if d := done(st); d > 0 {
+			x.RejectShare = float64(st.Rejected) / float64(d)
+		}
+		ls.Stages = append(ls.Stages, x)
+		for _, port := range sortedPorts(st.QueuedByPort) {
+			ls.Edges = append(ls.Edges, liveEdge{From: st.ID, Port: port, Depth: st.QueuedByPort[port]})
+		}
+		if ls.Input == nil {
+			if f, ok := pipeline.FindFigure(st.Figures, "input_bytes"); ok {
+				in := &liveInput{Stage: st.ID, Bytes: int64(f.Value), BytesRead: int64(figureValue(st.Figures, "input_bytes_read")), Records: st.In}
+				in.BytesRead = min(in.BytesRead, in.Bytes)
+				in.Complete = st.In > 0 && st.In == done(st)+st.Skipped && in.BytesRead >= in.Bytes
+				if in.Bytes > 0 {
+					in.Share = float64(in.BytesRead) / float64(in.Bytes)
+				}
+				in.Estimated = st.In
+				switch lines := int64(figureValue(st.Figures, "input_lines")); {
+				case in.Complete:
+				case lines > 0:
+					in.Estimated, in.Counted = max(st.In, lines), true
+				case in.BytesRead > 0:
+					in.Estimated = max(st.In, int64(math.Round(float64(st.In)*float64(in.Bytes)/float64(in.BytesRead))))
+				}
+				ls.Input = in
+			}
+		}
+		if ls.Fleet == nil && st.Kind == "generate" {
+			ls.Fleet = fleetOf(st)
+			ls.Fleet.Tokens1m = l.rate(window1m, func(m sample) float64 { return m.tokens })
+			ls.Fleet.Tokens15m = l.rate(window15m, func(m sample) float64 { return m.tokens })
+		}
+	}
+	ls.ETA = l.eta(ls)
+	return ls
+}
+
+func sortedPorts(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fleetOf reads a generate stage's figures.
+func fleetOf(st pipeline.StageSummary) *liveFleet {
+	f := &liveFleet{Stage: st.ID}
+	byName := map[string]*liveServer{}
+	var names []string
+	for _, x := range st.Figures {
+		name := x.Label("server")
+		if name == "" {
+			switch x.Name {
+			case "in_flight":
+				f.InFlight = int64(x.Value)
+			case "concurrency":
+				f.Capacity = int64(x.Value)
+			case "output_tokens":
+				f.Tokens = int64(x.Value)
+			case "answers":
+				f.Answers = int64(x.Value)
+			case "tiny_answers":
+				f.Tiny = int64(x.Value)
+			case "waiting_for_servers":
+				f.Waiting = x.Detail
+			case "latency":
+				f.P95Seconds = x.Q(0.95)
+			}
+			continue
+		}
+		sv := byName[name]
+		if sv == nil {
+			sv = &liveServer{Name: name}
+			byName[name] = sv
+			names = append(names, name)
+		}
+		switch x.Name {
+		case "state":
+			sv.State, sv.Reason = x.Text, x.Detail
+		case "in_flight":
+			sv.InFlight = int64(x.Value)
+		case "concurrency":
+			sv.Concurrency = int64(x.Value)
+		case "completions":
+			sv.Completions = int64(x.Value)
+		case "completions_per_second":
+			sv.PerSecond = x.Value
+		case "latency":
+			sv.P95Seconds = x.Q(0.95)
+		case "errors":
+			if sv.Errors == nil {
+				sv.Errors = map[string]int64{}
+			}
+			sv.Errors[x.Label("class")] = int64(x.Value)
+			sv.ErrorsTotal += int64(x.Value)
+		case "ejections":
+			sv.Ejections = int64(x.Value)
+		case "spec_accept_length":
+			sv.Accept = x.Value
+		}
+	}
+	for _, n := range names {
+		f.Servers = append(f.Servers, *byName[n])
+	}
+	return f
+}
+
+// eta is from the prompts left (the input's total, estimated from its
+// bytes until it is read, less what the expensive stage finished or the
+// run skipped as done) and that stage's rate over the last minute (15
+// minutes while the last minute saw nothing).
+func (l *live) eta(ls *liveStatus) *liveETA {
+	if ls.Input == nil {
+		return nil
+	}
+	var work *liveStage
+	for i := range ls.Stages {
+		if l.expensive[ls.Stages[i].ID] {
+			work = &ls.Stages[i]
+			break
+		}
+	}
+	if work == nil && len(ls.Stages) > 0 {
+		work = &ls.Stages[len(ls.Stages)-1]
+	}
+	var dropped int64 // never reach the work
+	for _, st := range ls.Stages {
+		if l.upstream[st.ID] {
+			dropped += st.Rejected + st.Failed + st.Skipped
+		}
+	}
+	remaining := max(0, ls.Input.Estimated-dropped-done(work.StageSummary)-work.Skipped)
+	rate := work.Done1m
+	if rate <= 0 {
+		rate = work.Done15m
+	}
+	e := &liveETA{Remaining: remaining, PerSecond: rate, Estimated: !ls.Input.Complete && !ls.Input.Counted}
+	if rate > 0 {
+		e.Seconds = float64(remaining) / rate
+	}
+	return e
+}
+
+// topReasons lists rejections by reason, largest first: "empty_answer 61%,
+// truncated 3%" of what the stage finished, at most n.
+func topReasons(st liveStage, n int) string {
+	d := done(st.StageSummary)
+	if d == 0 || len(st.Reasons) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(st.Reasons))
+	for k := range st.Reasons {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := st.Reasons[keys[i]], st.Reasons[keys[j]]
+		return a > b || (a == b && keys[i] < keys[j])
+	})
+	var parts []string
+	for i, k := range keys {
+		if i == n {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, k+" "+pct(float64(st.Reasons[k])/float64(d)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func pct(share float64) string {
+	switch {
+	case share >= 0.1:
+		return pipeline.FormatCount(math.Round(share*100)) + "%"
+	case share > 0:
+		return pipeline.FormatCount(math.Round(share*1000)/10) + "%"
+	}
+	return "0%"
+}
+
+// formatETA shows seconds as "2d3h", "1h23m", "4m10s", "?" when unknown.
+func formatETA(s float64) string {
+	if s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) {
+		return "?"
+	}
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= 24*time.Hour:
+		return fmtDur(d/(24*time.Hour), "d", (d%(24*time.Hour))/time.Hour, "h")
+	case d >= time.Hour:
+		return fmtDur(d/time.Hour, "h", (d%time.Hour)/time.Minute, "m")
+	case d >= time.Minute:
+		return fmtDur(d/time.Minute, "m", (d%time.Minute)/time.Second, "s")
+	}
+	return d.Round(time.Second).String()
+}
+
+func fmtDur(a time.Duration, au string, b time.Duration, bu string) string {
+	return pipeline.FormatCount(float64(a)) + au + pipeline.FormatCount(float64(b)) + bu
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
+)
+
+// Run states in status.json. A reader that finds "running" or "draining"
+// while no process holds the run directory's lock says the process is
+// gone (killed or crashed): see statusState.
+const (
+	stateRunning  = "running"
+	stateDraining = "draining" // stop requested (or too many failures): in-flight work finishes
+	stateFinished = "finished" // every input processed
+	stateStopped  = "stopped"  // interrupted; the same command continues
+	stateFailed   = "failed"
+	stateGone     = "process gone" // inferred by readers, never written
+)
+
+// statusDoc is RUN_DIR/status.json: the run's live figures, replaced
+// atomically every few seconds and at the end.
+type statusDoc struct {
+	State       string `json:"state"`
+	Updated     string `json:"updated"`
+	PID         int    `json:"pid"`
+	Host        string `json:"host,omitempty"`
+	Started     string `json:"started"`
+	Pipeline    string `json:"pipeline"`
+	Name        string `json:"name"`
+	RunDir      string `json:"run_dir"`
+	Fingerprint string `json:"config_fingerprint"`
+	Error       string `json:"error,omitempty"`
+	liveStatus
+}
+
+// statusWriter writes status.json.
+type statusWriter struct {
+	path string
+	base statusDoc
+}
+
+func newStatusWriter(plan *pipeline.Plan, fingerprint string) *statusWriter {
+	host, _ := os.Hostname()
+	return &statusWriter{
+		path: filepath.Join(plan.File.RunDir, "status.json"),
+		base: statusDoc{PID: os.Getpid(), Host: host, Started: time.Now().UTC().Format(time.RFC3339),
+			Pipeline: plan.File.Path, Name: plan.File.Name, RunDir: plan.File.RunDir, Fingerprint: fingerprint},
+	}
+}
+
+// write replaces status.json. A failure is returned for the log: status is
+// for watching, it never stops a run.
+func (w *statusWriter) write(state string, ls *liveStatus, runErr error) error {
+	doc := w.base
+	doc.State, doc.Updated = state, time.Now().UTC().Format(time.RFC3339)
+	if ls != nil {
+		doc.liveStatus = *ls
+	}
+	if runErr != nil {
+		doc.Error = runErr.Error()
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	return commitlog.WriteFileAtomic(w.path, buf.Bytes())
+}
+
+func init() {
+	var (
+		asJSON bool
+		watch  bool
+		every  time.Duration
+	)
+	register(&command{
+		Name:      "status",
+		UsageLine: "pipe status [--json] [--watch [--every 2s]] RUN_DIR",
+		Short:     "show a run's state and live figures, and whether its process is alive",
+		Long: `Status reads RUN_DIR/status.json, which pipe run replaces every few seconds,
+and the run directory's lock, which tells whether the process is alive. It
+prints the state (running, draining, finished, stopped, failed, or process
+gone: the status says running but no process holds the run directory), the
+progress, rates, ETA, servers and recent warnings.
+
+--json prints status.json as it is, with "alive" and the inferred state
+added; --watch prints it again every --every until interrupted.
+
+Exit status: 0, or 1 when the run directory has no status.json.`,
+		SetFlags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&asJSON, "json", false, "print status.json (with alive and the inferred state)")
+			fs.BoolVar(&watch, "watch", false, "refresh until interrupted")
+			fs.DurationVar(&every, "every", 2*time.Second, "with --watch, how often")
+		},
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if fs.NArg() != 1 {
+				return usageErrorf("usage: pipe status [--json] [--watch] RUN_DIR")
+			}
+			dir := fs.Arg(0)
+			show := func() error {
+				st, err := readStatus(dir)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printStatusJSON(std.Out, st)
+				}
+				printStatus(std.Out, st)
+				return nil
+			}
+			if !watch {
+				return show()
+			}
+			term := isTerminal(std.Out)
+			for {
+				if term {
+					fmt.Fprint(std.Out, "\x1b[H\x1b[2J") // clear the screen
+				}
+				if err := show(); err != nil {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-std.Signals:
+					return nil
+				case <-time.After(every):
+				}
+				if !term {
+					fmt.Fprintln(std.Out)
+				}
+			}
+		},
+	})
+}
+
+// runStatus is status.json as read, with the lock's verdict.
+type runStatus struct {
+	Dir    string
+	Raw    map[string]any
+	Doc    statusDoc
+	Holder *rundir.Holder
+	// State is Doc.State, or stateGone when it says the run goes on but
+	// no process holds the lock.
+	State string
+	Alive bool
+}
+
+func readStatus(dir string) (*runStatus, error) {
+	path := filepath.Join(dir, "status.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no status.json: not a run directory, or its run has not started", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &runStatus{Dir: dir}
+	if err := json.Unmarshal(data, &st.Doc); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if err := json.Unmarshal(data, &st.Raw); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	st.Holder, err = rundir.ReadHolder(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: lock: %v", dir, err)
+	}
+	st.Alive = st.Holder != nil && st.Holder.Alive && st.Holder.PID == st.Doc.PID
+	st.State = statusState(st.Doc.State, st.Alive)
+	return st, nil
+}
+
+// statusState is the state to show: a run that says it goes on, with no
+// process holding its lock, is gone.
+func statusState(written string, alive bool) string {
+	if (written == stateRunning || written == stateDraining) && !alive {
+		return stateGone
+	}
+	return written
+}
+
+func printStatusJSON(w io.Writer, st *runStatus) error {
+	st.Raw["alive"] = st.Alive
+	st.Raw["state"] = st.State
+	if st.State != st.Doc.State {
+		st.Raw["state_written"] = st.Doc.State
+	}
+	b, err := json.MarshalIndent(st.Raw, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func printStatus(w io.Writer, st *runStatus) {
+	d := &st.Doc
+	proc := fmt.Sprintf("pid %d", d.PID)
+	if d.Host != "" {
+		proc += " on " + d.Host
+	}
+	switch {
+	case st.Alive:
+		proc += ": alive"
+	case st.Holder != nil && st.Holder.Alive:
+		proc += fmt.Sprintf(": gone; pid %d holds the run directory now", st.Holder.PID)
+	default:
+		proc += ": not running"
+	}
+	kv(w, "run dir", "%s", st.Dir)
+	kv(w, "pipeline", "%s (%s), config %s", d.Name, d.Pipeline, d.Fingerprint)
+	kv(w, "state", "%s (updated %s)", st.State, d.Updated)
+	kv(w, "process", "%s, started %s", proc, d.Started)
+	if st.State == stateGone {
+		kv(w, "", "the process ended without finishing (killed or crashed); run the same command again to continue")
+	}
+	if d.Error != "" {
+		kv(w, "error", "%s", firstRunes(strings.ReplaceAll(d.Error, "\n", " "), 300))
+	}
+	kv(w, "elapsed", "%s", time.Duration(d.ElapsedS*float64(time.Second)).Round(time.Second))
+	kv(w, "finished", "%d ids (%d before this run); %d unfinished", d.Finished, d.Before, d.Unfin)
+	for _, line := range liveLines(&d.liveStatus) {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	if len(d.Warnings) > 0 {
+		fmt.Fprintln(w, "warnings:")
+		for _, x := range d.Warnings {
+			fmt.Fprintf(w, "  %s [%s] %s\n", x.At, fmtElapsed(x.ElapsedS), x.Text)
+		}
+	}
+}
+
+func fmtElapsed(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}

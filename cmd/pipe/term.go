@@ -1,0 +1,128 @@
+package main
+
+import (
+	"io"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+)
+
+// termView is the live display on a terminal (github.com/vbauerster/mpb):
+// a bar of the input read of its size with the ETA, then one line per
+// stage, the fleet and each server. Lines written to it (notices,
+// warnings) appear above the display, which keeps redrawing below them.
+type termView struct {
+	out  io.Writer
+	p    *mpb.Progress
+	mu   sync.Mutex
+	in   *mpb.Bar
+	head string // the input bar's text
+	tail string // after the input bar: ETA
+	// lines are the text lines' contents; bars their mpb rows.
+	lines []string
+	bars  []*mpb.Bar
+	done  bool
+}
+
+func newTermView(out io.Writer) *termView {
+	return &termView{out: out, p: mpb.New(mpb.WithOutput(out), mpb.WithWidth(30), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())}
+}
+
+// update shows a new snapshot. mpb is called without holding mu: its
+// render goroutine calls the decorators, which take mu.
+func (t *termView) update(ls *liveStatus) {
+	lines := bodyLines(ls)
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return
+	}
+	newInput := ls.Input != nil && t.in == nil
+	if ls.Input != nil {
+		t.head, t.tail = inputLine(ls.Input), ""
+		if ls.ETA != nil {
+			t.tail = etaLine(ls.ETA)
+		}
+	}
+	for len(t.lines) < len(lines) {
+		t.lines = append(t.lines, "")
+	}
+	for i := range t.lines {
+		t.lines[i] = ""
+		if i < len(lines) {
+			t.lines[i] = lines[i]
+		}
+	}
+	have := len(t.bars)
+	t.mu.Unlock()
+
+	if newInput {
+		in := t.p.New(ls.Input.Bytes, mpb.BarStyle().Lbound("[").Rbound("]"), mpb.BarPriority(0),
+			mpb.PrependDecorators(decor.Any(func(decor.Statistics) string { return t.text(func() string { return t.head }) + " " })),
+			mpb.AppendDecorators(decor.Any(func(s decor.Statistics) string {
+				return " " + fit(t.text(func() string { return t.tail }), s.AvailableWidth)
+			})))
+		t.mu.Lock()
+		t.in = in
+		t.mu.Unlock()
+	}
+	if ls.Input != nil {
+		t.in.SetTotal(max(ls.Input.Bytes, 1), false)
+		t.in.SetCurrent(ls.Input.BytesRead)
+	}
+	for i := have; i < len(lines); i++ {
+		b := t.p.New(0, mpb.NopStyle(), mpb.BarPriority(i+1),
+			mpb.PrependDecorators(decor.Any(func(s decor.Statistics) string {
+				return fit(t.text(func() string { return t.lines[i] }), s.AvailableWidth)
+			})))
+		t.mu.Lock()
+		t.bars = append(t.bars, b)
+		t.mu.Unlock()
+	}
+}
+
+// text reads a line under the lock (decorators run on mpb's goroutine).
+func (t *termView) text(f func() string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return f()
+}
+
+// fit cuts s to w runes, so that no line wraps (a wrapped line breaks the
+// redraw).
+func fit(s string, w int) string {
+	if w <= 0 || utf8.RuneCountInString(s) <= w {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max(0, w-1)]) + "…"
+}
+
+// Write prints p above the display.
+func (t *termView) Write(p []byte) (int, error) {
+	n, err := t.p.Write(p)
+	if err != nil { // the display has ended
+		return t.out.Write(p)
+	}
+	return n, nil
+}
+
+// stop draws the last state and ends the display, leaving it on screen.
+func (t *termView) stop(last *liveStatus) {
+	if last != nil {
+		t.update(last)
+	}
+	t.mu.Lock()
+	t.done = true
+	bars := append([]*mpb.Bar{t.in}, t.bars...)
+	t.mu.Unlock()
+	for _, b := range bars {
+		if b != nil {
+			b.Abort(false)
+		}
+	}
+	t.p.Wait()
+}

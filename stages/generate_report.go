@@ -1,0 +1,91 @@
+package stages
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/stages/sglang"
+)
+
+// TinyAnswerRunes: an answer shorter than this, spaces trimmed, is "tiny" —
+// empty or a stub. A run where many answers are tiny is most likely broken
+// (the seed job's dataset was 87% empty answers), so their share is a
+// figure of its own, watched from the first minute.
+const TinyAnswerRunes = 8
+
+func tinyAnswer(answer string) bool {
+	return utf8.RuneCountInString(strings.TrimSpace(answer)) < TinyAnswerRunes
+}
+
+func (g *generate) countAnswer(c *pipeline.Completion) {
+	g.answers.Add(1)
+	if tinyAnswer(c.Answer) {
+		g.tinyAnswers.Add(1)
+	}
+}
+
+// Server states as figures show them.
+const (
+	ServerReady   = "ready"
+	ServerEjected = "ejected" // taken out of rotation mid-run; probed to come back
+	ServerProbing = "probing" // not (yet) ready since the start
+)
+
+// Report gives the live figures, per server (label "server", without
+// credentials) and for the fleet (no label).
+func (g *generate) Report() []pipeline.Figure {
+	if g.client == nil {
+		return nil
+	}
+	st := g.client.Stats()
+	out := make([]pipeline.Figure, 0, 12*(len(st.Servers)+1)+3)
+	if line, ok := g.client.Waiting(); ok {
+		out = append(out, pipeline.NewState("waiting_for_servers", "waiting", line))
+	}
+	out = append(out,
+		pipeline.NewCounter("answers", g.answers.Load()),
+		pipeline.NewCounter("tiny_answers", g.tinyAnswers.Load()))
+	out = appendServerFigures(out, st.Total)
+	for _, s := range st.Servers {
+		out = appendServerFigures(out, s, "server", strings.TrimPrefix(s.URL, "http://"))
+	}
+	return out
+}
+
+// appendServerFigures adds one server's figures (or, without labels, the
+// fleet's).
+func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...string) []pipeline.Figure {
+	if len(labels) > 0 {
+		state, why := ServerReady, ""
+		if s.State != sglang.StateReady {
+			state, why = ServerProbing, s.Reason
+			if s.Ejections > 0 {
+				state = ServerEjected
+			}
+		}
+		out = append(out, pipeline.NewState("state", state, why, labels...))
+	}
+	out = append(out,
+		pipeline.NewGauge("in_flight", float64(s.InFlight), labels...),
+		pipeline.NewGauge("concurrency", float64(s.Concurrency), labels...),
+		pipeline.NewCounter("completions", s.Completions, labels...),
+		pipeline.NewGauge("completions_per_second", s.CompletionsPerSec, labels...).In(pipeline.UnitPerSecond),
+		pipeline.NewCounter("output_tokens", s.OutputTokens, labels...).In(pipeline.UnitTokens),
+		pipeline.NewGauge("output_tokens_per_second", s.OutputTokensPerSec, labels...).In(pipeline.UnitPerSecond),
+		pipeline.NewQuantiles("latency", s.Completions, s.LatencySum.Seconds(), []pipeline.Quantile{
+			{Q: 0.5, V: s.P50.Seconds()}, {Q: 0.95, V: s.P95.Seconds()}}, labels...).In(pipeline.UnitSeconds),
+	)
+	if s.MeanAcceptLength > 0 {
+		out = append(out, pipeline.NewGauge("spec_accept_length", s.MeanAcceptLength, labels...))
+	}
+	out = append(out, pipeline.NewCounter("ejections", s.Ejections, labels...))
+	for _, class := range sortedKeys(s.Errors) {
+		out = append(out, pipeline.NewCounter("errors", s.Errors[class], append([]string{"class", class}, labels...)...))
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
