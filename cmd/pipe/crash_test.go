@@ -472,7 +472,7 @@ func TestHangUpDoesNotStopTheRun(t *testing.T) {
 	}
 	r.check()
 	logData, _ := os.ReadFile(filepath.Join(r.dir, "run", "run.log"))
-	if !strings.Contains(string(logData), "\ndone") && !strings.Contains(string(logData), " done\n") {
+	if !strings.Contains(string(logData), " msg=done\n") {
 		t.Fatalf("run.log does not end the run:\n%s", tail(string(logData), 2000))
 	}
 }

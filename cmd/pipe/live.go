@@ -23,7 +23,7 @@ type live struct {
 	// reject, fail or skip never reaches it.
 	upstream map[string]bool
 	hist     []sample
-	last      *pipeline.Summary
+	last     *pipeline.Summary
 }
 
 // sample is the counters of one snapshot, kept for rates over windows.
@@ -67,6 +67,15 @@ func newLive(plan *pipeline.Plan) *live {
 // window's start) are dropped.
 func (l *live) add(s *pipeline.Summary) {
 	l.last = s
+	if len(l.hist) == 0 && s.Elapsed > 0 {
+		// The run started from zero: rates are right from the first
+		// snapshot.
+		zero := sample{stages: make([]pipeline.StageSummary, len(s.Stages))}
+		for i, st := range s.Stages {
+			zero.stages[i] = pipeline.StageSummary{ID: st.ID, Kind: st.Kind}
+		}
+		l.hist = append(l.hist, zero)
+	}
 	smp := sample{at: s.Elapsed, stages: make([]pipeline.StageSummary, len(s.Stages))}
 	for i, st := range s.Stages {
 		st.Figures, st.Reasons, st.Skips, st.QueuedByPort = nil, nil, nil, nil

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -129,11 +131,11 @@ func stageFigures(ch chan<- prometheus.Metric, st liveStage) {
 		name := prefix + metricName(f.Name)
 		switch f.Unit {
 		case pipeline.UnitSeconds:
-			if !strings.HasSuffix(name, "_seconds") {
+			if !strings.Contains(name, "seconds") {
 				name += "_seconds"
 			}
 		case pipeline.UnitBytes:
-			if !strings.HasSuffix(name, "_bytes") {
+			if !strings.Contains(name, "bytes") {
 				name += "_bytes"
 			}
 		}
@@ -170,18 +172,7 @@ func metricName(s string) string {
 	}, s)
 }
 
-func sortedLabelKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
-}
+func sortedLabelKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 func splitPairs(kv []string) (names, values []string) {
 	for i := 0; i+1 < len(kv); i += 2 {

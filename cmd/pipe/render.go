@@ -26,6 +26,9 @@ func inputLine(in *liveInput) string {
 
 // etaLine: "ETA 1h23m: 501.7K left at 98.3/s".
 func etaLine(e *liveETA) string {
+	if e.Remaining == 0 && !e.Estimated {
+		return "ETA 0s: nothing left"
+	}
 	left := count(e.Remaining)
 	if e.Estimated {
 		left = "~" + left

@@ -170,7 +170,7 @@ graph and the plan, and does no work.`,
 			return runPlan(ctx, std, plan, runSettings{
 				drainTimeout: drainTimeout, progressEvery: progress, commitEvery: commitEvery, noJournal: noJournal,
 				again: again, metricsAddr: metricsAddr, logFormat: logFormat, warn: limits,
-				fingerprint: rundir.Fingerprint(r.Settings), terminal: isTerminal(std.Err),
+				fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
 			})
 		},
 	})
@@ -447,7 +447,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 			// Snapshots every second feed the display, the warnings,
 			// status.json (every statusEvery) and the metrics; the progress
 			// line is written every rs.progressEvery.
-			ProgressEvery: time.Second,
+			ProgressEvery: min(time.Second, rs.progressEvery),
 			Progress: func(s *pipeline.Summary) {
 				lv.add(s)
 				ls := lv.status()

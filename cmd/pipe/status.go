@@ -224,7 +224,8 @@ func printStatus(w io.Writer, st *runStatus) {
 		proc += ": not running"
 	}
 	kv(w, "run dir", "%s", st.Dir)
-	kv(w, "pipeline", "%s (%s), config %s", d.Name, d.Pipeline, d.Fingerprint)
+	kv(w, "pipeline", "%s (%s)", d.Name, d.Pipeline)
+	kv(w, "config", "%s (fingerprint of the settings that define the data, in run.json)", d.Fingerprint)
 	kv(w, "state", "%s (updated %s)", st.State, d.Updated)
 	kv(w, "process", "%s, started %s", proc, d.Started)
 	if st.State == stateGone {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"io"
+	"os"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/sys/unix"
 )
 
 // termView is the live display on a terminal (github.com/vbauerster/mpb):
@@ -125,4 +127,15 @@ func (t *termView) stop(last *liveStatus) {
 		}
 	}
 	t.p.Wait()
+}
+
+// canDraw reports whether w is a terminal with a size: a pseudo-terminal
+// without rows (some CI runners) shows nothing drawn, so it gets lines.
+func canDraw(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || !isTerminal(w) {
+		return false
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	return err == nil && ws.Row > 0 && ws.Col > 0
 }
