@@ -807,7 +807,7 @@ region           = "us-east-1"
 	if got := getObject(t, c, srv.Bucket, "runs/e2e/train/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("manifest in the bucket:\n%s\nwant\n%s", got, manifest)
 	}
-	if !strings.Contains(out, "3 shards") {
+	if !strings.Contains(out, "uploaded shards 3, ") {
 		t.Errorf("run output does not report the uploads:\n%s", out)
 	}
 	// pipe inspect reads the uploaded directory: the manifest there, each
