@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -410,7 +411,7 @@ func pct(share float64) string {
 	case share >= 0.1:
 		return pipeline.FormatCount(math.Round(share*100)) + "%"
 	case share > 0:
-		return pipeline.FormatCount(math.Round(share*1000)/10) + "%"
+		return strconv.FormatFloat(share*100, 'f', 1, 64) + "%"
 	}
 	return "0%"
 }

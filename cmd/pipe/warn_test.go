@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// warnRig feeds a warner snapshots of a two-stage run: gen (generate) →
+// check (validate-thinking).
+type warnRig struct {
+	t        *testing.T
+	l        *live
+	w        *warner
+	got      []string
+	free     int64
+	at       time.Duration
+	gen      pipeline.StageSummary
+	check    pipeline.StageSummary
+	servers  map[string][3]string // name → state, reason, ejections
+	tiny, ok int64
+}
+
+func newWarnRig(t *testing.T) *warnRig {
+	r := &warnRig{t: t, l: &live{expensive: map[string]bool{"gen": true}, upstream: map[string]bool{}},
+		free: 100 << 30, servers: map[string][3]string{"a:1": {"ready", "", "0"}}}
+	r.gen = pipeline.StageSummary{ID: "gen", Kind: "generate"}
+	r.check = pipeline.StageSummary{ID: "check", Kind: "validate-thinking"}
+	r.w = newWarner(warnLimits{RejectShare: 0.2, TinyShare: 0.2, FailShare: 0.05, MinFree: 1 << 30}, []string{"/run"},
+		func(w runWarning) { r.got = append(r.got, fmt.Sprintf("%s [%s]: %s", w.Kind, fmtElapsed(w.ElapsedS), w.Text)) })
+	r.w.statfs = func(string) (int64, int64, error) { return r.free, 200 << 30, nil }
+	r.w.diskEvery = 0
+	return r
+}
+
+// step advances d with n completions of which rejected were rejected and
+// tiny had a tiny answer, then judges the snapshot and returns the
+// warnings it gave.
+func (r *warnRig) step(d time.Duration, n, rejected, tiny int64) []string {
+	r.at += d
+	r.gen.In += n
+	r.gen.Out += n
+	r.check.In += n
+	r.check.Out += n - rejected
+	r.check.Rejected += rejected
+	r.check.Reasons = map[string]int64{"empty_answer": r.check.Rejected}
+	r.tiny += tiny
+	r.ok += n
+	figs := []pipeline.Figure{pipeline.NewCounter("answers", r.ok), pipeline.NewCounter("tiny_answers", r.tiny)}
+	for name, s := range r.servers {
+		var ej int64
+		fmt.Sscan(s[2], &ej)
+		figs = append(figs, pipeline.NewState("state", s[0], s[1], "server", name), pipeline.NewCounter("ejections", ej, "server", name))
+	}
+	gen := r.gen
+	gen.Figures = figs
+	r.l.add(&pipeline.Summary{Elapsed: r.at, Stages: []pipeline.StageSummary{gen, r.check}})
+	before := len(r.got)
+	r.w.check(r.l, r.l.status())
+	return r.got[before:]
+}
+
+func (r *warnRig) expect(got []string, want ...string) {
+	r.t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		r.t.Errorf("at %s warnings:\n%s\nwant:\n%s", r.at, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestWarnServerEjectedAndReadmitted(t *testing.T) {
+	r := newWarnRig(t)
+	r.expect(r.step(time.Second, 10, 0, 0))
+	r.servers["a:1"] = [3]string{"ejected", "HTTP 503: overloaded", "1"}
+	r.expect(r.step(time.Second, 10, 0, 0), "server_ejected [2s]: server a:1 ejected: HTTP 503: overloaded; its requests go to the other servers while it is probed")
+	r.expect(r.step(time.Second, 10, 0, 0))
+	r.servers["a:1"] = [3]string{"ready", "", "1"}
+	r.expect(r.step(time.Second, 10, 0, 0), "server_readmitted [4s]: server a:1 re-admitted: ready again")
+	// Ejected and back between two snapshots: still said.
+	r.servers["a:1"] = [3]string{"ready", "", "2"}
+	r.expect(r.step(time.Second, 10, 0, 0), "server_ejected [5s]: server a:1 was ejected and re-admitted since the last check")
+}
+
+// Rejects and tiny answers warn from the first minutes (since the start)
+// and in any later minute; once, until they clear.
+func TestWarnRejectAndTinyShares(t *testing.T) {
+	r := newWarnRig(t)
+	r.expect(r.step(time.Second, 10, 9, 9)) // too few to judge
+	r.expect(r.step(time.Second, 20, 12, 12),
+		"tiny_answers [2s]: 70% of answers so far are tiny (under 8 characters; 21 of 30): check the servers and the prompts (pipe inspect the output)",
+		"rejects [2s]: stage check rejected 70% of records so far (21 of 30); overall: empty_answer 70%")
+	r.expect(r.step(time.Second, 20, 12, 12)) // still bad: said once
+	// Healthy for minutes: the shares clear.
+	for range 20 {
+		r.expect(r.step(10*time.Second, 100, 1, 1))
+	}
+	// A bad minute later on: the last minute's share, though the run's is low.
+	var got []string
+	for range 6 {
+		got = append(got, r.step(10*time.Second, 100, 40, 0)...)
+	}
+	r.expect(got[:1], "rejects [3m53s]: stage check rejected 21% of records in the last minute (123 of 600); overall: empty_answer 7.4%")
+}
+
+func TestWarnDiskFilling(t *testing.T) {
+	r := newWarnRig(t)
+	r.expect(r.step(time.Second, 1, 0, 0))
+	r.free = 512 << 20
+	r.expect(r.step(time.Second, 1, 0, 0), "disk [2s]: disk of /run is filling: 512.0 MiB free of 200.0 GiB; the run fails when it is full (what is committed is kept)")
+	r.expect(r.step(time.Second, 1, 0, 0))
+	r.free = 10 << 30
+	r.expect(r.step(time.Second, 1, 0, 0))
+	r.free = 100 << 20
+	r.expect(r.step(time.Second, 1, 0, 0), "disk [5s]: disk of /run is filling: 100.0 MiB free of 200.0 GiB; the run fails when it is full (what is committed is kept)")
+}
