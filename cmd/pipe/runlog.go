@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -61,26 +60,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// lineWriter passes whole lines to out, holding a partial one until its
-// newline comes.
-type lineWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	out func(line string)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	for {
-		i := bytes.IndexByte(w.buf.Bytes(), '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := string(w.buf.Next(i + 1))
-		w.out(strings.TrimSuffix(line, "\n"))
-	}
 }
