@@ -31,7 +31,7 @@ func TestLiveDisplayOnTerminal(t *testing.T) {
 		t.Skip("-short: a real process on a pseudo-terminal")
 	}
 	bin := testenv.PipeBinary(t)
-	path, out := genPipelineFile(t, "servers = [\"sim:2?speed=20&think_mean=300&answer_mean=40\"]\nconcurrency = 8\nmax_output_tokens = 4096")
+	path, out := genPipelineFile(t, "servers = [\"sim:2?speed=40&think_mean=200&answer_mean=40&faults=empty-answer:0.5\"]\nconcurrency = 8\nmax_output_tokens = 4096")
 	cmd := exec.Command(bin, "run", path)
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 	if err != nil {
@@ -61,10 +61,16 @@ func TestLiveDisplayOnTerminal(t *testing.T) {
 			t.Errorf("the terminal never showed %q:\n%s", want, tail(got, 4000))
 		}
 	}
-	// A line printed during the run (here the first one) is whole on its
-	// own line, not cut by a redraw.
-	if !regexp.MustCompile(`(?m)^pipe: running \S+p\.toml; log in \S+run\.log\r$`).MatchString(got) {
-		t.Errorf("the first line is not whole on its own line:\n%s", tail(got, 3000))
+	// Lines printed during the run (the first one, the early warning of
+	// empty answers) are whole on their own lines above the display, not
+	// cut by a redraw.
+	for _, line := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^pipe: running \S+p\.toml; log in \S+run\.log\r$`),
+		regexp.MustCompile(`(?m)^(\x1b\[\d+A\x1b\[J)?pipe: warning \[\d+s\]: \d+% of answers so far are tiny \(under 8 characters; \d+ of \d+\): check the servers and the prompts \(pipe inspect the output\)\r$`),
+	} {
+		if !line.MatchString(got) {
+			t.Errorf("%q is not whole on its own line:\n%s", line, tail(got, 3000))
+		}
 	}
 	if n := len(readJSONL(t, out)); n != 122 {
 		t.Errorf("%d records written, want 122", n)

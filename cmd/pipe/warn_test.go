@@ -115,3 +115,22 @@ func TestWarnDiskFilling(t *testing.T) {
 	r.free = 100 << 20
 	r.expect(r.step(time.Second, 1, 0, 0), "disk [5s]: disk of /run is filling: 100.0 MiB free of 200.0 GiB; the run fails when it is full (what is committed is kept)")
 }
+
+// A minute where a stage fails more than --warn-failures of its records
+// warns once; the warning re-arms when failures drop.
+func TestWarnFailures(t *testing.T) {
+	r := newWarnRig(t)
+	fail := func(d time.Duration, n, failed int64) []string {
+		r.gen.In += failed
+		r.gen.Failed += failed
+		return r.step(d, n, 0, 0)
+	}
+	r.expect(fail(10*time.Second, 100, 0))
+	r.expect(fail(10*time.Second, 100, 2)) // 1%: fine
+	r.expect(fail(10*time.Second, 50, 30), "failures [30s]: stage gen failed 11% of records in the last minute (32 of 282; kept in RUN_DIR/failed): its servers or inputs may be failing")
+	r.expect(fail(10*time.Second, 50, 30))
+	for range 8 {
+		r.expect(fail(10*time.Second, 100, 0))
+	}
+	r.expect(fail(10*time.Second, 20, 80), "failures [2m10s]: stage gen failed 13% of records in the last minute (80 of 600; kept in RUN_DIR/failed): its servers or inputs may be failing")
+}
