@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,9 +28,11 @@ type Holder struct {
 	Alive bool `json:"alive"`
 }
 
-// ReadHolder reads dir's lock and tests whether a live process holds it
-// (by trying a shared flock without waiting, released at once). It
-// returns nil, nil when the directory has no lock file (never run).
+// ReadHolder reads dir's lock and tells whether a live process holds it:
+// from /proc/locks where there is one (without touching the lock, so a
+// `pipe run` starting at that instant is never refused), else by trying a
+// shared flock without waiting, released at once. It returns nil, nil
+// when the directory has no lock file (never run).
 func ReadHolder(dir string) (*Holder, error) {
 	f, err := os.Open(filepath.Join(dir, LockFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -40,6 +44,10 @@ func ReadHolder(dir string) (*Holder, error) {
 	defer f.Close()
 	info, _ := readLockInfo(f)
 	h := &Holder{PID: info.PID, Host: info.Host, Started: info.Started, Released: info.Released}
+	if held, ok := heldInProcLocks(f); ok {
+		h.Alive = held
+		return h, nil
+	}
 	switch err := flock(f, unix.LOCK_SH|unix.LOCK_NB); {
 	case errors.Is(err, unix.EWOULDBLOCK):
 		h.Alive = true
@@ -58,4 +66,31 @@ func Fingerprint(settings map[string]any) string {
 	b, _ := json.Marshal(settings) // map keys sorted: stable
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:6])
+}
+
+// heldInProcLocks looks for a flock on f's file in /proc/locks (Linux);
+// ok is false when that cannot be read.
+func heldInProcLocks(f *os.File) (held, ok bool) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return false, false
+	}
+	data, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return false, false
+	}
+	// "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF": the file is
+	// MAJOR:MINOR:INODE, major and minor in hex.
+	want := fmt.Sprintf(":%d", st.Ino)
+	dev := fmt.Sprintf("%02x:%02x", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)))
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || fields[1] != "FLOCK" { // "1: -> FLOCK …" waits, holds nothing
+			continue
+		}
+		if file := fields[5]; strings.HasSuffix(file, want) && strings.EqualFold(strings.TrimSuffix(file, want), dev) {
+			return true, true
+		}
+	}
+	return false, true
 }
