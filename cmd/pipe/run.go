@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -127,6 +128,11 @@ graph and the plan, and does no work.`,
 			}
 			if progress <= 0 {
 				return usageErrorf("--progress-every must be more than 0, got %s", progress)
+			}
+			if metricsAddr != "" {
+				if _, _, err := net.SplitHostPort(metricsAddr); err != nil {
+					return usageErrorf("--metrics-addr %q: want HOST:PORT, e.g. 127.0.0.1:9090", metricsAddr)
+				}
 			}
 			if logFormat != "text" && logFormat != "json" {
 				return usageErrorf("--log-format must be text or json, got %q", logFormat)
