@@ -30,7 +30,9 @@ func newWarnRig(t *testing.T) *warnRig {
 	r.gen = pipeline.StageSummary{ID: "gen", Kind: "generate"}
 	r.check = pipeline.StageSummary{ID: "check", Kind: "validate-thinking"}
 	r.w = newWarner(warnLimits{RejectShare: 0.2, TinyShare: 0.2, FailShare: 0.05, MinFree: 1 << 30}, []string{"/run"},
-		func(w runWarning) { r.got = append(r.got, fmt.Sprintf("%s [%s]: %s", w.Kind, fmtElapsed(w.ElapsedS), w.Text)) })
+		func(w runWarning) {
+			r.got = append(r.got, fmt.Sprintf("%s [%s]: %s", w.Kind, fmtElapsed(w.ElapsedS), w.Text))
+		})
 	r.w.statfs = func(string) (int64, int64, error) { return r.free, 200 << 30, nil }
 	r.w.diskEvery = 0
 	return r
