@@ -30,6 +30,7 @@ func TestLiveDisplayOnTerminal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a real process on a pseudo-terminal")
 	}
+	t.Parallel() // a process of its own: waits on simulated time, not CPU
 	bin := testenv.PipeBinary(t)
 	path, out := genPipelineFile(t, "servers = [\"sim:2?speed=40&think_mean=200&answer_mean=40&faults=empty-answer:0.5\"]\nconcurrency = 8\nmax_output_tokens = 4096")
 	cmd := exec.Command(bin, "run", path)
@@ -252,6 +253,7 @@ func TestStatusDuringAndAfterRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: real processes")
 	}
+	t.Parallel() // processes of its own: waits on simulated time, not CPU
 	bin := testenv.PipeBinary(t)
 	path, _ := genPipelineFile(t, "servers = [\"sim:1?speed=5&think_mean=200&answer_mean=40\"]\nconcurrency = 4\nmax_output_tokens = 4096")
 	runDir := filepath.Join(filepath.Dir(path), "run")

@@ -19,8 +19,6 @@ type ServerStats struct {
 	URL    string
 	State  string // StateReady or StateDown ("" in totals)
 	Reason string // why it is down
-	// Probing is true while a down server is probed to be admitted (again).
-	Probing bool
 	// InFlight is requests now in flight; Concurrency the cap.
 	InFlight, Concurrency int
 	Completions           int64
@@ -147,7 +145,7 @@ func (c *Client) Stats() Stats {
 	var out Stats
 	c.mu.Lock()
 	for _, s := range c.servers {
-		ss := ServerStats{URL: s.url, InFlight: s.outstanding, Concurrency: s.limit, Reason: s.reason, State: StateDown, Probing: s.probing}
+		ss := ServerStats{URL: s.url, InFlight: s.outstanding, Concurrency: s.limit, Reason: s.reason, State: StateDown}
 		if s.admitted {
 			ss.State, ss.Reason = StateReady, ""
 		}
