@@ -338,3 +338,40 @@ func TestWaitingIsNotifiedUntilReadyTimeout(t *testing.T) {
 		}
 	})
 }
+
+// Two servers at full speed and one three times slower: each is kept at its
+// cap while work remains, so the fleet goes at the sum of what each server
+// does at its cap (cap / latency) — exactly, on the fake clock — and the
+// slow server gets a third of what a fast one gets.
+func TestSlowServerDoesNotHoldUpTheOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		at := func(d time.Duration) *fakeServer {
+			return &fakeServer{generate: func(int) (int, time.Duration) { return http.StatusOK, d }}
+		}
+		fleet := fakeFleet{"fast1:1": at(100 * time.Millisecond), "fast2:1": at(100 * time.Millisecond), "slow:1": at(300 * time.Millisecond)}
+		c := fakeClient(t, fleet, clockOptions(), "fast1:1", "fast2:1", "slow:1") // concurrency 4 each
+		defer c.Close()
+		if err := c.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		const n = 1400
+		d := driveAll(t, c, n, nil)
+		d.mustAllComplete(t)
+		count := map[string]int{}
+		inWindow := 0
+		for i, r := range d.results {
+			count[r.Server]++
+			if !d.doneAt[i].After(d.lastTake) {
+				inWindow++
+			}
+		}
+		capacity := 4/0.1 + 4/0.1 + 4/0.3 // completions per second
+		throughput := float64(inWindow) / d.lastTake.Sub(d.start).Seconds()
+		if throughput < 0.99*capacity || throughput > 1.01*capacity {
+			t.Errorf("throughput %.2f/s while work remained, want the fleet's capacity %.2f/s", throughput, capacity)
+		}
+		if s, f := count["http://slow:1"], count["http://fast1:1"]; s*3 < f*9/10 || s*3 > f*11/10 {
+			t.Errorf("the slow server did %d records, a fast one %d: want a third", s, f)
+		}
+	})
+}

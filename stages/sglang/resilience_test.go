@@ -142,51 +142,6 @@ func TestKilledServerLosesNothing(t *testing.T) {
 	}
 }
 
-func TestSlowServerDoesNotHoldUpTheOthers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short (the -race pass of scripts/test.sh): the throughput bound is checked in the plain pass; the race detector slows the client several-fold")
-	}
-	// Two servers at full speed and one three times slower. Each is kept at
-	// its cap while work remains, so the fleet's throughput is the sum of
-	// what each server does at its cap: cap / latency at cap.
-	fast := fastSim(2)
-	fast.Speed = 50
-	slow := fastSim(1)
-	slow.Speed = fast.Speed / 3
-	ff, fs := startSim(t, fast), startSim(t, slow)
-	const conc = 8
-	c := startClient(t, specsOf(append(ff.URLs(), fs.URLs()...), conc), testOptions(APIGenerate))
-	d := driveAll(t, c, 1000, nil)
-	d.mustAllComplete(t)
-
-	speed := map[string]float64{ff.URLs()[0]: fast.Speed, ff.URLs()[1]: fast.Speed, fs.URLs()[0]: slow.Speed}
-	var sumLat = map[string]float64{}
-	var count = map[string]int{}
-	inWindow := 0
-	for i, r := range d.results {
-		// Server-side latency in wall seconds: what the server needs per
-		// request at this load, without the client's share.
-		sumLat[r.Server] += r.ServerLatency.Seconds() / speed[r.Server]
-		count[r.Server]++
-		if !d.doneAt[i].After(d.lastTake) {
-			inWindow++
-		}
-	}
-	capacity := 0.0
-	for u, n := range count {
-		capacity += conc / (sumLat[u] / float64(n))
-	}
-	window := d.lastTake.Sub(d.start).Seconds()
-	throughput := float64(inWindow) / window
-	t.Logf("completions by server %v; throughput %.0f/s over %.2fs, capacity %.0f/s: %.1f%%", count, throughput, window, capacity, 100*throughput/capacity)
-	if count[fs.URLs()[0]] >= count[ff.URLs()[0]] {
-		t.Errorf("the slow server got as many records as a fast one: %v", count)
-	}
-	if throughput < 0.95*capacity {
-		t.Errorf("throughput %.0f/s is %.1f%% of the servers' capacity %.0f/s, want ≥ 95%%", throughput, 100*throughput/capacity, capacity)
-	}
-}
-
 func TestHungServerIsEjectedAndItsRequestsResent(t *testing.T) {
 	// Server 1 stops answering 20 simulated seconds in (100 ms of wall
 	// time): its requests time out, the breaker ejects it, and the requests
