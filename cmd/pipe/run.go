@@ -397,6 +397,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 				fmt.Fprintln(std.Err, line)
 				fmt.Fprintln(log, line)
 				writeStatus(statusPath, "running", s, nil)
+				recordTimeline(plan, s)
 			},
 		})
 		done <- result{sum, err}
@@ -424,6 +425,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		printSummary(std.Err, plan, sum)
 		printSummary(log, plan, sum)
 	}
+	reportAtEnd(ctx, std.Err, log, plan, state, sum)
 	switch state {
 	case "failed":
 		fmt.Fprintf(log, "failed: %v\n", runErr)
