@@ -175,7 +175,9 @@ func (r *Report) writeGlance(w io.Writer) {
 	if len(lines) == 0 {
 		return
 	}
-	sort.SliceStable(lines, func(i, j int) bool { return strings.Contains(lines[i], "loss tokens") && !strings.Contains(lines[j], "loss tokens") })
+	sort.SliceStable(lines, func(i, j int) bool {
+		return strings.Contains(lines[i], "loss tokens") && !strings.Contains(lines[j], "loss tokens")
+	})
 	fmt.Fprintf(w, "<div class=\"glance\"><p>%s</p></div>\n", strings.Join(lines, "</p><p>"))
 }
 
@@ -185,4 +187,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-
