@@ -2,6 +2,7 @@ package runreport
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -275,7 +276,7 @@ func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
 				}
 			}
 			var l jsonlLine
-			if jerr := json.Unmarshal(line, &l); jerr != nil {
+			if jerr := json.Unmarshal(rd.withoutIDLists(line), &l); jerr != nil {
 				return fmt.Errorf("%s:%d: %v", path, n, jerr)
 			}
 			x := &row{id: l.ID}
@@ -304,6 +305,44 @@ func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
 	}
 }
 
+// idLists are the token id lists of a record line the report does not
+// need; output_ids it needs with a tokenizer.
+var idLists = [][]byte{[]byte(`"prompt_ids":[`), []byte(`"output_ids":[`), []byte(`"input_ids":[`), []byte(`"loss_mask":[`)}
+
+// withoutIDLists empties the token id lists of a record line in place
+// (`"input_ids":[1,2,3]` → `"input_ids":[]`), so that decoding it does not
+// scan thousands of numbers per row. Only a list of plain integers is
+// emptied: the line stays valid JSON whatever it holds. A key with its
+// quotes cannot occur inside a JSON string (quotes there are escaped).
+func (rd *reader) withoutIDLists(line []byte) []byte {
+	keep := rd.tokenizer() != nil
+	for k, key := range idLists {
+		if k == 1 && keep {
+			continue
+		}
+		i := bytes.Index(line, key)
+		if i < 0 {
+			continue
+		}
+		start := i + len(key)
+		end := bytes.IndexByte(line[start:], ']')
+		if end <= 0 || !plainInts(line[start:start+end]) {
+			continue
+		}
+		line = append(line[:start], line[start+end:]...)
+	}
+	return line
+}
+
+func plainInts(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c == ',' || c == '-' || c == ' ') {
+			return false
+		}
+	}
+	return true
+}
+
 // shards reads the shards a write-arrow manifest lists (a shard it does not
 // list was never committed), reading only the columns the report needs.
 func (rd *reader) shards(dir string, take func(*reader, *row)) error {
@@ -311,8 +350,14 @@ func (rd *reader) shards(dir string, take func(*reader, *row)) error {
 	if err != nil || m == nil {
 		return err
 	}
+	cols := []string{arrowrow.ColID, arrowrow.ColFinishReason, arrowrow.ColPromptTokens, arrowrow.ColCompletionTokens,
+		arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens,
+		arrowrow.ColRejectStage, arrowrow.ColRejectReason}
+	if rd.tokenizer() != nil {
+		cols = append(cols, arrowrow.ColOutputIDs) // only a tokenizer tells </think> in them
+	}
 	for _, sh := range m.Shards {
-		err := arrowrow.ReadFile(rd.ctx, filepath.Join(dir, sh.Name), memory.DefaultAllocator, func(b arrow.RecordBatch) error {
+		err := arrowrow.ReadColumns(rd.ctx, filepath.Join(dir, sh.Name), cols, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
 			rd.batch(b, take)
 			return nil
 		})
