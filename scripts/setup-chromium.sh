@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the headless browser the run-report test loads RUN_DIR/report.html
-# in (cmd/pipe TestReportInBrowser): Debian's chromium, from apt. The test
+# in (cmd/pipe TestReport): Debian's chromium, from apt. The test
 # finds it as `chromium` on PATH (or $PIPE_CHROMIUM).
 # Idempotent: an installed chromium is kept (no network).
 set -euo pipefail

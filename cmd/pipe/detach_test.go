@@ -173,7 +173,7 @@ func session(t *testing.T, pid int) int {
 // left in that shell's session is hung up and killed (a closed SSH
 // session), and finishes the work.
 func TestDetachSurvivesItsShell(t *testing.T) {
-	r := newBGRig(t, 40, 2, "--speed", "20", "--think-mean", "60", "--answer-mean", "30")
+	r := newBGRig(t, 16, 2, "--speed", "20", "--think-mean", "60", "--answer-mean", "30")
 	pid, shellSID := r.detach("--progress", "1s")
 	if sid := session(t, pid); sid != pid || sid == shellSID {
 		t.Fatalf("detached run pid %d is in session %d (the shell's was %d); want its own", pid, sid, shellSID)

@@ -113,14 +113,21 @@ path  = "out/rejected.jsonl"
 
 var lossGlance = regexp.MustCompile(`loss tokens: median (\d+); most rows \((\d+)%\) have fewer than 16 loss tokens`)
 
+// TestReport makes one run whose data is bad and reads its report on the
+// terminal and in a browser.
+func TestReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the run report tests (a full run, chromium)")
+	}
+	runDir, stderr := smallAnswersRun(t)
+	t.Run("text", func(t *testing.T) { testReportText(t, runDir, stderr) })
+	t.Run("browser", func(t *testing.T) { testReportInBrowser(t, runDir) })
+}
+
 // At the end of a run and on demand, the report says on the terminal what
 // the data is like: here most rows carry a handful of loss tokens and most
 // answers were empty.
-func TestReportText(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the run report test (a full run)")
-	}
-	runDir, stderr := smallAnswersRun(t)
+func testReportText(t *testing.T, runDir, stderr string) {
 	for _, want := range []string{
 		"report of " + runDir,
 		"report with plots: " + filepath.Join(runDir, "report.html"),
@@ -195,12 +202,8 @@ const plotsJS = `[...document.querySelectorAll('svg.plot')].map(s => {
 // no console error, nothing fetched, every plot drawn with its marks, and
 // the loss-token histogram's tallest bar below 16 tokens. The screenshot
 // is kept in bench/out/report.png.
-func TestReportInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the run report browser test (a full run and chromium)")
-	}
+func testReportInBrowser(t *testing.T, runDir string) {
 	browser := chromium(t)
-	runDir, _ := smallAnswersRun(t)
 	rep, err := runreport.Build(context.Background(), runDir, runreport.Options{})
 	if err != nil {
 		t.Fatal(err)
