@@ -210,6 +210,7 @@ func printStopped(std *stdio, dir string, pid int) {
 	if st.State == "failed" && st.Error != "" {
 		fmt.Fprintf(std.Out, "error: %s\n", st.Error)
 	}
+	fmt.Fprintf(std.Out, "what it holds: pipe report %s\n", shellJoin([]string{pipeline.DisplayPath(dir)}))
 	if r, err := rundir.ReadRun(dir); err == nil && r != nil && len(r.History) > 0 {
 		if last := r.History[len(r.History)-1].Command; len(last) > 0 {
 			fmt.Fprintf(std.Out, "continue with: %s\n", shellJoin(resumeCommand(last)))
