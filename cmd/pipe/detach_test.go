@@ -119,6 +119,24 @@ func (r *bgRig) waitState(limit time.Duration, states ...string) string {
 	}
 }
 
+// stageIn is what status.json says stage id took in so far.
+func (r *bgRig) stageIn(id string) int64 {
+	var st struct {
+		Stages []struct {
+			ID string
+			In int64
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(r.runDir(), "status.json"))
+	json.Unmarshal(data, &st)
+	for _, s := range st.Stages {
+		if s.ID == id {
+			return s.In
+		}
+	}
+	return 0
+}
+
 func (r *bgRig) detachedLog() string {
 	data, _ := os.ReadFile(filepath.Join(r.runDir(), detachedLog))
 	return string(data)
@@ -268,26 +286,40 @@ func TestStopDrainsThenResume(t *testing.T) {
 }
 
 // pipe stop --now does not wait for requests in flight: with every request
-// taking many seconds, the run exits at once, what was processed committed.
+// taking many seconds, the run exits at once, what was processed committed —
+// also after an earlier pipe stop whose waiting was given up.
 func TestStopNow(t *testing.T) {
-	r := newBGRig(t, 20, 2, "--speed", "0.5", "--think-mean", "200", "--answer-mean", "100")
-	r.detach()
+	r := newBGRig(t, 20, 2, "--speed", "4", "--think-mean", "4000", "--answer-mean", "400")
+	r.detach("--progress", "100ms")
+	// Generation has taken prompts in (requests in flight, each taking
+	// minutes at this speed), as status.json says.
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(r.detachedLog(), "pipe: running p.toml") {
+	for r.stageIn("gen") == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the run did not start:\n%s", r.detachedLog())
+			t.Fatalf("generation took nothing in within 30s:\n%s", r.detachedLog())
 		}
 		time.Sleep(20 * time.Millisecond) // polling for a condition, not timing
 	}
+	// A first pipe stop, whose waiting is given up (Ctrl-C): the run drains.
+	sigs := make(chan os.Signal, 1)
+	sigs <- syscall.SIGINT
+	var errb strings.Builder
+	if err := stopRun(&stdio{Out: &errb, Err: &errb, Signals: sigs}, r.runDir(), false, 10*time.Millisecond); !strings.Contains(errb.String(), "no longer waiting") || err == nil {
+		t.Fatalf("first pipe stop: %v\n%s", err, errb.String())
+	}
+	// --now then sends the one signal still needed (a third would make the
+	// run exit without its last commit).
 	start := time.Now()
 	stdout, stderr, code := r.pipe("stop", "--now", "run")
 	if code != 0 || !strings.Contains(stdout, "has exited (state stopped)") {
-		t.Fatalf("pipe stop --now: exit %d\n%s%s", code, stdout, stderr)
+		t.Fatalf("pipe stop --now: exit %d\n%s%s\ndetached.log:\n%s", code, stdout, stderr, r.detachedLog())
 	}
 	if took := time.Since(start); took > 20*time.Second {
 		t.Fatalf("pipe stop --now took %s", took)
+	} else {
+		t.Logf("pipe stop --now took %s", took)
 	}
-	if !strings.Contains(r.detachedLog(), "stopped at once; everything processed was committed") {
+	if log := r.detachedLog(); !strings.Contains(log, "stopped at once; everything processed was committed") || strings.Contains(log, "exiting without waiting") {
 		t.Fatalf("detached.log:\n%s", r.detachedLog())
 	}
 }

@@ -53,20 +53,30 @@ func stopRun(std *stdio, dir string, now bool, poll time.Duration) error {
 	}
 	pid := h.PID
 	// A run already draining (an earlier pipe stop) needs one more signal
-	// to stop at once; a running one needs two.
+	// to stop at once; a running one needs two. A third would make it exit
+	// without its last commit.
+	key := fmt.Sprintf("%d %s", pid, h.Started.UTC().Format(time.RFC3339))
+	draining := statusState(dir) == "draining" || stopRequested(dir) == key
 	signals := 1
-	if now && statusState(dir) != "draining" {
+	switch {
+	case now && !draining:
 		signals = 2
+	case !now && draining:
+		signals = 0
 	}
 	for i := range signals {
-		if i > 0 {
-			waitDelivered(pid, poll)
+		if i > 0 || draining {
+			waitDelivered(pid, poll) // the earlier signal first, not merged with this one
 		}
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 			return signalError(dir, pid, err)
 		}
 	}
+	os.WriteFile(filepath.Join(dir, stopRequestFile), []byte(key+"\n"), 0o644)
 	what := "commit everything processed and drain requests in flight (up to its --drain-timeout)"
+	if signals == 0 {
+		what = "stop (asked before; it is draining)"
+	}
 	if now {
 		what = "stop at once (requests in flight are abandoned and redone by the next run; everything processed is committed)"
 	}
@@ -168,6 +178,17 @@ func waitDelivered(pid int, poll time.Duration) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// stopRequestFile records, in the run directory, the run (pid and start
+// time, as its lock says) that pipe stop has signalled: a later pipe stop
+// --now then sends only the one signal still needed.
+const stopRequestFile = ".stop-requested"
+
+// stopRequested is the run an earlier pipe stop signalled, or "".
+func stopRequested(dir string) string {
+	data, _ := os.ReadFile(filepath.Join(dir, stopRequestFile))
+	return strings.TrimSpace(string(data))
 }
 
 // statusState is the "state" of dir/status.json, or "".
