@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -158,6 +159,20 @@ func testReportText(t *testing.T, runDir, stderr string) {
 		if !strings.Contains(text, want) {
 			t.Fatalf("pipe report lacks %q:\n%s", want, text)
 		}
+	}
+
+	// --json: the same figures for other tools.
+	out.Reset()
+	if code := run([]string{"report", "--json", runDir}, &stdio{Out: &out, Err: &bytes.Buffer{}}); code != 0 {
+		t.Fatalf("pipe report --json: exit %d", code)
+	}
+	var doc runreport.Report
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("pipe report --json: %v\n%s", err, out.String())
+	}
+	if doc.Finished != 122 || len(doc.Outputs) != 3 || doc.Outputs[0].Stage != "train" || len(doc.Outputs[0].Dists) != 4 ||
+		doc.Outputs[0].Dists[3].Name != runreport.DistLoss || doc.Outputs[0].Dists[3].N != doc.Outputs[0].Rows {
+		t.Fatalf("pipe report --json: %s", out.String())
 	}
 
 	for _, c := range []struct {
