@@ -58,8 +58,8 @@ file refers to them relative to itself.`,
 			fs.StringVar(&f.ports, "ports", "", "instead of --servers: local server ports, `FROM-TO` or comma-separated (e.g. 30000-30006)")
 			fs.StringVar(&f.host, "host", "localhost", "the host of the --ports servers")
 			fs.StringVar(&f.outputDir, "output-dir", "runs/regenerate", "`DIR` for the run's state and its outputs")
-			fs.IntVar(&f.maxOutputTokens, "max-output-tokens", 16384, "most tokens generated per prompt, thinking and answer together (`N`)")
-			fs.IntVar(&f.concurrency, "concurrency", 48, "requests in flight per server (`N`)")
+			fs.IntVar(&f.maxOutputTokens, "max-output-tokens", 16384, "at most `N` tokens generated per prompt, thinking and answer together")
+			fs.IntVar(&f.concurrency, "concurrency", 48, "`N` requests in flight per server")
 			fs.StringVar(&f.modelDir, "model-dir", "", "the model `DIR` with tokenizer.json and the chat template; required")
 			fs.StringVar(&f.s3, "s3", "", "upload the training shards to `s3://BUCKET/PREFIX` as they are committed")
 		},
