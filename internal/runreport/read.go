@@ -236,13 +236,15 @@ func (rd *reader) deadLetters(path string) {
 type jsonlLine struct {
 	ID         string `json:"id"`
 	Completion *struct {
-		Reasoning        string `json:"reasoning"`
-		Answer           string `json:"answer"`
-		FinishReason     string `json:"finish_reason"`
-		PromptTokens     int    `json:"prompt_tokens"`
-		CompletionTokens int    `json:"completion_tokens"`
-		ReasoningTokens  int    `json:"reasoning_tokens"`
-		OutputIDs        []int  `json:"output_ids"`
+		// Only the texts' lengths count: raw, they are neither unescaped
+		// nor copied (escapes make a length a little longer).
+		Reasoning        json.RawMessage `json:"reasoning"`
+		Answer           json.RawMessage `json:"answer"`
+		FinishReason     string          `json:"finish_reason"`
+		PromptTokens     int             `json:"prompt_tokens"`
+		CompletionTokens int             `json:"completion_tokens"`
+		ReasoningTokens  int             `json:"reasoning_tokens"`
+		OutputIDs        []int           `json:"output_ids"`
 	} `json:"completion"`
 	Tokens *struct {
 		NumLossTokens int `json:"num_loss_tokens"`
@@ -283,7 +285,7 @@ func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
 			if c := l.Completion; c != nil {
 				x.hasCompletion, x.finishReason = true, c.FinishReason
 				x.promptTokens, x.completionTokens, x.reasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens
-				x.reasoningBytes, x.answerBytes, x.outputIDs = len(c.Reasoning), len(c.Answer), c.OutputIDs
+				x.reasoningBytes, x.answerBytes, x.outputIDs = max(0, len(c.Reasoning)-2), max(0, len(c.Answer)-2), c.OutputIDs
 			}
 			if t := l.Tokens; t != nil {
 				x.hasTokens, x.lossTokens = true, t.NumLossTokens
