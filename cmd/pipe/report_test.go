@@ -150,7 +150,7 @@ func testReportText(t *testing.T, runDir, stderr string) {
 		t.Fatalf("pipe report printed:\n%s\n%s", text, errb.String())
 	}
 	// The rejections it counts are exactly those the run's summary gave.
-	for _, m := range regexp.MustCompile(`(\w+) (\d+)`).FindAllStringSubmatch(regexp.MustCompile(`rejected by check: (.*)`).FindStringSubmatch(stderr)[1], -1) {
+	for _, m := range regexp.MustCompile(`([a-z_]+) (\d+)`).FindAllStringSubmatch(regexp.MustCompile(`rejected by check: ([a-z_0-9, ]*)`).FindStringSubmatch(stderr)[1], -1) {
 		if !strings.Contains(text, "check "+m[1]+" "+m[2]+" (") {
 			t.Fatalf("pipe report's reject reasons differ from the run's (%s %s):\n%s", m[1], m[2], text)
 		}
