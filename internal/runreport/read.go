@@ -1,0 +1,424 @@
+package runreport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/stages/arrowrow"
+	"github.com/pipe-dev/pipe/stages/tokenize"
+)
+
+// row is what the report needs of one committed record.
+type row struct {
+	id                string
+	hasCompletion     bool
+	finishReason      string
+	promptTokens      int
+	completionTokens  int
+	reasoningTokens   int
+	reasoningBytes    int
+	answerBytes       int
+	outputIDs         []int // only while the row is counted
+	hasTokens         bool
+	lossTokens        int
+	rejectStage       string
+	rejectReason      string
+	failStage, failed string
+}
+
+// reader reads outputs and dead letters into the report.
+type reader struct {
+	ctx     context.Context
+	r       *Report
+	tokDir  string
+	tok     *tokenize.Tokenizer
+	tokErr  error
+	loaded  bool
+	rejects map[[2]string]int64
+	fails   map[[2]string]int64
+	// counted holds a hash of (id, stage, reason) for each rejection or
+	// failure counted, so a record kept in two places counts once.
+	counted map[uint64]bool
+}
+
+func newReader(ctx context.Context, r *Report, tokDir string) *reader {
+	return &reader{ctx: ctx, r: r, tokDir: tokDir, rejects: map[[2]string]int64{}, fails: map[[2]string]int64{}, counted: map[uint64]bool{}}
+}
+
+// outputAcc accumulates one output's rows.
+type outputAcc struct {
+	out                               Output
+	prompt, thinking, answer, loss    sample
+	thinkServer, thinkIDs, thinkTexts int64
+}
+
+func (rd *reader) output(w writer) {
+	acc := &outputAcc{out: Output{Stage: w.id, Kind: w.kind, Path: w.path, FinishReasons: map[string]int64{}}}
+	acc.prompt.name, acc.thinking.name, acc.answer.name, acc.loss.name = DistPrompt, DistThinking, DistAnswer, DistLoss
+	var err error
+	switch w.kind {
+	case "write-arrow":
+		err = rd.shards(w.path, acc.add)
+	default:
+		err = rd.jsonl(w.path, acc.add)
+	}
+	if err != nil {
+		rd.r.note("output %s (%s): %v", w.id, w.path, err)
+	}
+	for _, x := range []*sample{&acc.prompt, &acc.thinking, &acc.answer, &acc.loss} {
+		if len(x.values) > 0 {
+			acc.out.Dists = append(acc.out.Dists, x.dist())
+		}
+	}
+	for i := range acc.out.Dists {
+		if acc.out.Dists[i].Name == DistThinking || acc.out.Dists[i].Name == DistAnswer {
+			acc.out.Dists[i].Note = acc.splitNote()
+		}
+	}
+	if len(acc.out.FinishReasons) == 0 {
+		acc.out.FinishReasons = nil
+	}
+	rd.r.Outputs = append(rd.r.Outputs, acc.out)
+}
+
+// splitNote says how thinking and answer tokens were told apart.
+func (acc *outputAcc) splitNote() string {
+	var parts []string
+	for _, p := range []struct {
+		n    int64
+		what string
+	}{
+		{acc.thinkServer, "reasoning_tokens the server reported"},
+		{acc.thinkIDs, "output ids split at </think>"},
+		{acc.thinkTexts, "estimated: completion tokens split in proportion to the lengths of the thinking and answer texts"},
+	} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d rows: %s", p.n, p.what))
+		}
+	}
+	if len(parts) == 1 {
+		_, what, _ := strings.Cut(parts[0], ": ")
+		return what
+	}
+	return strings.Join(parts, "; ")
+}
+
+// add counts one row of an output.
+func (acc *outputAcc) add(rd *reader, x *row) {
+	acc.out.Rows++
+	if x.rejectReason != "" {
+		acc.out.RejectedRows++
+		rd.countReject(x.id, x.rejectStage, x.rejectReason)
+	}
+	if x.failStage != "" {
+		rd.countFailure(x.id, x.failStage, x.failed)
+	}
+	if x.hasCompletion {
+		if x.finishReason != "" {
+			acc.out.FinishReasons[x.finishReason]++
+		}
+		acc.prompt.add(x.promptTokens)
+		think, answer, how := rd.split(x)
+		acc.thinking.add(think)
+		acc.answer.add(answer)
+		switch how {
+		case "server":
+			acc.thinkServer++
+		case "ids":
+			acc.thinkIDs++
+		default:
+			acc.thinkTexts++
+		}
+	}
+	if x.hasTokens {
+		acc.loss.add(x.lossTokens)
+	}
+}
+
+// split tells a completion's thinking tokens from its answer tokens: the
+// server's reasoning_tokens if it reported them, else the output ids split
+// at </think> (with a tokenizer), else the completion tokens split in
+// proportion to the texts' lengths.
+func (rd *reader) split(x *row) (think, answer int, how string) {
+	if x.reasoningTokens > 0 {
+		return x.reasoningTokens, max(0, x.completionTokens-x.reasoningTokens), "server"
+	}
+	if len(x.outputIDs) > 0 {
+		if tok := rd.tokenizer(); tok != nil {
+			if end, ok := tok.TokenID("</think>"); ok {
+				at := -1
+				for i, id := range x.outputIDs {
+					if id == end {
+						at = i
+					}
+				}
+				for i, id := range x.outputIDs {
+					switch {
+					case tok.IsSpecial(id) || id == end:
+					case i < at || (at < 0 && x.answerBytes == 0):
+						think++
+					default:
+						answer++
+					}
+				}
+				return think, answer, "ids"
+			}
+		}
+	}
+	if total := x.reasoningBytes + x.answerBytes; total > 0 {
+		think = int(float64(x.completionTokens)*float64(x.reasoningBytes)/float64(total) + 0.5)
+	}
+	return think, max(0, x.completionTokens-think), "text"
+}
+
+func (rd *reader) tokenizer() *tokenize.Tokenizer {
+	if !rd.loaded {
+		rd.loaded = true
+		if rd.tokDir != "" {
+			rd.tok, rd.tokErr = tokenize.Load(rd.tokDir)
+			if rd.tokErr != nil {
+				rd.r.note("tokenizer %s: %v (thinking and answer tokens estimated from text lengths)", rd.tokDir, rd.tokErr)
+			}
+		}
+	}
+	return rd.tok
+}
+
+func (rd *reader) countReject(id, stage, reason string) {
+	h := commitlog.Hash("r\x00" + id + "\x00" + stage + "\x00" + reason)
+	if !rd.counted[h] {
+		rd.counted[h] = true
+		rd.rejects[[2]string{stage, reason}]++
+	}
+}
+
+func (rd *reader) countFailure(id, stage, msg string) {
+	if r := []rune(msg); len(r) > 80 {
+		msg = string(r[:80]) + "…"
+	}
+	h := commitlog.Hash("f\x00" + id + "\x00" + stage)
+	if !rd.counted[h] {
+		rd.counted[h] = true
+		rd.fails[[2]string{stage, msg}]++
+	}
+}
+
+// deadLetters counts the rejections and failures of RUN_DIR/{rejected,failed}/STAGE.jsonl.
+func (rd *reader) deadLetters(path string) {
+	err := rd.jsonl(path, func(rd *reader, x *row) {
+		if x.rejectReason != "" {
+			rd.countReject(x.id, x.rejectStage, x.rejectReason)
+		}
+		if x.failStage != "" {
+			rd.countFailure(x.id, x.failStage, x.failed)
+		}
+	})
+	if err != nil {
+		rd.r.note("%s: %v", path, err)
+	}
+}
+
+// jsonlLine is the part of a record line the report reads.
+type jsonlLine struct {
+	ID         string `json:"id"`
+	Completion *struct {
+		// Only the texts' lengths count: raw, they are neither unescaped
+		// nor copied (escapes make a length a little longer).
+		Reasoning        json.RawMessage `json:"reasoning"`
+		Answer           json.RawMessage `json:"answer"`
+		FinishReason     string          `json:"finish_reason"`
+		PromptTokens     int             `json:"prompt_tokens"`
+		CompletionTokens int             `json:"completion_tokens"`
+		ReasoningTokens  int             `json:"reasoning_tokens"`
+		OutputIDs        []int           `json:"output_ids"`
+	} `json:"completion"`
+	Tokens *struct {
+		NumLossTokens int `json:"num_loss_tokens"`
+	} `json:"tokens"`
+	Reject  *pipeline.Rejection `json:"reject"`
+	Failure *pipeline.Failure   `json:"failure"`
+}
+
+// jsonl reads the committed lines of a commit log (lines past its last
+// commit are not the output's yet).
+func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
+	size, err := commitlog.CommittedSize(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(io.LimitReader(f, size), 1<<20)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 1 {
+			if n%4096 == 0 {
+				if cerr := rd.ctx.Err(); cerr != nil {
+					return cerr
+				}
+			}
+			var l jsonlLine
+			if jerr := json.Unmarshal(rd.withoutIDLists(line), &l); jerr != nil {
+				return fmt.Errorf("%s:%d: %v", path, n, jerr)
+			}
+			x := &row{id: l.ID}
+			if c := l.Completion; c != nil {
+				x.hasCompletion, x.finishReason = true, c.FinishReason
+				x.promptTokens, x.completionTokens, x.reasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens
+				x.reasoningBytes, x.answerBytes, x.outputIDs = max(0, len(c.Reasoning)-2), max(0, len(c.Answer)-2), c.OutputIDs
+			}
+			if t := l.Tokens; t != nil {
+				x.hasTokens, x.lossTokens = true, t.NumLossTokens
+			}
+			if j := l.Reject; j != nil {
+				x.rejectStage, x.rejectReason = j.Stage, j.Reason
+			}
+			if fl := l.Failure; fl != nil {
+				x.failStage, x.failed = fl.Stage, fl.Error
+			}
+			take(rd, x)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// idLists are the token id lists of a record line the report does not
+// need; output_ids it needs with a tokenizer.
+var idLists = [][]byte{[]byte(`"prompt_ids":[`), []byte(`"output_ids":[`), []byte(`"input_ids":[`), []byte(`"loss_mask":[`)}
+
+// withoutIDLists empties the token id lists of a record line in place
+// (`"input_ids":[1,2,3]` → `"input_ids":[]`), so that decoding it does not
+// scan thousands of numbers per row. Only a list of plain integers is
+// emptied: the line stays valid JSON whatever it holds. A key with its
+// quotes cannot occur inside a JSON string (quotes there are escaped).
+func (rd *reader) withoutIDLists(line []byte) []byte {
+	keep := rd.tokenizer() != nil
+	for k, key := range idLists {
+		if k == 1 && keep {
+			continue
+		}
+		i := bytes.Index(line, key)
+		if i < 0 {
+			continue
+		}
+		start := i + len(key)
+		end := bytes.IndexByte(line[start:], ']')
+		if end <= 0 || !plainInts(line[start:start+end]) {
+			continue
+		}
+		line = append(line[:start], line[start+end:]...)
+	}
+	return line
+}
+
+func plainInts(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c == ',' || c == '-' || c == ' ') {
+			return false
+		}
+	}
+	return true
+}
+
+// shards reads the shards a write-arrow manifest lists (a shard it does not
+// list was never committed), reading only the columns the report needs.
+func (rd *reader) shards(dir string, take func(*reader, *row)) error {
+	m, err := commitlog.ReadManifest(dir)
+	if err != nil || m == nil {
+		return err
+	}
+	cols := []string{arrowrow.ColID, arrowrow.ColFinishReason, arrowrow.ColPromptTokens, arrowrow.ColCompletionTokens,
+		arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens,
+		arrowrow.ColRejectStage, arrowrow.ColRejectReason}
+	if rd.tokenizer() != nil {
+		cols = append(cols, arrowrow.ColOutputIDs) // only a tokenizer tells </think> in them
+	}
+	for _, sh := range m.Shards {
+		err := arrowrow.ReadColumns(rd.ctx, filepath.Join(dir, sh.Name), cols, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
+			rd.batch(b, take)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
+	cols := map[string]arrow.Array{}
+	for i, f := range b.Schema().Fields() {
+		cols[f.Name] = b.Column(i)
+	}
+	str := func(name string, i int) (string, bool) {
+		a, ok := cols[name].(*array.String)
+		if !ok || a.IsNull(i) {
+			return "", false
+		}
+		return a.Value(i), true
+	}
+	num := func(name string, i int) (int, bool) {
+		a, ok := cols[name].(*array.Int32)
+		if !ok || a.IsNull(i) {
+			return 0, false
+		}
+		return int(a.Value(i)), true
+	}
+	outIDs, _ := cols[arrowrow.ColOutputIDs].(*array.List)
+	var ids []int
+	for i := range int(b.NumRows()) {
+		id, _ := str(arrowrow.ColID, i)
+		x := &row{id: id}
+		if fr, ok := str(arrowrow.ColFinishReason, i); ok {
+			x.hasCompletion, x.finishReason = true, fr
+		}
+		if _, ok := num(arrowrow.ColCompletionTokens, i); ok {
+			x.hasCompletion = true
+		}
+		x.promptTokens, _ = num(arrowrow.ColPromptTokens, i)
+		x.completionTokens, _ = num(arrowrow.ColCompletionTokens, i)
+		x.reasoningTokens, _ = num(arrowrow.ColReasoningTokens, i)
+		reasoning, _ := str(arrowrow.ColReasoning, i)
+		answer, _ := str(arrowrow.ColAnswer, i)
+		x.reasoningBytes, x.answerBytes = len(reasoning), len(answer)
+		if outIDs != nil && !outIDs.IsNull(i) {
+			if vals, ok := outIDs.ListValues().(*array.Int32); ok {
+				lo, hi := outIDs.ValueOffsets(i)
+				ids = ids[:0]
+				for j := lo; j < hi; j++ {
+					ids = append(ids, int(vals.Value(int(j))))
+				}
+				x.outputIDs = ids
+			}
+		}
+		x.lossTokens, x.hasTokens = num(arrowrow.ColNumLossTokens, i)
+		x.rejectStage, _ = str(arrowrow.ColRejectStage, i)
+		x.rejectReason, _ = str(arrowrow.ColRejectReason, i)
+		take(rd, x)
+	}
+}

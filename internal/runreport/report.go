@@ -1,0 +1,252 @@
+// Package runreport builds the report of a run directory — counts,
+// throughput over time, reject reasons, and the distributions of prompt,
+// thinking, answer and loss tokens per row — from what the run committed,
+// and renders it as text and as one self-contained HTML file with inline
+// SVG plots (no script, no network needed to view it).
+package runreport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
+)
+
+// HTMLFile is the report's name in the run directory.
+const HTMLFile = "report.html"
+
+// Report is what a run directory's committed state says about the run.
+type Report struct {
+	RunDir   string    `json:"run_dir"`
+	Pipeline string    `json:"pipeline,omitempty"`
+	Created  time.Time `json:"created,omitzero"`
+	Starts   int       `json:"starts"`
+	// State, Updated and Stages are from status.json: the last start's
+	// counts.
+	State   string        `json:"state,omitempty"`
+	Updated string        `json:"updated,omitempty"`
+	Error   string        `json:"error,omitempty"`
+	Stages  []StageCounts `json:"stages,omitempty"`
+	// Finished is the ids in done.ids.
+	Finished int64    `json:"finished"`
+	Outputs  []Output `json:"outputs"`
+	// Rejected counts rejections by stage and reason over every place a
+	// rejected record was committed (dead letters, writers), each record
+	// once; Failed the same for failures.
+	Rejected    []Reason    `json:"rejected"`
+	RejectedAll int64       `json:"rejected_total"`
+	Failed      []Reason    `json:"failed"`
+	FailedAll   int64       `json:"failed_total"`
+	Throughput  *Throughput `json:"throughput,omitempty"`
+	// Notes are things the report could not read or had to estimate.
+	Notes     []string  `json:"notes,omitempty"`
+	Generated time.Time `json:"generated"`
+}
+
+// StageCounts is one stage's accounting in the last start.
+type StageCounts struct {
+	ID       string `json:"id"`
+	Kind     string `json:"kind"`
+	In       int64  `json:"in"`
+	Out      int64  `json:"out"`
+	Rejected int64  `json:"rejected"`
+	Failed   int64  `json:"failed"`
+	Skipped  int64  `json:"skipped"`
+}
+
+// Output is one writer's committed output and the distributions of its rows.
+type Output struct {
+	Stage string `json:"stage"`
+	Kind  string `json:"kind"`
+	Path  string `json:"path"`
+	Rows  int64  `json:"rows"`
+	// RejectedRows are rows that carry a rejection (a writer of rejects).
+	RejectedRows  int64            `json:"rejected_rows"`
+	FinishReasons map[string]int64 `json:"finish_reasons,omitempty"`
+	// Dists are prompt, thinking, answer and loss tokens per row; a
+	// distribution is absent when no row has its part.
+	Dists []Dist `json:"distributions"`
+}
+
+// Reason is a count of rejections (or failures) by stage and reason.
+type Reason struct {
+	Stage  string `json:"stage"`
+	Reason string `json:"reason"`
+	Count  int64  `json:"count"`
+}
+
+// Dist names, in the order shown.
+const (
+	DistPrompt   = "prompt tokens"
+	DistThinking = "thinking tokens"
+	DistAnswer   = "answer tokens"
+	DistLoss     = "loss tokens"
+)
+
+// Options tune Build.
+type Options struct {
+	// Tokenizer is a model directory whose </think> id splits output ids
+	// into thinking and answer tokens when the server did not report
+	// reasoning_tokens; "" uses a tokenizer the run's stages name.
+	Tokenizer string
+}
+
+// Build reads the run directory dir. It fails only when dir is not a run
+// directory; what it cannot read of an output is said in Notes.
+func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
+	run, err := rundir.ReadRun(dir)
+	if err != nil {
+		return nil, err
+	}
+	if run == nil {
+		if _, serr := os.Stat(dir); serr != nil {
+			return nil, fmt.Errorf("no run directory %s", dir)
+		}
+		return nil, fmt.Errorf("%s is not a run directory: it has no %s (pipe run writes it)", dir, rundir.RunFile)
+	}
+	r := &Report{RunDir: dir, Pipeline: run.Pipeline, Created: run.Created, Starts: len(run.History), Generated: time.Now().UTC()}
+	r.readStatus()
+	if r.Finished, err = countIDs(filepath.Join(dir, pipeline.DoneFile)); err != nil {
+		r.note("%v", err)
+	}
+	if pts, err := ReadTimeline(dir); err != nil {
+		r.note("%s: %v", TimelineFile, err)
+	} else if r.Throughput = throughput(pts); r.Throughput == nil {
+		r.note("no throughput over time: %s has fewer than two points (runs of this pipe version write it)", TimelineFile)
+	}
+	rd := newReader(ctx, r, tokenizerDir(run.Settings, opts.Tokenizer))
+	for _, w := range writers(run.Settings, r.Stages) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rd.output(w)
+	}
+	for _, class := range []string{"rejected", "failed"} {
+		files, _ := filepath.Glob(filepath.Join(dir, class, "*.jsonl"))
+		sort.Strings(files)
+		for _, p := range files {
+			rd.deadLetters(p)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.Rejected, r.RejectedAll = sortReasons(rd.rejects)
+	r.Failed, r.FailedAll = sortReasons(rd.fails)
+	return r, nil
+}
+
+func (r *Report) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+func (r *Report) readStatus() {
+	data, err := os.ReadFile(filepath.Join(r.RunDir, "status.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	// Field names match case-insensitively: {"ID": …} and {"id": …} alike.
+	var st struct {
+		State   string        `json:"state"`
+		Updated string        `json:"updated"`
+		Error   string        `json:"error"`
+		Stages  []StageCounts `json:"stages"`
+	}
+	if err == nil {
+		err = json.Unmarshal(data, &st)
+	}
+	if err != nil {
+		r.note("status.json: %v", err)
+		return
+	}
+	r.State, r.Updated, r.Error, r.Stages = st.State, st.Updated, st.Error, st.Stages
+}
+
+// writer is a write-* stage of the run, from run.json.
+type writer struct{ id, kind, path string }
+
+// writers lists run.json's writers in the order of the run's stages.
+func writers(settings map[string]any, stages []StageCounts) []writer {
+	order := map[string]int{}
+	for i, s := range stages {
+		order[s.ID] = i + 1
+	}
+	var out []writer
+	for id, v := range settings {
+		s, _ := v.(map[string]any)
+		kind, _ := s["kind"].(string)
+		path, _ := s["path"].(string)
+		if path != "" && strings.HasPrefix(kind, "write-") {
+			out = append(out, writer{id, kind, path})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := order[out[i].id], order[out[j].id]
+		if a != b && a != 0 && b != 0 {
+			return a < b
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+// tokenizerDir is opts' tokenizer, or the first one a stage of the run names.
+func tokenizerDir(settings map[string]any, given string) string {
+	if given != "" {
+		return given
+	}
+	ids := make([]string, 0, len(settings))
+	for id := range settings {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s, _ := settings[id].(map[string]any)
+		if t, _ := s["tokenizer"].(string); t != "" {
+			if _, err := os.Stat(filepath.Join(t, "tokenizer.json")); err == nil {
+				return t
+			}
+		}
+	}
+	return ""
+}
+
+func sortReasons(m map[[2]string]int64) ([]Reason, int64) {
+	out := make([]Reason, 0, len(m))
+	var total int64
+	for k, n := range m {
+		out = append(out, Reason{Stage: k[0], Reason: k[1], Count: n})
+		total += n
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Stage+out[i].Reason < out[j].Stage+out[j].Reason
+	})
+	return out, total
+}
+
+// countIDs is the number of ids in an id log (8 bytes each after an 8-byte
+// header).
+func countIDs(path string) (int64, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if st.Size() < 8 {
+		return 0, nil
+	}
+	return (st.Size() - 8) / 8, nil
+}

@@ -1,0 +1,201 @@
+package runreport
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// Bins double in width so a handful of tokens has its own bars; the
+// figures are exact order statistics.
+func TestDist(t *testing.T) {
+	s := sample{name: DistLoss}
+	for _, v := range []int{100, 0, 3, 1, 9, 2, 0, 5, 1500} {
+		s.add(v)
+	}
+	d := s.dist()
+	var got []string
+	for _, b := range d.Bins {
+		if b.Count > 0 {
+			got = append(got, fmt.Sprintf("%s:%d", b.Label(), b.Count))
+		}
+	}
+	if want := "0:2 1:1 2–3:2 4–7:1 8–15:1 64–127:1 1K–2K:1"; strings.Join(got, " ") != want {
+		t.Errorf("bins %v, want %s", got, want)
+	}
+	if len(d.Bins) != 12 || d.Bins[11].Lo != 1024 || d.Bins[11].Hi != 2047 {
+		t.Errorf("bins end at %+v (%d bins), want 1024–2047 as the 12th", d.Bins[len(d.Bins)-1], len(d.Bins))
+	}
+	if d.N != 9 || d.Zero != 2 || d.Small != 7 || d.Min != 0 || d.Max != 1500 || d.P50 != 3 || d.P10 != 0 || d.P90 != 100 || d.Sum != 1620 {
+		t.Errorf("figures %+v", d)
+	}
+	if g := d.Glance(); g != "loss tokens: median 3; most rows (78%) have fewer than 16 loss tokens; 22% have none" {
+		t.Errorf("glance %q", g)
+	}
+	if sp := Sparkline(d.Bins); sp != "█▄█▄▄··▄···▄" {
+		t.Errorf("sparkline %q", sp)
+	}
+}
+
+// A run directory written by hand: one write-jsonl output with a pending
+// (uncommitted) line, a dead letter of the same rejection, a timeline over
+// two starts.
+func writeRunDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	run := map[string]any{
+		"pipeline": "/x/p.toml", "created": time.Now().UTC(),
+		"settings": map[string]any{"out": map[string]any{"kind": "write-jsonl", "path": out}},
+		"history":  []any{map[string]any{"pid": 1}, map[string]any{"pid": 2}},
+	}
+	data, _ := json.Marshal(run)
+	if err := os.WriteFile(filepath.Join(dir, "run.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(id string, think, answer string, ct, rt, loss int, reject string) []byte {
+		r := pipeline.Record{ID: id, Completion: &pipeline.Completion{Reasoning: think, Answer: answer, FinishReason: "stop", PromptTokens: 10, CompletionTokens: ct, ReasoningTokens: rt}}
+		if loss >= 0 {
+			r.Tokens = &pipeline.Tokens{NumLossTokens: loss, NumTokens: loss + 10}
+		}
+		if reject != "" {
+			r.Reject = &pipeline.Rejection{Stage: "check", Reason: reject}
+		}
+		b, _ := json.Marshal(r)
+		return b
+	}
+	l, err := commitlog.Open(out, pipeline.RecordLineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range [][]byte{
+		rec("a", "think", "answer", 20, 12, 21, ""),      // server reported reasoning tokens
+		rec("b", "xxxx", "", 8, 0, 9, ""),                // split by text length: all thinking
+		rec("c", "xx", "yy", 8, 0, -1, "empty_answer"),   // a rejected row
+		rec("d", "xxx", "y", 8, 0, 5, ""),                // 6 thinking, 2 answer
+		rec("e", "pending", "line", 99, 0, 999, "never"), // after the commit: not counted
+	} {
+		var id struct{ ID string }
+		json.Unmarshal(line, &id)
+		if err := l.Append(id.ID, line); err != nil {
+			t.Fatal(err)
+		}
+		if id.ID == "d" {
+			if err := l.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l.Close()
+	// The same rejection of c kept as a dead letter, and another one.
+	os.MkdirAll(filepath.Join(dir, "rejected"), 0o755)
+	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), pipeline.RecordLineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl.Append("c", rec("c", "xx", "yy", 8, 0, -1, "empty_answer"))
+	dl.Append("f", rec("f", "", "", 1, 0, -1, "empty_thinking"))
+	dl.Commit()
+	dl.Close()
+	t0 := time.Now().Add(-time.Hour).UTC()
+	var tl strings.Builder
+	for i, p := range []Point{
+		{T: t0, PID: 1, Finished: 0, Stages: []PointStage{{ID: "gen", Kind: "generate", Out: 0}}},
+		{T: t0.Add(10 * time.Second), PID: 1, Finished: 0, Stages: []PointStage{{ID: "gen", Kind: "generate", Out: 100}}},
+		{T: t0.Add(20 * time.Second), PID: 2, Elapsed: 1, Finished: 100, Stages: []PointStage{{ID: "gen", Kind: "generate", Out: 5}}},
+		{T: t0.Add(30 * time.Second), PID: 2, Elapsed: 11, Finished: 150, Stages: []PointStage{{ID: "gen", Kind: "generate", Out: 55}}},
+	} {
+		b, _ := json.Marshal(p)
+		tl.Write(b)
+		tl.WriteString("\n")
+		if i == 1 {
+			tl.WriteString(`{"t":"torn`) // a crash mid-line: skipped
+			tl.WriteString("\n")
+		}
+	}
+	os.WriteFile(filepath.Join(dir, TimelineFile), []byte(tl.String()), 0o644)
+	return dir
+}
+
+func TestBuild(t *testing.T) {
+	dir := writeRunDir(t)
+	r, err := Build(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Outputs) != 1 {
+		t.Fatalf("outputs %+v", r.Outputs)
+	}
+	o := r.Outputs[0]
+	if o.Rows != 4 || o.RejectedRows != 1 || o.FinishReasons["stop"] != 4 {
+		t.Errorf("output: %d rows, %d rejected, finish %v; want the 4 committed, 1 rejected", o.Rows, o.RejectedRows, o.FinishReasons)
+	}
+	dists := map[string]Dist{}
+	for _, d := range o.Dists {
+		dists[d.Name] = d
+	}
+	if d := dists[DistLoss]; d.N != 3 || d.Sum != 21+9+5 {
+		t.Errorf("loss tokens %+v; want the 3 rows with tokens", d)
+	}
+	if d := dists[DistThinking]; d.Sum != 12+8+4+6 {
+		t.Errorf("thinking tokens sum %d, want 30 (12 reported, 8, 4 and 6 by text length)", d.Sum)
+	}
+	if d := dists[DistAnswer]; d.Sum != 8+0+4+2 || !strings.Contains(d.Note, "1 rows: reasoning_tokens the server reported; 3 rows: estimated") {
+		t.Errorf("answer tokens sum %d (want 14), note %q", d.Sum, d.Note)
+	}
+	if r.RejectedAll != 2 || len(r.Rejected) != 2 || r.Rejected[0].Count != 1 {
+		t.Errorf("rejected %d %+v; want c once (in the output and the dead letters) and f", r.RejectedAll, r.Rejected)
+	}
+	tp := r.Throughput
+	if tp == nil || len(tp.Starts) != 1 || len(tp.Finished) != 4 {
+		t.Fatalf("throughput %+v", tp)
+	}
+	// 100 in the first 10 s, nothing across the restart, 50 in the last 10 s.
+	var rates []string
+	for _, p := range tp.Rates[0].Points {
+		rates = append(rates, fmt.Sprintf("%.1f", p.Y))
+	}
+	if tp.Rates[0].Name != "gen completions/s" || strings.Join(rates, " ") != "10.0 5.0" {
+		t.Errorf("rates %s: %v, want 10.0 5.0", tp.Rates[0].Name, rates)
+	}
+	var sb strings.Builder
+	r.WriteHTML(&sb)
+	for _, name := range r.PlotNames() {
+		if !strings.Contains(sb.String(), `data-plot="`+name+`"`) {
+			t.Errorf("the HTML lacks plot %q", name)
+		}
+	}
+	if strings.Contains(sb.String(), "<script") || strings.Contains(sb.String(), "http://") && !strings.Contains(sb.String(), "http://www.w3.org/2000/svg") {
+		t.Error("the HTML has a script or a link out")
+	}
+}
+
+// RecordPoint writes often early in a run and at most every 30 s later.
+func TestRecordPointPacing(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) { recordPoints(t, dir) })
+}
+
+func recordPoints(t *testing.T, dir string) {
+	s := &pipeline.Summary{Elapsed: 2 * time.Second, Stages: []pipeline.StageSummary{{ID: "gen", Kind: "generate", Out: 1}}}
+	RecordPoint(dir, s, false)
+	RecordPoint(dir, s, false)        // 2s/360 = 5.6ms: too soon
+	time.Sleep(10 * time.Millisecond) // the bubble's clock
+	RecordPoint(dir, s, false)
+	s.Elapsed = 10 * time.Hour
+	RecordPoint(dir, s, false) // at most every 30 s now
+	RecordPoint(dir, s, true)  // the final point is always written
+	pts, err := ReadTimeline(dir)
+	if err != nil || len(pts) != 3 || pts[0].Stages[0].ID != "gen" || pts[0].PID != os.Getpid() {
+		t.Fatalf("%d points (%v): %+v", len(pts), err, pts)
+	}
+}

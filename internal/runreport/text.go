@@ -1,0 +1,177 @@
+package runreport
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// WriteText prints the report for a terminal: counts, reject reasons,
+// throughput, and each output's distributions as figures and a one-line
+// histogram, with the sentence that matters ("most rows have fewer than 16
+// loss tokens") spelled out.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "report of %s", pipeline.DisplayPath(r.RunDir))
+	var about []string
+	if r.State != "" {
+		about = append(about, "state "+r.State)
+	}
+	if !r.Created.IsZero() {
+		about = append(about, "created "+r.Created.Local().Format(time.DateTime))
+	}
+	if r.Starts > 0 {
+		about = append(about, plural(int64(r.Starts), "start"))
+	}
+	if len(about) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(about, ", "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  finished ids: %d\n", r.Finished)
+	fmt.Fprintf(w, "  rejected:     %d%s\n", r.RejectedAll, topReasons(r.Rejected, r.RejectedAll))
+	fmt.Fprintf(w, "  failed:       %d%s\n", r.FailedAll, topReasons(r.Failed, r.FailedAll))
+	if tp := r.Throughput; tp != nil {
+		for _, s := range tp.Rates {
+			if len(s.Points) == 0 {
+				continue
+			}
+			mean, peak := meanPeak(s.Points)
+			fmt.Fprintf(w, "  %-28s mean %s, peak %s, last %s\n", s.Name+":", rate(mean), rate(peak), rate(s.Points[len(s.Points)-1].Y))
+		}
+	}
+	for _, o := range r.Outputs {
+		fmt.Fprintf(w, "\n  output %s (%s, %s): %s", o.Stage, o.Kind, pipeline.DisplayPath(o.Path), plural(o.Rows, "row"))
+		if o.RejectedRows > 0 {
+			fmt.Fprintf(w, ", %d of them rejected", o.RejectedRows)
+		}
+		if len(o.FinishReasons) > 0 {
+			fmt.Fprintf(w, "; finish reasons: %s", countsText(o.FinishReasons))
+		}
+		fmt.Fprintln(w)
+		if len(o.Dists) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "    %-16s %8s %6s %6s %7s %7s %7s %7s %7s  %s\n", "per row", "rows", "zero", "<16", "p10", "median", "p90", "p99", "max", "histogram (bins 0, 1, 2-3, 4-7, … doubling)")
+		for _, d := range o.Dists {
+			fmt.Fprintf(w, "    %-16s %8d %6s %6s %7d %7d %7d %7d %7d  %s\n", d.Name, d.N,
+				pct(Share(d.Zero, d.N)), pct(Share(d.Small, d.N)), d.P10, d.P50, d.P90, d.P99, d.Max, Sparkline(d.Bins))
+		}
+		for _, d := range o.Dists {
+			if s := d.Glance(); s != "" {
+				fmt.Fprintf(w, "    %s\n", s)
+			}
+		}
+		for _, d := range o.Dists {
+			if d.Name == DistThinking && d.Note != "" {
+				fmt.Fprintf(w, "    thinking and answer tokens: %s\n", d.Note)
+			}
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+}
+
+// Glance is the one sentence a distribution says: where most rows are, and
+// how many are empty, when that is what stands out.
+func (d Dist) Glance() string {
+	if d.N == 0 {
+		return ""
+	}
+	var parts []string
+	if small := Share(d.Small, d.N); small >= 0.5 {
+		parts = append(parts, fmt.Sprintf("most rows (%s) have fewer than %d %s", pct(small), SmallBelow, d.Name))
+	}
+	if zero := Share(d.Zero, d.N); zero >= 0.05 {
+		parts = append(parts, fmt.Sprintf("%s have none", pct(zero)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: median %d; %s", d.Name, d.P50, strings.Join(parts, "; "))
+}
+
+// Sparkline draws bin counts as one character each, height relative to the
+// largest bin; an empty bin is a dot.
+func Sparkline(bins []Bin) string {
+	const levels = "▁▂▃▄▅▆▇█"
+	var top int64
+	for _, b := range bins {
+		top = max(top, b.Count)
+	}
+	var sb strings.Builder
+	for _, b := range bins {
+		if b.Count == 0 || top == 0 {
+			sb.WriteString("·")
+			continue
+		}
+		i := int(float64(b.Count) / float64(top) * 7.999)
+		sb.WriteString(string([]rune(levels)[i]))
+	}
+	return sb.String()
+}
+
+func topReasons(rs []Reason, total int64) string {
+	if total == 0 {
+		return ""
+	}
+	var parts []string
+	for i, x := range rs {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("… %d more", len(rs)-5))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %d (%s)", x.Stage, x.Reason, x.Count, pct(Share(x.Count, total))))
+	}
+	return " — " + strings.Join(parts, ", ")
+}
+
+func countsText(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func meanPeak(pts []XY) (mean, peak float64) {
+	for _, p := range pts {
+		mean += p.Y
+		peak = max(peak, p.Y)
+	}
+	return mean / float64(len(pts)), peak
+}
+
+func rate(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f/s", v)
+	}
+	return fmt.Sprintf("%.2f/s", v)
+}
+
+func pct(f float64) string {
+	switch {
+	case f == 0:
+		return "0%"
+	case f < 0.001:
+		return "<0.1%"
+	case f >= 0.1:
+		return fmt.Sprintf("%.0f%%", 100*f)
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

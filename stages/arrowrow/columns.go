@@ -1,0 +1,60 @@
+package arrowrow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// ReadColumns is ReadFile reading only the named top-level columns of a
+// Parquet shard (the others are neither read nor decompressed: token id
+// lists are most of a shard); batches have just those columns, those the
+// file lacks left out. An Arrow IPC shard is read whole, as ReadFile does.
+func ReadColumns(ctx context.Context, path string, columns []string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+	if strings.ToLower(filepath.Ext(path)) != ".parquet" {
+		return ReadFile(ctx, path, mem, fn)
+	}
+	pf, err := file.OpenParquetFile(path, false, file.WithReadProps(parquet.NewReaderProperties(mem)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer pf.Close()
+	want := map[string]bool{}
+	for _, c := range columns {
+		want[c] = true
+	}
+	var leaves []int
+	sc := pf.MetaData().Schema
+	for i := range sc.NumColumns() {
+		if p := sc.Column(i).ColumnPath(); len(p) > 0 && want[p[0]] {
+			leaves = append(leaves, i)
+		}
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1024}, mem)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	rr, err := fr.GetRecordReader(ctx, leaves, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if err := fn(rr.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
