@@ -243,7 +243,7 @@ func TestStopDrainsThenResume(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("pipe stop: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if want := fmt.Sprintf("pipe stop: the run in run (pid %d) has exited (state drained)\n", pid); !strings.HasPrefix(stdout, want) {
+	if want := fmt.Sprintf("pipe stop: the run in run (pid %d) has exited (state stopped)\n", pid); !strings.HasPrefix(stdout, want) {
 		t.Fatalf("pipe stop printed:\n%s\nwant first %q", stdout, want)
 	}
 	m := regexp.MustCompile(`committed: (\d+) ids finished in run/done.ids \((\d+) in this start\)`).FindStringSubmatch(stdout)
