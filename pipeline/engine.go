@@ -910,6 +910,9 @@ func (em *emitter) journal(port string, rec *Record) error {
 }
 
 func (em *emitter) Emit(port string, rec *Record) error {
+	if em.otherShard(rec) {
+		return nil
+	}
 	em.touched.Store(true)
 	if port == "" {
 		port = em.n.firstOut
@@ -968,6 +971,9 @@ func (em *emitter) send(ch chan any, rec *Record) error {
 }
 
 func (em *emitter) Reject(rec *Record, reason, detail string) error {
+	if em.otherShard(rec) {
+		return nil
+	}
 	em.touched.Store(true)
 	fresh := em.in == nil && rec.ticket == nil
 	em.claim(rec)
@@ -997,6 +1003,9 @@ func (em *emitter) Reject(rec *Record, reason, detail string) error {
 }
 
 func (em *emitter) Fail(rec *Record, err error, attempts int) error {
+	if em.otherShard(rec) {
+		return nil
+	}
 	em.touched.Store(true)
 	em.claim(rec)
 	rec.Failure = &Failure{Stage: em.n.ps.ID(), Error: err.Error(), Attempts: attempts}

@@ -38,6 +38,10 @@ type fieldInfo struct {
 	// Op marks an operational key (tag `op:"true"`): how the run goes, not
 	// what data it makes, so a resume may change it (see PlanStage.Settings).
 	Op bool
+	// ShardPrefix marks a destination prefix that is not a path (tag
+	// `shard:"prefix"`, e.g. an s3:// URI): a sharded run appends the
+	// shard's name to it, as it puts the name into out and dir paths.
+	ShardPrefix bool
 }
 
 var (
@@ -57,6 +61,7 @@ func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
 		f.Default, f.HasDef = sf.Tag.Lookup("default")
 		f.Required = sf.Tag.Get("required") == "true"
 		f.Op = sf.Tag.Get("op") == "true"
+		f.ShardPrefix = sf.Tag.Get("shard") == "prefix"
 		if c := sf.Tag.Get("contains"); c != "" {
 			f.Contains = strings.Split(c, ",")
 		}

@@ -24,6 +24,10 @@ type File struct {
 	RunDirPos Pos
 	// MaxFailed is [pipeline] max_failed (default DefaultFailLimit).
 	MaxFailed FailLimit
+	// Shard, if set ([pipeline] shard or --shard), is the part of the input
+	// this run takes; RunDir and outputs then name it (see Shard.Name).
+	Shard    *Shard
+	ShardPos Pos
 	Vars      map[string]string
 	Stages    []*StageDecl
 }
@@ -77,6 +81,8 @@ type LoadOptions struct {
 	SetDir string
 	// Getenv looks up ${env:NAME}; nil means os.LookupEnv.
 	Getenv func(string) (string, bool)
+	// Shard is --shard "I/N"; it takes the place of [pipeline] shard.
+	Shard string
 }
 
 // LoadFile reads and decodes the pipeline file at path.
@@ -167,6 +173,8 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		in.raw[name] = setVarValue(value)
 		varPos[name] = p
 	}
+	// The shard first: ${shard} may be used anywhere else, [vars] included.
+	f.parseShard(opts.Shard, header(doc), pos, in, at)
 	for _, k := range sortedKeys(rawVars) {
 		if _, ok := in.raw[k]; !ok {
 			continue
@@ -188,17 +196,19 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	}
 
 	// [pipeline]
-	header, _ := doc["pipeline"].(map[string]any)
+	header := header(doc)
 	if v, ok := doc["pipeline"]; ok && header == nil {
 		at(pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
 	}
-	pipelineKeys := []string{"name", "run_dir", "description", "max_failed"}
+	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "shard"}
 	f.MaxFailed = DefaultFailLimit
 	for _, k := range sortedKeys(header) {
 		p := pos.table("pipeline", k)
 		v := interp(p, header[k])
 		s, isStr := v.(string)
 		switch k {
+		case "shard":
+			continue // read first, by parseShard
 		case "max_failed":
 			l, err := ParseFailLimit(v)
 			if err != nil {
@@ -294,6 +304,9 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	case !filepath.IsAbs(f.RunDir):
 		f.RunDir = filepath.Join(f.Dir, f.RunDir)
 	}
+	if f.Shard != nil {
+		f.RunDir = filepath.Clean(f.Shard.ShardPrefix(f.RunDir))
+	}
 	return f, probs
 }
 
@@ -366,8 +379,10 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 			}
 			f.MaxFailed = l
 			return nil
+		case "shard":
+			return fmt.Errorf("the shard is chosen before anything else is read: use --shard I/N, not --set")
 		default:
-			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed", key)
+			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed (and --shard)", key)
 		}
 		if !isStr {
 			return fmt.Errorf("pipeline.%s must be a string", key)
@@ -449,6 +464,9 @@ type interpolator struct {
 	// the same per resolved var.
 	empty    []string
 	varEmpty map[string][]string
+	// shard is what ${shard} expands to (Shard.Name; for an unsharded run
+	// that of shard 0 of 1); empty while the shard itself is being read.
+	shard string
 }
 
 // noteEmpty adds env names to in.empty, each once.
@@ -529,6 +547,12 @@ func (in *interpolator) expand(s string, stack []string) (string, error) {
 			}
 			return v
 		}
+		if ref == "shard" {
+			if in.shard == "" && firstErr == nil {
+				firstErr = fmt.Errorf("${shard} cannot be used in the shard itself; write \"I/N\", e.g. \"${env:SLURM_ARRAY_TASK_ID}/16\"")
+			}
+			return in.shard
+		}
 		v, err := in.resolveVar(ref, stack)
 		if err != nil && firstErr == nil {
 			firstErr = err
@@ -582,4 +606,46 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// header is the [pipeline] table, or nil.
+func header(doc map[string]any) map[string]any {
+	h, _ := doc["pipeline"].(map[string]any)
+	return h
+}
+
+// parseShard sets f.Shard from --shard (flag) or else [pipeline] shard, and
+// what ${shard} expands to. It runs before [vars] are resolved.
+func (f *File) parseShard(flag string, header map[string]any, pos *positions, in *interpolator, at func(Pos, string, ...any)) {
+	text, p := flag, Pos{File: "--shard " + flag}
+	defer func() {
+		if in.shard == "" { // none, or a bad one (reported)
+			in.shard = Shard{Index: 0, Count: 1}.Name()
+		}
+	}()
+	if flag == "" {
+		raw, ok := header["shard"]
+		if !ok {
+			return
+		}
+		p = pos.table("pipeline", "shard")
+		v, err := in.value(raw)
+		if err != nil {
+			at(p, "[pipeline]: shard: %v", err)
+			return
+		}
+		s, isStr := v.(string)
+		if !isStr {
+			at(p, "[pipeline]: shard must be a string \"I/N\", got %s", rawTypeName(raw))
+			return
+		}
+		text = s
+	}
+	sh, err := ParseShard(text)
+	if err != nil {
+		at(p, "[pipeline]: %v", err)
+		return
+	}
+	f.Shard, f.ShardPos = &sh, p
+	in.shard = sh.Name()
 }

@@ -88,7 +88,7 @@ func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
 			}
 		}
 		if ps.Spec != nil {
-			cfg, cprobs := decodeConfig(ps.Spec, sd, f.Dir, checkFiles)
+			cfg, cprobs := decodeConfig(ps.Spec, sd, f.Dir, checkFiles, f.Shard)
 			ps.Config = cfg
 			probs = append(probs, cprobs...)
 		}
@@ -335,8 +335,10 @@ func (ps *PlanStage) fields() (needs, produces []string) {
 // decodeConfig decodes a stage's raw keys into a new value of its kind's config
 // struct, checking every key; paths are resolved against dir (or, for a key
 // given by --set, the working directory) and, with checkFiles, input paths
-// are checked to exist.
-func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool) (any, Problems) {
+// are checked to exist. With a shard, output paths and shard prefixes get
+// the shard's name where they do not have it yet (Shard.ShardPath,
+// Shard.ShardPrefix).
+func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool, shard *Shard) (any, Problems) {
 	var probs Problems
 	prob := func(key, format string, args ...any) {
 		probs = append(probs, Problem{Pos: sd.KeyPosition(key), Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
@@ -403,6 +405,14 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool) (any, 
 			}
 			if err := resolvePaths(fv, sd.pathDir(f.Key, dir), f.Path, f.Contains, checkFiles); err != nil {
 				probEach(f.Key, err)
+			}
+		}
+		if shard != nil && fv.Kind() == reflect.String {
+			switch {
+			case f.Path == "out" || f.Path == "dir":
+				fv.SetString(shard.ShardPath(fv.String()))
+			case f.ShardPrefix:
+				fv.SetString(shard.ShardPrefix(fv.String()))
 			}
 		}
 	}

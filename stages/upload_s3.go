@@ -83,7 +83,7 @@ force_path_style = true
 }
 
 type uploadS3Config struct {
-	URI              string `toml:"uri" op:"true" required:"true" doc:"destination \"s3://bucket/prefix\"; a shard goes to PREFIX/DIRNAME/NAME, DIRNAME being its shard directory's name; a resume may change it (every committed shard is then uploaded there)"`
+	URI              string `toml:"uri" op:"true" required:"true" shard:"prefix" doc:"destination \"s3://bucket/prefix\"; a shard goes to PREFIX/DIRNAME/NAME, DIRNAME being its shard directory's name; a resume may change it (every committed shard is then uploaded there)"`
 	Endpoint         string `toml:"endpoint" op:"true" doc:"S3 endpoint URL for S3-compatible servers, e.g. \"http://127.0.0.1:7070\" (default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)"`
 	Region           string `toml:"region" op:"true" doc:"region requests are signed for (default: the AWS configuration's, e.g. AWS_REGION, else \"us-east-1\")"`
 	ForcePathStyle   bool   `toml:"force_path_style" op:"true" doc:"address buckets as ENDPOINT/BUCKET rather than BUCKET.ENDPOINT; most S3-compatible servers need it (default false)"`

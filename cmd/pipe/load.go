@@ -25,10 +25,16 @@ func addSetFlag(fs *flag.FlagSet, s *setFlags) {
 // and that its outputs can be created. runDir, if not empty, overrides
 // [pipeline] run_dir.
 func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipeline.Problems) {
+	return loadShardPlan(path, sets, runDir, "")
+}
+
+// loadShardPlan is loadPlan for one shard ("I/N", as --shard; "" means
+// the file's [pipeline] shard, if any).
+func loadShardPlan(path string, sets []string, runDir, shard string) (*pipeline.Plan, pipeline.Problems) {
 	if runDir != "" {
 		sets = append(append([]string(nil), sets...), fmt.Sprintf("pipeline.run_dir=%q", runDir))
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets})
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets, Shard: shard})
 	if f == nil {
 		return nil, probs
 	}

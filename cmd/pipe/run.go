@@ -37,6 +37,7 @@ func init() {
 		noJournal    bool
 		fresh        bool
 		forceNew     bool
+		shard        string
 		sets         setFlags
 		metricsAddr  string
 		logFormat    string
@@ -46,7 +47,7 @@ func init() {
 	)
 	register(&command{
 		Name:      "run",
-		UsageLine: "pipe run [--dry-run] [--set STAGE.KEY=VALUE]... [--run-dir DIR] [--sim N] FILE",
+		UsageLine: "pipe run [--dry-run] [--set STAGE.KEY=VALUE]... [--run-dir DIR] [--sim N] [--shard I/N] FILE",
 		Short:     "run a pipeline (or plan it with --dry-run)",
 		Long: `Run checks the file, then runs the graph until every input is processed.
 Progress is printed to stderr and appended to RUN_DIR/run.log; the summary shows,
@@ -83,7 +84,20 @@ SSH session or terminal) and a closed stdout/stderr do not stop a run: it
 goes on, logging to RUN_DIR/run.log.
 
 --dry-run checks the file, resolves every path, probes servers, prints the
-graph and the plan, and does no work.`,
+graph and the plan, and does no work.
+
+--shard I/N (or [pipeline] shard = "I/N", e.g. "${env:SLURM_ARRAY_TASK_ID}/16")
+takes only the input records whose id hashes to shard I of N (counted from
+0): N such runs take every record exactly once. Each shard is an ordinary run:
+shard-IIII-of-NNNN is put into its run directory, its output paths (just
+above each output's name) and S3 prefixes, unless they already name it (use
+${shard} to place it yourself). A run directory keeps its shard for life.
+pipe merge joins the shards' outputs.
+
+Exit codes: 0 done; 1 failed (servers, disk, too many failed records:
+retryable, the same command continues); 2 usage, pipeline file or changed
+settings (not retryable until the file or command is fixed); 130
+interrupted by a signal (retryable: the same command continues).`,
 		SetFlags: func(fs *flag.FlagSet) {
 			sets = nil
 			fs.BoolVar(&dryRun, "dry-run", false, "check, resolve paths, print the graph and plan; do no work")
@@ -102,6 +116,7 @@ graph and the plan, and does no work.`,
 			fs.DurationVar(&commitEvery, "commit-every", time.Minute, "how often outputs commit what they have (a stop commits at once)")
 			fs.BoolVar(&noJournal, "no-journal", false, "do not journal completions (for measuring its cost: a crash then loses completions not yet committed)")
 			fs.BoolVar(&fresh, "fresh", false, "start over: move an existing run directory and its outputs aside (PATH.prev-TIME)")
+			fs.StringVar(&shard, "shard", "", "take only shard `I/N` of the input (0 <= I < N; overrides [pipeline] shard)")
 			fs.BoolVar(&forceNew, "force-new-config", false, "resume even though the settings that define the data changed (recorded in RUN_DIR/run.json)")
 			addSetFlag(fs, &sets)
 			fs.BoolVar(&detach, "detach", false, "run in the background, in its own session (survives the terminal and SSH session); output to RUN_DIR/detached.log; see pipe stop")
@@ -124,7 +139,7 @@ graph and the plan, and does no work.`,
 					all = append(all, fmt.Sprintf(`%s.servers=["sim:%d"]`, id, sim))
 				}
 			}
-			plan, probs := loadPlan(path, all, runDir)
+			plan, probs := loadShardPlan(path, all, runDir, shard)
 			if len(probs) > 0 {
 				return &exitError{code: exitUsage, err: probs}
 			}

@@ -26,8 +26,47 @@ type Run struct {
 	// Settings are as Settings returns them (after a JSON round trip when
 	// read back; numbers are json.Number).
 	Settings map[string]any `json:"settings"`
-	History  []Start        `json:"history"`
+	// Shard is the part of the input the run takes; nil for the whole.
+	// It is fixed for the run's life: see ShardChangedError.
+	Shard   *ShardSpec `json:"shard,omitempty"`
+	History []Start    `json:"history"`
 }
+
+// ShardSpec is a run's shard as run.json records it.
+type ShardSpec struct {
+	Index int    `json:"index"`
+	Count int    `json:"count"`
+	Hash  string `json:"hash"` // pipeline.ShardHash
+}
+
+func shardSpec(s *pipeline.Shard) *ShardSpec {
+	if s == nil {
+		return nil
+	}
+	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipeline.ShardHash}
+}
+
+func (s *ShardSpec) String() string {
+	if s == nil {
+		return "the whole input (not sharded)"
+	}
+	return fmt.Sprintf("shard %d/%d", s.Index, s.Count)
+}
+
+// ShardChangedError refuses to run a run directory as another shard than
+// the one it was created for: the ids it finished belong to that shard, so
+// continuing with another split would take some ids twice across shards
+// and others never. Not even --force-new-config continues it.
+type ShardChangedError struct {
+	Dir      string
+	Was, Now *ShardSpec
+}
+
+func (e *ShardChangedError) Error() string {
+	return fmt.Sprintf("the run in %s is %s of its input (%s), this run would be %s: the shards of an existing run cannot change; start it in another run directory, or with --fresh",
+		e.Dir, e.Was, RunFile, e.Now)
+}
+
 
 // Start is one `pipe run` of the run directory.
 type Start struct {
@@ -115,11 +154,14 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 		if abs, err := filepath.Abs(path); err == nil {
 			path = abs
 		}
-		r = &Run{Pipeline: path, Created: start.At, Settings: settings, History: []Start{start}}
+		r = &Run{Pipeline: path, Created: start.At, Settings: settings, Shard: shardSpec(plan.File.Shard), History: []Start{start}}
 		if err := r.Write(dir); err != nil {
 			return nil, nil, err
 		}
 		return r, nil, nil
+	}
+	if now := shardSpec(plan.File.Shard); !sameShard(r.Shard, now) {
+		return r, nil, &ShardChangedError{Dir: dir, Was: r.Shard, Now: now}
 	}
 	diffs := Compare(r.Settings, settings)
 	if len(diffs) > 0 && !force && !didWork(dir) {
@@ -156,6 +198,9 @@ func Describe(dir string, plan *pipeline.Plan) string {
 	}
 	msg := fmt.Sprintf("continues the run started %s (%d starts, %d ids finished)",
 		r.Created.Local().Format(time.DateTime), len(r.History), finished)
+	if now := shardSpec(plan.File.Shard); !sameShard(r.Shard, now) {
+		return msg + "; REFUSED: " + (&ShardChangedError{Dir: dir, Was: r.Shard, Now: now}).Error()
+	}
 	if diffs := Compare(r.Settings, normalizeMap(Settings(plan))); len(diffs) > 0 {
 		msg += "; REFUSED without --force-new-config or --fresh, the settings changed:\n  " + strings.Join(diffs, "\n  ")
 	}
@@ -175,4 +220,13 @@ func didWork(dir string) bool {
 		}
 	}
 	return false
+}
+
+// sameShard: a run of shard 0 of 1 is the whole input.
+func sameShard(a, b *ShardSpec) bool {
+	whole := func(s *ShardSpec) bool { return s == nil || s.Count == 1 }
+	if whole(a) || whole(b) {
+		return whole(a) && whole(b)
+	}
+	return *a == *b
 }
