@@ -1,0 +1,227 @@
+package pipeline_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// balanceIDs are 1,000,000 ids of the two kinds runs have: given ones
+// (sequential names) and read-prompts' content hashes ("sha256:" + 32 hex).
+func balanceIDs(kind string) []string {
+	out := make([]string, 1_000_000)
+	for i := range out {
+		switch kind {
+		case "given":
+			out[i] = fmt.Sprintf("prompt-%07d", i)
+		default:
+			sum := sha256.Sum256([]byte(fmt.Sprint("conversation ", i)))
+			out[i] = "sha256:" + hex.EncodeToString(sum[:16])
+		}
+	}
+	return out
+}
+
+// Every shard holds within 2% of 1/N of a million ids, for both kinds of
+// id and several N.
+func TestShardsAreBalanced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hashes 2M ids; skipped with -short")
+	}
+	for _, kind := range []string{"given", "content"} {
+		ids := balanceIDs(kind)
+		for _, n := range []int{2, 3, 4, 16} {
+			counts := make([]int, n)
+			for _, id := range ids {
+				counts[pipeline.ShardOf(id, n)]++
+			}
+			want := float64(len(ids)) / float64(n)
+			for i, c := range counts {
+				if dev := (float64(c) - want) / want; dev > 0.02 || dev < -0.02 {
+					t.Errorf("%s ids, %d shards: shard %d has %d ids, %.2f%% off 1/N (%.0f); want within 2%%", kind, n, i, c, 100*dev, want)
+				}
+			}
+		}
+	}
+}
+
+// A shard depends only on the id and N: the same in every run, on every
+// machine and whatever the input order. The pinned values guard the
+// layout of existing runs: changing ShardOf would split a running job's
+// ids differently between its shards.
+func TestShardOfIsStable(t *testing.T) {
+	pinned := []struct {
+		id   string
+		n, i int
+	}{
+		{"a", 16, 0}, {"b", 16, 3}, {"prompt-0000042", 16, 7},
+		{"sha256:00112233445566778899aabbccddeeff", 16, 8}, {"", 16, 15}, {"a", 3, 0}, {"a", 1, 0},
+	}
+	for _, p := range pinned {
+		if got := pipeline.ShardOf(p.id, p.n); got != p.i {
+			t.Errorf("ShardOf(%q, %d) = %d, pinned %d", p.id, p.n, got, p.i)
+		}
+	}
+	ids := balanceIDs("given")[:100_000]
+	want := map[string]int{}
+	for _, id := range ids {
+		want[id] = pipeline.ShardOf(id, 16)
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	for _, id := range ids {
+		if got := pipeline.ShardOf(id, 16); got != want[id] {
+			t.Fatalf("ShardOf(%q) = %d after shuffling the input, %d before", id, got, want[id])
+		}
+	}
+}
+
+// Shard choice is independent of done.ids' hash (FNV-1a): in every one of
+// that hash's buckets (its top bits), a shard holds its 1/N share.
+func TestShardIndependentOfDoneHash(t *testing.T) {
+	ids := balanceIDs("given")[:200_000]
+	var inBucket, inShard [16]int
+	for _, id := range ids {
+		b := commitlog.Hash(id) >> 60
+		inBucket[b]++
+		if pipeline.ShardOf(id, 16) == 5 {
+			inShard[b]++
+		}
+	}
+	for b := range inBucket {
+		want := float64(inBucket[b]) / 16
+		if dev := (float64(inShard[b]) - want) / want; dev > 0.15 || dev < -0.15 {
+			t.Errorf("done.ids bucket %d: shard 5 holds %d of its %d ids (%.0f%% off 1/16)", b, inShard[b], inBucket[b], 100*dev)
+		}
+	}
+}
+
+func TestParseShard(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"3/16", "3/16", ""},
+		{" 0 / 1 ", "0/1", ""},
+		{"15/16", "15/16", ""},
+		{"16/16", "", `shard index must be 0..15 (counted from 0) for 16 shards, got 16 in "16/16"`},
+		{"-1/4", "", `shard index must be 0..3 (counted from 0) for 4 shards, got -1 in "-1/4"`},
+		{"1/0", "", `shard count must be 1..9999, got 0 in "1/0"`},
+		{"/16", "", `shard must be "I/N" (shard I of N, counted from 0, e.g. "3/16"), got "/16"`},
+		{"3", "", `shard must be "I/N" (shard I of N, counted from 0, e.g. "3/16"), got "3"`},
+	} {
+		s, err := pipeline.ParseShard(tc.in)
+		switch {
+		case tc.err != "" && (err == nil || err.Error() != tc.err):
+			t.Errorf("ParseShard(%q) error = %v, want %s", tc.in, err, tc.err)
+		case tc.err == "" && (err != nil || s.String() != tc.want):
+			t.Errorf("ParseShard(%q) = %v, %v; want %s", tc.in, s, err, tc.want)
+		}
+	}
+	if got := (pipeline.Shard{Index: 3, Count: 16}).Name(); got != "shard-0003-of-0016" {
+		t.Errorf("Name = %q", got)
+	}
+}
+
+// [pipeline] shard reads the environment (as a Slurm array task or a
+// Kubernetes indexed pod sets it); ${shard} is usable anywhere; the run
+// directory gets the shard's name unless it has it; --shard wins.
+func TestShardInPipelineFile(t *testing.T) {
+	env := func(vals map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := vals[k]; return v, ok }
+	}
+	src := `[pipeline]
+run_dir = "runs/x"
+shard = "${env:SLURM_ARRAY_TASK_ID}/16"
+[vars]
+tag = "part ${shard}"
+`
+	f, probs := pipeline.Parse("/p/a.toml", []byte(src), pipeline.LoadOptions{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "3"})})
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	if f.Shard == nil || *f.Shard != (pipeline.Shard{Index: 3, Count: 16}) {
+		t.Fatalf("Shard = %v, want 3/16", f.Shard)
+	}
+	if f.RunDir != "/p/runs/x/shard-0003-of-0016" {
+		t.Errorf("RunDir = %s", f.RunDir)
+	}
+	if f.Vars["tag"] != "part shard-0003-of-0016" {
+		t.Errorf("${shard} in [vars] = %q", f.Vars["tag"])
+	}
+
+	own := strings.Replace(src, `"runs/x"`, `"runs/x-${shard}"`, 1)
+	f, _ = pipeline.Parse("/p/a.toml", []byte(own), pipeline.LoadOptions{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "3"}), Shard: "1/2"})
+	if f.RunDir != "/p/runs/x-shard-0001-of-0002" {
+		t.Errorf("with ${shard} in run_dir and --shard 1/2: RunDir = %s", f.RunDir)
+	}
+
+	_, probs = pipeline.Parse("/p/a.toml", []byte(src), pipeline.LoadOptions{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "16"})})
+	if got := probs.Error(); !strings.Contains(got, `/p/a.toml:3:1: [pipeline]: shard index must be 0..15 (counted from 0) for 16 shards, got 16 in "16/16"`) {
+		t.Errorf("out-of-range index: %s", got)
+	}
+	_, probs = pipeline.Parse("/p/a.toml", []byte(src), pipeline.LoadOptions{Getenv: env(nil)})
+	if got := probs.Error(); !strings.Contains(got, `/p/a.toml:3:1: [pipeline]: shard: environment variable SLURM_ARRAY_TASK_ID is not set`) {
+		t.Errorf("unset variable: %s", got)
+	}
+}
+
+// N shards of one input, run one after the other as separate runs: each id
+// ends in exactly one shard's outputs (or its rejected file), each shard's
+// done.ids holds only its own ids, records of other shards count as
+// skipped (not rejected, not failed), and every stage balances.
+func TestShardsTakeEveryIDOnce(t *testing.T) {
+	const n, shards = 2000, 4
+	dir := t.TempDir()
+	seen := map[string]int{}
+	for i := 0; i < shards; i++ {
+		key := fmt.Sprintf("%s/%d", dir, i)
+		src := "[pipeline]\nrun_dir = \"run\"\nshard = \"" + fmt.Sprintf("%d/%d", i, shards) + "\"\n" + resumeGraph(n, key)
+		p := durablePlan(t, dir, src)
+		sh := pipeline.Shard{Index: i, Count: shards}
+		runDir := filepath.Join(dir, "run", sh.Name())
+		if p.File.RunDir != runDir {
+			t.Fatalf("run dir %s, want %s", p.File.RunDir, runDir)
+		}
+		sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allBalanced(t, sum)
+		src0 := stageByID(t, sum, "src")
+		owned := 0
+		for _, id := range ids(n) {
+			if sh.Owns(id) {
+				owned++
+			}
+		}
+		if src0.Out != int64(owned) || src0.Skipped != int64(n-owned) || src0.Skips[pipeline.ReasonOtherShard] != int64(n-owned) || src0.Rejected != 0 {
+			t.Errorf("shard %d: source out %d, skipped %d (%v), rejected %d; want out %d, skipped %d other_shard", i, src0.Out, src0.Skipped, src0.Skips, src0.Rejected, owned, n-owned)
+		}
+		if sum.Finished != owned {
+			t.Errorf("shard %d: %d ids finished, want %d", i, sum.Finished, owned)
+		}
+		done := commitlog.NewSet(doneHashes(t, filepath.Join(runDir, pipeline.DoneFile)))
+		for _, id := range ids(n) {
+			if done.Has(commitlog.Hash(id)) != sh.Owns(id) {
+				t.Fatalf("shard %d: id %s in done.ids = %v, owned = %v", i, id, done.Has(commitlog.Hash(id)), sh.Owns(id))
+			}
+		}
+		fast := idCounts(t, filepath.Join(dir, sh.Name(), "fast.jsonl"))
+		for id, c := range fast {
+			seen[id] += c
+		}
+		for id, c := range idCounts(t, filepath.Join(runDir, "rejected", "exp.jsonl")) {
+			seen[id] += c
+		}
+	}
+	for _, id := range ids(n) {
+		if seen[id] != 1 {
+			t.Errorf("id %s is %d times in the shards' outputs, want once", id, seen[id])
+		}
+	}
+}
