@@ -24,12 +24,13 @@ type File struct {
 	RunDirPos Pos
 	// MaxFailed is [pipeline] max_failed (default DefaultFailLimit).
 	MaxFailed FailLimit
+	Vars      map[string]string
+	Stages    []*StageDecl
+
 	// Shard, if set ([pipeline] shard or --shard), is the part of the input
 	// this run takes; RunDir and outputs then name it (see Shard.Name).
 	Shard    *Shard
 	ShardPos Pos
-	Vars      map[string]string
-	Stages    []*StageDecl
 }
 
 // StageDecl is one [[stage]] table as written.

@@ -28,8 +28,42 @@ type Run struct {
 	Settings map[string]any `json:"settings"`
 	// Shard is the part of the input the run takes; nil for the whole.
 	// It is fixed for the run's life: see ShardChangedError.
-	Shard   *ShardSpec `json:"shard,omitempty"`
-	History []Start    `json:"history"`
+	Shard *ShardSpec `json:"shard,omitempty"`
+	// Outputs are where the run writes, as of its last start (an upload's
+	// prefix may change on resume): what pipe merge joins.
+	Outputs []Output `json:"outputs,omitempty"`
+	History []Start  `json:"history"`
+}
+
+// Output is one place a run writes to.
+type Output struct {
+	Stage string `json:"stage"`
+	Kind  string `json:"kind"`
+	// Path is the output file or directory (absolute), or an s3:// prefix.
+	Path string `json:"path"`
+	// From are the stages an upload takes shards from (their ids).
+	From []string `json:"from,omitempty"`
+}
+
+// outputs lists where plan writes: its output files and directories, then
+// its destination prefixes.
+func outputs(plan *pipeline.Plan) []Output {
+	var out []Output
+	for _, u := range append(plan.Paths(), plan.Prefixes()...) {
+		if u.Stage == "" || (u.Mode != "out" && u.Mode != "dir" && u.Mode != "prefix") {
+			continue
+		}
+		o := Output{Stage: u.Stage, Kind: u.Kind, Path: u.Path}
+		if u.Mode == "prefix" {
+			if s := plan.Lookup(u.Stage); s != nil {
+				for _, e := range s.Inputs {
+					o.From = append(o.From, e.From.ID())
+				}
+			}
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // ShardSpec is a run's shard as run.json records it.
@@ -66,7 +100,6 @@ func (e *ShardChangedError) Error() string {
 	return fmt.Sprintf("the run in %s is %s of its input (%s), this run would be %s: the shards of an existing run cannot change; start it in another run directory, or with --fresh",
 		e.Dir, e.Was, RunFile, e.Now)
 }
-
 
 // Start is one `pipe run` of the run directory.
 type Start struct {
@@ -154,7 +187,7 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 		if abs, err := filepath.Abs(path); err == nil {
 			path = abs
 		}
-		r = &Run{Pipeline: path, Created: start.At, Settings: settings, Shard: shardSpec(plan.File.Shard), History: []Start{start}}
+		r = &Run{Pipeline: path, Created: start.At, Settings: settings, Shard: shardSpec(plan.File.Shard), Outputs: outputs(plan), History: []Start{start}}
 		if err := r.Write(dir); err != nil {
 			return nil, nil, err
 		}
@@ -174,6 +207,7 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 	}
 	start.ForcedNewConfig = diffs
 	r.Settings = settings
+	r.Outputs = outputs(plan)
 	r.History = append(r.History, start)
 	if err := r.Write(dir); err != nil {
 		return nil, diffs, err

@@ -1,0 +1,294 @@
+package shardrun
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
+)
+
+// MergedName is the file pipe merge writes into its --out directory or prefix.
+const MergedName = "merged.json"
+
+// MergedFormat names the layout of merged.json.
+const MergedFormat = "pipe-merged/1"
+
+// Merged is one manifest over the committed outputs of a sharded run's
+// shards. It copies no data: it names each shard's committed files.
+type Merged struct {
+	Format    string    `json:"format"`
+	Created   time.Time `json:"created"`
+	Shards    int       `json:"shards"` // N
+	ShardHash string    `json:"shard_hash"`
+	// Complete is true when every shard 0..N-1 was given and is done.
+	Complete   bool     `json:"complete"`
+	Missing    []string `json:"missing,omitempty"`    // "I/N" of shards not given
+	Unfinished []string `json:"unfinished,omitempty"` // "I/N (state)"
+	Runs       []RunRef `json:"runs"`
+	Outputs    []Output `json:"outputs"`
+	// Settings are the data-defining settings every shard shares, with
+	// each shard's own name written ${shard}.
+	Settings map[string]any `json:"settings"`
+}
+
+// RunRef is one shard's run directory.
+type RunRef struct {
+	Shard    string `json:"shard"` // "I/N"
+	Dir      string `json:"dir"`
+	State    string `json:"state"`
+	Finished int64  `json:"finished"` // ids done.ids holds
+}
+
+// Output is one writer stage's committed data over every shard.
+type Output struct {
+	Stage  string `json:"stage"`
+	Kind   string `json:"kind"`
+	Format string `json:"format"` // jsonl, parquet, arrow
+	Rows   int64  `json:"rows"`
+	Tokens int64  `json:"tokens,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	Files  []File `json:"files"`
+}
+
+// File is one committed file of one shard. A JSONL log's committed part is
+// its first Bytes bytes (a live run may have appended an uncommitted tail).
+type File struct {
+	Shard  int    `json:"shard"`
+	Path   string `json:"path"`
+	URL    string `json:"url,omitempty"` // where an upload-s3 stage put it
+	Rows   int64  `json:"rows"`
+	Tokens int64  `json:"tokens,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// MergeError lists why shards cannot be merged: they were not made with
+// the same settings or shard count, or an id is in two of them.
+type MergeError struct{ Problems []string }
+
+func (e *MergeError) Error() string {
+	return "cannot merge these shards:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+// Merge checks that runs are shards of one run (same shard count, same
+// data-defining settings, no id in two shards) and returns the manifest
+// over their committed outputs; missing and unfinished shards are listed in
+// it, not errors. Problems are returned as a *MergeError.
+func Merge(runs []*Run) (*Merged, error) {
+	if len(runs) == 0 {
+		return nil, &MergeError{Problems: []string{"no run directories given"}}
+	}
+	var probs []string
+	first := runs[0]
+	n := first.Shard.Count
+	m := &Merged{Format: MergedFormat, Created: time.Now().UTC(), Shards: n, ShardHash: pipeline.ShardHash, Outputs: []Output{}}
+	base := shardFree(first)
+	m.Settings = base
+	byIndex := map[int]*Run{}
+	for _, r := range runs {
+		who := fmt.Sprintf("shard %s (%s)", r.Shard, r.Dir)
+		if r.Shard.Count != n {
+			probs = append(probs, fmt.Sprintf("%s is one of %d shards, %s one of %d: all must be shards of one run", who, r.Shard.Count, first.Shard, n))
+			continue
+		}
+		if prev, dup := byIndex[r.Shard.Index]; dup {
+			probs = append(probs, fmt.Sprintf("%s: shard %s is also %s", who, r.Shard, prev.Dir))
+			continue
+		}
+		byIndex[r.Shard.Index] = r
+		if r != first {
+			if diffs := rundir.Compare(base, shardFree(r)); len(diffs) > 0 {
+				probs = append(probs, fmt.Sprintf("%s has other data-defining settings than shard %s: %s", who, first.Shard, strings.Join(diffs, "; ")))
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		r, ok := byIndex[i]
+		if !ok {
+			m.Missing = append(m.Missing, fmt.Sprintf("%d/%d", i, n))
+			continue
+		}
+		if !r.Done() {
+			m.Unfinished = append(m.Unfinished, fmt.Sprintf("%s (%s)", r.Shard, r.State()))
+		}
+	}
+	m.Complete = len(m.Missing) == 0 && len(m.Unfinished) == 0
+
+	// Every output, and done.ids, must hold each id in one shard at most.
+	owners := map[string][]owned{}
+	outs := map[string]*Output{}
+	var order []string
+	for i := 0; i < n; i++ {
+		r, ok := byIndex[i]
+		if !ok {
+			continue
+		}
+		done, err := commitlog.ReadIDLog(filepath.Join(r.Dir, pipeline.DoneFile))
+		if err != nil {
+			probs = append(probs, err.Error())
+		}
+		owners[pipeline.DoneFile] = append(owners[pipeline.DoneFile], owned{i, done})
+		m.Runs = append(m.Runs, RunRef{Shard: r.Shard.String(), Dir: r.Dir, State: r.State(), Finished: int64(len(done))})
+		for _, o := range r.Run.Outputs {
+			files, ids, format, err := committed(o, i)
+			if err != nil {
+				probs = append(probs, fmt.Sprintf("shard %s: stage %q: %v", r.Shard, o.Stage, err))
+				continue
+			}
+			if format == "" {
+				continue // not data (an upload)
+			}
+			uploaded(files, o, r.Run.Outputs)
+			out := outs[o.Stage]
+			if out == nil {
+				out = &Output{Stage: o.Stage, Kind: o.Kind, Format: format}
+				outs[o.Stage] = out
+				order = append(order, o.Stage)
+			}
+			for _, f := range files {
+				out.Rows += f.Rows
+				out.Tokens += f.Tokens
+				out.Bytes += f.Bytes
+			}
+			out.Files = append(out.Files, files...)
+			owners["stage "+o.Stage] = append(owners["stage "+o.Stage], owned{i, ids})
+		}
+	}
+	for _, where := range sortedKeys(owners) {
+		if p := overlap(owners[where], n); p != "" {
+			probs = append(probs, where+": "+p)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, &MergeError{Problems: probs}
+	}
+	for _, s := range order {
+		m.Outputs = append(m.Outputs, *outs[s])
+	}
+	return m, nil
+}
+
+// shardFree is a run's settings with its shard's name written ${shard}, so
+// the shards of one run compare equal.
+func shardFree(r *Run) map[string]any {
+	b, _ := json.Marshal(r.Run.Settings)
+	b = bytes.ReplaceAll(b, []byte(r.Shard.Name()), []byte("${shard}"))
+	var out map[string]any
+	json.Unmarshal(b, &out)
+	return out
+}
+
+// committed lists what an output of shard i has committed, with the hashes
+// of its ids; format is "" for an output that is not data.
+func committed(o rundir.Output, i int) (files []File, ids []uint64, format string, err error) {
+	switch o.Kind {
+	case "write-jsonl":
+		rows, size, err := commitlog.Committed(o.Path)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		ids, err := commitlog.ReadIDs(o.Path)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return []File{{Shard: i, Path: o.Path, Rows: int64(rows), Bytes: size}}, ids, "jsonl", nil
+	case "write-arrow":
+		man, err := commitlog.ReadManifest(o.Path)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if man == nil {
+			return nil, nil, "arrow", nil // nothing committed yet
+		}
+		for _, s := range man.Shards {
+			files = append(files, File{Shard: i, Path: filepath.Join(o.Path, s.Name), Rows: s.Rows, Tokens: s.Tokens, Bytes: s.Bytes, SHA256: s.SHA256})
+		}
+		ids, err := commitlog.ReadIDLog(filepath.Join(o.Path, ".ids"))
+		if err != nil {
+			return nil, nil, "", err
+		}
+		// The id log may run ahead of the manifest by a crash's worth.
+		var rows int64
+		for _, f := range files {
+			rows += f.Rows
+		}
+		if int64(len(ids)) > rows {
+			ids = ids[:rows]
+		}
+		return files, ids, man.Format, nil
+	}
+	return nil, nil, "", nil
+}
+
+// uploaded sets the URL of files an upload-s3 stage of the same run took
+// from o: PREFIX/DIRNAME/NAME, as upload-s3 names them.
+func uploaded(files []File, o rundir.Output, all []rundir.Output) {
+	for _, up := range all {
+		if up.Kind != "upload-s3" || !contains(up.From, o.Stage) {
+			continue
+		}
+		for k := range files {
+			files[k].URL = strings.TrimRight(up.Path, "/") + "/" + path.Join(filepath.Base(o.Path), filepath.Base(files[k].Path))
+		}
+	}
+}
+
+type owned struct {
+	shard int
+	ids   []uint64
+}
+
+// overlap names an id hash held by two shards, if any.
+func overlap(sets []owned, n int) string {
+	type tagged struct {
+		h     uint64
+		shard int
+	}
+	var all []tagged
+	for _, s := range sets {
+		for _, h := range s.ids {
+			all = append(all, tagged{h, s.shard})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].h < all[j].h || (all[i].h == all[j].h && all[i].shard < all[j].shard) })
+	var count int
+	var example string
+	for k := 1; k < len(all); k++ {
+		if all[k].h == all[k-1].h && all[k].shard != all[k-1].shard {
+			count++
+			if example == "" {
+				example = fmt.Sprintf("id hash %016x is in shards %d/%d and %d/%d", all[k].h, all[k-1].shard, n, all[k].shard, n)
+			}
+		}
+	}
+	if count == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d ids are in two shards (%s): were these shards made from one split?", count, example)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

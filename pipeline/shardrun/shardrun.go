@@ -1,0 +1,132 @@
+// Package shardrun reads the run directories of a sharded run (one per
+// shard, see pipeline.Shard) as a set: pipe merge joins their committed
+// outputs into one manifest, and their status sums their progress.
+package shardrun
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
+)
+
+// Run is one shard's run directory as found on disk.
+type Run struct {
+	Dir   string // absolute
+	Run   *rundir.Run
+	Shard pipeline.Shard // 0/1 for an unsharded run
+	// Status is status.json (nil before the first progress report).
+	Status *Status
+	// Live is true while a pipe run holds the directory's lock.
+	Live bool
+}
+
+// Status is what pipe run writes to RUN_DIR/status.json.
+type Status struct {
+	State          string                  `json:"state"` // running, done, stopped, drained, failed
+	Updated        time.Time               `json:"updated"`
+	PID            int                     `json:"pid"`
+	ElapsedS       float64                 `json:"elapsed_s"`
+	Finished       int64                   `json:"finished"`
+	FinishedBefore int64                   `json:"finished_before_this_run"`
+	Stages         []pipeline.StageSummary `json:"stages"`
+	Error          string                  `json:"error"`
+}
+
+// Open reads the run directory dir (or the run.json path inside it).
+func Open(dir string) (*Run, error) {
+	if filepath.Base(dir) == rundir.RunFile {
+		dir = filepath.Dir(dir)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	r, err := rundir.ReadRun(abs)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, fmt.Errorf("%s: not a run directory (no %s)", dir, rundir.RunFile)
+	}
+	run := &Run{Dir: abs, Run: r, Shard: pipeline.Shard{Index: 0, Count: 1}}
+	if r.Shard != nil {
+		if r.Shard.Hash != pipeline.ShardHash {
+			return nil, fmt.Errorf("%s: its shards were chosen by %q; this pipe chooses by %q", dir, r.Shard.Hash, pipeline.ShardHash)
+		}
+		run.Shard = pipeline.Shard{Index: r.Shard.Index, Count: r.Shard.Count}
+	}
+	b, err := os.ReadFile(filepath.Join(abs, "status.json"))
+	switch {
+	case err == nil:
+		var st Status
+		if err := json.Unmarshal(b, &st); err != nil {
+			return nil, fmt.Errorf("%s: status.json: %v", dir, err)
+		}
+		run.Status = &st
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	}
+	run.Live = locked(filepath.Join(abs, rundir.LockFile))
+	return run, nil
+}
+
+// locked reports whether a process holds the lock file at path.
+func locked(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
+
+// State is the run's state: its status.json's, "running" only while a
+// process holds it ("running" in a file no process holds: "killed"), or
+// "not started".
+func (r *Run) State() string {
+	switch {
+	case r.Status == nil && r.Live:
+		return "running"
+	case r.Status == nil:
+		return "not started"
+	case r.Status.State == "running" && !r.Live:
+		return "killed"
+	}
+	return r.Status.State
+}
+
+// Done reports whether the shard's run finished all its input.
+func (r *Run) Done() bool { return !r.Live && r.Status != nil && r.Status.State == "done" }
+
+// OpenAll opens every directory; errors name each one that failed.
+func OpenAll(dirs []string) ([]*Run, error) {
+	var runs []*Run
+	var errs []string
+	for _, d := range dirs {
+		r, err := Open(d)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		runs = append(runs, r)
+	}
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "\n"))
+	}
+	sort.SliceStable(runs, func(i, j int) bool { return runs[i].Shard.Index < runs[j].Shard.Index })
+	return runs, nil
+}
