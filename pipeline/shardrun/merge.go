@@ -258,7 +258,9 @@ func overlap(sets []owned, n int) string {
 			all = append(all, tagged{h, s.shard})
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].h < all[j].h || (all[i].h == all[j].h && all[i].shard < all[j].shard) })
+	sort.Slice(all, func(i, j int) bool {
+		return all[i].h < all[j].h || (all[i].h == all[j].h && all[i].shard < all[j].shard)
+	})
 	var count int
 	var example string
 	for k := 1; k < len(all); k++ {
