@@ -5,6 +5,8 @@
 #   - the Hugging Face tokenizers reference (npm tokenizers) and python jinja2
 #   - ollama v0.6.5 built from the Go module proxy, and a tiny GGUF model
 #   - Debian's chromium (apt), to load the HTML run report in a real browser
+#   - Debian's slurm-wlm and munge (apt-get; the job-array test starts its
+#     own single-node cluster)
 # With PIPE_CI=1 a test whose component is missing fails instead of skipping.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +20,7 @@ step "setup: ollama and its test model";  scripts/setup-ollama.sh
 step "setup: shard readers (DuckDB, apache-arrow)"; scripts/setup-readers.sh
 step "setup: versitygw (S3-compatible server)"; scripts/setup-versitygw.sh
 step "setup: chromium (headless browser for the run report)"; scripts/setup-chromium.sh
+step "setup: Slurm (slurm-wlm, munge)";      scripts/setup-slurm.sh
 
 step "go vet";                            go vet ./...
 step "go test";                           go test -count=1 -timeout 20m ./...
