@@ -204,12 +204,13 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "shard"}
 	f.MaxFailed = DefaultFailLimit
 	for _, k := range sortedKeys(header) {
+		if k == "shard" {
+			continue // read first, by parseShard
+		}
 		p := pos.table("pipeline", k)
 		v := interp(p, header[k])
 		s, isStr := v.(string)
 		switch k {
-		case "shard":
-			continue // read first, by parseShard
 		case "max_failed":
 			l, err := ParseFailLimit(v)
 			if err != nil {
@@ -644,7 +645,11 @@ func (f *File) parseShard(flag string, header map[string]any, pos *positions, in
 	}
 	sh, err := ParseShard(text)
 	if err != nil {
-		at(p, "[pipeline]: %v", err)
+		if flag == "" {
+			at(p, "[pipeline]: %v", err)
+		} else {
+			at(p, "%v", err)
+		}
 		return
 	}
 	f.Shard, f.ShardPos = &sh, p

@@ -158,6 +158,9 @@ interrupted by a signal (retryable: the same command continues).`,
 				return usageErrorf("--log-format must be text or json, got %q", logFormat)
 			}
 			limits.MinFree = int64(diskFreeGiB * (1 << 30))
+			if err := rundir.CheckShardLayout(plan.File.RunDir, plan.File.Shard); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
 			if fresh {
 				moved, err := rundir.MoveAside(plan.File.RunDir, outputPaths(plan))
 				for _, m := range moved {
