@@ -14,10 +14,10 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
-// balanceIDs are 1,000,000 ids of the two kinds runs have: given ones
+// balanceIDs are n ids of one of the two kinds runs have: given ones
 // (sequential names) and read-prompts' content hashes ("sha256:" + 32 hex).
-func balanceIDs(kind string) []string {
-	out := make([]string, 1_000_000)
+func balanceIDs(kind string, n int) []string {
+	out := make([]string, n)
 	for i := range out {
 		switch kind {
 		case "given":
@@ -37,7 +37,7 @@ func TestShardsAreBalanced(t *testing.T) {
 		t.Skip("hashes 2M ids; skipped with -short")
 	}
 	for _, kind := range []string{"given", "content"} {
-		ids := balanceIDs(kind)
+		ids := balanceIDs(kind, 1_000_000)
 		for _, n := range []int{2, 3, 4, 16} {
 			counts := make([]int, n)
 			for _, id := range ids {
@@ -70,7 +70,7 @@ func TestShardOfIsStable(t *testing.T) {
 			t.Errorf("ShardOf(%q, %d) = %d, pinned %d", p.id, p.n, got, p.i)
 		}
 	}
-	ids := balanceIDs("given")[:100_000]
+	ids := balanceIDs("given", 100_000)
 	want := map[string]int{}
 	for _, id := range ids {
 		want[id] = pipeline.ShardOf(id, 16)
@@ -86,7 +86,7 @@ func TestShardOfIsStable(t *testing.T) {
 // Shard choice is independent of done.ids' hash (FNV-1a): in every one of
 // that hash's buckets (its top bits), a shard holds its 1/N share.
 func TestShardIndependentOfDoneHash(t *testing.T) {
-	ids := balanceIDs("given")[:200_000]
+	ids := balanceIDs("given", 200_000)
 	var inBucket, inShard [16]int
 	for _, id := range ids {
 		b := commitlog.Hash(id) >> 60
