@@ -225,3 +225,19 @@ func TestShardsTakeEveryIDOnce(t *testing.T) {
 		}
 	}
 }
+
+// The shard filter adds one ShardOf per record read; the reference is the
+// hash done.ids already takes of every id, measured in the same run.
+func BenchmarkShardOf(b *testing.B) {
+	ids := balanceIDs("content", 1024)
+	b.Run("ShardOf", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			pipeline.ShardOf(ids[i&1023], 16)
+		}
+	})
+	b.Run("reference=commitlog.Hash", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			commitlog.Hash(ids[i&1023])
+		}
+	})
+}
