@@ -66,7 +66,8 @@ path  = "out/rejected.jsonl"
 // (deploy/slurm/pipe-array.sbatch, sbatch --array=0-3) on a single-node
 // cluster; array task 2 is requeued mid-run (Slurm sends SIGTERM, pipe
 // commits and exits 130, the task runs again and resumes). After pipe
-// merge, every input id is exactly once in the shards' outputs.
+// merge, every input id is exactly once in the shards' outputs. Then the
+// script's handling of pipe's exit codes 1 (requeued) and 2 (not).
 func TestSlurmJobArray(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Slurm cluster and runs a job array; skipped with -short")
@@ -184,6 +185,49 @@ func TestSlurmJobArray(t *testing.T) {
 	}
 	if len(seen) > 0 {
 		t.Errorf("ids in the outputs that are not in the input: %v", seen)
+	
+	}
+
+	// The script's exit-code policy, on the same cluster, with a stand-in
+	// for pipe that exits as told: 1 is requeued up to MAX_RESTARTS, 2 never.
+	fake := filepath.Join(dir, "fake-pipe")
+	writeFile(t, fake, "#!/bin/sh\necho \"fake pipe $*\"\nexit $((SLURM_ARRAY_TASK_ID + 1))\n")
+	if err := os.Chmod(fake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sub = sl.Command("sbatch", "--parsable", "--array=0-1", "--chdir="+dir, "--output="+logs+"/codes-%a.log",
+		"--export=ALL,PIPE="+fake+",MAX_RESTARTS=1", script, "arr.toml")
+	if out, err := sub.CombinedOutput(); err != nil {
+		t.Fatalf("sbatch: %v\n%s", err, out)
+	}
+	codes := func() (testenv.Job, testenv.Job) {
+		var j1, j2 testenv.Job
+		jobs, err := sl.Jobs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if strings.Contains(j["StdOut"], "/codes-") {
+				switch j["ArrayTaskId"] {
+				case "0":
+					j1 = j
+				case "1":
+					j2 = j
+				}
+			}
+		}
+		return j1, j2
+	}
+	waitUntil(t, 60*time.Second, "the exit-code tasks to fail for good", func() bool {
+		j1, j2 := codes()
+		return j1["JobState"] == "FAILED" && j2["JobState"] == "FAILED"
+	})
+	j1, j2 := codes()
+	if j1["ExitCode"] != "1:0" || j1["Restarts"] != "1" {
+		t.Errorf("pipe exiting 1: ExitCode %s, Restarts %s; want 1:0 after 1 restart (MAX_RESTARTS=1)\n%s", j1["ExitCode"], j1["Restarts"], readFile(t, filepath.Join(logs, "codes-0.log")))
+	}
+	if j2["ExitCode"] != "2:0" || j2["Restarts"] != "0" {
+		t.Errorf("pipe exiting 2: ExitCode %s, Restarts %s; want 2:0, never requeued\n%s", j2["ExitCode"], j2["Restarts"], readFile(t, filepath.Join(logs, "codes-1.log")))
 	}
 }
 
