@@ -236,6 +236,12 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 		}
 		fmt.Fprintf(std.Out, "  %-22s %-8s %s  (%s)\n", who, u.Key, u.Path, describePath(u))
 	}
+	if sh := plan.File.Shard; sh != nil {
+		fmt.Fprintf(std.Out, "\nshard: %s: only input records whose id hashes there; %s is in the run directory and every output\n", sh, sh.Name())
+		if err := rundir.CheckShardLayout(plan.File.RunDir, sh); err != nil {
+			fmt.Fprintf(std.Out, "  REFUSED: %v\n", err)
+		}
+	}
 	fmt.Fprintf(std.Out, "\nrun directory: %s\n", indentLines(rundir.Describe(plan.File.RunDir, plan), "  ")[2:])
 	// The input is read as the run will read it: what would stop the run
 	// fails the dry run.
