@@ -137,6 +137,9 @@ func Merge(runs []*Run) (*Merged, error) {
 		}
 		owners[pipeline.DoneFile] = append(owners[pipeline.DoneFile], owned{i, done})
 		m.Runs = append(m.Runs, RunRef{Shard: r.Shard.String(), Dir: r.Dir, State: r.State(), Finished: int64(len(done))})
+		if len(r.Run.Outputs) == 0 {
+			probs = append(probs, fmt.Sprintf("shard %s (%s): %s lists no outputs (written by an older pipe? one more pipe run of it records them)", r.Shard, r.Dir, rundir.RunFile))
+		}
 		for _, o := range r.Run.Outputs {
 			files, ids, format, err := committed(o, i)
 			if err != nil {
