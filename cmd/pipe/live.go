@@ -368,7 +368,12 @@ func (l *live) eta(ls *liveStatus) *liveETA {
 			dropped += st.Rejected + st.Failed + st.Skipped
 		}
 	}
-	remaining := max(0, ls.Input.Estimated-dropped-done(work.StageSummary)-work.Skipped)
+	// Of the input not read yet, a shard of N takes 1/N.
+	unread := max(0, ls.Input.Estimated-ls.Input.Records)
+	if sh := l.plan.File.Shard; sh != nil && sh.Count > 1 {
+		unread /= int64(sh.Count)
+	}
+	remaining := max(0, unread+min(ls.Input.Records, ls.Input.Estimated)-dropped-done(work.StageSummary)-work.Skipped)
 	rate := work.Done1m
 	if rate <= 0 {
 		rate = work.Done15m

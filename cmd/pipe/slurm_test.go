@@ -185,7 +185,6 @@ func TestSlurmJobArray(t *testing.T) {
 	}
 	if len(seen) > 0 {
 		t.Errorf("ids in the outputs that are not in the input: %v", seen)
-	
 	}
 
 	// The script's exit-code policy, on the same cluster, with a stand-in

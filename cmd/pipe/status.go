@@ -16,6 +16,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/shardrun"
 )
 
 // Run states in status.json. A reader that finds "running" or "draining"
@@ -90,7 +91,7 @@ func init() {
 	)
 	register(&command{
 		Name:      "status",
-		UsageLine: "pipe status [--json] [--watch [--every 2s]] RUN_DIR",
+		UsageLine: "pipe status [--json] [--watch [--every 2s]] RUN_DIR...",
 		Short:     "show a run's state and live figures, and whether its process is alive",
 		Long: `Status reads RUN_DIR/status.json, which pipe run replaces every few seconds,
 and the run directory's lock, which tells whether the process is alive. It
@@ -101,6 +102,10 @@ progress, rates, ETA, servers and recent warnings.
 --json prints status.json as it is, with "alive" and the inferred state
 added; --watch prints it again every --every until interrupted.
 
+With several run directories, or a glob of them ('runs/x/shard-*'): the
+shards of a sharded run (pipe run --shard I/N), one line each — state,
+finished ids, rate, ETA — shards not given as missing, and a total.
+
 Exit status: 0, or 1 when the run directory has no status.json.`,
 		SetFlags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&asJSON, "json", false, "print status.json (with alive and the inferred state)")
@@ -108,10 +113,27 @@ Exit status: 0, or 1 when the run directory has no status.json.`,
 			fs.DurationVar(&every, "every", 2*time.Second, "with --watch, how often")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() != 1 {
-				return usageErrorf("usage: pipe status [--json] [--watch] RUN_DIR")
+			if fs.NArg() == 0 {
+				return usageErrorf("usage: pipe status [--json] [--watch] RUN_DIR...")
 			}
-			dir := fs.Arg(0)
+			dirs, err := expandRunDirs(fs.Args())
+			if err != nil {
+				return usageErrorf("pipe status: %v", err)
+			}
+			if len(dirs) > 1 || dirs[0] != fs.Arg(0) {
+				// The shards of a sharded run (pipe run --shard).
+				if asJSON {
+					return usageErrorf("pipe status: --json takes one RUN_DIR")
+				}
+				return watchStatus(ctx, std, watch, every, func() error {
+					runs, err := shardrun.OpenAll(dirs)
+					if err != nil {
+						return err
+					}
+					return shardrun.WriteStatus(std.Out, runs)
+				})
+			}
+			dir := dirs[0]
 			show := func() error {
 				st, err := readStatus(dir)
 				if err != nil {
@@ -123,30 +145,35 @@ Exit status: 0, or 1 when the run directory has no status.json.`,
 				printStatus(std.Out, st)
 				return nil
 			}
-			if !watch {
-				return show()
-			}
-			term := isTerminal(std.Out)
-			for {
-				if term {
-					fmt.Fprint(std.Out, "\x1b[H\x1b[2J") // clear the screen
-				}
-				if err := show(); err != nil {
-					return err
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-std.Signals:
-					return nil
-				case <-time.After(every):
-				}
-				if !term {
-					fmt.Fprintln(std.Out)
-				}
-			}
+			return watchStatus(ctx, std, watch, every, show)
 		},
 	})
+}
+
+// watchStatus calls show once, or with watch every every until interrupted.
+func watchStatus(ctx context.Context, std *stdio, watch bool, every time.Duration, show func() error) error {
+	if !watch {
+		return show()
+	}
+	term := isTerminal(std.Out)
+	for {
+		if term {
+			fmt.Fprint(std.Out, "\x1b[H\x1b[2J") // clear the screen
+		}
+		if err := show(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-std.Signals:
+			return nil
+		case <-time.After(every):
+		}
+		if !term {
+			fmt.Fprintln(std.Out)
+		}
+	}
 }
 
 // runStatus is status.json as read, with the lock's verdict.

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -30,16 +29,26 @@ type Run struct {
 	Live bool
 }
 
-// Status is what pipe run writes to RUN_DIR/status.json.
+// Status is the part of RUN_DIR/status.json (written by pipe run) a set
+// of shards is summed from.
 type Status struct {
-	State          string                  `json:"state"` // running, done, stopped, drained, failed
-	Updated        time.Time               `json:"updated"`
+	State          string                  `json:"state"` // running, draining, finished, stopped, failed
+	Updated        string                  `json:"updated"`
 	PID            int                     `json:"pid"`
 	ElapsedS       float64                 `json:"elapsed_s"`
 	Finished       int64                   `json:"finished"`
 	FinishedBefore int64                   `json:"finished_before_this_run"`
 	Stages         []pipeline.StageSummary `json:"stages"`
-	Error          string                  `json:"error"`
+	Input          *struct {
+		Estimated int64 `json:"records_estimated"`
+		Counted   bool  `json:"records_counted"`
+		Complete  bool  `json:"read_complete"`
+	} `json:"input"`
+	ETA *struct {
+		PerSecond float64 `json:"per_second"`
+		Seconds   float64 `json:"seconds"`
+	} `json:"eta"`
+	Error string `json:"error"`
 }
 
 // Open reads the run directory dir (or the run.json path inside it).
@@ -94,23 +103,26 @@ func locked(path string) bool {
 	return false
 }
 
-// State is the run's state: its status.json's, "running" only while a
-// process holds it ("running" in a file no process holds: "killed"), or
-// "not started".
+// State is the run's state as status.json says, except "process gone"
+// when it says running or draining and no process holds the run directory,
+// and "not started" without a status.json.
 func (r *Run) State() string {
 	switch {
 	case r.Status == nil && r.Live:
 		return "running"
 	case r.Status == nil:
 		return "not started"
-	case r.Status.State == "running" && !r.Live:
-		return "killed"
+	case (r.Status.State == "running" || r.Status.State == "draining") && !r.Live:
+		return "process gone"
 	}
 	return r.Status.State
 }
 
-// Done reports whether the shard's run finished all its input.
-func (r *Run) Done() bool { return !r.Live && r.Status != nil && r.Status.State == "done" }
+// Done reports whether the shard's run finished all its input ("done" in
+// status.json before pipe status existed).
+func (r *Run) Done() bool {
+	return !r.Live && r.Status != nil && (r.Status.State == "finished" || r.Status.State == "done")
+}
 
 // OpenAll opens every directory; errors name each one that failed.
 func OpenAll(dirs []string) ([]*Run, error) {

@@ -43,11 +43,16 @@ func Summarize(runs []*Run) ([]Progress, Totals) {
 	}
 	n := runs[0].Shard.Count
 	t.Shards = n
-	// The input's size is known from a run that read all of it: its
-	// source took every record (its own and other shards').
+	// The input's size: what a run counted or read to the end, else what
+	// a run that finished read (its source took every record, its own and
+	// other shards').
 	for _, r := range runs {
-		if r.Done() {
-			t.Expected = max(t.Expected, sourceIn(r.Status.Stages))
+		if st := r.Status; st != nil {
+			if st.Input != nil && (st.Input.Counted || st.Input.Complete) {
+				t.Expected = max(t.Expected, st.Input.Estimated)
+			} else if r.Done() {
+				t.Expected = max(t.Expected, sourceIn(st.Stages))
+			}
 		}
 	}
 	have := map[int]bool{}
@@ -55,7 +60,8 @@ func Summarize(runs []*Run) ([]Progress, Totals) {
 	for _, r := range runs {
 		have[r.Shard.Index] = true
 		p := Progress{Shard: r.Shard.String(), State: r.State(), Dir: r.Dir}
-		if st := r.Status; st != nil {
+		st := r.Status
+		if st != nil {
 			p.Finished = st.Finished
 			if st.ElapsedS > 0 {
 				p.Rate = float64(st.Finished-st.FinishedBefore) / st.ElapsedS
@@ -64,9 +70,14 @@ func Summarize(runs []*Run) ([]Progress, Totals) {
 		switch {
 		case r.Done():
 			t.Done++
-		case p.State == "running":
+		case r.Live && st != nil:
 			t.Running++
-			if share := t.Expected / int64(r.Shard.Count); share > p.Finished && p.Rate > 0 {
+			// The run's own ETA (recent rate, its share of the input left),
+			// else its share at its average rate.
+			if st.ETA != nil && st.ETA.PerSecond > 0 {
+				p.Rate = st.ETA.PerSecond
+				p.ETA = time.Duration(st.ETA.Seconds * float64(time.Second))
+			} else if share := t.Expected / int64(r.Shard.Count); share > p.Finished && p.Rate > 0 {
 				p.ETA = time.Duration(float64(share-p.Finished) / p.Rate * float64(time.Second))
 			}
 			t.Rate += p.Rate
@@ -100,7 +111,7 @@ func WriteStatus(w io.Writer, runs []*Run) error {
 	fmt.Fprintln(tw, "shard\tstate\tfinished\tids/s\tETA\t\trun directory")
 	for _, p := range ps {
 		rate, eta := "-", "-"
-		if p.Rate > 0 && p.State == "running" {
+		if p.Rate > 0 && p.ETA > 0 {
 			rate = fmt.Sprintf("%.1f", p.Rate)
 		}
 		if p.ETA > 0 {
