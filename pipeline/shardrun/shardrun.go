@@ -12,8 +12,6 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
@@ -85,22 +83,12 @@ func Open(dir string) (*Run, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
-	run.Live = locked(filepath.Join(abs, rundir.LockFile))
-	return run, nil
-}
-
-// locked reports whether a process holds the lock file at path.
-func locked(path string) bool {
-	f, err := os.Open(path)
+	h, err := rundir.ReadHolder(abs)
 	if err != nil {
-		return false
+		return nil, fmt.Errorf("%s: lock: %v", dir, err)
 	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		return errors.Is(err, unix.EWOULDBLOCK)
-	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false
+	run.Live = h != nil && h.Alive
+	return run, nil
 }
 
 // State is the run's state as status.json says, except "process gone"
