@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/stages/jsonscan"
 )
 
 func init() {
@@ -140,36 +139,24 @@ func (r *readPrompts) CheckInput(ctx context.Context, _ *pipeline.Env) (*pipelin
 // id (needID, or build) and, with build, its record; or what is wrong with
 // it. A turn to answer that is empty or only whitespace is an empty_prompt
 // problem: it would only spend GPU time (the record is returned with it when
-// building, to be rejected). It reads the line in place (jsonscan), so
-// judging without building is fast.
+// building, to be rejected). encoding/json decides what is valid JSON and
+// says what is wrong; the line is decoded one level at a time into raw
+// values, so each part is judged in the order a reader sees it.
 func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Record, string, *lineProblem) {
 	bad := func(format string, a ...any) (*pipeline.Record, string, *lineProblem) {
 		return nil, "", &lineProblem{reasonBadLine, fmt.Sprintf(format, a...)}
 	}
-	var shapes [3][]byte // messages, conversations, prompt
-	var idRaw []byte
-	it := jsonscan.Checked(line) // validates the line as it walks it
-	for it.Next() {
-		key := jsonscan.Text(it.Key)
-		for i, name := range promptShapes {
-			if string(key) == name {
-				shapes[i] = it.Value
-			}
+	var top map[string]json.RawMessage // keys as written; the last of a repeated one wins
+	if err := json.Unmarshal(line, &top); err != nil || top == nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return bad("invalid JSON: %s", jsonErrText(err))
 		}
-		if string(key) == idField {
-			idRaw = it.Value
-		}
-	}
-	switch {
-	case it.OK():
-	case jsonscan.Valid(line):
 		return bad("not a JSON object")
-	default:
-		return bad("invalid JSON: %s", syntaxError(line))
 	}
 	shape := -1
-	for i := range shapes {
-		if shapes[i] != nil {
+	for i, name := range promptShapes {
+		if _, ok := top[name]; ok {
 			shape = i
 			break
 		}
@@ -180,13 +167,14 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 	case -1:
 		return bad(`no prompt: want "messages", "conversations" or "prompt"`)
 	case 2:
-		if k := jsonscan.Kind(shapes[2]); k != '"' && k != 'n' {
+		raw := top["prompt"]
+		if k := kind(raw); k != '"' && k != 'n' {
 			return bad(`"prompt" must be a string`)
 		}
-		turns = append(turns, turnSpan{role: "user", content: shapes[2]})
+		turns = append(turns, turnSpan{role: "user", content: raw})
 	default:
 		var err error
-		if turns, err = parseTurns(shapes[shape], turns); err != nil {
+		if turns, err = parseTurns(top[promptShapes[shape]], turns); err != nil {
 			return bad("%v", err)
 		}
 		if len(turns) == 0 {
@@ -194,10 +182,10 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 		}
 	}
 	var idText []byte // the given id, if any
-	if idRaw != nil && jsonscan.Kind(idRaw) != 'n' {
-		switch jsonscan.Kind(idRaw) {
+	if idRaw := top[idField]; idRaw != nil && kind(idRaw) != 'n' {
+		switch kind(idRaw) {
 		case '"':
-			idText = jsonscan.Text(idRaw)
+			idText = stringText(idRaw)
 		case '-':
 			idText = idRaw
 		default:
@@ -223,22 +211,21 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 		}
 	}
 	if build {
-		for it := jsonscan.Object(line); it.Next(); {
-			key := string(jsonscan.Text(it.Key))
+		for key, v := range top {
 			if key == idField || key == promptShapes[shape] {
 				continue
 			}
 			if rec.Meta == nil {
 				rec.Meta = map[string]any{}
 			}
-			rec.Meta[key] = json.RawMessage(bytes.Clone(it.Value))
+			rec.Meta[key] = v // its own copy, as written
 		}
 	} else {
 		rec = nil
 	}
 	for i := len(turns) - 1; i >= 0; i-- {
 		if turns[i].role == "user" {
-			if blankContent(turns[i].content) {
+			if len(bytes.TrimSpace(turnText(turns[i].content))) == 0 {
 				return rec, id, &lineProblem{"empty_prompt", fmt.Sprintf("the user turn to answer (message %d) is empty", i+1)}
 			}
 			break
@@ -258,49 +245,55 @@ type turnSpan struct {
 	content, reasoning []byte
 }
 
+// wireTurn is an OpenAI (role/content) or ShareGPT (from/value) turn, its
+// values raw to be judged one by one. As encoding/json matches struct
+// fields, the keys' case does not matter.
+type wireTurn struct {
+	Role             json.RawMessage `json:"role"`
+	From             json.RawMessage `json:"from"`
+	Content          json.RawMessage `json:"content"`
+	Value            json.RawMessage `json:"value"`
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
+}
+
+// wirePart is one element of a list of content parts.
+type wirePart struct {
+	Type json.RawMessage `json:"type"`
+	Text json.RawMessage `json:"text"`
+}
+
 var errTurns = errors.New("messages must be a list of {role, content} objects")
 
-// parseTurns checks a list of OpenAI (role/content) or ShareGPT
-// (from/value) turns and appends them to turns. As encoding/json matches
-// struct fields, the keys' case does not matter.
+// parseTurns checks a list of turns (raw, valid JSON) and appends them to
+// turns.
 func parseTurns(raw []byte, turns []turnSpan) ([]turnSpan, error) {
-	switch jsonscan.Kind(raw) {
+	switch kind(raw) {
 	case 'n':
 		return turns, nil
 	case '[':
 	default:
 		return nil, errTurns
 	}
-	for el := jsonscan.Array(raw); el.Next(); {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, errTurns
+	}
+	for _, el := range elems {
 		n := len(turns) + 1
-		if jsonscan.Kind(el.Value) != '{' {
+		var w wireTurn
+		if kind(el) != '{' || json.Unmarshal(el, &w) != nil {
 			return nil, errTurns
 		}
-		var role, from, content, value, reasoning []byte
-		for it := jsonscan.Object(el.Value); it.Next(); {
-			switch key := jsonscan.Text(it.Key); {
-			case bytes.EqualFold(key, []byte("role")):
-				role = it.Value
-			case bytes.EqualFold(key, []byte("from")):
-				from = it.Value
-			case bytes.EqualFold(key, []byte("content")):
-				content = it.Value
-			case bytes.EqualFold(key, []byte("value")):
-				value = it.Value
-			case bytes.EqualFold(key, []byte("reasoning_content")):
-				reasoning = it.Value
-			}
-		}
 		var name []byte
-		for _, r := range [2][]byte{role, from} {
-			switch jsonscan.Kind(r) {
+		for _, r := range [2][]byte{w.Role, w.From} {
+			switch kind(r) {
 			case 0, 'n':
 				continue
 			case '"':
 			default:
 				return nil, fmt.Errorf("turn %d: role must be a string", n)
 			}
-			if name = jsonscan.Text(r); len(name) > 0 {
+			if name = stringText(r); len(name) > 0 {
 				break
 			}
 		}
@@ -311,16 +304,17 @@ func parseTurns(raw []byte, turns []turnSpan) ([]turnSpan, error) {
 		if !ok {
 			return nil, fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
 		}
+		content := w.Content
 		if content == nil {
-			content = value
+			content = w.Value
 		}
 		if err := checkContent(content); err != nil {
 			return nil, fmt.Errorf("turn %d: %v", n, err)
 		}
-		if k := jsonscan.Kind(reasoning); k != 0 && k != '"' && k != 'n' {
+		if k := kind(w.ReasoningContent); k != 0 && k != '"' && k != 'n' {
 			return nil, fmt.Errorf("turn %d: reasoning_content must be a string", n)
 		}
-		turns = append(turns, turnSpan{role: norm, content: content, reasoning: reasoning})
+		turns = append(turns, turnSpan{role: norm, content: content, reasoning: w.ReasoningContent})
 	}
 	return turns, nil
 }
@@ -329,7 +323,7 @@ var errContent = errors.New("content must be a string or a list of text parts")
 
 // checkContent accepts a string or a list of {"type":"text","text":...} parts.
 func checkContent(raw []byte) error {
-	switch jsonscan.Kind(raw) {
+	switch kind(raw) {
 	case 0, 'n':
 		return errors.New("no content")
 	case '"':
@@ -338,53 +332,54 @@ func checkContent(raw []byte) error {
 	default:
 		return errContent
 	}
-	for el := jsonscan.Array(raw); el.Next(); {
-		if jsonscan.Kind(el.Value) != '{' {
+	parts, err := contentParts(raw)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		switch k := kind(p.Type); {
+		case k == 0 || k == 'n':
+		case k != '"':
 			return errContent
-		}
-		for it := jsonscan.Object(el.Value); it.Next(); {
-			switch key, k := jsonscan.Text(it.Key), jsonscan.Kind(it.Value); {
-			case bytes.EqualFold(key, []byte("type")):
-				switch {
-				case k == 'n':
-				case k != '"':
-					return errContent
-				default:
-					if t := jsonscan.Text(it.Value); len(t) > 0 && string(t) != "text" {
-						return fmt.Errorf("content part of type %q is not supported (text only)", t)
-					}
-				}
-			case bytes.EqualFold(key, []byte("text")):
-				if k != '"' && k != 'n' {
-					return errContent
-				}
+		default:
+			if t := stringText(p.Type); len(t) > 0 && string(t) != "text" {
+				return fmt.Errorf("content part of type %q is not supported (text only)", t)
 			}
+		}
+		if k := kind(p.Text); k != 0 && k != '"' && k != 'n' {
+			return errContent
 		}
 	}
 	return nil
 }
 
-// blankContent reports whether checked content has no text but white space.
-func blankContent(raw []byte) bool {
-	if jsonscan.Kind(raw) == '"' {
-		return jsonscan.Blank(raw)
+// contentParts decodes a list of content parts (raw, a valid JSON list).
+func contentParts(raw []byte) ([]wirePart, error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, errContent
 	}
-	return len(bytes.TrimSpace(turnText(raw))) == 0
+	parts := make([]wirePart, len(elems))
+	for i, el := range elems {
+		if kind(el) != '{' || json.Unmarshal(el, &parts[i]) != nil {
+			return nil, errContent
+		}
+	}
+	return parts, nil
 }
 
 // turnText is the text of checked content (see checkContent) or reasoning:
 // a string's, or the parts' joined; nil for null or absent.
 func turnText(raw []byte) []byte {
-	switch jsonscan.Kind(raw) {
+	switch kind(raw) {
 	case '"':
-		return jsonscan.Text(raw)
+		return stringText(raw)
 	case '[':
+		parts, _ := contentParts(raw)
 		var b []byte
-		for el := jsonscan.Array(raw); el.Next(); {
-			for it := jsonscan.Object(el.Value); it.Next(); {
-				if bytes.EqualFold(jsonscan.Text(it.Key), []byte("text")) && jsonscan.Kind(it.Value) == '"' {
-					b = jsonscan.Unquote(b, it.Value)
-				}
+		for _, p := range parts {
+			if kind(p.Text) == '"' {
+				b = append(b, stringText(p.Text)...)
 			}
 		}
 		return b
@@ -392,14 +387,24 @@ func turnText(raw []byte) []byte {
 	return nil
 }
 
-// syntaxError says what is wrong with a line that is not JSON, in
-// encoding/json's words.
-func syntaxError(line []byte) string {
-	var v any
-	if err := json.Unmarshal(line, &v); err != nil {
-		return jsonErrText(err)
+// kind is the first byte of a raw JSON value as encoding/json hands it out
+// (no white space around it): '{', '[', '"', 't', 'f', 'n', or '-' for any
+// number; 0 for an absent value.
+func kind(raw []byte) byte {
+	switch {
+	case len(raw) == 0:
+		return 0
+	case raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9'):
+		return '-'
 	}
-	return "not one JSON value"
+	return raw[0]
+}
+
+// stringText is the text of a raw JSON string, decoded by encoding/json.
+func stringText(raw []byte) []byte {
+	var s string
+	json.Unmarshal(raw, &s) // raw is a valid string: it cannot fail
+	return []byte(s)
 }
 
 // leadingID reads the id of a line whose first key is field, e.g.
