@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
@@ -139,24 +142,37 @@ func (r *readPrompts) CheckInput(ctx context.Context, _ *pipeline.Env) (*pipelin
 // id (needID, or build) and, with build, its record; or what is wrong with
 // it. A turn to answer that is empty or only whitespace is an empty_prompt
 // problem: it would only spend GPU time (the record is returned with it when
-// building, to be rejected). encoding/json decides what is valid JSON and
-// says what is wrong; the line is decoded one level at a time into raw
-// values, so each part is judged in the order a reader sees it.
+// building, to be rejected). The line is read in place with jsontext (see
+// eachIn), which checks it as strictly as encoding/json in the same pass;
+// what is wrong with a line that is not JSON is said in encoding/json's
+// words.
 func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Record, string, *lineProblem) {
 	bad := func(format string, a ...any) (*pipeline.Record, string, *lineProblem) {
 		return nil, "", &lineProblem{reasonBadLine, fmt.Sprintf(format, a...)}
 	}
-	var top map[string]json.RawMessage // keys as written; the last of a repeated one wins
-	if err := json.Unmarshal(line, &top); err != nil || top == nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return bad("invalid JSON: %s", jsonErrText(err))
+	var shapes [3][]byte // messages, conversations, prompt
+	var idRaw []byte
+	err := eachIn(line, '{', func(key string, v []byte) bool {
+		for i, name := range promptShapes {
+			if key == name {
+				shapes[i] = v
+			}
 		}
+		if key == idField {
+			idRaw = v
+		}
+		return true
+	})
+	switch {
+	case err == nil:
+	case json.Valid(line):
 		return bad("not a JSON object")
+	default:
+		return bad("invalid JSON: %s", syntaxError(line))
 	}
 	shape := -1
-	for i, name := range promptShapes {
-		if _, ok := top[name]; ok {
+	for i := range shapes {
+		if shapes[i] != nil {
 			shape = i
 			break
 		}
@@ -167,14 +183,13 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 	case -1:
 		return bad(`no prompt: want "messages", "conversations" or "prompt"`)
 	case 2:
-		raw := top["prompt"]
-		if k := kind(raw); k != '"' && k != 'n' {
+		if k := kind(shapes[2]); k != '"' && k != 'n' {
 			return bad(`"prompt" must be a string`)
 		}
-		turns = append(turns, turnSpan{role: "user", content: raw})
+		turns = append(turns, turnSpan{role: "user", content: shapes[2]})
 	default:
 		var err error
-		if turns, err = parseTurns(top[promptShapes[shape]], turns); err != nil {
+		if turns, err = parseTurns(shapes[shape], turns); err != nil {
 			return bad("%v", err)
 		}
 		if len(turns) == 0 {
@@ -182,11 +197,11 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 		}
 	}
 	var idText []byte // the given id, if any
-	if idRaw := top[idField]; idRaw != nil && kind(idRaw) != 'n' {
+	if idRaw != nil && kind(idRaw) != 'n' {
 		switch kind(idRaw) {
 		case '"':
 			idText = stringText(idRaw)
-		case '-':
+		case '0':
 			idText = idRaw
 		default:
 			return bad("%q must be a string or a number", idField)
@@ -211,15 +226,16 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 		}
 	}
 	if build {
-		for key, v := range top {
+		eachIn(line, '{', func(key string, v []byte) bool {
 			if key == idField || key == promptShapes[shape] {
-				continue
+				return true
 			}
 			if rec.Meta == nil {
 				rec.Meta = map[string]any{}
 			}
-			rec.Meta[key] = v // its own copy, as written
-		}
+			rec.Meta[key] = json.RawMessage(bytes.Clone(v))
+			return true
+		})
 	} else {
 		rec = nil
 	}
@@ -245,27 +261,11 @@ type turnSpan struct {
 	content, reasoning []byte
 }
 
-// wireTurn is an OpenAI (role/content) or ShareGPT (from/value) turn, its
-// values raw to be judged one by one. As encoding/json matches struct
-// fields, the keys' case does not matter.
-type wireTurn struct {
-	Role             json.RawMessage `json:"role"`
-	From             json.RawMessage `json:"from"`
-	Content          json.RawMessage `json:"content"`
-	Value            json.RawMessage `json:"value"`
-	ReasoningContent json.RawMessage `json:"reasoning_content"`
-}
-
-// wirePart is one element of a list of content parts.
-type wirePart struct {
-	Type json.RawMessage `json:"type"`
-	Text json.RawMessage `json:"text"`
-}
-
 var errTurns = errors.New("messages must be a list of {role, content} objects")
 
-// parseTurns checks a list of turns (raw, valid JSON) and appends them to
-// turns.
+// parseTurns checks a list of OpenAI (role/content) or ShareGPT
+// (from/value) turns and appends them to turns. As encoding/json matches
+// struct fields, the keys' case does not matter.
 func parseTurns(raw []byte, turns []turnSpan) ([]turnSpan, error) {
 	switch kind(raw) {
 	case 'n':
@@ -274,24 +274,38 @@ func parseTurns(raw []byte, turns []turnSpan) ([]turnSpan, error) {
 	default:
 		return nil, errTurns
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, errTurns
-	}
-	for _, el := range elems {
+	var err error
+	eachIn(raw, '[', func(_ string, el []byte) bool {
 		n := len(turns) + 1
-		var w wireTurn
-		if kind(el) != '{' || json.Unmarshal(el, &w) != nil {
-			return nil, errTurns
+		if kind(el) != '{' {
+			err = errTurns
+			return false
 		}
+		var role, from, content, value, reasoning []byte
+		eachIn(el, '{', func(key string, v []byte) bool {
+			switch {
+			case strings.EqualFold(key, "role"):
+				role = v
+			case strings.EqualFold(key, "from"):
+				from = v
+			case strings.EqualFold(key, "content"):
+				content = v
+			case strings.EqualFold(key, "value"):
+				value = v
+			case strings.EqualFold(key, "reasoning_content"):
+				reasoning = v
+			}
+			return true
+		})
 		var name []byte
-		for _, r := range [2][]byte{w.Role, w.From} {
+		for _, r := range [2][]byte{role, from} {
 			switch kind(r) {
 			case 0, 'n':
 				continue
 			case '"':
 			default:
-				return nil, fmt.Errorf("turn %d: role must be a string", n)
+				err = fmt.Errorf("turn %d: role must be a string", n)
+				return false
 			}
 			if name = stringText(r); len(name) > 0 {
 				break
@@ -302,19 +316,25 @@ func parseTurns(raw []byte, turns []turnSpan) ([]turnSpan, error) {
 			norm, ok = shareGPTRoles[strings.ToLower(string(name))]
 		}
 		if !ok {
-			return nil, fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
+			err = fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
+			return false
 		}
-		content := w.Content
 		if content == nil {
-			content = w.Value
+			content = value
 		}
-		if err := checkContent(content); err != nil {
-			return nil, fmt.Errorf("turn %d: %v", n, err)
+		if e := checkContent(content); e != nil {
+			err = fmt.Errorf("turn %d: %v", n, e)
+			return false
 		}
-		if k := kind(w.ReasoningContent); k != 0 && k != '"' && k != 'n' {
-			return nil, fmt.Errorf("turn %d: reasoning_content must be a string", n)
+		if k := kind(reasoning); k != 0 && k != '"' && k != 'n' {
+			err = fmt.Errorf("turn %d: reasoning_content must be a string", n)
+			return false
 		}
-		turns = append(turns, turnSpan{role: norm, content: content, reasoning: w.ReasoningContent})
+		turns = append(turns, turnSpan{role: norm, content: content, reasoning: reasoning})
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return turns, nil
 }
@@ -332,40 +352,34 @@ func checkContent(raw []byte) error {
 	default:
 		return errContent
 	}
-	parts, err := contentParts(raw)
-	if err != nil {
-		return err
-	}
-	for _, p := range parts {
-		switch k := kind(p.Type); {
-		case k == 0 || k == 'n':
-		case k != '"':
-			return errContent
-		default:
-			if t := stringText(p.Type); len(t) > 0 && string(t) != "text" {
-				return fmt.Errorf("content part of type %q is not supported (text only)", t)
+	var err error
+	eachIn(raw, '[', func(_ string, el []byte) bool {
+		if kind(el) != '{' {
+			err = errContent
+			return false
+		}
+		eachIn(el, '{', func(key string, v []byte) bool {
+			switch k := kind(v); {
+			case strings.EqualFold(key, "type"):
+				switch {
+				case k == 'n':
+				case k != '"':
+					err = errContent
+				default:
+					if t := stringText(v); len(t) > 0 && string(t) != "text" {
+						err = fmt.Errorf("content part of type %q is not supported (text only)", t)
+					}
+				}
+			case strings.EqualFold(key, "text"):
+				if k != '"' && k != 'n' {
+					err = errContent
+				}
 			}
-		}
-		if k := kind(p.Text); k != 0 && k != '"' && k != 'n' {
-			return errContent
-		}
-	}
-	return nil
-}
-
-// contentParts decodes a list of content parts (raw, a valid JSON list).
-func contentParts(raw []byte) ([]wirePart, error) {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, errContent
-	}
-	parts := make([]wirePart, len(elems))
-	for i, el := range elems {
-		if kind(el) != '{' || json.Unmarshal(el, &parts[i]) != nil {
-			return nil, errContent
-		}
-	}
-	return parts, nil
+			return err == nil
+		})
+		return err == nil
+	})
+	return err
 }
 
 // turnText is the text of checked content (see checkContent) or reasoning:
@@ -375,36 +389,100 @@ func turnText(raw []byte) []byte {
 	case '"':
 		return stringText(raw)
 	case '[':
-		parts, _ := contentParts(raw)
 		var b []byte
-		for _, p := range parts {
-			if kind(p.Text) == '"' {
-				b = append(b, stringText(p.Text)...)
-			}
-		}
+		eachIn(raw, '[', func(_ string, el []byte) bool {
+			eachIn(el, '{', func(key string, v []byte) bool {
+				if strings.EqualFold(key, "text") && kind(v) == '"' {
+					b, _ = jsontext.AppendUnquote(b, v)
+				}
+				return true
+			})
+			return true
+		})
 		return b
 	}
 	return nil
 }
 
-// kind is the first byte of a raw JSON value as encoding/json hands it out
-// (no white space around it): '{', '[', '"', 't', 'f', 'n', or '-' for any
-// number; 0 for an absent value.
-func kind(raw []byte) byte {
-	switch {
-	case len(raw) == 0:
-		return 0
-	case raw[0] == '-' || ('0' <= raw[0] && raw[0] <= '9'):
-		return '-'
+// lineOptions make jsontext accept what encoding/json accepts: a name twice
+// in an object (the last one counts), and bytes that are not UTF-8 (the
+// reader rejects those itself, naming the byte) or unpaired surrogate
+// escapes (decoded as U+FFFD).
+var lineOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// decoders are reused across lines: the reader and the pass ahead of it
+// judge lines at the same time, each with its own.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(new(bytes.Buffer)) }}
+
+var errNotOpen = errors.New("not the value wanted")
+
+// eachIn calls fn with each member (name, value) of the object, or each
+// element ("", value) of the array, that raw holds, open being '{' or '['
+// for which one it must be, until fn returns false. The values are raw's
+// own bytes, without the white space around them. Unless fn stopped it, it
+// checks that raw is exactly one valid JSON value; an error if not.
+//
+// A Decoder over a bytes.Buffer reads the bytes in place, and where a value
+// ends is its InputOffset, so nothing is copied.
+func eachIn(raw []byte, open byte, fn func(name string, v []byte) bool) error {
+	d := decoders.Get().(*jsontext.Decoder)
+	defer decoders.Put(d)
+	d.Reset(bytes.NewBuffer(raw), lineOptions...)
+	tok, err := d.ReadToken()
+	if err != nil {
+		return err
 	}
-	return raw[0]
+	if byte(tok.Kind()) != open {
+		return errNotOpen
+	}
+	for {
+		if k := d.PeekKind(); k == '}' || k == ']' {
+			break
+		}
+		var name string
+		if open == '{' {
+			tok, err := d.ReadToken()
+			if err != nil {
+				return err
+			}
+			name = tok.String()
+		}
+		v, err := d.ReadValue()
+		if err != nil {
+			return err
+		}
+		end := int(d.InputOffset())
+		if !fn(name, raw[end-len(v):end]) {
+			return nil
+		}
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return err
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return errors.New("more after the value")
+	}
+	return nil
 }
 
-// stringText is the text of a raw JSON string, decoded by encoding/json.
+// kind is the kind of a raw JSON value: '{', '[', '"', 't', 'f', 'n', or
+// '0' for any number; 0 for an absent one.
+func kind(raw []byte) byte { return byte(jsontext.Value(raw).Kind()) }
+
+// stringText is the text of a raw, valid JSON string.
 func stringText(raw []byte) []byte {
-	var s string
-	json.Unmarshal(raw, &s) // raw is a valid string: it cannot fail
-	return []byte(s)
+	b, _ := jsontext.AppendUnquote(nil, raw)
+	return b
+}
+
+// syntaxError says what is wrong with a line that is not JSON, in
+// encoding/json's words.
+func syntaxError(line []byte) string {
+	var v any
+	if err := json.Unmarshal(line, &v); err != nil {
+		return jsonErrText(err)
+	}
+	return "not one JSON value"
 }
 
 // leadingID reads the id of a line whose first key is field, e.g.
