@@ -10,7 +10,8 @@
 #   bufio-lines          the pass's own line reading, nothing judged
 #   encoding-json-valid  encoding/json's Valid on every line (what the
 #                        standard library alone would cost)
-#   ahead                the run's pass: every line judged, no records made
+#   ahead                the run's pass: every line judged (jsontext, in
+#                        place; see promptLine), no records made
 #   check-data           the same, also keeping the ids to count repeats
 #   reader-build         judging and making every record, as the reader does
 #   first-record         time from Open (which starts the pass) to the
