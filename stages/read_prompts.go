@@ -241,7 +241,7 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 	}
 	for i := len(turns) - 1; i >= 0; i-- {
 		if turns[i].role == "user" {
-			if len(bytes.TrimSpace(turnText(turns[i].content))) == 0 {
+			if blankContent(turns[i].content) {
 				return rec, id, &lineProblem{"empty_prompt", fmt.Sprintf("the user turn to answer (message %d) is empty", i+1)}
 			}
 			break
@@ -380,6 +380,18 @@ func checkContent(raw []byte) error {
 		return err == nil
 	})
 	return err
+}
+
+// blankContent reports whether checked content has no text but white
+// space. A string whose first byte past its white space is neither an
+// escape nor its end holds text, and is judged without decoding it.
+func blankContent(raw []byte) bool {
+	if kind(raw) == '"' {
+		if t := bytes.TrimSpace(raw[1 : len(raw)-1]); len(t) > 0 && t[0] != '\\' {
+			return false
+		}
+	}
+	return len(bytes.TrimSpace(turnText(raw))) == 0
 }
 
 // turnText is the text of checked content (see checkContent) or reasoning:
