@@ -13,22 +13,30 @@
 #
 #   bench/rehearsal.sh
 #   N=913786 ROUNDS=1 bench/rehearsal.sh
+#   NEW=1c7c715 bench/rehearsal.sh    # a commit instead of the working tree
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 N=${N:-200000}
 ROUNDS=${ROUNDS:-2}
 REF=${REF:-05cb071}
+NEW=${NEW:-}
 scripts/fetch-qwen3.sh >/dev/null
 
 T=$(mktemp -d)
 cleanup() {
 	git worktree remove --force "$T/ref" 2>/dev/null || true
+	git worktree remove --force "$T/new" 2>/dev/null || true
 	rm -rf "$T"
 }
 trap cleanup EXIT
 
-go build -o "$T/pipe-new" ./cmd/pipe
+if [ -n "$NEW" ]; then
+	git worktree add -q --detach "$T/new" "$NEW"
+	(cd "$T/new" && go build -o "$T/pipe-new" ./cmd/pipe)
+else
+	go build -o "$T/pipe-new" ./cmd/pipe
+fi
 git worktree add -q --detach "$T/ref" "$REF"
 (cd "$T/ref" && go build -o "$T/pipe-ref" ./cmd/pipe)
 
@@ -52,7 +60,7 @@ sed -e "s|^servers .*|servers           = [\"sim:7?speed=1000000\&faults=empty-a
 	pipelines/demo.toml >"$T/rehearsal.toml"
 grep -q "sim:7" "$T/rehearsal.toml" || { echo "rehearsal.sh: could not adapt pipelines/demo.toml" >&2; exit 1; }
 
-echo "$N prompts, demo graph, sim:7 × 48; this tree vs $REF, $ROUNDS rounds"
+echo "$N prompts, demo graph, sim:7 × 48; ${NEW:-this tree} vs $REF, $ROUNDS rounds"
 : >"$T/rounds"
 TIMEFORMAT='%R %U %S'
 for round in $(seq "$ROUNDS"); do
@@ -67,6 +75,8 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 median() { awk -v v="$1" -v k="$2" '$1 == v {print $k}' "$T/rounds" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-awk -v nw="$(median new 2)" -v rw="$(median ref 2)" -v ref="$REF" 'BEGIN {
-	printf "\nmedian wall time: this tree %.1fs, %s %.1fs: %.2fx (goal ≤ 1.10x)\n", nw, ref, rw, nw / rw
+cpu() { awk -v v="$1" '$1 == v {print $3 + $4}' "$T/rounds" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+awk -v nw="$(median new 2)" -v rw="$(median ref 2)" -v nc="$(cpu new)" -v rc="$(cpu ref)" -v new="${NEW:-this tree}" -v ref="$REF" 'BEGIN {
+	printf "\nmedian wall time: %s %.1fs, %s %.1fs: %.2fx (goal ≤ 1.10x)\n", new, nw, ref, rw, nw / rw
+	printf "median CPU time:  %s %.1fs, %s %.1fs: %.2fx\n", new, nc, ref, rc, nc / rc
 }'
