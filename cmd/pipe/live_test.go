@@ -32,7 +32,9 @@ func TestLiveDisplayOnTerminal(t *testing.T) {
 	}
 	t.Parallel() // a process of its own: waits on simulated time, not CPU
 	bin := testenv.PipeBinary(t)
-	path, out := genPipelineFile(t, "servers = [\"sim:2?speed=40&think_mean=200&answer_mean=40&faults=empty-answer:0.5\"]\nconcurrency = 8\nmax_output_tokens = 4096")
+	// Slow enough (about 5 s) for several frames on a fast machine: the
+	// display redraws once a second.
+	path, out := genPipelineFile(t, "servers = [\"sim:2?speed=8&think_mean=200&answer_mean=40&faults=empty-answer:0.5\"]\nconcurrency = 8\nmax_output_tokens = 4096")
 	cmd := exec.Command(bin, "run", path)
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 	if err != nil {
