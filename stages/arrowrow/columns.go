@@ -2,9 +2,7 @@ package arrowrow
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // ReadColumns is ReadFile reading only the named top-level columns of a
@@ -39,22 +36,5 @@ func ReadColumns(ctx context.Context, path string, columns []string, mem memory.
 			leaves = append(leaves, i)
 		}
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1024}, mem)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	rr, err := fr.GetRecordReader(ctx, leaves, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	defer rr.Release()
-	for rr.Next() {
-		if err := fn(rr.RecordBatch()); err != nil {
-			return err
-		}
-	}
-	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return parquetBatches(ctx, path, pf, leaves, mem, fn)
 }

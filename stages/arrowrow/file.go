@@ -118,24 +118,30 @@ func ReadFile(ctx context.Context, path string, mem memory.Allocator, fn func(ar
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		defer pf.Close()
-		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1024}, mem)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		rr, err := fr.GetRecordReader(ctx, nil, nil)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		defer rr.Release()
-		for rr.Next() {
-			if err := fn(rr.RecordBatch()); err != nil {
-				return err
-			}
-		}
-		if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		return nil
+		return parquetBatches(ctx, path, pf, nil, mem, fn)
 	}
 	return fmt.Errorf("%s: not a shard (want .parquet or .arrow)", path)
+}
+
+// parquetBatches calls fn with each record batch of pf (path names it in
+// errors), reading only the leaf columns given (nil: all of them).
+func parquetBatches(ctx context.Context, path string, pf *file.Reader, leaves []int, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1024}, mem)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	rr, err := fr.GetRecordReader(ctx, leaves, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if err := fn(rr.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
