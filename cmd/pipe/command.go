@@ -36,6 +36,10 @@ type stdio struct {
 	// Signals delivers SIGINT/SIGTERM; commands that drain on the first signal
 	// and stop on the second read from it.
 	Signals <-chan os.Signal
+	// StopNow delivers SIGUSR1, `pipe stop --now`'s request to stop at once
+	// (nil in tests that do not use it). Unlike a counted second SIGTERM it
+	// is idempotent: asked twice, a run still commits before it exits.
+	StopNow <-chan os.Signal
 	// Args is the command line after "pipe", to tell the user how to run
 	// the same command again (resume).
 	Args []string
@@ -91,7 +95,10 @@ func Main() int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	return run(os.Args[1:], &stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Signals: sigs})
+	now := make(chan os.Signal, 1)
+	signal.Notify(now, syscall.SIGUSR1)
+	defer signal.Stop(now)
+	return run(os.Args[1:], &stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Signals: sigs, StopNow: now})
 }
 
 // run is Main without process globals.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -133,9 +134,9 @@ func withoutDetach(args []string) []string {
 		if a == "--" {
 			return append(out, args[i:]...)
 		}
-		switch strings.TrimLeft(a, "-") {
-		case "detach", "detach=true", "detach=1":
-			if strings.HasPrefix(a, "-") {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "detach" && strings.HasPrefix(a, "-") {
+			if on, err := strconv.ParseBool(val); !hasVal || (err == nil && on) {
 				continue
 			}
 		}

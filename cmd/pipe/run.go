@@ -126,7 +126,9 @@ interrupted by a signal (retryable: the same command continues).`,
 				return usageErrorf("usage: pipe run [flags] FILE")
 			}
 			path := fs.Arg(0)
-			if detach && !dryRun {
+			// A detached child (its notify descriptor set) never detaches
+			// again, whatever spelling of --detach it was handed.
+			if detach && !dryRun && os.Getenv(detachNotifyEnv) == "" {
 				return startDetached(std, std.Args)
 			}
 			all := append([]string(nil), sets...)
@@ -437,10 +439,24 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	defer close(sigDone)
 	go func() {
 		n := 0
+		stopAtOnce := func() {
+			fmt.Fprintln(errOut, "\npipe: stopping at once")
+			cancel()
+			grace.Reset(stopGrace)
+		}
 		for {
 			select {
 			case <-sigDone:
 				return
+			case <-std.StopNow:
+				// pipe stop --now: at once, however often asked.
+				if n < 2 {
+					if n == 0 {
+						close(stop) // commit what was processed first
+					}
+					n = 2
+					stopAtOnce()
+				}
 			case <-std.Signals:
 				n++
 				switch n {
@@ -448,9 +464,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 					fmt.Fprintln(errOut, "\npipe: stopping intake and draining in-flight work; press Ctrl-C again to stop at once")
 					close(stop)
 				case 2:
-					fmt.Fprintln(errOut, "\npipe: stopping at once")
-					cancel()
-					grace.Reset(stopGrace)
+					stopAtOnce()
 				default:
 					closeGiveUp()
 					return

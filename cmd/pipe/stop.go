@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,29 +51,26 @@ func stopRun(std *stdio, dir string, now bool, poll time.Duration) error {
 		return err
 	}
 	pid := h.PID
-	// A run already draining (an earlier pipe stop) needs one more signal
-	// to stop at once; a running one needs two. A third would make it exit
-	// without its last commit.
+	// --now is SIGUSR1, which the run obeys once however often it is sent;
+	// a plain stop is one SIGTERM (drain), not sent again to a run that was
+	// asked before or drains already: a second SIGTERM would stop it at once.
 	key := fmt.Sprintf("%d %s", pid, h.Started.UTC().Format(time.RFC3339))
 	draining := writtenState(dir) == stateDraining || stopRequested(dir) == key
-	signals := 1
+	sig := syscall.SIGTERM
 	switch {
-	case now && !draining:
-		signals = 2
-	case !now && draining:
-		signals = 0
+	case now:
+		sig = syscall.SIGUSR1
+	case draining:
+		sig = 0
 	}
-	for i := range signals {
-		if i > 0 || draining {
-			waitDelivered(pid, poll) // the earlier signal first, not merged with this one
-		}
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	if sig != 0 {
+		if err := syscall.Kill(pid, sig); err != nil {
 			return signalError(dir, pid, err)
 		}
 	}
 	os.WriteFile(filepath.Join(dir, stopRequestFile), []byte(key+"\n"), 0o644)
 	what := "commit everything processed and drain requests in flight (up to its --drain-timeout)"
-	if signals == 0 {
+	if sig == 0 {
 		what = "stop (asked before; it is draining)"
 	}
 	if now {
@@ -149,35 +145,6 @@ func signalError(dir string, pid int, err error) error {
 		return fmt.Errorf("the run in %s (pid %d) has just exited", dir, pid)
 	}
 	return fmt.Errorf("signalling the run in %s (pid %d): %w", dir, pid, err)
-}
-
-// waitDelivered waits until pid has taken delivery of a SIGTERM sent to it
-// (Linux: no longer pending in /proc/PID/status), so that a second one is
-// not merged into the first by the kernel.
-func waitDelivered(pid int, poll time.Duration) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			time.Sleep(poll)
-			return
-		}
-		pending := false
-		for _, line := range strings.Split(string(data), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if ok && (k == "SigPnd" || k == "ShdPnd") {
-				mask, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				pending = pending || mask&(1<<(uint(syscall.SIGTERM)-1)) != 0
-			}
-		}
-		if !pending {
-			// Delivered to the runtime; give its handler a moment to
-			// pass it on before the next one.
-			time.Sleep(50 * time.Millisecond)
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // stopRequestFile records, in the run directory, the run (pid and start
