@@ -208,7 +208,8 @@ func readStatus(dir string) (*runStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: lock: %v", dir, err)
 	}
-	st.Alive = st.Holder != nil && st.Holder.Alive && st.Holder.PID == st.Doc.PID
+	updated, _ := time.Parse(time.RFC3339, st.Doc.Updated)
+	st.Alive = st.Holder.Running(updated) && st.Holder.PID == st.Doc.PID
 	st.State = statusState(st.Doc.State, st.Alive)
 	return st, nil
 }
@@ -243,6 +244,8 @@ func printStatus(w io.Writer, st *runStatus) {
 		proc += " on " + d.Host
 	}
 	switch {
+	case st.Alive && st.Holder.Remote && !st.Holder.Alive:
+		proc += ": running (on another host: judged by its status, updated within 30 s)"
 	case st.Alive:
 		proc += ": alive"
 	case st.Holder != nil && st.Holder.Alive:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,25 @@ type Holder struct {
 	// Only meaningful on the host that runs it: a lock on a network file
 	// system may not be seen from elsewhere.
 	Alive bool `json:"alive"`
+	// Remote says the lock was taken on another host (a Slurm or
+	// Kubernetes node seen from a login node): Alive then comes from a
+	// flock probe, which a network file system may not share between
+	// hosts, so callers also ask Running with the run's last status time.
+	Remote bool `json:"remote,omitzero"`
+}
+
+// remoteFresh is how recent a remote run's status.json (rewritten every
+// few seconds while it runs) must be for the run to count as running.
+const remoteFresh = 30 * time.Second
+
+// Running reports whether the run goes on: a live holder, or, for a run on
+// another host whose lock cannot be seen from here, a status written within
+// the last 30 s.
+func (h *Holder) Running(statusUpdated time.Time) bool {
+	if h == nil {
+		return false
+	}
+	return h.Alive || (h.Remote && h.Released.IsZero() && time.Since(statusUpdated) < remoteFresh)
 }
 
 // ReadHolder reads dir's lock and tells whether a live process holds it:
@@ -43,7 +63,22 @@ func ReadHolder(dir string) (*Holder, error) {
 	}
 	defer f.Close()
 	h := &Holder{}
-	if held, ok := heldInProcLocks(f); ok {
+	fill := func() bool {
+		info, ok := readLockInfo(f)
+		if ok && info.PID != 0 {
+			h.PID, h.Host, h.Started, h.Released = info.PID, info.Host, info.Started, info.Released
+			return true
+		}
+		return false
+	}
+	filled := fill()
+	host, _ := os.Hostname()
+	h.Remote = h.Host != "" && host != "" && h.Host != host
+	held, ok := false, false
+	if !h.Remote {
+		held, ok = heldInProcLocks(f, h.PID)
+	}
+	if ok {
 		h.Alive = held
 	} else {
 		switch err := flock(f, unix.LOCK_SH|unix.LOCK_NB); {
@@ -57,15 +92,9 @@ func ReadHolder(dir string) (*Holder, error) {
 	}
 	// A holder writes the file just after taking the lock: read it again
 	// briefly while it is empty.
-	for range 20 {
-		if info, ok := readLockInfo(f); ok && info.PID != 0 {
-			h.PID, h.Host, h.Started, h.Released = info.PID, info.Host, info.Started, info.Released
-			break
-		}
-		if !h.Alive {
-			break
-		}
+	for i := 0; !filled && h.Alive && i < 20; i++ {
 		time.Sleep(10 * time.Millisecond)
+		filled = fill()
 	}
 	return h, nil
 }
@@ -80,8 +109,10 @@ func Fingerprint(settings map[string]any) string {
 }
 
 // heldInProcLocks looks for a flock on f's file in /proc/locks (Linux);
-// ok is false when that cannot be read.
-func heldInProcLocks(f *os.File) (held, ok bool) {
+// ok is false when that cannot be read. The file is matched by inode and
+// either its device or the holder's pid: the kernel prints the superblock's
+// device, which fstat does not give on btrfs subvolumes or overlays.
+func heldInProcLocks(f *os.File, pid int) (held, ok bool) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return false, false
@@ -99,7 +130,11 @@ func heldInProcLocks(f *os.File) (held, ok bool) {
 		if len(fields) < 6 || fields[1] != "FLOCK" { // "1: -> FLOCK …" waits, holds nothing
 			continue
 		}
-		if file := fields[5]; strings.HasSuffix(file, want) && strings.EqualFold(strings.TrimSuffix(file, want), dev) {
+		file := fields[5]
+		if !strings.HasSuffix(file, want) {
+			continue
+		}
+		if strings.EqualFold(strings.TrimSuffix(file, want), dev) || (pid != 0 && fields[4] == strconv.Itoa(pid)) {
 			return true, true
 		}
 	}

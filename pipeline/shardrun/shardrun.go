@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -87,7 +88,11 @@ func Open(dir string) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: lock: %v", dir, err)
 	}
-	run.Live = h != nil && h.Alive
+	var updated time.Time
+	if run.Status != nil {
+		updated, _ = time.Parse(time.RFC3339, run.Status.Updated)
+	}
+	run.Live = h.Running(updated)
 	return run, nil
 }
 
