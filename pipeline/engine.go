@@ -342,8 +342,13 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	if err := e.tooManyErr.Load(); err != nil {
 		return sum, *err
 	}
-	if err := e.checkFailed(true); err != nil {
-		return sum, err
+	// A stopped run is judged as it goes (checkFailed(false)), not at its
+	// end: the few records a short drained start took in are no base for
+	// a share, and its exit must say "interrupted", which a scheduler retries.
+	if !sum.Drained {
+		if err := e.checkFailed(true); err != nil {
+			return sum, err
+		}
 	}
 	if derr != nil {
 		return sum, fmt.Errorf("closing rejected/failed records: %w", derr)

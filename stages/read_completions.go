@@ -182,7 +182,8 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 	return nil
 }
 
-// errLimit ends reading once limit records went out.
+// errLimit ends reading: limit records went out, or a bad row halted the
+// run (env.Halt commits and drains, then fails it).
 var errLimit = errors.New("limit reached")
 
 // readS3 reads shards write-arrow uploaded with upload-s3: the manifest at
@@ -250,7 +251,13 @@ func (r *readCompletions) readShard(ctx context.Context, out pipeline.Emitter, p
 			if cerr := r.check(rec); cerr != nil {
 				where := fmt.Sprintf("%s: row %d", name, row)
 				if r.cfg.OnBadLine != "skip" {
-					return fmt.Errorf("%s: %v (set on_bad_line = \"skip\" to set bad rows aside)", where, cerr)
+					err := fmt.Errorf("%s: %v (set on_bad_line = \"skip\" to set bad rows aside)", where, cerr)
+					if r.halt != nil {
+						// As a bad JSONL line: commit, drain, then fail.
+						r.halt(err)
+						return errLimit
+					}
+					return err
 				}
 				bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", name, row), Meta: map[string]any{"row": row, "id": rec.ID}}
 				if err := out.Reject(bad, "bad_line", where+": "+cerr.Error()); err != nil {

@@ -137,7 +137,8 @@ func initRegenerate(std *stdio, f initFlags) error {
 		return err
 	}
 	if _, probs := loadPlan(f.out, nil, ""); len(probs) > 0 {
-		return &exitError{code: exitUsage, err: fmt.Errorf("wrote %s, but pipe check finds problems in it (please report this):\n%v", f.out, probs)}
+		os.Remove(f.out) // so that the same command can be tried again
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s failed pipe check, so it was not kept (please report this):\n%v", f.out, probs)}
 	}
 	fmt.Fprintf(std.Out, "wrote %s (it passes pipe check). Next:\n  pipe run --dry-run %s   # probes the servers\n  pipe run --detach %s    # runs in the background; pipe status / pipe stop / pipe report %s\n",
 		f.out, shellJoin([]string{f.out}), shellJoin([]string{f.out}), shellJoin([]string{f.outputDir}))

@@ -475,6 +475,30 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 
 	lv := newLive(plan)
 	status := newStatusWriter(plan, rs.fingerprint)
+	// Until the stages are open (generate waits for its servers, minutes on
+	// a real fleet) no snapshot comes: say "running" meanwhile, every few
+	// seconds, so pipe status sees this start, not the previous one's end.
+	opened := make(chan struct{})
+	var openedOnce sync.Once
+	var starting sync.WaitGroup
+	starting.Add(1)
+	go func() {
+		defer starting.Done()
+		t := time.NewTicker(statusEvery)
+		defer t.Stop()
+		for {
+			if err := status.write(stateRunning, nil, nil); err != nil {
+				rl.Warn("status.json not written", "err", err)
+			}
+			select {
+			case <-opened:
+				return
+			case <-sigDone:
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	warner := newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), func(w runWarning) {
 		fmt.Fprintf(errOut, "pipe: warning [%s]: %s\n", fmtElapsed(w.ElapsedS), w.Text)
 		rl.Warn(w.Text, "kind", w.Kind, "elapsed_s", math.Round(w.ElapsedS*10)/10)
@@ -501,6 +525,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 			// line is written every rs.progressEvery.
 			ProgressEvery: min(time.Second, rs.progressEvery),
 			Progress: func(s *pipeline.Summary) {
+				openedOnce.Do(func() { close(opened) })
 				lv.add(s)
 				ls := lv.status()
 				warner.check(lv, ls)
@@ -543,8 +568,15 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		}
 		fmt.Fprintf(std.Err, "pipe: a stage did not stop within %s of the second Ctrl-C; exiting without waiting for it. Outputs committed so far are kept.\n", stopGrace)
 		rl.Warn("gave up waiting for the run to stop")
+		openedOnce.Do(func() { close(opened) })
+		starting.Wait()
+		if err := status.write(stateStopped, nil, errors.New("gave up waiting for a stage to stop")); err != nil {
+			rl.Warn("status.json not written", "err", err)
+		}
 		return &exitError{code: exitInterrupted}
 	}
+	openedOnce.Do(func() { close(opened) })
+	starting.Wait() // no "running" after the final state
 	sum, runErr := res.sum, res.err
 	state := stateFinished
 	switch {

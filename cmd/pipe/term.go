@@ -61,12 +61,23 @@ func (t *termView) update(ls *liveStatus) {
 	have := len(t.bars)
 	t.mu.Unlock()
 
+	// mpb ends itself on a render error (a hung-up terminal); then its Add
+	// fails, and the display stops instead of panicking the run.
+	gone := func() {
+		t.mu.Lock()
+		t.done = true
+		t.mu.Unlock()
+	}
 	if newInput {
-		in := t.p.New(ls.Input.Bytes, mpb.BarStyle().Lbound("[").Rbound("]"), mpb.BarPriority(0),
+		in, err := t.p.Add(ls.Input.Bytes, mpb.BarStyle().Lbound("[").Rbound("]").Build(), mpb.BarPriority(0),
 			mpb.PrependDecorators(decor.Any(func(decor.Statistics) string { return t.text(func() string { return t.head }) + " " })),
 			mpb.AppendDecorators(decor.Any(func(s decor.Statistics) string {
 				return " " + fit(t.text(func() string { return t.tail }), s.AvailableWidth)
 			})))
+		if err != nil {
+			gone()
+			return
+		}
 		t.mu.Lock()
 		t.in = in
 		t.mu.Unlock()
@@ -76,10 +87,14 @@ func (t *termView) update(ls *liveStatus) {
 		t.in.SetCurrent(ls.Input.BytesRead)
 	}
 	for i := have; i < len(lines); i++ {
-		b := t.p.New(0, mpb.NopStyle(), mpb.BarPriority(i+1),
+		b, err := t.p.Add(0, mpb.NopStyle().Build(), mpb.BarPriority(i+1),
 			mpb.PrependDecorators(decor.Any(func(s decor.Statistics) string {
 				return fit(t.text(func() string { return t.lines[i] }), s.AvailableWidth)
 			})))
+		if err != nil {
+			gone()
+			return
+		}
 		t.mu.Lock()
 		t.bars = append(t.bars, b)
 		t.mu.Unlock()

@@ -92,11 +92,12 @@ func (w *warner) check(l *live, ls *liveStatus) {
 			w.servers[s.Name] = s
 			switch {
 			case !seen:
-			case s.Ejections > prev.Ejections && s.State == "ejected":
+			case s.Ejections > prev.Ejections && s.State == stages.ServerEjected:
 				w.warn(elapsed, "server_ejected", "server %s ejected: %s; its requests go to the other servers while it is probed", s.Name, s.Reason)
 			case s.Ejections > prev.Ejections:
 				w.warn(elapsed, "server_ejected", "server %s was ejected and re-admitted since the last check", s.Name)
-			case prev.State != "ready" && s.State == "ready" && prev.State != "":
+			case prev.State == stages.ServerEjected && s.State == stages.ServerReady:
+				// Not a server that was still loading (probing → ready).
 				w.warn(elapsed, "server_readmitted", "server %s re-admitted: ready again", s.Name)
 			}
 		}

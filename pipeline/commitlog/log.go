@@ -408,6 +408,8 @@ func (l *Log) Stats() Stats {
 // Close closes the files without committing: pending lines are cut at the
 // next Open.
 func (l *Log) Close() error {
+	l.commitMu.Lock() // not under a Commit's fsync or index write
+	defer l.commitMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return errors.Join(l.data.Close(), l.idx.Close())

@@ -36,5 +36,8 @@ func ReadColumns(ctx context.Context, path string, columns []string, mem memory.
 			leaves = append(leaves, i)
 		}
 	}
+	if len(leaves) == 0 {
+		return nil // none of the columns: nothing to read (nil leaves would read them all)
+	}
 	return parquetBatches(ctx, path, pf, leaves, mem, fn)
 }

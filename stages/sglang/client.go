@@ -299,7 +299,9 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	if c.admittedLocked() == 0 && c.downFrom.IsZero() {
-		c.downFrom = time.Now()
+		// The wait began with Start: ready_timeout counts from there, as
+		// the waiting line says.
+		c.downFrom = c.startAt
 	}
 	c.mu.Unlock()
 	// Wait for a first server, as a session would.
