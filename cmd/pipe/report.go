@@ -74,15 +74,19 @@ func recordTimeline(plan *pipeline.Plan, s *pipeline.Summary) {
 // in the log and in RUN_DIR/report.html. A stopped run gets none: reading
 // every output could outlast the grace a scheduler gives after SIGTERM
 // (pipe report makes it on demand). It never fails the run: a report it
-// cannot make is a line saying why.
+// cannot make is a line saying why. ctx ends it early (a Ctrl-C, pipe stop
+// while the report is read: the run's data is all committed by then).
 func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, state string, sum *pipeline.Summary) {
 	dir := plan.File.RunDir
 	runreport.RecordPoint(dir, sum, true)
 	if state != stateFinished || sum == nil || !sum.Started() {
 		return
 	}
-	r, err := runreport.Build(context.WithoutCancel(ctx), dir, runreport.Options{})
+	r, err := runreport.Build(ctx, dir, runreport.Options{})
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("stopped (pipe report %s makes it)", shellJoin([]string{pipeline.DisplayPath(dir)}))
+		}
 		fmt.Fprintf(term, "pipe: no run report: %v\n", err)
 		return
 	}

@@ -612,7 +612,18 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		printSummary(std.Err, plan, sum)
 		printSummary(log, plan, sum)
 	}
-	reportAtEnd(ctx, std.Err, log, plan, state, sum)
+	// The report reads every output, minutes for a large run: a signal
+	// (Ctrl-C, pipe stop) ends it; the run itself is over and committed.
+	repCtx, repCancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-stop:
+			repCancel()
+		case <-repCtx.Done():
+		}
+	}()
+	reportAtEnd(repCtx, std.Err, log, plan, state, sum)
+	repCancel()
 	switch state {
 	case stateFailed:
 		rl.Error("run failed", "err", runErr)
