@@ -585,6 +585,13 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		// reason, in the run log (and in Report's "waiting for servers").
 		Notify: g.noticef,
 	})
+	// A proxy from the environment is obeyed (a gateway may need one) but
+	// said: on a cluster HTTP_PROXY is often set for the internet, and a
+	// proxy's own timeouts would cut long generations short.
+	proxies := g.client.Proxies()
+	for _, server := range slices.Sorted(maps.Keys(proxies)) {
+		g.noticef("server %s is reached through the proxy %s (from HTTPS_PROXY/HTTP_PROXY; add the host to NO_PROXY to go direct)", server, proxies[server])
+	}
 	if err := g.client.Start(ctx); err != nil {
 		g.client.Close()
 		g.client = nil

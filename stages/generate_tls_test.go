@@ -166,6 +166,9 @@ func TestGenerateThroughHTTPSProxy(t *testing.T) {
 	if recs[0].Completion == nil || recs[0].Completion.Server != server {
 		t.Fatalf("completion server %+v, want %s", recs[0].Completion, server)
 	}
+	if want := "server " + server + " is reached through the proxy " + proxy.URL; !strings.Contains(string(out), want) {
+		t.Errorf("the terminal does not say %q:\n%s", want, out)
+	}
 	tunnels := asked()
 	if len(tunnels) == 0 {
 		t.Fatal("nothing went through the proxy")

@@ -328,6 +328,27 @@ func (c *Client) Close() {
 	c.hc.CloseIdleConnections()
 }
 
+// Proxies names, per server reached through a proxy from the environment
+// (HTTPS_PROXY, HTTP_PROXY; NO_PROXY exempts), that proxy without its
+// userinfo. Servers reached directly are absent.
+func (c *Client) Proxies() map[string]string {
+	tr, ok := c.rt.(*http.Transport)
+	if !ok || tr.Proxy == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, s := range c.servers {
+		req, err := http.NewRequest(http.MethodGet, s.url, nil)
+		if err != nil {
+			continue
+		}
+		if u, err := tr.Proxy(req); err == nil && u != nil {
+			out[s.url] = Redact(u.String())
+		}
+	}
+	return out
+}
+
 // Model is the model the servers reported ("" if none did).
 func (c *Client) Model() string {
 	c.mu.Lock()
