@@ -652,6 +652,11 @@ func (f *File) parseShard(flag string, header map[string]any, pos *positions, in
 		}
 		return
 	}
+	if sh.Count == 1 {
+		// One shard is the whole input: an unsharded run, in the same
+		// directories (a one-task array continues it, and it the array).
+		return
+	}
 	f.Shard, f.ShardPos = &sh, p
 	in.shard = sh.Name()
 }
