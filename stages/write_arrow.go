@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -225,18 +226,24 @@ func (w *writeArrow) ref(sh commitlog.ShardInfo) pipeline.ShardRef {
 // committed) and sends the committed shards on the shards port.
 func (w *writeArrow) Commit(_ context.Context, out pipeline.Emitter) error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err := w.seal(); err != nil {
+		w.mu.Unlock()
 		return err
 	}
-	for len(w.toSend) > 0 {
-		ref := w.toSend[0]
+	send := slices.Clone(w.toSend)
+	w.mu.Unlock()
+	// Sent without the lock: a slow upload downstream holds this send, and
+	// must not hold Process and Report (the progress display) with it.
+	sent := 0
+	for _, ref := range send {
 		if err := out.Emit("shards", &pipeline.Record{ID: "shard:" + ref.Path, Shard: &ref}); err != nil {
-			// The run is stopping: the next run sends every committed shard.
-			return nil
+			break // the run is stopping: the next run sends every committed shard
 		}
-		w.toSend = w.toSend[1:]
+		sent++
 	}
+	w.mu.Lock()
+	w.toSend = w.toSend[sent:] // Process only appends (a rotation's seal)
+	w.mu.Unlock()
 	return nil
 }
 
