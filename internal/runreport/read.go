@@ -268,6 +268,13 @@ func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
 		return err
 	}
 	defer f.Close()
+	if _, ierr := os.Stat(commitlog.IndexPath(path)); errors.Is(ierr, os.ErrNotExist) {
+		if st, err := f.Stat(); err == nil && st.Size() > 0 {
+			// Copied or restored without its hidden index: nothing in it is
+			// known to be committed.
+			rd.r.note("%s has %d bytes but no commit index (%s): not counted", path, st.Size(), filepath.Base(commitlog.IndexPath(path)))
+		}
+	}
 	br := bufio.NewReaderSize(io.LimitReader(f, size), 1<<20)
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')

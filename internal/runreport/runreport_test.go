@@ -199,3 +199,22 @@ func recordPoints(t *testing.T, dir string) {
 		t.Fatalf("%d points (%v): %+v", len(pts), err, pts)
 	}
 }
+
+// A container gives every start the same pid: a restart is then told by the
+// elapsed time going back, and no rate spans it.
+func TestRestartWithTheSamePID(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pt := func(at, elapsed float64, out int64) Point {
+		return Point{T: t0.Add(time.Duration(at * float64(time.Second))), PID: 1, Elapsed: elapsed,
+			Stages: []PointStage{{ID: "gen", Kind: "generate", Out: out}}}
+	}
+	tp := throughput([]Point{pt(0, 0, 0), pt(10, 10, 100), pt(20, 0, 0), pt(30, 10, 50)})
+	if tp == nil || len(tp.Starts) != 1 {
+		t.Fatalf("starts %+v, want the restart at 20 s", tp)
+	}
+	for _, p := range tp.Rates[0].Points {
+		if p.Y < 0 {
+			t.Errorf("a negative rate %v across the restart", p.Y)
+		}
+	}
+}

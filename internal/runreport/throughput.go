@@ -47,7 +47,7 @@ func throughput(points []Point) *Throughput {
 	tp := &Throughput{}
 	for i, p := range points {
 		tp.Finished = append(tp.Finished, XY{p.T, float64(p.Finished)})
-		if i > 0 && p.PID != points[i-1].PID {
+		if i > 0 && newStart(points[i-1], p) {
 			tp.Starts = append(tp.Starts, p.T.Add(-time.Duration(p.Elapsed*float64(time.Second))))
 		}
 	}
@@ -101,7 +101,7 @@ func rates(points []Point, l rateLine) []XY {
 	for i := 1; i < len(points); i++ {
 		p, q := points[i-1], points[i]
 		dt := q.T.Sub(p.T).Seconds()
-		if q.PID != p.PID || dt <= 0 {
+		if newStart(p, q) || dt <= 0 {
 			continue // a new start: its counts begin again from zero
 		}
 		mid := p.T.Add(q.T.Sub(p.T) / 2)
@@ -118,4 +118,11 @@ func rates(points []Point, l rateLine) []XY {
 		out = append(out, XY{at, max(0, float64(x.n)/x.secs)})
 	}
 	return out
+}
+
+// newStart reports whether q comes from a later start of the run than p: its
+// pid differs, or — pids repeat in containers (PID 1 every time) — its
+// elapsed time went back.
+func newStart(p, q Point) bool {
+	return q.PID != p.PID || q.Elapsed < p.Elapsed
 }
