@@ -187,8 +187,11 @@ interrupted by a signal (retryable: the same command continues).`,
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			if len(diffs) > 0 {
+			switch {
+			case len(diffs) > 0 && forceNew:
 				fmt.Fprintf(std.Err, "pipe: --force-new-config: continuing with changed settings (recorded in run.json):\n  %s\n", strings.Join(diffs, "\n  "))
+			case len(diffs) > 0:
+				fmt.Fprintf(std.Err, "pipe: the settings changed, but nothing was done under the old ones: using the new ones (recorded in run.json):\n  %s\n", strings.Join(diffs, "\n  "))
 			}
 			if len(r.History) > 1 {
 				fmt.Fprintf(std.Err, "pipe: resuming the run in %s (started %s; this is start %d)\n",

@@ -236,6 +236,9 @@ func Describe(dir string, plan *pipeline.Plan) string {
 		return msg + "; REFUSED: " + (&ShardChangedError{Dir: dir, Was: r.Shard, Now: now}).Error()
 	}
 	if diffs := Compare(r.Settings, normalizeMap(Settings(plan))); len(diffs) > 0 {
+		if !didWork(dir) { // as Check decides
+			return msg + "; the settings changed, but nothing was done under the old ones: the new ones are taken:\n  " + strings.Join(diffs, "\n  ")
+		}
 		msg += "; REFUSED without --force-new-config or --fresh, the settings changed:\n  " + strings.Join(diffs, "\n  ")
 	}
 	return msg

@@ -165,3 +165,21 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// A dry run says what the run will do with changed settings: taken when no
+// work was done under the old ones, refused once some was.
+func TestDescribeChangedSettings(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	if _, _, err := rundir.Check(runDir, plan(t, dir, basePipeline), false, []string{"pipe", "run"}); err != nil {
+		t.Fatal(err)
+	}
+	changed := plan(t, dir, basePipeline, "temperature = 0.6", "temperature = 0.7")
+	if got := rundir.Describe(runDir, changed); strings.Contains(got, "REFUSED") || !strings.Contains(got, "nothing was done under the old ones: the new ones are taken") {
+		t.Errorf("before any work: %q", got)
+	}
+	os.WriteFile(filepath.Join(runDir, "done.ids"), []byte("PIPEIDS1\x01\x02\x03\x04\x05\x06\x07\x08"), 0o644)
+	if got := rundir.Describe(runDir, changed); !strings.Contains(got, "REFUSED without --force-new-config") {
+		t.Errorf("after work: %q", got)
+	}
+}
