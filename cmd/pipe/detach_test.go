@@ -254,7 +254,7 @@ func TestStopDrainsThenResume(t *testing.T) {
 	if finished < 4 || finished >= r.prompts {
 		t.Fatalf("stop committed %d ids; want the journaled ones and fewer than all %d", finished, r.prompts)
 	}
-	if n, err := countDoneIDs(filepath.Join(r.runDir(), "done.ids")); err != nil || int(n) != finished {
+	if n, err := commitlog.CountIDs(filepath.Join(r.runDir(), "done.ids")); err != nil || int(n) != finished {
 		t.Fatalf("done.ids holds %d ids (%v); pipe stop said %d", n, err, finished)
 	}
 	ids := r.outIDs()

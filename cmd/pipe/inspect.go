@@ -849,7 +849,7 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 			rr.Lock = &l
 		}
 	}
-	if n, err := countDoneIDs(filepath.Join(dir, "done.ids")); err != nil {
+	if n, err := commitlog.CountIDs(filepath.Join(dir, "done.ids")); err != nil {
 		return fmt.Errorf("pipe inspect: %w", err)
 	} else {
 		rr.Finished = n
@@ -882,31 +882,6 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 		rr.Log = filepath.Join(dir, "run.log")
 	}
 	return nil
-}
-
-// countDoneIDs is the number of whole ids in a done.ids file (8 bytes each
-// after an 8-byte header), read without opening it for writing.
-func countDoneIDs(path string) (int64, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if st.Size() == 0 {
-		return 0, nil
-	}
-	var head [8]byte
-	if _, err := io.ReadFull(f, head[:]); err != nil || string(head[:]) != "PIPEIDS1" {
-		return 0, fmt.Errorf("%s: not an id log (bad header)", path)
-	}
-	return (st.Size() - 8) / 8, nil
 }
 
 // jsonlIn lists dir's *.jsonl files (not the hidden indexes), sorted.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -173,7 +174,7 @@ func writtenState(dir string) string {
 // printStopped says what the stopped run left: its final state, the
 // finished ids, and the command that continues it.
 func printStopped(std *stdio, dir string, pid int) {
-	finished, err := countDoneIDs(filepath.Join(dir, pipeline.DoneFile))
+	finished, err := commitlog.CountIDs(filepath.Join(dir, pipeline.DoneFile))
 	var st struct {
 		State    string `json:"state"`
 		Finished *int64 `json:"finished"`

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -114,7 +115,7 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 	}
 	r := &Report{RunDir: dir, Pipeline: run.Pipeline, Created: run.Created, Starts: len(run.History), Generated: time.Now().UTC()}
 	r.readStatus()
-	if r.Finished, err = countIDs(filepath.Join(dir, pipeline.DoneFile)); err != nil {
+	if r.Finished, err = commitlog.CountIDs(filepath.Join(dir, pipeline.DoneFile)); err != nil {
 		r.note("%v", err)
 	}
 	if pts, err := ReadTimeline(dir); err != nil {
@@ -233,20 +234,4 @@ func sortReasons(m map[[2]string]int64) ([]Reason, int64) {
 		return out[i].Stage+out[i].Reason < out[j].Stage+out[j].Reason
 	})
 	return out, total
-}
-
-// countIDs is the number of ids in an id log (8 bytes each after an 8-byte
-// header).
-func countIDs(path string) (int64, error) {
-	st, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	if st.Size() < 8 {
-		return 0, nil
-	}
-	return (st.Size() - 8) / 8, nil
 }

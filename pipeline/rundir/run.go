@@ -226,10 +226,7 @@ func Describe(dir string, plan *pipeline.Plan) string {
 	case r == nil:
 		return "new run"
 	}
-	finished := 0
-	if st, err := os.Stat(filepath.Join(dir, pipeline.DoneFile)); err == nil && st.Size() > 8 {
-		finished = int(st.Size()-8) / 8
-	}
+	finished, _ := commitlog.CountIDs(filepath.Join(dir, pipeline.DoneFile))
 	msg := fmt.Sprintf("continues the run started %s (%d starts, %d ids finished)",
 		r.Created.Local().Format(time.DateTime), len(r.History), finished)
 	if now := shardSpec(plan.File.Shard); !sameShard(r.Shard, now) {
