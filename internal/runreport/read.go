@@ -256,7 +256,7 @@ type jsonlLine struct {
 // jsonl reads the committed lines of a commit log (lines past its last
 // commit are not the output's yet).
 func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
-	size, err := commitlog.CommittedSize(path)
+	_, size, err := commitlog.Committed(path)
 	if err != nil {
 		return err
 	}

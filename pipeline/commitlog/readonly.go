@@ -29,24 +29,3 @@ func ReadIDLog(path string) ([]uint64, error) {
 	return out, nil
 }
 
-// Committed returns how many lines of the log at path are committed and
-// the bytes they take from the start of the file (what a reader may use;
-// anything after is an uncommitted tail). A log without an index has none.
-func Committed(path string) (rows int, bytes int64, err error) {
-	raw, err := os.ReadFile(IndexPath(path))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, 0, nil
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(raw) < len(indexMagic) || string(raw[:len(indexMagic)]) != indexMagic {
-		return 0, 0, fmt.Errorf("%s: not a commit index", IndexPath(path))
-	}
-	body := raw[len(indexMagic):]
-	rows = len(body) / entrySize
-	if rows > 0 {
-		bytes = int64(binary.LittleEndian.Uint64(body[(rows-1)*entrySize+8:]))
-	}
-	return rows, bytes, nil
-}
