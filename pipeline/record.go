@@ -107,7 +107,7 @@ type Failure struct {
 // ShardRef names one committed shard file.
 type ShardRef struct {
 	Path string `json:"path"` // absolute path of the shard file
-	Dir  string `json:"dir"`  // its shard directory, holding manifest.json
+	Dir  string `json:"dir"`  // its shard directory, holding .pipe/manifest.json
 	Name string `json:"name"` // e.g. "part-00000.parquet"
 
 	Rows, Tokens, Bytes int64

@@ -25,7 +25,7 @@ func init() {
 		Summary: "stream existing completion records (write-jsonl JSONL, or write-arrow Parquet/Arrow shards) for re-validation",
 		Description: `path is a JSONL file with one record per line as write-jsonl writes it
 ({"id", "messages", "completion", ...}); or shards as write-arrow writes them:
-a .parquet or .arrow file, a shard directory (its manifest.json names the
+a .parquet or .arrow file, a shard directory (its .pipe/manifest.json names the
 committed shards, in order; without one, its part-* files), a
 manifest.json, or s3://bucket/prefix/DIR where upload-s3 put them (each
 shard is downloaded to a temporary file and its sha256 checked; credentials
@@ -78,7 +78,7 @@ path  = "out/good.jsonl"
 // ReadCompletionsConfig configures read-completions.
 type ReadCompletionsConfig struct {
 	// Path is the JSONL file, relative to the pipeline file. Required.
-	Path string `toml:"path" op:"true" required:"true" path:"inany" doc:"JSONL file of records (as write-jsonl writes them), or write-arrow shards: a .parquet/.arrow file, a shard directory or its manifest.json, relative to the pipeline file; or s3://bucket/prefix/DIR as upload-s3 uploaded them"`
+	Path string `toml:"path" op:"true" required:"true" path:"inany" doc:"JSONL file of records (as write-jsonl writes them), or write-arrow shards: a .parquet/.arrow file, a shard directory or its .pipe/manifest.json, relative to the pipeline file; or s3://bucket/prefix/DIR as upload-s3 uploaded them"`
 	// Endpoint, Region and ForcePathStyle are for an s3:// path, as upload-s3 takes them.
 	Endpoint       string `toml:"endpoint" op:"true" doc:"with an s3:// path: the S3 endpoint URL of an S3-compatible server (default: AWS, or AWS_ENDPOINT_URL_S3)"`
 	Region         string `toml:"region" op:"true" doc:"with an s3:// path: the region (default: the AWS configuration's, else us-east-1)"`
@@ -195,13 +195,13 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 		return err
 	}
 	defer c.Close()
-	data, err := c.GetBytes(ctx, c.Key(commitlog.ManifestName))
+	key, data, err := c.GetManifest(ctx)
 	if err != nil {
 		return err
 	}
 	var m commitlog.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("%s: %w", c.URL(c.Key(commitlog.ManifestName)), err)
+		return fmt.Errorf("%s: %w", c.URL(key), err)
 	}
 	tmp, err := os.MkdirTemp("", "pipe-read-completions-*")
 	if err != nil {
@@ -284,10 +284,11 @@ func shardFiles(path string) ([]string, error) {
 		return nil, err
 	}
 	dir := path
+	mdir, isManifest := commitlog.ManifestDir(path)
 	switch {
 	case st.IsDir():
-	case filepath.Base(path) == commitlog.ManifestName:
-		dir = filepath.Dir(path)
+	case isManifest:
+		dir = mdir
 	case slices.Contains([]string{".parquet", ".arrow"}, strings.ToLower(filepath.Ext(path))):
 		return []string{path}, nil
 	default:

@@ -40,7 +40,7 @@ pipe-sha256 is skipped (already_uploaded), so a resumed run — which sends
 every committed shard again — uploads only what was committed but not
 uploaded before a crash. Every upload is logged, committed, in the run
 directory's uploads/STAGE.jsonl. At the end of its input, each shard
-directory's manifest.json is uploaded last, and only if every shard it lists
+directory's .pipe/manifest.json is uploaded last, and only if every shard it lists
 is in the bucket; otherwise the missing shards are reported.
 
 Credentials come only from the standard AWS chain: AWS_ACCESS_KEY_ID and
@@ -91,7 +91,7 @@ type uploadS3Config struct {
 	PartConcurrency  int    `toml:"part_concurrency" op:"true" default:"4" min:"1" max:"64" doc:"parts of one shard uploaded at once (default 4)"`
 	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once (default 2)"`
 	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request, with exponential backoff, before the run fails (default 5)"`
-	DeleteLocal      bool   `toml:"delete_local_after_upload" op:"true" doc:"remove each local shard file once its upload is verified; manifest.json stays (default false)"`
+	DeleteLocal      bool   `toml:"delete_local_after_upload" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays (default false)"`
 }
 
 func (c *uploadS3Config) Validate() []error {
@@ -339,7 +339,7 @@ func (u *uploadS3) record(id string, line uploadLine, path string) error {
 	return nil
 }
 
-// Finish uploads each shard directory's manifest.json, last, when every
+// Finish uploads each shard directory's .pipe/manifest.json, last, when every
 // shard it lists is in the bucket.
 func (u *uploadS3) Finish(ctx context.Context, _ pipeline.Emitter) error {
 	u.mu.Lock()
@@ -358,7 +358,7 @@ func (u *uploadS3) Finish(ctx context.Context, _ pipeline.Emitter) error {
 }
 
 func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
-	mpath := filepath.Join(dir, commitlog.ManifestName)
+	mpath, _ := commitlog.ManifestPath(dir) // the writer renamed a legacy one when it opened dir
 	// The bytes read are the bytes checked and uploaded: the writer may
 	// replace the file meanwhile (it never names an unfinished shard).
 	data, err := os.ReadFile(mpath)

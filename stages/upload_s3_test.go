@@ -32,7 +32,7 @@ import (
 // The tests run against versitygw, a real S3-compatible server with SigV4
 // checks (scripts/setup-versitygw.sh, internal/testenv.StartS3). Shard
 // records are made by hand, pointing at files of random bytes, with a
-// manifest.json like write-arrow's.
+// manifest (.pipe/manifest.json) like write-arrow's.
 
 const mib = 1 << 20
 
@@ -81,7 +81,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// shardDir is a shard directory with a manifest.json, as write-arrow makes.
+// shardDir is a shard directory with a manifest, as write-arrow makes.
 type shardDir struct {
 	t   *testing.T
 	dir string
@@ -129,6 +129,9 @@ func (d *shardDir) writeManifest() {
 	d.m.Updated = time.Now().UTC()
 	b, err := json.MarshalIndent(d.m, "", "  ")
 	if err != nil {
+		d.t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(d.dir, commitlog.MetaDir), 0o755); err != nil {
 		d.t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(d.dir, commitlog.ManifestName), b, 0o644); err != nil {
@@ -285,10 +288,10 @@ func TestUploadS3SinglePartAndMultipart(t *testing.T) {
 
 	// The manifest: the local bytes, uploaded after every shard.
 	manifest, _ := os.ReadFile(filepath.Join(d.dir, commitlog.ManifestName))
-	if got := getObject(t, c, srv.Bucket, "runs/r1/train/manifest.json"); !bytes.Equal(got, manifest) {
+	if got := getObject(t, c, srv.Bucket, "runs/r1/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest in the bucket: %q, want %q", got, manifest)
 	}
-	if ops := writeOrder(t, srv); ops[len(ops)-1] != "runs/r1/train/manifest.json" {
+	if ops := writeOrder(t, srv); ops[len(ops)-1] != "runs/r1/train/.pipe/manifest.json" {
 		t.Errorf("objects written in the order %v: the manifest is not last", ops)
 	}
 
@@ -423,10 +426,10 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 
 	// A run that ends with B still missing holds the manifest back.
 	st.finish(t)
-	if got := getObject(t, c, srv.Bucket, "p/train/manifest.json"); got != nil {
+	if got := getObject(t, c, srv.Bucket, "p/train/.pipe/manifest.json"); got != nil {
 		t.Fatalf("manifest uploaded while B is missing: %s", got)
 	}
-	if log := st.log.String(); !strings.Contains(log, "manifest.json not uploaded: 1 of its 2 shards are not in the bucket (part-00001.parquet)") {
+	if log := st.log.String(); !strings.Contains(log, ".pipe/manifest.json not uploaded: 1 of its 2 shards are not in the bucket (part-00001.parquet)") {
 		t.Errorf("run log: %q", log)
 	}
 	if rep := reportText(st.Report()); !strings.Contains(rep, "manifest_held_back: ") {
@@ -446,7 +449,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 		}
 	}
 	manifest, _ := os.ReadFile(filepath.Join(d.dir, commitlog.ManifestName))
-	if got := getObject(t, c, srv.Bucket, "p/train/manifest.json"); !bytes.Equal(got, manifest) {
+	if got := getObject(t, c, srv.Bucket, "p/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest after the resume: %q", got)
 	}
 	if rep := reportText(st2.Report()); !strings.Contains(rep, "uploaded_shards: 1\n") || !strings.Contains(rep, "already_uploaded_shards: 1\n") {
@@ -476,13 +479,13 @@ func TestUploadS3TwoDirectoriesOnePrefix(t *testing.T) {
 	st2.process(t, b1) // a1 is not sent again
 	st2.finish(t)
 	c := srv.Client(t)
-	for _, k := range []string{"train/part-00000.parquet", "train/part-00001.parquet", "eval/part-00000.parquet", "train/manifest.json", "eval/manifest.json"} {
+	for _, k := range []string{"train/part-00000.parquet", "train/part-00001.parquet", "eval/part-00000.parquet", "train/.pipe/manifest.json", "eval/.pipe/manifest.json"} {
 		if getObject(t, c, srv.Bucket, k) == nil {
 			t.Errorf("%s not in the bucket", k)
 		}
 	}
 	manifest, _ := os.ReadFile(filepath.Join(d1.dir, commitlog.ManifestName))
-	if got := getObject(t, c, srv.Bucket, "train/manifest.json"); !bytes.Equal(got, manifest) {
+	if got := getObject(t, c, srv.Bucket, "train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("train manifest in the bucket is not the local one")
 	}
 }
@@ -804,7 +807,7 @@ region           = "us-east-1"
 		}
 	}
 	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", commitlog.ManifestName))
-	if got := getObject(t, c, srv.Bucket, "runs/e2e/train/manifest.json"); !bytes.Equal(got, manifest) {
+	if got := getObject(t, c, srv.Bucket, "runs/e2e/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("manifest in the bucket:\n%s\nwant\n%s", got, manifest)
 	}
 	if !strings.Contains(out, "uploaded shards 3, ") {
@@ -934,7 +937,7 @@ max_attempts     = 2
 	if err != nil || m == nil {
 		t.Fatal(err)
 	}
-	if before["manifest.json"] || len(before) >= len(m.Shards) {
+	if before[commitlog.ManifestName] || len(before) >= len(m.Shards) {
 		t.Fatalf("after run 1: %d objects in the bucket (%v) for %d committed shards: want fewer, no manifest\n%s", len(before), before, len(m.Shards), out1)
 	}
 	t.Logf("run 1: %d of %d committed shards uploaded when the server died", len(before), len(m.Shards))
@@ -955,7 +958,7 @@ max_attempts     = 2
 		}
 	}
 	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", commitlog.ManifestName))
-	if got := getObject(t, c, srv.Bucket, "runs/crash/train/manifest.json"); !bytes.Equal(got, manifest) {
+	if got := getObject(t, c, srv.Bucket, "runs/crash/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("manifest in the bucket is not the local one")
 	}
 	if want := fmt.Sprintf("already_uploaded %d", len(before)); !strings.Contains(out2.String(), want) {

@@ -22,7 +22,7 @@ func init() {
 		Description: `Writes typed columns (id, messages, reasoning, answer, input_ids
 list<int32>, loss_mask list<uint8>, counts, generation metadata; the schema
 is in the README) into shards part-00000.parquet, part-00001.parquet, … in the
-directory path, with manifest.json listing each committed shard (rows,
+directory path, with .pipe/manifest.json listing each committed shard (rows,
 tokens, bytes, sha256).
 
 A shard is written under a hidden temporary name and committed — fsynced,
@@ -66,7 +66,7 @@ format = "parquet"
 
 type writeArrowConfig struct {
 	// Path is the shard directory, relative to the pipeline file. Required.
-	Path string `toml:"path" required:"true" path:"dir" doc:"directory of the shards and manifest.json, relative to the pipeline file; created"`
+	Path string `toml:"path" required:"true" path:"dir" doc:"directory of the shards and .pipe/manifest.json, relative to the pipeline file; created"`
 	// Format is "parquet" (default) or "arrow" (IPC file).
 	Format string `toml:"format" default:"parquet" enum:"parquet|arrow" doc:"\"parquet\" (default) or \"arrow\" (Arrow IPC file format)"`
 	// Compression: "" is zstd for Parquet and none for Arrow.

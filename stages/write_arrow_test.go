@@ -332,7 +332,7 @@ func TestWriteArrowRoundTrip(t *testing.T) {
 					t.Fatalf("row %d differs:\n got %.2000s\nwant %.2000s", i, g, w)
 				}
 			}
-			if names := dirNames(t, dir); !slices.Equal(names, []string{".ids", "manifest.json", "part-00000" + arrowrow.Ext(format)}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{commitlog.MetaDir, "part-00000" + arrowrow.Ext(format)}) {
 				t.Fatalf("directory holds %v", names)
 			}
 		})
@@ -522,7 +522,7 @@ func TestWriteArrowRotatesByRows(t *testing.T) {
 				t.Fatal("the rows read back are not the rows written, in order")
 			}
 			ext := arrowrow.Ext(format)
-			if names := dirNames(t, dir); !slices.Equal(names, []string{".ids", "manifest.json", "part-00000" + ext, "part-00001" + ext, "part-00002" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{commitlog.MetaDir, "part-00000" + ext, "part-00001" + ext, "part-00002" + ext}) {
 				t.Fatalf("directory holds %v", names)
 			}
 		})
@@ -610,6 +610,9 @@ func copyTestFile(t testing.TB, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(to, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +620,7 @@ func copyTestFile(t testing.TB, from, to string) {
 
 func idLogLen(t testing.TB, dir string) int64 {
 	t.Helper()
-	st, err := os.Stat(filepath.Join(dir, ".ids"))
+	st, err := os.Stat(filepath.Join(dir, commitlog.IDLogName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,7 +660,7 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			mem.AssertSize(t, 0)
-			if names := dirNames(t, dir); !slices.Equal(names, []string{".ids", "manifest.json", "part-00000" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{commitlog.MetaDir, "part-00000" + ext}) {
 				t.Fatalf("after close without commit the directory holds %v", names)
 			}
 			shard0, _ := os.ReadFile(filepath.Join(dir, "part-00000"+ext))
@@ -678,10 +681,10 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 			// 30-59 into part-00001.
 			var log bytes.Buffer
 			w = openArrow(t, cfg, mem, &log)
-			if !strings.Contains(log.String(), "removed [."+p.Name()) || !strings.Contains(log.String(), "continuing after 30 committed rows in 1 shards") {
+			if !strings.Contains(log.String(), "removed ["+commitlog.MetaDir+"/."+p.Name()) || !strings.Contains(log.String(), "continuing after 30 committed rows in 1 shards") {
 				t.Fatalf("reopen logged %q", log.String())
 			}
-			if names := dirNames(t, dir); !slices.Equal(names, []string{".ids", "manifest.json", "part-00000" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{commitlog.MetaDir, "part-00000" + ext}) {
 				t.Fatalf("after reopen the directory holds %v", names)
 			}
 			em = &arrowEmitter{}
@@ -700,14 +703,14 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 			// Run 2 goes on: part-00002 with rows 60-79 is renamed and its
 			// ids logged, and the process dies before the manifest names it
 			// (the manifest of before is put back).
-			before := snapshotFiles(t, dir, "manifest.json")
+			before := snapshotFiles(t, dir, commitlog.ManifestName)
 			arrowProcessAll(t, w, em, in[60:80])
 			if err := w.Commit(ctx, &skipEmitter{}); err != nil {
 				t.Fatal(err)
 			}
 			w.Close()
 			mem.AssertSize(t, 0)
-			copyTestFile(t, filepath.Join(before, "manifest.json"), filepath.Join(dir, "manifest.json"))
+			copyTestFile(t, filepath.Join(before, commitlog.ManifestName), filepath.Join(dir, commitlog.ManifestName))
 			if n := idLogLen(t, dir); n != 80 {
 				t.Fatalf("the id log holds %d ids, want 80", n)
 			}
@@ -774,11 +777,11 @@ func TestWriteArrowCrashBeforeFirstManifest(t *testing.T) {
 	in := arrowRows("f", 10, 20)
 	w := openArrow(t, cfg, nil, nil)
 	// The directory as Open left it, before any shard.
-	_, err := os.Stat(filepath.Join(dir, "manifest.json"))
+	_, err := os.Stat(filepath.Join(dir, commitlog.ManifestName))
 	hadManifest := err == nil
 	var before string
 	if hadManifest {
-		before = snapshotFiles(t, dir, "manifest.json")
+		before = snapshotFiles(t, dir, commitlog.ManifestName)
 	}
 	arrowProcessAll(t, w, &arrowEmitter{}, in)
 	if err := w.Commit(ctx, &skipEmitter{}); err != nil {
@@ -787,9 +790,9 @@ func TestWriteArrowCrashBeforeFirstManifest(t *testing.T) {
 	w.Close()
 	// The crash: the manifest is as it was before the commit.
 	if hadManifest {
-		copyTestFile(t, filepath.Join(before, "manifest.json"), filepath.Join(dir, "manifest.json"))
+		copyTestFile(t, filepath.Join(before, commitlog.ManifestName), filepath.Join(dir, commitlog.ManifestName))
 	} else {
-		os.Remove(filepath.Join(dir, "manifest.json"))
+		os.Remove(filepath.Join(dir, commitlog.ManifestName))
 	}
 	var log bytes.Buffer
 	w = openArrow(t, cfg, nil, &log)
@@ -817,7 +820,7 @@ func TestWriteArrowRefusesForeignShards(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "part-00000.parquet"), []byte("PAR1 theirs"), 0o644)
 	w := &writeArrow{cfg: arrowCfg(dir, arrowrow.FormatParquet)}
 	err := w.Open(context.Background(), &pipeline.Env{})
-	if err == nil || !strings.Contains(err.Error(), "holds shards but no manifest.json") {
+	if err == nil || !strings.Contains(err.Error(), "holds shards but no "+commitlog.ManifestName) {
 		t.Fatalf("open: %v", err)
 	}
 	if names := dirNames(t, dir); !slices.Equal(names, []string{"part-00000.parquet"}) {

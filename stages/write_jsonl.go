@@ -2,7 +2,6 @@ package stages
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
 func init() {
@@ -26,11 +26,33 @@ line and continues the file; records it already holds are skipped (counted
 as already_committed), so a resumed run never writes an id twice.
 
 A file at path that this writer did not make (no index beside it) is never
-overwritten: it is renamed to PATH.prev-TIME first.`,
+overwritten: it is renamed to PATH.prev-TIME first.
+
+layout = "specforge" writes {"id", "input_ids", "loss_mask"} per line, the
+file SpecForge's data.prompts_path takes; layout = "conversations" writes
+{"id", "conversations": [..., {"role": "assistant", "content",
+"reasoning_content"}]}, the file its data.train_data_path takes (no other
+column: SpecForge passes every extra column into the chat template). With
+max_length and trainer set to the trainer's, rows it would cut are cut the
+same way (or rejected: too_long = "reject"), and rows it would drop without
+a word — fewer loss tokens than it needs, for DFlash no two adjacent ones —
+are rejected here with a reason instead.`,
 		Config:    writeJSONLConfig{},
 		MaxInputs: 0,
+		// The specforge layout is built from tokenize-and-mask's rows, so
+		// pipe check says so when the input cannot have them.
+		Fields: func(c any) (needs, produces []string) {
+			if c.(*writeJSONLConfig).Layout == trainrow.SpecForge {
+				return []string{pipeline.FieldTokens}, nil
+			}
+			return nil, nil
+		},
 		KeySettings: func(c any) string {
-			return pipeline.DisplayPath(c.(*writeJSONLConfig).Path)
+			cfg := c.(*writeJSONLConfig)
+			if cfg.Layout != trainrow.Records {
+				return cfg.Layout + " in " + pipeline.DisplayPath(cfg.Path)
+			}
+			return pipeline.DisplayPath(cfg.Path)
 		},
 		Example: `[[stage]]
 id   = "prompts"
@@ -50,6 +72,25 @@ path  = "out/prompts.jsonl"
 type writeJSONLConfig struct {
 	// Path is the output file, relative to the pipeline file. Required.
 	Path string `toml:"path" required:"true" path:"out" doc:"output file, relative to the pipeline file; its directory is created"`
+	// Layout is what a line holds (trainrow.Layouts).
+	Layout string `toml:"layout" default:"records" enum:"records|specforge|conversations" doc:"\"records\" (pipe's records, default), \"specforge\" (id, input_ids, loss_mask: SpecForge's data.prompts_path) or \"conversations\" (id, conversations: SpecForge's data.train_data_path)"`
+	// MaxLength is the trainer's max_length (SpecForge's data.max_length).
+	MaxLength int `toml:"max_length" default:"0" min:"0" doc:"specforge/conversations: the trainer's max_length (SpecForge data.max_length); longer rows are cut as it cuts them, or rejected (too_long); 0: no limit"`
+	// TooLong is what a row longer than max_length does.
+	TooLong string `toml:"too_long" default:"cut" enum:"cut|reject" doc:"a row longer than max_length: \"cut\" to it, as SpecForge does (default), or \"reject\" (too_long)"`
+	// Trainer picks the loss-token rules rows are judged by.
+	Trainer string `toml:"trainer" default:"eagle3" enum:"eagle3|dflash" doc:"specforge/conversations: the SpecForge algorithm: \"eagle3\" needs 1 loss token (default), \"dflash\" 2 of them adjacent; rows it would drop are rejected with a reason"`
+}
+
+func (c *writeJSONLConfig) Validate() []error {
+	if c.Layout == trainrow.Records && (c.MaxLength > 0 || c.TooLong == "reject" || c.Trainer == trainrow.TrainerDFlash) {
+		return []error{&pipeline.FieldError{Key: "layout", Msg: `max_length, too_long and trainer judge trainer rows: set layout = "specforge" or "conversations"`}}
+	}
+	return nil
+}
+
+func (c *writeJSONLConfig) rules() trainrow.Rules {
+	return trainrow.Rules{MaxLength: c.MaxLength, TooLong: c.TooLong, Trainer: c.Trainer}
 }
 
 type writeJSONL struct {
@@ -101,9 +142,12 @@ func (w *writeJSONL) Process(_ context.Context, rec *pipeline.Record, out pipeli
 	if w.log.Has(rec.ID) {
 		return out.Skip(rec, "already_committed")
 	}
-	line, err := json.Marshal(rec)
+	line, prob, err := trainrow.Encode(w.cfg.Layout, w.cfg.rules(), rec)
 	if err != nil {
 		return out.Fail(rec, fmt.Errorf("cannot encode the record as JSON: %w", err), 1)
+	}
+	if prob != nil {
+		return out.Reject(rec, prob.Reason, prob.Detail)
 	}
 	return w.log.Append(rec.ID, line)
 }

@@ -354,11 +354,11 @@ path  = {{q (print .OutDir "/completions")}}
 
 [[stage]]
 id    = "train"
-kind  = "write-arrow"                 # the training rows: Parquet shards + manifest.json
+kind  = "write-arrow"                 # the training rows: Parquet shards + .pipe/manifest.json
 input = "tok"
 path  = {{q (print .OutDir "/train")}}
 {{if .S3}}
-# Uploads each training shard as it is committed (manifest.json last).
+# Uploads each training shard as it is committed (.pipe/manifest.json last).
 # Credentials come only from the AWS chain (AWS_ACCESS_KEY_ID and
 # AWS_SECRET_ACCESS_KEY, ~/.aws, AWS_PROFILE), never from this file.
 [[stage]]

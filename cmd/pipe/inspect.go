@@ -37,7 +37,7 @@ import (
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
-const inspectAccepts = "a shard file (.parquet, .arrow), a shard directory (with manifest.json) or s3://bucket/prefix/DIR where upload-s3 put one, a JSONL file (.jsonl) or a run directory (with run.json or done.ids)"
+const inspectAccepts = "a shard file (.parquet, .arrow), a shard directory (with .pipe/manifest.json) or s3://bucket/prefix/DIR where upload-s3 put one, a JSONL file (.jsonl) or a run directory (with run.json or done.ids)"
 
 func init() {
 	var o inspectOptions
@@ -51,7 +51,7 @@ PATH is one of:
   a shard file (.parquet, .arrow)
       format, columns and types, rows, tokens (sum of num_tokens), then the
       first rows
-  a shard directory (has manifest.json)
+  a shard directory (has .pipe/manifest.json, or manifest.json before pipe-row-2)
       the manifest (format, rows, tokens, bytes, each shard with its sha256)
       and a check that every shard it lists is there with its size (with
       --verify, its sha256 too); part files it does not list are shown as
@@ -178,7 +178,7 @@ func (ins *inspector) inspect(path string) (*inspectDoc, error) {
 	if st.IsDir() {
 		has := func(name string) bool { _, err := os.Stat(filepath.Join(path, name)); return err == nil }
 		switch {
-		case has(commitlog.ManifestName):
+		case hasManifest(path):
 			doc.Kind = "shards"
 			return doc, ins.shardDir(doc, path)
 		case has(rundir.RunFile) || has("done.ids"):
@@ -191,6 +191,7 @@ func (ins *inspector) inspect(path string) (*inspectDoc, error) {
 		return nil, usageErrorf("pipe inspect: %s: a directory with neither %s nor %s nor done.ids nor part files; PATH is %s",
 			path, commitlog.ManifestName, rundir.RunFile, inspectAccepts)
 	}
+	mdir, isManifest := commitlog.ManifestDir(path)
 	switch base := filepath.Base(path); {
 	case isShardName(base):
 		doc.Kind = "shard"
@@ -200,8 +201,8 @@ func (ins *inspector) inspect(path string) (*inspectDoc, error) {
 			return nil, err
 		}
 		return doc, err
-	case base == commitlog.ManifestName:
-		doc.Path, doc.Kind = filepath.Dir(path), "shards"
+	case isManifest:
+		doc.Path, doc.Kind = mdir, "shards"
 		return doc, ins.shardDir(doc, doc.Path)
 	case base == rundir.RunFile:
 		doc.Path, doc.Kind = filepath.Dir(path), "run"
@@ -450,7 +451,7 @@ func (ins *inspector) arrowFile(path string, sr *shardReport, take func(arrow.Re
 
 type dirReport struct {
 	Dir      string       `json:"dir"`
-	Manifest bool         `json:"manifest"` // false: no manifest.json, nothing committed
+	Manifest bool         `json:"manifest"` // false: no manifest, nothing committed
 	Format   string       `json:"format,omitempty"`
 	Schema   string       `json:"schema,omitempty"`
 	Rows     int64        `json:"rows"`
@@ -1436,4 +1437,10 @@ func escapeControls(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// hasManifest reports whether dir has a manifest, under either name.
+func hasManifest(dir string) bool {
+	_, ok := commitlog.ManifestPath(dir)
+	return ok
 }

@@ -23,13 +23,13 @@ func (ins *inspector) s3Dir(doc *inspectDoc, uri string) error {
 	if _, err := c.Check(ins.ctx); err != nil {
 		return fmt.Errorf("pipe inspect: %w", err)
 	}
-	data, err := c.GetBytes(ins.ctx, c.Key(commitlog.ManifestName))
+	key, data, err := c.GetManifest(ins.ctx)
 	if err != nil {
 		return fmt.Errorf("pipe inspect: %w (is %s a shard directory upload-s3 wrote?)", err, uri)
 	}
 	var m commitlog.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("pipe inspect: %s: %w", c.URL(c.Key(commitlog.ManifestName)), err)
+		return fmt.Errorf("pipe inspect: %s: %w", c.URL(key), err)
 	}
 	dr := &dirReport{Dir: uri, Manifest: true, Verified: ins.opts.verify,
 		Format: m.Format, Schema: m.Schema, Rows: m.Rows, Tokens: m.Tokens, Bytes: m.Bytes, Updated: m.Updated}

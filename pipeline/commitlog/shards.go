@@ -14,9 +14,6 @@ import (
 	"time"
 )
 
-// ManifestName is the manifest's file name in a shard directory.
-const ManifestName = "manifest.json"
-
 // Manifest lists the committed shards of a directory. It is replaced
 // atomically after each shard is committed, so it never names a shard that
 // is not whole, and a shard it does not name was never committed.
@@ -41,8 +38,13 @@ type ShardInfo struct {
 }
 
 // ReadManifest reads dir's manifest; a directory without one has none (nil).
+// It reads LegacyManifestName when only that is there.
 func ReadManifest(dir string) (*Manifest, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	path, ok := ManifestPath(dir)
+	if !ok {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -51,7 +53,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestName), err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &m, nil
 }
@@ -79,6 +81,9 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 		return nil, nil, err
 	}
 	s = &Shards{dir: dir, ext: ext, format: format, schema: schema}
+	if err := migrateMeta(dir); err != nil {
+		return nil, nil, err
+	}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, nil, err
@@ -102,7 +107,8 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 			return nil, nil, err
 		}
 	}
-	ids, hashes, err := OpenIDLog(filepath.Join(dir, ".ids"))
+	idLog := filepath.Join(dir, IDLogName)
+	ids, hashes, err := OpenIDLog(idLog)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,10 +116,10 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 	case int64(len(hashes)) > s.m.Rows: // a crash between the ids and the manifest
 		hashes = hashes[:s.m.Rows]
 		ids.Close()
-		if err := truncateIDLog(filepath.Join(dir, ".ids"), len(hashes)); err != nil {
+		if err := truncateIDLog(idLog, len(hashes)); err != nil {
 			return nil, nil, err
 		}
-		if ids, _, err = OpenIDLog(filepath.Join(dir, ".ids")); err != nil {
+		if ids, _, err = OpenIDLog(idLog); err != nil {
 			return nil, nil, err
 		}
 	case int64(len(hashes)) < s.m.Rows:
@@ -131,11 +137,24 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if (partName.MatchString(n) && !named[n]) || (len(n) > 6 && n[0] == '.' && filepath.Ext(n) == ".tmp") {
+		if (partName.MatchString(n) && !named[n]) || isTemp(n) {
 			if err := os.Remove(filepath.Join(dir, n)); err != nil {
 				return nil, nil, err
 			}
 			removed = append(removed, n)
+		}
+	}
+	// Temporary files of the MetaDir (shards being written, manifests).
+	entries, err = os.ReadDir(filepath.Join(dir, MetaDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		if n := e.Name(); isTemp(n) {
+			if err := os.Remove(filepath.Join(dir, MetaDir, n)); err != nil {
+				return nil, nil, err
+			}
+			removed = append(removed, filepath.Join(MetaDir, n))
 		}
 	}
 	return s, removed, nil
@@ -174,7 +193,7 @@ type Pending struct {
 // Create starts the next shard.
 func (s *Shards) Create() (*Pending, error) {
 	name := fmt.Sprintf("part-%05d%s", len(s.m.Shards), s.ext)
-	f, err := os.CreateTemp(s.dir, "."+name+".*.tmp")
+	f, err := os.CreateTemp(filepath.Join(s.dir, MetaDir), "."+name+".*.tmp") // renamed into dir at Commit
 	if err != nil {
 		return nil, err
 	}
@@ -250,6 +269,9 @@ func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
 func writeManifest(dir string, m Manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, MetaDir), 0o755); err != nil {
 		return err
 	}
 	return WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'))

@@ -75,7 +75,7 @@ func TestWriteArrowShardsCommit(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := dirNames(t, dir); !slices.Equal(got, []string{".ids", ManifestName, "part-00000.parquet", "part-00001.parquet"}) {
+	if got := dirNames(t, dir); !slices.Equal(got, []string{MetaDir, "part-00000.parquet", "part-00001.parquet"}) {
 		t.Fatalf("directory holds %v", got)
 	}
 	m, _ = ReadManifest(dir)
@@ -127,7 +127,7 @@ func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 	// The crash: part-00001 renamed and its ids logged, the manifest not
 	// replaced; a temporary manifest and a temporary shard left behind.
 	os.WriteFile(filepath.Join(dir, ManifestName), manifest, 0o644)
-	os.WriteFile(filepath.Join(dir, "."+ManifestName+".123.tmp"), []byte("{"), 0o600)
+	os.WriteFile(filepath.Join(dir, MetaDir, ".manifest.json.123.tmp"), []byte("{"), 0o600)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not ours to remove"), 0o644)
 
 	s, removed, err := OpenShards(dir, "arrow", ".arrow", "v1")
@@ -135,16 +135,16 @@ func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(removed)
-	if len(removed) != 3 || removed[2] != "part-00001.arrow" || !strings.HasPrefix(removed[0], ".manifest.json.") || !strings.HasPrefix(removed[1], ".part-00002.arrow.") {
+	if len(removed) != 3 || removed[2] != "part-00001.arrow" || !strings.HasPrefix(removed[0], MetaDir+"/.manifest.json.") || !strings.HasPrefix(removed[1], MetaDir+"/.part-00002.arrow.") {
 		t.Fatalf("removed %v", removed)
 	}
-	if got := dirNames(t, dir); !slices.Equal(got, []string{".ids", ManifestName, "notes.txt", "part-00000.arrow"}) {
+	if got := dirNames(t, dir); !slices.Equal(got, []string{MetaDir, "notes.txt", "part-00000.arrow"}) {
 		t.Fatalf("directory holds %v", got)
 	}
 	if !s.Has("a") || !s.Has("b") || s.Has("c") || s.Has("e") {
 		t.Fatal("held ids are not those of the manifest's shards")
 	}
-	if st, _ := os.Stat(filepath.Join(dir, ".ids")); st.Size() != int64(len(idsMagic)+8*2) {
+	if st, _ := os.Stat(filepath.Join(dir, IDLogName)); st.Size() != int64(len(idsMagic)+8*2) {
 		t.Fatalf("id log of %d bytes, want the header and 2 ids", st.Size())
 	}
 	// The next shard takes the name of the removed one; the id log goes on
@@ -166,17 +166,77 @@ func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 		t.Fatalf("another format: %v", err)
 	}
 	// An id log shorter than the manifest says: damaged, refused.
-	os.Truncate(filepath.Join(dir, ".ids"), int64(len(idsMagic)+8*3))
+	os.Truncate(filepath.Join(dir, IDLogName), int64(len(idsMagic)+8*3))
 	if _, _, err := OpenShards(dir, "arrow", ".arrow", "v1"); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("short id log: %v", err)
 	}
 
 	foreign := t.TempDir()
 	os.WriteFile(filepath.Join(foreign, "part-00000.parquet"), []byte("PAR1"), 0o644)
-	if _, _, err := OpenShards(foreign, "parquet", ".parquet", "v1"); err == nil || !strings.Contains(err.Error(), "holds shards but no manifest.json") {
+	if _, _, err := OpenShards(foreign, "parquet", ".parquet", "v1"); err == nil || !strings.Contains(err.Error(), "holds shards but no "+ManifestName) {
 		t.Fatalf("shards without a manifest: %v", err)
 	}
 	if got := dirNames(t, foreign); !slices.Equal(got, []string{"part-00000.parquet"}) {
 		t.Fatalf("a refused directory was changed: %v", got)
+	}
+}
+
+// A directory written before MetaDir (manifest.json and .ids at the top)
+// is read as it is, and opening it for writing moves both into MetaDir, so
+// that the directory then holds nothing but shards and MetaDir. A crash
+// between the two moves leaves a directory that reads and opens as well.
+func TestShardsLegacyLayout(t *testing.T) {
+	legacy := func(t *testing.T) string {
+		dir := t.TempDir()
+		s, _, err := OpenShards(dir, "parquet", ".parquet", "v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitShard(t, s, "zero", "a", "b")
+		s.Close()
+		for _, m := range [][2]string{{ManifestName, LegacyManifestName}, {IDLogName, legacyIDLog}} {
+			if err := os.Rename(filepath.Join(dir, m[0]), filepath.Join(dir, m[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.Remove(filepath.Join(dir, MetaDir))
+		return dir
+	}
+	for _, crashed := range []bool{false, true} {
+		dir := legacy(t)
+		if crashed { // the id log moved, the manifest not yet
+			os.Mkdir(filepath.Join(dir, MetaDir), 0o755)
+			os.Rename(filepath.Join(dir, legacyIDLog), filepath.Join(dir, IDLogName))
+		}
+		if p, ok := ManifestPath(dir); !ok || filepath.Base(p) != LegacyManifestName {
+			t.Fatalf("ManifestPath = %s, %v", p, ok)
+		}
+		m, err := ReadManifest(dir)
+		if err != nil || m == nil || m.Rows != 2 || len(m.Shards) != 1 {
+			t.Fatalf("legacy manifest read as %+v, %v", m, err)
+		}
+		if ids, err := ReadIDLog(IDLogPath(dir)); err != nil || len(ids) != 2 {
+			t.Fatalf("legacy id log: %d ids, %v", len(ids), err)
+		}
+		s, removed, err := OpenShards(dir, "parquet", ".parquet", "v1")
+		if err != nil || len(removed) > 0 {
+			t.Fatal(removed, err)
+		}
+		if !s.Has("a") || !s.Has("b") {
+			t.Fatal("the rows of the legacy directory are not held")
+		}
+		commitShard(t, s, "one", "c")
+		s.Close()
+		if got := dirNames(t, dir); !slices.Equal(got, []string{MetaDir, "part-00000.parquet", "part-00001.parquet"}) {
+			t.Fatalf("directory holds %v", got)
+		}
+		if m, _ := ReadManifest(dir); m == nil || m.Rows != 3 {
+			t.Fatalf("manifest after the move: %+v", m)
+		}
+	}
+	for path, want := range map[string]string{"d/.pipe/manifest.json": "d", ".pipe/manifest.json": ".", "d/manifest.json": "d", "x/d/part-00000.parquet": ""} {
+		if got, ok := ManifestDir(path); got != want || ok != (want != "") {
+			t.Errorf("ManifestDir(%s) = %q, %v; want %q", path, got, ok, want)
+		}
 	}
 }

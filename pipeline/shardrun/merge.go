@@ -214,7 +214,7 @@ func committed(o rundir.Output, i int) (files []File, ids []uint64, format strin
 		for _, s := range man.Shards {
 			files = append(files, File{Shard: i, Path: filepath.Join(o.Path, s.Name), Rows: s.Rows, Tokens: s.Tokens, Bytes: s.Bytes, SHA256: s.SHA256})
 		}
-		ids, err := commitlog.ReadIDLog(filepath.Join(o.Path, ".ids"))
+		ids, err := commitlog.ReadIDLog(commitlog.IDLogPath(o.Path))
 		if err != nil {
 			return nil, nil, "", err
 		}

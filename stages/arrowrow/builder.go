@@ -105,6 +105,31 @@ func (b *Builder) ints(name string, v []int, valid bool) {
 	b.bytes += 4 * int64(len(v))
 }
 
+// messages appends the conversation as a list of MessageType; nil is null.
+func (b *Builder) messages(msgs []pipeline.Message) {
+	lb := b.b.Field(b.col[ColMessages]).(*array.ListBuilder)
+	if msgs == nil {
+		lb.AppendNull()
+		return
+	}
+	lb.Append(true)
+	sb := lb.ValueBuilder().(*array.StructBuilder)
+	role := sb.FieldBuilder(0).(*array.StringBuilder)
+	content := sb.FieldBuilder(1).(*array.StringBuilder)
+	reasoning := sb.FieldBuilder(2).(*array.StringBuilder)
+	for _, m := range msgs {
+		sb.Append(true)
+		role.Append(m.Role)
+		content.Append(m.Content)
+		if m.ReasoningContent == "" {
+			reasoning.AppendNull()
+		} else {
+			reasoning.Append(m.ReasoningContent)
+		}
+		b.bytes += int64(len(m.Role) + len(m.Content) + len(m.ReasoningContent))
+	}
+}
+
 // Append adds one record as a row. On an error nothing is appended.
 func (b *Builder) Append(rec *pipeline.Record) error {
 	c := rec.Completion
@@ -112,13 +137,12 @@ func (b *Builder) Append(rec *pipeline.Record) error {
 	if c == nil {
 		c = &pipeline.Completion{}
 	}
-	var js [4]jsonCol
+	var js [3]jsonCol
 	for i, v := range []struct {
 		name  string
 		v     any
 		valid bool
 	}{
-		{ColMessages, rec.Messages, rec.Messages != nil},
 		{ColMatchedStop, c.MatchedStop, has && c.MatchedStop != nil},
 		{ColRequest, c.Request, c.Request != nil},
 		{ColMeta, rec.Meta, rec.Meta != nil},
@@ -128,9 +152,9 @@ func (b *Builder) Append(rec *pipeline.Record) error {
 			return err
 		}
 	}
-	messages, matchedStop, request, meta := js[0], js[1], js[2], js[3]
+	matchedStop, request, meta := js[0], js[1], js[2]
 	b.str(ColID, rec.ID, true)
-	b.str(ColMessages, messages.s, messages.valid)
+	b.messages(rec.Messages)
 	b.str(ColReasoning, c.Reasoning, has)
 	b.str(ColAnswer, c.Answer, has)
 	b.str(ColFinishReason, c.FinishReason, has)

@@ -67,8 +67,13 @@ func decodeRow(cols map[string]arrow.Array, i int, rec *pipeline.Record) error {
 		}
 		return nil
 	}
-	if err := js(ColMessages, &rec.Messages); err != nil {
-		return err
+	switch a := cols[ColMessages].(type) {
+	case *array.List: // pipe-row-2
+		rec.Messages = messageList(a, i)
+	case *array.String: // pipe-row-1: JSON text
+		if err := js(ColMessages, &rec.Messages); err != nil {
+			return err
+		}
 	}
 	if err := js(ColMeta, &rec.Meta); err != nil {
 		return err
@@ -126,6 +131,39 @@ func intList(a arrow.Array, i int) []int {
 	out := make([]int, len(vals))
 	for k, v := range vals {
 		out[k] = int(v)
+	}
+	return out
+}
+
+// messageList reads row i of a list<MessageType> column; nil when null.
+// Struct fields are found by name, so a writer's other field order reads.
+func messageList(l *array.List, i int) []pipeline.Message {
+	if l.IsNull(i) {
+		return nil
+	}
+	st, ok := l.ListValues().(*array.Struct)
+	if !ok {
+		return nil
+	}
+	field := func(name string) *array.String {
+		t := st.DataType().(*arrow.StructType)
+		if k, ok := t.FieldIdx(name); ok {
+			s, _ := st.Field(k).(*array.String)
+			return s
+		}
+		return nil
+	}
+	role, content, reasoning := field(MsgRole), field(MsgContent), field(MsgReasoningContent)
+	get := func(a *array.String, k int) string {
+		if a == nil || a.IsNull(k) {
+			return ""
+		}
+		return strings.Clone(a.Value(k))
+	}
+	start, end := l.ValueOffsets(i)
+	out := make([]pipeline.Message, 0, end-start)
+	for k := int(start); k < int(end); k++ {
+		out = append(out, pipeline.Message{Role: get(role, k), Content: get(content, k), ReasoningContent: get(reasoning, k)})
 	}
 	return out
 }

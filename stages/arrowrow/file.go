@@ -44,8 +44,10 @@ type FileWriter interface {
 // "snappy", "lz4" or "none" ("" means zstd for Parquet, none for Arrow, so
 // that every Arrow reader can read it).
 func NewFileWriter(w io.Writer, format, compression string, mem memory.Allocator) (FileWriter, error) {
-	meta := arrow.NewMetadata([]string{"pipe.schema"}, []string{Version})
-	schema := arrow.NewSchema(Schema.Fields(), &meta)
+	schema, err := fileSchema()
+	if err != nil {
+		return nil, err
+	}
 	switch format {
 	case FormatArrow:
 		opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}
@@ -82,6 +84,18 @@ func NewFileWriter(w io.Writer, format, compression string, mem memory.Allocator
 		return fw, nil
 	}
 	return nil, fmt.Errorf("unknown format %q (parquet or arrow)", format)
+}
+
+// fileSchema is Schema with the shards' metadata: pipe's schema version, and
+// the HF datasets features (hfMetadata), so load_dataset gives the columns
+// their types without guessing.
+func fileSchema() (*arrow.Schema, error) {
+	hf, err := hfMetadata(Schema)
+	if err != nil {
+		return nil, err
+	}
+	meta := arrow.NewMetadata([]string{"pipe.schema", HFMetadataKey}, []string{Version, hf})
+	return arrow.NewSchema(Schema.Fields(), &meta), nil
 }
 
 // ReadFile calls fn with every record batch of a shard (Parquet or Arrow

@@ -8,7 +8,9 @@ import (
 )
 
 // Version is written into each shard's metadata ("pipe.schema").
-const Version = "pipe-row-1"
+// pipe-row-2: messages is list<struct<role, content, reasoning_content>>
+// (pipe-row-1 held it as JSON text; Records reads both).
+const Version = "pipe-row-2"
 
 // Column names, in schema order.
 const (
@@ -63,12 +65,29 @@ func list(name string, elem arrow.DataType) arrow.Field {
 	return arrow.Field{Name: name, Type: arrow.ListOf(elem), Nullable: true}
 }
 
+// Message field names of the messages column's struct: those of the OpenAI
+// chat format, which chat templates and HF datasets' chat trainers take.
+const (
+	MsgRole             = "role"
+	MsgContent          = "content"
+	MsgReasoningContent = "reasoning_content"
+)
+
+// MessageType is one message of the messages column. reasoning_content is
+// null for a turn without reasoning.
+var MessageType = arrow.StructOf(
+	arrow.Field{Name: MsgRole, Type: arrow.BinaryTypes.String, Nullable: true},
+	arrow.Field{Name: MsgContent, Type: arrow.BinaryTypes.String, Nullable: true},
+	arrow.Field{Name: MsgReasoningContent, Type: arrow.BinaryTypes.String, Nullable: true},
+)
+
 // Schema is the shards' schema. Completion columns are null for a record
 // without a completion, token columns for one without tokens, and so on;
-// messages, matched_stop, request and meta hold JSON.
+// messages is a list of MessageType; matched_stop, request and meta hold
+// JSON.
 var Schema = arrow.NewSchema([]arrow.Field{
 	{Name: ColID, Type: arrow.BinaryTypes.String},
-	str(ColMessages),
+	list(ColMessages, MessageType),
 	str(ColReasoning), str(ColAnswer), str(ColFinishReason), str(ColMatchedStop),
 	i32(ColPromptTokens), i32(ColCompletionTokens), i32(ColCachedTokens), i32(ColReasoningTokens),
 	list(ColPromptIDs, arrow.PrimitiveTypes.Int32), list(ColOutputIDs, arrow.PrimitiveTypes.Int32),

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // maxSmallObject bounds GetBytes (manifests are small).
@@ -61,4 +64,22 @@ func (c *Client) Download(ctx context.Context, key, path, wantSHA256 string) (er
 		return fmt.Errorf("%s: sha256 %s, the manifest says %s", c.URL(key), got, wantSHA256)
 	}
 	return nil
+}
+
+// GetManifest returns the manifest of the shard directory at the client's
+// prefix and its key: commitlog.ManifestNames in order, so a directory
+// uploaded before the manifest was hidden (manifest.json) still reads.
+func (c *Client) GetManifest(ctx context.Context) (key string, data []byte, err error) {
+	for _, name := range commitlog.ManifestNames {
+		key = c.Key(name)
+		obj, err := c.Head(ctx, key)
+		if err != nil {
+			return key, nil, err
+		}
+		if obj != nil {
+			data, err := c.GetBytes(ctx, key)
+			return key, data, err
+		}
+	}
+	return c.Key(commitlog.ManifestName), nil, fmt.Errorf("%s: no manifest (%s)", c.URL(c.Key("")), strings.Join(commitlog.ManifestNames, " or "))
 }
