@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/stages"
+	"github.com/pipe-dev/pipe/stages/trainrow"
+)
+
+func init() {
+	var (
+		layout, stage, tooLong, trainer string
+		maxLength                       int
+	)
+	register(&command{
+		Name:      "export",
+		UsageLine: "pipe export --layout specforge|conversations [--stage ID] OUT.jsonl PATH...",
+		Short:     "gather committed outputs into the one JSONL file a trainer (SpecForge) reads",
+		Long: `Export reads the committed records of each PATH — a write-arrow directory or
+shard file, a write-jsonl file, a run directory (its output --stage, or its
+only data output), a sharded run's parent directory (every shard-*-of-*
+run in it) or a glob of these — and writes them into OUT.jsonl in one
+layout, as write-jsonl's layout setting does:
+
+  specforge      {"id", "input_ids", "loss_mask"}: SpecForge data.prompts_path
+  conversations  {"id", "conversations": [...]}: SpecForge data.train_data_path
+
+SpecForge reads one JSON or JSONL file (specforge/data/prompt_builder.py),
+so the shards of a run, or of every shard of a sharded run, go into one.
+Records are streamed (one batch or line at a time); an id already
+exported is skipped. With --max-length and --trainer set as in the
+trainer's config, rows it would cut are cut the same way and rows it would
+drop without a word are left out and counted by reason. OUT.jsonl is
+written under a temporary name and renamed when complete.`,
+		SetFlags: func(fs *flag.FlagSet) {
+			fs.StringVar(&layout, "layout", "", "specforge or conversations (required)")
+			fs.StringVar(&stage, "stage", "", "run directories: the output stage to export (default: their only write-arrow/write-jsonl output)")
+			fs.IntVar(&maxLength, "max-length", 0, "the trainer's max_length (SpecForge data.max_length); 0: no limit")
+			fs.StringVar(&tooLong, "too-long", "cut", "a row longer than --max-length: cut (as SpecForge does) or reject")
+			fs.StringVar(&trainer, "trainer", trainrow.TrainerEAGLE3, "eagle3 (1 loss token) or dflash (2, adjacent)")
+		},
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if fs.NArg() < 2 {
+				return usageErrorf("usage: pipe export --layout specforge|conversations [--stage ID] OUT.jsonl PATH...")
+			}
+			if layout != trainrow.SpecForge && layout != trainrow.Conversations {
+				return usageErrorf("pipe export: --layout %q: want specforge or conversations", layout)
+			}
+			if tooLong != "cut" && tooLong != "reject" {
+				return usageErrorf("pipe export: --too-long %q: want cut or reject", tooLong)
+			}
+			if trainer != trainrow.TrainerEAGLE3 && trainer != trainrow.TrainerDFlash {
+				return usageErrorf("pipe export: --trainer %q: want eagle3 or dflash", trainer)
+			}
+			if maxLength < 0 {
+				return usageErrorf("pipe export: --max-length %d: want 0 or more", maxLength)
+			}
+			out := fs.Arg(0)
+			inputs, err := exportInputs(fs.Args()[1:], stage)
+			if err != nil {
+				return usageErrorf("pipe export: %v", err)
+			}
+			ex := &exporter{layout: layout, rules: trainrow.Rules{MaxLength: maxLength, TooLong: tooLong, Trainer: trainer},
+				seen: map[uint64]struct{}{}, reasons: map[string]int64{}}
+			if err := ex.run(ctx, out, inputs); err != nil {
+				return fmt.Errorf("pipe export: %w", err)
+			}
+			ex.report(std.Err, out, len(inputs))
+			if ex.rows == 0 {
+				return errors.New("pipe export: no row to export: " + out + " not written")
+			}
+			return nil
+		},
+	})
+}
+
+// exportInputs resolves the PATH arguments to outputs (files or shard
+// directories), in order.
+func exportInputs(args []string, stage string) ([]string, error) {
+	paths, err := expandRunDirs(args)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		run, err := rundir.ReadRun(p)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case run != nil:
+			o, err := runOutput(p, run, stage)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+		case hasManifest(p) || len(partFiles(p)) > 0:
+			out = append(out, p)
+		default:
+			shards, _ := filepath.Glob(filepath.Join(p, "shard-*-of-*"))
+			var runs []string
+			for _, s := range shards {
+				if r, err := rundir.ReadRun(s); err == nil && r != nil {
+					runs = append(runs, s)
+				}
+			}
+			if len(runs) == 0 {
+				return nil, fmt.Errorf("%s: neither an output (shards, %s) nor a run directory (%s) nor a sharded run's parent (shard-*-of-*/%s)", p, commitlog.ManifestName, rundir.RunFile, rundir.RunFile)
+			}
+			more, err := exportInputs(runs, stage)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, more...)
+		}
+	}
+	return out, nil
+}
+
+// runOutput is the output of a run directory to export: the stage's, or
+// its only data output.
+func runOutput(dir string, run *rundir.Run, stage string) (string, error) {
+	var data []rundir.Output
+	var names []string
+	for _, o := range run.Outputs {
+		if o.Kind == "write-arrow" || o.Kind == "write-jsonl" {
+			data = append(data, o)
+			names = append(names, o.Stage)
+		}
+	}
+	for _, o := range data {
+		if stage != "" && o.Stage == stage {
+			return o.Path, nil
+		}
+	}
+	switch {
+	case stage != "":
+		return "", fmt.Errorf("%s: no output stage %q (its outputs: %s)", dir, stage, strings.Join(names, ", "))
+	case len(data) == 1:
+		return data[0].Path, nil
+	case len(data) == 0:
+		return "", fmt.Errorf("%s: the run has no write-arrow or write-jsonl output", dir)
+	}
+	return "", fmt.Errorf("%s: the run has %d outputs (%s): choose one with --stage", dir, len(data), strings.Join(names, ", "))
+}
+
+type exporter struct {
+	layout  string
+	rules   trainrow.Rules
+	seen    map[uint64]struct{} // hashes of the ids exported
+	rows    int64
+	reasons map[string]int64 // rows left out, by reason
+	example map[string]string
+}
+
+func (ex *exporter) run(ctx context.Context, out string, inputs []string) (err error) {
+	dir := filepath.Dir(out)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(out)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	ex.example = map[string]string{}
+	for _, in := range inputs {
+		err := stages.EachRecord(ctx, in, func(rec *pipeline.Record) error {
+			h := commitlog.Hash(rec.ID)
+			if _, dup := ex.seen[h]; dup {
+				ex.leaveOut(pipeline.ReasonDuplicate, rec.ID+" (already exported)")
+				return nil
+			}
+			line, prob, err := trainrow.Encode(ex.layout, ex.rules, rec)
+			if err != nil {
+				return fmt.Errorf("%s: record %q: %w", in, rec.ID, err)
+			}
+			if prob != nil {
+				ex.leaveOut(prob.Reason, rec.ID+": "+prob.Detail)
+				return nil
+			}
+			ex.seen[h] = struct{}{}
+			ex.rows++
+			w.Write(line)
+			return w.WriteByte('\n')
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if ex.rows == 0 { // not written; the caller says so
+		tmp.Close()
+		return os.Remove(tmp.Name())
+	}
+	if err := errors.Join(w.Flush(), tmp.Chmod(0o644), tmp.Sync(), tmp.Close()); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return err
+	}
+	return commitlog.SyncDir(dir)
+}
+
+func (ex *exporter) leaveOut(reason, example string) {
+	ex.reasons[reason]++
+	if _, ok := ex.example[reason]; !ok {
+		ex.example[reason] = example
+	}
+}
+
+func (ex *exporter) report(w io.Writer, out string, inputs int) {
+	if ex.rows > 0 {
+		fmt.Fprintf(w, "pipe export: wrote %s (%s layout): %d rows from %d outputs\n", out, ex.layout, ex.rows, inputs)
+	}
+	reasons := make([]string, 0, len(ex.reasons))
+	for r := range ex.reasons {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		fmt.Fprintf(w, "pipe export: left out %d rows: %s (e.g. %s)\n", ex.reasons[r], r, ex.example[r])
+	}
+}
