@@ -277,3 +277,54 @@ func TestArrowrowRecordsOtherSchemas(t *testing.T) {
 		t.Fatalf("a batch without id: %v", err)
 	}
 }
+
+// Shards of pipe-row-1 hold messages as JSON text: they still read, with
+// the same messages as a pipe-row-2 shard of the same records; and messages
+// with reasoning read back from the struct column as written.
+func TestArrowrowMessagesOldAndNew(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	msgs := []pipeline.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"},
+		{Role: "assistant", Content: "hello", ReasoningContent: "greet — 你好"}, {Role: "user", Content: ""}}
+	old := array.NewRecordBuilder(mem, arrow.NewSchema([]arrow.Field{
+		{Name: ColID, Type: arrow.BinaryTypes.String},
+		{Name: ColMessages, Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil))
+	defer old.Release()
+	js, _ := json.Marshal(msgs)
+	old.Field(0).(*array.StringBuilder).AppendValues([]string{"a", "b"}, nil)
+	old.Field(1).(*array.StringBuilder).AppendValues([]string{string(js), ""}, []bool{true, false})
+	ob := old.NewRecordBatch()
+	defer ob.Release()
+	got, err := Records(ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got[0].Messages, msgs) || got[1].Messages != nil {
+		t.Fatalf("pipe-row-1 messages read as %+v, %+v", got[0].Messages, got[1].Messages)
+	}
+
+	b := NewBuilder(mem)
+	defer b.Release()
+	for _, r := range []*pipeline.Record{{ID: "a", Messages: msgs}, {ID: "b"}, {ID: "c", Messages: []pipeline.Message{}}} {
+		if err := b.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nb := b.NewBatch()
+	defer nb.Release()
+	if typ := nb.Schema().Field(1).Type; !arrow.TypeEqual(typ, arrow.ListOf(MessageType)) {
+		t.Fatalf("messages column is %s", typ)
+	}
+	got, err = Records(nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got[0].Messages, msgs) || got[1].Messages != nil || got[2].Messages == nil || len(got[2].Messages) != 0 {
+		t.Fatalf("pipe-row-2 messages read as %+v / %+v / %+v", got[0].Messages, got[1].Messages, got[2].Messages)
+	}
+	// reasoning_content is null where a turn has none, as HF datasets shows it.
+	st := nb.Column(1).(*array.List).ListValues().(*array.Struct)
+	if rc := st.Field(2); !rc.IsNull(0) || rc.IsNull(2) {
+		t.Fatalf("reasoning_content nulls: %v", rc)
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+// pipelines/regenerate.toml writes what SpecForge's Qwen3.6 DFlash recipe
+// reads (SpecForge examples/configs/qwen3.6-27b-dflash-online.yaml:
+// data.train_data_path, a raw-conversation JSONL file; data.max_length
+// 4096; training.strategy dflash): a write-jsonl output in the
+// conversations layout judged by DFlash's rules at that max_length, from
+// the tokenized rows (so lengths and loss tokens can be judged).
+func TestRegenerateWritesSpecForgeQwen36DFlash(t *testing.T) {
+	var file struct {
+		Stage []map[string]any `toml:"stage"`
+	}
+	if _, err := toml.DecodeFile(filepath.Join("..", "..", "pipelines", "regenerate.toml"), &file); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{}
+	for _, s := range file.Stage {
+		kinds[s["id"].(string)] = s["kind"].(string)
+	}
+	for _, s := range file.Stage {
+		if s["kind"] != "write-jsonl" || s["layout"] != "conversations" {
+			continue
+		}
+		if s["trainer"] != "dflash" || s["max_length"] != int64(4096) {
+			t.Fatalf("the conversations output has trainer %v, max_length %v; the recipe trains DFlash at max_length 4096", s["trainer"], s["max_length"])
+		}
+		if in, _ := s["input"].(string); kinds[in] != "tokenize-and-mask" {
+			t.Fatalf("the conversations output reads %v (%s), not tokenized rows", s["input"], kinds[in])
+		}
+		return
+	}
+	t.Fatal(`no write-jsonl output with layout = "conversations"`)
+}
