@@ -2,8 +2,10 @@ package stages
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/readers"
 	"github.com/pipe-dev/pipe/internal/trainers"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -76,6 +79,15 @@ func TestWriteArrowDirectoryIsAnHFDataset(t *testing.T) {
 	}
 	if got := hfFiles(t, dir); !reflect.DeepEqual(got, want) {
 		t.Fatalf("load_dataset takes %v, want %v (directory holds %v)", got, want, dirNames(t, dir))
+	}
+	// The checker sees the failure the old layout had: a manifest.json
+	// beside the shards goes to the Parquet reader.
+	if err := os.Rename(filepath.Join(dir, commitlog.ManifestName), filepath.Join(dir, commitlog.LegacyManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	splits, err := trainers.DataFiles(dir)
+	if err != nil || !slices.Contains(splits["train"], commitlog.LegacyManifestName) {
+		t.Fatalf("with manifest.json at the top, load_dataset takes %v (%v)", splits, err)
 	}
 }
 
