@@ -83,10 +83,19 @@ type writeJSONLConfig struct {
 }
 
 func (c *writeJSONLConfig) Validate() []error {
-	if c.Layout == trainrow.Records && (c.MaxLength > 0 || c.TooLong == "reject" || c.Trainer == trainrow.TrainerDFlash) {
-		return []error{&pipeline.FieldError{Key: "layout", Msg: `max_length, too_long and trainer judge trainer rows: set layout = "specforge" or "conversations"`}}
+	if c.Layout != trainrow.Records {
+		return nil
 	}
-	return nil
+	var errs []error
+	for _, k := range []struct {
+		key string
+		set bool
+	}{{"max_length", c.MaxLength > 0}, {"too_long", c.TooLong == "reject"}, {"trainer", c.Trainer == trainrow.TrainerDFlash}} {
+		if k.set {
+			errs = append(errs, &pipeline.FieldError{Key: k.key, Msg: `judges the rows of a trainer layout: set layout = "specforge" or "conversations" (the default, "records", writes every record as it is)`})
+		}
+	}
+	return errs
 }
 
 func (c *writeJSONLConfig) rules() trainrow.Rules {

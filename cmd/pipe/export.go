@@ -43,7 +43,9 @@ Records are streamed (one batch or line at a time); an id already
 exported is skipped. With --max-length and --trainer set as in the
 trainer's config, rows it would cut are cut the same way and rows it would
 drop without a word are left out and counted by reason. OUT.jsonl is
-written under a temporary name and renamed when complete.`,
+written under a temporary name and renamed when complete; a file already
+there is kept as OUT.jsonl.prev-TIME. The ids exported are remembered (8
+bytes each), so memory grows with them, not with the rows.`,
 		SetFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&layout, "layout", "", "specforge or conversations (required)")
 			fs.StringVar(&stage, "stage", "", "run directories: the output stage to export (default: their only write-arrow/write-jsonl output)")
@@ -71,6 +73,9 @@ written under a temporary name and renamed when complete.`,
 			inputs, err := exportInputs(fs.Args()[1:], stage)
 			if err != nil {
 				return usageErrorf("pipe export: %v", err)
+			}
+			if _, err := os.Stat(commitlog.IndexPath(out)); err == nil {
+				return usageErrorf("pipe export: %s is a run's output (it has a commit index): export into another file", out)
 			}
 			ex := &exporter{layout: layout, rules: trainrow.Rules{MaxLength: maxLength, TooLong: tooLong, Trainer: trainer},
 				seen: map[uint64]struct{}{}, reasons: map[string]int64{}}
@@ -171,6 +176,7 @@ type exporter struct {
 	rows    int64
 	reasons map[string]int64 // rows left out, by reason
 	example map[string]string
+	keptAs  string // where a file that was at OUT went
 }
 
 func (ex *exporter) run(ctx context.Context, out string, inputs []string) (err error) {
@@ -218,6 +224,12 @@ func (ex *exporter) run(ctx context.Context, out string, inputs []string) (err e
 	if err := errors.Join(w.Flush(), tmp.Chmod(0o644), tmp.Sync(), tmp.Close()); err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
 	}
+	if _, err := os.Stat(out); err == nil {
+		// Not ours to lose: an earlier export, or anything else.
+		if ex.keptAs, err = pipeline.KeepAside(out); err != nil {
+			return fmt.Errorf("keeping the existing %s: %w", out, err)
+		}
+	}
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		return err
 	}
@@ -234,6 +246,9 @@ func (ex *exporter) leaveOut(reason, example string) {
 func (ex *exporter) report(w io.Writer, out string, inputs int) {
 	if ex.rows > 0 {
 		fmt.Fprintf(w, "pipe export: wrote %s (%s layout): %d rows from %d outputs\n", out, ex.layout, ex.rows, inputs)
+	}
+	if ex.keptAs != "" {
+		fmt.Fprintf(w, "pipe export: the file that was at %s is kept as %s\n", out, ex.keptAs)
 	}
 	reasons := make([]string, 0, len(ex.reasons))
 	for r := range ex.reasons {
