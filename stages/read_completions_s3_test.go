@@ -80,6 +80,14 @@ func TestReadCompletionsFromS3(t *testing.T) {
 			t.Fatalf("record %d: got %+v, want %+v", i, g, want[i])
 		}
 	}
+	// A prefix uploaded before the manifest moved into .pipe/ (manifest.json
+	// beside the shards) still reads.
+	if err := os.Rename(srv.ObjectPath(srv.Bucket, "datasets/train/.pipe/manifest.json"), srv.ObjectPath(srv.Bucket, "datasets/train/manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(); err != nil || len(got) != len(want) {
+		t.Fatalf("with the legacy manifest: %d records, %v", len(got), err)
+	}
 	// Change a shard in the bucket: its sha256 no longer matches the manifest.
 	obj := srv.ObjectPath(srv.Bucket, "datasets/train/part-00001.parquet")
 	data, err := os.ReadFile(obj)
