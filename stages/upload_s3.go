@@ -405,15 +405,34 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 		u.mu.Lock() // uploaded by an earlier run, unchanged since
 		u.manifests = append(u.manifests, key+" (already there)")
 		u.mu.Unlock()
-		return nil
+		return u.removeLegacyManifest(ctx, dir)
 	}
 	if _, err := u.client.PutBytes(ctx, key, data, "application/json"); err != nil {
 		return fmt.Errorf("uploading %s: %w", mpath, err)
+	}
+	if err := u.removeLegacyManifest(ctx, dir); err != nil {
+		return err
 	}
 	fmt.Fprintf(u.out, "%s uploaded: %d shards, %d rows\n", u.client.URL(key), len(m.Shards), m.Rows)
 	u.mu.Lock()
 	u.manifests = append(u.manifests, key)
 	u.mu.Unlock()
+	return nil
+}
+
+// removeLegacyManifest deletes the manifest.json an earlier version put
+// beside the shards, once the one in .pipe/ (which lists every shard it
+// did) is there: left, it is what HF datasets hands to the Parquet reader.
+func (u *uploadS3) removeLegacyManifest(ctx context.Context, dir string) error {
+	key := u.shardKey(dir, commitlog.LegacyManifestName)
+	obj, err := u.client.Head(ctx, key)
+	if err != nil || obj == nil {
+		return err
+	}
+	if err := u.client.Delete(ctx, key); err != nil {
+		return err
+	}
+	fmt.Fprintf(u.out, "%s removed: the manifest is %s now\n", u.client.URL(key), commitlog.ManifestName)
 	return nil
 }
 

@@ -1022,3 +1022,31 @@ func TestUploadS3Region(t *testing.T) {
 		cl.Close()
 	}
 }
+
+// A prefix an earlier version uploaded to holds a manifest.json beside the
+// shards; once the manifest in .pipe/ is uploaded, the old one is removed,
+// so the prefix holds nothing but shards outside .pipe/ (what HF datasets
+// reads from s3:// as it does from a local directory).
+func TestUploadS3RemovesLegacyManifest(t *testing.T) {
+	srv := testenv.StartS3(t)
+	srv.SetEnv(t)
+	c := srv.Client(t)
+	if _, err := c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(srv.Bucket),
+		Key: aws.String("old/train/manifest.json"), Body: strings.NewReader(`{"format":"parquet","shards":[]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d := newShardDir(t, t.TempDir(), "train")
+	a := d.add(1000)
+	st := mustOpenS3Stage(t, s3Config(srv, "old"), t.TempDir())
+	st.process(t, a)
+	st.finish(t)
+	if got := getObject(t, c, srv.Bucket, "old/train/manifest.json"); got != nil {
+		t.Fatalf("the old manifest.json is still there: %q", got)
+	}
+	if got := getObject(t, c, srv.Bucket, "old/train/"+commitlog.ManifestName); got == nil {
+		t.Fatal("no manifest in .pipe/")
+	}
+	if log := st.log.String(); !strings.Contains(log, "old/train/manifest.json removed: the manifest is .pipe/manifest.json now") {
+		t.Fatalf("log: %s", log)
+	}
+}

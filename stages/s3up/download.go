@@ -83,3 +83,11 @@ func (c *Client) GetManifest(ctx context.Context) (key string, data []byte, err 
 	}
 	return c.Key(commitlog.ManifestName), nil, fmt.Errorf("%s: no manifest (%s)", c.URL(c.Key("")), strings.Join(commitlog.ManifestNames, " or "))
 }
+
+// Delete removes the object at key (none there is no error, as in S3).
+func (c *Client) Delete(ctx context.Context, key string) error {
+	if _, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.Bucket), Key: aws.String(key)}); err != nil {
+		return fmt.Errorf("DeleteObject %s: %s", c.URL(key), errorSummary(err))
+	}
+	return nil
+}
