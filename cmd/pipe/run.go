@@ -44,6 +44,7 @@ func init() {
 		limits       warnLimits
 		diskFreeGiB  float64
 		detach       bool
+		notify       setFlags
 	)
 	register(&command{
 		Name:      "run",
@@ -99,7 +100,7 @@ retryable, the same command continues); 2 usage, pipeline file or changed
 settings (not retryable until the file or command is fixed); 130
 interrupted by a signal (retryable: the same command continues).`,
 		SetFlags: func(fs *flag.FlagSet) {
-			sets = nil
+			sets, notify = nil, nil
 			fs.BoolVar(&dryRun, "dry-run", false, "check, resolve paths, print the graph and plan; do no work")
 			fs.StringVar(&runDir, "run-dir", "", "run directory (overrides [pipeline] run_dir)")
 			fs.IntVar(&sim, "sim", 0, "replace every generate stage's servers with `N` simulated servers started in-process")
@@ -119,6 +120,7 @@ interrupted by a signal (retryable: the same command continues).`,
 			fs.StringVar(&shard, "shard", "", "take only shard `I/N` of the input (0 <= I < N; overrides [pipeline] shard)")
 			fs.BoolVar(&forceNew, "force-new-config", false, "resume even though the settings that define the data changed (recorded in RUN_DIR/run.json)")
 			addSetFlag(fs, &sets)
+			fs.Var(&notify, "notify", "say each warning (at most one per 10 minutes), the stop, a failure and the end to `TARGET`: an http(s) URL (JSON POSTed, Slack's text included) or a shell command (the JSON on its stdin); repeatable; added to [pipeline] notify")
 			fs.BoolVar(&detach, "detach", false, "run in the background, in its own session (survives the terminal and SSH session); output to RUN_DIR/detached.log; see pipe stop")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
@@ -160,6 +162,11 @@ interrupted by a signal (retryable: the same command continues).`,
 				return usageErrorf("--log-format must be text or json, got %q", logFormat)
 			}
 			limits.MinFree = int64(diskFreeGiB * (1 << 30))
+			for _, t := range notify {
+				if err := pipeline.ParseNotify(t); err != nil {
+					return usageErrorf("--%v", err)
+				}
+			}
 			if err := rundir.CheckShardLayout(plan.File.RunDir, plan.File.Shard); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -183,6 +190,7 @@ interrupted by a signal (retryable: the same command continues).`,
 			// Recorded in run.json and shown as the resume command: never
 			// with a password given in a server URL on the command line.
 			cmdline, redacted := redactUserinfo(append([]string{"pipe"}, std.Args...))
+			cmdline, redactedNotify := redactNotifyFlags(cmdline)
 			r, diffs, err := rundir.Check(plan.File.RunDir, plan, forceNew, cmdline)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -201,13 +209,19 @@ interrupted by a signal (retryable: the same command continues).`,
 				return err
 			}
 			again := shellJoin(resumeCommand(cmdline))
-			if redacted {
+			switch {
+			case redacted && redactedNotify:
+				again += "   (with the credentials you gave in server URLs and the --notify URLs, removed here)"
+			case redacted:
 				again += "   (with the credentials you gave in server URLs, removed here)"
+			case redactedNotify:
+				again += "   (with the --notify URLs you gave, removed here)"
 			}
 			return runPlan(ctx, std, plan, runSettings{
 				drainTimeout: drainTimeout, progressEvery: progress, commitEvery: commitEvery, noJournal: noJournal,
 				again: again, metricsAddr: metricsAddr, logFormat: logFormat, warn: limits,
 				fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
+				notify: append(append([]string(nil), plan.File.Notify...), notify...),
 			})
 		},
 	})
@@ -324,6 +338,8 @@ type runSettings struct {
 	fingerprint string
 	// terminal: stderr is a terminal, so the live display is drawn there.
 	terminal bool
+	// notify are the notification targets ([pipeline] notify, --notify).
+	notify []string
 }
 
 // statusEvery is how often status.json is replaced during a run.
@@ -406,6 +422,17 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	log := rl.Writer(slog.LevelInfo)
 	rl.Info("run started", "pipeline", plan.File.Name, "file", plan.File.Path, "run_dir", plan.File.RunDir,
 		"pid", os.Getpid(), "config_fingerprint", rs.fingerprint)
+	host, _ := os.Hostname()
+	about := &notifyBase{plan: plan, again: rs.again, host: host, pid: os.Getpid()}
+	notes := newNotifier(rs.notify, func(msg string, args ...any) { rl.Warn(msg, args...) })
+	defer notes.close(notifyTimeout)
+	if notes != nil {
+		shown := make([]string, len(rs.notify))
+		for i, t := range rs.notify {
+			shown[i] = redactTarget(t)
+		}
+		rl.Info("notifying of warnings, the stop, a failure and the end", "targets", strings.Join(shown, " | "))
+	}
 	// errOut is the terminal: on one, lines go above the live display.
 	errOut := std.Err
 	var term *termView
@@ -502,9 +529,14 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 			}
 		}
 	}()
+	// nowStatus and nowState are the figures the warnings are judged on,
+	// for their notifications.
+	var nowStatus *liveStatus
+	nowState := stateRunning
 	warner := newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), func(w runWarning) {
 		fmt.Fprintf(errOut, "pipe: warning [%s]: %s\n", fmtElapsed(w.ElapsedS), w.Text)
 		rl.Warn(w.Text, "kind", w.Kind, "elapsed_s", math.Round(w.ElapsedS*10)/10)
+		notes.warning(about.message(notifyWarning, nowState, nowStatus, &w, nil))
 	})
 	var lastLine, lastStatus time.Duration
 	type result struct {
@@ -531,12 +563,13 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 				openedOnce.Do(func() { close(opened) })
 				lv.add(s)
 				ls := lv.status()
-				warner.check(lv, ls)
-				ls.Warnings = warner.recent()
 				state := stateRunning
 				if s.Drained {
 					state = stateDraining
 				}
+				nowStatus, nowState = ls, state
+				warner.check(lv, ls)
+				ls.Warnings = warner.recent()
 				if term != nil {
 					term.update(ls)
 				}
@@ -573,9 +606,11 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		rl.Warn("gave up waiting for the run to stop")
 		openedOnce.Do(func() { close(opened) })
 		starting.Wait()
-		if err := status.write(stateStopped, nil, errors.New("gave up waiting for a stage to stop")); err != nil {
+		gaveUp := errors.New("gave up waiting for a stage to stop")
+		if err := status.write(stateStopped, nil, gaveUp); err != nil {
 			rl.Warn("status.json not written", "err", err)
 		}
+		notes.send(about.message(notifyStopped, stateStopped, nowStatus, nil, gaveUp))
 		return &exitError{code: exitInterrupted}
 	}
 	openedOnce.Do(func() { close(opened) })
@@ -592,9 +627,16 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	}
 	lv.add(sum)
 	ls := lv.status()
+	nowStatus, nowState = ls, state
 	warner.check(lv, ls)
 	ls.Warnings = warner.recent()
 	ls.Dead = sum.DeadLetters
+	event := map[string]string{stateFinished: notifyFinished, stateStopped: notifyStopped, stateFailed: notifyFailed}[state]
+	var failure error
+	if state == stateFailed {
+		failure = runErr
+	}
+	notes.send(about.message(event, state, ls, nil, failure))
 	if err := status.write(state, ls, runErr); err != nil {
 		rl.Warn("status.json not written", "err", err)
 	}
