@@ -63,7 +63,7 @@ committed. A change of the settings that define the data (model, sampling,
 template, validation and mask rules) is refused with the differences listed,
 unless --force-new-config; --fresh moves the earlier run and its outputs
 aside (PATH.prev-TIME) and starts over. One process at a time may use a run
-directory.
+directory, and one run an output (a lock file beside it, .NAME.lock).
 
 On a terminal, stderr shows a live display: the input read of its size,
 each stage's counts and rates, generation in flight, output tokens/s over
@@ -171,7 +171,14 @@ interrupted by a signal (retryable: the same command continues).`,
 				return &exitError{code: exitUsage, err: err}
 			}
 			if fresh {
+				// Never move aside the outputs of another live run.
+				guard, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
+				var busy *rundir.OutputBusyError
+				if err != nil && !(errors.As(err, &busy) && busy.RunDir == absPath(plan.File.RunDir)) {
+					return err
+				} // a run in this run directory: MoveAside says so
 				moved, err := rundir.MoveAside(plan.File.RunDir, outputPaths(plan))
+				guard.Release() // taken again below: some lock files may have moved
 				for _, m := range moved {
 					fmt.Fprintf(std.Err, "pipe: --fresh: kept %s\n", m)
 				}
@@ -184,6 +191,13 @@ interrupted by a signal (retryable: the same command continues).`,
 				return err
 			}
 			defer lock.Release()
+			// Two runs in different run directories must not write one
+			// output either.
+			outLocks, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
+			if err != nil {
+				return err
+			}
+			defer outLocks.Release()
 			if lock.TookOver != "" {
 				fmt.Fprintf(std.Err, "pipe: %s\n", lock.TookOver)
 			}
