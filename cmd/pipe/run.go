@@ -130,7 +130,8 @@ interrupted by a signal (retryable: the same command continues).`,
 			path := fs.Arg(0)
 			// A detached child (its notify descriptor set) never detaches
 			// again, whatever spelling of --detach it was handed.
-			if detach && !dryRun && os.Getenv(detachNotifyEnv) == "" {
+			detached := os.Getenv(detachNotifyEnv) != ""
+			if detach && !dryRun && !detached {
 				return startDetached(std, std.Args)
 			}
 			all := append([]string(nil), sets...)
@@ -203,7 +204,13 @@ interrupted by a signal (retryable: the same command continues).`,
 			}
 			// Recorded in run.json and shown as the resume command: never
 			// with a password given in a server URL on the command line.
-			cmdline, redacted := redactUserinfo(append([]string{"pipe"}, std.Args...))
+			typed := append([]string{"pipe"}, std.Args...)
+			if detached && len(typed) > 1 {
+				// As the user typed it: the child was started without
+				// --detach, which the same command needs to continue alike.
+				typed = append([]string{"pipe", typed[1], "--detach"}, typed[2:]...)
+			}
+			cmdline, redacted := redactUserinfo(typed)
 			cmdline, redactedNotify := redactNotifyFlags(cmdline)
 			r, diffs, err := rundir.Check(plan.File.RunDir, plan, forceNew, cmdline)
 			if err != nil {
@@ -235,7 +242,8 @@ interrupted by a signal (retryable: the same command continues).`,
 				drainTimeout: drainTimeout, progressEvery: progress, commitEvery: commitEvery, noJournal: noJournal,
 				again: again, metricsAddr: metricsAddr, logFormat: logFormat, warn: limits,
 				fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
-				notify: append(append([]string(nil), plan.File.Notify...), notify...),
+				notify:   append(append([]string(nil), plan.File.Notify...), notify...),
+				detached: detached,
 			})
 		},
 	})
@@ -354,6 +362,9 @@ type runSettings struct {
 	terminal bool
 	// notify are the notification targets ([pipeline] notify, --notify).
 	notify []string
+	// detached: started by --detach, so no terminal and no Ctrl-C; it
+	// is stopped with pipe stop.
+	detached bool
 }
 
 // statusEvery is how often status.json is replaced during a run.
@@ -505,7 +516,11 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 				n++
 				switch n {
 				case 1:
-					fmt.Fprintln(errOut, "\npipe: stopping intake and draining in-flight work; press Ctrl-C again to stop at once")
+					again := "press Ctrl-C again to stop at once"
+					if rs.detached {
+						again = "pipe stop --now " + shellJoin([]string{pipeline.DisplayPath(plan.File.RunDir)}) + " stops at once"
+					}
+					fmt.Fprintf(errOut, "\npipe: stopping intake and draining in-flight work; %s\n", again)
 					close(stop)
 				case 2:
 					stopAtOnce()
