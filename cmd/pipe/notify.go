@@ -40,7 +40,10 @@ const (
 // notifyMessage is what every target gets. It never holds a secret: URL
 // userinfo and the notify URLs' paths are removed from every text in it.
 type notifyMessage struct {
-	// Text is the whole message for a person (Slack's "text").
+	// Text is the whole message for a person, in Slack's "text" format:
+	// &, < and > escaped as &amp; &lt; &gt;, which Slack reads as control
+	// characters otherwise (api.slack.com/reference/surfaces/formatting,
+	// "Escaping text"). PIPE_NOTIFY_TEXT has it unescaped.
 	Text     string  `json:"text"`
 	Event    string  `json:"event"` // warning, stopped, failed, finished
 	Pipeline string  `json:"pipeline"`
@@ -171,7 +174,10 @@ func (n *notifier) close(wait time.Duration) {
 func (n *notifier) deliver() {
 	defer close(n.done)
 	for m := range n.queue {
+		plain := m.Text
+		m.Text = slackEscape.Replace(m.Text)
 		body, _ := json.Marshal(m)
+		m.Text = plain
 		for _, t := range n.targets {
 			if err := n.deliverTo(t, m, body); err != nil {
 				n.log("notify failed; the run goes on", "target", redactTarget(t), "event", m.Event, "err", n.scrubText(err.Error()))
@@ -232,6 +238,8 @@ func (n *notifier) scrubText(s string) string {
 	}
 	return urlUserinfo.ReplaceAllString(s, "$1")
 }
+
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 var urlPath = regexp.MustCompile(`(https?://[^/\s'"?#]+)[/?#][^\s'"]*`)
 

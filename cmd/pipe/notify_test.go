@@ -113,13 +113,15 @@ func TestNotifyFailingTargetsAreLogged(t *testing.T) {
 	gone.Close()
 	var mu sync.Mutex
 	var logged []string
-	n := newNotifier([]string{"echo oops >&2; exit 3", bad.URL + "/services/T0KEN", gone.URL + "/services/T0KEN", good.URL},
+	env := filepath.Join(t.TempDir(), "env")
+	n := newNotifier([]string{"echo oops >&2; exit 3", bad.URL + "/services/T0KEN", gone.URL + "/services/T0KEN", good.URL,
+		`printf '%s\n%s' "$PIPE_NOTIFY_EVENT" "$PIPE_NOTIFY_TEXT" > ` + env},
 		func(msg string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()
 			logged = append(logged, fmt.Sprint(append([]any{msg}, args...)...))
 		})
-	about := &notifyBase{plan: testPlan(t), again: "pipe run p.toml", host: "gpu1", pid: 42}
+	about := &notifyBase{plan: testPlan(t), again: "pipe run p.toml --set 'x.y=a<b'", host: "gpu1", pid: 42}
 	n.send(about.message(notifyFailed, stateFailed, &liveStatus{}, nil, fmt.Errorf("server %s/x: down", bad.URL+"/services/T0KEN")))
 	n.close(30 * time.Second)
 	if len(good.got()) != 1 {
@@ -129,8 +131,13 @@ func TestNotifyFailingTargetsAreLogged(t *testing.T) {
 	if len(logged) != 3 || !strings.Contains(all, "exit status 3: oops") || !strings.Contains(all, "HTTP 500") || strings.Contains(all, "T0KEN") {
 		t.Fatalf("logged:\n%s", all)
 	}
-	if m := decodeMessages(t, good.got())[0]; strings.Contains(good.got()[0], "T0KEN") || !strings.Contains(m.Error, "/…/x: down") {
+	if m := decodeMessages(t, good.got())[0]; strings.Contains(good.got()[0], "T0KEN") || !strings.Contains(m.Error, "/…/x: down") ||
+		!strings.HasSuffix(m.Text, "continue with: pipe run p.toml --set 'x.y=a&lt;b'") {
 		t.Fatalf("message: %s", good.got()[0])
+	}
+	// The command's environment has the event and the text unescaped.
+	if got, _ := os.ReadFile(env); !strings.HasPrefix(string(got), "failed\npipe: p FAILED (") || !strings.HasSuffix(string(got), "continue with: pipe run p.toml --set 'x.y=a<b'") {
+		t.Fatalf("the command's environment: %q", got)
 	}
 }
 
@@ -205,7 +212,9 @@ func TestNotifyDetachedRun(t *testing.T) {
 		if w := ms[0]; w.State != stateRunning || w.Warning == nil || w.Warning.Kind != "disk" || !strings.Contains(w.Text, "disk of") {
 			t.Errorf("%s: warning %+v", name, w)
 		}
-		if s := ms[1]; s.State != stateStopped || s.Finished < 4 || !strings.Contains(s.Text, "continue with: pipe run ") || !strings.Contains(s.Text, "p.toml") {
+		// Slack's text escapes its control characters; the fields do not.
+		if s := ms[1]; s.State != stateStopped || s.Finished < 4 || !strings.Contains(s.Text, "continue with: pipe run ") || !strings.Contains(s.Text, "p.toml") ||
+			!strings.Contains(s.Text, "'cat &gt;&gt; ") || !strings.Contains(s.ContinueWith, "'cat >> ") {
 			t.Errorf("%s: stop %+v", name, s)
 		}
 		if f := ms[3]; f.State != stateFinished || f.Finished != r.prompts || f.Stages[2].Out != f.Stages[2].In || !strings.Contains(f.Text, "finished") {

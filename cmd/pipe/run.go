@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -560,12 +561,14 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	}()
 	// nowStatus and nowState are the figures the warnings are judged on,
 	// for their notifications.
-	var nowStatus *liveStatus
-	nowState := stateRunning
+	// (atomic: the give-up path reads them while the run may still run).
+	var nowStatus atomic.Pointer[liveStatus]
+	var nowState atomic.Value
+	nowState.Store(stateRunning)
 	warner := newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), func(w runWarning) {
 		fmt.Fprintf(errOut, "pipe: warning [%s]: %s\n", fmtElapsed(w.ElapsedS), w.Text)
 		rl.Warn(w.Text, "kind", w.Kind, "elapsed_s", math.Round(w.ElapsedS*10)/10)
-		notes.warning(about.message(notifyWarning, nowState, nowStatus, &w, nil))
+		notes.warning(about.message(notifyWarning, nowState.Load().(string), nowStatus.Load(), &w, nil))
 	})
 	var lastLine, lastStatus time.Duration
 	type result struct {
@@ -596,7 +599,8 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 				if s.Drained {
 					state = stateDraining
 				}
-				nowStatus, nowState = ls, state
+				nowStatus.Store(ls)
+				nowState.Store(state)
 				warner.check(lv, ls)
 				ls.Warnings = warner.recent()
 				if term != nil {
@@ -639,7 +643,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		if err := status.write(stateStopped, nil, gaveUp); err != nil {
 			rl.Warn("status.json not written", "err", err)
 		}
-		notes.send(about.message(notifyStopped, stateStopped, nowStatus, nil, gaveUp))
+		notes.send(about.message(notifyStopped, stateStopped, nowStatus.Load(), nil, gaveUp))
 		return &exitError{code: exitInterrupted}
 	}
 	openedOnce.Do(func() { close(opened) })
@@ -656,7 +660,8 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	}
 	lv.add(sum)
 	ls := lv.status()
-	nowStatus, nowState = ls, state
+	nowStatus.Store(ls)
+	nowState.Store(state)
 	warner.check(lv, ls)
 	ls.Warnings = warner.recent()
 	ls.Dead = sum.DeadLetters
