@@ -271,12 +271,19 @@ func stageIDsOfKind(path, kind string) ([]string, error) {
 func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	plan.WriteText(std.Out)
 	fmt.Fprintln(std.Out, "\nplan:")
+	var busy []string
 	for _, u := range plan.Paths() {
 		who := "pipeline"
 		if u.Stage != "" {
 			who = "stage " + u.Stage
 		}
 		fmt.Fprintf(std.Out, "  %-22s %-8s %s  (%s)\n", who, u.Key, u.Path, describePath(u))
+		if (u.Mode == "out" || u.Mode == "dir") && u.Stage != "" {
+			if w := rundir.OutputWriter(u.Path); w != nil && w.RunDir != absPath(plan.File.RunDir) {
+				fmt.Fprintf(std.Out, "    REFUSED: %v\n", w)
+				busy = append(busy, w.Error())
+			}
+		}
 	}
 	if sh := plan.File.Shard; sh != nil {
 		fmt.Fprintf(std.Out, "\nshard: %s: only input records whose id hashes there; %s is in the run directory and every output\n", sh, sh.Name())
@@ -292,6 +299,7 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	if err != nil {
 		return err
 	}
+	failed = append(busy, failed...)
 	if inputs.Len() > 0 {
 		fmt.Fprintf(std.Out, "input:\n%s", indentLines(inputs.String(), "  "))
 	}

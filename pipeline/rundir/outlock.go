@@ -134,3 +134,22 @@ func outputBusy(out, path string) error {
 	}
 	return e
 }
+
+// OutputWriter is the run that writes the output at path now, or nil:
+// read from /proc/locks without touching the lock (so a run starting at
+// that moment is never refused), for pipe run --dry-run.
+func OutputWriter(path string) *OutputBusyError {
+	f, err := os.Open(OutputLockPath(path))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	n, _ := f.ReadAt(b, 0)
+	var info outputLockInfo
+	json.Unmarshal(b[:n], &info)
+	if held, ok := heldInProcLocks(f, info.PID); !ok || !held {
+		return nil
+	}
+	return &OutputBusyError{Output: path, RunDir: info.RunDir, PID: info.PID, Host: info.Host, Started: info.Started}
+}
