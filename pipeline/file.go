@@ -24,6 +24,11 @@ type File struct {
 	RunDirPos Pos
 	// MaxFailed is [pipeline] max_failed (default DefaultFailLimit).
 	MaxFailed FailLimit
+	// Notify is [pipeline] notify: where pipe run says that the run warns,
+	// stops, fails or finishes; each an http(s) URL (a JSON POST) or a
+	// shell command (the JSON on its stdin). Checked by ParseNotify.
+	Notify    []string
+	NotifyPos Pos
 	Vars      map[string]string
 	Stages    []*StageDecl
 
@@ -201,7 +206,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	if v, ok := doc["pipeline"]; ok && header == nil {
 		at(pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
 	}
-	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "shard"}
+	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "notify", "shard"}
 	f.MaxFailed = DefaultFailLimit
 	for _, k := range sortedKeys(header) {
 		if k == "shard" {
@@ -217,6 +222,13 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 				at(p, "[pipeline]: %v", err)
 			}
 			f.MaxFailed = l
+			continue
+		case "notify":
+			n, err := notifyTargets(v)
+			if err != nil {
+				at(p, "[pipeline]: %v", err)
+			}
+			f.Notify, f.NotifyPos = n, p
 			continue
 		case "name":
 			f.Name = s
@@ -381,10 +393,17 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 			}
 			f.MaxFailed = l
 			return nil
+		case "notify":
+			n, err := notifyTargets(v)
+			if err != nil {
+				return err
+			}
+			f.Notify, f.NotifyPos = n, p
+			return nil
 		case "shard":
 			return fmt.Errorf("the shard is chosen before anything else is read: use --shard I/N, not --set")
 		default:
-			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed (and --shard)", key)
+			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, notify (and --shard)", key)
 		}
 		if !isStr {
 			return fmt.Errorf("pipeline.%s must be a string", key)

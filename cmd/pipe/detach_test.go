@@ -247,7 +247,8 @@ func TestStopDrainsThenResume(t *testing.T) {
 		t.Fatalf("pipe stop printed:\n%s\nwant first %q", stdout, want)
 	}
 	m := regexp.MustCompile(`committed: (\d+) ids finished in run/done.ids \((\d+) in this start\)`).FindStringSubmatch(stdout)
-	if m == nil || !strings.Contains(stdout, "continue with: pipe run p.toml --commit-every 1h\n") {
+	// As it was started: --detach too.
+	if m == nil || !strings.Contains(stdout, "continue with: pipe run --detach p.toml --commit-every 1h\n") {
 		t.Fatalf("pipe stop printed:\n%s", stdout)
 	}
 	finished, _ := strconv.Atoi(m[1])
@@ -262,7 +263,8 @@ func TestStopDrainsThenResume(t *testing.T) {
 		t.Fatalf("out.jsonl holds %d ids; %d finished", len(ids), finished)
 	}
 	log := r.detachedLog()
-	if !strings.Contains(log, "interrupted (in-flight requests finished and everything was committed)") {
+	if !strings.Contains(log, "interrupted (in-flight requests finished and everything was committed). To continue where it stopped: pipe run --detach p.toml --commit-every 1h") ||
+		!strings.Contains(log, "stopping intake and draining in-flight work; pipe stop --now run stops at once") || strings.Contains(log, "Ctrl-C") {
 		t.Fatalf("detached.log:\n%s", log)
 	}
 

@@ -30,13 +30,47 @@ type initFlags struct {
 	concurrency     int
 	modelDir        string
 	s3              string
+	// moreServers are server URLs typed after --servers's value, space-
+	// separated as one-off scripts take them (argparse's nargs="+").
+	moreServers []string
+}
+
+// takeArgs reads the arguments that are not flags: the template, and
+// server URLs following --servers; any other is named.
+func (f *initFlags) takeArgs(args []string) error {
+	var template string
+	for _, a := range args {
+		switch {
+		case template == "" && !looksLikeServer(a):
+			template = a
+		case looksLikeServer(a) && f.servers != "":
+			f.moreServers = append(f.moreServers, a)
+		case looksLikeServer(a):
+			return usageErrorf("stray argument %q: server URLs follow --servers (--servers http://a:30000 http://b:30000, or comma-separated)", a)
+		case strings.Contains(a, ":") && !strings.Contains(a, "/"):
+			return usageErrorf("stray argument %q: a server? --servers takes http://HOST:PORT URLs, space- or comma-separated", a)
+		default:
+			return usageErrorf("stray argument %q: pipe init takes one template (regenerate) and flags; did a flag lose its value, or a value its flag?", a)
+		}
+	}
+	if template == "" {
+		return usageErrorf("usage: %s", commands["init"].UsageLine)
+	}
+	if template != "regenerate" {
+		return usageErrorf("unknown template %q (the templates: regenerate)%s", template, pipeline.DidYouMean(template, []string{"regenerate"}))
+	}
+	return nil
+}
+
+func looksLikeServer(a string) bool {
+	return strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://") || strings.HasPrefix(a, "sim:")
 }
 
 func init() {
 	var f initFlags
 	register(&command{
 		Name:      "init",
-		UsageLine: "pipe init regenerate --prompts FILE (--servers URL,... | --ports FROM-TO) --model-dir DIR [flags]",
+		UsageLine: "pipe init regenerate --prompts FILE (--servers URL... | --ports FROM-TO) [--model-dir DIR] [flags]",
 		Short:     "write a commented starter pipeline file from the flags of a one-off script",
 		Long: `Init writes a pipeline file to start from, with a comment on every stage and
 setting, from the flags a one-off generation script takes. The file passes
@@ -54,31 +88,36 @@ file refers to them relative to itself.`,
 			f = initFlags{}
 			fs.StringVar(&f.out, "o", "regenerate.toml", "the pipeline `FILE` to write (never overwritten)")
 			fs.StringVar(&f.prompts, "prompts", "", "the prompts, a JSONL `FILE` (messages, conversations or prompt per line); required")
-			fs.StringVar(&f.servers, "servers", "", "SGLang server `URLs`, comma-separated (or sim:N for simulated ones)")
+			fs.StringVar(&f.servers, "servers", "", "SGLang server `URLs`, comma- or space-separated (--servers http://a:30000 http://b:30000; or sim:N for simulated ones)")
 			fs.StringVar(&f.ports, "ports", "", "instead of --servers: local server ports, `FROM-TO` or comma-separated (e.g. 30000-30006)")
 			fs.StringVar(&f.host, "host", "localhost", "the host of the --ports servers")
 			fs.StringVar(&f.outputDir, "output-dir", "runs/regenerate", "`DIR` for the run's state and its outputs")
 			fs.IntVar(&f.maxOutputTokens, "max-output-tokens", 16384, "at most `N` tokens generated per prompt, thinking and answer together")
 			fs.IntVar(&f.concurrency, "concurrency", 48, "`N` requests in flight per server")
-			fs.StringVar(&f.modelDir, "model-dir", "", "the model `DIR` with tokenizer.json and the chat template; required")
+			fs.StringVar(&f.modelDir, "model-dir", "", "the model `DIR` with tokenizer.json and the chat template (default: the tokenizer_path the servers report, if it is on this machine)")
 			fs.StringVar(&f.s3, "s3", "", "upload the training shards to `s3://BUCKET/PREFIX` as they are committed")
 		},
-		Run: func(_ context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() != 1 {
-				return usageErrorf("usage: %s", commands["init"].UsageLine)
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if err := f.takeArgs(fs.Args()); err != nil {
+				return err
 			}
-			if name := fs.Arg(0); name != "regenerate" {
-				return usageErrorf("unknown template %q (the templates: regenerate)%s", name, pipeline.DidYouMean(name, []string{"regenerate"}))
-			}
-			return initRegenerate(std, f)
+			return initRegenerate(ctx, std, f)
 		},
 	})
 }
 
-func initRegenerate(std *stdio, f initFlags) error {
+func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 	servers, err := f.serverList()
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	if f.modelDir == "" && f.prompts != "" {
+		dir, from, err := serversTokenizer(ctx, servers)
+		if err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--model-dir is required: the model directory with tokenizer.json (its chat template makes the training rows); %v", err)}
+		}
+		fmt.Fprintf(std.Err, "pipe init: no --model-dir: using %s, the tokenizer path %s reports (it has tokenizer.json here)\n", dir, from)
+		f.modelDir = dir
 	}
 	if err := f.check(); err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -154,7 +193,8 @@ func (f initFlags) serverList() ([]string, error) {
 		return nil, errors.New("no servers: give --servers http://host:30000,http://host:30001 or --ports 30000-30006 (or --servers sim:2 to rehearse)")
 	case f.servers != "":
 		var out []string
-		for _, s := range strings.Split(f.servers, ",") {
+		all := strings.Join(append([]string{f.servers}, f.moreServers...), ",")
+		for _, s := range strings.FieldsFunc(all, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
 			s = strings.TrimSpace(s)
 			if strings.HasPrefix(s, "sim:") {
 				out = append(out, s)

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,7 @@ func init() {
 		limits       warnLimits
 		diskFreeGiB  float64
 		detach       bool
+		notify       setFlags
 	)
 	register(&command{
 		Name:      "run",
@@ -62,7 +64,7 @@ committed. A change of the settings that define the data (model, sampling,
 template, validation and mask rules) is refused with the differences listed,
 unless --force-new-config; --fresh moves the earlier run and its outputs
 aside (PATH.prev-TIME) and starts over. One process at a time may use a run
-directory.
+directory, and one run an output (a lock file beside it, .NAME.lock).
 
 On a terminal, stderr shows a live display: the input read of its size,
 each stage's counts and rates, generation in flight, output tokens/s over
@@ -99,7 +101,7 @@ retryable, the same command continues); 2 usage, pipeline file or changed
 settings (not retryable until the file or command is fixed); 130
 interrupted by a signal (retryable: the same command continues).`,
 		SetFlags: func(fs *flag.FlagSet) {
-			sets = nil
+			sets, notify = nil, nil
 			fs.BoolVar(&dryRun, "dry-run", false, "check, resolve paths, print the graph and plan; do no work")
 			fs.StringVar(&runDir, "run-dir", "", "run directory (overrides [pipeline] run_dir)")
 			fs.IntVar(&sim, "sim", 0, "replace every generate stage's servers with `N` simulated servers started in-process")
@@ -119,6 +121,7 @@ interrupted by a signal (retryable: the same command continues).`,
 			fs.StringVar(&shard, "shard", "", "take only shard `I/N` of the input (0 <= I < N; overrides [pipeline] shard)")
 			fs.BoolVar(&forceNew, "force-new-config", false, "resume even though the settings that define the data changed (recorded in RUN_DIR/run.json)")
 			addSetFlag(fs, &sets)
+			fs.Var(&notify, "notify", "say each warning (at most one per 10 minutes), the stop, a failure and the end to `TARGET`: an http(s) URL (JSON POSTed, Slack's text included) or a shell command (the JSON on its stdin); repeatable; added to [pipeline] notify")
 			fs.BoolVar(&detach, "detach", false, "run in the background, in its own session (survives the terminal and SSH session); output to RUN_DIR/detached.log; see pipe stop")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
@@ -128,7 +131,8 @@ interrupted by a signal (retryable: the same command continues).`,
 			path := fs.Arg(0)
 			// A detached child (its notify descriptor set) never detaches
 			// again, whatever spelling of --detach it was handed.
-			if detach && !dryRun && os.Getenv(detachNotifyEnv) == "" {
+			detached := os.Getenv(detachNotifyEnv) != ""
+			if detach && !dryRun && !detached {
 				return startDetached(std, std.Args)
 			}
 			all := append([]string(nil), sets...)
@@ -160,11 +164,23 @@ interrupted by a signal (retryable: the same command continues).`,
 				return usageErrorf("--log-format must be text or json, got %q", logFormat)
 			}
 			limits.MinFree = int64(diskFreeGiB * (1 << 30))
+			for _, t := range notify {
+				if err := pipeline.ParseNotify(t); err != nil {
+					return usageErrorf("--%v", err)
+				}
+			}
 			if err := rundir.CheckShardLayout(plan.File.RunDir, plan.File.Shard); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
 			if fresh {
+				// Never move aside the outputs of another live run.
+				guard, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
+				var busy *rundir.OutputBusyError
+				if err != nil && !(errors.As(err, &busy) && busy.RunDir == absPath(plan.File.RunDir)) {
+					return err
+				} // a run in this run directory: MoveAside says so
 				moved, err := rundir.MoveAside(plan.File.RunDir, outputPaths(plan))
+				guard.Release() // taken again below: some lock files may have moved
 				for _, m := range moved {
 					fmt.Fprintf(std.Err, "pipe: --fresh: kept %s\n", m)
 				}
@@ -177,12 +193,26 @@ interrupted by a signal (retryable: the same command continues).`,
 				return err
 			}
 			defer lock.Release()
+			// Two runs in different run directories must not write one
+			// output either.
+			outLocks, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
+			if err != nil {
+				return err
+			}
+			defer outLocks.Release()
 			if lock.TookOver != "" {
 				fmt.Fprintf(std.Err, "pipe: %s\n", lock.TookOver)
 			}
 			// Recorded in run.json and shown as the resume command: never
 			// with a password given in a server URL on the command line.
-			cmdline, redacted := redactUserinfo(append([]string{"pipe"}, std.Args...))
+			typed := append([]string{"pipe"}, std.Args...)
+			if detached && len(typed) > 1 {
+				// As the user typed it: the child was started without
+				// --detach, which the same command needs to continue alike.
+				typed = append([]string{"pipe", typed[1], "--detach"}, typed[2:]...)
+			}
+			cmdline, redacted := redactUserinfo(typed)
+			cmdline, redactedNotify := redactNotifyFlags(cmdline)
 			r, diffs, err := rundir.Check(plan.File.RunDir, plan, forceNew, cmdline)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -201,13 +231,20 @@ interrupted by a signal (retryable: the same command continues).`,
 				return err
 			}
 			again := shellJoin(resumeCommand(cmdline))
-			if redacted {
+			switch {
+			case redacted && redactedNotify:
+				again += "   (with the credentials you gave in server URLs and the --notify URLs, removed here)"
+			case redacted:
 				again += "   (with the credentials you gave in server URLs, removed here)"
+			case redactedNotify:
+				again += "   (with the --notify URLs you gave, removed here)"
 			}
 			return runPlan(ctx, std, plan, runSettings{
 				drainTimeout: drainTimeout, progressEvery: progress, commitEvery: commitEvery, noJournal: noJournal,
 				again: again, metricsAddr: metricsAddr, logFormat: logFormat, warn: limits,
 				fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
+				notify:   append(append([]string(nil), plan.File.Notify...), notify...),
+				detached: detached,
 			})
 		},
 	})
@@ -234,12 +271,19 @@ func stageIDsOfKind(path, kind string) ([]string, error) {
 func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	plan.WriteText(std.Out)
 	fmt.Fprintln(std.Out, "\nplan:")
+	var busy []string
 	for _, u := range plan.Paths() {
 		who := "pipeline"
 		if u.Stage != "" {
 			who = "stage " + u.Stage
 		}
 		fmt.Fprintf(std.Out, "  %-22s %-8s %s  (%s)\n", who, u.Key, u.Path, describePath(u))
+		if (u.Mode == "out" || u.Mode == "dir") && u.Stage != "" {
+			if w := rundir.OutputWriter(u.Path); w != nil && w.RunDir != absPath(plan.File.RunDir) {
+				fmt.Fprintf(std.Out, "    REFUSED: %v\n", w)
+				busy = append(busy, w.Error())
+			}
+		}
 	}
 	if sh := plan.File.Shard; sh != nil {
 		fmt.Fprintf(std.Out, "\nshard: %s: only input records whose id hashes there; %s is in the run directory and every output\n", sh, sh.Name())
@@ -255,6 +299,7 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	if err != nil {
 		return err
 	}
+	failed = append(busy, failed...)
 	if inputs.Len() > 0 {
 		fmt.Fprintf(std.Out, "input:\n%s", indentLines(inputs.String(), "  "))
 	}
@@ -324,6 +369,11 @@ type runSettings struct {
 	fingerprint string
 	// terminal: stderr is a terminal, so the live display is drawn there.
 	terminal bool
+	// notify are the notification targets ([pipeline] notify, --notify).
+	notify []string
+	// detached: started by --detach, so no terminal and no Ctrl-C; it
+	// is stopped with pipe stop.
+	detached bool
 }
 
 // statusEvery is how often status.json is replaced during a run.
@@ -406,6 +456,17 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	log := rl.Writer(slog.LevelInfo)
 	rl.Info("run started", "pipeline", plan.File.Name, "file", plan.File.Path, "run_dir", plan.File.RunDir,
 		"pid", os.Getpid(), "config_fingerprint", rs.fingerprint)
+	host, _ := os.Hostname()
+	about := &notifyBase{plan: plan, again: rs.again, host: host, pid: os.Getpid()}
+	notes := newNotifier(rs.notify, func(msg string, args ...any) { rl.Warn(msg, args...) })
+	defer notes.close(notifyTimeout)
+	if notes != nil {
+		shown := make([]string, len(rs.notify))
+		for i, t := range rs.notify {
+			shown[i] = redactTarget(t)
+		}
+		rl.Info("notifying of warnings, the stop, a failure and the end", "targets", strings.Join(shown, " | "))
+	}
 	// errOut is the terminal: on one, lines go above the live display.
 	errOut := std.Err
 	var term *termView
@@ -464,7 +525,11 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 				n++
 				switch n {
 				case 1:
-					fmt.Fprintln(errOut, "\npipe: stopping intake and draining in-flight work; press Ctrl-C again to stop at once")
+					again := "press Ctrl-C again to stop at once"
+					if rs.detached {
+						again = "pipe stop --now " + shellJoin([]string{pipeline.DisplayPath(plan.File.RunDir)}) + " stops at once"
+					}
+					fmt.Fprintf(errOut, "\npipe: stopping intake and draining in-flight work; %s\n", again)
 					close(stop)
 				case 2:
 					stopAtOnce()
@@ -502,9 +567,16 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 			}
 		}
 	}()
+	// nowStatus and nowState are the figures the warnings are judged on,
+	// for their notifications.
+	// (atomic: the give-up path reads them while the run may still run).
+	var nowStatus atomic.Pointer[liveStatus]
+	var nowState atomic.Value
+	nowState.Store(stateRunning)
 	warner := newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), func(w runWarning) {
 		fmt.Fprintf(errOut, "pipe: warning [%s]: %s\n", fmtElapsed(w.ElapsedS), w.Text)
 		rl.Warn(w.Text, "kind", w.Kind, "elapsed_s", math.Round(w.ElapsedS*10)/10)
+		notes.warning(about.message(notifyWarning, nowState.Load().(string), nowStatus.Load(), &w, nil))
 	})
 	var lastLine, lastStatus time.Duration
 	type result struct {
@@ -531,12 +603,14 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 				openedOnce.Do(func() { close(opened) })
 				lv.add(s)
 				ls := lv.status()
-				warner.check(lv, ls)
-				ls.Warnings = warner.recent()
 				state := stateRunning
 				if s.Drained {
 					state = stateDraining
 				}
+				nowStatus.Store(ls)
+				nowState.Store(state)
+				warner.check(lv, ls)
+				ls.Warnings = warner.recent()
 				if term != nil {
 					term.update(ls)
 				}
@@ -573,9 +647,11 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		rl.Warn("gave up waiting for the run to stop")
 		openedOnce.Do(func() { close(opened) })
 		starting.Wait()
-		if err := status.write(stateStopped, nil, errors.New("gave up waiting for a stage to stop")); err != nil {
+		gaveUp := errors.New("gave up waiting for a stage to stop")
+		if err := status.write(stateStopped, nil, gaveUp); err != nil {
 			rl.Warn("status.json not written", "err", err)
 		}
+		notes.send(about.message(notifyStopped, stateStopped, nowStatus.Load(), nil, gaveUp))
 		return &exitError{code: exitInterrupted}
 	}
 	openedOnce.Do(func() { close(opened) })
@@ -592,9 +668,17 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	}
 	lv.add(sum)
 	ls := lv.status()
+	nowStatus.Store(ls)
+	nowState.Store(state)
 	warner.check(lv, ls)
 	ls.Warnings = warner.recent()
 	ls.Dead = sum.DeadLetters
+	event := map[string]string{stateFinished: notifyFinished, stateStopped: notifyStopped, stateFailed: notifyFailed}[state]
+	var failure error
+	if state == stateFailed {
+		failure = runErr
+	}
+	notes.send(about.message(event, state, ls, nil, failure))
 	if err := status.write(state, ls, runErr); err != nil {
 		rl.Warn("status.json not written", "err", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,9 +34,29 @@ type warnLimits struct {
 	MinFree int64
 }
 
-// warnMinSample is how many records a share needs before it is judged: a
-// few unlucky first answers are no trend.
-const warnMinSample = 20
+// warnMinSample is how many records a share needs before it is judged,
+// since the start and over the last minute alike: a few unlucky first
+// answers of a resume (often the hard prompts an earlier run left) are no
+// trend. Past it, the share must also be over the limit with 95%
+// confidence (warnConfident), so 22 of 100 is no warning at a 20% limit.
+const warnMinSample = 100
+
+// warnZ is the normal quantile of the one-sided 95% bound of a share.
+const warnZ = 1.645
+
+// warnConfident reports whether part of whole is evidence that the true
+// share is at least limit: whole >= warnMinSample and the lower Wilson
+// score bound of part/whole (one-sided, 95%) reaches limit. Wilson's
+// interval, unlike the normal approximation, stays inside [0, 1] and is
+// sound for shares near 0 or 1, which is where warnings live.
+func warnConfident(part, whole, limit float64) bool {
+	if whole < warnMinSample || part <= 0 {
+		return false
+	}
+	p, z2 := part/whole, warnZ*warnZ
+	lower := (p + z2/(2*whole) - warnZ*math.Sqrt(p*(1-p)/whole+z2/(4*whole*whole))) / (1 + z2/whole)
+	return lower >= limit
+}
 
 // warner watches a run's snapshots and says what changed for the worse.
 // A condition warns when it starts and again only after it has cleared
@@ -132,7 +153,8 @@ func (w *warner) check(l *live, ls *liveStatus) {
 		if finished > 0 {
 			share = float64(failed) / float64(finished)
 		}
-		w.condition("failures:"+st.ID, finished >= warnMinSample && share >= w.limits.FailShare, share < w.limits.FailShare/2, func() {
+		on := w.limits.FailShare > 0 && warnConfident(float64(failed), float64(finished), w.limits.FailShare)
+		w.condition("failures:"+st.ID, on, share < w.limits.FailShare/2, func() {
 			w.warn(elapsed, "failures", "stage %s failed %s of records in the last minute (%d of %d; kept in RUN_DIR/failed): its servers or inputs may be failing",
 				st.ID, pct(share), failed, finished)
 		})
@@ -155,7 +177,7 @@ func (w *warner) shares(elapsed time.Duration, l *live, key string, limit float6
 			return false, false, 0
 		}
 		share = part / whole
-		return whole >= warnMinSample && share >= limit, share < limit/2, share
+		return warnConfident(part, whole, limit), share < limit/2, share
 	}
 	p, t := pick(last)
 	on, off, share := judge(p, t)

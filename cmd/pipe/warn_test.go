@@ -90,9 +90,9 @@ func TestWarnServerEjectedAndReadmitted(t *testing.T) {
 func TestWarnRejectAndTinyShares(t *testing.T) {
 	r := newWarnRig(t)
 	r.expect(r.step(time.Second, 10, 9, 9)) // too few to judge
-	r.expect(r.step(time.Second, 20, 12, 12),
-		"tiny_answers [2s]: 70% of answers so far are tiny (under 8 characters; 21 of 30): check the servers and the prompts (pipe inspect the output)",
-		"rejects [2s]: stage check rejected 70% of records so far (21 of 30); overall: empty_answer 70%")
+	r.expect(r.step(time.Second, 90, 54, 54),
+		"tiny_answers [2s]: 63% of answers so far are tiny (under 8 characters; 63 of 100): check the servers and the prompts (pipe inspect the output)",
+		"rejects [2s]: stage check rejected 63% of records so far (63 of 100); overall: empty_answer 63%")
 	r.expect(r.step(time.Second, 20, 12, 12)) // still bad: said once
 	// Healthy for minutes: the shares clear.
 	for range 20 {
@@ -103,7 +103,39 @@ func TestWarnRejectAndTinyShares(t *testing.T) {
 	for range 6 {
 		got = append(got, r.step(10*time.Second, 100, 40, 0)...)
 	}
-	r.expect(got[:1], "rejects [3m53s]: stage check rejected 21% of records in the last minute (123 of 600); overall: empty_answer 7.4%")
+	r.expect(got[:1], "rejects [4m3s]: stage check rejected 27% of records in the last minute (162 of 600); overall: empty_answer 10%")
+}
+
+// A resume whose first records are tiny answers (the hard prompts an
+// earlier run left) warns nothing until warnMinSample answers, however bad
+// the share of the few: "22% of answers so far are tiny (12 of 54)" was no
+// trend. Past the minimum, a share over the limit warns at once; a later
+// minute with few records is judged by the same minimum.
+func TestWarnResumeWaitsForMinimum(t *testing.T) {
+	r := newWarnRig(t)
+	r.expect(r.step(time.Second, 12, 0, 12)) // 12 of 12 tiny
+	r.expect(r.step(time.Second, 42, 0, 0))  // 12 of 54, as the issue saw
+	r.expect(r.step(time.Second, 45, 0, 40)) // 52 of 99: still under the minimum
+	r.expect(r.step(time.Second, 1, 0, 1),
+		"tiny_answers [4s]: 53% of answers so far are tiny (under 8 characters; 53 of 100): check the servers and the prompts (pipe inspect the output)")
+
+	// Over the limit but not by enough to be evidence: 22 of 100 at a 20%
+	// limit is within chance of 20%.
+	r = newWarnRig(t)
+	r.expect(r.step(time.Second, 100, 22, 22))
+	r.expect(r.step(time.Second, 100, 22, 22)) // 44 of 200: still within chance
+	r.expect(r.step(time.Second, 800, 240, 240),
+		"tiny_answers [3s]: 28% of answers so far are tiny (under 8 characters; 284 of 1000): check the servers and the prompts (pipe inspect the output)",
+		"rejects [3s]: stage check rejected 28% of records so far (284 of 1000); overall: empty_answer 28%")
+
+	// A slow later minute: 30 records, 24 tiny, is under the minimum too.
+	r = newWarnRig(t)
+	for range 20 {
+		r.expect(r.step(10*time.Second, 100, 0, 0))
+	}
+	for range 6 {
+		r.expect(r.step(10*time.Second, 5, 0, 4))
+	}
 }
 
 func TestWarnDiskFilling(t *testing.T) {

@@ -52,11 +52,11 @@ type BusyError struct {
 
 func (e *BusyError) Error() string {
 	if e.PID == 0 {
-		return fmt.Sprintf("run directory %s is in use by another process (its lock file %s does not say which); stop it, or use another --run-dir",
-			e.Dir, filepath.Join(e.Dir, LockFile))
+		return fmt.Sprintf("run directory %s is in use by another process (its lock file %s does not say which); stop it with pipe stop %s, or wait for it to end",
+			e.Dir, filepath.Join(e.Dir, LockFile), e.Dir)
 	}
-	return fmt.Sprintf("run directory %s is in use by pid %d on host %s (started %s); stop it with Ctrl-C or kill -TERM %d, or use another --run-dir",
-		e.Dir, e.PID, e.Host, e.Started.UTC().Format(time.RFC3339), e.PID)
+	return fmt.Sprintf("run directory %s is in use by pid %d on host %s (started %s); stop it with pipe stop %s (or Ctrl-C in its terminal), or wait for it to end",
+		e.Dir, e.PID, e.Host, e.Started.UTC().Format(time.RFC3339), e.Dir)
 }
 
 // Lock creates dir if needed and takes the exclusive lock on dir/lock

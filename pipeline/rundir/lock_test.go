@@ -62,7 +62,7 @@ func TestLockTwice(t *testing.T) {
 	}
 	for _, want := range []string{
 		"run directory " + dir + " is in use by pid " + fmt.Sprint(os.Getpid()) + " on host " + host + " (started 20",
-		"stop it with Ctrl-C or kill -TERM " + fmt.Sprint(os.Getpid()), "or use another --run-dir",
+		"stop it with pipe stop " + dir + " (or Ctrl-C in its terminal), or wait for it to end",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message lacks %q: %s", want, err)
