@@ -117,9 +117,14 @@ func TestTokenizeAndMaskReferenceRows(t *testing.T) {
 		{name: "single turn, thinking", rec: singleTurn(true),
 			full:  user(q1) + hdr + "<think>\n" + r1 + "\n</think>\n\n" + a1 + "<|im_end|>\n",
 			spans: []string{"<think>\n" + r1 + "\n</think>\n\n" + a1 + "<|im_end|>\n"}},
+		// Thinking off: the empty think block is part of the generation
+		// prompt, not trained (SpecForge's qwen3-instruct ignore_token).
 		{name: "single turn, thinking off", rec: singleTurn(false),
 			full:  user(q1) + hdr + "<think>\n\n</think>\n\n" + a1 + "<|im_end|>\n",
-			spans: []string{"<think>\n\n</think>\n\n" + a1 + "<|im_end|>\n"}},
+			spans: []string{a1 + "<|im_end|>\n"}},
+		{name: "single turn, mask generated", keys: `mask = "generated"`, rec: singleTurn(true),
+			full:  user(q1) + hdr + "<think>\n" + r1 + "\n</think>\n\n" + a1 + "<|im_end|>\n",
+			spans: []string{"<think>\n" + r1 + "\n</think>\n\n" + a1 + "<|im_end|>"}},
 		{name: "multi-turn, mask assistant", rec: multiTurn(),
 			full:  sys + user(q1) + hdr + a1 + "<|im_end|>\n" + user(q2) + hdr + "<think>\n" + r2 + "\n</think>\n\n" + a2 + "<|im_end|>\n",
 			spans: []string{a1 + "<|im_end|>\n", "<think>\n" + r2 + "\n</think>\n\n" + a2 + "<|im_end|>\n"}},
@@ -196,7 +201,7 @@ func TestTokenizeAndMaskFromIDs(t *testing.T) {
 				"<think>\n"+r2+"\n</think>\n\n"+a2)},
 		}
 		for _, c := range cases {
-			for _, mask := range []string{"assistant", "last_turn"} {
+			for _, mask := range []string{"specforge", "assistant", "last_turn", "generated"} {
 				t.Run(c.name+"/"+mask, func(t *testing.T) {
 					ids := newTestTokenizeAndMask(t, fmt.Sprintf("mask = %q", mask))
 					text := newTestTokenizeAndMask(t, fmt.Sprintf("mask = %q\nsource = \"text\"", mask))

@@ -1,0 +1,262 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Turn is where one assistant message lies in a rendered conversation, as
+// byte offsets into the text Render gives for the whole conversation:
+// Start <= Body <= ContentEnd <= End.
+//
+// The offsets come from rendering the conversation message by message,
+// never from searching marker strings in it: text a user wrote (say
+// "<|im_end|>\n<|im_start|>assistant\n…") lies before Start of every turn
+// and so can never fall inside one, whatever tokens it contains.
+type Turn struct {
+	// Message is the index of the assistant message in the messages given.
+	Message int
+	// Start is where the turn's rendering begins: the length of the
+	// messages before it, rendered alone.
+	Start int
+	// Body is where the reply begins: after the generation prompt (the
+	// messages before it rendered with add_generation_prompt), or, for a
+	// turn rendered without the whole of it, after the assistant header
+	// (the part every generation prompt of the template begins with,
+	// thinking on, off or unset: "<|im_start|>assistant\n" for Qwen).
+	Body int
+	// Prompted says the turn is rendered with its whole generation prompt,
+	// as a turn the model generated is. A template that drops the thinking
+	// of earlier turns renders them without the "<think>\n" a
+	// forced-thinking generation prompt ends with: they are not Prompted.
+	Prompted bool
+	// ContentEnd is where the message's content ends and the template's
+	// end of turn (its first token the end-of-sequence the model sampled)
+	// begins.
+	ContentEnd int
+	// End is where the template's end of turn ends ("<|im_end|>\n" for
+	// Qwen): where the next message begins.
+	End int
+}
+
+// sentinel is appended to a message's content to find where the content
+// ends in the rendering: no template writes a NUL of its own.
+const sentinel = "\x00"
+
+// AssistantTurns renders messages (AddGenerationPrompt is ignored: the
+// conversation is rendered without it) and returns the text and every
+// assistant turn in it. With lastOnly, only the last assistant turn is
+// found, which saves three renders per earlier turn. An error says which message's boundaries cannot be found by
+// message: a template that renders the messages before a turn differently
+// once the turn follows them, or that changes the end of a content (tool
+// calls after it; trailing whitespace stripped).
+func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly bool) (string, []Turn, error) {
+	opts.AddGenerationPrompt = false
+	shift := 0
+	if opts.SystemPrompt != "" && (len(messages) == 0 || messages[0].Role() != "system") {
+		messages = append([]Message{NewMessage("system", opts.SystemPrompt)}, messages...)
+		shift = 1
+	}
+	opts.SystemPrompt = ""
+	full, err := t.Render(messages, opts)
+	if err != nil {
+		return "", nil, err
+	}
+	first := 0
+	if lastOnly {
+		first = len(messages)
+		for first > 0 && messages[first-1].Role() != "assistant" {
+			first--
+		}
+		first = max(first-1, 0)
+	}
+	var turns []Turn
+	for k := first; k < len(messages); k++ {
+		if messages[k].Role() != "assistant" {
+			continue
+		}
+		turn, err := t.turn(messages, k, opts, full)
+		if err != nil {
+			return "", nil, fmt.Errorf("message %d (assistant): %w", k+1-shift, err)
+		}
+		turn.Message = k - shift
+		turns = append(turns, turn)
+	}
+	for i := 0; i+1 < len(turns); i++ {
+		if turns[i].End > turns[i+1].Start {
+			return "", nil, fmt.Errorf("message %d (assistant): its end of turn runs past the next turn's start", turns[i].Message+1)
+		}
+	}
+	return full, turns, nil
+}
+
+// turn finds message k's boundaries in full. Its end is its content's end
+// plus what the template writes after the content (tool calls, the end of
+// turn), found by rendering the conversation through message k alone: a
+// template may render a last message's header differently (Qwen3 gives it
+// an empty think block), never what follows its content.
+func (t *Template) turn(messages []Message, k int, opts Options, full string) (Turn, error) {
+	if k == 0 {
+		return Turn{}, fmt.Errorf("an assistant message needs a message before it")
+	}
+	before, err := t.Render(messages[:k], opts)
+	if err != nil {
+		return Turn{}, err
+	}
+	if !strings.HasPrefix(full, before) {
+		return Turn{}, fmt.Errorf("the messages before it render differently on their own (at byte %d), so the turn's start cannot be found by message", commonPrefix(full, before))
+	}
+	gopts := opts
+	gopts.AddGenerationPrompt = true
+	prompt, err := t.Render(messages[:k], gopts)
+	if err != nil {
+		return Turn{}, err
+	}
+	if !strings.HasPrefix(prompt, before) {
+		return Turn{}, fmt.Errorf("the generation prompt changes the messages before it instead of following them")
+	}
+	gen := prompt[len(before):]
+	end, err := t.contentEnd(messages, k, opts, full)
+	if err != nil {
+		return Turn{}, err
+	}
+	rest := full[len(before):]
+	body, prompted := len(before)+len(gen), true
+	if !strings.HasPrefix(rest, gen) {
+		// Rendered without the whole generation prompt (an earlier turn
+		// whose thinking the template drops): the reply starts after the
+		// header every generation prompt of the template begins with.
+		header, err := t.assistantHeader()
+		if err != nil {
+			return Turn{}, err
+		}
+		if header == "" || !strings.HasPrefix(rest, header) {
+			return Turn{}, fmt.Errorf("the turn begins with %q, neither the generation prompt %q nor the header %q every generation prompt begins with", truncate(rest, 40), gen, header)
+		}
+		body, prompted = len(before)+len(header), false
+	}
+	if body > end {
+		return Turn{}, fmt.Errorf("the content starts before the end of the generation prompt")
+	}
+	turn := Turn{Start: len(before), Body: body, Prompted: prompted, ContentEnd: end, End: len(full)}
+	if k < len(messages)-1 {
+		alone := messages[:k+1]
+		r, err := t.Render(alone, opts)
+		if err != nil {
+			return Turn{}, err
+		}
+		e, err := t.contentEnd(alone, k, opts, r)
+		if err != nil {
+			return Turn{}, err
+		}
+		tail := r[e:]
+		if !strings.HasPrefix(full[end:], tail) {
+			return Turn{}, fmt.Errorf("the template ends this turn with %q inside the conversation but with %q as its last message", truncate(full[end:], 40), truncate(tail, 40))
+		}
+		turn.End = end + len(tail)
+	}
+	return turn, nil
+}
+
+// contentEnd finds where message k's content ends in full, the rendering
+// of messages: the one place where rendering with the sentinel appended to
+// that content differs, and differs by exactly the sentinel.
+func (t *Template) contentEnd(messages []Message, k int, opts Options, full string) (int, error) {
+	raw := messages[k].Get("content")
+	var content string
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &content); err != nil {
+			return 0, fmt.Errorf("content must be a string to find the turn's end")
+		}
+	}
+	probe := append([]Message(nil), messages...)
+	probe[k] = probe[k].With("content", content+sentinel)
+	r, err := t.Render(probe, opts)
+	if err != nil {
+		return 0, err
+	}
+	d := commonPrefix(full, r)
+	if !strings.HasPrefix(r[d:], sentinel) || r[d+len(sentinel):] != full[d:] {
+		return 0, fmt.Errorf("the template changes the end of the content as it renders it, so the turn's end cannot be found by message")
+	}
+	return d, nil
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// GenerationPrompt is what add_generation_prompt appends to a one-message
+// user conversation, rendered with opts' other settings.
+func (t *Template) GenerationPrompt(opts Options) (string, error) {
+	msgs := []Message{NewMessage("user", "x")}
+	opts.AddGenerationPrompt = false
+	before, err := t.Render(msgs, opts)
+	if err != nil {
+		return "", err
+	}
+	opts.AddGenerationPrompt = true
+	prompt, err := t.Render(msgs, opts)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(prompt, before) {
+		return "", fmt.Errorf("the generation prompt changes the conversation instead of following it")
+	}
+	return prompt[len(before):], nil
+}
+
+// ThinkingForced says whether the template forces thinking: its
+// generation prompt, rendered with thinking on, ends inside a think block
+// (after an open marker with no close marker after it), so the model's
+// output starts inside its reasoning and never opens it itself (Qwen3.5,
+// Qwen3.6, Qwen3-Thinking-2507: "<|im_start|>assistant\n<think>\n"). It
+// returns the generation prompt too, for saying what was detected.
+func (t *Template) ThinkingForced(open, close string) (forced bool, genPrompt string, err error) {
+	on := true
+	g, err := t.GenerationPrompt(Options{EnableThinking: &on})
+	if err != nil {
+		return false, "", err
+	}
+	i := strings.LastIndex(g, open)
+	return i >= 0 && !strings.Contains(g[i:], close), g, nil
+}
+
+// assistantHeader is the part of the generation prompt common to thinking
+// on, off and unset, for a one-message conversation: the template's
+// assistant header. It is rendered once per Template.
+func (t *Template) assistantHeader() (string, error) {
+	t.headerOnce.Do(func() {
+		on, off := true, false
+		var gens []string
+		for _, e := range []*bool{&on, &off, nil} {
+			g, err := t.GenerationPrompt(Options{EnableThinking: e})
+			if err != nil {
+				t.headerErr = err
+				return
+			}
+			gens = append(gens, g)
+		}
+		h := gens[0]
+		for _, g := range gens[1:] {
+			h = h[:commonPrefix(h, g)]
+		}
+		t.header = h
+	})
+	return t.header, t.headerErr
+}
