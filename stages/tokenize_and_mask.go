@@ -276,17 +276,20 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 	lastOnly := s.mode.LastOnly(s.forced)
 	var textRow *pipeline.Tokens
 	var assistantTurns []chat.Turn
-	if !useIDs || s.cfg.CompareText || !lastOnly {
-		rendered, all, err := s.tmpl.AssistantTurns(msgs, opts, lastOnly)
+	var rendered string
+	// The ids path needs the text's turns only for earlier assistant turns
+	// that carry loss.
+	if !useIDs || s.cfg.CompareText || (!lastOnly && hasEarlierReply(turns)) {
+		text, all, err := s.tmpl.AssistantTurns(msgs, opts, lastOnly)
 		if err != nil {
 			return nil, ReasonRenderFailed, err.Error()
 		}
-		assistantTurns = all
+		rendered, assistantTurns = text, all
 		ids, mask := s.tok.EncodeMasked(rendered, tokenize.MaskSpans(all, s.mode, s.forced))
 		textRow = newRow(ids, mask, "text")
 	}
 	if useIDs {
-		ids, mask, reason, detail := s.fromGenerationIDs(c, msgs, opts, assistantTurns)
+		ids, mask, reason, detail := s.fromGenerationIDs(c, msgs, opts, rendered, assistantTurns)
 		if reason != "" {
 			return nil, reason, detail
 		}
@@ -356,6 +359,16 @@ func conversation(turns []pipeline.Message, system string, c *pipeline.Completio
 	return append(msgs, chat.NewMessage("assistant", c.Answer).With("reasoning_content", c.Reasoning))
 }
 
+// hasEarlierReply says whether the prompt turns hold an assistant turn.
+func hasEarlierReply(turns []pipeline.Message) bool {
+	for _, m := range turns {
+		if m.Role == "assistant" {
+			return true
+		}
+	}
+	return false
+}
+
 // enableThinking is the enable_thinking generation recorded, if any.
 func enableThinking(c *pipeline.Completion) *bool {
 	if b, ok := requestThinking(c.Request); ok {
@@ -368,10 +381,10 @@ func enableThinking(c *pipeline.Completion) *bool {
 // prompt ids, output ids (ending with <|im_end|>), then the template's
 // closing "\n". The prompt ids must decode to the conversation before the
 // completion rendered with the generation prompt, so the output begins
-// exactly where the last turn's loss begins. Earlier turns' spans (turns,
-// from the text rendering, when the mode trains them) lie within the
+// exactly where the last turn's loss begins. Earlier turns' spans (turns of
+// rendered, the text rendering, when the mode trains them) lie within the
 // prompt, which is the same text.
-func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion, msgs []chat.Message, opts chat.Options, turns []chat.Turn) (ids, mask []int, reason, detail string) {
+func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion, msgs []chat.Message, opts chat.Options, rendered string, turns []chat.Turn) (ids, mask []int, reason, detail string) {
 	out := c.OutputIDs
 	if out[len(out)-1] != s.imEnd {
 		// SGLang includes the matched EOS in output_ids; an older server may
@@ -406,11 +419,18 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion, msgs []chat.
 			outEnd = pos
 		}
 	}
-	gopts := opts
-	gopts.AddGenerationPrompt = true
-	prompt, err := s.tmpl.Render(msgs[:len(msgs)-1], gopts)
-	if err != nil {
-		return nil, nil, ReasonRenderFailed, err.Error()
+	var prompt string
+	if n := len(turns); n > 0 && turns[n-1].Prompted {
+		// The text path rendered it already: the conversation up to the
+		// reply's body.
+		prompt = rendered[:turns[n-1].Body]
+	} else {
+		gopts := opts
+		gopts.AddGenerationPrompt = true
+		var err error
+		if prompt, err = s.tmpl.Render(msgs[:len(msgs)-1], gopts); err != nil {
+			return nil, nil, ReasonRenderFailed, err.Error()
+		}
 	}
 	if got := text[:promptEnd]; got != prompt {
 		at := 0

@@ -87,22 +87,36 @@ func (t *Template) Render(messages []Message, opts Options) (string, error) {
 	if opts.SystemPrompt != "" && (len(messages) == 0 || messages[0].Role() != "system") {
 		messages = append([]Message{NewMessage("system", opts.SystemPrompt)}, messages...)
 	}
-	if len(messages) == 0 {
-		return "", errors.New("no messages to render")
+	items, err := values(messages)
+	if err != nil {
+		return "", err
 	}
+	return t.render(items, opts)
+}
+
+// values converts messages for rendering.
+func values(messages []Message) ([]jinja.Value, error) {
 	items := make([]jinja.Value, len(messages))
 	for i, m := range messages {
 		v, err := fromJSON(m.object())
 		if err != nil {
-			return "", fmt.Errorf("message %d: %w", i, err)
+			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		items[i] = v
+	}
+	return items, nil
+}
+
+// render renders converted messages (opts.SystemPrompt already applied).
+func (t *Template) render(items []jinja.Value, opts Options) (string, error) {
+	if len(items) == 0 {
+		return "", errors.New("no messages to render")
 	}
 	data := make(map[string]jinja.Value, len(t.vars)+6)
 	for k, v := range t.vars {
 		data[k] = v
 	}
-	data["messages"] = jinja.NewList(items)
+	data["messages"] = jinja.NewList(items[:len(items):len(items)]) // a prefix of a longer list: never grown into it
 	data["add_generation_prompt"] = jinja.NewBool(opts.AddGenerationPrompt)
 	data["documents"] = jinja.None()
 	data["tools"] = jinja.None()

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/ardanlabs/jinja"
 )
 
 // Turn is where one assistant message lies in a rendered conversation, as
@@ -59,7 +61,13 @@ func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly boo
 		shift = 1
 	}
 	opts.SystemPrompt = ""
-	full, err := t.Render(messages, opts)
+	// Every render below is of a prefix of the same messages: convert them
+	// once.
+	items, err := values(messages)
+	if err != nil {
+		return "", nil, err
+	}
+	full, err := t.render(items, opts)
 	if err != nil {
 		return "", nil, err
 	}
@@ -76,7 +84,7 @@ func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly boo
 		if messages[k].Role() != "assistant" {
 			continue
 		}
-		turn, err := t.turn(messages, k, opts, full)
+		turn, err := t.turn(messages, items, k, opts, full)
 		if err != nil {
 			return "", nil, fmt.Errorf("message %d (assistant): %w", k+1-shift, err)
 		}
@@ -96,11 +104,11 @@ func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly boo
 // turn), found by rendering the conversation through message k alone: a
 // template may render a last message's header differently (Qwen3 gives it
 // an empty think block), never what follows its content.
-func (t *Template) turn(messages []Message, k int, opts Options, full string) (Turn, error) {
+func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Options, full string) (Turn, error) {
 	if k == 0 {
 		return Turn{}, fmt.Errorf("an assistant message needs a message before it")
 	}
-	before, err := t.Render(messages[:k], opts)
+	before, err := t.render(items[:k], opts)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -109,7 +117,7 @@ func (t *Template) turn(messages []Message, k int, opts Options, full string) (T
 	}
 	gopts := opts
 	gopts.AddGenerationPrompt = true
-	prompt, err := t.Render(messages[:k], gopts)
+	prompt, err := t.render(items[:k], gopts)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -117,7 +125,7 @@ func (t *Template) turn(messages []Message, k int, opts Options, full string) (T
 		return Turn{}, fmt.Errorf("the generation prompt changes the messages before it instead of following them")
 	}
 	gen := prompt[len(before):]
-	end, err := t.contentEnd(messages, k, opts, full)
+	end, err := t.contentEnd(messages, items, k, opts, full)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -141,12 +149,11 @@ func (t *Template) turn(messages []Message, k int, opts Options, full string) (T
 	}
 	turn := Turn{Start: len(before), Body: body, Prompted: prompted, ContentEnd: end, End: len(full)}
 	if k < len(messages)-1 {
-		alone := messages[:k+1]
-		r, err := t.Render(alone, opts)
+		r, err := t.render(items[:k+1], opts)
 		if err != nil {
 			return Turn{}, err
 		}
-		e, err := t.contentEnd(alone, k, opts, r)
+		e, err := t.contentEnd(messages[:k+1], items[:k+1], k, opts, r)
 		if err != nil {
 			return Turn{}, err
 		}
@@ -162,7 +169,7 @@ func (t *Template) turn(messages []Message, k int, opts Options, full string) (T
 // contentEnd finds where message k's content ends in full, the rendering
 // of messages: the one place where rendering with the sentinel appended to
 // that content differs, and differs by exactly the sentinel.
-func (t *Template) contentEnd(messages []Message, k int, opts Options, full string) (int, error) {
+func (t *Template) contentEnd(messages []Message, items []jinja.Value, k int, opts Options, full string) (int, error) {
 	raw := messages[k].Get("content")
 	var content string
 	if len(raw) > 0 && string(raw) != "null" {
@@ -170,9 +177,13 @@ func (t *Template) contentEnd(messages []Message, k int, opts Options, full stri
 			return 0, fmt.Errorf("content must be a string to find the turn's end")
 		}
 	}
-	probe := append([]Message(nil), messages...)
-	probe[k] = probe[k].With("content", content+sentinel)
-	r, err := t.Render(probe, opts)
+	v, err := fromJSON(messages[k].With("content", content+sentinel).object())
+	if err != nil {
+		return 0, err
+	}
+	probe := append([]jinja.Value(nil), items...)
+	probe[k] = v
+	r, err := t.render(probe, opts)
 	if err != nil {
 		return 0, err
 	}
