@@ -69,6 +69,13 @@ tokenizer: the completion's prompt_ids and output_ids are then exactly the
 tokens the model saw and sampled, and over-long prompts are rejected before
 sending.
 
+With tokenizer, the chat template tells whether it forces thinking (its
+generation prompt, rendered with thinking on, ends inside <think>: Qwen3.5,
+Qwen3.6, Qwen3-Thinking-2507); the run log says at start which case it
+found. A forced output starts inside the reasoning: it is split so (one cut
+short is all reasoning), and completion.request.thinking_forced tells
+validate-thinking and the report.
+
 servers = ["sim:N"] starts N simulated servers for the run (options as a
 query: "sim:4?speed=60&faults=503:0.05,reset:0.01"; see pipe sim).
 

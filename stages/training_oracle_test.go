@@ -173,6 +173,14 @@ func TestTrainingRowsOracle(t *testing.T) {
 				var prompts strings.Builder
 				for i := range n {
 					msgs := []pipeline.Message{{Role: "user", Content: fmt.Sprintf("Question %d: why is %d odd or even?", i, 7*i+3)}}
+					if i%4 == 1 {
+						// History: SpecForge's qwen3.5 trains none of an
+						// earlier turn (rendered without <think>),
+						// qwen3-thinking all of it.
+						msgs = []pipeline.Message{{Role: "user", Content: fmt.Sprintf("Is %d prime?", i)},
+							{Role: "assistant", Content: fmt.Sprintf("No: %d = %d × 1 is not the question; %d is odd.", 7*i+3, 7*i+3, 7*i+3)},
+							{Role: "user", Content: "Why?"}}
+					}
 					if i%4 == 0 {
 						msgs = []pipeline.Message{{Role: "system", Content: injectedSystem}, {Role: "user", Content: fmt.Sprintf("%d. %s", i, injectedUser)}}
 					}
@@ -318,7 +326,7 @@ path  = "out/rejected.jsonl"
 					}
 				}
 				hf := refEncode(t, dir, texts)
-				injected := false
+				injected, history := false, 0
 				for i, r := range train {
 					prompt, full := rendered[2*i], rendered[2*i+1]
 					ids := toInts(r.Tokens.InputIDs)
@@ -345,6 +353,9 @@ path  = "out/rejected.jsonl"
 							t.Fatal("the injected text is not in the prompt")
 						}
 					} else {
+						if len(r.Messages) > 1 {
+							history++
+						}
 						want := specforgeref.Mask(len(ids), spans[i], func(off int) int { return len(hf[at[full[:off]]]) })
 						if !slices.Equal(mask, want) {
 							k := 0
@@ -373,14 +384,17 @@ path  = "out/rejected.jsonl"
 						t.Fatalf("%s: the generated tokens are not the output ids", r.ID)
 					}
 				}
+				if history == 0 {
+					t.Fatal("no row with an earlier assistant turn was accepted")
+				}
 				if !injected {
 					for _, r := range rejected {
 						t.Logf("%s: %s %s", r.ID, r.Reject.Reason, r.Reject.Detail)
 					}
 					t.Fatal("no injected prompt was accepted")
 				}
-				t.Logf("%s template, %s API: %d training rows equal jinja2 / HF tokenizers / SpecForge %s labelling; %d rejected (%d cut short, %d of them inside the reasoning, kept as reasoning)",
-					name, api, len(train), sf.Name, len(rejected), truncated, inReasoning)
+				t.Logf("%s template, %s API: %d training rows (%d with history) equal jinja2 / HF tokenizers / SpecForge %s labelling; %d rejected (%d cut short, %d of them inside the reasoning, kept as reasoning)",
+					name, api, len(train), history, sf.Name, len(rejected), truncated, inReasoning)
 			})
 		}
 	}
