@@ -247,9 +247,18 @@ kind  = "write-jsonl"
 input = ["gen.rejected", "check.rejected", "tok.rejected"]
 path  = "out/rejected.jsonl"
 `, strings.Join(fleet.URLs(), `", "`), api, dir, dir, dir, dir)
-				out, _, err := runTestPipeline(t, src, map[string]string{"prompts.jsonl": prompts.String()})
+				var log lockedBuffer
+				out, _, err := runTestPipelineWith(t, context.Background(), src, map[string]string{"prompts.jsonl": prompts.String()}, pipeline.RunOptions{Log: &log})
 				if err != nil {
 					t.Fatal(err)
+				}
+				// The run says once, at start, which case it found.
+				said := "the chat template does not force thinking"
+				if forced {
+					said = "the chat template forces thinking"
+				}
+				if got := strings.Count(log.String(), `stage "gen": thinking: `+said); got != 1 {
+					t.Fatalf("run log says %q %d times:\n%s", said, got, log.String())
 				}
 				train := readRecords(t, filepath.Join(out, "out/train.jsonl"))
 				generated := readRecords(t, filepath.Join(out, "out/generated.jsonl"))
