@@ -104,6 +104,9 @@ func refEncode(t *testing.T, dir string, texts []string) [][]int {
 	if _, err := os.Stat(filepath.Join(nm, "tokenizers", "package.json")); err != nil {
 		testenv.Missing(t, "npm tokenizers is not in "+nm, "scripts/setup-tokenizer-ref.sh")
 	}
+	if _, err := exec.LookPath("node"); err != nil {
+		testenv.Missing(t, "node is not on PATH", "scripts/setup-tokenizer-ref.sh")
+	}
 	in := filepath.Join(t.TempDir(), "texts.jsonl")
 	var buf bytes.Buffer
 	for _, s := range texts {

@@ -374,7 +374,9 @@ func (rd *reader) shards(dir string, take func(*reader, *row)) error {
 		arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens,
 		arrowrow.ColRejectStage, arrowrow.ColRejectReason}
 	if rd.tokenizer() != nil {
-		cols = append(cols, arrowrow.ColOutputIDs) // only a tokenizer tells </think> in them
+		// Only a tokenizer tells </think> in them; the request says whether
+		// the template forced thinking.
+		cols = append(cols, arrowrow.ColOutputIDs, arrowrow.ColRequest)
 	}
 	for _, sh := range m.Shards {
 		err := arrowrow.ReadColumns(rd.ctx, filepath.Join(dir, sh.Name), cols, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
@@ -432,6 +434,13 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 					ids = append(ids, int(vals.Value(int(j))))
 				}
 				x.outputIDs = ids
+			}
+			if req, ok := str(arrowrow.ColRequest, i); ok && req != "" {
+				var r struct {
+					ThinkingForced bool `json:"thinking_forced"`
+				}
+				_ = json.Unmarshal([]byte(req), &r) // a bad request column only loses the hint
+				x.thinkingForced = r.ThinkingForced
 			}
 		}
 		x.lossTokens, x.hasTokens = num(arrowrow.ColNumLossTokens, i)
