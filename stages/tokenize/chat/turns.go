@@ -49,10 +49,12 @@ const sentinel = "\x00"
 // AssistantTurns renders messages (AddGenerationPrompt is ignored: the
 // conversation is rendered without it) and returns the text and every
 // assistant turn in it. With lastOnly, only the last assistant turn is
-// found, which saves three renders per earlier turn. An error says which message's boundaries cannot be found by
-// message: a template that renders the messages before a turn differently
-// once the turn follows them, or that changes the end of a content (tool
-// calls after it; trailing whitespace stripped).
+// found, which saves three renders per earlier turn. An error says which
+// message's boundaries cannot be found by message: a template that renders
+// the messages before a turn differently once the turn follows them, or
+// that changes a content's end as it renders it (strips trailing
+// whitespace; Qwen3 writes a "\n" before tool calls only after a content,
+// so a tool-call turn with empty content is such a turn).
 func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly bool) (string, []Turn, error) {
 	opts.AddGenerationPrompt = false
 	shift := 0
