@@ -240,6 +240,11 @@ func parseResult(api API, body []byte, mode ThinkMode, r *Result) error {
 		return fmt.Errorf("bad chat response: no choices")
 	}
 	switch {
+	case mode == ThinkForced && strings.TrimSpace(reasoning) == "" && strings.Contains(content, "</think>"):
+		// A reasoning parser that does not know the prompt opened the
+		// reasoning (older SGLang without force_reasoning) finds no
+		// <think> and leaves it all in content: split it here.
+		r.Reasoning, r.Answer = SplitForcedThinking(content)
 	case hasReasoning:
 		r.Reasoning, r.Answer = reasoning, content
 	case hasContent && mode != ThinkOff:

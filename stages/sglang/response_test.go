@@ -124,6 +124,16 @@ func TestSplitForcedThinking(t *testing.T) {
 	if err := parseResult(APIChat, []byte(`{"choices":[{"message":{"content":"cut off"},"finish_reason":"length"}]}`), ThinkForced, &r); err != nil || r.Reasoning != "cut off" || r.Answer != "" {
 		t.Fatalf("chat: %q, %q, %v", r.Reasoning, r.Answer, err)
 	}
+	// A server parser that did not know the prompt opened the reasoning.
+	r = Result{}
+	if err := parseResult(APIChat, []byte(`{"choices":[{"message":{"content":"r\n</think>\n\na","reasoning_content":null},"finish_reason":"stop"}]}`), ThinkForced, &r); err != nil || r.Reasoning != "r" || r.Answer != "a" {
+		t.Fatalf("chat, unsplit: %q, %q, %v", r.Reasoning, r.Answer, err)
+	}
+	// The server split it: kept as the server said.
+	r = Result{}
+	if err := parseResult(APIChat, []byte(`{"choices":[{"message":{"content":"a","reasoning_content":"r"},"finish_reason":"stop"}]}`), ThinkForced, &r); err != nil || r.Reasoning != "r" || r.Answer != "a" {
+		t.Fatalf("chat, split: %q, %q, %v", r.Reasoning, r.Answer, err)
+	}
 }
 
 func TestErrorClassification(t *testing.T) {
