@@ -171,10 +171,12 @@ func checkSpecForgeMasks(t *testing.T, tok *Tokenizer, tmpl *chat.Template, conv
 		for _, mode := range []MaskMode{MaskSpecForge, MaskLastTurn} {
 			rendered, ids, mask, err := tok.EncodeConversation(tmpl, msgs, chat.Options{EnableThinking: c.EnableThinking, Tools: c.Tools}, mode, false)
 			if err != nil {
-				// Only an assistant turn with tool calls and no content
-				// has no content end to find (the template adds a "\n"
-				// before the call once there is content).
-				if !strings.Contains(string(c.Messages), `"content":"","tool_calls"`) {
+				// Only a multi-step tool-call conversation with reasoning
+				// may have no boundaries by message: Qwen3 renders the
+				// thinking of an assistant turn after the last user query,
+				// so the turns before a later turn render differently
+				// alone than with a later user query after them.
+				if !strings.Contains(string(c.Messages), `"tool_calls"`) || !strings.Contains(err.Error(), "render differently on their own") {
 					t.Fatalf("conversation %d: %v", i, err)
 				}
 				skipped++
@@ -204,10 +206,10 @@ func checkSpecForgeMasks(t *testing.T, tok *Tokenizer, tmpl *chat.Template, conv
 			}
 		}
 	}
-	if len(jobs) < 100 {
-		t.Fatalf("only %d masks checked", len(jobs))
+	if len(jobs) < 100 || skipped > 3 {
+		t.Fatalf("only %d masks checked, %d conversations skipped", len(jobs), skipped)
 	}
-	t.Logf("%d masks (specforge and last_turn): identical to SpecForge's labelling token for token; %d conversations with an empty tool-call turn skipped", len(jobs), skipped)
+	t.Logf("%d masks (specforge and last_turn): identical to SpecForge's labelling token for token; %d multi-step tool-call conversations without boundaries by message skipped", len(jobs), skipped)
 }
 
 func diffText(got, want string) string {

@@ -128,8 +128,16 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 	}
 	gen := prompt[len(before):]
 	end, err := t.contentEnd(messages, items, k, opts, full)
+	turnEnd := -1
 	if err != nil {
-		return Turn{}, err
+		// A content whose end cannot be probed (a tool-call turn with empty
+		// content, which a probe would make non-empty): the turn ends where
+		// the next message's rendering begins.
+		var nerr error
+		if turnEnd, nerr = t.nextStart(messages, items, k+1, opts, full); nerr != nil {
+			return Turn{}, err
+		}
+		end = turnEnd
 	}
 	rest := full[len(before):]
 	body, prompted := len(before)+len(gen), true
@@ -150,7 +158,9 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 		return Turn{}, fmt.Errorf("the content starts before the end of the generation prompt")
 	}
 	turn := Turn{Start: len(before), Body: body, Prompted: prompted, ContentEnd: end, End: len(full)}
-	if k < len(messages)-1 {
+	if turnEnd >= 0 {
+		turn.End = turnEnd
+	} else if k < len(messages)-1 {
 		r, err := t.render(items[:k+1], opts)
 		if err != nil {
 			return Turn{}, err
@@ -194,6 +204,58 @@ func (t *Template) contentEnd(messages []Message, items []jinja.Value, k int, op
 		return 0, fmt.Errorf("the template changes the end of the content as it renders it, so the turn's end cannot be found by message")
 	}
 	return d, nil
+}
+
+// nextStart finds where message j's rendering begins in full, the
+// rendering of messages: where its content begins (probed with the
+// sentinel put before it) less the header the template writes before that
+// content when j is rendered alone, which full must hold there.
+func (t *Template) nextStart(messages []Message, items []jinja.Value, j int, opts Options, full string) (int, error) {
+	if j >= len(messages) {
+		return 0, fmt.Errorf("no message follows")
+	}
+	var content string
+	if err := json.Unmarshal(messages[j].Get("content"), &content); err != nil || content == "" {
+		return 0, fmt.Errorf("message %d has no content to find its start by", j+1)
+	}
+	v, err := fromJSON(messages[j].With("content", sentinel+content).object())
+	if err != nil {
+		return 0, err
+	}
+	at := func(items []jinja.Value, i int, opts Options, text string) (int, error) {
+		probe := append([]jinja.Value(nil), items...)
+		probe[i] = v
+		r, err := t.render(probe, opts)
+		if err != nil {
+			return 0, err
+		}
+		d := commonPrefix(text, r)
+		if !strings.HasPrefix(r[d:], sentinel) || r[d+len(sentinel):] != text[d:] {
+			return 0, fmt.Errorf("message %d's content is changed as it renders", j+1)
+		}
+		return d, nil
+	}
+	contentAt, err := at(items, j, opts, full)
+	if err != nil {
+		return 0, err
+	}
+	// Alone and without tools: tool schemas go into a preamble before the
+	// first message (Qwen3), which is not message j's header.
+	aopts := opts
+	aopts.Tools = nil
+	alone, err := t.render(items[j:j+1], aopts)
+	if err != nil {
+		return 0, err
+	}
+	header, err := at(items[j:j+1], 0, aopts, alone)
+	if err != nil {
+		return 0, err
+	}
+	start := contentAt - header
+	if start < 0 || full[start:contentAt] != alone[:header] {
+		return 0, fmt.Errorf("message %d's header differs inside the conversation", j+1)
+	}
+	return start, nil
 }
 
 // commonPrefix is the length of the longest common prefix of a and b.
