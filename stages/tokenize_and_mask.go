@@ -41,7 +41,7 @@ trained on, whatever special tokens it contains. mask chooses the tokens:
   generated  exactly the tokens the model sampled: the last turn through
              its <|im_end|>, not the template's "\n" after it
 The run log says at start whether the template forces thinking and which
-labelling is used; each row records it in meta.loss_mask.
+labelling is used; each row records it in meta.loss_mask_convention.
 
 Two ways to build a row:
   ids   the completion's prompt_ids, then its output_ids, then the template's
@@ -158,7 +158,7 @@ type tokenizeAndMask struct {
 	imStart, imEnd int // ids of <|im_start|> and <|im_end|>
 	mode           tokenize.MaskMode
 	forced         bool   // the template forces thinking
-	convention     string // the labelling used, for meta.loss_mask
+	convention     string // the labelling used, for meta.loss_mask_convention
 	newline        []int
 	tokenLen       []int32 // bytes each id decodes to
 
@@ -270,7 +270,7 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 		s.textNoIDs.Add(1)
 	}
 
-	rec.Meta["loss_mask"] = s.convention
+	rec.Meta["loss_mask_convention"] = s.convention
 	msgs := conversation(turns, system, c)
 	opts := chat.Options{EnableThinking: enableThinking(c)}
 	lastOnly := s.mode.LastOnly(s.forced)

@@ -377,8 +377,8 @@ path  = "out/rejected.jsonl"
 							t.Fatalf("%s: token %d (%q) has mask %d, SpecForge's %s labelling %d", r.ID, k, mtok.Decode(ids[k:k+1]), mask[k], sf.Name, want[k])
 						}
 					}
-					if r.Meta["loss_mask"] == nil || !strings.HasPrefix(r.Meta["loss_mask"].(string), "specforge "+sf.Name) {
-						t.Fatalf("%s: meta.loss_mask = %v", r.ID, r.Meta["loss_mask"])
+					if r.Meta["loss_mask_convention"] == nil || !strings.HasPrefix(r.Meta["loss_mask_convention"].(string), "specforge "+sf.Name) {
+						t.Fatalf("%s: meta.loss_mask_convention = %v", r.ID, r.Meta["loss_mask_convention"])
 					}
 					// mask = "generated": exactly the sampled tokens.
 					g := generated[slices.IndexFunc(generated, func(x *pipeline.Record) bool { return x.ID == r.ID })]
