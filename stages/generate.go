@@ -69,6 +69,13 @@ tokenizer: the completion's prompt_ids and output_ids are then exactly the
 tokens the model saw and sampled, and over-long prompts are rejected before
 sending.
 
+With tokenizer, the chat template tells whether it forces thinking (its
+generation prompt, rendered with thinking on, ends inside <think>: Qwen3.5,
+Qwen3.6, Qwen3-Thinking-2507); the run log says at start which case it
+found. A forced output starts inside the reasoning: it is split so (one cut
+short is all reasoning), and completion.request.thinking_forced tells
+validate-thinking and the report.
+
 servers = ["sim:N"] starts N simulated servers for the run (options as a
 query: "sim:4?speed=60&faults=503:0.05,reset:0.01"; see pipe sim).
 
@@ -431,6 +438,8 @@ func simConfig(n int, q url.Values, lookup func(string) (string, bool)) (sim.Con
 			cfg.SpecAcceptMean, err = strconv.ParseFloat(v, 64)
 		case "model":
 			cfg.Model = v
+		case "forced_thinking":
+			cfg.ForcedThinking, err = strconv.ParseBool(v)
 		case "seed":
 			var s uint64
 			s, err = strconv.ParseUint(v, 10, 64)
@@ -509,6 +518,9 @@ type generate struct {
 	client *sglang.Client
 	tok    *tokenize.Tokenizer
 	tmpl   *chat.Template
+	// forced: the template's generation prompt opens the reasoning, so
+	// outputs start inside it (chat.Template.ThinkingForced).
+	forced bool
 	ctxLen int
 	// entryOf is, per server spec given to the client, its servers item.
 	entryOf []int
@@ -558,6 +570,9 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 			return err
 		}
 	}
+	if err := g.detectForcedThinking(); err != nil {
+		return err
+	}
 	specs, err := g.resolveServers(ctx, env)
 	if err != nil {
 		return err
@@ -573,6 +588,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 			PresencePenalty: c.PresencePenalty, FrequencyPenalty: c.FrequencyPenalty, EnableThinking: &think,
 		},
 		Thinking:        think,
+		ThinkingForced:  g.forced,
 		MaxAttempts:     c.MaxAttempts,
 		RequestTimeout:  c.RequestTimeout.Duration,
 		BackoffMin:      c.BackoffMin.Duration,
@@ -893,6 +909,44 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 		LatencySeconds:   res.Latency.Seconds(),
 		Server:           res.Server,
 		Attempts:         res.Attempts,
-		Request:          maps.Clone(g.client.Settings()), // a copy: later stages may annotate it
+		Request:          g.requestRecord(),
 	}, nil, nil
+}
+
+// requestRecord is the request settings recorded with a completion (a
+// copy: later stages may annotate it), with thinking_forced when the
+// template forces thinking, for validation and the report.
+func (g *generate) requestRecord() map[string]any {
+	r := maps.Clone(g.client.Settings())
+	if g.forced && g.cfg.EnableThinking {
+		if r == nil {
+			r = map[string]any{}
+		}
+		r["thinking_forced"] = true
+	}
+	return r
+}
+
+// detectForcedThinking tells from the chat template whether it forces
+// thinking, and says once which case it is: outputs are split (and later
+// validated and reported) as starting inside the reasoning when it does.
+func (g *generate) detectForcedThinking() error {
+	if !g.cfg.EnableThinking {
+		return nil
+	}
+	if g.tmpl == nil {
+		g.noticef("thinking: no tokenizer, so pipe cannot read the chat template to tell whether it forces thinking; the server's reasoning parser splits the output (set tokenizer to know)")
+		return nil
+	}
+	forced, gen, err := g.tmpl.ThinkingForced("<think>", "</think>")
+	if err != nil {
+		return fmt.Errorf("%s: rendering the generation prompt: %w", g.cfg.Tokenizer, err)
+	}
+	g.forced = forced
+	if forced {
+		g.noticef("thinking: the chat template forces thinking (its generation prompt %q ends inside a think block): outputs start inside the reasoning, and one without </think> is all reasoning", gen)
+	} else {
+		g.noticef("thinking: the chat template does not force thinking (generation prompt %q): the model opens its own <think>", gen)
+	}
+	return nil
 }

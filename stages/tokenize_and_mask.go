@@ -21,10 +21,27 @@ func init() {
 		Summary: "build training rows: input_ids and the assistant loss_mask, from the generation's own ids or the model's chat template",
 		Description: `Turns a conversation and its completion into a training row (tokens.input_ids,
 tokens.loss_mask, num_tokens, num_loss_tokens); messages and completion stay
-on the record. loss_mask is 1 from the first token after
-"<|im_start|>assistant\n" through "<|im_end|>" and the "\n" after it, for
-every assistant turn (mask = "assistant") or the last one only
-("last_turn"), and 0 elsewhere.
+on the record. Where each assistant turn lies comes from rendering the
+conversation message by message (the messages before a turn rendered with
+the generation prompt, against the conversation with it), never from
+searching marker strings: text a user or system prompt wrote is never
+trained on, whatever special tokens it contains. mask chooses the tokens:
+
+  specforge  (default) SpecForge's labelling for the template's family. A
+             template that forces thinking (its generation prompt ends in
+             "<think>\n": Qwen3.5/3.6, Qwen3-Thinking-2507; SpecForge's
+             "qwen3.5") trains the final turn from after the generation
+             prompt through "<|im_end|>\n"; earlier turns, rendered
+             without "<think>", get none. A hybrid template (Qwen3;
+             SpecForge's "qwen3-thinking"/"qwen3-instruct") trains every
+             assistant turn from after "<|im_start|>assistant\n" (and the
+             empty think block of thinking off) through "<|im_end|>\n".
+  assistant  every assistant turn, the same way
+  last_turn  the last assistant turn only
+  generated  exactly the tokens the model sampled: the last turn through
+             its <|im_end|>, not the template's "\n" after it
+The run log says at start whether the template forces thinking and which
+labelling is used; each row records it in meta.loss_mask_convention.
 
 Two ways to build a row:
   ids   the completion's prompt_ids, then its output_ids, then the template's
@@ -109,8 +126,9 @@ type TokenizeAndMaskConfig struct {
 	Tokenizer string `toml:"tokenizer" required:"true" path:"indir" contains:"tokenizer.json" doc:"model directory with tokenizer.json and the chat template (tokenizer_config.json or chat_template.jinja)"`
 	// Template is "" (the model's own) or "chatml". Default "".
 	Template string `toml:"template" default:"" enum:"|chatml" doc:"chat template: the model's own (default) or \"chatml\""`
-	// Mask is "assistant" (default: every assistant turn) or "last_turn".
-	Mask string `toml:"mask" default:"assistant" enum:"assistant|last_turn" doc:"which assistant turns carry loss"`
+	// Mask is "specforge" (default: SpecForge's labelling for the
+	// template's family), "assistant", "last_turn" or "generated".
+	Mask string `toml:"mask" default:"specforge" enum:"specforge|assistant|last_turn|generated" doc:"which tokens carry loss: SpecForge's labelling for the template (default), every assistant turn, the last turn, or exactly the generated tokens"`
 	// SystemPrompt, when set, is every row's system prompt ("" for none).
 	// Default: unset, each row keeps generation's.
 	SystemPrompt *string `toml:"system_prompt" doc:"system prompt of every row (\"\" = none); unset keeps the one generation used"`
@@ -138,6 +156,9 @@ type tokenizeAndMask struct {
 	log  io.Writer
 
 	imStart, imEnd int // ids of <|im_start|> and <|im_end|>
+	mode           tokenize.MaskMode
+	forced         bool   // the template forces thinking
+	convention     string // the labelling used, for meta.loss_mask_convention
 	newline        []int
 	tokenLen       []int32 // bytes each id decodes to
 
@@ -171,6 +192,20 @@ func (s *tokenizeAndMask) use(tok *tokenize.Tokenizer) error {
 		return err
 	}
 	s.tok, s.tmpl = tok, tmpl
+	if s.mode, err = tokenize.ParseMaskMode(s.cfg.Mask); err != nil {
+		return err
+	}
+	forced, gen, err := tmpl.ThinkingForced("<think>", "</think>")
+	if err != nil {
+		return fmt.Errorf("%s: rendering the generation prompt: %w", tok.Dir(), err)
+	}
+	s.forced = forced
+	s.convention = s.mode.Convention(forced)
+	how := "does not force thinking (a hybrid template: the model opens its own <think>)"
+	if forced {
+		how = "forces thinking (outputs start inside the reasoning)"
+	}
+	fmt.Fprintf(s.log, "tokenize-and-mask: the chat template %s: its generation prompt is %q; loss mask %s\n", how, gen, s.convention)
 	var ok1, ok2 bool
 	s.imStart, ok1 = tok.TokenID("<|im_start|>")
 	s.imEnd, ok2 = tok.TokenID("<|im_end|>")
@@ -235,17 +270,26 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 		s.textNoIDs.Add(1)
 	}
 
+	rec.Meta["loss_mask_convention"] = s.convention
+	msgs := conversation(turns, system, c)
+	opts := chat.Options{EnableThinking: enableThinking(c)}
+	lastOnly := s.mode.LastOnly(s.forced)
 	var textRow *pipeline.Tokens
-	if !useIDs || s.cfg.CompareText {
-		rendered, err := s.tmpl.Render(conversation(turns, system, c), chat.Options{EnableThinking: enableThinking(c)})
+	var assistantTurns []chat.Turn
+	var rendered string
+	// The ids path needs the text's turns only for earlier assistant turns
+	// that carry loss.
+	if !useIDs || s.cfg.CompareText || (!lastOnly && hasEarlierReply(turns)) {
+		text, all, err := s.tmpl.AssistantTurns(msgs, opts, lastOnly)
 		if err != nil {
 			return nil, ReasonRenderFailed, err.Error()
 		}
-		ids, mask := s.tok.EncodeChat(rendered, s.maskMode())
+		rendered, assistantTurns = text, all
+		ids, mask := s.tok.EncodeMasked(rendered, tokenize.MaskSpans(all, s.mode, s.forced))
 		textRow = newRow(ids, mask, "text")
 	}
 	if useIDs {
-		ids, mask, reason, detail := s.fromGenerationIDs(c)
+		ids, mask, reason, detail := s.fromGenerationIDs(c, msgs, opts, rendered, assistantTurns)
 		if reason != "" {
 			return nil, reason, detail
 		}
@@ -315,6 +359,16 @@ func conversation(turns []pipeline.Message, system string, c *pipeline.Completio
 	return append(msgs, chat.NewMessage("assistant", c.Answer).With("reasoning_content", c.Reasoning))
 }
 
+// hasEarlierReply says whether the prompt turns hold an assistant turn.
+func hasEarlierReply(turns []pipeline.Message) bool {
+	for _, m := range turns {
+		if m.Role == "assistant" {
+			return true
+		}
+	}
+	return false
+}
+
 // enableThinking is the enable_thinking generation recorded, if any.
 func enableThinking(c *pipeline.Completion) *bool {
 	if b, ok := requestThinking(c.Request); ok {
@@ -323,18 +377,14 @@ func enableThinking(c *pipeline.Completion) *bool {
 	return nil
 }
 
-func (s *tokenizeAndMask) maskMode() tokenize.MaskMode {
-	if s.cfg.Mask == "last_turn" {
-		return tokenize.MaskLastTurn
-	}
-	return tokenize.MaskAssistant
-}
-
 // fromGenerationIDs builds the row from the ids the model saw and sampled:
 // prompt ids, output ids (ending with <|im_end|>), then the template's
-// closing "\n". The mask follows the same rule as the text path, on the
-// text the ids decode to.
-func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion) (ids, mask []int, reason, detail string) {
+// closing "\n". The prompt ids must decode to the conversation before the
+// completion rendered with the generation prompt, so the output begins
+// exactly where the last turn's loss begins. Earlier turns' spans (turns of
+// rendered, the text rendering, when the mode trains them) lie within the
+// prompt, which is the same text.
+func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion, msgs []chat.Message, opts chat.Options, rendered string, turns []chat.Turn) (ids, mask []int, reason, detail string) {
 	out := c.OutputIDs
 	if out[len(out)-1] != s.imEnd {
 		// SGLang includes the matched EOS in output_ids; an older server may
@@ -354,7 +404,7 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion) (ids, mask [
 	// The text the ids spell, and each id's byte range in it.
 	text := s.tok.Decode(ids)
 	offsets := make([][2]int, len(ids))
-	pos, promptEnd := 0, 0
+	pos, promptEnd, outEnd := 0, 0, 0
 	for i, id := range ids {
 		n := 0
 		if id >= 0 && id < len(s.tokenLen) {
@@ -362,17 +412,33 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion) (ids, mask [
 		}
 		offsets[i] = [2]int{pos, pos + n}
 		pos += n
-		if i == len(c.PromptIDs)-1 {
+		switch i {
+		case len(c.PromptIDs) - 1:
 			promptEnd = pos
+		case len(c.PromptIDs) + len(out) - 1:
+			outEnd = pos
 		}
 	}
-	all := chat.AssistantSpans(text, false)
-	// The prompt must end inside the header of the reply being trained: the
-	// last assistant turn starts in the prompt and no turn ends after it
-	// before the output begins.
-	if len(all) == 0 || all[len(all)-1][0] > promptEnd || (len(all) > 1 && all[len(all)-2][1] > promptEnd) ||
-		strings.Contains(text[all[len(all)-1][0]:promptEnd], "<|im_end|>") {
-		return nil, nil, ReasonBadPromptIDs, "prompt ids do not end with the assistant header \"<|im_start|>assistant\\n\" (not rendered with add_generation_prompt?)"
+	var prompt string
+	if n := len(turns); n > 0 && turns[n-1].Prompted {
+		// The text path rendered it already: the conversation up to the
+		// reply's body.
+		prompt = rendered[:turns[n-1].Body]
+	} else {
+		gopts := opts
+		gopts.AddGenerationPrompt = true
+		var err error
+		if prompt, err = s.tmpl.Render(msgs[:len(msgs)-1], gopts); err != nil {
+			return nil, nil, ReasonRenderFailed, err.Error()
+		}
+	}
+	if got := text[:promptEnd]; got != prompt {
+		at := 0
+		for at < min(len(got), len(prompt)) && got[at] == prompt[at] {
+			at++
+		}
+		return nil, nil, ReasonBadPromptIDs, fmt.Sprintf("the prompt ids are not the conversation rendered with the generation prompt: they differ at byte %d (ids %q, template %q); rendered with another template, or without add_generation_prompt?",
+			at, truncate(got[at:], 40), truncate(prompt[at:], 40))
 	}
 	// The ids must spell the completion's text: ids from another tokenizer
 	// (or another record) would put garbage into training silently.
@@ -382,9 +448,14 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion) (ids, mask [
 			return nil, nil, ReasonIDsTextMismatch, fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part.name, truncate(output, 120))
 		}
 	}
-	spans := all
-	if s.cfg.Mask == "last_turn" {
-		spans = all[len(all)-1:]
+	var spans [][2]int
+	if len(turns) > 1 && !s.mode.LastOnly(s.forced) {
+		spans = tokenize.MaskSpans(turns[:len(turns)-1], s.mode, s.forced)
+	}
+	if s.mode == tokenize.MaskGenerated {
+		spans = append(spans, [2]int{promptEnd, outEnd})
+	} else {
+		spans = append(spans, [2]int{promptEnd, len(text)})
 	}
 	return ids, maskFromOffsets(offsets, spans), "", ""
 }

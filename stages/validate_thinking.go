@@ -22,11 +22,16 @@ func init() {
 they are checked; the first that matches is the reason:
 
   no_completion       the record has no completion
+  ids_text_mismatch   the output ids do not decode to the thinking and answer
+                      (another tokenizer than the server's; needs tokenizer)
   truncated           finish_reason is "length"
   aborted             finish_reason is "abort"
-  think_unclosed      thinking on, and the output ids have no </think> (needs tokenizer)
+  think_unclosed      thinking on, and the output ids have no </think> (needs
+                      tokenizer); with forced thinking also an output that
+                      stopped inside the reasoning
   think_leaked        a think marker in the answer (or an earlier assistant turn)
-  think_repeated      a think marker inside the thinking, or several in the output ids
+  think_repeated      a think marker inside the thinking, or several in the
+                      output ids (with forced thinking: any <think> in them)
   empty_thinking      thinking on, and the thinking is empty or whitespace
   empty_answer        the answer (or an earlier assistant turn) is empty or whitespace
   placeholder_answer  the trimmed answer equals one of placeholder_answers (case-insensitive)
@@ -34,6 +39,11 @@ they are checked; the first that matches is the reason:
   answer_too_short    answer shorter than min_answer_length
   repetition          thinking or answer degenerates into a loop: more than
                       max_repetition of its repetition_ngram-grams of words repeat earlier ones
+
+Forced thinking (a chat template whose generation prompt ends in
+"<think>\n", as generate records in completion.request.thinking_forced, or
+the tokenizer's own template): the output starts inside the reasoning, so it
+has no <think> of its own and one cut short is reasoning, never an answer.
 
 Any rule is turned off by listing its code in disable. Lengths are in tokens
 when tokenizer is set, else in characters. Rejections by reason are in the
@@ -96,7 +106,7 @@ const (
 )
 
 var validateReasons = []string{
-	ReasonNoCompletion, ReasonTruncated, ReasonAborted, ReasonThinkUnclosed, ReasonThinkLeaked,
+	ReasonNoCompletion, ReasonIDsTextMismatch, ReasonTruncated, ReasonAborted, ReasonThinkUnclosed, ReasonThinkLeaked,
 	ReasonThinkRepeated, ReasonEmptyThinking, ReasonEmptyAnswer, ReasonPlaceholderAnswer,
 	ReasonThinkingTooShort, ReasonAnswerTooShort, ReasonRepetition,
 }
@@ -155,6 +165,8 @@ type validateThinking struct {
 	tok          *tokenize.Tokenizer
 	startID      int // -1 when unknown
 	endID        int
+	// forced: the tokenizer's own template forces thinking.
+	forced bool
 }
 
 func newValidateThinking(cfg *ValidateThinkingConfig) *validateThinking {
@@ -178,6 +190,11 @@ func (v *validateThinking) Open(ctx context.Context, env *pipeline.Env) error {
 		return err
 	}
 	v.useTokenizer(tok)
+	if tmpl, err := tok.Chat(""); err == nil {
+		if v.forced, _, err = tmpl.ThinkingForced(v.cfg.ThinkStart, v.cfg.ThinkEnd); err != nil {
+			return fmt.Errorf("%s: rendering the generation prompt: %w", tok.Dir(), err)
+		}
+	}
 	return nil
 }
 
@@ -208,6 +225,20 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 		return v.fail(ReasonNoCompletion, "record has no completion")
 	}
 	thinking, why := v.thinkingOn(c)
+	forced := thinking && (v.forced || requestForced(c.Request))
+	// Ids that do not spell the text are said as such before any rule
+	// reads either: every thinking rule would be wrong about them.
+	if len(c.OutputIDs) > 0 && v.tok != nil {
+		out := v.tok.Decode(c.OutputIDs)
+		for _, part := range []struct{ name, text string }{{"answer", c.Answer}, {"thinking", c.Reasoning}} {
+			if t := strings.TrimSpace(part.text); !strings.Contains(out, t) {
+				if r, d := v.fail(ReasonIDsTextMismatch, fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part.name, truncate(out, 120))); r != "" {
+					return r, d
+				}
+				break
+			}
+		}
+	}
 	switch c.FinishReason {
 	case "length":
 		if r, d := v.fail(ReasonTruncated, fmt.Sprintf("finish_reason length after %d completion tokens", c.CompletionTokens)); r != "" {
@@ -232,6 +263,18 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 	}
 	if thinking && ends == 0 {
 		if r, d := v.fail(ReasonThinkUnclosed, fmt.Sprintf("thinking on (%s) but the output ids have no %s", why, v.cfg.ThinkEnd)); r != "" {
+			return r, d
+		}
+	}
+	if forced && ends < 0 && strings.TrimSpace(c.Answer) == "" && strings.TrimSpace(c.Reasoning) != "" {
+		// No ids (chat API): the server's parser put an output with no
+		// </think> all into the reasoning.
+		if r, d := v.fail(ReasonThinkUnclosed, fmt.Sprintf("forced thinking: the output ended inside the reasoning (%d bytes, no %s, no answer)", len(c.Reasoning), v.cfg.ThinkEnd)); r != "" {
+			return r, d
+		}
+	}
+	if forced && starts > 0 {
+		if r, d := v.fail(ReasonThinkRepeated, fmt.Sprintf("forced thinking: the prompt opened the reasoning, yet the output ids have %d %s of their own", starts, v.cfg.ThinkStart)); r != "" {
 			return r, d
 		}
 	}
@@ -343,6 +386,13 @@ func requestThinking(req map[string]any) (bool, bool) {
 		}
 	}
 	return false, false
+}
+
+// requestForced reads thinking_forced from recorded request settings (set
+// by generate when the chat template forces thinking).
+func requestForced(req map[string]any) bool {
+	b, _ := req["thinking_forced"].(bool)
+	return b
 }
 
 // markerIn returns the first think marker found in s, or "".

@@ -125,6 +125,28 @@ func TestValidateThinkingReasons(t *testing.T) {
 		{name: "thinking forced on overrides the request", reason: ReasonEmptyThinking,
 			cfg:    func(c *ValidateThinkingConfig) { c.Thinking = "on" },
 			change: func(c *pipeline.Completion) { c.Reasoning = ""; c.Request = map[string]any{"enable_thinking": false} }},
+		// Ids of another tokenizer: said as such, not as think_unclosed.
+		{name: "ids that do not spell the text", reason: ReasonIDsTextMismatch, change: func(c *pipeline.Completion) {
+			c.OutputIDs = ids("an entirely different output of another tokenizer")
+		}},
+		// Forced thinking: the prompt opened the reasoning.
+		{name: "forced: good output without <think>", change: func(c *pipeline.Completion) {
+			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
+			c.OutputIDs = ids(goodReasoning + "\n</think>\n\n" + goodAnswer)
+		}},
+		{name: "forced: a <think> of its own", reason: ReasonThinkRepeated, change: func(c *pipeline.Completion) {
+			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
+			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n" + goodAnswer)
+		}},
+		{name: "forced: stopped inside the reasoning (chat, no ids)", reason: ReasonThinkUnclosed, change: func(c *pipeline.Completion) {
+			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
+			c.Answer = ""
+		}},
+		{name: "forced: stopped inside the reasoning (ids)", reason: ReasonThinkUnclosed, change: func(c *pipeline.Completion) {
+			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
+			c.Answer = ""
+			c.OutputIDs = ids(goodReasoning)
+		}},
 		{name: "unclosed think block (EOS inside thinking)", reason: ReasonThinkUnclosed, change: func(c *pipeline.Completion) {
 			c.Answer = ""
 			c.OutputIDs = ids("<think>\n" + goodReasoning)

@@ -92,6 +92,7 @@ with --seed.`,
 			fs.StringVar(&c.Model, "model", sim.DefaultModel, "model name reported by the info endpoints")
 			fs.IntVar(&c.ContextLength, "context-length", sim.DefaultContextLength, "context length: prompt + max new tokens beyond it is a 400")
 			fs.StringVar(&c.ReasoningParser, "reasoning-parser", sim.DefaultReasoningParser, "chat reasoning split: qwen3 or none")
+			fs.BoolVar(&c.ForcedThinking, "forced-thinking", false, "the served chat template forces thinking (generation prompt ends in <think>\\n): chat outputs start inside the reasoning (/generate tells it from the prompt)")
 			fs.IntVar(&c.MaxRunning, "max-running", sim.DefaultMaxRunning, "requests decoding at once per server")
 			fs.IntVar(&c.MaxQueued, "max-queued", sim.DefaultMaxQueued, "requests waiting for a slot before 503 (negative: no limit)")
 			fs.DurationVar(&c.WarmUp, "warm-up", 0, "simulated time /health answers 503 after start or revival (default 0s: none)")

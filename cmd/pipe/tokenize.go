@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/pipe-dev/pipe/stages/tokenize"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
@@ -34,7 +35,9 @@ with optional "add_generation_prompt", "enable_thinking" and "tools", as
 Hugging Face's apply_chat_template takes them; the flags give the defaults.
 Writes one JSONL row per input row: {"input_ids": [...]} for text (no special
 tokens added), {"input_ids", "loss_mask", "rendered"} for messages. The mask
-is 1 on assistant replies (through <|im_end|> and its newline), 0 elsewhere.
+is 1 on assistant replies (through <|im_end|> and its newline), 0 elsewhere,
+found by rendering the conversation message by message (as
+tokenize-and-mask's mask modes), never by searching marker strings.
 With --render-only, writes only {"rendered": "..."}.`,
 		SetFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&dir, "tokenizer", "", "model directory with tokenizer.json and tokenizer_config.json (required)")
@@ -42,7 +45,7 @@ With --render-only, writes only {"rendered": "..."}.`,
 			fs.BoolVar(&genPrompt, "add-generation-prompt", false, "default add_generation_prompt for message rows")
 			fs.Var(&thinking, "enable-thinking", "default enable_thinking for message rows (true or false; unset leaves it to the template)")
 			fs.StringVar(&systemPrompt, "system-prompt", "", "system prompt prepended to conversations that have none (default none)")
-			fs.StringVar(&maskMode, "mask", "assistant", `loss mask: "assistant" (every assistant turn) or "last_turn"`)
+			fs.StringVar(&maskMode, "mask", "assistant", `loss mask: "assistant" (every assistant turn), "last_turn", "generated" or "specforge" (as tokenize-and-mask)`)
 			fs.BoolVar(&renderOnly, "render-only", false, `write only {"rendered": ...} for message rows`)
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
@@ -97,6 +100,7 @@ type tokenizeCmd struct {
 	tok          *tokenize.Tokenizer
 	templateName string
 	tmpl         *chat.Template // compiled on the first message row
+	forced       bool           // tmpl forces thinking
 	mode         tokenize.MaskMode
 	renderOnly   bool
 	defaults     chat.Options
@@ -158,7 +162,11 @@ func (c *tokenizeCmd) row(w *bufio.Writer, data []byte) error {
 		if err != nil {
 			return err
 		}
-		c.tmpl = tmpl
+		forced, _, err := tmpl.ThinkingForced("<think>", "</think>")
+		if err != nil {
+			return err
+		}
+		c.tmpl, c.forced = tmpl, forced
 	}
 	opts := c.defaults
 	if row.AddGenerationPrompt != nil {
@@ -170,18 +178,34 @@ func (c *tokenizeCmd) row(w *bufio.Writer, data []byte) error {
 	if len(row.Tools) > 0 && string(row.Tools) != "null" {
 		opts.Tools = row.Tools
 	}
-	rendered, err := c.tmpl.Render(row.Messages, opts)
-	if err != nil {
-		return err
-	}
-	text := jsonString(rendered)
 	if c.renderOnly {
+		rendered, err := c.tmpl.Render(row.Messages, opts)
+		if err != nil {
+			return err
+		}
 		w.WriteString(`{"rendered":`)
-		w.Write(text)
+		w.Write(jsonString(rendered))
 		w.WriteString("}\n")
 		return nil
 	}
-	ids, mask := c.tok.EncodeChat(rendered, c.mode)
+	rendered, turns, err := c.tmpl.AssistantTurns(row.Messages, opts, c.mode.LastOnly(c.forced))
+	if err != nil {
+		return err
+	}
+	if opts.AddGenerationPrompt {
+		// The generation prompt follows the conversation; nothing of it
+		// carries loss.
+		withPrompt, err := c.tmpl.Render(row.Messages, opts)
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(withPrompt, rendered) {
+			return errors.New("the generation prompt changes the conversation instead of following it")
+		}
+		rendered = withPrompt
+	}
+	ids, mask := c.tok.EncodeMasked(rendered, tokenize.MaskSpans(turns, c.mode, c.forced))
+	text := jsonString(rendered)
 	w.WriteString(`{"input_ids":`)
 	writeInts(w, ids)
 	w.WriteString(`,"loss_mask":`)

@@ -24,15 +24,18 @@ import (
 
 // row is what the report needs of one committed record.
 type row struct {
-	id                string
-	hasCompletion     bool
-	finishReason      string
-	promptTokens      int
-	completionTokens  int
-	reasoningTokens   int
-	reasoningBytes    int
-	answerBytes       int
-	outputIDs         []int // only while the row is counted
+	id               string
+	hasCompletion    bool
+	finishReason     string
+	promptTokens     int
+	completionTokens int
+	reasoningTokens  int
+	reasoningBytes   int
+	answerBytes      int
+	outputIDs        []int // only while the row is counted
+	// thinkingForced: the template forced thinking (the request recorded
+	// thinking_forced), so the output started inside the reasoning.
+	thinkingForced    bool
 	hasTokens         bool
 	lossTokens        int
 	rejectStage       string
@@ -151,8 +154,9 @@ func (acc *outputAcc) add(rd *reader, x *row) {
 
 // split tells a completion's thinking tokens from its answer tokens: the
 // server's reasoning_tokens if it reported them, else the output ids split
-// at </think> (with a tokenizer), else the completion tokens split in
-// proportion to the texts' lengths.
+// at </think> (with a tokenizer; a forced-thinking output without one is
+// all thinking), else the completion tokens split in proportion to the
+// texts' lengths.
 func (rd *reader) split(x *row) (think, answer int, how string) {
 	if x.reasoningTokens > 0 {
 		return x.reasoningTokens, max(0, x.completionTokens-x.reasoningTokens), "server"
@@ -169,7 +173,10 @@ func (rd *reader) split(x *row) (think, answer int, how string) {
 				for i, id := range x.outputIDs {
 					switch {
 					case tok.IsSpecial(id) || id == end:
-					case i < at || (at < 0 && x.answerBytes == 0):
+					// Before the last </think> is thinking; with none, a
+					// forced-thinking output (it started inside the
+					// reasoning) or one with no answer text is all thinking.
+					case i < at || (at < 0 && (x.thinkingForced || x.answerBytes == 0)):
 						think++
 					default:
 						answer++
@@ -245,6 +252,9 @@ type jsonlLine struct {
 		CompletionTokens int             `json:"completion_tokens"`
 		ReasoningTokens  int             `json:"reasoning_tokens"`
 		OutputIDs        []int           `json:"output_ids"`
+		Request          struct {
+			ThinkingForced bool `json:"thinking_forced"`
+		} `json:"request"`
 	} `json:"completion"`
 	Tokens *struct {
 		NumLossTokens int `json:"num_loss_tokens"`
@@ -293,6 +303,7 @@ func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
 				x.hasCompletion, x.finishReason = true, c.FinishReason
 				x.promptTokens, x.completionTokens, x.reasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens
 				x.reasoningBytes, x.answerBytes, x.outputIDs = max(0, len(c.Reasoning)-2), max(0, len(c.Answer)-2), c.OutputIDs
+				x.thinkingForced = c.Request.ThinkingForced
 			}
 			if t := l.Tokens; t != nil {
 				x.hasTokens, x.lossTokens = true, t.NumLossTokens
@@ -363,7 +374,9 @@ func (rd *reader) shards(dir string, take func(*reader, *row)) error {
 		arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens,
 		arrowrow.ColRejectStage, arrowrow.ColRejectReason}
 	if rd.tokenizer() != nil {
-		cols = append(cols, arrowrow.ColOutputIDs) // only a tokenizer tells </think> in them
+		// Only a tokenizer tells </think> in them; the request says whether
+		// the template forced thinking.
+		cols = append(cols, arrowrow.ColOutputIDs, arrowrow.ColRequest)
 	}
 	for _, sh := range m.Shards {
 		err := arrowrow.ReadColumns(rd.ctx, filepath.Join(dir, sh.Name), cols, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
@@ -421,6 +434,13 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 					ids = append(ids, int(vals.Value(int(j))))
 				}
 				x.outputIDs = ids
+			}
+			if req, ok := str(arrowrow.ColRequest, i); ok && req != "" {
+				var r struct {
+					ThinkingForced bool `json:"thinking_forced"`
+				}
+				_ = json.Unmarshal([]byte(req), &r) // a bad request column only loses the hint
+				x.thinkingForced = r.ThinkingForced
 			}
 		}
 		x.lossTokens, x.hasTokens = num(arrowrow.ColNumLossTokens, i)

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
@@ -216,5 +217,25 @@ func TestRestartWithTheSamePID(t *testing.T) {
 		if p.Y < 0 {
 			t.Errorf("a negative rate %v across the restart", p.Y)
 		}
+	}
+}
+
+// A forced-thinking output starts inside the reasoning: cut short (no
+// </think>) it is all thinking, whatever text an older split stored as
+// its answer; a hybrid one with answer text and no </think> is an answer.
+func TestSplitForcedThinking(t *testing.T) {
+	rd := newReader(context.Background(), &Report{}, testenv.Qwen3Dir(t))
+	tok := rd.tokenizer()
+	if tok == nil {
+		t.Fatal(rd.tokErr)
+	}
+	ids := tok.Encode("cut short in the middle of the reasoning")
+	x := &row{outputIDs: ids, completionTokens: len(ids), answerBytes: 40, thinkingForced: true}
+	if think, answer, how := rd.split(x); think != len(ids) || answer != 0 || how != "ids" {
+		t.Fatalf("forced: think %d, answer %d (%s), want %d, 0", think, answer, how, len(ids))
+	}
+	x.thinkingForced = false
+	if think, answer, _ := rd.split(x); think != 0 || answer != len(ids) {
+		t.Fatalf("hybrid: think %d, answer %d", think, answer)
 	}
 }

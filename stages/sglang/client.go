@@ -35,6 +35,10 @@ type Options struct {
 	// Thinking says the output starts with thinking, so raw text is split
 	// into reasoning and answer when the server does not split it.
 	Thinking bool
+	// ThinkingForced says the chat template's generation prompt opens the
+	// reasoning (chat.Template.ThinkingForced): with Thinking, raw output
+	// starts inside it. Default false.
+	ThinkingForced bool
 
 	// MaxAttempts bounds the requests sent for one generation. Default 5.
 	MaxAttempts int
@@ -769,7 +773,7 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 		return nil, statusError(s.url, status, respBody)
 	}
 	res := &Result{Server: s.url, Latency: time.Since(start)}
-	if err := parseResult(c.opts.API, respBody, c.opts.Thinking, res); err != nil {
+	if err := parseResult(c.opts.API, respBody, c.opts.thinkMode(), res); err != nil {
 		return nil, &Error{Class: ClassBadResponse, Message: err.Error(), Server: s.url}
 	}
 	if res.FinishReason == "abort" {
@@ -818,4 +822,14 @@ func (c *Client) failed(s *server, e *Error) {
 	if s.failures >= c.opts.BreakerFailures && s.admitted {
 		c.ejectLocked(s, fmt.Sprintf("%d consecutive failures, last: %s", s.failures, e.Message))
 	}
+}
+
+func (o Options) thinkMode() ThinkMode {
+	switch {
+	case !o.Thinking:
+		return ThinkOff
+	case o.ThinkingForced:
+		return ThinkForced
+	}
+	return ThinkOn
 }

@@ -230,7 +230,7 @@ func (c *Client) probeGenerate(ctx context.Context, s *server) (reason string, r
 		return fmt.Sprintf("1-token probe: HTTP %d: %s", status, errorMessage(status, resp)), false
 	}
 	var r Result
-	if err := parseResult(c.opts.API, resp, false, &r); err != nil {
+	if err := parseResult(c.opts.API, resp, ThinkOff, &r); err != nil {
 		return "1-token probe: " + err.Error(), false
 	}
 	return "", false

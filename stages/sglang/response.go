@@ -65,10 +65,36 @@ func (n *num) UnmarshalJSON(b []byte) error {
 
 func (n num) int() int { return int(n) }
 
-// parseResult decodes a 200 body of api into r. thinking says whether the
-// output is expected to start with thinking (enable_thinking), for splitting
-// raw text when the server did not.
-func parseResult(api API, body []byte, thinking bool, r *Result) error {
+// ThinkMode says how a raw output begins, for splitting its reasoning from
+// its answer when the server did not.
+type ThinkMode int
+
+const (
+	// ThinkOff: no thinking; the output is the answer.
+	ThinkOff ThinkMode = iota
+	// ThinkOn: the model opens its reasoning itself with <think> (Qwen3's
+	// hybrid template, enable_thinking).
+	ThinkOn
+	// ThinkForced: the prompt opened the reasoning (a template whose
+	// generation prompt ends in "<think>\n"); the output starts inside it
+	// and never has <think>.
+	ThinkForced
+)
+
+// Split splits raw output text by m.
+func (m ThinkMode) Split(text string) (reasoning, answer string) {
+	switch m {
+	case ThinkOn:
+		return SplitThinking(text)
+	case ThinkForced:
+		return SplitForcedThinking(text)
+	}
+	return "", strings.TrimSpace(text)
+}
+
+// parseResult decodes a 200 body of api into r. mode says how the output
+// begins, for splitting raw text when the server did not.
+func parseResult(api API, body []byte, mode ThinkMode, r *Result) error {
 	sc := &scanner{b: body}
 	if api == APIGenerate {
 		if sc.peek() == '[' {
@@ -114,11 +140,7 @@ func parseResult(api API, body []byte, thinking bool, r *Result) error {
 		if r.SpecAcceptLength == 0 && r.SpecVerifyCt > 0 {
 			r.SpecAcceptLength = float64(r.CompletionTokens) / float64(r.SpecVerifyCt)
 		}
-		if thinking {
-			r.Reasoning, r.Answer = SplitThinking(r.Text)
-		} else {
-			r.Answer = strings.TrimSpace(r.Text)
-		}
+		r.Reasoning, r.Answer = mode.Split(r.Text)
 		return nil
 	}
 
@@ -218,11 +240,16 @@ func parseResult(api API, body []byte, thinking bool, r *Result) error {
 		return fmt.Errorf("bad chat response: no choices")
 	}
 	switch {
+	case mode == ThinkForced && strings.TrimSpace(reasoning) == "" && strings.Contains(content, "</think>"):
+		// A reasoning parser that does not know the prompt opened the
+		// reasoning (older SGLang without force_reasoning) finds no
+		// <think> and leaves it all in content: split it here.
+		r.Reasoning, r.Answer = SplitForcedThinking(content)
 	case hasReasoning:
 		r.Reasoning, r.Answer = reasoning, content
-	case hasContent && thinking:
+	case hasContent && mode != ThinkOff:
 		// No reasoning parser on the server: split the raw text here.
-		r.Reasoning, r.Answer = SplitThinking(content)
+		r.Reasoning, r.Answer = mode.Split(content)
 	case hasContent:
 		r.Answer = content
 	}
@@ -258,4 +285,18 @@ func SplitThinking(text string) (reasoning, answer string) {
 		return strings.TrimSpace(t[len(open):]), ""
 	}
 	return "", strings.TrimSpace(text)
+}
+
+// SplitForcedThinking splits the raw output of a forced-thinking prompt
+// (the generation prompt ended in "<think>\n"), "…\n</think>\n\nanswer",
+// into reasoning and answer, trimmed: the output starts inside the
+// reasoning, so everything before the first "</think>" is reasoning and,
+// with no "</think>" (a truncated output), all of it is. A "<think>" the
+// model wrote stays in the reasoning for validation to find (a repeated
+// marker), as SGLang's parser with force_reasoning keeps it.
+func SplitForcedThinking(text string) (reasoning, answer string) {
+	if i := strings.Index(text, "</think>"); i >= 0 {
+		return strings.TrimSpace(text[:i]), strings.TrimSpace(text[i+len("</think>"):])
+	}
+	return strings.TrimSpace(text), ""
 }

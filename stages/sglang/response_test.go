@@ -24,17 +24,17 @@ func TestParseNative(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got Result
-			if err := parseResult(APIGenerate, []byte(tc.body), tc.thinking, &got); err != nil {
+			if err := parseResult(APIGenerate, []byte(tc.body), modeOf(tc.thinking), &got); err != nil {
 				t.Fatal(err)
 			}
 			assertResult(t, got, tc.want)
 		})
 	}
 	var r Result
-	if err := parseResult(APIGenerate, []byte(`[{"text":"a"}]`), false, &r); err == nil {
+	if err := parseResult(APIGenerate, []byte(`[{"text":"a"}]`), ThinkOff, &r); err == nil {
 		t.Error("a batch answer parsed as one result")
 	}
-	if err := parseResult(APIGenerate, []byte(`{"text":"a", "meta`), false, &r); err == nil {
+	if err := parseResult(APIGenerate, []byte(`{"text":"a", "meta`), ThinkOff, &r); err == nil {
 		t.Error("a torn body parsed")
 	}
 }
@@ -56,14 +56,14 @@ func TestParseChat(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got Result
-			if err := parseResult(APIChat, []byte(tc.body), tc.thinking, &got); err != nil {
+			if err := parseResult(APIChat, []byte(tc.body), modeOf(tc.thinking), &got); err != nil {
 				t.Fatal(err)
 			}
 			assertResult(t, got, tc.want)
 		})
 	}
 	var r Result
-	if err := parseResult(APIChat, []byte(`{"choices":[]}`), true, &r); err == nil {
+	if err := parseResult(APIChat, []byte(`{"choices":[]}`), ThinkOn, &r); err == nil {
 		t.Error("no choices parsed")
 	}
 }
@@ -91,6 +91,48 @@ func TestSplitThinking(t *testing.T) {
 		if r != tc.reasoning || a != tc.answer {
 			t.Errorf("SplitThinking(%q) = %q, %q; want %q, %q", tc.in, r, a, tc.reasoning, tc.answer)
 		}
+	}
+}
+
+func modeOf(thinking bool) ThinkMode {
+	if thinking {
+		return ThinkOn
+	}
+	return ThinkOff
+}
+
+// A forced-thinking prompt ends in "<think>\n": the output starts inside
+// the reasoning, so a truncated one is all reasoning, never an answer.
+func TestSplitForcedThinking(t *testing.T) {
+	for _, tc := range []struct{ in, reasoning, answer string }{
+		{"r\n</think>\n\na", "r", "a"},
+		{"truncated reasoning, no close", "truncated reasoning, no close", ""},
+		{"\n", "", ""},
+		{"<think>\nagain\n</think>\n\na", "<think>\nagain", "a"}, // kept for think_repeated
+	} {
+		r, a := SplitForcedThinking(tc.in)
+		if r != tc.reasoning || a != tc.answer {
+			t.Errorf("SplitForcedThinking(%q) = %q, %q; want %q, %q", tc.in, r, a, tc.reasoning, tc.answer)
+		}
+	}
+	// On both APIs, when pipe splits.
+	var r Result
+	if err := parseResult(APIGenerate, []byte(`{"text":"cut off in the reasoning","output_ids":[1,2],"meta_info":{"finish_reason":{"type":"length","length":2}}}`), ThinkForced, &r); err != nil || r.Reasoning != "cut off in the reasoning" || r.Answer != "" {
+		t.Fatalf("generate: %q, %q, %v", r.Reasoning, r.Answer, err)
+	}
+	r = Result{}
+	if err := parseResult(APIChat, []byte(`{"choices":[{"message":{"content":"cut off"},"finish_reason":"length"}]}`), ThinkForced, &r); err != nil || r.Reasoning != "cut off" || r.Answer != "" {
+		t.Fatalf("chat: %q, %q, %v", r.Reasoning, r.Answer, err)
+	}
+	// A server parser that did not know the prompt opened the reasoning.
+	r = Result{}
+	if err := parseResult(APIChat, []byte(`{"choices":[{"message":{"content":"r\n</think>\n\na","reasoning_content":null},"finish_reason":"stop"}]}`), ThinkForced, &r); err != nil || r.Reasoning != "r" || r.Answer != "a" {
+		t.Fatalf("chat, unsplit: %q, %q, %v", r.Reasoning, r.Answer, err)
+	}
+	// The server split it: kept as the server said.
+	r = Result{}
+	if err := parseResult(APIChat, []byte(`{"choices":[{"message":{"content":"a","reasoning_content":"r"},"finish_reason":"stop"}]}`), ThinkForced, &r); err != nil || r.Reasoning != "r" || r.Answer != "a" {
+		t.Fatalf("chat, split: %q, %q, %v", r.Reasoning, r.Answer, err)
 	}
 }
 

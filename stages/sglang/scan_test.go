@@ -70,7 +70,7 @@ func TestScannerAgreesWithEncodingJSON(t *testing.T) {
 		for _, thinking := range []bool{true, false} {
 			var want, got Result
 			werr := stdParseResult(b.api, []byte(b.body), thinking, &want)
-			gerr := parseResult(b.api, []byte(b.body), thinking, &got)
+			gerr := parseResult(b.api, []byte(b.body), modeOf(thinking), &got)
 			if werr != nil {
 				t.Fatalf("body %d: the oracle failed: %v", i, werr)
 			}
@@ -95,14 +95,14 @@ func TestScannerRejectsTornBodies(t *testing.T) {
 		body := strings.TrimSpace(b.body)
 		for cut := 0; cut < len(body); cut += 1 + len(body)/97 {
 			var r Result
-			if err := parseResult(b.api, []byte(body[:cut]), true, &r); err == nil {
+			if err := parseResult(b.api, []byte(body[:cut]), ThinkOn, &r); err == nil {
 				t.Fatalf("body %d cut at %d parsed: %q", i, cut, body[:cut])
 			}
 		}
 	}
 	for _, junk := range []string{`{"text":"a"} trailing`, `{"text":"a",}`, `{"text" "a"}`, `{"text":tru}`, `{"a":[1,2}`, `null`, `"str"`} {
 		var r Result
-		if err := parseResult(APIGenerate, []byte(junk), true, &r); err == nil {
+		if err := parseResult(APIGenerate, []byte(junk), ThinkOn, &r); err == nil {
 			t.Errorf("%q parsed", junk)
 		}
 	}
@@ -113,7 +113,7 @@ func BenchmarkParseChat(b *testing.B) {
 	b.Run("scanner", func(b *testing.B) {
 		for range b.N {
 			var r Result
-			_ = parseResult(APIChat, body, true, &r)
+			_ = parseResult(APIChat, body, ThinkOn, &r)
 		}
 	})
 	b.Run("encoding/json", func(b *testing.B) {

@@ -275,7 +275,7 @@ func TestEncodeMaskedReplyStartingWithNewlines(t *testing.T) {
 	// The reply "\n\nHi" merges with the header's "\n" into one "\n\n\n"
 	// token that starts in the header: it gets 0, "Hi" and the end get 1.
 	s := "<|im_start|>assistant\n\n\nHi<|im_end|>\n"
-	ids, mask := tok.EncodeChat(s, MaskAssistant)
+	ids, mask := tok.EncodeMasked(s, [][2]int{{len("<|im_start|>assistant\n"), len(s)}})
 	var got []string
 	for i, id := range ids {
 		got = append(got, tok.Decode([]int{id})+"="+itoa(mask[i]))

@@ -59,6 +59,7 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 	if p := req.ChatTemplateKwargs.EnableThinking; p != nil {
 		j.thinking = *p
 	}
+	j.forced = j.thinking && l.cfg.ForcedThinking
 	if p := req.SeparateReasoning; p != nil && !*p {
 		j.separate = false
 	}

@@ -30,6 +30,11 @@ type Config struct {
 	// "qwen3"; "none" turns the split off (content then carries the raw
 	// "<think>…</think>" text).
 	ReasoningParser string
+	// ForcedThinking says the served chat template forces thinking (its
+	// generation prompt ends in "<think>\n"): chat outputs then start
+	// inside the reasoning, without <think> (see forced.go). /generate
+	// tells it from the prompt itself. Default false.
+	ForcedThinking bool
 
 	// MaxRunning is how many requests decode at once. Default 48.
 	MaxRunning int

@@ -37,7 +37,11 @@
 // messages) and Config.Seed: with thinking, "<think>\n" + thinking +
 // "\n</think>\n\n" + answer + EOS (<|im_end|>, 151645); without (chat
 // enable_thinking=false, or a prompt ending in Qwen3's empty think block),
-// answer + EOS. Lengths are log-normal around ThinkTokensMean and
+// answer + EOS. A prompt that ends inside an open think block ("<think>\n",
+// a forced-thinking template's generation prompt), or any chat request with
+// Config.ForcedThinking, gets the output without its opening "<think>\n",
+// and the chat reasoning split takes everything before </think> as
+// reasoning (forced.go). Lengths are log-normal around ThinkTokensMean and
 // AnswerTokensMean, rounded up to a sentence end. max_new_tokens cuts the
 // output (finish_reason length, no EOS), always as a prefix of the full one.
 // The text is prose cut from precomputed corpora, so a response costs a few

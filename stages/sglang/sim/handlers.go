@@ -158,6 +158,7 @@ type job struct {
 	maxNew       int
 	hash         uint64 // request content: seeds the output
 	thinking     bool
+	forced       bool // the prompt opened the think block: the output starts inside it
 	keepEOS      bool // skip_special_tokens=false
 	rid          string
 	stream       bool
@@ -207,6 +208,7 @@ func (l *life) generate(w http.ResponseWriter, r *http.Request) {
 		j.promptTokens = l.countTokens(text)
 		j.hash = fnv64(1, []byte(text))
 		j.thinking = !strings.HasSuffix(text, noThinkSuffix)
+		j.forced = textOpensThink(text)
 	case len(req.InputIDs) > 0 && req.InputIDs[0] == '[' && !bytes.HasPrefix(bytes.TrimLeft(req.InputIDs[1:], " \t\r\n"), []byte("[")):
 		var ids []int
 		if err := json.Unmarshal(req.InputIDs, &ids); err != nil {
@@ -216,6 +218,7 @@ func (l *life) generate(w http.ResponseWriter, r *http.Request) {
 		j.promptTokens = len(ids)
 		j.hash = fnv64(2, req.InputIDs)
 		j.thinking = len(ids) < 4 || !equalInts(ids[len(ids)-4:], noThinkIDs)
+		j.forced = idsOpenThink(ids)
 	case len(req.Text) > 0 && req.Text[0] == '[', len(req.InputIDs) > 0:
 		writeError(w, apiNative, http.StatusBadRequest, "batch requests (a list of prompts) are not supported by pipe sim; send one prompt per request")
 		return
@@ -340,7 +343,7 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	if err != nil {
 		return
 	}
-	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, faults, j.keepEOS)
+	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, j.forced, faults, j.keepEOS)
 	n := min(out.total, j.maxNew)
 	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset)}
 	if j.stream {
@@ -475,7 +478,10 @@ func appendNullable(b []byte, s string) []byte {
 // chatSplit returns reasoning_content and content for the first done tokens.
 func (res *result) chatSplit(done int) (reasoning, content string) {
 	text := res.out.text(0, done)
-	if res.job.separate {
+	switch {
+	case res.job.separate && res.job.forced:
+		return splitForced(text)
+	case res.job.separate:
 		return splitReasoning(text)
 	}
 	return "", text

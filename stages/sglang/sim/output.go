@@ -58,8 +58,9 @@ func lognormal(mean float64, sigma float64, u1, u2 float64) float64 {
 }
 
 // plan builds the completion for a request whose content hashes to h.
-// thinking says whether the model thinks first (Qwen3 with enable_thinking).
-func (t *texts) plan(cfg *Config, h uint64, thinking bool, faults faultSet, keepEOS bool) output {
+// thinking says whether the model thinks first (Qwen3 with enable_thinking);
+// forced that the prompt opened the think block, so the output does not.
+func (t *texts) plan(cfg *Config, h uint64, thinking, forced bool, faults faultSet, keepEOS bool) output {
 	var o output
 	sp := t.sp
 	h = mix(h, cfg.Seed)
@@ -76,8 +77,10 @@ func (t *texts) plan(cfg *Config, h uint64, thinking bool, faults faultSet, keep
 		aj = ai
 	}
 	if thinking {
-		o.pushSpecial(sp, sp.thinkStart)
-		o.pushSpecial(sp, sp.newline)
+		if !forced {
+			o.pushSpecial(sp, sp.thinkStart)
+			o.pushSpecial(sp, sp.newline)
+		}
 		o.push(t.think, ti, tj)
 		if !faults.has(FaultNoThinkEnd) {
 			o.pushSpecial(sp, sp.newline)

@@ -3,8 +3,9 @@
 // lstrip_blocks, loop controls, raise_exception, strftime_now and a tojson
 // without ASCII escaping), on github.com/ardanlabs/jinja.
 //
-// It also finds the assistant turns in ChatML-style rendered text (Qwen), for
-// the training loss mask.
+// It also finds where each assistant turn lies in the rendered text by
+// rendering the conversation message by message (turns.go), for the
+// training loss mask, and whether the template forces thinking.
 package chat
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -25,6 +27,10 @@ const ChatMLSource = "{% for message in messages %}{{'<|im_start|>' + message['r
 type Template struct {
 	tmpl *jinja.Template
 	vars map[string]jinja.Value
+
+	headerOnce sync.Once // assistantHeader
+	header     string
+	headerErr  error
 }
 
 // Options are apply_chat_template's arguments.
@@ -81,22 +87,36 @@ func (t *Template) Render(messages []Message, opts Options) (string, error) {
 	if opts.SystemPrompt != "" && (len(messages) == 0 || messages[0].Role() != "system") {
 		messages = append([]Message{NewMessage("system", opts.SystemPrompt)}, messages...)
 	}
-	if len(messages) == 0 {
-		return "", errors.New("no messages to render")
+	items, err := values(messages)
+	if err != nil {
+		return "", err
 	}
+	return t.render(items, opts)
+}
+
+// values converts messages for rendering.
+func values(messages []Message) ([]jinja.Value, error) {
 	items := make([]jinja.Value, len(messages))
 	for i, m := range messages {
 		v, err := fromJSON(m.object())
 		if err != nil {
-			return "", fmt.Errorf("message %d: %w", i, err)
+			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		items[i] = v
+	}
+	return items, nil
+}
+
+// render renders converted messages (opts.SystemPrompt already applied).
+func (t *Template) render(items []jinja.Value, opts Options) (string, error) {
+	if len(items) == 0 {
+		return "", errors.New("no messages to render")
 	}
 	data := make(map[string]jinja.Value, len(t.vars)+6)
 	for k, v := range t.vars {
 		data[k] = v
 	}
-	data["messages"] = jinja.NewList(items)
+	data["messages"] = jinja.NewList(items[:len(items):len(items)]) // a prefix of a longer list: never grown into it
 	data["add_generation_prompt"] = jinja.NewBool(opts.AddGenerationPrompt)
 	data["documents"] = jinja.None()
 	data["tools"] = jinja.None()
@@ -118,44 +138,4 @@ func (t *Template) Render(messages []Message, opts Options) (string, error) {
 		return "", fmt.Errorf("chat template: %w", err)
 	}
 	return out, nil
-}
-
-// ChatML-style turn markers, as Qwen renders them.
-const (
-	assistantHeader = "<|im_start|>assistant\n"
-	turnEnd         = "<|im_end|>"
-)
-
-// AssistantSpans returns the byte ranges [start, end) of the assistant
-// replies in ChatML-style rendered text: each starts right after
-// "<|im_start|>assistant\n" and ends after the "<|im_end|>" that closes it
-// and the "\n" following that, if any. A header with no "<|im_end|>" after
-// it (a generation prompt) opens no range: nothing of it was generated. With
-// lastOnly, only the last turn's range is returned.
-// Marker strings inside message content are indistinguishable from the
-// template's own (they are the same special tokens) and count the same.
-func AssistantSpans(rendered string, lastOnly bool) [][2]int {
-	var spans [][2]int
-	pos := 0
-	for {
-		i := strings.Index(rendered[pos:], assistantHeader)
-		if i < 0 {
-			break
-		}
-		start := pos + i + len(assistantHeader)
-		j := strings.Index(rendered[start:], turnEnd)
-		if j < 0 {
-			break
-		}
-		end := start + j + len(turnEnd)
-		if end < len(rendered) && rendered[end] == '\n' {
-			end++
-		}
-		spans = append(spans, [2]int{start, end})
-		pos = end
-	}
-	if lastOnly && len(spans) > 1 {
-		spans = spans[len(spans)-1:]
-	}
-	return spans
 }

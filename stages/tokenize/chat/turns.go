@@ -1,0 +1,337 @@
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Turn is where one assistant message lies in a rendered conversation, as
+// byte offsets into the text Render gives for the whole conversation:
+// Start <= Body <= ContentEnd <= End.
+//
+// The offsets come from rendering the conversation message by message,
+// never from searching marker strings in it: text a user wrote (say
+// "<|im_end|>\n<|im_start|>assistant\n…") lies before Start of every turn
+// and so can never fall inside one, whatever tokens it contains.
+type Turn struct {
+	// Message is the index of the assistant message in the messages given.
+	Message int
+	// Start is where the turn's rendering begins: the length of the
+	// messages before it, rendered alone.
+	Start int
+	// Body is where the reply begins: after the generation prompt (the
+	// messages before it rendered with add_generation_prompt), or, for a
+	// turn rendered without the whole of it, after the assistant header
+	// (the part every generation prompt of the template begins with,
+	// thinking on, off or unset: "<|im_start|>assistant\n" for Qwen).
+	Body int
+	// Prompted says the turn is rendered with its whole generation prompt,
+	// as a turn the model generated is. A template that drops the thinking
+	// of earlier turns renders them without the "<think>\n" a
+	// forced-thinking generation prompt ends with: they are not Prompted.
+	Prompted bool
+	// ContentEnd is where the message's content ends and the template's
+	// end of turn (its first token the end-of-sequence the model sampled)
+	// begins.
+	ContentEnd int
+	// End is where the template's end of turn ends ("<|im_end|>\n" for
+	// Qwen): where the next message begins.
+	End int
+}
+
+// sentinel is appended to a message's content to find where the content
+// ends in the rendering: no template writes a NUL of its own.
+const sentinel = "\x00"
+
+// AssistantTurns renders messages (AddGenerationPrompt is ignored: the
+// conversation is rendered without it) and returns the text and every
+// assistant turn in it. With lastOnly, only the last assistant turn is
+// found, which saves three renders per earlier turn. An error says which
+// message's boundaries cannot be found by message: a template that renders
+// the messages before a turn differently once the turn follows them, or
+// that changes a content's end as it renders it (strips trailing
+// whitespace; Qwen3 writes a "\n" before tool calls only after a content,
+// so a tool-call turn with empty content is such a turn).
+func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly bool) (string, []Turn, error) {
+	opts.AddGenerationPrompt = false
+	shift := 0
+	if opts.SystemPrompt != "" && (len(messages) == 0 || messages[0].Role() != "system") {
+		messages = append([]Message{NewMessage("system", opts.SystemPrompt)}, messages...)
+		shift = 1
+	}
+	opts.SystemPrompt = ""
+	// Every render below is of a prefix of the same messages: convert them
+	// once.
+	items, err := values(messages)
+	if err != nil {
+		return "", nil, err
+	}
+	full, err := t.render(items, opts)
+	if err != nil {
+		return "", nil, err
+	}
+	first := 0
+	if lastOnly {
+		first = len(messages)
+		for first > 0 && messages[first-1].Role() != "assistant" {
+			first--
+		}
+		first = max(first-1, 0)
+	}
+	var turns []Turn
+	for k := first; k < len(messages); k++ {
+		if messages[k].Role() != "assistant" {
+			continue
+		}
+		turn, err := t.turn(messages, items, k, opts, full)
+		if err != nil {
+			return "", nil, fmt.Errorf("message %d (assistant): %w", k+1-shift, err)
+		}
+		turn.Message = k - shift
+		turns = append(turns, turn)
+	}
+	for i := 0; i+1 < len(turns); i++ {
+		if turns[i].End > turns[i+1].Start {
+			return "", nil, fmt.Errorf("message %d (assistant): its end of turn runs past the next turn's start", turns[i].Message+1)
+		}
+	}
+	return full, turns, nil
+}
+
+// turn finds message k's boundaries in full. Its end is its content's end
+// plus what the template writes after the content (tool calls, the end of
+// turn), found by rendering the conversation through message k alone: a
+// template may render a last message's header differently (Qwen3 gives it
+// an empty think block), never what follows its content.
+func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Options, full string) (Turn, error) {
+	if k == 0 {
+		return Turn{}, fmt.Errorf("an assistant message needs a message before it")
+	}
+	before, err := t.render(items[:k], opts)
+	if err != nil {
+		return Turn{}, err
+	}
+	if !strings.HasPrefix(full, before) {
+		return Turn{}, fmt.Errorf("the messages before it render differently on their own (at byte %d), so the turn's start cannot be found by message", commonPrefix(full, before))
+	}
+	gopts := opts
+	gopts.AddGenerationPrompt = true
+	prompt, err := t.render(items[:k], gopts)
+	if err != nil {
+		return Turn{}, err
+	}
+	if !strings.HasPrefix(prompt, before) {
+		return Turn{}, fmt.Errorf("the generation prompt changes the messages before it instead of following them")
+	}
+	gen := prompt[len(before):]
+	end, err := t.contentEnd(messages, items, k, opts, full)
+	turnEnd := -1
+	if err != nil {
+		// A content whose end cannot be probed (a tool-call turn with empty
+		// content, which a probe would make non-empty): the turn ends where
+		// the next message's rendering begins.
+		var nerr error
+		if turnEnd, nerr = t.nextStart(messages, items, k+1, opts, full); nerr != nil {
+			return Turn{}, err
+		}
+		end = turnEnd
+	}
+	rest := full[len(before):]
+	body, prompted := len(before)+len(gen), true
+	if !strings.HasPrefix(rest, gen) {
+		// Rendered without the whole generation prompt (an earlier turn
+		// whose thinking the template drops): the reply starts after the
+		// header every generation prompt of the template begins with.
+		header, err := t.assistantHeader()
+		if err != nil {
+			return Turn{}, err
+		}
+		if header == "" || !strings.HasPrefix(rest, header) {
+			return Turn{}, fmt.Errorf("the turn begins with %q, neither the generation prompt %q nor the header %q every generation prompt begins with", truncate(rest, 40), gen, header)
+		}
+		body, prompted = len(before)+len(header), false
+	}
+	if body > end {
+		return Turn{}, fmt.Errorf("the content starts before the end of the generation prompt")
+	}
+	turn := Turn{Start: len(before), Body: body, Prompted: prompted, ContentEnd: end, End: len(full)}
+	if turnEnd >= 0 {
+		turn.End = turnEnd
+	} else if k < len(messages)-1 {
+		r, err := t.render(items[:k+1], opts)
+		if err != nil {
+			return Turn{}, err
+		}
+		e, err := t.contentEnd(messages[:k+1], items[:k+1], k, opts, r)
+		if err != nil {
+			return Turn{}, err
+		}
+		tail := r[e:]
+		if !strings.HasPrefix(full[end:], tail) {
+			return Turn{}, fmt.Errorf("the template ends this turn with %q inside the conversation but with %q as its last message", truncate(full[end:], 40), truncate(tail, 40))
+		}
+		turn.End = end + len(tail)
+	}
+	return turn, nil
+}
+
+// contentEnd finds where message k's content ends in full, the rendering
+// of messages: the one place where rendering with the sentinel appended to
+// that content differs, and differs by exactly the sentinel.
+func (t *Template) contentEnd(messages []Message, items []jinja.Value, k int, opts Options, full string) (int, error) {
+	raw := messages[k].Get("content")
+	var content string
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &content); err != nil {
+			return 0, fmt.Errorf("content must be a string to find the turn's end")
+		}
+	}
+	v, err := fromJSON(messages[k].With("content", content+sentinel).object())
+	if err != nil {
+		return 0, err
+	}
+	probe := append([]jinja.Value(nil), items...)
+	probe[k] = v
+	r, err := t.render(probe, opts)
+	if err != nil {
+		return 0, err
+	}
+	d := commonPrefix(full, r)
+	if !strings.HasPrefix(r[d:], sentinel) || r[d+len(sentinel):] != full[d:] {
+		return 0, fmt.Errorf("the template changes the end of the content as it renders it, so the turn's end cannot be found by message")
+	}
+	return d, nil
+}
+
+// nextStart finds where message j's rendering begins in full, the
+// rendering of messages: where its content begins (probed with the
+// sentinel put before it) less the header the template writes before that
+// content when j is rendered alone, which full must hold there.
+func (t *Template) nextStart(messages []Message, items []jinja.Value, j int, opts Options, full string) (int, error) {
+	if j >= len(messages) {
+		return 0, fmt.Errorf("no message follows")
+	}
+	var content string
+	if err := json.Unmarshal(messages[j].Get("content"), &content); err != nil || content == "" {
+		return 0, fmt.Errorf("message %d has no content to find its start by", j+1)
+	}
+	v, err := fromJSON(messages[j].With("content", sentinel+content).object())
+	if err != nil {
+		return 0, err
+	}
+	at := func(items []jinja.Value, i int, opts Options, text string) (int, error) {
+		probe := append([]jinja.Value(nil), items...)
+		probe[i] = v
+		r, err := t.render(probe, opts)
+		if err != nil {
+			return 0, err
+		}
+		d := commonPrefix(text, r)
+		if !strings.HasPrefix(r[d:], sentinel) || r[d+len(sentinel):] != text[d:] {
+			return 0, fmt.Errorf("message %d's content is changed as it renders", j+1)
+		}
+		return d, nil
+	}
+	contentAt, err := at(items, j, opts, full)
+	if err != nil {
+		return 0, err
+	}
+	// Alone and without tools: tool schemas go into a preamble before the
+	// first message (Qwen3), which is not message j's header.
+	aopts := opts
+	aopts.Tools = nil
+	alone, err := t.render(items[j:j+1], aopts)
+	if err != nil {
+		return 0, err
+	}
+	header, err := at(items[j:j+1], 0, aopts, alone)
+	if err != nil {
+		return 0, err
+	}
+	start := contentAt - header
+	if start < 0 || full[start:contentAt] != alone[:header] {
+		return 0, fmt.Errorf("message %d's header differs inside the conversation", j+1)
+	}
+	return start, nil
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// GenerationPrompt is what add_generation_prompt appends to a one-message
+// user conversation, rendered with opts' other settings.
+func (t *Template) GenerationPrompt(opts Options) (string, error) {
+	msgs := []Message{NewMessage("user", "x")}
+	opts.AddGenerationPrompt = false
+	before, err := t.Render(msgs, opts)
+	if err != nil {
+		return "", err
+	}
+	opts.AddGenerationPrompt = true
+	prompt, err := t.Render(msgs, opts)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(prompt, before) {
+		return "", fmt.Errorf("the generation prompt changes the conversation instead of following it")
+	}
+	return prompt[len(before):], nil
+}
+
+// ThinkingForced says whether the template forces thinking: its
+// generation prompt, rendered with thinking on, ends inside a think block
+// (after an open marker with no close marker after it), so the model's
+// output starts inside its reasoning and never opens it itself (Qwen3.5,
+// Qwen3.6, Qwen3-Thinking-2507: "<|im_start|>assistant\n<think>\n"). It
+// returns the generation prompt too, for saying what was detected.
+func (t *Template) ThinkingForced(open, close string) (forced bool, genPrompt string, err error) {
+	on := true
+	g, err := t.GenerationPrompt(Options{EnableThinking: &on})
+	if err != nil {
+		return false, "", err
+	}
+	i := strings.LastIndex(g, open)
+	return i >= 0 && !strings.Contains(g[i:], close), g, nil
+}
+
+// assistantHeader is the part of the generation prompt common to thinking
+// on, off and unset, for a one-message conversation: the template's
+// assistant header. It is rendered once per Template.
+func (t *Template) assistantHeader() (string, error) {
+	t.headerOnce.Do(func() {
+		on, off := true, false
+		var gens []string
+		for _, e := range []*bool{&on, &off, nil} {
+			g, err := t.GenerationPrompt(Options{EnableThinking: e})
+			if err != nil {
+				t.headerErr = err
+				return
+			}
+			gens = append(gens, g)
+		}
+		h := gens[0]
+		for _, g := range gens[1:] {
+			h = h[:commonPrefix(h, g)]
+		}
+		t.header = h
+	})
+	return t.header, t.headerErr
+}
