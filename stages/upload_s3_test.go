@@ -400,9 +400,11 @@ func TestUploadS3IdempotentReupload(t *testing.T) {
 }
 
 // A run killed after write-arrow committed shards but before they were all
-// uploaded: the manifest is held back (it would name a shard not in the
-// bucket); the next run, sent every committed shard again, skips what is
-// there, uploads the rest, then the manifest.
+// uploaded leaves B committed and not in the bucket. The end of a run
+// checks every shard the manifest names in the bucket (not its own record
+// of what it uploaded) and uploads B from the local copy, then the
+// manifest. A shard neither in the bucket nor local fails Finish, named,
+// and the manifest is held back.
 func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	srv := testenv.StartS3(t)
 	srv.SetEnv(t)
@@ -421,21 +423,10 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 		t.Fatal("B in the bucket before its upload")
 	}
 
-	// A run that ends with B still missing holds the manifest back.
-	st.finish(t)
-	if got := getObject(t, c, srv.Bucket, "p/train/manifest.json"); got != nil {
-		t.Fatalf("manifest uploaded while B is missing: %s", got)
-	}
-	if log := st.log.String(); !strings.Contains(log, "manifest.json not uploaded: 1 of its 2 shards are not in the bucket (part-00001.parquet)") {
-		t.Errorf("run log: %q", log)
-	}
-	if rep := reportText(st.Report()); !strings.Contains(rep, "manifest_held_back: ") {
-		t.Errorf("report: %s", rep)
-	}
-
-	// The resumed run is sent A and B (write-arrow's first commit).
+	// The resumed run is sent A only (say): B is found missing at the end
+	// and uploaded from the local shard, then the manifest.
 	st2 := mustOpenS3Stage(t, cfg, runDir)
-	st2.process(t, d.rec(0), d.rec(1))
+	st2.process(t, d.rec(0))
 	st2.finish(t)
 	if want := []string{a.ID + ":already_uploaded"}; !slices.Equal(st2.em.skipped, want) {
 		t.Fatalf("skipped %v, want %v", st2.em.skipped, want)
@@ -445,15 +436,38 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 			t.Errorf("%s not in the bucket after the resume", r.Shard.Name)
 		}
 	}
+	if log := st2.log.String(); !strings.Contains(log, "part-00001.parquet was not in the bucket: uploaded again from") {
+		t.Errorf("run log: %q", log)
+	}
 	manifest, _ := os.ReadFile(filepath.Join(d.dir, commitlog.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "p/train/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest after the resume: %q", got)
 	}
-	if rep := reportText(st2.Report()); !strings.Contains(rep, "uploaded_shards: 1\n") || !strings.Contains(rep, "already_uploaded_shards: 1\n") {
+	if rep := reportText(st2.Report()); !strings.Contains(rep, "uploaded_shards: 1\n") || !strings.Contains(rep, "already_uploaded_shards: 1\n") || !strings.Contains(rep, "shards_uploaded_again_at_the_end: 1\n") {
 		t.Errorf("report: %s", rep)
 	}
 	if lines := uploadLog(t, runDir); len(lines) != 2 {
 		t.Errorf("upload log: %+v", lines)
+	}
+
+	// B gone from the bucket and from the disk: Finish fails naming it,
+	// and the manifest in the bucket stays the one before.
+	if _, err := c.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("p/train/" + b.Shard.Name)}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(b.Shard.Path)
+	d.add(100 << 10) // C: a new manifest that would go up
+	st3 := mustOpenS3Stage(t, cfg, runDir)
+	st3.process(t, d.rec(2))
+	err := st3.Finish(context.Background(), st3.em)
+	if err == nil || !strings.Contains(err.Error(), "1 of its 3 shards (10 rows) are neither in the bucket nor in") || !strings.Contains(err.Error(), "part-00001.parquet (10 rows)") {
+		t.Fatalf("Finish with B lost: %v", err)
+	}
+	if got := getObject(t, c, srv.Bucket, "p/train/manifest.json"); !bytes.Equal(got, manifest) {
+		t.Fatalf("manifest replaced while B is missing: %q", got)
+	}
+	if rep := reportText(st3.Report()); !strings.Contains(rep, "manifest_held_back: ") {
+		t.Errorf("report: %s", rep)
 	}
 }
 
@@ -756,7 +770,8 @@ region           = "us-east-1"
 	if !strings.Contains(dry, "bucket "+srv.Bucket+" reachable") {
 		t.Errorf("dry run:\n%s", dry)
 	}
-	// A missing bucket or a wrong secret: exit 1 before any generation,
+	// A missing bucket or a wrong secret: exit 2 (a refusal, not worth a
+	// retry) before any generation,
 	// in a dry run too, with the bucket named and the secret nowhere.
 	fails := func(env []string, args ...string) string {
 		t.Helper()
@@ -764,8 +779,8 @@ region           = "us-east-1"
 		cmd.Dir = dir
 		cmd.Env = append(append(append(os.Environ(), srv.Env()...), "AWS_PROFILE="), env...)
 		out, err := cmd.CombinedOutput()
-		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
-			t.Fatalf("pipe run %v: %v, want exit 1\n%s", args, err, out)
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2 {
+			t.Fatalf("pipe run %v: %v, want exit 2\n%s", args, err, out)
 		}
 		return string(out)
 	}
@@ -881,6 +896,7 @@ uri              = "s3://%s/runs/crash"
 endpoint         = "%s"
 force_path_style = true
 max_attempts     = 2
+upload_timeout   = "2s"
 `, srv.Bucket, srv.Endpoint)
 	path := filepath.Join(dir, "up.toml")
 	if err := os.WriteFile(path, []byte(toml), 0o644); err != nil {

@@ -19,7 +19,7 @@ const maxSmallObject = 64 << 20
 func (c *Client) GetBytes(ctx context.Context, key string) ([]byte, error) {
 	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.Bucket), Key: aws.String(key)})
 	if err != nil {
-		return nil, fmt.Errorf("GetObject %s: %s", c.URL(key), errorSummary(err))
+		return nil, reqErr("GetObject "+c.URL(key), err)
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(out.Body, maxSmallObject+1))
@@ -38,7 +38,7 @@ func (c *Client) GetBytes(ctx context.Context, key string) ([]byte, error) {
 func (c *Client) Download(ctx context.Context, key, path, wantSHA256 string) (err error) {
 	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.Bucket), Key: aws.String(key)})
 	if err != nil {
-		return fmt.Errorf("GetObject %s: %s", c.URL(key), errorSummary(err))
+		return reqErr("GetObject "+c.URL(key), err)
 	}
 	defer out.Body.Close()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
