@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -154,6 +155,7 @@ type uploadS3 struct {
 	incomplete []string // manifests held back, and why
 	reuploaded int      // shards found missing or different at the end, uploaded again
 	wait       *s3up.Waiter
+	notice     io.Writer // what the user must see (Env.Notice)
 }
 
 var (
@@ -229,6 +231,7 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 	if notice == nil {
 		notice = u.out
 	}
+	u.notice = notice
 	u.wait = &s3up.Waiter{Timeout: u.cfg.UploadTimeout.Duration, Notify: func(msg string) {
 		fmt.Fprintf(notice, "stage %q: %s\n", env.StageID, msg)
 	}}
@@ -460,7 +463,7 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 		if was {
 			what += " though this run had uploaded and verified it"
 		}
-		fmt.Fprintf(u.out, "%s %s: uploaded again from %s (%s)\n", u.client.URL(key), what, path, res.Verified)
+		fmt.Fprintf(u.notice, "%s %s: uploaded again from %s (%s)\n", u.client.URL(key), what, path, res.Verified)
 		if err := u.record("shard:"+path, uploadLine{Key: key, Bytes: res.Bytes, SHA256: sh.SHA256, Parts: res.Parts, Verified: res.Verified + " (again at the end)"}, path); err != nil {
 			return err
 		}
@@ -469,6 +472,9 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 		u.uploaded++
 		u.upBytes += res.Bytes
 		u.mu.Unlock()
+	}
+	if err := u.removeStale(ctx, dir, &m); err != nil {
+		return err
 	}
 	key := u.shardKey(dir, commitlog.ManifestName)
 	if len(missing) > 0 {
@@ -500,6 +506,40 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 	u.mu.Lock()
 	u.manifests = append(u.manifests, key)
 	u.mu.Unlock()
+	return nil
+}
+
+// staleShard matches the shard names a writer gives (part-NNNNN.EXT).
+var staleShard = regexp.MustCompile(`^part-\d{5,}\.[a-z]+$`)
+
+// removeStale deletes the shard objects under the directory's prefix that
+// its manifest does not name: a shard found damaged and taken out (its rows
+// written again into another) whose earlier upload is still there. Left,
+// a reader of every part-*.parquet under the prefix would read its rows
+// twice.
+func (u *uploadS3) removeStale(ctx context.Context, dir string, m *commitlog.Manifest) error {
+	prefix := u.client.Key(filepath.Base(dir))
+	var keys map[string]int64
+	if err := u.wait.Do(ctx, "listing "+u.client.URL(prefix+"/"), func() (err error) {
+		keys, err = u.client.List(ctx, prefix)
+		return err
+	}); err != nil {
+		return refusal(err)
+	}
+	named := map[string]bool{}
+	for _, sh := range m.Shards {
+		named[sh.Name] = true
+	}
+	for key := range keys {
+		name, ok := strings.CutPrefix(key, prefix+"/")
+		if !ok || strings.Contains(name, "/") || !staleShard.MatchString(name) || named[name] {
+			continue
+		}
+		if err := u.wait.Do(ctx, "DeleteObject "+u.client.URL(key), func() error { return u.client.Delete(ctx, key) }); err != nil {
+			return refusal(err)
+		}
+		fmt.Fprintf(u.notice, "%s removed: %s no longer names it (a damaged shard taken out, its rows written again)\n", u.client.URL(key), commitlog.ManifestName)
+	}
 	return nil
 }
 

@@ -120,3 +120,27 @@ func (c *Client) downloadSHA256(ctx context.Context, key string) (string, error)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// List returns the keys under prefix (with "/" added) and their sizes.
+func (c *Client) List(ctx context.Context, prefix string) (map[string]int64, error) {
+	out := map[string]int64{}
+	p := s3.NewListObjectsV2Paginator(c.s3, &s3.ListObjectsV2Input{Bucket: aws.String(c.Bucket), Prefix: aws.String(prefix + "/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, reqErr("ListObjectsV2 "+c.URL(prefix+"/"), err)
+		}
+		for _, o := range page.Contents {
+			out[aws.ToString(o.Key)] = aws.ToInt64(o.Size)
+		}
+	}
+	return out, nil
+}
+
+// Delete removes the object at key.
+func (c *Client) Delete(ctx context.Context, key string) error {
+	if _, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.Bucket), Key: aws.String(key)}); err != nil {
+		return reqErr("DeleteObject "+c.URL(key), err)
+	}
+	return nil
+}

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"syscall"
+
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // Transient reports whether err, from a request to S3, is one that can pass
@@ -30,7 +32,8 @@ func Transient(err error) bool {
 	}
 	var ne net.Error
 	var oe *net.OpError
-	return errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) ||
+	var se *smithyhttp.RequestSendError // no response: the request never got an answer
+	return errors.As(err, &se) || errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, context.DeadlineExceeded)
 }

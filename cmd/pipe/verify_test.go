@@ -1,0 +1,398 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/pipe-dev/pipe/internal/readers"
+	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// verifyRig is prompts → generate (an in-process simulator) → write-arrow
+// → upload-s3 to a real versitygw, run by the real pipe binary.
+type verifyRig struct {
+	t        *testing.T
+	bin, dir string
+	path     string
+	srv      *testenv.S3
+	prefix   string
+	prompts  int
+}
+
+func newVerifyRig(t *testing.T, prompts int, endpoint, extra string) *verifyRig {
+	r := &verifyRig{t: t, bin: testenv.PipeBinary(t), dir: t.TempDir(), srv: testenv.StartS3(t), prefix: "runs/v", prompts: prompts}
+	if endpoint == "" {
+		endpoint = r.srv.Endpoint
+	}
+	var p strings.Builder
+	for i := range prompts {
+		fmt.Fprintf(&p, `{"id":"p%d","prompt":"Question %d: what is %d + %d?"}`+"\n", i, i, i, i)
+	}
+	writeFile(t, filepath.Join(r.dir, "prompts.jsonl"), p.String())
+	r.path = filepath.Join(r.dir, "v.toml")
+	writeFile(t, r.path, fmt.Sprintf(`[pipeline]
+name = "v"
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "prompts.jsonl"
+
+[[stage]]
+id    = "todo"
+kind  = "dedupe-against-progress"
+input = "prompts"
+
+[[stage]]
+id                = "gen"
+kind              = "generate"
+input             = "todo"
+servers           = ["sim:1?speed=300"]
+concurrency       = 4
+max_output_tokens = 128
+
+[[stage]]
+id       = "train"
+kind     = "write-arrow"
+input    = "gen"
+path     = "out/train"
+max_rows = 20
+
+[[stage]]
+id               = "up"
+kind             = "upload-s3"
+input            = "train.shards"
+uri              = "s3://%s/%s"
+endpoint         = "%s"
+force_path_style = true
+region           = "us-east-1"
+max_attempts     = 2
+%s
+`, r.srv.Bucket, r.prefix, endpoint, extra))
+	return r
+}
+
+func (r *verifyRig) start(args ...string) (*exec.Cmd, *syncBuffer) {
+	cmd := exec.Command(r.bin, append([]string{"run", r.path, "--commit-every", "300ms"}, args...)...)
+	cmd.Dir = r.dir
+	cmd.Env = append(append(os.Environ(), r.srv.Env()...), "AWS_PROFILE=")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	return cmd, out
+}
+
+func (r *verifyRig) pipe(args ...string) (string, int) {
+	cmd := exec.Command(r.bin, args...)
+	cmd.Dir = r.dir
+	cmd.Env = append(append(os.Environ(), r.srv.Env()...), "AWS_PROFILE=")
+	out, _ := cmd.CombinedOutput()
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// listing is an independent listing of the bucket under the train prefix.
+func (r *verifyRig) listing() map[string]int64 {
+	r.t.Helper()
+	c := r.srv.Client(r.t)
+	out, err := c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(r.srv.Bucket), Prefix: aws.String(r.prefix + "/train/")})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, o := range out.Contents {
+		got[strings.TrimPrefix(aws.ToString(o.Key), r.prefix+"/train/")] = aws.ToInt64(o.Size)
+	}
+	return got
+}
+
+func (r *verifyRig) emptyBucket() int {
+	c := r.srv.Client(r.t)
+	n := 0
+	for key := range r.listing() {
+		if _, err := c.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(r.srv.Bucket), Key: aws.String(r.prefix + "/train/" + key)}); err != nil {
+			r.t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+func (r *verifyRig) manifest() *commitlog.Manifest {
+	m, err := commitlog.ReadManifest(filepath.Join(r.dir, "out", "train"))
+	if err != nil || m == nil {
+		r.t.Fatalf("manifest: %v", err)
+	}
+	return m
+}
+
+// checkBucket: the independent listing holds exactly the manifest and the
+// shards it names, at their sizes.
+func (r *verifyRig) checkBucket() {
+	r.t.Helper()
+	m := r.manifest()
+	got := r.listing()
+	want := map[string]int64{commitlog.ManifestName: -1}
+	for _, sh := range m.Shards {
+		want[sh.Name] = sh.Bytes
+	}
+	for name, size := range want {
+		if g, ok := got[name]; !ok || (size >= 0 && g != size) {
+			r.t.Errorf("bucket: %s has %d bytes (there: %v), want %d", name, g, ok, size)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			r.t.Errorf("bucket: %s is not in the manifest", name)
+		}
+	}
+}
+
+// everyIDOnce reads the shard directory with DuckDB (read_parquet over its
+// *.parquet): every prompt id exactly once.
+func (r *verifyRig) everyIDOnce() {
+	r.t.Helper()
+	_, rows := readers.Parquet(r.t, filepath.Join(r.dir, "out", "train"))
+	seen := map[string]int{}
+	for _, row := range rows {
+		seen[readers.String(r.t, row["id"])]++
+	}
+	var bad []string
+	for i := range r.prompts {
+		if id := fmt.Sprintf("p%d", i); seen[id] != 1 {
+			bad = append(bad, fmt.Sprintf("%s×%d", id, seen[id]))
+		}
+	}
+	if len(bad) > 0 || len(rows) != r.prompts {
+		sort.Strings(bad)
+		r.t.Fatalf("DuckDB reads %d rows for %d prompts; not exactly once: %v", len(rows), r.prompts, bad)
+	}
+}
+
+func waitRun(t *testing.T, cmd *exec.Cmd, out *syncBuffer, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("waited %s for %s:\n%s", limit, what, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The bucket emptied while the run goes on (objects lost server-side):
+// the run ends with every shard in the bucket — the end checks the bucket,
+// not its own record, and uploads again from the local shards — and exit
+// 0; pipe verify s3://… then agrees with an independent listing.
+func TestBucketEmptiedMidRunEndsComplete(t *testing.T) {
+	r := newVerifyRig(t, 200, "", "")
+	cmd, out := r.start()
+	waitRun(t, cmd, out, 60*time.Second, "3 shards in the bucket", func() bool { return len(r.listing()) >= 3 })
+	n := r.emptyBucket()
+	err := cmd.Wait()
+	if code := exitCode(cmd); code != 0 {
+		t.Fatalf("run: %v (exit %d)\n%s", err, code, out)
+	}
+	t.Logf("emptied %d objects mid-run", n)
+	if !strings.Contains(out.String(), "was not in the bucket though this run had uploaded and verified it") {
+		t.Errorf("the run does not say it uploaded lost shards again:\n%s", out)
+	}
+	if !strings.Contains(out.String(), "verified against the manifests:") || strings.Contains(out.String(), "NOT OK") {
+		t.Errorf("no verification at the end:\n%s", out)
+	}
+	r.checkBucket()
+	r.everyIDOnce()
+	vout, code := r.pipe("verify", "--endpoint", r.srv.Endpoint, "--force-path-style", "s3://"+r.srv.Bucket+"/"+r.prefix+"/train")
+	m := r.manifest()
+	if code != 0 || !strings.Contains(vout, fmt.Sprintf("ok: s3://%s/%s/train: %d shards", r.srv.Bucket, r.prefix, len(m.Shards))) {
+		t.Fatalf("pipe verify s3://… exit %d:\n%s", code, vout)
+	}
+	// Lose one object again, then verify sees exactly that one missing
+	// (as the listing does), and verify --repair of the run mends it.
+	c := r.srv.Client(t)
+	lost := m.Shards[1].Name
+	if _, err := c.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(r.srv.Bucket), Key: aws.String(r.prefix + "/train/" + lost)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.listing()[lost]; ok {
+		t.Fatal("deleted object still listed")
+	}
+	vout, code = r.pipe("verify", "--endpoint", r.srv.Endpoint, "--force-path-style", "s3://"+r.srv.Bucket+"/"+r.prefix+"/train")
+	if code != 1 || !strings.Contains(vout, lost+" is not in the bucket") || strings.Count(vout, "is not in the bucket") != 1 {
+		t.Fatalf("pipe verify with %s deleted: exit %d\n%s", lost, code, vout)
+	}
+	vout, code = r.pipe("verify", "--repair", filepath.Join(r.dir, "runs", "v"))
+	if code != 0 || !strings.Contains(vout, "repaired: ") {
+		t.Fatalf("pipe verify --repair RUN_DIR: exit %d\n%s", code, vout)
+	}
+	r.checkBucket()
+	t.Logf("run:\n%s\nverify --repair:\n%s", out, vout)
+}
+
+// A committed shard truncated while the run was stopped: the resume finds
+// it by its size, moves it aside, and its rows are written again from the
+// journal (no generation); every id is in the outputs exactly once, as
+// DuckDB reads them, and in the bucket.
+func TestTruncatedShardRewrittenOnResume(t *testing.T) {
+	r := newVerifyRig(t, 120, "", "")
+	cmd, out := r.start()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run 1: %v\n%s", err, out)
+	}
+	m := r.manifest()
+	victim := m.Shards[2]
+	if err := os.Truncate(filepath.Join(r.dir, "out", "train", victim.Name), victim.Bytes/2); err != nil {
+		t.Fatal(err)
+	}
+	vout, code := r.pipe("verify", filepath.Join(r.dir, "out", "train"))
+	if code != 1 || !strings.Contains(vout, victim.Name+" has ") {
+		t.Fatalf("pipe verify of the damaged directory: exit %d\n%s", code, vout)
+	}
+	cmd, out2 := r.start()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run 2: %v\n%s", err, out2)
+	}
+	if !strings.Contains(out2.String(), "damaged committed shards (["+victim.Name+"]") {
+		t.Errorf("run 2 does not name the damaged shard:\n%s", out2)
+	}
+	if !strings.Contains(out2.String(), fmt.Sprintf("replayed %d", victim.Rows)) && !strings.Contains(out2.String(), "replayed") {
+		t.Logf("(no replay count in the output)")
+	}
+	r.everyIDOnce()
+	r.checkBucket()
+	if got := r.manifest().Rows; got != int64(r.prompts) {
+		t.Errorf("manifest rows %d, want %d", got, r.prompts)
+	}
+	vout, code = r.pipe("verify", filepath.Join(r.dir, "runs", "v"))
+	if code != 0 {
+		t.Fatalf("pipe verify RUN_DIR after the resume: exit %d\n%s", code, vout)
+	}
+	t.Logf("run 2:\n%s\nverify:\n%s", out2, vout)
+}
+
+// proxy is a TCP proxy in front of the S3 server that can be cut (every
+// connection closed, new ones refused) and restored: an outage.
+type proxy struct {
+	ln     net.Listener
+	addr   string
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			down := p.down
+			if !down {
+				p.conns[c] = true
+			}
+			p.mu.Unlock()
+			if down {
+				c.Close()
+				continue
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *proxy) serve(c net.Conn) {
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[u] = true
+	p.mu.Unlock()
+	go func() { io.Copy(u, c); u.Close() }()
+	io.Copy(c, u)
+	c.Close()
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]bool{}
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+// S3 away for a while mid-run (a proxy in front of it cut, then
+// restored): uploads wait, saying so, generation goes on into the backlog,
+// and the run finishes with exit 0, nothing abandoned, every shard in the
+// bucket. (The issue's 60 s outage, shortened: PIPE_OUTAGE=60s runs it.)
+func TestS3OutageWaitedOut(t *testing.T) {
+	outage := 8 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("PIPE_OUTAGE")); err == nil {
+		outage = d
+	}
+	srv := testenv.StartS3(t)
+	p := startProxy(t, strings.TrimPrefix(srv.Endpoint, "http://"))
+	r := newVerifyRig(t, 240, "http://"+p.addr, `upload_timeout = "5m"`)
+	r.srv = srv
+	// newVerifyRig started its own server: point the file at this one.
+	data, _ := os.ReadFile(r.path)
+	writeFile(t, r.path, strings.Replace(string(data), "s3://pipe-test/", "s3://"+srv.Bucket+"/", 1))
+	cmd, out := r.start()
+	waitRun(t, cmd, out, 60*time.Second, "2 shards in the bucket", func() bool { return len(r.listing()) >= 2 })
+	p.cut()
+	cut := time.Now()
+	time.Sleep(outage)
+	during := r.manifest()
+	p.restore()
+	err := cmd.Wait()
+	if code := exitCode(cmd); code != 0 {
+		t.Fatalf("run: %v (exit %d) after an outage of %s\n%s", err, code, outage, out)
+	}
+	s := out.String()
+	if !strings.Contains(s, "uploads waiting: ") || !strings.Contains(s, "uploads going again after ") {
+		t.Errorf("the run does not say uploads waited:\n%s", s)
+	}
+	if strings.Contains(s, "abandoned") {
+		t.Errorf("records abandoned:\n%s", s)
+	}
+	t.Logf("outage %s from %s; %d shards committed during it", outage, cut.Format(time.TimeOnly), len(during.Shards))
+	r.checkBucket()
+	r.everyIDOnce()
+	t.Logf("run:\n%s", s)
+}
