@@ -95,9 +95,10 @@ above each output's name) and S3 prefixes, unless they already name it (use
 ${shard} to place it yourself). A run directory keeps its shard for life.
 pipe merge joins the shards' outputs.
 
-Exit codes: 0 done; 1 failed (servers, disk, too many failed records:
-retryable, the same command continues); 2 usage, pipeline file or changed
-settings (not retryable until the file or command is fixed); 130
+Exit codes: 0 done and every output verified; 1 failed (servers, disk, too many failed records, an output incomplete:
+retryable, the same command continues); 2 usage, pipeline file, changed
+settings or a refusal such as wrong S3 credentials (not retryable until
+the file, command or credentials are fixed); 130
 interrupted by a signal (retryable: the same command continues).`,
 		SetFlags: func(fs *flag.FlagSet) {
 			sets = nil
