@@ -64,6 +64,8 @@ type Verified struct {
 	Items int
 	Bytes int64
 	How   string
+	// Unit is what Items counts ("" is shards; "lines").
+	Unit string
 	// Problems each name a file or object and what is wrong with it;
 	// Repaired what was mended (no longer a problem).
 	Problems []string

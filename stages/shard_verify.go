@@ -42,7 +42,7 @@ func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
 			v.Gone = append(v.Gone, filepath.Join(dir, p.Shard.Name))
 			continue
 		}
-		v.Problems = append(v.Problems, fmt.Sprintf("%s %s (%d rows; the next pipe run writes them again from the journal)", filepath.Join(v.Where, p.Shard.Name), p.What, p.Shard.Rows))
+		v.Problems = append(v.Problems, fmt.Sprintf("%s %s (%d rows; pipe run --verify-shards writes them again from the journal)", filepath.Join(v.Where, p.Shard.Name), p.What, p.Shard.Rows))
 	}
 	redo, err := commitlog.ReadRedo(dir)
 	if err != nil {
@@ -50,6 +50,21 @@ func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
 	}
 	for _, h := range redo {
 		v.Lost = append(v.Lost, fmt.Sprintf("id hash %016x", h))
+	}
+	return v, nil
+}
+
+// verifyJSONL is write-jsonl's Verify: the committed lines of its file
+// against their index (see commitlog.CheckLog).
+func verifyJSONL(_ context.Context, c any, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+	path := c.(*writeJSONLConfig).Path
+	res, err := commitlog.CheckLog(path, env.Hash, pipeline.RecordLineID)
+	if err != nil {
+		return nil, err
+	}
+	v := &pipeline.Verified{Where: pipeline.DisplayPath(path), Items: res.Rows, Unit: "lines", Bytes: res.Bytes, How: "size", Problems: res.Problems}
+	if env.Hash {
+		v.How = "size, every committed line's id against the index"
 	}
 	return v, nil
 }

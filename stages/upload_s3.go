@@ -516,7 +516,8 @@ var staleShard = regexp.MustCompile(`^part-\d{5,}\.[a-z]+$`)
 // its manifest does not name: a shard found damaged and taken out (its rows
 // written again into another) whose earlier upload is still there. Left,
 // a reader of every part-*.parquet under the prefix would read its rows
-// twice.
+// twice. While rows of damaged shards are still to be written again, none
+// is removed (it may be their last copy).
 func (u *uploadS3) removeStale(ctx context.Context, dir string, m *commitlog.Manifest) error {
 	prefix := u.client.Key(filepath.Base(dir))
 	var keys map[string]int64
@@ -530,9 +531,19 @@ func (u *uploadS3) removeStale(ctx context.Context, dir string, m *commitlog.Man
 	for _, sh := range m.Shards {
 		named[sh.Name] = true
 	}
+	// Rows of a dropped shard not written again: a stale object may be
+	// their last copy, so none is removed while any are left.
+	redo, err := commitlog.ReadRedo(dir)
+	if err != nil {
+		return err
+	}
 	for key := range keys {
 		name, ok := strings.CutPrefix(key, prefix+"/")
 		if !ok || strings.Contains(name, "/") || !staleShard.MatchString(name) || named[name] {
+			continue
+		}
+		if len(redo) > 0 {
+			fmt.Fprintf(u.notice, "%s is not named by %s, and is kept: %d rows of damaged shards were not written again, and it may hold them (download it before removing it)\n", u.client.URL(key), commitlog.ManifestName, len(redo))
 			continue
 		}
 		if err := u.wait.Do(ctx, "DeleteObject "+u.client.URL(key), func() error { return u.client.Delete(ctx, key) }); err != nil {

@@ -29,6 +29,7 @@ A file at path that this writer did not make (no index beside it) is never
 overwritten: it is renamed to PATH.prev-TIME first.`,
 		Config:    writeJSONLConfig{},
 		MaxInputs: 0,
+		Verify:    verifyJSONL,
 		KeySettings: func(c any) string {
 			return pipeline.DisplayPath(c.(*writeJSONLConfig).Path)
 		},

@@ -217,7 +217,11 @@ func reportVerified(w io.Writer, res []*pipeline.Verified) error {
 		if !v.OK() {
 			state = "NOT OK"
 		}
-		fmt.Fprintf(w, "%s: %s: %d shards, %s checked (%s)\n", state, name, v.Items, pipeline.HumanBytes(v.Bytes), v.How)
+		unit := v.Unit
+		if unit == "" {
+			unit = "shards"
+		}
+		fmt.Fprintf(w, "%s: %s: %d %s, %s checked (%s)\n", state, name, v.Items, unit, pipeline.HumanBytes(v.Bytes), v.How)
 		for _, r := range v.Repaired {
 			fmt.Fprintf(w, "  repaired: %s\n", r)
 		}

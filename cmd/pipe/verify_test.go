@@ -396,3 +396,70 @@ func TestS3OutageWaitedOut(t *testing.T) {
 	r.everyIDOnce()
 	t.Logf("run:\n%s", s)
 }
+
+// A shard changed in place (same size) is found by its SHA-256: pipe
+// verify says so, and a resume with --verify-shards writes its rows again.
+// Rows whose data is gone everywhere — shard truncated, journal deleted,
+// their prompts gone from the input — are named (by id hash) and the run
+// exits 2, never a silent drop.
+func TestChangedShardAndLostRows(t *testing.T) {
+	r := newVerifyRig(t, 100, "", "")
+	cmd, out := r.start()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run 1: %v\n%s", err, out)
+	}
+	dir := filepath.Join(r.dir, "out", "train")
+	m := r.manifest()
+	flip := filepath.Join(dir, m.Shards[0].Name)
+	data, _ := os.ReadFile(flip)
+	data[len(data)/2] ^= 0xff
+	writeFile(t, flip, string(data))
+	if vout, code := r.pipe("verify", "--size-only", dir); code != 0 {
+		t.Fatalf("verify --size-only sees a same-size change: exit %d\n%s", code, vout)
+	}
+	if vout, code := r.pipe("verify", dir); code != 1 || !strings.Contains(vout, m.Shards[0].Name+" has SHA-256") {
+		t.Fatalf("verify of a changed shard: exit %d\n%s", code, vout)
+	}
+	cmd, out2 := r.start("--verify-shards")
+	if err := cmd.Wait(); err != nil || !strings.Contains(out2.String(), "checked by sizes and SHA-256") {
+		t.Fatalf("run 2 --verify-shards: %v\n%s", err, out2)
+	}
+	r.everyIDOnce()
+	r.checkBucket()
+
+	// Now lose shard 1's rows everywhere.
+	m = r.manifest()
+	victim := m.Shards[1]
+	_, rows := readers.Parquet(t, filepath.Join(dir, victim.Name))
+	gone := map[string]bool{}
+	for _, row := range rows {
+		gone[readers.String(t, row["id"])] = true
+	}
+	os.Truncate(filepath.Join(dir, victim.Name), 100)
+	if err := os.RemoveAll(filepath.Join(r.dir, "runs", "v", "journal")); err != nil {
+		t.Fatal(err)
+	}
+	var p strings.Builder
+	for i := range r.prompts {
+		if id := fmt.Sprintf("p%d", i); !gone[id] {
+			fmt.Fprintf(&p, `{"id":"%s","prompt":"Question %d: what is %d + %d?"}`+"\n", id, i, i, i)
+		}
+	}
+	writeFile(t, filepath.Join(r.dir, "prompts.jsonl"), p.String())
+	cmd, out3 := r.start()
+	cmd.Wait()
+	if code := exitCode(cmd); code != 2 || !strings.Contains(out3.String(), fmt.Sprintf("%d rows of damaged shards were not written again", len(gone))) {
+		t.Fatalf("run 3 with %d rows lost: exit %d\n%s", len(gone), code, out3)
+	}
+	if strings.Count(out3.String(), "id hash ") != len(gone) {
+		t.Errorf("run 3 does not name the %d lost ids:\n%s", len(gone), out3)
+	}
+	if vout, code := r.pipe("verify", filepath.Join(r.dir, "runs", "v")); code != 2 {
+		t.Fatalf("verify RUN_DIR with rows lost: exit %d\n%s", code, vout)
+	}
+	// The bucket's copy of the truncated shard may be their last one: kept.
+	if _, ok := r.listing()[victim.Name]; !ok || !strings.Contains(out3.String(), victim.Name+" is not named by manifest.json, and is kept") {
+		t.Errorf("the bucket's copy of %s was removed while its rows are lost:\n%s", victim.Name, out3)
+	}
+	t.Logf("run 3:\n%s", out3)
+}

@@ -278,16 +278,11 @@ func finishDrop(dir string, rows int64) error {
 const RedoName = ".redo.ids"
 
 func readRedo(dir string) (map[uint64]bool, error) {
-	path := filepath.Join(dir, RedoName)
 	redo := map[uint64]bool{}
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return redo, nil
-	}
-	l, hashes, err := OpenIDLog(path)
+	hashes, err := ReadIDLog(filepath.Join(dir, RedoName))
 	if err != nil {
 		return nil, err
 	}
-	l.Close()
 	for _, h := range hashes {
 		redo[h] = true
 	}
@@ -335,4 +330,69 @@ func (s *Shards) redone(ids []uint64) error {
 		left = append(left, h)
 	}
 	return writeIDLog(filepath.Join(s.dir, RedoName), left)
+}
+
+// LogCheck is what CheckLog found of a commit log.
+type LogCheck struct {
+	Rows     int
+	Bytes    int64 // committed bytes
+	Problems []string
+}
+
+// CheckLog checks the committed lines of the log at path against its index
+// (read-only): the file must hold at least the committed bytes; with hash,
+// each committed line must end where its index entry says, and yield the
+// id whose hash the entry holds (idOf). A log without an index has no
+// committed lines.
+func CheckLog(path string, hash bool, idOf IDFunc) (*LogCheck, error) {
+	rows, bytes, err := Committed(path)
+	if err != nil {
+		return nil, &DamagedError{Path: IndexPath(path), Err: err}
+	}
+	res := &LogCheck{Rows: rows, Bytes: bytes}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && rows > 0:
+		res.Problems = append(res.Problems, fmt.Sprintf("%s is missing (%d committed lines)", path, rows))
+		return res, nil
+	case errors.Is(err, os.ErrNotExist):
+		return res, nil
+	case err != nil:
+		return nil, err
+	case st.Size() < bytes:
+		res.Problems = append(res.Problems, fmt.Sprintf("%s has %d bytes, %d committed: cut short", path, st.Size(), bytes))
+		return res, nil
+	}
+	if !hash || rows == 0 {
+		return res, nil
+	}
+	idx, err := os.ReadFile(IndexPath(path))
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, bytes)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	start := int64(0)
+	for i := range rows {
+		e := idx[len(indexMagic)+i*entrySize:]
+		h, end := binary.LittleEndian.Uint64(e), int64(binary.LittleEndian.Uint64(e[8:]))
+		if end <= start || end > bytes || data[end-1] != '\n' {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: committed line %d does not end at byte %d as its index says", path, i+1, end))
+			return res, nil
+		}
+		id, err := idOf(data[start : end-1])
+		if err != nil || Hash(id) != h {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: committed line %d (bytes %d-%d) is not the record its index names", path, i+1, start, end))
+			return res, nil
+		}
+		start = end
+	}
+	return res, nil
 }
