@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,6 +182,28 @@ func (r *verifyRig) everyIDOnce() {
 	if len(bad) > 0 || len(rows) != r.prompts {
 		sort.Strings(bad)
 		r.t.Fatalf("DuckDB reads %d rows for %d prompts; not exactly once: %v", len(rows), r.prompts, bad)
+	}
+}
+
+// waitDump waits for the run; one that does not end within limit is sent
+// SIGQUIT (its goroutines go to its output) and the test fails with it.
+func waitDump(t *testing.T, cmd *exec.Cmd, out *syncBuffer, limit time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		t.Fatalf("the run did not end within %s:\n%s", limit, out)
+		return nil
 	}
 }
 
@@ -385,7 +408,7 @@ func TestS3OutageWaitedOut(t *testing.T) {
 	time.Sleep(outage)
 	during := r.manifest()
 	p.restore()
-	err := cmd.Wait()
+	err := waitDump(t, cmd, out, 4*time.Minute+outage)
 	if code := exitCode(cmd); code != 0 {
 		t.Fatalf("run: %v (exit %d) after an outage of %s\n%s", err, code, outage, out)
 	}

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -36,6 +37,9 @@ const (
 	MaxParts    = 10000         // parts per upload
 	MetaSHA256  = "pipe-sha256" // user metadata: hex SHA-256 of the object
 )
+
+// responseTimeout bounds the wait for an answer once a request is sent.
+const responseTimeout = 2 * time.Minute
 
 // Config says where to upload and how.
 type Config struct {
@@ -111,6 +115,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		// CA bundle (AWS_CA_BUNDLE) to it.
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 			tr.MaxIdleConns, tr.MaxIdleConnsPerHost = conns, conns
+			// A request sent whose answer never comes (a server hung, a
+			// network that drops packets) is a failure to retry, not a
+			// wait for ever: S3 answers a whole request in seconds.
+			tr.ResponseHeaderTimeout = responseTimeout
 		})),
 		config.WithLogger(logging.Nop{}),
 		config.WithDefaultRegion("us-east-1"), // when the chain has none
