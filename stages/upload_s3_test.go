@@ -1035,3 +1035,72 @@ func TestUploadS3Region(t *testing.T) {
 		cl.Close()
 	}
 }
+
+// upload-s3's Verify against the real server: a single-part object by the
+// SHA-256 the server computed, a multipart one by the server's composite
+// checksum against the local file (or a download without one). An object
+// replaced by other bytes of the same size, even with the right
+// pipe-sha256 metadata, is found by the server's checksum; --repair
+// uploads it again from the local shard.
+func TestUploadS3VerifyByServerChecksum(t *testing.T) {
+	srv := testenv.StartS3(t)
+	srv.SetEnv(t)
+	d := newShardDir(t, t.TempDir(), "train")
+	small := d.add(1*mib + 3)
+	large := d.add(12*mib + 7)
+	cfg := s3Config(srv, "v")
+	cfg.PartSize = s3up.MinPartSize
+	st := mustOpenS3Stage(t, cfg, t.TempDir())
+	st.process(t, small, large)
+	st.finish(t)
+
+	verify := func(repair bool) *pipeline.Verified {
+		t.Helper()
+		v, err := verifyUploads(context.Background(), &cfg, &pipeline.VerifyEnv{StageID: "up", Hash: true, Repair: repair, Inputs: []*pipeline.Verified{{Dir: d.dir}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := verify(false); !v.OK() || v.Items != 2 || !v.Covers[small.Shard.Path] || !v.Covers[large.Shard.Path] {
+		t.Fatalf("intact: %+v", v)
+	}
+	c, err := s3up.New(context.Background(), s3up.Config{URI: cfg.URI, Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: true, PartSize: cfg.PartSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, local := range []string{large.Shard.Path, ""} {
+		got, err := c.CheckObject(context.Background(), "v/train/"+large.Shard.Name, large.Shard.Bytes, large.Shard.SHA256, local, true)
+		if err != nil || !got.OK {
+			t.Fatalf("multipart, local %q: %+v, %v", local, got, err)
+		}
+		t.Logf("multipart object, local %q: checked by %s", local, got.How)
+		if local == "" && got.How != "size, sha256 (downloaded)" && got.How != "size, sha256 (server checksum)" {
+			t.Errorf("multipart without a local copy: %s", got.How)
+		}
+	}
+	got, _ := c.CheckObject(context.Background(), "v/train/"+small.Shard.Name, small.Shard.Bytes, small.Shard.SHA256, "", true)
+	if got == nil || got.How != "size, sha256 (server checksum)" {
+		t.Errorf("single-part object checked by %+v; want the server's checksum", got)
+	}
+
+	// Forge both: other bytes, same size, the right pipe-sha256.
+	s3c := srv.Client(t)
+	for _, r := range []*pipeline.Record{small, large} {
+		other := make([]byte, r.Shard.Bytes)
+		if _, err := s3c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("v/train/" + r.Shard.Name),
+			Body: bytes.NewReader(other), Metadata: map[string]string{s3up.MetaSHA256: r.Shard.SHA256}, ChecksumAlgorithm: "SHA256"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := verify(false); v.OK() || len(v.Problems) != 2 || !strings.Contains(v.Problems[0], "computed by the server") {
+		t.Fatalf("forged objects: %+v", v.Problems)
+	}
+	if v := verify(true); !v.OK() || len(v.Repaired) != 2 {
+		t.Fatalf("repair: %+v", v)
+	}
+	if v := verify(false); !v.OK() {
+		t.Fatalf("after the repair: %+v", v.Problems)
+	}
+}
