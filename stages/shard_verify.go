@@ -38,7 +38,7 @@ func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
 	}
 	v.Items, v.Bytes = res.Shards, res.Bytes
 	for _, p := range res.Problems {
-		if p.Missing {
+		if p.MovedTo != "" { // whole if its copy there is (resolveGone)
 			v.Gone = append(v.Gone, filepath.Join(dir, p.Shard.Name))
 			continue
 		}

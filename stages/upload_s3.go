@@ -388,6 +388,11 @@ func (u *uploadS3) record(id string, line uploadLine, path string) error {
 		}
 	}
 	if line.Deleted {
+		// Noted first: the writer then knows the missing file for moved,
+		// not damaged (its rows are not written again).
+		if err := commitlog.MarkMoved(filepath.Dir(path), filepath.Base(path), line.URL); err != nil {
+			return err
+		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing the uploaded shard: %w", err)
 		}

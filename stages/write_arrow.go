@@ -152,8 +152,9 @@ const shardBacklog = 32
 // SHA-256 too when asked or after a crash (env.HashCheck). A damaged shard
 // is taken out of the directory and its rows leave the run's finished set,
 // so they are written again (from the journal, which has the completions).
-// A shard file that is missing is left alone: an upload may have removed
-// it (delete_local_after_upload); verifying says whether a copy covers it.
+// A shard file that is missing is damage too, unless its removal was noted
+// (commitlog.MarkMoved: an upload with delete_local_after_upload removed
+// it after verifying its copy); verifying says whether the copy is whole.
 func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 	m := w.shards.Manifest()
 	hash := env != nil && env.HashCheck
@@ -163,8 +164,7 @@ func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 	}
 	var damaged []string
 	for _, p := range res.Problems {
-		if p.Missing {
-			fmt.Fprintf(w.log, "%s: %s %s (removed after its upload?); its rows stay committed\n", w.cfg.Path, p.Shard.Name, p.What)
+		if p.MovedTo != "" { // removed on purpose, a verified copy there
 			continue
 		}
 		damaged = append(damaged, p.Shard.Name)

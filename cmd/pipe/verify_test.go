@@ -521,3 +521,42 @@ func TestHashCheckAfterCrash(t *testing.T) {
 	r.everyIDOnce()
 	r.checkBucket()
 }
+
+// A shard file removed by its upload (delete_local_after_upload, noted as
+// moved) is no damage: the resume leaves it, verify counts the bucket's
+// copy. One removed by hand (no note) is: its rows are written again.
+func TestRemovedShardFiles(t *testing.T) {
+	r := newVerifyRig(t, 60, "", "delete_local_after_upload = true")
+	cmd, out := r.start()
+	if err := waitDump(t, cmd, out, 3*time.Minute); err != nil {
+		t.Fatalf("run 1: %v\n%s", err, out)
+	}
+	m := r.manifest()
+	if _, err := os.Stat(filepath.Join(r.dir, "out", "train", m.Shards[0].Name)); err == nil {
+		t.Fatal("delete_local_after_upload left the shard")
+	}
+	cmd, out2 := r.start()
+	if err := waitDump(t, cmd, out2, 3*time.Minute); err != nil || strings.Contains(out2.String(), "damaged") {
+		t.Fatalf("resume after the uploads removed the shards: %v\n%s", err, out2)
+	}
+	if vout, code := r.pipe("verify", filepath.Join(r.dir, "runs", "v")); code != 0 {
+		t.Fatalf("verify RUN_DIR with the shards only in the bucket: exit %d\n%s", code, vout)
+	}
+	if vout, code := r.pipe("verify", filepath.Join(r.dir, "out", "train")); code != 1 || !strings.Contains(vout, "no verified copy of it is known") {
+		t.Fatalf("verify of the directory alone cannot see the bucket: exit %d\n%s", code, vout)
+	}
+
+	r2 := newVerifyRig(t, 60, "", "")
+	cmd, out = r2.start()
+	if err := waitDump(t, cmd, out, 3*time.Minute); err != nil {
+		t.Fatalf("run 1: %v\n%s", err, out)
+	}
+	gone := r2.manifest().Shards[1]
+	os.Remove(filepath.Join(r2.dir, "out", "train", gone.Name))
+	cmd, out2 = r2.start()
+	if err := waitDump(t, cmd, out2, 3*time.Minute); err != nil || !strings.Contains(out2.String(), "damaged committed shards (["+gone.Name+"]") {
+		t.Fatalf("resume after a shard file was removed by hand: %v\n%s", err, out2)
+	}
+	r2.everyIDOnce()
+	r2.checkBucket()
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -31,7 +32,10 @@ func (e *DamagedError) Unwrap() error { return e.Err }
 // says: gone, or of another size or SHA-256.
 type ShardProblem struct {
 	Shard   ShardInfo
-	Missing bool   // no file at all
+	Missing bool // no file at all
+	// MovedTo is where the file went when its removal was recorded
+	// (MarkMoved: an upload that deleted the local copy); "" otherwise.
+	MovedTo string
 	What    string // e.g. "has 1200 bytes, the manifest says 4096"
 }
 
@@ -60,6 +64,9 @@ func CheckShards(dir string, m *Manifest, hash bool) (*CheckResult, error) {
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			probs[i] = &ShardProblem{Shard: sh, Missing: true, What: "is missing"}
+			if to, ok := MovedTo(dir, sh.Name); ok {
+				probs[i].MovedTo, probs[i].What = to, "was moved to "+to
+			}
 		case err != nil:
 			return nil, err
 		case st.Size() != sh.Bytes:
@@ -395,4 +402,24 @@ func CheckLog(path string, hash bool, idOf IDFunc) (*LogCheck, error) {
 		start = end
 	}
 	return res, nil
+}
+
+// MovedSuffix ends the name of the note (.NAME.moved) that a shard file
+// was removed on purpose once a verified copy was elsewhere; it holds
+// where.
+const MovedSuffix = ".moved"
+
+// MarkMoved notes, before the shard file name of dir is removed, that its
+// verified copy is at url: a missing file with this note is not damage.
+func MarkMoved(dir, name, url string) error {
+	return WriteFileAtomic(filepath.Join(dir, "."+name+MovedSuffix), []byte(url+"\n"))
+}
+
+// MovedTo returns where MarkMoved said the shard file name of dir went.
+func MovedTo(dir, name string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "."+name+MovedSuffix))
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
 }
