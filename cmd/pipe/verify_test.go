@@ -560,3 +560,24 @@ func TestRemovedShardFiles(t *testing.T) {
 	r2.everyIDOnce()
 	r2.checkBucket()
 }
+
+// A truncated manifest is a permanent refusal: exit 2 (a scheduler does not
+// retry it), naming the file; pipe verify says the same.
+func TestTruncatedManifestExits2(t *testing.T) {
+	r := newVerifyRig(t, 40, "", "")
+	cmd, out := r.start()
+	if err := waitDump(t, cmd, out, 3*time.Minute); err != nil {
+		t.Fatalf("run 1: %v\n%s", err, out)
+	}
+	path := filepath.Join(r.dir, "out", "train", commitlog.ManifestName)
+	st, _ := os.Stat(path)
+	os.Truncate(path, st.Size()/2)
+	cmd, out2 := r.start()
+	waitDump(t, cmd, out2, 3*time.Minute)
+	if code := exitCode(cmd); code != 2 || !strings.Contains(out2.String(), path+" is damaged") {
+		t.Fatalf("run with a truncated manifest: exit %d\n%s", code, out2)
+	}
+	if vout, code := r.pipe("verify", filepath.Join(r.dir, "out", "train")); code != 2 || !strings.Contains(vout, "is damaged") {
+		t.Fatalf("verify of a truncated manifest: exit %d\n%s", code, vout)
+	}
+}
