@@ -174,21 +174,27 @@ func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 	if hash {
 		how = "sizes and SHA-256"
 	}
-	if len(damaged) == 0 {
-		if len(m.Shards) > 0 {
-			fmt.Fprintf(w.log, "%s: %d committed shards checked (%s)\n", w.cfg.Path, len(m.Shards), how)
+	if len(m.Shards) > 0 && len(damaged) == 0 {
+		fmt.Fprintf(w.log, "%s: %d committed shards checked (%s)\n", w.cfg.Path, len(m.Shards), how)
+	}
+	var ids []uint64
+	if len(damaged) > 0 {
+		if ids, err = w.shards.Drop(damaged); err != nil {
+			return fmt.Errorf("taking out the damaged shards %v: %w", damaged, err)
 		}
+	}
+	// Every row still to be written again leaves the finished set, at
+	// each start: a crash between a Drop and this left them in done.ids.
+	if redo := w.shards.Redo(); len(redo) > 0 {
+		if env == nil || env.Unfinish == nil {
+			return fmt.Errorf("%s: %d rows of damaged shards need a run to be written again", w.cfg.Path, len(redo))
+		}
+		if err := env.Unfinish(redo); err != nil {
+			return err
+		}
+	}
+	if len(damaged) == 0 {
 		return nil
-	}
-	ids, err := w.shards.Drop(damaged)
-	if err != nil {
-		return fmt.Errorf("taking out the damaged shards %v: %w", damaged, err)
-	}
-	if env == nil || env.Unfinish == nil {
-		return fmt.Errorf("%s: damaged shards %v taken out; their rows need a run to be written again", w.cfg.Path, damaged)
-	}
-	if err := env.Unfinish(ids); err != nil {
-		return err
 	}
 	notice := env.Notice
 	if notice == nil {

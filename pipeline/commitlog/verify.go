@@ -314,6 +314,16 @@ func ReadRedo(dir string) ([]uint64, error) {
 // ToRedo is how many rows of dropped shards are still to be written again.
 func (s *Shards) ToRedo() int { return len(s.redo) }
 
+// Redo returns the id hashes of rows of dropped shards still to be written
+// again.
+func (s *Shards) Redo() []uint64 {
+	out := make([]uint64, 0, len(s.redo))
+	for h := range s.redo {
+		out = append(out, h)
+	}
+	return out
+}
+
 // redone takes the ids of a committed shard off the redo list.
 func (s *Shards) redone(ids []uint64) error {
 	if len(s.redo) == 0 {
