@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
@@ -156,6 +157,10 @@ type uploadS3 struct {
 	reuploaded int      // shards found missing or different at the end, uploaded again
 	wait       *s3up.Waiter
 	notice     io.Writer // what the user must see (Env.Notice)
+	// halt ends the run like a stop (Env.Halt) when an outage outlasts
+	// upload_timeout; halted is set then, and later shards are skipped.
+	halt   func(error)
+	halted atomic.Bool
 }
 
 var (
@@ -232,6 +237,7 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 		notice = u.out
 	}
 	u.notice = notice
+	u.halt = env.Halt
 	u.wait = &s3up.Waiter{Timeout: u.cfg.UploadTimeout.Duration, Notify: func(msg string) {
 		fmt.Fprintf(notice, "stage %q: %s\n", env.StageID, msg)
 	}}
@@ -277,6 +283,25 @@ func (u *uploadS3) shardKey(dir, name string) string {
 }
 
 func (u *uploadS3) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	if u.halted.Load() {
+		return out.Skip(rec, "s3_unreachable")
+	}
+	err := u.process(ctx, rec, out)
+	var oe *s3up.OutageError
+	if errors.As(err, &oe) && u.halt != nil {
+		// Past upload_timeout: the run stops as a stop request does —
+		// everything processed committed, requests in flight finished —
+		// and then fails with this (exit 1: the same command uploads the
+		// rest).
+		if !u.halted.Swap(true) {
+			u.halt(fmt.Errorf("%w; everything committed is kept, and the same command uploads what is not in the bucket", err))
+		}
+		return out.Skip(rec, "s3_unreachable")
+	}
+	return err
+}
+
+func (u *uploadS3) process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
 	sh := rec.Shard
 	if sh == nil || sh.Path == "" || sh.Name == "" {
 		return out.Fail(rec, errors.New("not a shard record: upload-s3 reads a writer's shards port (input = \"WRITER.shards\")"), 1)
@@ -409,6 +434,9 @@ func (u *uploadS3) record(id string, line uploadLine, path string) error {
 // what was missing or different was uploaded again from the local copy. A
 // shard in neither place fails the run, named.
 func (u *uploadS3) Finish(ctx context.Context, _ pipeline.Emitter) error {
+	if u.halted.Load() { // the run fails with the outage; the next one finishes
+		return nil
+	}
 	u.mu.Lock()
 	dirs := make([]string, 0, len(u.dirs))
 	for d := range u.dirs {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -851,8 +852,8 @@ region           = "us-east-1"
 }
 
 // The server goes away mid-run: the upload of a committed shard fails
-// (after its retries), the run fails with exit 1 and keeps what it
-// committed. With the server back, the same command uploads the committed
+// past upload_timeout, the run stops as a stop request does and fails with
+// exit 1, keeping what it committed. With the server back, the same command uploads the committed
 // shards that were not uploaded — and only those — then the manifest.
 func TestUploadS3PipeRunServerLostThenResume(t *testing.T) {
 	srv := testenv.StartS3(t)
@@ -941,8 +942,14 @@ upload_timeout   = "2s"
 	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 1 {
 		t.Fatalf("run 1 with the server gone: %v, want exit 1\n%s", err, out1)
 	}
-	if !strings.Contains(out1.String(), `stage "up" (upload-s3)`) {
-		t.Errorf("run 1 does not say the upload failed:\n%s", out1)
+	if !strings.Contains(out1.String(), `stage "up" (upload-s3)`) || !strings.Contains(out1.String(), "(upload_timeout)") {
+		t.Errorf("run 1 does not say the upload failed past upload_timeout:\n%s", out1)
+	}
+	// It stopped as a stop request does: requests in flight finished,
+	// everything processed committed, none abandoned after generation.
+	ab := regexp.MustCompile(`gen +generate .*\((\d+) abandoned\)`).FindStringSubmatch(out1.String())
+	if ab != nil && !strings.Contains(out1.String(), "not started: "+ab[1]+" records") {
+		t.Errorf("run 1 abandoned records at or after generation:\n%s", out1)
 	}
 	srv.Restart(t)
 	before := inBucket()
