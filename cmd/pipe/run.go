@@ -645,6 +645,9 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		// manifest, here and in a bucket, before exit 0.
 		if err := verifyAtEnd(ctx, std.Err, log, plan); err != nil {
 			rl.Error("outputs not verified", "err", err)
+			if serr := status.write(stateFailed, ls, err); serr != nil {
+				rl.Warn("status.json not written", "err", serr)
+			}
 			return err
 		}
 		rl.Info("outputs verified")
