@@ -53,6 +53,10 @@ type RunOptions struct {
 	// snapshot, from a goroutine of Run's; it must not block for long.
 	Progress      func(*Summary)
 	ProgressEvery time.Duration
+	// HashCheck makes writers check the SHA-256 of what they committed
+	// before they build on it (Env.HashCheck): asked for, or after a run
+	// that did not end cleanly. Sizes are always checked.
+	HashCheck bool
 }
 
 // Summary is the state of a run: per-stage accounting and figures.
@@ -292,7 +296,8 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	for _, n := range e.nodes {
 		if o, ok := n.stage.(Opener); ok {
 			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Notice: opts.Notice, Done: e.ledger, Resources: opts.Resources,
-				DuplicatesHandled: DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) }}
+				DuplicatesHandled: DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
+				HashCheck: opts.HashCheck, Unfinish: e.ledger.unfinish}
 			// Opening is intake: a stop request ends it.
 			if err := e.guard(n, "opening", func() error { return o.Open(e.intakeCtx, env) }); err != nil {
 				if herr := e.tooManyErr.Load(); herr != nil {

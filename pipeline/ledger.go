@@ -100,6 +100,32 @@ func (l *ledger) release(t *ticket) {
 	}
 }
 
+// unfinish takes hashes out of the finished set and done.ids (Env.Unfinish).
+// Only while the stages open: nothing reads the set or adds to the log yet.
+func (l *ledger) unfinish(hashes []uint64) error {
+	if len(hashes) == 0 {
+		return nil
+	}
+	drop := make(map[uint64]bool, len(hashes))
+	for _, h := range hashes {
+		drop[h] = true
+	}
+	path := l.log.Path()
+	if err := l.log.Close(); err != nil {
+		return err
+	}
+	if _, err := commitlog.RewriteIDLog(path, func(h uint64) bool { return drop[h] }); err != nil {
+		return fmt.Errorf("run directory state: %w", err)
+	}
+	log, kept, err := commitlog.OpenIDLog(path)
+	if err != nil {
+		return fmt.Errorf("run directory state: %w", err)
+	}
+	l.log, l.set = log, commitlog.NewSet(kept)
+	l.atStart = l.set.Len()
+	return nil
+}
+
 func (l *ledger) commit() error { return l.log.Commit() }
 func (l *ledger) close() error  { return l.log.Close() }
 

@@ -64,6 +64,10 @@ type Spec struct {
 	// Example is a complete pipeline file using this kind; the tests check
 	// that it passes `pipe check`.
 	Example string
+	// Verify, for writers and uploads, checks what the stage committed
+	// against its own record of it (a manifest): pipe verify and the end
+	// of a run call it. Nil: the kind keeps no output of its own.
+	Verify VerifyFunc
 	// New builds the stage from a decoded, validated config (a pointer to a
 	// value of the Config type). It must have no side effects: resources are
 	// acquired in Open.

@@ -144,6 +144,14 @@ type Env struct {
 	// for a problem found ahead of the records it concerns, e.g. a bad line
 	// the reader has not reached yet. Nil outside a run.
 	Halt func(err error)
+	// HashCheck asks a writer to check its committed outputs at Open by
+	// their SHA-256, not only their sizes (RunOptions.HashCheck).
+	HashCheck bool
+	// Unfinish, during Open only, takes ids (commitlog.Hash) out of the
+	// run directory's finished set, in memory and in done.ids: a writer
+	// that found committed rows damaged has them written again (from the
+	// journal where it holds them). Nil outside a run.
+	Unfinish func(hashes []uint64) error
 }
 
 // DoneSet is a run directory's set of finished ids.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
@@ -516,8 +517,15 @@ type generate struct {
 	log    io.Writer
 	notice io.Writer // the terminal and the log: what the user must see now
 	client *sglang.Client
-	tok    *tokenize.Tokenizer
-	tmpl   *chat.Template
+	// specs are the servers; lazy defers start to the first Process (a
+	// resume); startMu guards started and startErr.
+	specs    []sglang.ServerSpec
+	lazy     bool
+	startMu  sync.Mutex
+	started  bool
+	startErr error
+	tok      *tokenize.Tokenizer
+	tmpl     *chat.Template
 	// forced: the template's generation prompt opens the reasoning, so
 	// outputs start inside it (chat.Template.ThinkingForced).
 	forced bool
@@ -608,18 +616,44 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 	for _, server := range slices.Sorted(maps.Keys(proxies)) {
 		g.noticef("server %s is reached through the proxy %s (from HTTPS_PROXY/HTTP_PROXY; add the host to NO_PROXY to go direct)", server, proxies[server])
 	}
+	g.specs = specs
+	if env.Done != nil && env.Done.Len() > 0 {
+		// A resume may have nothing left to generate (every prompt done,
+		// or taken from the journal): the servers are waited for at the
+		// first prompt that needs them, so a run that only completes its
+		// outputs (rows written again, uploads) needs no server up.
+		g.lazy = true
+		fmt.Fprintf(g.log, "stage %q: resuming; the servers are waited for at the first prompt to generate\n", g.id)
+		return nil
+	}
+	return g.start(ctx)
+}
+
+// start waits until a server is ready (sglang.Client.Start); once, at Open
+// or, on a resume, at the first Process. The error of a failed start is
+// every later caller's too.
+func (g *generate) start(ctx context.Context) error {
+	g.startMu.Lock()
+	defer g.startMu.Unlock()
+	if g.started || g.startErr != nil {
+		return g.startErr
+	}
 	if err := g.client.Start(ctx); err != nil {
-		g.client.Close()
-		g.client = nil
 		var ae *sglang.AuthError
 		if errors.As(err, &ae) {
-			return fmt.Errorf("%w; %s", err, g.authHint(specs, ae))
+			err = fmt.Errorf("%w; %s", err, g.authHint(g.specs, ae))
 		}
+		if !g.lazy {
+			g.client.Close()
+			g.client = nil
+		}
+		g.startErr = err
 		return err
 	}
+	g.started = true
 	g.ctxLen = g.client.ContextLength()
 	fmt.Fprintf(g.log, "stage %q: %d servers, model %q, context length %d, %d requests in flight at most\n",
-		g.id, len(specs), g.client.Model(), g.ctxLen, g.client.Capacity())
+		g.id, len(g.specs), g.client.Model(), g.ctxLen, g.client.Capacity())
 	return nil
 }
 
@@ -767,6 +801,11 @@ func (g *generate) Close() error {
 // Process generates the record's completion (and, with turns = "all", every
 // earlier assistant turn first), all on one server.
 func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	if g.lazy {
+		if err := g.start(ctx); err != nil {
+			return err
+		}
+	}
 	msgs, userTurns, err := g.conversation(rec.Messages)
 	if err != nil {
 		return out.Reject(rec, "bad_prompt", err.Error())

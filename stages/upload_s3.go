@@ -10,9 +10,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
@@ -50,8 +52,22 @@ and never printed. A missing bucket or refused credentials stop the run
 before any work starts, and show in pipe run --dry-run.
 
 With delete_local_after_upload, a shard file is removed once its upload is
-verified (the manifest stays). A failed upload fails the run; what was
-committed is kept, and the same command resumes.`,
+verified (the manifest stays).
+
+Outages are waited out: a request that fails for a reason that can pass
+(no connection, a timeout, HTTP 5xx, throttling) is tried again with
+backoff until the outage has lasted upload_timeout. Meanwhile the writer
+goes on committing shards into a bounded backlog (32 shards) and the
+display and warnings say that uploads are waiting; past the timeout the
+run stops with everything committed and exit 1 (retryable). A refusal
+(wrong credentials, access denied, no such bucket) exits 2.
+
+At the end, before the manifest goes up, every shard it names is checked
+in the bucket again (HeadObject: size, pipe-sha256 and the server's
+checksum), not taken from this run's record: what is missing or different
+is uploaded again from the local shard. A shard in neither place fails the
+run, named.`,
+		Verify:    verifyUploads,
 		Config:    uploadS3Config{},
 		MaxInputs: 1,
 		Needs:     []string{pipeline.FieldShard},
@@ -90,8 +106,10 @@ type uploadS3Config struct {
 	PartSize         int64  `toml:"part_size" op:"true" default:"67108864" min:"5242880" max:"5368709120" doc:"bytes per part of a multipart upload, and the size above which one is used; raised so an object has at most 10,000 parts (default 67108864, 64 MiB)"`
 	PartConcurrency  int    `toml:"part_concurrency" op:"true" default:"4" min:"1" max:"64" doc:"parts of one shard uploaded at once (default 4)"`
 	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once (default 2)"`
-	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request, with exponential backoff, before the run fails (default 5)"`
-	DeleteLocal      bool   `toml:"delete_local_after_upload" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays (default false)"`
+	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request by the SDK, with exponential backoff, before upload_timeout's wait takes over (default 5)"`
+	// UploadTimeout bounds the wait through an outage. Default 30m.
+	UploadTimeout pipeline.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1 (default 30m)"`
+	DeleteLocal   bool              `toml:"delete_local_after_upload" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays (default false)"`
 }
 
 func (c *uploadS3Config) Validate() []error {
@@ -136,6 +154,13 @@ type uploadS3 struct {
 	since      time.Time
 	manifests  []string // manifest keys uploaded
 	incomplete []string // manifests held back, and why
+	reuploaded int      // shards found missing or different at the end, uploaded again
+	wait       *s3up.Waiter
+	notice     io.Writer // what the user must see (Env.Notice)
+	// halt ends the run like a stop (Env.Halt) when an outage outlasts
+	// upload_timeout; halted is set then, and later shards are skipped.
+	halt   func(error)
+	halted atomic.Bool
 }
 
 var (
@@ -176,7 +201,7 @@ func (u *uploadS3) connect(ctx context.Context) (*s3up.Client, string, error) {
 func (u *uploadS3) DryRun(ctx context.Context, _ *pipeline.Env) (string, error) {
 	c, src, err := u.connect(ctx)
 	if err != nil {
-		return u.cfg.URI + ": not ready\n", err
+		return u.cfg.URI + ": not ready\n", refusal(err)
 	}
 	defer c.Close()
 	return fmt.Sprintf("%s at %s (region %s): bucket %s reachable with credentials from %s; part size %s, %d parts and %d shards at once\n",
@@ -193,7 +218,7 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 	}
 	c, _, err := u.connect(ctx)
 	if err != nil {
-		return err
+		return refusal(err)
 	}
 	path := filepath.Join(env.RunDir, "uploads", env.StageID+".jsonl")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -207,7 +232,49 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 	}
 	u.client, u.log = c, l
 	u.dirs, u.dirOf, u.inBucket, u.logged = map[string]bool{}, map[string]string{}, map[string]bool{}, map[string]bool{}
+	notice := env.Notice
+	if notice == nil {
+		notice = u.out
+	}
+	u.notice = notice
+	u.halt = env.Halt
+	u.wait = &s3up.Waiter{Timeout: u.cfg.UploadTimeout.Duration, Notify: func(msg string) {
+		fmt.Fprintf(notice, "stage %q: %s\n", env.StageID, msg)
+	}}
 	return nil
+}
+
+// refusal marks S3 refusing for good as permanent (exit 2).
+func refusal(err error) error {
+	if s3up.Refused(err) {
+		return pipeline.Permanent(err)
+	}
+	return err
+}
+
+// head is HeadObject, waiting out an outage.
+func (u *uploadS3) head(ctx context.Context, key string) (*s3up.Object, error) {
+	var obj *s3up.Object
+	err := u.wait.Do(ctx, "HeadObject "+u.client.URL(key), func() (err error) {
+		obj, err = u.client.Head(ctx, key)
+		return err
+	})
+	return obj, refusal(err)
+}
+
+// upload uploads the shard file, waiting out an outage.
+func (u *uploadS3) upload(ctx context.Context, key string, sh *pipeline.ShardRef) (*s3up.Uploaded, error) {
+	var res *s3up.Uploaded
+	u.busyStart()
+	err := u.wait.Do(ctx, "uploading "+sh.Path, func() (err error) {
+		res, err = u.client.UploadFile(ctx, key, sh.Path, sh.Bytes, sh.SHA256, nil)
+		return err
+	})
+	u.busyEnd()
+	if err != nil {
+		return nil, fmt.Errorf("uploading %s: %w", sh.Path, refusal(err))
+	}
+	return res, nil
 }
 
 // shardKey is where a shard goes: PREFIX/DIRNAME/NAME.
@@ -216,6 +283,25 @@ func (u *uploadS3) shardKey(dir, name string) string {
 }
 
 func (u *uploadS3) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+	if u.halted.Load() {
+		return out.Skip(rec, "s3_unreachable")
+	}
+	err := u.process(ctx, rec, out)
+	var oe *s3up.OutageError
+	if errors.As(err, &oe) && u.halt != nil {
+		// Past upload_timeout: the run stops as a stop request does —
+		// everything processed committed, requests in flight finished —
+		// and then fails with this (exit 1: the same command uploads the
+		// rest).
+		if !u.halted.Swap(true) {
+			u.halt(fmt.Errorf("%w; everything committed is kept, and the same command uploads what is not in the bucket", err))
+		}
+		return out.Skip(rec, "s3_unreachable")
+	}
+	return err
+}
+
+func (u *uploadS3) process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
 	sh := rec.Shard
 	if sh == nil || sh.Path == "" || sh.Name == "" {
 		return out.Fail(rec, errors.New("not a shard record: upload-s3 reads a writer's shards port (input = \"WRITER.shards\")"), 1)
@@ -236,7 +322,7 @@ func (u *uploadS3) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 		return fmt.Errorf("shard directories %s and %s would both upload to %s: give them different names", other, dir, u.client.URL(u.client.Key(filepath.Base(dir))+"/"))
 	}
 
-	obj, err := u.client.Head(ctx, key)
+	obj, err := u.head(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -257,11 +343,9 @@ func (u *uploadS3) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 		return fmt.Errorf("shard %s was committed but its file is gone, and %s %s", sh.Path, u.client.URL(key), what)
 	}
 
-	u.busyStart()
-	res, err := u.client.UploadFile(ctx, key, sh.Path, sh.Bytes, sh.SHA256, nil)
-	u.busyEnd()
+	res, err := u.upload(ctx, key, sh)
 	if err != nil {
-		return fmt.Errorf("uploading %s: %w", sh.Path, err)
+		return err
 	}
 	if err := u.record(rec.ID, uploadLine{Key: key, Bytes: res.Bytes, SHA256: sh.SHA256, Parts: res.Parts, Verified: res.Verified}, sh.Path); err != nil {
 		return err
@@ -329,6 +413,11 @@ func (u *uploadS3) record(id string, line uploadLine, path string) error {
 		}
 	}
 	if line.Deleted {
+		// Noted first: the writer then knows the missing file for moved,
+		// not damaged (its rows are not written again).
+		if err := commitlog.MarkMoved(filepath.Dir(path), filepath.Base(path), line.URL); err != nil {
+			return err
+		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing the uploaded shard: %w", err)
 		}
@@ -339,9 +428,15 @@ func (u *uploadS3) record(id string, line uploadLine, path string) error {
 	return nil
 }
 
-// Finish uploads each shard directory's .pipe/manifest.json, last, when every
-// shard it lists is in the bucket.
+// Finish uploads each shard directory's .pipe/manifest.json, last, once every
+// shard it lists was checked in the bucket again (not taken from this
+// run's record of what it uploaded: objects can be lost server-side) and
+// what was missing or different was uploaded again from the local copy. A
+// shard in neither place fails the run, named.
 func (u *uploadS3) Finish(ctx context.Context, _ pipeline.Emitter) error {
+	if u.halted.Load() { // the run fails with the outage; the next one finishes
+		return nil
+	}
 	u.mu.Lock()
 	dirs := make([]string, 0, len(u.dirs))
 	for d := range u.dirs {
@@ -370,21 +465,49 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 		return fmt.Errorf("%s: %w", mpath, err)
 	}
 	var missing []string
+	var rows int64
 	for _, sh := range m.Shards {
 		key := u.shardKey(dir, sh.Name)
+		obj, err := u.head(ctx, key)
+		if err != nil {
+			return err
+		}
+		if s3up.Same(obj, sh.Bytes, sh.SHA256) {
+			continue
+		}
+		path := filepath.Join(dir, sh.Name)
+		if _, err := os.Stat(path); err != nil {
+			missing = append(missing, fmt.Sprintf("%s (%d rows)", sh.Name, sh.Rows))
+			rows += sh.Rows
+			continue
+		}
 		u.mu.Lock()
-		ok := u.inBucket[key]
+		was := u.inBucket[key]
 		u.mu.Unlock()
-		if !ok { // committed by an earlier run and not sent this time
-			obj, err := u.client.Head(ctx, key)
-			if err != nil {
-				return err
-			}
-			ok = s3up.Same(obj, sh.Bytes, sh.SHA256)
+		ref := pipeline.ShardRef{Path: path, Dir: dir, Name: sh.Name, Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
+		res, err := u.upload(ctx, key, &ref)
+		if err != nil {
+			return err
 		}
-		if !ok {
-			missing = append(missing, sh.Name)
+		what := "was not in the bucket"
+		if obj != nil {
+			what = fmt.Sprintf("in the bucket had %d bytes and pipe-sha256 %q", obj.Size, obj.SHA256)
 		}
+		if was {
+			what += " though this run had uploaded and verified it"
+		}
+		fmt.Fprintf(u.notice, "%s %s: uploaded again from %s (%s)\n", u.client.URL(key), what, path, res.Verified)
+		if err := u.record("shard:"+path, uploadLine{Key: key, Bytes: res.Bytes, SHA256: sh.SHA256, Parts: res.Parts, Verified: res.Verified + " (again at the end)"}, path); err != nil {
+			return err
+		}
+		u.mu.Lock()
+		u.reuploaded++
+		u.uploaded++
+		u.upBytes += res.Bytes
+		u.mu.Unlock()
+	}
+	if err := u.removeStale(ctx, dir, &m); err != nil {
+		return err
 	}
 	key := u.shardKey(dir, commitlog.ManifestName)
 	if len(missing) > 0 {
@@ -392,14 +515,13 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 		if len(missing) > 10 {
 			list = strings.Join(missing[:10], ", ") + fmt.Sprintf(", … (%d in all)", len(missing))
 		}
-		msg := fmt.Sprintf("%s not uploaded: %d of its %d shards are not in the bucket (%s); the next run uploads them and then it", u.client.URL(key), len(missing), len(m.Shards), list)
-		fmt.Fprintln(u.out, msg)
+		msg := fmt.Sprintf("%s not uploaded: %d of its %d shards (%d rows) are neither in the bucket nor in %s: %s", u.client.URL(key), len(missing), len(m.Shards), rows, dir, list)
 		u.mu.Lock()
 		u.incomplete = append(u.incomplete, msg)
 		u.mu.Unlock()
-		return nil
+		return errors.New(msg)
 	}
-	if obj, err := u.client.Head(ctx, key); err != nil {
+	if obj, err := u.head(ctx, key); err != nil {
 		return err
 	} else if s3up.Same(obj, int64(len(data)), sha256Hex(data)) {
 		u.mu.Lock() // uploaded by an earlier run, unchanged since
@@ -407,8 +529,11 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 		u.mu.Unlock()
 		return u.removeLegacyManifest(ctx, dir)
 	}
-	if _, err := u.client.PutBytes(ctx, key, data, "application/json"); err != nil {
-		return fmt.Errorf("uploading %s: %w", mpath, err)
+	if err := u.wait.Do(ctx, "uploading "+mpath, func() error {
+		_, err := u.client.PutBytes(ctx, key, data, "application/json")
+		return err
+	}); err != nil {
+		return fmt.Errorf("uploading %s: %w", mpath, refusal(err))
 	}
 	if err := u.removeLegacyManifest(ctx, dir); err != nil {
 		return err
@@ -433,6 +558,51 @@ func (u *uploadS3) removeLegacyManifest(ctx context.Context, dir string) error {
 		return err
 	}
 	fmt.Fprintf(u.out, "%s removed: the manifest is %s now\n", u.client.URL(key), commitlog.ManifestName)
+	return nil
+}
+
+// staleShard matches the shard names a writer gives (part-NNNNN.EXT).
+var staleShard = regexp.MustCompile(`^part-\d{5,}\.[a-z]+$`)
+
+// removeStale deletes the shard objects under the directory's prefix that
+// its manifest does not name: a shard found damaged and taken out (its rows
+// written again into another) whose earlier upload is still there. Left,
+// a reader of every part-*.parquet under the prefix would read its rows
+// twice. While rows of damaged shards are still to be written again, none
+// is removed (it may be their last copy).
+func (u *uploadS3) removeStale(ctx context.Context, dir string, m *commitlog.Manifest) error {
+	prefix := u.client.Key(filepath.Base(dir))
+	var keys map[string]int64
+	if err := u.wait.Do(ctx, "listing "+u.client.URL(prefix+"/"), func() (err error) {
+		keys, err = u.client.List(ctx, prefix)
+		return err
+	}); err != nil {
+		return refusal(err)
+	}
+	named := map[string]bool{}
+	for _, sh := range m.Shards {
+		named[sh.Name] = true
+	}
+	// Rows of a dropped shard not written again: a stale object may be
+	// their last copy, so none is removed while any are left.
+	redo, err := commitlog.ReadRedo(dir)
+	if err != nil {
+		return err
+	}
+	for key := range keys {
+		name, ok := strings.CutPrefix(key, prefix+"/")
+		if !ok || strings.Contains(name, "/") || !staleShard.MatchString(name) || named[name] {
+			continue
+		}
+		if len(redo) > 0 {
+			fmt.Fprintf(u.notice, "%s is not named by %s, and is kept: %d rows of damaged shards were not written again, and it may hold them (download it before removing it)\n", u.client.URL(key), commitlog.ManifestName, len(redo))
+			continue
+		}
+		if err := u.wait.Do(ctx, "DeleteObject "+u.client.URL(key), func() error { return u.client.Delete(ctx, key) }); err != nil {
+			return refusal(err)
+		}
+		fmt.Fprintf(u.notice, "%s removed: %s no longer names it (a damaged shard taken out, its rows written again)\n", u.client.URL(key), commitlog.ManifestName)
+	}
 	return nil
 }
 
@@ -468,6 +638,15 @@ func (u *uploadS3) Report() []pipeline.Figure {
 	}
 	if u.deleted > 0 {
 		stats = append(stats, pipeline.NewCounter("local_shards_deleted", int64(u.deleted)))
+	}
+	if u.reuploaded > 0 {
+		stats = append(stats, pipeline.NewCounter("shards_uploaded_again_at_the_end", int64(u.reuploaded)))
+	}
+	if since, waiting, last, outages, longest := u.wait.State(); !since.IsZero() {
+		stats = append(stats, pipeline.NewState("waiting", fmt.Sprintf("%d uploads, S3 failing for %s (upload_timeout %s); shards wait, generation goes on", waiting, time.Since(since).Round(time.Second), u.cfg.UploadTimeout.Duration), fmt.Sprint(last)))
+	} else if outages > 0 {
+		stats = append(stats, pipeline.NewCounter("outages_waited_out", int64(outages)), pipeline.NewCounter("longest_outage", 0).In(pipeline.UnitSeconds))
+		stats[len(stats)-1].Value = longest.Seconds()
 	}
 	for _, m := range u.manifests {
 		stats = append(stats, pipeline.NewState("manifest_uploaded", m, ""))

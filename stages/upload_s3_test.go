@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -403,9 +404,11 @@ func TestUploadS3IdempotentReupload(t *testing.T) {
 }
 
 // A run killed after write-arrow committed shards but before they were all
-// uploaded: the manifest is held back (it would name a shard not in the
-// bucket); the next run, sent every committed shard again, skips what is
-// there, uploads the rest, then the manifest.
+// uploaded leaves B committed and not in the bucket. The end of a run
+// checks every shard the manifest names in the bucket (not its own record
+// of what it uploaded) and uploads B from the local copy, then the
+// manifest. A shard neither in the bucket nor local fails Finish, named,
+// and the manifest is held back.
 func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	srv := testenv.StartS3(t)
 	srv.SetEnv(t)
@@ -424,21 +427,10 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 		t.Fatal("B in the bucket before its upload")
 	}
 
-	// A run that ends with B still missing holds the manifest back.
-	st.finish(t)
-	if got := getObject(t, c, srv.Bucket, "p/train/.pipe/manifest.json"); got != nil {
-		t.Fatalf("manifest uploaded while B is missing: %s", got)
-	}
-	if log := st.log.String(); !strings.Contains(log, ".pipe/manifest.json not uploaded: 1 of its 2 shards are not in the bucket (part-00001.parquet)") {
-		t.Errorf("run log: %q", log)
-	}
-	if rep := reportText(st.Report()); !strings.Contains(rep, "manifest_held_back: ") {
-		t.Errorf("report: %s", rep)
-	}
-
-	// The resumed run is sent A and B (write-arrow's first commit).
+	// The resumed run is sent A only (say): B is found missing at the end
+	// and uploaded from the local shard, then the manifest.
 	st2 := mustOpenS3Stage(t, cfg, runDir)
-	st2.process(t, d.rec(0), d.rec(1))
+	st2.process(t, d.rec(0))
 	st2.finish(t)
 	if want := []string{a.ID + ":already_uploaded"}; !slices.Equal(st2.em.skipped, want) {
 		t.Fatalf("skipped %v, want %v", st2.em.skipped, want)
@@ -448,15 +440,38 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 			t.Errorf("%s not in the bucket after the resume", r.Shard.Name)
 		}
 	}
+	if log := st2.log.String(); !strings.Contains(log, "part-00001.parquet was not in the bucket: uploaded again from") {
+		t.Errorf("run log: %q", log)
+	}
 	manifest, _ := os.ReadFile(filepath.Join(d.dir, commitlog.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "p/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest after the resume: %q", got)
 	}
-	if rep := reportText(st2.Report()); !strings.Contains(rep, "uploaded_shards: 1\n") || !strings.Contains(rep, "already_uploaded_shards: 1\n") {
+	if rep := reportText(st2.Report()); !strings.Contains(rep, "uploaded_shards: 1\n") || !strings.Contains(rep, "already_uploaded_shards: 1\n") || !strings.Contains(rep, "shards_uploaded_again_at_the_end: 1\n") {
 		t.Errorf("report: %s", rep)
 	}
 	if lines := uploadLog(t, runDir); len(lines) != 2 {
 		t.Errorf("upload log: %+v", lines)
+	}
+
+	// B gone from the bucket and from the disk: Finish fails naming it,
+	// and the manifest in the bucket stays the one before.
+	if _, err := c.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("p/train/" + b.Shard.Name)}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(b.Shard.Path)
+	d.add(100 << 10) // C: a new manifest that would go up
+	st3 := mustOpenS3Stage(t, cfg, runDir)
+	st3.process(t, d.rec(2))
+	err := st3.Finish(context.Background(), st3.em)
+	if err == nil || !strings.Contains(err.Error(), "1 of its 3 shards (10 rows) are neither in the bucket nor in") || !strings.Contains(err.Error(), "part-00001.parquet (10 rows)") {
+		t.Fatalf("Finish with B lost: %v", err)
+	}
+	if got := getObject(t, c, srv.Bucket, "p/train/"+commitlog.ManifestName); !bytes.Equal(got, manifest) {
+		t.Fatalf("manifest replaced while B is missing: %q", got)
+	}
+	if rep := reportText(st3.Report()); !strings.Contains(rep, "manifest_held_back: ") {
+		t.Errorf("report: %s", rep)
 	}
 }
 
@@ -759,7 +774,8 @@ region           = "us-east-1"
 	if !strings.Contains(dry, "bucket "+srv.Bucket+" reachable") {
 		t.Errorf("dry run:\n%s", dry)
 	}
-	// A missing bucket or a wrong secret: exit 1 before any generation,
+	// A missing bucket or a wrong secret: exit 2 (a refusal, not worth a
+	// retry) before any generation,
 	// in a dry run too, with the bucket named and the secret nowhere.
 	fails := func(env []string, args ...string) string {
 		t.Helper()
@@ -767,8 +783,8 @@ region           = "us-east-1"
 		cmd.Dir = dir
 		cmd.Env = append(append(append(os.Environ(), srv.Env()...), "AWS_PROFILE="), env...)
 		out, err := cmd.CombinedOutput()
-		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
-			t.Fatalf("pipe run %v: %v, want exit 1\n%s", args, err, out)
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2 {
+			t.Fatalf("pipe run %v: %v, want exit 2\n%s", args, err, out)
 		}
 		return string(out)
 	}
@@ -839,8 +855,8 @@ region           = "us-east-1"
 }
 
 // The server goes away mid-run: the upload of a committed shard fails
-// (after its retries), the run fails with exit 1 and keeps what it
-// committed. With the server back, the same command uploads the committed
+// past upload_timeout, the run stops as a stop request does and fails with
+// exit 1, keeping what it committed. With the server back, the same command uploads the committed
 // shards that were not uploaded — and only those — then the manifest.
 func TestUploadS3PipeRunServerLostThenResume(t *testing.T) {
 	srv := testenv.StartS3(t)
@@ -884,6 +900,7 @@ uri              = "s3://%s/runs/crash"
 endpoint         = "%s"
 force_path_style = true
 max_attempts     = 2
+upload_timeout   = "2s"
 `, srv.Bucket, srv.Endpoint)
 	path := filepath.Join(dir, "up.toml")
 	if err := os.WriteFile(path, []byte(toml), 0o644); err != nil {
@@ -928,8 +945,14 @@ max_attempts     = 2
 	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 1 {
 		t.Fatalf("run 1 with the server gone: %v, want exit 1\n%s", err, out1)
 	}
-	if !strings.Contains(out1.String(), `stage "up" (upload-s3)`) {
-		t.Errorf("run 1 does not say the upload failed:\n%s", out1)
+	if !strings.Contains(out1.String(), `stage "up" (upload-s3)`) || !strings.Contains(out1.String(), "(upload_timeout)") {
+		t.Errorf("run 1 does not say the upload failed past upload_timeout:\n%s", out1)
+	}
+	// It stopped as a stop request does: requests in flight finished,
+	// everything processed committed, none abandoned after generation.
+	ab := regexp.MustCompile(`gen +generate .*\((\d+) abandoned\)`).FindStringSubmatch(out1.String())
+	if ab != nil && !strings.Contains(out1.String(), "not started: "+ab[1]+" records") {
+		t.Errorf("run 1 abandoned records at or after generation:\n%s", out1)
 	}
 	srv.Restart(t)
 	before := inBucket()
@@ -1048,5 +1071,74 @@ func TestUploadS3RemovesLegacyManifest(t *testing.T) {
 	}
 	if log := st.log.String(); !strings.Contains(log, "old/train/manifest.json removed: the manifest is .pipe/manifest.json now") {
 		t.Fatalf("log: %s", log)
+	}
+}
+
+// upload-s3's Verify against the real server: a single-part object by the
+// SHA-256 the server computed, a multipart one by the server's composite
+// checksum against the local file (or a download without one). An object
+// replaced by other bytes of the same size, even with the right
+// pipe-sha256 metadata, is found by the server's checksum; --repair
+// uploads it again from the local shard.
+func TestUploadS3VerifyByServerChecksum(t *testing.T) {
+	srv := testenv.StartS3(t)
+	srv.SetEnv(t)
+	d := newShardDir(t, t.TempDir(), "train")
+	small := d.add(1*mib + 3)
+	large := d.add(12*mib + 7)
+	cfg := s3Config(srv, "v")
+	cfg.PartSize = s3up.MinPartSize
+	st := mustOpenS3Stage(t, cfg, t.TempDir())
+	st.process(t, small, large)
+	st.finish(t)
+
+	verify := func(repair bool) *pipeline.Verified {
+		t.Helper()
+		v, err := verifyUploads(context.Background(), &cfg, &pipeline.VerifyEnv{StageID: "up", Hash: true, Repair: repair, Inputs: []*pipeline.Verified{{Dir: d.dir}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := verify(false); !v.OK() || v.Items != 2 || !v.Covers[small.Shard.Path] || !v.Covers[large.Shard.Path] {
+		t.Fatalf("intact: %+v", v)
+	}
+	c, err := s3up.New(context.Background(), s3up.Config{URI: cfg.URI, Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: true, PartSize: cfg.PartSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, local := range []string{large.Shard.Path, ""} {
+		got, err := c.CheckObject(context.Background(), "v/train/"+large.Shard.Name, large.Shard.Bytes, large.Shard.SHA256, local, true)
+		if err != nil || !got.OK {
+			t.Fatalf("multipart, local %q: %+v, %v", local, got, err)
+		}
+		t.Logf("multipart object, local %q: checked by %s", local, got.How)
+		if local == "" && got.How != "size, sha256 (downloaded)" && got.How != "size, sha256 (server checksum)" {
+			t.Errorf("multipart without a local copy: %s", got.How)
+		}
+	}
+	got, _ := c.CheckObject(context.Background(), "v/train/"+small.Shard.Name, small.Shard.Bytes, small.Shard.SHA256, "", true)
+	if got == nil || got.How != "size, sha256 (server checksum)" {
+		t.Errorf("single-part object checked by %+v; want the server's checksum", got)
+	}
+
+	// Forge both: other bytes, same size, the right pipe-sha256.
+	s3c := srv.Client(t)
+	for _, r := range []*pipeline.Record{small, large} {
+		other := make([]byte, r.Shard.Bytes)
+		if _, err := s3c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("v/train/" + r.Shard.Name),
+			Body: bytes.NewReader(other), Metadata: map[string]string{s3up.MetaSHA256: r.Shard.SHA256}, ChecksumAlgorithm: "SHA256"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := verify(false); v.OK() || len(v.Problems) != 2 || !strings.Contains(v.Problems[0], "computed by the server") {
+		t.Fatalf("forged objects: %+v", v.Problems)
+	}
+	if v := verify(true); !v.OK() || len(v.Repaired) != 2 {
+		t.Fatalf("repair: %+v", v)
+	}
+	if v := verify(false); !v.OK() {
+		t.Fatalf("after the repair: %+v", v.Problems)
 	}
 }

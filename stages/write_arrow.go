@@ -40,9 +40,11 @@ committed but not uploaded before a crash is uploaded on resume.`,
 		Config:          writeArrowConfig{},
 		Outputs:         []string{"shards"},
 		OptionalOutputs: []string{"shards"},
-		// At most one committed shard waits for the next stage (an upload):
-		// a slow upload slows the writer instead of filling the disk.
-		PortBuffers: map[string]int{"shards": 1},
+		// Committed shards wait for the next stage (an upload) in a
+		// bounded backlog: an upload waiting out an outage lets generation
+		// go on for this many shards, then slows the writer.
+		PortBuffers: map[string]int{"shards": shardBacklog},
+		Verify:      verifyShardDir,
 		Produces:    []string{pipeline.FieldShard},
 		KeySettings: func(c any) string {
 			cfg := c.(*writeArrowConfig)
@@ -129,6 +131,9 @@ func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 	if len(removed) > 0 {
 		fmt.Fprintf(w.log, "%s: removed %v, left by a run that stopped before committing them (their rows are written again)\n", w.cfg.Path, removed)
 	}
+	if err := w.checkCommitted(env); err != nil {
+		return err
+	}
 	m := s.Manifest()
 	if m.Rows > 0 {
 		fmt.Fprintf(w.log, "%s: continuing after %d committed rows in %d shards\n", w.cfg.Path, m.Rows, len(m.Shards))
@@ -142,6 +147,66 @@ func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 		w.toSend = append(w.toSend, w.ref(sh))
 	}
 	w.b = arrowrow.NewBuilder(w.mem)
+	return nil
+}
+
+// shardBacklog is how many committed shards may wait for an upload.
+const shardBacklog = 32
+
+// checkCommitted checks the shards this run builds on: sizes always, the
+// SHA-256 too when asked or after a crash (env.HashCheck). A damaged shard
+// is taken out of the directory and its rows leave the run's finished set,
+// so they are written again (from the journal, which has the completions).
+// A shard file that is missing is damage too, unless its removal was noted
+// (commitlog.MarkMoved: an upload with delete_local_after_upload removed
+// it after verifying its copy); verifying says whether the copy is whole.
+func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
+	m := w.shards.Manifest()
+	hash := env != nil && env.HashCheck
+	res, err := commitlog.CheckShards(w.shards.Dir(), &m, hash)
+	if err != nil {
+		return err
+	}
+	var damaged []string
+	for _, p := range res.Problems {
+		if p.MovedTo != "" { // removed on purpose, a verified copy there
+			continue
+		}
+		damaged = append(damaged, p.Shard.Name)
+		fmt.Fprintf(w.log, "%s: committed shard %s; its %d rows are written again\n", w.cfg.Path, p.Error(), p.Shard.Rows)
+	}
+	how := "sizes"
+	if hash {
+		how = "sizes and SHA-256"
+	}
+	if len(m.Shards) > 0 && len(damaged) == 0 {
+		fmt.Fprintf(w.log, "%s: %d committed shards checked (%s)\n", w.cfg.Path, len(m.Shards), how)
+	}
+	var ids []uint64
+	if len(damaged) > 0 {
+		if ids, err = w.shards.Drop(damaged); err != nil {
+			return fmt.Errorf("taking out the damaged shards %v: %w", damaged, err)
+		}
+	}
+	// Every row still to be written again leaves the finished set, at
+	// each start: a crash between a Drop and this left them in done.ids.
+	if redo := w.shards.Redo(); len(redo) > 0 {
+		if env == nil || env.Unfinish == nil {
+			return fmt.Errorf("%s: %d rows of damaged shards need a run to be written again", w.cfg.Path, len(redo))
+		}
+		if err := env.Unfinish(redo); err != nil {
+			return err
+		}
+	}
+	if len(damaged) == 0 {
+		return nil
+	}
+	notice := env.Notice
+	if notice == nil {
+		notice = w.log
+	}
+	fmt.Fprintf(notice, "%s: %d damaged committed shards (%v, checked by %s) moved aside as %s/NAME%s; their %d rows are written again from the journal\n",
+		pipeline.DisplayPath(w.cfg.Path), len(damaged), damaged, how, commitlog.MetaDir, commitlog.DamagedSuffix, len(ids))
 	return nil
 }
 
@@ -281,5 +346,6 @@ func (w *writeArrow) Report() []pipeline.Figure {
 		pipeline.NewCounter("committed_bytes", m.Bytes).In(pipeline.UnitBytes),
 		pipeline.NewCounter("committed_shards", int64(len(m.Shards))),
 		pipeline.NewGauge("uncommitted_rows", float64(w.rows)),
+		pipeline.NewGauge("rows_to_write_again", float64(w.shards.ToRedo())),
 	}
 }

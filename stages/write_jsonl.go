@@ -47,6 +47,7 @@ are rejected here with a reason instead.`,
 			}
 			return nil, nil
 		},
+		Verify: verifyJSONL,
 		KeySettings: func(c any) string {
 			cfg := c.(*writeJSONLConfig)
 			if cfg.Layout != trainrow.Records {

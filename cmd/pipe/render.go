@@ -58,7 +58,19 @@ func stageLine(st liveStage, idW, kindW int) string {
 	if st.Queued > 0 {
 		fmt.Fprintf(&b, "  queued %d", st.Queued)
 	}
+	if w := waitingOf(st); w != "" {
+		fmt.Fprintf(&b, "  WAITING: %s", w)
+	}
 	return b.String()
+}
+
+// waitingOf is what a stage says it is waiting for (a State figure named
+// "waiting", e.g. uploads through an outage), or "".
+func waitingOf(st liveStage) string {
+	if f, ok := pipeline.FindFigure(st.Figures, "waiting"); ok && f.Kind == pipeline.State {
+		return f.Text
+	}
+	return ""
 }
 
 // fleetLine: "gen: in flight 336/336, output 12.3K tok/s 1m, 11.9K tok/s 15m; tiny answers 2%".
@@ -154,6 +166,9 @@ func progressLine(ls *liveStatus) string {
 		}
 		if st.Failed > 0 {
 			fmt.Fprintf(&b, " FAILED %d", st.Failed)
+		}
+		if w := waitingOf(st); w != "" {
+			fmt.Fprintf(&b, " WAITING: %s", w)
 		}
 		if f := ls.Fleet; f != nil && f.Stage == st.ID {
 			fmt.Fprintf(&b, " in flight %d/%d %s tok/s", f.InFlight, f.Capacity, pipeline.FormatCount(f.Tokens1m))

@@ -46,6 +46,7 @@ func init() {
 		diskFreeGiB  float64
 		detach       bool
 		notify       setFlags
+		verifyShards bool
 	)
 	register(&command{
 		Name:      "run",
@@ -96,9 +97,10 @@ above each output's name) and S3 prefixes, unless they already name it (use
 ${shard} to place it yourself). A run directory keeps its shard for life.
 pipe merge joins the shards' outputs.
 
-Exit codes: 0 done; 1 failed (servers, disk, too many failed records:
-retryable, the same command continues); 2 usage, pipeline file or changed
-settings (not retryable until the file or command is fixed); 130
+Exit codes: 0 done and every output verified; 1 failed (servers, disk, too many failed records, an output incomplete:
+retryable, the same command continues); 2 usage, pipeline file, changed
+settings or a refusal such as wrong S3 credentials (not retryable until
+the file, command or credentials are fixed); 130
 interrupted by a signal (retryable: the same command continues).`,
 		SetFlags: func(fs *flag.FlagSet) {
 			sets, notify = nil, nil
@@ -122,6 +124,7 @@ interrupted by a signal (retryable: the same command continues).`,
 			fs.BoolVar(&forceNew, "force-new-config", false, "resume even though the settings that define the data changed (recorded in RUN_DIR/run.json)")
 			addSetFlag(fs, &sets)
 			fs.Var(&notify, "notify", "say each warning (at most one per 10 minutes), the stop, a failure and the end to `TARGET`: an http(s) URL (JSON POSTed, Slack's text included) or a shell command (the JSON on its stdin); repeatable; added to [pipeline] notify")
+			fs.BoolVar(&verifyShards, "verify-shards", false, "before building on committed shards, check their SHA-256, not only their sizes (done anyway after a run that did not end cleanly)")
 			fs.BoolVar(&detach, "detach", false, "run in the background, in its own session (survives the terminal and SSH session); output to RUN_DIR/detached.log; see pipe stop")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
@@ -243,8 +246,9 @@ interrupted by a signal (retryable: the same command continues).`,
 				drainTimeout: drainTimeout, progressEvery: progress, commitEvery: commitEvery, noJournal: noJournal,
 				again: again, metricsAddr: metricsAddr, logFormat: logFormat, warn: limits,
 				fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
-				notify:   append(append([]string(nil), plan.File.Notify...), notify...),
-				detached: detached,
+				notify:    append(append([]string(nil), plan.File.Notify...), notify...),
+				detached:  detached,
+				hashCheck: verifyShards || lock.TookOver != "",
 			})
 		},
 	})
@@ -303,6 +307,7 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	if inputs.Len() > 0 {
 		fmt.Fprintf(std.Out, "input:\n%s", indentLines(inputs.String(), "  "))
 	}
+	refused := false
 	for _, s := range plan.Stages {
 		st, err := s.Spec.New(s.Config)
 		if err != nil {
@@ -318,9 +323,13 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 		fmt.Fprintf(std.Out, "\nstage %s (%s):\n%s", s.ID(), s.Spec.Kind, indentLines(out, "  "))
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("stage %q (%s): %v", s.ID(), s.Spec.Kind, err))
+			refused = refused || pipeline.IsPermanent(err)
 		}
 	}
 	if len(failed) > 0 {
+		if refused { // the run would be refused the same way: exit 2
+			return &exitError{code: exitUsage, err: errors.New(strings.Join(failed, "\n"))}
+		}
 		return errors.New(strings.Join(failed, "\n"))
 	}
 	fmt.Fprintln(std.Out, "\ndry run: nothing was done. Run without --dry-run to start.")
@@ -374,6 +383,9 @@ type runSettings struct {
 	// detached: started by --detach, so no terminal and no Ctrl-C; it
 	// is stopped with pipe stop.
 	detached bool
+	// hashCheck: writers check the SHA-256 of the shards they build on
+	// (asked, or the previous run did not end cleanly).
+	hashCheck bool
 }
 
 // statusEvery is how often status.json is replaced during a run.
@@ -590,6 +602,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 			DrainTimeout: rs.drainTimeout,
 			CommitEvery:  rs.commitEvery,
 			NoJournal:    rs.noJournal,
+			HashCheck:    rs.hashCheck,
 			Log:          log,
 			Notice: writerFunc(func(p []byte) (int, error) {
 				errOut.Write(p) // a closed terminal is not an error
@@ -711,11 +724,28 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	}()
 	reportAtEnd(repCtx, std.Err, log, plan, state, sum)
 	repCancel()
+	if state == stateFinished {
+		// Finished means complete: every output checked against its
+		// manifest, here and in a bucket, before exit 0.
+		if err := verifyAtEnd(ctx, std.Err, log, plan); err != nil {
+			rl.Error("outputs not verified", "err", err)
+			if serr := status.write(stateFailed, ls, err); serr != nil {
+				rl.Warn("status.json not written", "err", serr)
+			}
+			return err
+		}
+		rl.Info("outputs verified")
+	}
 	switch state {
 	case stateFailed:
 		rl.Error("run failed", "err", runErr)
-		return fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
+		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
 			runErr, sum.Finished, logPath, rs.again)
+		if pipeline.IsPermanent(runErr) {
+			// A refusal: running the same command again is refused again.
+			return &exitError{code: exitUsage, err: err}
+		}
+		return err
 	case stateStopped:
 		what := "in-flight requests finished and everything was committed"
 		if runErr != nil {
@@ -844,4 +874,30 @@ func indentLines(s, prefix string) string {
 	}
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}
+
+// verifyAtEnd checks every output of a finished run (verifyPlan: local
+// shards by size and SHA-256, objects in a bucket by size and checksum,
+// mending a bucket from the local copy), printing one line per output.
+func verifyAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan) error {
+	res, err := verifyPlan(ctx, plan, true, true, log)
+	if err != nil {
+		err = fmt.Errorf("the run finished, but its outputs could not be verified: %w", err)
+		return verifyExit(err)
+	}
+	if len(res) == 0 {
+		return nil
+	}
+	var buf strings.Builder
+	err = reportVerified(&buf, res)
+	fmt.Fprintf(term, "\nverified against the manifests:\n%s", indentLines(buf.String(), "  "))
+	fmt.Fprintf(log, "verified against the manifests:\n%s", indentLines(buf.String(), "  "))
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			ee.err = fmt.Errorf("the run finished, but its outputs are not complete (above); %w", ee.err)
+		}
+		return err
+	}
+	return nil
 }

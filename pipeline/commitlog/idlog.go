@@ -118,6 +118,9 @@ func (l *IDLog) Len() int {
 	return l.n
 }
 
+// Path is the log's file.
+func (l *IDLog) Path() string { return l.path }
+
 // Close closes the file; pending hashes are dropped.
 func (l *IDLog) Close() error { return l.f.Close() }
 

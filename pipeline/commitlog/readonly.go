@@ -28,4 +28,3 @@ func ReadIDLog(path string) ([]uint64, error) {
 	}
 	return out, nil
 }
-

@@ -111,3 +111,6 @@ func migrateMeta(dir string) error {
 	}
 	return SyncDir(dir)
 }
+
+// idLogNext is the id log being replaced by a Drop (see Shards.Drop).
+const idLogNext = IDLogName + ".next"

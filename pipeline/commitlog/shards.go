@@ -53,7 +53,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, &DamagedError{Path: path, Err: err}
 	}
 	return &m, nil
 }
@@ -69,6 +69,8 @@ type Shards struct {
 	m                        Manifest
 	ids                      *IDLog
 	held                     *Set // ids held when opened
+	next                     int  // number of the next shard
+	redo                     map[uint64]bool
 }
 
 var partName = regexp.MustCompile(`^part-\d{5,}\.`)
@@ -107,6 +109,11 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 			return nil, nil, err
 		}
 	}
+	if _, err := os.Stat(filepath.Join(dir, idLogNext)); err == nil {
+		if err := finishDrop(dir, s.m.Rows); err != nil {
+			return nil, nil, err
+		}
+	}
 	idLog := filepath.Join(dir, IDLogName)
 	ids, hashes, err := OpenIDLog(idLog)
 	if err != nil {
@@ -130,6 +137,10 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 	named := map[string]bool{}
 	for _, sh := range s.m.Shards {
 		named[sh.Name] = true
+	}
+	s.next = nextNumber(s.m.Shards)
+	if s.redo, err = readRedo(dir); err != nil {
+		return nil, nil, err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -192,7 +203,7 @@ type Pending struct {
 
 // Create starts the next shard.
 func (s *Shards) Create() (*Pending, error) {
-	name := fmt.Sprintf("part-%05d%s", len(s.m.Shards), s.ext)
+	name := fmt.Sprintf("part-%05d%s", s.next, s.ext)
 	f, err := os.CreateTemp(filepath.Join(s.dir, MetaDir), "."+name+".*.tmp") // renamed into dir at Commit
 	if err != nil {
 		return nil, err
@@ -263,6 +274,10 @@ func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
 		return ShardInfo{}, err
 	}
 	s.m = m
+	s.next++
+	if err := s.redone(ids); err != nil {
+		return info, err
+	}
 	return info, nil
 }
 

@@ -22,7 +22,7 @@ const maxSmallObject = 64 << 20
 func (c *Client) GetBytes(ctx context.Context, key string) ([]byte, error) {
 	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.Bucket), Key: aws.String(key)})
 	if err != nil {
-		return nil, fmt.Errorf("GetObject %s: %s", c.URL(key), errorSummary(err))
+		return nil, reqErr("GetObject "+c.URL(key), err)
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(out.Body, maxSmallObject+1))
@@ -41,7 +41,7 @@ func (c *Client) GetBytes(ctx context.Context, key string) ([]byte, error) {
 func (c *Client) Download(ctx context.Context, key, path, wantSHA256 string) (err error) {
 	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.Bucket), Key: aws.String(key)})
 	if err != nil {
-		return fmt.Errorf("GetObject %s: %s", c.URL(key), errorSummary(err))
+		return reqErr("GetObject "+c.URL(key), err)
 	}
 	defer out.Body.Close()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -82,12 +82,4 @@ func (c *Client) GetManifest(ctx context.Context) (key string, data []byte, err 
 		}
 	}
 	return c.Key(commitlog.ManifestName), nil, fmt.Errorf("%s: no manifest (%s)", c.URL(c.Key("")), strings.Join(commitlog.ManifestNames, " or "))
-}
-
-// Delete removes the object at key (none there is no error, as in S3).
-func (c *Client) Delete(ctx context.Context, key string) error {
-	if _, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.Bucket), Key: aws.String(key)}); err != nil {
-		return fmt.Errorf("DeleteObject %s: %s", c.URL(key), errorSummary(err))
-	}
-	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -36,6 +37,9 @@ const (
 	MaxParts    = 10000         // parts per upload
 	MetaSHA256  = "pipe-sha256" // user metadata: hex SHA-256 of the object
 )
+
+// responseTimeout bounds the wait for an answer once a request is sent.
+const responseTimeout = 2 * time.Minute
 
 // Config says where to upload and how.
 type Config struct {
@@ -111,6 +115,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		// CA bundle (AWS_CA_BUNDLE) to it.
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 			tr.MaxIdleConns, tr.MaxIdleConnsPerHost = conns, conns
+			// A request sent whose answer never comes (a server hung, a
+			// network that drops packets) is a failure to retry, not a
+			// wait for ever: S3 answers a whole request in seconds.
+			tr.ResponseHeaderTimeout = responseTimeout
 		})),
 		config.WithLogger(logging.Nop{}),
 		config.WithDefaultRegion("us-east-1"), // when the chain has none
@@ -195,7 +203,7 @@ const credHint = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
 func (c *Client) Check(ctx context.Context) (source string, err error) {
 	creds, err := c.aws.Credentials.Retrieve(ctx)
 	if err != nil {
-		return "", fmt.Errorf("no AWS credentials for bucket %s: set %s (or the shared config and credentials files): %v", c.Bucket, credHint, errorSummary(err))
+		return "", &RefusalError{fmt.Errorf("no AWS credentials for bucket %s: set %s (or the shared config and credentials files): %v", c.Bucket, credHint, errorSummary(err))}
 	}
 	_, err = c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(c.Bucket)})
 	if err == nil {
@@ -221,9 +229,9 @@ func (c *Client) bucketError(ctx context.Context, headErr error) error {
 	}
 	switch {
 	case code == "NoSuchBucket" || (status == http.StatusNotFound && code == "NotFound"):
-		return fmt.Errorf("bucket %s does not exist at %s", c.Bucket, c.Where())
+		return &RefusalError{fmt.Errorf("bucket %s does not exist at %s", c.Bucket, c.Where())}
 	case isAuthCode(code) || status == http.StatusForbidden:
-		return fmt.Errorf("access denied to bucket %s at %s (%s): check the AWS credentials (%s)", c.Bucket, c.Where(), code, credHint)
+		return &RefusalError{fmt.Errorf("access denied to bucket %s at %s (%s): check the AWS credentials (%s)", c.Bucket, c.Where(), code, credHint)}
 	case status == http.StatusMovedPermanently || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed":
 		region := ""
 		var re *awshttp.ResponseError
@@ -231,11 +239,11 @@ func (c *Client) bucketError(ctx context.Context, headErr error) error {
 			region = re.Response.Header.Get("X-Amz-Bucket-Region")
 		}
 		if region != "" {
-			return fmt.Errorf("bucket %s is in region %s, not %s: set region = %q", c.Bucket, region, c.region, region)
+			return &RefusalError{fmt.Errorf("bucket %s is in region %s, not %s: set region = %q", c.Bucket, region, c.region, region)}
 		}
-		return fmt.Errorf("bucket %s at %s is not in region %s (%s): set region to the bucket's", c.Bucket, c.Where(), c.region, code)
+		return &RefusalError{fmt.Errorf("bucket %s at %s is not in region %s (%s): set region to the bucket's", c.Bucket, c.Where(), c.region, code)}
 	case status == 0:
-		return fmt.Errorf("cannot reach %s for bucket %s: %s", c.Where(), c.Bucket, errorSummary(headErr))
+		return reqErr(fmt.Sprintf("cannot reach %s for bucket %s", c.Where(), c.Bucket), headErr)
 	}
 	return fmt.Errorf("bucket %s at %s: %s", c.Bucket, c.Where(), errorSummary(headErr))
 }
@@ -321,7 +329,7 @@ func (c *Client) Head(ctx context.Context, key string) (*Object, error) {
 		if _, status := codeOf(err); errors.As(err, &nf) || errors.As(err, &nk) || status == http.StatusNotFound {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("HeadObject %s: %s", c.URL(key), errorSummary(err))
+		return nil, reqErr("HeadObject "+c.URL(key), err)
 	}
 	o := &Object{Size: aws.ToInt64(out.ContentLength), Checksum: aws.ToString(out.ChecksumSHA256), ChecksumType: string(out.ChecksumType)}
 	for k, v := range out.Metadata {
@@ -331,3 +339,23 @@ func (c *Client) Head(ctx context.Context, key string) (*Object, error) {
 	}
 	return o, nil
 }
+
+// RequestError is a failed request: Op names it and its object, the text
+// is errorSummary's, and the SDK's error stays underneath (Transient reads
+// it).
+type RequestError struct {
+	Op  string
+	Err error
+}
+
+func (e *RequestError) Error() string { return e.Op + ": " + errorSummary(e.Err) }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+func reqErr(op string, err error) error { return &RequestError{Op: op, Err: err} }
+
+// RefusalError is S3 (or the AWS configuration) refusing for good: no
+// credentials, wrong ones, access denied, no such bucket, another region.
+type RefusalError struct{ Err error }
+
+func (e *RefusalError) Error() string { return e.Err.Error() }
+func (e *RefusalError) Unwrap() error { return e.Err }

@@ -105,7 +105,7 @@ func (c *Client) UploadFile(ctx context.Context, key, path string, size int64, s
 			ChecksumSHA256:    aws.String(wantChecksum),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("PutObject %s: %s", c.URL(key), errorSummary(err))
+			return nil, reqErr("PutObject "+c.URL(key), err)
 		}
 	} else {
 		res.Parts = len(partSums)
@@ -156,7 +156,7 @@ func (c *Client) multipart(ctx context.Context, f *os.File, key string, size, pa
 		ChecksumType:      types.ChecksumTypeComposite,
 	})
 	if err != nil {
-		return fmt.Errorf("CreateMultipartUpload %s: %s", c.URL(key), errorSummary(err))
+		return reqErr("CreateMultipartUpload "+c.URL(key), err)
 	}
 	uploadID := cr.UploadId
 	abort := func() {
@@ -199,7 +199,7 @@ func (c *Client) multipart(ctx context.Context, f *os.File, key string, size, pa
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
-						firstErr = fmt.Errorf("UploadPart %d of %d of %s: %s", i+1, len(partSums), c.URL(key), errorSummary(err))
+						firstErr = reqErr(fmt.Sprintf("UploadPart %d of %d of %s", i+1, len(partSums), c.URL(key)), err)
 						cancel()
 					}
 					mu.Unlock()
@@ -237,7 +237,7 @@ feed:
 	})
 	if err != nil {
 		abort()
-		return fmt.Errorf("CompleteMultipartUpload %s: %s", c.URL(key), errorSummary(err))
+		return reqErr("CompleteMultipartUpload "+c.URL(key), err)
 	}
 	return nil
 }
@@ -259,7 +259,7 @@ func (c *Client) PutBytes(ctx context.Context, key string, data []byte, contentT
 		ChecksumSHA256:    aws.String(b64(sum[:])),
 	})
 	if err != nil {
-		return "", fmt.Errorf("PutObject %s: %s", c.URL(key), errorSummary(err))
+		return "", reqErr("PutObject "+c.URL(key), err)
 	}
 	return sha, nil
 }

@@ -1,0 +1,70 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// verifyShardDir is write-arrow's Verify: every shard its manifest names,
+// by size and (env.Hash) SHA-256; rows of shards found damaged that were
+// never written again are lost, by id hash (the directory keeps only
+// hashes of ids).
+func verifyShardDir(_ context.Context, c any, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+	return VerifyShardDir(c.(*writeArrowConfig).Path, env.Hash)
+}
+
+// VerifyShardDir checks the shard directory dir against its manifest (see
+// verifyShardDir); pipe verify PATH calls it for a directory alone.
+func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
+	v := &pipeline.Verified{Where: pipeline.DisplayPath(dir), Dir: dir, How: "size"}
+	if hash {
+		v.How = "size, sha256"
+	}
+	m, err := commitlog.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		v.Problems = append(v.Problems, fmt.Sprintf("%s has no %s: nothing committed there", v.Where, commitlog.ManifestName))
+		return v, nil
+	}
+	res, err := commitlog.CheckShards(dir, m, hash)
+	if err != nil {
+		return nil, err
+	}
+	v.Items, v.Bytes = res.Shards, res.Bytes
+	for _, p := range res.Problems {
+		if p.MovedTo != "" { // whole if its copy there is (resolveGone)
+			v.Gone = append(v.Gone, filepath.Join(dir, p.Shard.Name))
+			continue
+		}
+		v.Problems = append(v.Problems, fmt.Sprintf("%s %s (%d rows; pipe run --verify-shards writes them again from the journal)", filepath.Join(v.Where, p.Shard.Name), p.What, p.Shard.Rows))
+	}
+	redo, err := commitlog.ReadRedo(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range redo {
+		v.Lost = append(v.Lost, fmt.Sprintf("id hash %016x", h))
+	}
+	return v, nil
+}
+
+// verifyJSONL is write-jsonl's Verify: the committed lines of its file
+// against their index (see commitlog.CheckLog).
+func verifyJSONL(_ context.Context, c any, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+	path := c.(*writeJSONLConfig).Path
+	res, err := commitlog.CheckLog(path, env.Hash, pipeline.RecordLineID)
+	if err != nil {
+		return nil, err
+	}
+	v := &pipeline.Verified{Where: pipeline.DisplayPath(path), Items: res.Rows, Unit: "lines", Bytes: res.Bytes, How: "size", Problems: res.Problems}
+	if env.Hash {
+		v.How = "size, every committed line's id against the index"
+	}
+	return v, nil
+}
