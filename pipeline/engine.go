@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,6 +175,8 @@ type node struct {
 	// notStarted counts the abandoned records that never reached an
 	// expensive stage's work.
 	notStarted atomic.Int64
+	// recent holds the stage's last outcomes for max_rejected (nil when off).
+	recent *rejectWindow
 }
 
 // abandon counts a record dropped by a stop or a failure; started says the
@@ -264,6 +267,9 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		}
 		n := &node{ps: ps, stage: st, reasons: map[string]int64{}, skips: map[string]int64{}}
 		n.committer, _ = st.(Committer)
+		if l := p.File.MaxRejected; l.Share > 0 {
+			n.recent = newRejectWindow(l.Window)
+		}
 		e.nodes = append(e.nodes, n)
 		if ps.Spec.Expensive && !opts.NoJournal {
 			if n.journal, err = openJournal(p.File.RunDir, ps.ID()); err != nil {
@@ -362,7 +368,56 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped, s.Abandoned)
 		}
 	}
+	if !sum.Drained {
+		if err := e.checkOutputRows(sum); err != nil {
+			return sum, err
+		}
+	}
 	return sum, nil
+}
+
+// checkOutputRows fails a finished run one of whose outputs of accepted
+// records (see acceptedPath) holds no row while records were rejected or
+// failed: what it was asked to make, it did not. (An empty input, or one
+// whose every record was done already, asked for nothing.)
+func (e *engine) checkOutputRows(sum *Summary) error {
+	var bad int64
+	for _, s := range sum.Stages {
+		bad += s.Failed + s.Rejected - s.Reasons[ReasonDuplicate]
+	}
+	if bad == 0 {
+		return nil
+	}
+	var empty []string
+	for _, n := range e.nodes {
+		rc, ok := n.stage.(RowCounter)
+		if !ok || !n.opened || !acceptedPath(n.ps) {
+			continue
+		}
+		if rc.CommittedRows() == 0 {
+			empty = append(empty, fmt.Sprintf("%q (%s)", n.ps.ID(), n.ps.Spec.Kind))
+		}
+	}
+	if len(empty) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: output %s ended with 0 rows although the input had records: every record was rejected or failed on its way (see the summary's reasons; pipe inspect %s)",
+		ErrNoTrainingRows, strings.Join(empty, ", "), DisplayPath(e.plan.File.RunDir))
+}
+
+// acceptedPath reports whether records reach ps other than through a
+// rejected port: it is an output of accepted records (training data), not
+// only a collection of rejects.
+func acceptedPath(ps *PlanStage) bool {
+	if ps.Spec.Source {
+		return true
+	}
+	for _, in := range ps.Inputs {
+		if in.Port != RejectedPort && acceptedPath(in.From) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkStageType(ps *PlanStage, st Stage) error {
@@ -542,6 +597,7 @@ func (e *engine) runNode(n *node) {
 					fail(err)
 				case sink && !em.touched.Load():
 					n.out.Add(1)
+					e.decided(n, "")
 					if n.committer != nil {
 						n.pending = append(n.pending, rec.ticket)
 						if len(n.pending) == maxPending {
@@ -949,6 +1005,7 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	}
 	if !em.side {
 		em.n.out.Add(1)
+		em.e.decided(em.n, "")
 	}
 	return nil
 }
@@ -1004,7 +1061,29 @@ func (em *emitter) Reject(rec *Record, reason, detail string) error {
 	em.n.reasonsMu.Lock()
 	em.n.reasons[reason]++
 	em.n.reasonsMu.Unlock()
+	if reason != ReasonDuplicate {
+		em.e.decided(em.n, reason)
+	}
 	return nil
+}
+
+// decided records one outcome of n (reason "" for a record sent on) for
+// max_rejected, and halts the run when the stage's recent rejections pass
+// it: intake stops, everything processed is committed, what is in flight
+// finishes, and the run ends with ErrTooManyRejected.
+func (e *engine) decided(n *node, reason string) {
+	if n.recent == nil {
+		return
+	}
+	full, share := n.recent.add(reason)
+	l := e.plan.File.MaxRejected
+	if !full || share <= l.Share {
+		return
+	}
+	e.halt(fmt.Errorf("%w: stage %q rejected %.0f%% of its last %d records (max_rejected = %s); top reasons: %s. "+
+		"Retrying regenerates the same: fix the cause (the servers' model and settings, the prompts, the stage's rules; pipe inspect %s shows the rejects) "+
+		"or raise [pipeline] max_rejected (e.g. --set pipeline.max_rejected=90%%, or off)",
+		ErrTooManyRejected, n.ps.ID(), 100*share, l.Window, l.Text, strings.Join(n.recent.top(3), ", "), DisplayPath(e.plan.File.RunDir)))
 }
 
 func (em *emitter) Fail(rec *Record, err error, attempts int) error {

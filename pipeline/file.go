@@ -24,8 +24,10 @@ type File struct {
 	RunDirPos Pos
 	// MaxFailed is [pipeline] max_failed (default DefaultFailLimit).
 	MaxFailed FailLimit
-	Vars      map[string]string
-	Stages    []*StageDecl
+	// MaxRejected is [pipeline] max_rejected (default DefaultRejectLimit).
+	MaxRejected RejectLimit
+	Vars        map[string]string
+	Stages      []*StageDecl
 
 	// Shard, if set ([pipeline] shard or --shard), is the part of the input
 	// this run takes; RunDir and outputs then name it (see Shard.Name).
@@ -201,8 +203,9 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	if v, ok := doc["pipeline"]; ok && header == nil {
 		at(pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
 	}
-	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "shard"}
+	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "max_rejected", "shard"}
 	f.MaxFailed = DefaultFailLimit
+	f.MaxRejected = DefaultRejectLimit
 	for _, k := range sortedKeys(header) {
 		if k == "shard" {
 			continue // read first, by parseShard
@@ -217,6 +220,13 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 				at(p, "[pipeline]: %v", err)
 			}
 			f.MaxFailed = l
+			continue
+		case "max_rejected":
+			l, err := ParseRejectLimit(v)
+			if err != nil {
+				at(p, "[pipeline]: %v", err)
+			}
+			f.MaxRejected = l
 			continue
 		case "name":
 			f.Name = s
@@ -381,10 +391,17 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 			}
 			f.MaxFailed = l
 			return nil
+		case "max_rejected":
+			l, err := ParseRejectLimit(v)
+			if err != nil {
+				return err
+			}
+			f.MaxRejected = l
+			return nil
 		case "shard":
 			return fmt.Errorf("the shard is chosen before anything else is read: use --shard I/N, not --set")
 		default:
-			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed (and --shard)", key)
+			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected (and --shard)", key)
 		}
 		if !isStr {
 			return fmt.Errorf("pipeline.%s must be a string", key)

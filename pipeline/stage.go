@@ -70,6 +70,15 @@ type Committer interface {
 	Commit(ctx context.Context, out Emitter) error
 }
 
+// RowCounter is implemented by writers that can say how many records their
+// output holds, committed by this run and by earlier ones. At the end of a
+// finished run the engine fails it (ErrNoTrainingRows) when such a writer
+// takes accepted records (not only a rejected port) and holds none: a run
+// that produced no training data did not succeed.
+type RowCounter interface {
+	CommittedRows() int64
+}
+
 // Closer releases what Open acquired. It is always called if Open succeeded.
 type Closer interface {
 	Close() error

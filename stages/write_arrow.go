@@ -106,11 +106,12 @@ type writeArrow struct {
 }
 
 var (
-	_ pipeline.Processor = (*writeArrow)(nil)
-	_ pipeline.Opener    = (*writeArrow)(nil)
-	_ pipeline.Committer = (*writeArrow)(nil)
-	_ pipeline.Closer    = (*writeArrow)(nil)
-	_ pipeline.Reporter  = (*writeArrow)(nil)
+	_ pipeline.Processor  = (*writeArrow)(nil)
+	_ pipeline.Opener     = (*writeArrow)(nil)
+	_ pipeline.Committer  = (*writeArrow)(nil)
+	_ pipeline.Closer     = (*writeArrow)(nil)
+	_ pipeline.Reporter   = (*writeArrow)(nil)
+	_ pipeline.RowCounter = (*writeArrow)(nil)
 )
 
 func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
@@ -277,4 +278,11 @@ func (w *writeArrow) Report() []pipeline.Figure {
 		pipeline.NewCounter("committed_shards", int64(len(m.Shards))),
 		pipeline.NewGauge("uncommitted_rows", float64(w.rows)),
 	}
+}
+
+// CommittedRows is the rows of the committed shards, earlier runs' included.
+func (w *writeArrow) CommittedRows() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.shards.Manifest().Rows
 }

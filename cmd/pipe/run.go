@@ -630,8 +630,14 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	switch state {
 	case stateFailed:
 		rl.Error("run failed", "err", runErr)
-		return fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
+		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
 			runErr, sum.Finished, logPath, rs.again)
+		// Bad data is not a passing fault: the same command makes the
+		// same rejects, so a scheduler must not retry it.
+		if errors.Is(runErr, pipeline.ErrTooManyRejected) || errors.Is(runErr, pipeline.ErrNoTrainingRows) {
+			return &exitError{code: exitUsage, err: err}
+		}
+		return err
 	case stateStopped:
 		what := "in-flight requests finished and everything was committed"
 		if runErr != nil {
