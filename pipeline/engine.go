@@ -39,9 +39,10 @@ type RunOptions struct {
 	Notice io.Writer
 	// Resources are shared by the stages; nil means a fresh set, closed at the end.
 	Resources *Resources
-	// CommitEvery is how often sinks commit what they accepted and the run
-	// directory records the ids that are finished. Zero means 1 minute. A
-	// stop request commits at once.
+	// CommitEvery is how often sinks commit what they accepted (a Batcher:
+	// what is due, see Batcher) and the run directory records the ids that
+	// are finished. Zero means 1 minute. A stop request commits everything
+	// at once.
 	CommitEvery time.Duration
 	// JournalEvery is how often the journal of each expensive stage is
 	// fsynced: a completion is durable within this long of arriving. Zero
@@ -164,6 +165,11 @@ type node struct {
 	committer Committer
 	commitMu  sync.Mutex
 	pending   []*ticket
+	// batcher is the committer when it sizes its own batches; released
+	// counts the accepted records whose tickets were released (its pending
+	// are the rest, in the order accepted).
+	batcher  Batcher
+	released int64
 	// done is set, under commitMu, once the writer's last commit ran and its
 	// outputs are closed: no later commit round may send on them.
 	done bool
@@ -196,6 +202,9 @@ type engine struct {
 	ledger    *ledger
 	commitMu  sync.Mutex // one commit round at a time
 	commitNow chan struct{}
+	// sealNext makes the next commit round a full one (Commit, not a
+	// Batcher's CommitDue): a batch reached MaxBatchRecords.
+	sealNext atomic.Bool
 	// tooMany is closed (once) when failures pass max_failed or a stage
 	// calls Env.Halt: the run then drains like a stop request and ends with
 	// tooManyErr (ErrTooManyFailed, or the stage's error).
@@ -267,6 +276,11 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		}
 		n := &node{ps: ps, stage: st, reasons: map[string]int64{}, skips: map[string]int64{}}
 		n.committer, _ = st.(Committer)
+		// Without a journal nothing keeps a batch's records between its
+		// commits: such a writer commits at every round.
+		if !opts.NoJournal {
+			n.batcher, _ = st.(Batcher)
+		}
 		if l := p.File.MaxRejected; l.Share > 0 {
 			n.recent = newRejectWindow(l.Window)
 		}
@@ -600,7 +614,11 @@ func (e *engine) runNode(n *node) {
 					e.decided(n, "")
 					if n.committer != nil {
 						n.pending = append(n.pending, rec.ticket)
-						if len(n.pending) == maxPending {
+						switch {
+						case n.batcher != nil && len(n.pending) == MaxBatchRecords:
+							e.sealNext.Store(true)
+							e.requestCommit()
+						case n.batcher == nil && len(n.pending) == maxPending:
 							e.requestCommit() // bounds the memory tickets take
 						}
 					} else {
@@ -608,7 +626,12 @@ func (e *engine) runNode(n *node) {
 					}
 				}
 				if sink && n.committer != nil {
+					var done []*ticket
+					if n.batcher != nil && err == nil {
+						done = n.takeDurable()
+					}
 					n.commitMu.Unlock()
+					e.releaseAll(done)
 				}
 			}
 		}()
@@ -623,7 +646,7 @@ func (e *engine) runNode(n *node) {
 	if n.committer != nil && !n.failedSelf.Load() {
 		e.commitMu.Lock()
 		if e.commitJournals() {
-			e.commitNode(n)
+			e.commitNode(n, true)
 		}
 		e.commitMu.Unlock()
 	}
@@ -700,8 +723,9 @@ func (e *engine) replay(n *node, rec *Record, em *emitter) (bool, error) {
 	return true, em.Emit(je.Port, out)
 }
 
-// maxPending is how many records a sink may hold uncommitted before a
-// commit round is started early.
+// maxPending is how many records a sink that commits at every round may
+// hold uncommitted before a commit round is started early (a Batcher's own
+// batches bound its pending records instead, see MaxBatchRecords).
 const maxPending = 1 << 16
 
 // requestCommit starts a commit round soon, without waiting for it.
@@ -782,8 +806,9 @@ func (e *engine) commitAll() {
 	for _, t := range tickets {
 		e.ledger.release(t)
 	}
+	full := e.sealNext.Swap(false)
 	for _, n := range e.nodes {
-		e.commitNode(n)
+		e.commitNode(n, full)
 	}
 	if err := e.ledger.commit(); err != nil {
 		e.hardCancel(fmt.Errorf("recording finished ids: %w", err))
@@ -792,9 +817,11 @@ func (e *engine) commitAll() {
 	e.lastCommit.Store(time.Now().UnixNano())
 }
 
-// commitNode commits one writer and releases the tickets of what it had
-// accepted. The caller holds e.commitMu, after committing the journals.
-func (e *engine) commitNode(n *node) {
+// commitNode commits one writer and releases the tickets of what that made
+// durable: everything it had accepted, or for a Batcher at a routine round
+// (full false) what its batches hold. The caller holds e.commitMu, after
+// committing the journals.
+func (e *engine) commitNode(n *node, full bool) {
 	if n.committer == nil || !n.opened || n.failedSelf.Load() {
 		return
 	}
@@ -804,15 +831,46 @@ func (e *engine) commitNode(n *node) {
 		return
 	}
 	em := &emitter{e: e, n: n, ctx: e.hardCtx, side: true}
-	err := e.guard(n, "committing", func() error { return n.committer.Commit(context.WithoutCancel(e.hardCtx), em) })
-	tickets := n.pending
-	n.pending = nil
+	ctx := context.WithoutCancel(e.hardCtx)
+	err := e.guard(n, "committing", func() error {
+		if n.batcher != nil && !full {
+			return n.batcher.CommitDue(ctx, em)
+		}
+		return n.committer.Commit(ctx, em)
+	})
+	var tickets []*ticket
+	if err == nil {
+		if n.batcher != nil {
+			tickets = n.takeDurable()
+		} else {
+			tickets, n.pending = n.pending, nil
+		}
+	}
 	n.commitMu.Unlock()
 	if err != nil {
 		n.failedSelf.Store(true)
 		e.hardCancel(&StageError{n.ps.ID(), n.ps.Spec.Kind, fmt.Errorf("commit: %w", err)})
 		return
 	}
+	e.releaseAll(tickets)
+}
+
+// takeDurable takes the tickets of the records a Batcher made durable since
+// the last call. The caller holds n.commitMu.
+func (n *node) takeDurable() []*ticket {
+	k := int(n.batcher.Durable() - n.released)
+	if k <= 0 {
+		return nil
+	}
+	k = min(k, len(n.pending)) // a writer counting more than it accepted
+	done := n.pending[:k:k]
+	// A copy, so the released part's backing array goes with it.
+	n.pending = append([]*ticket(nil), n.pending[k:]...)
+	n.released += int64(k)
+	return done
+}
+
+func (e *engine) releaseAll(tickets []*ticket) {
 	for _, t := range tickets {
 		e.ledger.release(t)
 	}
