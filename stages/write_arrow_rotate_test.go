@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
@@ -192,4 +194,42 @@ func runInDir(t *testing.T, dir, src string, files map[string]string, opts pipel
 		t.Fatal(probs)
 	}
 	return pipeline.Run(context.Background(), plan, opts)
+}
+
+// CommitDue (a commit round) leaves a young shard open and commits one
+// past max_age; Commit (the end of the input) commits whatever is open.
+// Durable follows what the committed shards hold.
+func TestWriteArrowCommitDueHonoursMaxAge(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "out")
+	cfg := arrowCfg(dir, "parquet")
+	cfg.MaxAge = pipeline.Duration{Duration: time.Hour}
+	cfg.MaxRows = 10
+	w := openArrow(t, cfg, memory.NewGoAllocator(), nil)
+	defer w.Close()
+	in := arrowRows("a", 25, 5)
+	arrowProcessAll(t, w, &arrowEmitter{}, in[:15])
+	if d := w.Durable(); d != 10 {
+		t.Fatalf("Durable = %d after 15 rows with max_rows 10, want 10", d)
+	}
+	if err := w.CommitDue(ctx, &skipEmitter{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := shardRows(t, dir); !slices.Equal(got, []int64{10}) || w.Durable() != 10 {
+		t.Fatalf("a commit round cut a young shard: shards %v, durable %d", got, w.Durable())
+	}
+	w.started = w.started.Add(-2 * time.Hour) // the open shard's first row is 2 h old
+	if err := w.CommitDue(ctx, &skipEmitter{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := shardRows(t, dir); !slices.Equal(got, []int64{10, 5}) || w.Durable() != 15 {
+		t.Fatalf("past max_age: shards %v, durable %d; want [10 5], 15", got, w.Durable())
+	}
+	arrowProcessAll(t, w, &arrowEmitter{}, in[15:18])
+	if err := w.Commit(ctx, &skipEmitter{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := shardRows(t, dir); !slices.Equal(got, []int64{10, 5, 3}) || w.Durable() != 18 {
+		t.Fatalf("Commit: shards %v, durable %d; want [10 5 3], 18", got, w.Durable())
+	}
 }
