@@ -48,6 +48,9 @@ type RunOptions struct {
 	// fsynced: a completion is durable within this long of arriving. Zero
 	// means 1 second.
 	JournalEvery time.Duration
+	// JournalSegmentBytes is the size at which a journal segment is sealed
+	// (then deleted once its ids are all finished). Zero means 64 MiB.
+	JournalSegmentBytes int64
 	// NoJournal turns the journal of expensive stages off (for measuring its
 	// cost): a crash then loses completions not yet committed by a sink.
 	NoJournal bool
@@ -158,7 +161,7 @@ type node struct {
 	// when that stage drops finished ids (Spec.DropsFinished).
 	finishedBy *node
 	// journal keeps what an expensive stage emitted (nil otherwise).
-	journal *commitlog.Log
+	journal *commitlog.Journal
 	// committer is set for sinks that commit in batches; commitMu keeps
 	// Process and Commit apart, and pending holds the tickets of records
 	// accepted since the last commit.
@@ -286,10 +289,13 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		}
 		e.nodes = append(e.nodes, n)
 		if ps.Spec.Expensive && !opts.NoJournal {
-			if n.journal, err = openJournal(p.File.RunDir, ps.ID()); err != nil {
+			if n.journal, err = e.openJournal(ps); err != nil {
 				return e.summary(), &StageError{ps.ID(), ps.Spec.Kind, err}
 			}
 			defer n.journal.Close()
+			for _, w := range n.journal.Warnings() {
+				fmt.Fprintf(opts.Notice, "pipe: warning: stage %q: journal: %s\n", ps.ID(), w)
+			}
 			if k, cut := n.journal.Recovered(), n.journal.Truncated(); k > 0 || cut > 0 {
 				fmt.Fprintf(opts.Log, "stage %q: journal: kept %d whole entries written after the last commit, cut %d bytes of torn tail\n", ps.ID(), k, cut)
 			}
@@ -690,16 +696,45 @@ type journalEntry struct {
 	Record *Record `json:"record"`
 }
 
-func openJournal(runDir, stage string) (*commitlog.Log, error) {
-	dir := filepath.Join(runDir, "journal")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	l, err := commitlog.OpenLookup(filepath.Join(dir, stage+".jsonl"), journalLineID)
+// openJournal opens the journal of an expensive stage: segments in
+// RUN_DIR/journal/STAGE/, an earlier pipe's RUN_DIR/journal/STAGE.jsonl
+// read as the oldest, the listing in RUN_DIR/journal-STAGE.json, outside
+// the directory so that removing it is noticed. Segments
+// whose ids are all finished are deleted, unless keep_journal, or unless a
+// record could reach the stage without passing a stage that drops finished
+// ids (then the journal is what spares a finished id its regeneration).
+func (e *engine) openJournal(ps *PlanStage) (*commitlog.Journal, error) {
+	dir := filepath.Join(e.plan.File.RunDir, "journal")
+	j, err := commitlog.OpenJournal(commitlog.JournalOptions{
+		Dir:          filepath.Join(dir, ps.ID()),
+		Legacy:       filepath.Join(dir, ps.ID()+".jsonl"),
+		Listing:      filepath.Join(e.plan.File.RunDir, "journal-"+ps.ID()+".json"),
+		IDOf:         journalLineID,
+		Done:         e.ledger.set.Has,
+		SegmentBytes: e.opts.JournalSegmentBytes,
+		Keep:         e.plan.File.KeepJournal || !finishedDropped(ps),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	return l, nil
+	return j, nil
+}
+
+// finishedDropped reports whether every record reaching ps passed a stage
+// that drops finished ids (Spec.DropsFinished) on its way.
+func finishedDropped(ps *PlanStage) bool {
+	if ps.Spec.DropsFinished {
+		return true
+	}
+	if len(ps.Inputs) == 0 {
+		return false
+	}
+	for _, in := range ps.Inputs {
+		if !finishedDropped(in.From) {
+			return false
+		}
+	}
+	return true
 }
 
 // replay sends rec on as the journal recorded it, if the stage already did
@@ -810,9 +845,20 @@ func (e *engine) commitAll() {
 	for _, n := range e.nodes {
 		e.commitNode(n, full)
 	}
-	if err := e.ledger.commit(); err != nil {
+	finished, err := e.ledger.commit()
+	if err != nil {
 		e.hardCancel(fmt.Errorf("recording finished ids: %w", err))
 		return
+	}
+	for _, n := range e.nodes {
+		if n.journal == nil {
+			continue
+		}
+		// Deleting finished segments bounds the journal; a failure to
+		// delete loses nothing, so it is said, not fatal.
+		if err := n.journal.Finished(finished); err != nil {
+			fmt.Fprintf(e.opts.Log, "stage %q: journal: removing finished segments: %v\n", n.ps.ID(), err)
+		}
 	}
 	e.lastCommit.Store(time.Now().UnixNano())
 }

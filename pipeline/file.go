@@ -26,6 +26,9 @@ type File struct {
 	MaxFailed FailLimit
 	// MaxRejected is [pipeline] max_rejected (default DefaultRejectLimit).
 	MaxRejected RejectLimit
+	// KeepJournal is [pipeline] keep_journal: keep journal segments after
+	// every output committed their records (default false: delete them).
+	KeepJournal bool
 	Vars        map[string]string
 	Stages      []*StageDecl
 
@@ -203,7 +206,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	if v, ok := doc["pipeline"]; ok && header == nil {
 		at(pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
 	}
-	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "max_rejected", "shard"}
+	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "max_rejected", "keep_journal", "shard"}
 	f.MaxFailed = DefaultFailLimit
 	f.MaxRejected = DefaultRejectLimit
 	for _, k := range sortedKeys(header) {
@@ -227,6 +230,13 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 				at(p, "[pipeline]: %v", err)
 			}
 			f.MaxRejected = l
+			continue
+		case "keep_journal":
+			b, ok := v.(bool)
+			if !ok {
+				at(p, "[pipeline]: keep_journal must be true or false, got %s", rawTypeName(v))
+			}
+			f.KeepJournal = b
 			continue
 		case "name":
 			f.Name = s
@@ -398,10 +408,17 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 			}
 			f.MaxRejected = l
 			return nil
+		case "keep_journal":
+			b, ok := v.(bool)
+			if !ok {
+				return fmt.Errorf("pipeline.keep_journal must be true or false")
+			}
+			f.KeepJournal = b
+			return nil
 		case "shard":
 			return fmt.Errorf("the shard is chosen before anything else is read: use --shard I/N, not --set")
 		default:
-			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected (and --shard)", key)
+			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected, keep_journal (and --shard)", key)
 		}
 		if !isStr {
 			return fmt.Errorf("pipeline.%s must be a string", key)
