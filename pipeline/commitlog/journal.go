@@ -246,22 +246,31 @@ func (j *Journal) sweep(final bool) error {
 	if j.opts.Keep {
 		return nil
 	}
-	kept := j.segs[:0]
-	var err error
+	var kept, gone []*segment
 	for i, s := range j.segs {
 		last := i == len(j.segs)-1
 		if s.unfinished > 0 || (!s.sealed && !(final && last)) {
 			kept = append(kept, s)
-			continue
+		} else {
+			gone = append(gone, s)
 		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	// The listing first: a crash before the files go leaves files it does
+	// not name (taken up again at the next Open), never a name without its
+	// file, which would read as removed by hand.
+	all := j.segs
+	j.segs = kept
+	err := j.writeListing()
+	if err != nil {
+		j.segs = all // still held; the next sweep tries again
+		return err
+	}
+	for _, s := range gone {
 		s.log.Close()
 		err = errors.Join(err, removeIfThere(s.path), removeIfThere(IndexPath(s.path)))
-	}
-	changed := len(kept) != len(j.segs)
-	clear(j.segs[len(kept):])
-	j.segs = kept
-	if changed {
-		err = errors.Join(err, j.writeListing())
 	}
 	return err
 }
