@@ -2,12 +2,15 @@ package pipeline_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -482,5 +485,55 @@ path = "out.jsonl"
 	}
 	if got := idCounts(t, filepath.Join(dir, "out.jsonl")); len(got) != 10 {
 		t.Fatalf("after a run without against the output holds %d ids, want 10", len(got))
+	}
+}
+
+// A journal removed by hand between runs is noticed: the next run names
+// it in a warning on the user's terminal (Notice), then does the ids whose
+// completions went with it again, exactly once in every output.
+func TestRemovedJournalIsNamed(t *testing.T) {
+	const n = 600
+	dir := t.TempDir()
+	key := dir
+	p := durablePlan(t, dir, resumeGraph(n, key))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	_, err := pipeline.Run(ctx, p, pipeline.RunOptions{
+		CommitEvery: 5 * time.Millisecond, JournalEvery: time.Millisecond, ProgressEvery: time.Millisecond,
+		Progress: func(s *pipeline.Summary) {
+			if s.Stages[2].Out >= n/3 {
+				once.Do(cancel)
+			}
+		},
+	})
+	if !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("run 1: %v", err)
+	}
+	runDir := filepath.Join(dir, "run")
+	if len(journalIDs(t, filepath.Join(runDir, "journal"), "exp")) == 0 {
+		t.Fatal("run 1 left no journal to remove")
+	}
+	if err := os.RemoveAll(filepath.Join(runDir, "journal")); err != nil {
+		t.Fatal(err)
+	}
+	var notice bytes.Buffer
+	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{CommitEvery: 5 * time.Millisecond, Notice: &notice})
+	if err != nil {
+		t.Fatalf("run 2: %v", err)
+	}
+	want := `pipe: warning: stage "exp": journal: segment ` + filepath.Join(runDir, "journal", "exp", "00000.jsonl") + ` (`
+	if !strings.Contains(notice.String(), want) || !strings.Contains(notice.String(), "was removed by hand") {
+		t.Fatalf("notice %q lacks %q … was removed by hand", notice.String(), want)
+	}
+	if sum.Finished != n {
+		t.Fatalf("run 2 finished %d ids, want %d", sum.Finished, n)
+	}
+	for _, out := range []string{"fast.jsonl", "slow.jsonl"} {
+		for id, k := range idCounts(t, filepath.Join(dir, out)) {
+			if k != 1 {
+				t.Fatalf("%s holds %s %d times", out, id, k)
+			}
+		}
 	}
 }

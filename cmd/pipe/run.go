@@ -96,7 +96,9 @@ pipe merge joins the shards' outputs.
 
 Exit codes: 0 done; 1 failed (servers, disk, too many failed records:
 retryable, the same command continues); 2 usage, pipeline file or changed
-settings (not retryable until the file or command is fixed); 130
+settings, or bad data — more rejects than [pipeline] max_rejected, an output
+of accepted records with 0 rows — (not retryable until the file, the
+command or the cause is fixed); 130
 interrupted by a signal (retryable: the same command continues).`,
 		SetFlags: func(fs *flag.FlagSet) {
 			sets = nil
