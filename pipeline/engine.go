@@ -358,6 +358,13 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	cwg.Wait()
 	// Whatever happened, what was processed is committed.
 	e.commitAll()
+	for _, n := range e.nodes {
+		if n.journal != nil {
+			if err := n.journal.Done(); err != nil {
+				fmt.Fprintf(opts.Log, "stage %q: journal: removing finished segments: %v\n", n.ps.ID(), err)
+			}
+		}
+	}
 
 	paths, derr := e.dead.Close()
 	sum := e.summary()
@@ -1011,6 +1018,10 @@ func (e *engine) summary() *Summary {
 		}
 		if r, ok := n.stage.(Reporter); ok && n.opened {
 			e.guard(n, "reporting", func() error { ss.Figures = r.Report(); return nil })
+		}
+		if n.journal != nil {
+			// What the outputs have not committed yet (finished segments go).
+			ss.Figures = append(ss.Figures, NewGauge("journal_bytes", float64(n.journal.Bytes())).In(UnitBytes))
 		}
 		s.Stages = append(s.Stages, ss)
 	}

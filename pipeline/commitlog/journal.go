@@ -370,6 +370,32 @@ func (j *Journal) Finished(hashes []uint64) error {
 	return j.sweep(false)
 }
 
+// Done deletes what is finished, the active segment too when every id in
+// it is: for the end of a run, before its figures are taken. Appends after
+// it start a new segment.
+func (j *Journal) Done() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.sweepAll(); err != nil {
+		return err
+	}
+	if len(j.segs) == 0 {
+		return j.create()
+	}
+	return nil
+}
+
+func (j *Journal) sweepAll() error {
+	if j.broken != nil || len(j.segs) == 0 {
+		return nil
+	}
+	// Only committed lines may go: a pending line's id is not finished.
+	if st := j.segs[len(j.segs)-1].log.Stats(); st.PendingRows > 0 {
+		return nil
+	}
+	return j.sweep(true)
+}
+
 // Bytes is the size of the segments the journal holds.
 func (j *Journal) Bytes() int64 {
 	j.mu.RLock()
@@ -387,13 +413,7 @@ func (j *Journal) Bytes() int64 {
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var err error
-	if j.broken == nil && len(j.segs) > 0 {
-		// Only committed lines may go: a pending line's id is not finished.
-		if st := j.segs[len(j.segs)-1].log.Stats(); st.PendingRows == 0 {
-			err = j.sweep(true)
-		}
-	}
+	err := j.sweepAll()
 	for _, s := range j.segs {
 		err = errors.Join(err, s.log.Close())
 	}
