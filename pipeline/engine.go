@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,14 +39,18 @@ type RunOptions struct {
 	Notice io.Writer
 	// Resources are shared by the stages; nil means a fresh set, closed at the end.
 	Resources *Resources
-	// CommitEvery is how often sinks commit what they accepted and the run
-	// directory records the ids that are finished. Zero means 1 minute. A
-	// stop request commits at once.
+	// CommitEvery is how often sinks commit what they accepted (a Batcher:
+	// what is due, see Batcher) and the run directory records the ids that
+	// are finished. Zero means 1 minute. A stop request commits everything
+	// at once.
 	CommitEvery time.Duration
 	// JournalEvery is how often the journal of each expensive stage is
 	// fsynced: a completion is durable within this long of arriving. Zero
 	// means 1 second.
 	JournalEvery time.Duration
+	// JournalSegmentBytes is the size at which a journal segment is sealed
+	// (then deleted once its ids are all finished). Zero means 64 MiB.
+	JournalSegmentBytes int64
 	// NoJournal turns the journal of expensive stages off (for measuring its
 	// cost): a crash then loses completions not yet committed by a sink.
 	NoJournal bool
@@ -160,13 +165,18 @@ type node struct {
 	// when that stage drops finished ids (Spec.DropsFinished).
 	finishedBy *node
 	// journal keeps what an expensive stage emitted (nil otherwise).
-	journal *commitlog.Log
+	journal *commitlog.Journal
 	// committer is set for sinks that commit in batches; commitMu keeps
 	// Process and Commit apart, and pending holds the tickets of records
 	// accepted since the last commit.
 	committer Committer
 	commitMu  sync.Mutex
 	pending   []*ticket
+	// batcher is the committer when it sizes its own batches; released
+	// counts the accepted records whose tickets were released (its pending
+	// are the rest, in the order accepted).
+	batcher  Batcher
+	released int64
 	// done is set, under commitMu, once the writer's last commit ran and its
 	// outputs are closed: no later commit round may send on them.
 	done bool
@@ -178,6 +188,8 @@ type node struct {
 	// notStarted counts the abandoned records that never reached an
 	// expensive stage's work.
 	notStarted atomic.Int64
+	// recent holds the stage's last outcomes for max_rejected (nil when off).
+	recent *rejectWindow
 }
 
 // abandon counts a record dropped by a stop or a failure; started says the
@@ -197,6 +209,9 @@ type engine struct {
 	ledger    *ledger
 	commitMu  sync.Mutex // one commit round at a time
 	commitNow chan struct{}
+	// sealNext makes the next commit round a full one (Commit, not a
+	// Batcher's CommitDue): a batch reached MaxBatchRecords.
+	sealNext atomic.Bool
 	// tooMany is closed (once) when failures pass max_failed or a stage
 	// calls Env.Halt: the run then drains like a stop request and ends with
 	// tooManyErr (ErrTooManyFailed, or the stage's error).
@@ -268,12 +283,23 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 		}
 		n := &node{ps: ps, stage: st, reasons: map[string]int64{}, skips: map[string]int64{}}
 		n.committer, _ = st.(Committer)
+		// Without a journal nothing keeps a batch's records between its
+		// commits: such a writer commits at every round.
+		if !opts.NoJournal {
+			n.batcher, _ = st.(Batcher)
+		}
+		if l := p.File.MaxRejected; l.Share > 0 {
+			n.recent = newRejectWindow(l.Window)
+		}
 		e.nodes = append(e.nodes, n)
 		if ps.Spec.Expensive && !opts.NoJournal {
-			if n.journal, err = openJournal(p.File.RunDir, ps.ID()); err != nil {
+			if n.journal, err = e.openJournal(ps); err != nil {
 				return e.summary(), &StageError{ps.ID(), ps.Spec.Kind, err}
 			}
 			defer n.journal.Close()
+			for _, w := range n.journal.Warnings() {
+				fmt.Fprintf(opts.Notice, "pipe: warning: stage %q: journal: %s\n", ps.ID(), w)
+			}
 			if k, cut := n.journal.Recovered(), n.journal.Truncated(); k > 0 || cut > 0 {
 				fmt.Fprintf(opts.Log, "stage %q: journal: kept %d whole entries written after the last commit, cut %d bytes of torn tail\n", ps.ID(), k, cut)
 			}
@@ -337,6 +363,13 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	cwg.Wait()
 	// Whatever happened, what was processed is committed.
 	e.commitAll()
+	for _, n := range e.nodes {
+		if n.journal != nil {
+			if err := n.journal.Done(); err != nil {
+				fmt.Fprintf(opts.Log, "stage %q: journal: removing finished segments: %v\n", n.ps.ID(), err)
+			}
+		}
+	}
 
 	paths, derr := e.dead.Close()
 	sum := e.summary()
@@ -367,7 +400,56 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped, s.Abandoned)
 		}
 	}
+	if !sum.Drained {
+		if err := e.checkOutputRows(sum); err != nil {
+			return sum, err
+		}
+	}
 	return sum, nil
+}
+
+// checkOutputRows fails a finished run one of whose outputs of accepted
+// records (see acceptedPath) holds no row while records were rejected or
+// failed: what it was asked to make, it did not. (An empty input, or one
+// whose every record was done already, asked for nothing.)
+func (e *engine) checkOutputRows(sum *Summary) error {
+	var bad int64
+	for _, s := range sum.Stages {
+		bad += s.Failed + s.Rejected - s.Reasons[ReasonDuplicate]
+	}
+	if bad == 0 {
+		return nil
+	}
+	var empty []string
+	for _, n := range e.nodes {
+		rc, ok := n.stage.(RowCounter)
+		if !ok || !n.opened || !acceptedPath(n.ps) {
+			continue
+		}
+		if rc.CommittedRows() == 0 {
+			empty = append(empty, fmt.Sprintf("%q (%s)", n.ps.ID(), n.ps.Spec.Kind))
+		}
+	}
+	if len(empty) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: output %s ended with 0 rows although the input had records: every record was rejected or failed on its way (see the summary's reasons; pipe inspect %s)",
+		ErrNoTrainingRows, strings.Join(empty, ", "), DisplayPath(e.plan.File.RunDir))
+}
+
+// acceptedPath reports whether records reach ps other than through a
+// rejected port: it is an output of accepted records (training data), not
+// only a collection of rejects.
+func acceptedPath(ps *PlanStage) bool {
+	if ps.Spec.Source {
+		return true
+	}
+	for _, in := range ps.Inputs {
+		if in.Port != RejectedPort && acceptedPath(in.From) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkStageType(ps *PlanStage, st Stage) error {
@@ -547,9 +629,14 @@ func (e *engine) runNode(n *node) {
 					fail(err)
 				case sink && !em.touched.Load():
 					n.out.Add(1)
+					e.decided(n, "")
 					if n.committer != nil {
 						n.pending = append(n.pending, rec.ticket)
-						if len(n.pending) == maxPending {
+						switch {
+						case n.batcher != nil && len(n.pending) == MaxBatchRecords:
+							e.sealNext.Store(true)
+							e.requestCommit()
+						case n.batcher == nil && len(n.pending) == maxPending:
 							e.requestCommit() // bounds the memory tickets take
 						}
 					} else {
@@ -557,7 +644,12 @@ func (e *engine) runNode(n *node) {
 					}
 				}
 				if sink && n.committer != nil {
+					var done []*ticket
+					if n.batcher != nil && err == nil {
+						done = n.takeDurable()
+					}
 					n.commitMu.Unlock()
+					e.releaseAll(done)
 				}
 			}
 		}()
@@ -572,7 +664,7 @@ func (e *engine) runNode(n *node) {
 	if n.committer != nil && !n.failedSelf.Load() {
 		e.commitMu.Lock()
 		if e.commitJournals() {
-			e.commitNode(n)
+			e.commitNode(n, true)
 		}
 		e.commitMu.Unlock()
 	}
@@ -616,16 +708,45 @@ type journalEntry struct {
 	Record *Record `json:"record"`
 }
 
-func openJournal(runDir, stage string) (*commitlog.Log, error) {
-	dir := filepath.Join(runDir, "journal")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	l, err := commitlog.OpenLookup(filepath.Join(dir, stage+".jsonl"), journalLineID)
+// openJournal opens the journal of an expensive stage: segments in
+// RUN_DIR/journal/STAGE/, an earlier pipe's RUN_DIR/journal/STAGE.jsonl
+// read as the oldest, the listing in RUN_DIR/journal-STAGE.json, outside
+// the directory so that removing it is noticed. Segments
+// whose ids are all finished are deleted, unless keep_journal, or unless a
+// record could reach the stage without passing a stage that drops finished
+// ids (then the journal is what spares a finished id its regeneration).
+func (e *engine) openJournal(ps *PlanStage) (*commitlog.Journal, error) {
+	dir := filepath.Join(e.plan.File.RunDir, "journal")
+	j, err := commitlog.OpenJournal(commitlog.JournalOptions{
+		Dir:          filepath.Join(dir, ps.ID()),
+		Legacy:       filepath.Join(dir, ps.ID()+".jsonl"),
+		Listing:      filepath.Join(e.plan.File.RunDir, "journal-"+ps.ID()+".json"),
+		IDOf:         journalLineID,
+		Done:         e.ledger.set.Has,
+		SegmentBytes: e.opts.JournalSegmentBytes,
+		Keep:         e.plan.File.KeepJournal || !finishedDropped(ps),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	return l, nil
+	return j, nil
+}
+
+// finishedDropped reports whether every record reaching ps passed a stage
+// that drops finished ids (Spec.DropsFinished) on its way.
+func finishedDropped(ps *PlanStage) bool {
+	if ps.Spec.DropsFinished {
+		return true
+	}
+	if len(ps.Inputs) == 0 {
+		return false
+	}
+	for _, in := range ps.Inputs {
+		if !finishedDropped(in.From) {
+			return false
+		}
+	}
+	return true
 }
 
 // replay sends rec on as the journal recorded it, if the stage already did
@@ -649,8 +770,9 @@ func (e *engine) replay(n *node, rec *Record, em *emitter) (bool, error) {
 	return true, em.Emit(je.Port, out)
 }
 
-// maxPending is how many records a sink may hold uncommitted before a
-// commit round is started early.
+// maxPending is how many records a sink that commits at every round may
+// hold uncommitted before a commit round is started early (a Batcher's own
+// batches bound its pending records instead, see MaxBatchRecords).
 const maxPending = 1 << 16
 
 // requestCommit starts a commit round soon, without waiting for it.
@@ -731,19 +853,33 @@ func (e *engine) commitAll() {
 	for _, t := range tickets {
 		e.ledger.release(t)
 	}
+	full := e.sealNext.Swap(false)
 	for _, n := range e.nodes {
-		e.commitNode(n)
+		e.commitNode(n, full)
 	}
-	if err := e.ledger.commit(); err != nil {
+	finished, err := e.ledger.commit()
+	if err != nil {
 		e.hardCancel(fmt.Errorf("recording finished ids: %w", err))
 		return
+	}
+	for _, n := range e.nodes {
+		if n.journal == nil {
+			continue
+		}
+		// Deleting finished segments bounds the journal; a failure to
+		// delete loses nothing, so it is said, not fatal.
+		if err := n.journal.Finished(finished); err != nil {
+			fmt.Fprintf(e.opts.Log, "stage %q: journal: removing finished segments: %v\n", n.ps.ID(), err)
+		}
 	}
 	e.lastCommit.Store(time.Now().UnixNano())
 }
 
-// commitNode commits one writer and releases the tickets of what it had
-// accepted. The caller holds e.commitMu, after committing the journals.
-func (e *engine) commitNode(n *node) {
+// commitNode commits one writer and releases the tickets of what that made
+// durable: everything it had accepted, or for a Batcher at a routine round
+// (full false) what its batches hold. The caller holds e.commitMu, after
+// committing the journals.
+func (e *engine) commitNode(n *node, full bool) {
 	if n.committer == nil || !n.opened || n.failedSelf.Load() {
 		return
 	}
@@ -753,15 +889,46 @@ func (e *engine) commitNode(n *node) {
 		return
 	}
 	em := &emitter{e: e, n: n, ctx: e.hardCtx, side: true}
-	err := e.guard(n, "committing", func() error { return n.committer.Commit(context.WithoutCancel(e.hardCtx), em) })
-	tickets := n.pending
-	n.pending = nil
+	ctx := context.WithoutCancel(e.hardCtx)
+	err := e.guard(n, "committing", func() error {
+		if n.batcher != nil && !full {
+			return n.batcher.CommitDue(ctx, em)
+		}
+		return n.committer.Commit(ctx, em)
+	})
+	var tickets []*ticket
+	if err == nil {
+		if n.batcher != nil {
+			tickets = n.takeDurable()
+		} else {
+			tickets, n.pending = n.pending, nil
+		}
+	}
 	n.commitMu.Unlock()
 	if err != nil {
 		n.failedSelf.Store(true)
 		e.hardCancel(&StageError{n.ps.ID(), n.ps.Spec.Kind, fmt.Errorf("commit: %w", err)})
 		return
 	}
+	e.releaseAll(tickets)
+}
+
+// takeDurable takes the tickets of the records a Batcher made durable since
+// the last call. The caller holds n.commitMu.
+func (n *node) takeDurable() []*ticket {
+	k := int(n.batcher.Durable() - n.released)
+	if k <= 0 {
+		return nil
+	}
+	k = min(k, len(n.pending)) // a writer counting more than it accepted
+	done := n.pending[:k:k]
+	// A copy, so the released part's backing array goes with it.
+	n.pending = append([]*ticket(nil), n.pending[k:]...)
+	n.released += int64(k)
+	return done
+}
+
+func (e *engine) releaseAll(tickets []*ticket) {
 	for _, t := range tickets {
 		e.ledger.release(t)
 	}
@@ -856,6 +1023,10 @@ func (e *engine) summary() *Summary {
 		}
 		if r, ok := n.stage.(Reporter); ok && n.opened {
 			e.guard(n, "reporting", func() error { ss.Figures = r.Report(); return nil })
+		}
+		if n.journal != nil {
+			// What the outputs have not committed yet (finished segments go).
+			ss.Figures = append(ss.Figures, NewGauge("journal_bytes", float64(n.journal.Bytes())).In(UnitBytes))
 		}
 		s.Stages = append(s.Stages, ss)
 	}
@@ -954,6 +1125,7 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	}
 	if !em.side {
 		em.n.out.Add(1)
+		em.e.decided(em.n, "")
 	}
 	return nil
 }
@@ -1009,7 +1181,29 @@ func (em *emitter) Reject(rec *Record, reason, detail string) error {
 	em.n.reasonsMu.Lock()
 	em.n.reasons[reason]++
 	em.n.reasonsMu.Unlock()
+	if reason != ReasonDuplicate {
+		em.e.decided(em.n, reason)
+	}
 	return nil
+}
+
+// decided records one outcome of n (reason "" for a record sent on) for
+// max_rejected, and halts the run when the stage's recent rejections pass
+// it: intake stops, everything processed is committed, what is in flight
+// finishes, and the run ends with ErrTooManyRejected.
+func (e *engine) decided(n *node, reason string) {
+	if n.recent == nil {
+		return
+	}
+	full, share := n.recent.add(reason)
+	l := e.plan.File.MaxRejected
+	if !full || share <= l.Share {
+		return
+	}
+	e.halt(fmt.Errorf("%w: stage %q rejected %.0f%% of its last %d records (max_rejected = %s); top reasons: %s. "+
+		"Retrying regenerates the same: fix the cause (the servers' model and settings, the prompts, the stage's rules; pipe inspect %s shows the rejects) "+
+		"or raise [pipeline] max_rejected (e.g. --set pipeline.max_rejected=90%%, or off)",
+		ErrTooManyRejected, n.ps.ID(), 100*share, l.Window, l.Text, strings.Join(n.recent.top(3), ", "), DisplayPath(e.plan.File.RunDir)))
 }
 
 func (em *emitter) Fail(rec *Record, err error, attempts int) error {

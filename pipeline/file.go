@@ -29,8 +29,13 @@ type File struct {
 	// shell command (the JSON on its stdin). Checked by ParseNotify.
 	Notify    []string
 	NotifyPos Pos
-	Vars      map[string]string
-	Stages    []*StageDecl
+	// MaxRejected is [pipeline] max_rejected (default DefaultRejectLimit).
+	MaxRejected RejectLimit
+	// KeepJournal is [pipeline] keep_journal: keep journal segments after
+	// every output committed their records (default false: delete them).
+	KeepJournal bool
+	Vars        map[string]string
+	Stages      []*StageDecl
 
 	// Shard, if set ([pipeline] shard or --shard), is the part of the input
 	// this run takes; RunDir and outputs then name it (see Shard.Name).
@@ -206,8 +211,9 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	if v, ok := doc["pipeline"]; ok && header == nil {
 		at(pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
 	}
-	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "notify", "shard"}
+	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "max_rejected", "keep_journal", "notify", "shard"}
 	f.MaxFailed = DefaultFailLimit
+	f.MaxRejected = DefaultRejectLimit
 	for _, k := range sortedKeys(header) {
 		if k == "shard" {
 			continue // read first, by parseShard
@@ -229,6 +235,20 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 				at(p, "[pipeline]: %v", err)
 			}
 			f.Notify, f.NotifyPos = n, p
+			continue
+		case "max_rejected":
+			l, err := ParseRejectLimit(v)
+			if err != nil {
+				at(p, "[pipeline]: %v", err)
+			}
+			f.MaxRejected = l
+			continue
+		case "keep_journal":
+			b, ok := v.(bool)
+			if !ok {
+				at(p, "[pipeline]: keep_journal must be true or false, got %s", rawTypeName(v))
+			}
+			f.KeepJournal = b
 			continue
 		case "name":
 			f.Name = s
@@ -400,10 +420,24 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 			}
 			f.Notify, f.NotifyPos = n, p
 			return nil
+		case "max_rejected":
+			l, err := ParseRejectLimit(v)
+			if err != nil {
+				return err
+			}
+			f.MaxRejected = l
+			return nil
+		case "keep_journal":
+			b, ok := v.(bool)
+			if !ok {
+				return fmt.Errorf("pipeline.keep_journal must be true or false")
+			}
+			f.KeepJournal = b
+			return nil
 		case "shard":
 			return fmt.Errorf("the shard is chosen before anything else is read: use --shard I/N, not --set")
 		default:
-			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, notify (and --shard)", key)
+			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected, keep_journal, notify (and --shard)", key)
 		}
 		if !isStr {
 			return fmt.Errorf("pipeline.%s must be a string", key)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -60,6 +61,10 @@ type ledger struct {
 	made, alreadyDone, voided atomic.Int64
 	// full is called when many finished ids wait for a commit.
 	full func()
+	// fresh are the hashes finished since the last commit (those done at
+	// start too), for the journals: a segment goes once all its ids did.
+	freshMu sync.Mutex
+	fresh   []uint64
 }
 
 func openLedger(runDir string) (*ledger, error) {
@@ -98,6 +103,9 @@ func (l *ledger) release(t *ticket) {
 		}
 		l.added.Add(1)
 	}
+	l.freshMu.Lock()
+	l.fresh = append(l.fresh, h)
+	l.freshMu.Unlock()
 }
 
 // unfinish takes hashes out of the finished set and done.ids (Env.Unfinish).
@@ -126,8 +134,20 @@ func (l *ledger) unfinish(hashes []uint64) error {
 	return nil
 }
 
-func (l *ledger) commit() error { return l.log.Commit() }
-func (l *ledger) close() error  { return l.log.Close() }
+// commit makes the finished ids durable and returns the hashes that this
+// made (or that were) finished for good since the last commit. One taken
+// after the commit began waits for the next.
+func (l *ledger) commit() ([]uint64, error) {
+	l.freshMu.Lock()
+	fresh := l.fresh
+	l.fresh = nil
+	l.freshMu.Unlock()
+	if err := l.log.Commit(); err != nil {
+		return nil, err
+	}
+	return fresh, nil
+}
+func (l *ledger) close() error { return l.log.Close() }
 
 // RecordLineID is the commitlog.IDFunc of a file of records (one JSON
 // record per line, as write-jsonl and the rejected/failed files hold).

@@ -2,12 +2,15 @@ package pipeline_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,14 +72,24 @@ func rejectedID(id string) bool {
 }
 
 // journalIDs reads the ids an expensive stage's journal holds.
-func journalIDs(t *testing.T, path string) map[string]bool {
+// journalIDs reads every segment of stage's journal in the run
+// directory's journal/ dir (segments whose ids all finished are gone).
+func journalIDs(t *testing.T, dir, stage string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, path := range commitlog.JournalFiles(dir, stage) {
+		journalFileIDs(t, path, out)
+	}
+	return out
+}
+
+func journalFileIDs(t *testing.T, path string, out map[string]bool) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
@@ -99,7 +112,6 @@ func journalIDs(t *testing.T, path string) map[string]bool {
 		}
 		out[e.Record.ID] = true
 	}
-	return out
 }
 
 // Exactly once across a stop: run 1 is stopped midway, run 2 on the same
@@ -115,13 +127,18 @@ func journalIDs(t *testing.T, path string) map[string]bool {
 // or none: they must be replayed). "drain" closes Stop: intake stops,
 // what passed the expensive stage is finished and committed, so nothing is
 // left to replay and no work is done twice.
+//
+// With journal segments of 4 KiB the same holds while segments whose ids
+// all finished are deleted as the runs go, and the finished run leaves no
+// journal.
 func TestResumeAfterStopIsExactlyOnce(t *testing.T) {
 	for _, mode := range []string{"cancel", "drain"} {
-		t.Run(mode, func(t *testing.T) { testResumeAfterStop(t, mode) })
+		t.Run(mode, func(t *testing.T) { testResumeAfterStop(t, mode, 0) })
+		t.Run(mode+"/small-segments", func(t *testing.T) { testResumeAfterStop(t, mode, 4096) })
 	}
 }
 
-func testResumeAfterStop(t *testing.T, mode string) {
+func testResumeAfterStop(t *testing.T, mode string, segmentBytes int64) {
 	const n = 1500
 	dir := t.TempDir()
 	key := dir // unique per test run (also under -count)
@@ -138,6 +155,7 @@ func testResumeAfterStop(t *testing.T, mode string) {
 	sum1, err := pipeline.Run(ctx, p, pipeline.RunOptions{
 		Stop:        stop,
 		CommitEvery: 5 * time.Millisecond, JournalEvery: time.Millisecond, ProgressEvery: time.Millisecond,
+		JournalSegmentBytes: segmentBytes,
 		Progress: func(s *pipeline.Summary) {
 			if s.Stages[2].Out >= n/3 && stopped.CompareAndSwap(false, true) {
 				if mode == "cancel" {
@@ -175,11 +193,12 @@ func testResumeAfterStop(t *testing.T, mode string) {
 	}
 
 	done1 := commitlog.NewSet(doneHashes(t, filepath.Join(runDir, pipeline.DoneFile)))
-	journal1 := journalIDs(t, filepath.Join(runDir, "journal", "exp.jsonl"))
-	// Everything the stage emitted in run 1 is in the journal (committed
-	// by the final commit round even though the run was stopped).
+	journal1 := journalIDs(t, filepath.Join(runDir, "journal"), "exp")
+	// Everything the stage emitted in run 1 and not finished is in the
+	// journal (committed by the final commit round even though the run was
+	// stopped); what finished may be gone with its segment.
 	for id := range finished1 {
-		if !journal1[id] {
+		if !journal1[id] && !done1.Has(commitlog.Hash(id)) {
 			t.Fatalf("id %s was emitted by the expensive stage in run 1 but is not in its journal", id)
 		}
 	}
@@ -190,9 +209,9 @@ func testResumeAfterStop(t *testing.T, mode string) {
 	var wantReplay int
 	for _, id := range ids(n) {
 		switch {
-		case !journal1[id]:
-			if fast1[id]+slow1[id]+rej1[id] != 0 || done1.Has(commitlog.Hash(id)) {
-				t.Fatalf("id %s is not in the journal but in the outputs or done.ids", id)
+		case !journal1[id] && !done1.Has(commitlog.Hash(id)):
+			if fast1[id]+slow1[id]+rej1[id] != 0 {
+				t.Fatalf("id %s is not in the journal but in the outputs", id)
 			}
 		case done1.Has(commitlog.Hash(id)):
 			if rejectedID(id) && rej1[id] != 1 {
@@ -221,9 +240,12 @@ func testResumeAfterStop(t *testing.T, mode string) {
 		exp1.In, exp1.Out, exp1.Abandoned, len(journal1), done1.Len(), wantReplay, inFlight1)
 
 	// Run 2: to the end.
-	sum2, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{CommitEvery: 5 * time.Millisecond})
+	sum2, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{CommitEvery: 5 * time.Millisecond, JournalSegmentBytes: segmentBytes})
 	if err != nil {
 		t.Fatalf("run 2: %v", err)
+	}
+	if left := commitlog.JournalFiles(filepath.Join(runDir, "journal"), ""); len(left) > 0 {
+		t.Errorf("a finished run left journal segments %v: every id in them is finished", left)
 	}
 	allBalanced(t, sum2)
 	todo2, exp2 := stageByID(t, sum2, "todo"), stageByID(t, sum2, "exp")
@@ -398,8 +420,8 @@ path = "out.jsonl"
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "run", "journal", "exp.jsonl")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("NoJournal wrote a journal (stat: %v)", err)
+	if files := commitlog.JournalFiles(filepath.Join(dir, "run", "journal"), ""); len(files) > 0 {
+		t.Fatalf("NoJournal wrote a journal: %v", files)
 	}
 	calls, _ := counterFor(key).snapshot()
 	if calls["0"] != 2 {
@@ -463,5 +485,55 @@ path = "out.jsonl"
 	}
 	if got := idCounts(t, filepath.Join(dir, "out.jsonl")); len(got) != 10 {
 		t.Fatalf("after a run without against the output holds %d ids, want 10", len(got))
+	}
+}
+
+// A journal removed by hand between runs is noticed: the next run names
+// it in a warning on the user's terminal (Notice), then does the ids whose
+// completions went with it again, exactly once in every output.
+func TestRemovedJournalIsNamed(t *testing.T) {
+	const n = 600
+	dir := t.TempDir()
+	key := dir
+	p := durablePlan(t, dir, resumeGraph(n, key))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	_, err := pipeline.Run(ctx, p, pipeline.RunOptions{
+		CommitEvery: 5 * time.Millisecond, JournalEvery: time.Millisecond, ProgressEvery: time.Millisecond,
+		Progress: func(s *pipeline.Summary) {
+			if s.Stages[2].Out >= n/3 {
+				once.Do(cancel)
+			}
+		},
+	})
+	if !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("run 1: %v", err)
+	}
+	runDir := filepath.Join(dir, "run")
+	if len(journalIDs(t, filepath.Join(runDir, "journal"), "exp")) == 0 {
+		t.Fatal("run 1 left no journal to remove")
+	}
+	if err := os.RemoveAll(filepath.Join(runDir, "journal")); err != nil {
+		t.Fatal(err)
+	}
+	var notice bytes.Buffer
+	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{CommitEvery: 5 * time.Millisecond, Notice: &notice})
+	if err != nil {
+		t.Fatalf("run 2: %v", err)
+	}
+	want := `pipe: warning: stage "exp": journal: segment ` + filepath.Join(runDir, "journal", "exp", "00000.jsonl") + ` (`
+	if !strings.Contains(notice.String(), want) || !strings.Contains(notice.String(), "was removed by hand") {
+		t.Fatalf("notice %q lacks %q … was removed by hand", notice.String(), want)
+	}
+	if sum.Finished != n {
+		t.Fatalf("run 2 finished %d ids, want %d", sum.Finished, n)
+	}
+	for _, out := range []string{"fast.jsonl", "slow.jsonl"} {
+		for id, k := range idCounts(t, filepath.Join(dir, out)) {
+			if k != 1 {
+				t.Fatalf("%s holds %s %d times", out, id, k)
+			}
+		}
 	}
 }

@@ -53,13 +53,15 @@ type Finisher interface {
 // Committer is implemented by writers: stages that make the records they
 // accept durable in batches (write-jsonl appends to a commit log,
 // write-arrow commits shards). A record a writer's Process accepted (returned
-// nil without sending it on) counts as written but is not done until the
-// next Commit returns: only then does the run directory count its id as
+// nil without sending it on) counts as written but is not done until a
+// commit makes it durable: only then does the run directory count its id as
 // finished, so a crash before that redoes it (from the generation journal,
-// not the servers). The engine calls Commit every RunOptions.CommitEvery, at
-// once when a stop is requested, and when the writer's input ends; never
-// concurrently with Process. A writer that was handed a record it already
-// committed (a replay after a crash) reports it with out.Skip.
+// not the servers). Commit makes every record accepted so far durable. The
+// engine calls it every RunOptions.CommitEvery (a Batcher gets CommitDue
+// there instead), at once when a stop is requested, and when the writer's
+// input ends; never concurrently with Process. A writer that was handed a
+// record it already committed (a replay after a crash) reports it with
+// out.Skip.
 //
 // What Commit sends on through out (write-arrow: one record per committed
 // shard, on its "shards" port) is a side output: it is not counted in the
@@ -68,6 +70,50 @@ type Finisher interface {
 // pipeline (an upload that falls behind holds back generation).
 type Committer interface {
 	Commit(ctx context.Context, out Emitter) error
+}
+
+// Batcher is a Committer that sizes its own batches instead of committing
+// at every commit round: write-arrow commits a shard at max_rows, max_bytes
+// or max_age, so a two-day run makes shards a trainer wants, not one a
+// minute. Between its batches the records it accepted stay pending: their
+// ids are not finished (not in done.ids), so a crash takes them again from
+// the generation journal, which is what keeps them durable meanwhile (and
+// which keeps every entry whose id is not finished).
+//
+// At a commit round, a stop request's included, the engine calls CommitDue
+// instead of Commit: it commits what is due (a batch past its age) and
+// sends on what was committed since, and may leave the open batch open.
+// Commit, at the end of the input (a stopped run's too, once its requests in
+// flight finished), makes everything durable: a stopped run ends with one
+// partial batch, not one at the stop and another after the drain. A batch
+// the writer commits on its own during Process (at max_rows) counts as soon
+// as Process returns. Without a journal (RunOptions.NoJournal) the engine
+// treats a Batcher as a plain Committer.
+//
+// Durable is how many of the records Process accepted since Open are
+// durable now; the engine finishes the ids of the first Durable() accepted
+// records, in the order they were accepted. It is called with the same
+// exclusion as Process. The engine holds about 60 bytes for each pending
+// record, so the batch size bounds the engine's memory too; past
+// MaxBatchRecords pending records it commits the batch whatever its size.
+type Batcher interface {
+	Committer
+	CommitDue(ctx context.Context, out Emitter) error
+	Durable() int64
+}
+
+// MaxBatchRecords is the most records a Batcher may keep pending: the
+// engine then calls Commit (about 120 MiB of bookkeeping; a training shard
+// is far smaller).
+const MaxBatchRecords = 1 << 21
+
+// RowCounter is implemented by writers that can say how many records their
+// output holds, committed by this run and by earlier ones. At the end of a
+// finished run the engine fails it (ErrNoTrainingRows) when such a writer
+// takes accepted records (not only a rejected port) and holds none: a run
+// that produced no training data did not succeed.
+type RowCounter interface {
+	CommittedRows() int64
 }
 
 // Closer releases what Open acquired. It is always called if Open succeeded.

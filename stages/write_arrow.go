@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -27,11 +28,15 @@ tokens, bytes, sha256).
 
 A shard is written under a hidden temporary name and committed — fsynced,
 renamed, added to the manifest, which is replaced atomically — when it
-reaches max_rows or max_bytes, at every commit of the run (pipe run
---commit-every, default 1m) and at the end. Rows are buffered one row group
-(row_group_rows) at a time, so memory does not grow with the shard. After a
-crash the next run removes what was not committed and continues with the
-next shard; rows the directory already holds are skipped (already_committed).
+reaches max_rows or max_bytes or is max_age old (judged at the run's commit
+rounds, pipe run --commit-every), when the run is asked to stop, and at the
+end: shards sized for training, not one per commit round. Rows between
+shards are kept safe by the generation journal: their ids are finished only
+once their shard is committed, so a crash takes them from the journal again.
+Rows are buffered one row group (row_group_rows) at a time, so memory does
+not grow with the shard. After a crash the next run removes what was not
+committed and continues with the next shard number; rows the directory
+already holds are skipped (already_committed).
 
 The optional port "shards" sends one record per committed shard (its path,
 rows, tokens, bytes and sha256) — e.g. to upload-s3 — and, at the first
@@ -77,15 +82,21 @@ type writeArrowConfig struct {
 	MaxRows int64 `toml:"max_rows" op:"true" default:"100000" min:"1" doc:"rows per shard at most (default 100000)"`
 	// MaxBytes rotates a shard at about this many bytes. Default 512 MiB.
 	MaxBytes int64 `toml:"max_bytes" op:"true" default:"536870912" min:"1048576" doc:"bytes per shard, about, at most (default 536870912, 512 MiB)"`
+	// MaxAge commits a shard this long after its first row. Default 30m.
+	MaxAge pipeline.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run (default 30m)"`
 	// RowGroupRows is the rows buffered before they are written. Default 1024.
 	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group / Arrow batch; bounds the memory (default 1024)"`
 }
 
 func (c *writeArrowConfig) Validate() []error {
+	var errs []error
 	if c.Format == arrowrow.FormatArrow && c.Compression == "snappy" {
-		return []error{&pipeline.FieldError{Key: "compression", Msg: `"snappy" is for Parquet; Arrow IPC takes "zstd", "lz4" or "none"`}}
+		errs = append(errs, &pipeline.FieldError{Key: "compression", Msg: `"snappy" is for Parquet; Arrow IPC takes "zstd", "lz4" or "none"`})
 	}
-	return nil
+	if c.MaxAge.Duration <= 0 {
+		errs = append(errs, &pipeline.FieldError{Key: "max_age", Msg: fmt.Sprintf("must be positive, got %v", c.MaxAge.Duration)})
+	}
+	return errs
 }
 
 type writeArrow struct {
@@ -103,16 +114,23 @@ type writeArrow struct {
 	rows, tokens   int64 // in cur, written and buffered
 	ids            []uint64
 	committedShard int
+	// started is when cur got its first row, for max_age; durable counts
+	// the rows appended since Open that are in committed shards
+	// (pipeline.Batcher).
+	started time.Time
+	durable int64
 	// toSend are committed shards not yet sent on the shards port.
 	toSend []pipeline.ShardRef
 }
 
 var (
-	_ pipeline.Processor = (*writeArrow)(nil)
-	_ pipeline.Opener    = (*writeArrow)(nil)
-	_ pipeline.Committer = (*writeArrow)(nil)
-	_ pipeline.Closer    = (*writeArrow)(nil)
-	_ pipeline.Reporter  = (*writeArrow)(nil)
+	_ pipeline.Processor  = (*writeArrow)(nil)
+	_ pipeline.Opener     = (*writeArrow)(nil)
+	_ pipeline.Committer  = (*writeArrow)(nil)
+	_ pipeline.Batcher    = (*writeArrow)(nil)
+	_ pipeline.Closer     = (*writeArrow)(nil)
+	_ pipeline.Reporter   = (*writeArrow)(nil)
+	_ pipeline.RowCounter = (*writeArrow)(nil)
 )
 
 func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
@@ -219,6 +237,9 @@ func (w *writeArrow) Process(_ context.Context, rec *pipeline.Record, out pipeli
 	if err := w.b.Append(rec); err != nil {
 		return out.Fail(rec, fmt.Errorf("cannot write the record as a row: %w", err), 1)
 	}
+	if w.rows == 0 {
+		w.started = time.Now()
+	}
 	w.rows++
 	if rec.Tokens != nil {
 		w.tokens += int64(rec.Tokens.NumTokens)
@@ -281,6 +302,7 @@ func (w *writeArrow) seal() error {
 		return err
 	}
 	w.toSend = append(w.toSend, w.ref(info))
+	w.durable += w.rows
 	w.rows, w.tokens, w.ids = 0, 0, w.ids[:0]
 	w.committedShard++
 	return nil
@@ -292,13 +314,33 @@ func (w *writeArrow) ref(sh commitlog.ShardInfo) pipeline.ShardRef {
 		Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
 }
 
-// Commit seals the shard being written (everything accepted is then
-// committed) and sends the committed shards on the shards port.
+// Commit seals the shard being written, however small (everything
+// accepted is then committed: a stop, or the end of the input), and sends
+// the committed shards on the shards port.
 func (w *writeArrow) Commit(_ context.Context, out pipeline.Emitter) error {
+	return w.commit(out, true)
+}
+
+// CommitDue seals the shard being written only once it is max_age old, and
+// sends the committed shards on: a commit round does not cut shards short.
+func (w *writeArrow) CommitDue(_ context.Context, out pipeline.Emitter) error {
+	return w.commit(out, false)
+}
+
+// Durable is the rows appended since Open that are in committed shards.
+func (w *writeArrow) Durable() int64 {
 	w.mu.Lock()
-	if err := w.seal(); err != nil {
-		w.mu.Unlock()
-		return err
+	defer w.mu.Unlock()
+	return w.durable
+}
+
+func (w *writeArrow) commit(out pipeline.Emitter, all bool) error {
+	w.mu.Lock()
+	if all || (w.rows > 0 && time.Since(w.started) >= w.cfg.MaxAge.Duration) {
+		if err := w.seal(); err != nil {
+			w.mu.Unlock()
+			return err
+		}
 	}
 	send := slices.Clone(w.toSend)
 	w.mu.Unlock()
@@ -348,4 +390,11 @@ func (w *writeArrow) Report() []pipeline.Figure {
 		pipeline.NewGauge("uncommitted_rows", float64(w.rows)),
 		pipeline.NewGauge("rows_to_write_again", float64(w.shards.ToRedo())),
 	}
+}
+
+// CommittedRows is the rows of the committed shards, earlier runs' included.
+func (w *writeArrow) CommittedRows() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.shards.Manifest().Rows
 }

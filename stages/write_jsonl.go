@@ -110,11 +110,12 @@ type writeJSONL struct {
 }
 
 var (
-	_ pipeline.Processor = (*writeJSONL)(nil)
-	_ pipeline.Opener    = (*writeJSONL)(nil)
-	_ pipeline.Committer = (*writeJSONL)(nil)
-	_ pipeline.Closer    = (*writeJSONL)(nil)
-	_ pipeline.Reporter  = (*writeJSONL)(nil)
+	_ pipeline.Processor  = (*writeJSONL)(nil)
+	_ pipeline.Opener     = (*writeJSONL)(nil)
+	_ pipeline.Committer  = (*writeJSONL)(nil)
+	_ pipeline.Closer     = (*writeJSONL)(nil)
+	_ pipeline.Reporter   = (*writeJSONL)(nil)
+	_ pipeline.RowCounter = (*writeJSONL)(nil)
 )
 
 func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
@@ -189,3 +190,6 @@ func (w *writeJSONL) Report() []pipeline.Figure {
 	}
 	return stats
 }
+
+// CommittedRows is the records the file holds, earlier runs' included.
+func (w *writeJSONL) CommittedRows() int64 { return w.log.Stats().Rows }

@@ -228,37 +228,47 @@ func readJSONL(t *testing.T, path string) []map[string]any {
 	}
 }
 
-// journalLines counts the whole lines of the generation journal and fails
-// the test if an id is in it twice: a completion journaled once is never
-// generated again.
+// journalLines counts the completions the generation journal kept: the
+// whole lines of its segments, plus the finished ids (done.ids), whose
+// segments may be deleted. It fails the test if an id is in the journal
+// twice: a completion journaled once is never generated again.
 func (r *crashRig) journalLines() int64 {
 	r.t.Helper()
-	data, err := os.ReadFile(filepath.Join(r.dir, "run", "journal", "gen.jsonl"))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0
-	}
+	kept := map[uint64]bool{}
+	done, err := commitlog.ReadIDLog(filepath.Join(r.dir, "run", "done.ids"))
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	seen := map[string]bool{}
-	var n int64
-	for _, line := range strings.SplitAfter(string(data), "\n") {
-		if !strings.HasSuffix(line, "\n") {
-			break // a torn last line: cut by the next run
-		}
-		var e struct {
-			Record struct{ ID string } `json:"record"`
-		}
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			break // the next run cuts it too
-		}
-		if seen[e.Record.ID] {
-			r.t.Fatalf("id %s is in the generation journal twice: it was generated again", e.Record.ID)
-		}
-		seen[e.Record.ID] = true
-		n++
+	for _, h := range done {
+		kept[h] = true
 	}
-	return n
+	seen := map[string]bool{}
+	for _, path := range commitlog.JournalFiles(filepath.Join(r.dir, "run", "journal"), "gen") {
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, line := range strings.SplitAfter(string(data), "\n") {
+			if !strings.HasSuffix(line, "\n") {
+				break // a torn last line: cut by the next run
+			}
+			var e struct {
+				Record struct{ ID string } `json:"record"`
+			}
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				break // the next run cuts it too
+			}
+			if seen[e.Record.ID] {
+				r.t.Fatalf("id %s is in the generation journal twice: it was generated again", e.Record.ID)
+			}
+			seen[e.Record.ID] = true
+			kept[commitlog.Hash(e.Record.ID)] = true
+		}
+	}
+	return int64(len(kept))
 }
 
 // lossAudit follows what the servers answered and what the journal kept

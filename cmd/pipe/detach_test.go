@@ -226,11 +226,14 @@ func TestDetachSurvivesItsShell(t *testing.T) {
 func TestStopDrainsThenResume(t *testing.T) {
 	r := newBGRig(t, 60, 2, "--speed", "10", "--think-mean", "60", "--answer-mean", "30")
 	pid, _ := r.detach("--commit-every", "1h")
-	journal := filepath.Join(r.runDir(), "journal", "gen.jsonl")
 	deadline := time.Now().Add(time.Minute)
 	for {
 		// --commit-every 1h: what is committed below was committed by the stop.
-		ids, _ := commitlog.ReadIDs(journal)
+		var ids []uint64
+		for _, seg := range commitlog.JournalFiles(filepath.Join(r.runDir(), "journal"), "gen") {
+			more, _ := commitlog.ReadIDs(seg)
+			ids = append(ids, more...)
+		}
 		if len(ids) >= 4 {
 			break
 		}

@@ -855,16 +855,30 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 	} else {
 		rr.Finished = n
 	}
-	for _, p := range jsonlIn(filepath.Join(dir, "journal")) {
+	// A stage's journal: segments journal/STAGE/NNNNN.jsonl (those whose
+	// ids are all finished are deleted), after an earlier pipe's single
+	// journal/STAGE.jsonl.
+	journalDir := filepath.Join(dir, "journal")
+	byStage := map[string]int{}
+	for _, p := range commitlog.JournalFiles(journalDir, "") {
 		ids, err := commitlog.ReadIDs(p)
 		if err != nil {
 			return fmt.Errorf("pipe inspect: %w", err)
 		}
-		fc := fileCount{Stage: strings.TrimSuffix(filepath.Base(p), ".jsonl"), Path: p, Committed: int64(len(ids))}
-		if st, err := os.Stat(p); err == nil {
-			fc.Bytes = st.Size()
+		stage, at := strings.TrimSuffix(filepath.Base(p), ".jsonl"), p
+		if filepath.Dir(p) != journalDir {
+			stage, at = filepath.Base(filepath.Dir(p)), filepath.Dir(p)
 		}
-		rr.Journal = append(rr.Journal, fc)
+		i, ok := byStage[stage]
+		if !ok {
+			i = len(rr.Journal)
+			byStage[stage] = i
+			rr.Journal = append(rr.Journal, fileCount{Stage: stage, Path: at})
+		}
+		rr.Journal[i].Committed += int64(len(ids))
+		if st, err := os.Stat(p); err == nil {
+			rr.Journal[i].Bytes += st.Size()
+		}
 	}
 	for _, class := range []string{"rejected", "failed"} {
 		for _, p := range jsonlIn(filepath.Join(dir, class)) {

@@ -97,10 +97,12 @@ above each output's name) and S3 prefixes, unless they already name it (use
 ${shard} to place it yourself). A run directory keeps its shard for life.
 pipe merge joins the shards' outputs.
 
-Exit codes: 0 done and every output verified; 1 failed (servers, disk, too many failed records, an output incomplete:
-retryable, the same command continues); 2 usage, pipeline file, changed
-settings or a refusal such as wrong S3 credentials (not retryable until
-the file, command or credentials are fixed); 130
+Exit codes: 0 done and every output verified; 1 failed (servers, disk, too
+many failed records, an output incomplete: retryable, the same command
+continues); 2 usage, pipeline file, changed settings, a refusal such as
+wrong S3 credentials, or bad data — more rejects than [pipeline]
+max_rejected, an output of accepted records with 0 rows — (not retryable
+until the file, the command, the credentials or the cause is fixed); 130
 interrupted by a signal (retryable: the same command continues).`,
 		SetFlags: func(fs *flag.FlagSet) {
 			sets, notify = nil, nil
@@ -741,8 +743,10 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		rl.Error("run failed", "err", runErr)
 		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
 			runErr, sum.Finished, logPath, rs.again)
-		if pipeline.IsPermanent(runErr) {
-			// A refusal: running the same command again is refused again.
+		// A refusal, or bad data: running the same command again is
+		// refused again, or makes the same rejects, so a scheduler must
+		// not retry it.
+		if pipeline.IsPermanent(runErr) || errors.Is(runErr, pipeline.ErrTooManyRejected) || errors.Is(runErr, pipeline.ErrNoTrainingRows) {
 			return &exitError{code: exitUsage, err: err}
 		}
 		return err

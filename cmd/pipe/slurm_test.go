@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/shardrun"
 )
 
@@ -103,7 +104,11 @@ func TestSlurmJobArray(t *testing.T) {
 	// Task 2 is requeued once its shard has generated some completions.
 	shard2 := filepath.Join(dir, "runs", "arr", pipeline.Shard{Index: 2, Count: 4}.Name())
 	waitUntil(t, 60*time.Second, "array task 2 to journal completions", func() bool {
-		return lines(filepath.Join(shard2, "journal", "gen.jsonl")) >= 10
+		n := 0
+		for _, seg := range commitlog.JournalFiles(filepath.Join(shard2, "journal"), "gen") {
+			n += lines(seg)
+		}
+		return n >= 10
 	})
 	task2 := taskState(t, sl, "2")
 	if task2["JobState"] != "RUNNING" {

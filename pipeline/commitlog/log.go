@@ -436,3 +436,19 @@ func ReadIDs(path string) ([]uint64, error) {
 	}
 	return out, nil
 }
+
+// Held calls fn with the id hash of every line the log held when it was
+// opened (a log opened with OpenLookup; in hash order, a hash once for each
+// of its lines).
+func (l *Log) Held(fn func(h uint64)) {
+	for _, e := range l.byHash {
+		fn(e.hash)
+	}
+}
+
+// Size is the bytes appended, committed or not.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
+}

@@ -247,8 +247,7 @@ func didWork(dir string) bool {
 	if st, err := os.Stat(filepath.Join(dir, pipeline.DoneFile)); err == nil && st.Size() > 8 {
 		return true
 	}
-	journals, _ := filepath.Glob(filepath.Join(dir, "journal", "*.jsonl"))
-	for _, j := range journals {
+	for _, j := range commitlog.JournalFiles(filepath.Join(dir, "journal"), "") {
 		if st, err := os.Stat(j); err == nil && st.Size() > 0 {
 			return true
 		}
