@@ -223,7 +223,7 @@ func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 	if notice == nil {
 		notice = w.log
 	}
-	fmt.Fprintf(notice, "%s: %d damaged committed shards (%v, checked by %s) moved aside as %s/NAME%s; their %d rows are written again from the journal\n",
+	fmt.Fprintf(notice, "%s: %d damaged committed shards (%v, checked by %s) moved aside as %s/NAME%s; their %d rows are written again from the journal (or generated again where its segments are gone: [pipeline] keep_journal = true keeps them)\n",
 		pipeline.DisplayPath(w.cfg.Path), len(damaged), damaged, how, commitlog.MetaDir, commitlog.DamagedSuffix, len(ids))
 	return nil
 }

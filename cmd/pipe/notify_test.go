@@ -171,10 +171,13 @@ func TestNotifyDetachedRun(t *testing.T) {
 	args := []string{"--commit-every", "1h", "--warn-disk-free", "1e9", "--set", "gen.servers=" + string(sj),
 		"--notify", "cat >> " + shellJoin([]string{filepath.Join(r.dir, "notes.jsonl")}), "--notify", "exit 3"}
 	r.detach(args...)
-	journal := filepath.Join(r.runDir(), "journal", "gen.jsonl")
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ids, _ := commitlog.ReadIDs(journal)
+		var ids []uint64
+		for _, seg := range commitlog.JournalFiles(filepath.Join(r.runDir(), "journal"), "gen") {
+			more, _ := commitlog.ReadIDs(seg)
+			ids = append(ids, more...)
+		}
 		if len(ids) >= 4 {
 			break
 		}

@@ -275,7 +275,9 @@ func TestBucketEmptiedMidRunEndsComplete(t *testing.T) {
 // exactly once, as DuckDB reads them, and in the bucket.
 func TestTruncatedShardRewrittenOnResume(t *testing.T) {
 	r := newVerifyRig(t, 120, "", "")
-	cmd, out := r.start()
+	// A finished run deletes its journal segments unless told to keep
+	// them; kept, the damaged shard's rows come from it, with no server.
+	cmd, out := r.start("--set", "pipeline.keep_journal=true")
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("run 1: %v\n%s", err, out)
 	}
