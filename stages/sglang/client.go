@@ -182,7 +182,7 @@ func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client
 	c := &Client{
 		opts:      opts,
 		rt:        rt,
-		hc:        &http.Client{Transport: rt},
+		hc:        newHTTPClient(rt),
 		changed:   make(chan struct{}),
 		ridPrefix: "pipe-" + hex.EncodeToString(b[:]) + "-",
 		started:   time.Now(),

@@ -48,7 +48,7 @@ func Probe(ctx context.Context, servers []ServerSpec, timeout time.Duration) []S
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	hc := &http.Client{Transport: newTransport(2)}
+	hc := newHTTPClient(newTransport(2))
 	defer hc.CloseIdleConnections()
 	out := make([]ServerInfo, len(servers))
 	var wg sync.WaitGroup

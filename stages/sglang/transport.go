@@ -25,6 +25,22 @@ import (
 // returned, and Session.Generate decides: a new attempt, with a fresh rid,
 // counted against max_attempts.
 
+// Redirects: none is followed, on any request (health, info, the 1-token
+// probe, generations). Following one would send the request's credentials
+// (Authorization from api_key or a URL's user:password, and every
+// headers_env value) wherever a server's Location points: net/http drops
+// Authorization only when the host changes, a port on the same host keeps
+// it, and it keeps every other header; a 307 would also send a generation
+// twice. A 3xx is an answer like any other status, said to be a redirect.
+
+// newHTTPClient is the client of the GET paths (health, info) over rt,
+// following no redirect.
+func newHTTPClient(rt http.RoundTripper) *http.Client {
+	return &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+}
+
 // idleTimeout is how long an idle connection is kept: uvicorn, which serves
 // SGLang, closes keep-alive connections idle for 5 s.
 const idleTimeout = 4 * time.Second
