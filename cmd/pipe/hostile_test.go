@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/pipe-dev/pipe/internal/testenv"
+)
+
+// Escape sequences a hostile server or prompt file plants: an OSC retitles
+// the terminal, a CSI clears the screen, U+009B is the 8-bit CSI.
+const (
+	oscTitle = "\x1b]0;pwned\x07"
+	csiClear = "\x1b[2J"
+)
+
+// hostileServer is a proxy in front of a simulated server that answers the
+// first generation of a prompt containing "p-404" with a 404 whose body is
+// escape sequences, and puts them into the finish_reason of a prompt
+// containing "p-finish".
+func hostileServer(t *testing.T, backend string) string {
+	u, err := url.Parse(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Header.Get("X-Finish") == "" || resp.StatusCode != http.StatusOK {
+			return nil
+		}
+		var v map[string]any
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if json.Unmarshal(body, &v) == nil {
+			if cs, ok := v["choices"].([]any); ok && len(cs) > 0 {
+				cs[0].(map[string]any)["finish_reason"] = "stop" + oscTitle + csiClear + "\u009b2J"
+			}
+			body, _ = json.Marshal(v)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Del("Content-Length")
+		return nil
+	}
+	var mu sync.Mutex
+	sent404 := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			mu.Lock()
+			first := !sent404 && bytes.Contains(body, []byte("p-404"))
+			if first {
+				sent404 = true
+			}
+			mu.Unlock()
+			if first {
+				w.WriteHeader(http.StatusNotFound)
+				io.WriteString(w, oscTitle+csiClear+"no such model\u009b2J")
+				return
+			}
+			if bytes.Contains(body, []byte("p-finish")) {
+				r.Header.Set("X-Finish", "1")
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Text from outside — a server's error body, a finish_reason, prompt ids —
+// never reaches a terminal raw: not through pipe run's live display on a
+// pseudo-terminal, its warnings and errors, nor pipe status, inspect or
+// report. It is shown escaped instead.
+func TestHostileTextIsShownEscaped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: real processes on a pseudo-terminal")
+	}
+	bin := testenv.PipeBinary(t)
+	sim := testenv.StartSim(t, bin, 1, "--speed", "50")
+	front := hostileServer(t, sim.URLs[0])
+	dir := t.TempDir()
+	var prompts strings.Builder
+	for i := range 30 {
+		id, text := fmt.Sprintf("ok-%d", i), fmt.Sprintf("prompt %d", i)
+		switch i {
+		case 3:
+			text = "p-404 please"
+		case 5, 6:
+			text = "p-finish please"
+		case 7:
+			id = "evil" + oscTitle + csiClear
+		}
+		line, _ := json.Marshal(map[string]string{"id": id, "prompt": text})
+		prompts.Write(append(line, '\n'))
+	}
+	os.WriteFile(filepath.Join(dir, "p.jsonl"), []byte(prompts.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "p.toml"), []byte(fmt.Sprintf(`
+[pipeline]
+run_dir = "run"
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "p.jsonl"
+
+[[stage]]
+id    = "gen"
+kind  = "generate"
+input = "prompts"
+servers = [%q]
+concurrency = 4
+max_output_tokens = 512
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = ["gen", "gen.rejected"]
+path  = "out.jsonl"
+`, front)), 0o644)
+
+	cmd := exec.Command(bin, "run", "p.toml")
+	cmd.Dir = dir
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	var screen bytes.Buffer
+	copied := make(chan struct{})
+	go func() { io.Copy(&screen, ptmx); close(copied) }()
+	runErr := waitCmd(cmd, 2*time.Minute)
+	<-copied
+	outputs := map[string]string{"pipe run (terminal)": screen.String()}
+	for _, args := range [][]string{{"status", "run"}, {"inspect", "run"}, {"inspect", "out.jsonl"}, {"report", "run"}} {
+		c := exec.Command(bin, args...)
+		c.Dir = dir
+		out, _ := c.CombinedOutput()
+		outputs["pipe "+strings.Join(args, " ")] = string(out)
+	}
+	if runErr != nil {
+		t.Fatalf("pipe run: %v\n%s", runErr, screen.String())
+	}
+	seen := false
+	for name, out := range outputs {
+		for _, raw := range []string{"\x1b]", csiClear, "\u009b", "\x07"} {
+			if strings.Contains(out, raw) {
+				t.Errorf("%s: a raw %q reached the terminal:\n%s", name, raw, tail(out, 3000))
+			}
+		}
+		if name != "pipe run (terminal)" && strings.ContainsRune(out, 0x1b) {
+			t.Errorf("%s: an ESC byte in the output:\n%q", name, tail(out, 3000))
+		}
+		seen = seen || strings.Contains(out, `\x1b]0;pwned\x07`)
+		t.Logf("%s:\n%s", name, tail(out, 1500))
+	}
+	if !seen {
+		t.Error("the hostile text was not shown escaped anywhere")
+	}
+}
