@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/pipe-dev/pipe/internal/redact"
 )
 
 // File is a decoded pipeline file: strings interpolated, overrides applied,
@@ -162,7 +164,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 			sets = append(sets, s)
 			continue
 		}
-		p := Pos{File: "--set " + s}
+		p := Pos{File: "--set " + redact.Userinfo(s)}
 		if !hasValue {
 			probs = append(probs, Problem{Pos: p, Msg: "want vars.NAME=VALUE", Structural: true})
 			continue
@@ -288,12 +290,12 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	setDir := opts.SetDir
 	if setDir == "" && len(sets) > 0 {
 		if setDir, err = os.Getwd(); err != nil {
-			return nil, Problems{{Pos: Pos{File: "--set " + sets[0]}, Msg: err.Error()}}
+			return nil, Problems{{Pos: Pos{File: "--set " + redact.Userinfo(sets[0])}, Msg: err.Error()}}
 		}
 	}
 	for _, s := range sets {
 		if err := f.applySet(s, in, setDir); err != nil {
-			probs = append(probs, Problem{Pos: Pos{File: "--set " + s}, Msg: err.Error(), Structural: true})
+			probs = append(probs, Problem{Pos: Pos{File: "--set " + redact.Userinfo(s)}, Msg: err.Error(), Structural: true})
 		}
 	}
 
@@ -363,7 +365,7 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 	if err != nil {
 		return err
 	}
-	p := Pos{File: "--set " + s}
+	p := Pos{File: "--set " + redact.Userinfo(s)}
 	if target == "pipeline" {
 		str, isStr := v.(string)
 		switch key {

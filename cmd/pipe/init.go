@@ -106,7 +106,7 @@ func initRegenerate(std *stdio, f initFlags) error {
 	outDir := rel(f.outputDir)
 	var buf bytes.Buffer
 	err = regenerateTemplate.Execute(&buf, map[string]any{
-		"Command":   shellJoin(append([]string{"pipe"}, std.Args...)),
+		"Command":   shellJoin(redactedArgs(append([]string{"pipe"}, std.Args...))),
 		"File":      shellJoin([]string{f.out}),
 		"OutDirArg": shellJoin([]string{f.outputDir}),
 		"Prompts":   rel(f.prompts),

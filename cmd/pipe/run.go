@@ -12,13 +12,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -183,7 +183,7 @@ interrupted by a signal (retryable: the same command continues).`,
 			}
 			// Recorded in run.json and shown as the resume command: never
 			// with a password given in a server URL on the command line.
-			cmdline, redacted := redactUserinfo(append([]string{"pipe"}, std.Args...))
+			cmdline, redacted := redact.Args(append([]string{"pipe"}, std.Args...))
 			r, diffs, err := rundir.Check(plan.File.RunDir, plan, forceNew, cmdline)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -344,19 +344,6 @@ func outputPaths(plan *pipeline.Plan) []string {
 		}
 	}
 	return out
-}
-
-var urlUserinfo = regexp.MustCompile(`(://)[^/@\s"']+@`)
-
-// redactUserinfo removes user:password@ from URLs in args.
-func redactUserinfo(args []string) ([]string, bool) {
-	out := make([]string, len(args))
-	changed := false
-	for i, a := range args {
-		out[i] = urlUserinfo.ReplaceAllString(a, "$1")
-		changed = changed || out[i] != a
-	}
-	return out, changed
 }
 
 // resumeCommand is the command line that continues a run: the same one,
