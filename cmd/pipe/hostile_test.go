@@ -40,15 +40,21 @@ func hostileServer(t *testing.T, backend string) string {
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(resp *http.Response) error {
-		if resp.Request.Header.Get("X-Finish") == "" || resp.StatusCode != http.StatusOK {
+		finish, nan := resp.Request.Header.Get("X-Finish") != "", resp.Request.Header.Get("X-NaN") != ""
+		if !(finish || nan) || resp.StatusCode != http.StatusOK {
 			return nil
 		}
 		var v map[string]any
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if json.Unmarshal(body, &v) == nil {
-			if cs, ok := v["choices"].([]any); ok && len(cs) > 0 {
+			if cs, ok := v["choices"].([]any); ok && len(cs) > 0 && finish {
 				cs[0].(map[string]any)["finish_reason"] = "stop" + oscTitle + csiClear + "\u009b2J"
+			}
+			if u, ok := v["usage"].(map[string]any); ok && nan {
+				u["prompt_tokens"] = json.Number("18446744073709551616")
+				u["completion_tokens"] = json.Number("4294967297")
+				v["meta_info"] = map[string]any{"spec_accept_length": "NaN", "spec_verify_ct": json.Number("1e999")}
 			}
 			body, _ = json.Marshal(v)
 		}
@@ -76,6 +82,9 @@ func hostileServer(t *testing.T, backend string) string {
 			}
 			if bytes.Contains(body, []byte("p-finish")) {
 				r.Header.Set("X-Finish", "1")
+			}
+			if bytes.Contains(body, []byte("p-nan")) {
+				r.Header.Set("X-NaN", "1")
 			}
 		}
 		rp.ServeHTTP(w, r)
@@ -106,6 +115,8 @@ func TestHostileTextIsShownEscaped(t *testing.T) {
 			text = "p-finish please"
 		case 7:
 			id = "evil" + oscTitle + csiClear
+		case 9, 10:
+			text = "p-nan please"
 		}
 		line, _ := json.Marshal(map[string]string{"id": id, "prompt": text})
 		prompts.Write(append(line, '\n'))
@@ -172,5 +183,20 @@ path  = "out.jsonl"
 	}
 	if !seen {
 		t.Error("the hostile text was not shown escaped anywhere")
+	}
+	// NaN, 1e999 and 2^64 in an answer's figures: the records stand, the
+	// figures are dropped, and the server's line names them.
+	if n := len(readJSONL(t, filepath.Join(dir, "out.jsonl"))); n != 30 {
+		t.Errorf("%d records written, want 30", n)
+	}
+	for _, rec := range readJSONL(t, filepath.Join(dir, "out.jsonl")) {
+		for k, v := range rec {
+			if f, ok := v.(float64); ok && (f < 0 || f > 1<<31) {
+				t.Errorf("record %v: %s = %v", rec["id"], k, v)
+			}
+		}
+	}
+	if st := outputs["pipe status run"]; !strings.Contains(st, "dropped_spec_accept_length 2") || !strings.Contains(st, "dropped_prompt_tokens 2") {
+		t.Errorf("pipe status does not name the dropped figures:\n%s", st)
 	}
 }

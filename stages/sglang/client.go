@@ -772,6 +772,11 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	if err := parseResult(c.opts.API, respBody, c.opts.Thinking, res); err != nil {
 		return nil, &Error{Class: ClassBadResponse, Message: err.Error(), Server: s.url}
 	}
+	// A figure that was NaN, Inf or out of range was read as absent (0);
+	// the server's errors name it, and the record stands.
+	for _, name := range droppedFigures(respBody) {
+		s.stats.failed("dropped_" + name)
+	}
 	if res.FinishReason == "abort" {
 		if promptTooLong(res.AbortMessage) {
 			return nil, &Error{Class: ClassRejectedAbort, Message: res.AbortMessage, Server: s.url}
