@@ -18,6 +18,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // `pipe run --detach` starts the same command again as a child in its own
@@ -169,7 +170,7 @@ func notifyDetached(runDir string) error {
 	defer notify.Close()
 	path := filepath.Join(runDir, detachedLog)
 	// 0600: a run's output can quote what servers and S3 answered.
-	logf, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := commitlog.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("--detach: %w", err)
 	}
