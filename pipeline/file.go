@@ -90,7 +90,7 @@ type LoadOptions struct {
 
 // LoadFile reads and decodes the pipeline file at path.
 func LoadFile(path string, opts LoadOptions) (*File, Problems) {
-	src, err := os.ReadFile(path)
+	src, err := readPipelineFile(path)
 	if err != nil {
 		return nil, Problems{{Pos: Pos{File: path}, Msg: describeReadError(err)}}
 	}
@@ -116,6 +116,9 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.LookupEnv
+	}
+	if line, col, msg, ok := checkTOMLShape(src); !ok {
+		return nil, Problems{{Pos: Pos{File: path, Line: line, Col: col}, Msg: msg}}
 	}
 	var doc map[string]any
 	if _, err := toml.Decode(string(src), &doc); err != nil {
@@ -339,6 +342,9 @@ func inputsOf(v any, bad func(string)) []string {
 // is text.
 func setVarValue(value string) string {
 	var tmp map[string]any
+	if _, _, _, ok := checkTOMLShape([]byte(value)); !ok {
+		return value
+	}
 	if _, err := toml.Decode("v = "+value, &tmp); err == nil {
 		if s, ok := tmp["v"].(string); ok {
 			return s
@@ -357,6 +363,9 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 	}
 	var v any = value
 	var tmp map[string]any
+	if _, col, msg, ok := checkTOMLShape([]byte(value)); !ok {
+		return fmt.Errorf("the value, at its character %d: %s", col, msg)
+	}
 	if _, err := toml.Decode("v = "+value, &tmp); err == nil {
 		v = tmp["v"]
 	}
