@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,36 @@ type runMetrics struct {
 }
 
 // startMetrics listens on addr and serves /metrics until close.
+// metricsListenAddr is --metrics-addr as listened on: a bare port ("9090"
+// or ":9090") is on 127.0.0.1, so the figures stay on this machine unless a
+// host is given.
+func metricsListenAddr(addr string) (string, error) {
+	if _, err := strconv.ParseUint(addr, 10, 16); err == nil {
+		addr = ":" + addr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", fmt.Errorf("--metrics-addr %q: want HOST:PORT or PORT, e.g. 127.0.0.1:9090", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// metricsExposure warns when addr serves beyond loopback: the metrics name
+// stages, server URLs and settings to whoever can connect.
+func metricsExposure(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("--metrics-addr %s serves this run's metrics (stage ids, server URLs, settings) to every host that can reach it, without authentication; 127.0.0.1:PORT keeps them on this machine", addr)
+}
+
 func startMetrics(addr string) (*runMetrics, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

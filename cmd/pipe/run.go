@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -153,9 +152,11 @@ interrupted by a signal (retryable: the same command continues).`,
 				return usageErrorf("--progress-every must be more than 0, got %s", progress)
 			}
 			if metricsAddr != "" {
-				if _, _, err := net.SplitHostPort(metricsAddr); err != nil {
-					return usageErrorf("--metrics-addr %q: want HOST:PORT, e.g. 127.0.0.1:9090", metricsAddr)
+				addr, err := metricsListenAddr(metricsAddr)
+				if err != nil {
+					return usageErrorf("%v", err)
 				}
+				metricsAddr = addr
 			}
 			if logFormat != "text" && logFormat != "json" {
 				return usageErrorf("--log-format must be text or json, got %q", logFormat)
@@ -413,6 +414,10 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		defer metrics.close()
 		fmt.Fprintf(errOut, "pipe: metrics on http://%s/metrics\n", metrics.Addr())
 		rl.Info("serving metrics", "addr", metrics.Addr())
+		if w := metricsExposure(rs.metricsAddr); w != "" {
+			fmt.Fprintf(errOut, "pipe: warning: %s\n", w)
+			rl.Warn(w)
+		}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
