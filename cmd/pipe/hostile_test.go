@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,5 +199,102 @@ path  = "out.jsonl"
 	}
 	if st := outputs["pipe status run"]; !strings.Contains(st, "dropped_spec_accept_length 2") || !strings.Contains(st, "dropped_prompt_tokens 2") {
 		t.Errorf("pipe status does not name the dropped figures:\n%s", st)
+	}
+}
+
+// endlessServer is a proxy in front of a simulated server that answers
+// every generation of a prompt containing "p-endless" with a body that
+// never ends.
+func endlessServer(t *testing.T, backend string) string {
+	u, err := url.Parse(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	chunk := []byte(`{"choices":[{"message":{"content":"` + strings.Repeat("x", 64<<10))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte("p-endless")) {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Never-ending answers at concurrency 48 fail those records (counted, in
+// RUN_DIR/failed) and the run finishes with the others, its peak RSS far
+// below a gigabyte: answers in flight share one budget across the fleet.
+func TestEndlessAnswersThroughPipeRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: real processes")
+	}
+	bin := testenv.PipeBinary(t)
+	sim := testenv.StartSim(t, bin, 1, "--speed", "50")
+	front := endlessServer(t, sim.URLs[0])
+	dir := t.TempDir()
+	var prompts strings.Builder
+	for i := range 96 {
+		text := fmt.Sprintf("prompt %d", i)
+		if i%2 == 0 {
+			text = "p-endless " + text
+		}
+		line, _ := json.Marshal(map[string]string{"id": fmt.Sprint(i), "prompt": text})
+		prompts.Write(append(line, '\n'))
+	}
+	os.WriteFile(filepath.Join(dir, "p.jsonl"), []byte(prompts.String()), 0o644)
+	os.WriteFile(filepath.Join(dir, "p.toml"), []byte(fmt.Sprintf(`
+[pipeline]
+run_dir    = "run"
+max_failed = 100
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "p.jsonl"
+
+[[stage]]
+id    = "gen"
+kind  = "generate"
+input = "prompts"
+servers = [%q]
+concurrency = 48
+max_attempts = 2
+breaker_failures = 1000
+max_output_tokens = 256
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = ["gen", "gen.rejected"]
+path  = "out.jsonl"
+`, front)), 0o644)
+	cmd := exec.Command(bin, "run", "p.toml")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pipe run: %v\n%s", err, out)
+	}
+	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	t.Logf("48 never-ending answers in flight at once, 2 attempts each: pipe run's peak RSS %d MiB", peak>>20)
+	if peak > 1<<30 {
+		t.Errorf("peak RSS %d MiB", peak>>20)
+	}
+	if n := len(readJSONL(t, filepath.Join(dir, "out.jsonl"))); n != 48 {
+		t.Errorf("%d records written, want the 48 with an answer", n)
+	}
+	failed := readJSONL(t, filepath.Join(dir, "run", "failed", "gen.jsonl"))
+	if len(failed) != 48 {
+		t.Errorf("%d records failed, want the 48 never-ending ones", len(failed))
+	}
+	if len(failed) > 0 && !strings.Contains(fmt.Sprint(failed[0]), "budget for them") {
+		t.Errorf("the failed record does not say why: %v", failed[0])
 	}
 }
