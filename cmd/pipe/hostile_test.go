@@ -179,7 +179,7 @@ path  = "out.jsonl"
 		if name != "pipe run (terminal)" && strings.ContainsRune(out, 0x1b) {
 			t.Errorf("%s: an ESC byte in the output:\n%q", name, tail(out, 3000))
 		}
-		seen = seen || strings.Contains(out, `\x1b]0;pwned\x07`)
+		seen = seen || strings.Contains(out, `\u001b]0;pwned\u0007`)
 		t.Logf("%s:\n%s", name, tail(out, 1500))
 	}
 	if !seen {

@@ -15,8 +15,10 @@ import (
 )
 
 // Line is s for one line of a terminal: every control character shown
-// escaped (\n, \t, \r, \x1b, \u009b), invalid UTF-8 as \xNN, and the
+// escaped (\n, \t, \r, \u001b, \u009b), invalid UTF-8 as \xNN, and the
 // bidirectional overrides (which reorder what follows them) as \u202e.
+// Inside a JSON string (pipe tokenize's output) these are JSON's own
+// escapes of the same characters, so JSON stays JSON with the same values.
 func Line(s string) string { return escape(s, false) }
 
 // Text is s for a terminal keeping its line structure: like Line, but
@@ -51,8 +53,6 @@ func escape(s string, keepLines bool) string {
 			b.WriteString(`\t`)
 		case r == '\r':
 			b.WriteString(`\r`)
-		case r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
 		default:
 			fmt.Fprintf(&b, `\u%04x`, r)
 		}
