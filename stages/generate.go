@@ -602,6 +602,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		return err
 	}
 	g.ctxLen = g.client.ContextLength()
+	recordServedModel(env, g.id, g.client.Model())
 	fmt.Fprintf(g.log, "stage %q: %d servers, model %q, context length %d, %d requests in flight at most\n",
 		g.id, len(specs), g.client.Model(), g.ctxLen, g.client.Capacity())
 	return nil

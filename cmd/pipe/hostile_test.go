@@ -298,3 +298,59 @@ path  = "out.jsonl"
 		t.Errorf("the failed record does not say why: %v", failed[0])
 	}
 }
+
+// Servers that serve another model than the tokenizer's are warned about,
+// naming both; the same servers with the tokenizer's model are not.
+func TestServedModelAgainstTokenizer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: real processes")
+	}
+	bin := testenv.PipeBinary(t)
+	qwen := testenv.Qwen3Dir(t)
+	for _, tc := range []struct {
+		model string
+		warn  bool
+	}{{"meta-llama/Llama-3.1-8B", true}, {"Qwen/Qwen3-32B", false}} {
+		sim := testenv.StartSim(t, bin, 1, "--speed", "100", "--tokenizer", qwen, "--model", tc.model)
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "p.jsonl"), []byte(`{"id":"1","prompt":"hi"}`+"\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "p.toml"), []byte(fmt.Sprintf(`
+[pipeline]
+run_dir = "run"
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "p.jsonl"
+
+[[stage]]
+id    = "gen"
+kind  = "generate"
+input = "prompts"
+servers = [%q]
+max_output_tokens = 256
+
+[[stage]]
+id        = "tok"
+kind      = "tokenize-and-mask"
+input     = "gen"
+tokenizer = %q
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = ["tok", "tok.rejected"]
+path  = "out.jsonl"
+`, sim.URLs[0], qwen)), 0o644)
+		cmd := exec.Command(bin, "run", "p.toml")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: pipe run: %v\n%s", tc.model, err, out)
+		}
+		want := fmt.Sprintf(`warning: stage "tok": the servers of stage "gen" serve %q, but tokenizer %s is "qwen3"`, tc.model, qwen)
+		if got := strings.Contains(string(out), want); got != tc.warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", tc.model, got, tc.warn, out)
+		}
+	}
+}
