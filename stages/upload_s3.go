@@ -92,11 +92,15 @@ type uploadS3Config struct {
 	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once (default 2)"`
 	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request, with exponential backoff, before the run fails (default 5)"`
 	DeleteLocal      bool   `toml:"delete_local_after_upload" op:"true" doc:"remove each local shard file once its upload is verified; manifest.json stays (default false)"`
+	AllowInsecure    bool   `toml:"allow_insecure" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted (default false)"`
 }
 
 func (c *uploadS3Config) Validate() []error {
 	if _, _, err := s3up.ParseURI(c.URI); err != nil {
 		return []error{&pipeline.FieldError{Key: "uri", Msg: err.Error()}}
+	}
+	if err := s3up.CheckInsecure(c.Endpoint, c.AllowInsecure); err != nil {
+		return []error{&pipeline.FieldError{Key: "endpoint", Msg: err.Error()}}
 	}
 	return nil
 }
