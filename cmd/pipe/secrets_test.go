@@ -49,6 +49,13 @@ id    = "out"
 kind  = "write-jsonl"
 input = ["gen", "gen.rejected"]
 path  = "out/out.jsonl"
+
+[[stage]]
+id       = "shards"
+kind     = "write-arrow"
+input    = "gen"
+path     = "out/completions"
+max_rows = 8
 `, prompts)), 0o644)
 	withPW := strings.Replace(sim.URLs[0], "http://", "http://bob:"+pw+"@", 1)
 	var said strings.Builder
@@ -115,7 +122,8 @@ path  = "out/out.jsonl"
 		}
 		return nil
 	})
-	for _, want := range []string{"run/detached.log", "run/run.log", "run/run.json", "run/status.json", "run/report.html", "out/out.jsonl"} {
+	for _, want := range []string{"run/detached.log", "run/run.log", "run/run.json", "run/status.json", "run/report.html", "out/out.jsonl",
+		"out/completions/manifest.json", "out/completions/part-00000.parquet"} {
 		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
 			t.Errorf("no %s to check: %v", want, err)
 		}
