@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net"
@@ -171,7 +173,7 @@ func stageFigures(ch chan<- prometheus.Metric, st liveStage) {
 		}
 		names, values := []string{"stage"}, []string{st.ID}
 		for _, k := range sortedLabelKeys(f.Labels) {
-			names, values = append(names, metricName(k)), append(values, f.Labels[k])
+			names, values = append(names, metricName(k)), append(values, metricLabel(k, f.Labels[k]))
 		}
 		help := fmt.Sprintf("Figure %q of %s stages.", f.Name, st.Kind)
 		switch f.Kind {
@@ -190,6 +192,17 @@ func stageFigures(ch chan<- prometheus.Metric, st liveStage) {
 			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name+"_info", help+" The current one is 1.", names, nil), prometheus.GaugeValue, 1, values...)
 		}
 	}
+}
+
+// metricLabel is a label's value as exported: a "prompt" label (a system
+// prompt's text, from tokenize-and-mask's rows_by_system_prompt) becomes a
+// digest of it, so the metrics tell prompts apart without publishing them.
+func metricLabel(key, value string) string {
+	if key != "prompt" || strings.HasSuffix(value, " others") {
+		return value
+	}
+	sum := sha256.Sum256([]byte(value))
+	return "sha256:" + hex.EncodeToString(sum[:6])
 }
 
 // metricName makes s a valid Prometheus name part.
