@@ -34,7 +34,23 @@ const (
 // first generation of a prompt containing "p-404" with a 404 whose body is
 // escape sequences, and puts them into the finish_reason of a prompt
 // containing "p-finish".
-func hostileServer(t *testing.T, backend string) string {
+//
+// Its server-info paths redirect to a capture server on another port,
+// which records every request that reaches it.
+func hostileServer(t *testing.T, backend string) (front string, captured func() []string) {
+	var cmu sync.Mutex
+	var got []string
+	capture := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cmu.Lock()
+		got = append(got, fmt.Sprintf("%s %s Authorization=%q X-Team=%q", r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Team")))
+		cmu.Unlock()
+	}))
+	t.Cleanup(capture.Close)
+	captured = func() []string {
+		cmu.Lock()
+		defer cmu.Unlock()
+		return append([]string(nil), got...)
+	}
 	u, err := url.Parse(backend)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +83,10 @@ func hostileServer(t *testing.T, backend string) string {
 	var mu sync.Mutex
 	sent404 := false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/get_server_info" || r.URL.Path == "/server_info" {
+			http.Redirect(w, r, capture.URL+r.URL.Path, http.StatusFound)
+			return
+		}
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -91,7 +111,7 @@ func hostileServer(t *testing.T, backend string) string {
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, captured
 }
 
 // Text from outside — a server's error body, a finish_reason, prompt ids —
@@ -104,7 +124,7 @@ func TestHostileTextIsShownEscaped(t *testing.T) {
 	}
 	bin := testenv.PipeBinary(t)
 	sim := testenv.StartSim(t, bin, 1, "--speed", "50")
-	front := hostileServer(t, sim.URLs[0])
+	front, captured := hostileServer(t, sim.URLs[0])
 	dir := t.TempDir()
 	var prompts strings.Builder
 	for i := range 30 {
@@ -139,6 +159,8 @@ input = "prompts"
 servers = [%q]
 concurrency = 4
 max_output_tokens = 512
+api_key_env = "HOSTILE_TEST_KEY"
+headers_env = {"X-Team" = "HOSTILE_TEST_TEAM"}
 
 [[stage]]
 id    = "out"
@@ -149,6 +171,7 @@ path  = "out.jsonl"
 
 	cmd := exec.Command(bin, "run", "p.toml")
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOSTILE_TEST_KEY=key-8c1f", "HOSTILE_TEST_TEAM=team-77d0")
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +207,11 @@ path  = "out.jsonl"
 	}
 	if !seen {
 		t.Error("the hostile text was not shown escaped anywhere")
+	}
+	// The info paths' redirects to another port were not followed: neither
+	// the key nor the extra header reached the capture server.
+	for _, q := range captured() {
+		t.Errorf("a redirect was followed: %s", q)
 	}
 	// NaN, 1e999 and 2^64 in an answer's figures: the records stand, the
 	// figures are dropped, and the server's line names them.
