@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/pipe-dev/pipe/internal/redact"
 )
 
 // File is a decoded pipeline file: strings interpolated, overrides applied,
@@ -98,7 +100,7 @@ type LoadOptions struct {
 
 // LoadFile reads and decodes the pipeline file at path.
 func LoadFile(path string, opts LoadOptions) (*File, Problems) {
-	src, err := os.ReadFile(path)
+	src, err := readPipelineFile(path)
 	if err != nil {
 		return nil, Problems{{Pos: Pos{File: path}, Msg: describeReadError(err)}}
 	}
@@ -124,6 +126,9 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.LookupEnv
+	}
+	if line, col, msg, ok := checkTOMLShape(src); !ok {
+		return nil, Problems{{Pos: Pos{File: path, Line: line, Col: col}, Msg: msg}}
 	}
 	var doc map[string]any
 	if _, err := toml.Decode(string(src), &doc); err != nil {
@@ -172,7 +177,7 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 			sets = append(sets, s)
 			continue
 		}
-		p := Pos{File: "--set " + s}
+		p := Pos{File: "--set " + redact.Userinfo(s)}
 		if !hasValue {
 			probs = append(probs, Problem{Pos: p, Msg: "want vars.NAME=VALUE", Structural: true})
 			continue
@@ -320,12 +325,12 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	setDir := opts.SetDir
 	if setDir == "" && len(sets) > 0 {
 		if setDir, err = os.Getwd(); err != nil {
-			return nil, Problems{{Pos: Pos{File: "--set " + sets[0]}, Msg: err.Error()}}
+			return nil, Problems{{Pos: Pos{File: "--set " + redact.Userinfo(sets[0])}, Msg: err.Error()}}
 		}
 	}
 	for _, s := range sets {
 		if err := f.applySet(s, in, setDir); err != nil {
-			probs = append(probs, Problem{Pos: Pos{File: "--set " + s}, Msg: err.Error(), Structural: true})
+			probs = append(probs, Problem{Pos: Pos{File: "--set " + redact.Userinfo(s)}, Msg: err.Error(), Structural: true})
 		}
 	}
 
@@ -369,6 +374,9 @@ func inputsOf(v any, bad func(string)) []string {
 // is text.
 func setVarValue(value string) string {
 	var tmp map[string]any
+	if _, _, _, ok := checkTOMLShape([]byte(value)); !ok {
+		return value
+	}
 	if _, err := toml.Decode("v = "+value, &tmp); err == nil {
 		if s, ok := tmp["v"].(string); ok {
 			return s
@@ -387,6 +395,9 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 	}
 	var v any = value
 	var tmp map[string]any
+	if _, col, msg, ok := checkTOMLShape([]byte(value)); !ok {
+		return fmt.Errorf("the value, at its character %d: %s", col, msg)
+	}
 	if _, err := toml.Decode("v = "+value, &tmp); err == nil {
 		v = tmp["v"]
 	}
@@ -395,7 +406,7 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 	if err != nil {
 		return err
 	}
-	p := Pos{File: "--set " + s}
+	p := Pos{File: "--set " + redact.Userinfo(s)}
 	if target == "pipeline" {
 		str, isStr := v.(string)
 		switch key {

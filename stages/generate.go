@@ -517,6 +517,7 @@ type generate struct {
 	log    io.Writer
 	notice io.Writer // the terminal and the log: what the user must see now
 	client *sglang.Client
+	env    *pipeline.Env // Open's, for what start records for other stages
 	// specs are the servers; lazy defers start to the first Process (a
 	// resume); startMu guards started and startErr.
 	specs    []sglang.ServerSpec
@@ -562,7 +563,7 @@ func (g *generate) Workers() int {
 // Open loads the tokenizer (if any), resolves the servers (starting
 // simulated ones) and waits until at least one server is ready.
 func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
-	g.id, g.log, g.notice = env.StageID, env.Log, env.Notice
+	g.id, g.log, g.notice, g.env = env.StageID, env.Log, env.Notice, env
 	if g.log == nil {
 		g.log = io.Discard
 	}
@@ -652,6 +653,7 @@ func (g *generate) start(ctx context.Context) error {
 	}
 	g.started = true
 	g.ctxLen = g.client.ContextLength()
+	recordServedModel(g.env, g.id, g.client.Model())
 	fmt.Fprintf(g.log, "stage %q: %d servers, model %q, context length %d, %d requests in flight at most\n",
 		g.id, len(g.specs), g.client.Model(), g.ctxLen, g.client.Capacity())
 	return nil

@@ -183,6 +183,7 @@ func (s *tokenizeAndMask) Open(ctx context.Context, env *pipeline.Env) error {
 	if env != nil && env.Log != nil {
 		s.log = env.Log
 	}
+	warnServedModel(env, s.cfg.Tokenizer)
 	return s.use(tok)
 }
 

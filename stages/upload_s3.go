@@ -110,11 +110,15 @@ type uploadS3Config struct {
 	// UploadTimeout bounds the wait through an outage. Default 30m.
 	UploadTimeout pipeline.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1 (default 30m)"`
 	DeleteLocal   bool              `toml:"delete_local_after_upload" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays (default false)"`
+	AllowInsecure bool              `toml:"allow_insecure" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted (default false)"`
 }
 
 func (c *uploadS3Config) Validate() []error {
 	if _, _, err := s3up.ParseURI(c.URI); err != nil {
 		return []error{&pipeline.FieldError{Key: "uri", Msg: err.Error()}}
+	}
+	if err := s3up.CheckInsecure(c.Endpoint, c.AllowInsecure); err != nil {
+		return []error{&pipeline.FieldError{Key: "endpoint", Msg: err.Error()}}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
@@ -106,6 +107,10 @@ func run(args []string, std *stdio) int {
 	if std.Args == nil {
 		std.Args = args
 	}
+	// Whatever a command prints may hold text from outside (a server's
+	// error body, a prompt id, a model name): it reaches the terminal
+	// escaped. The live display draws on the writer underneath.
+	std.Out, std.Err = termsafe.NewWriter(std.Out), termsafe.NewWriter(std.Err)
 	if len(args) == 0 {
 		printUsage(std.Err)
 		return exitUsage

@@ -16,7 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // `pipe run --detach` starts the same command again as a child in its own
@@ -39,6 +41,12 @@ const detachedLog = "detached.log"
 type detachReady struct {
 	PID    int    `json:"pid"`
 	RunDir string `json:"run_dir"`
+}
+
+// redactedArgs is args without the userinfo of URLs in them.
+func redactedArgs(args []string) []string {
+	out, _ := redact.Args(args)
+	return out
 }
 
 // startDetached runs `pipe ARGS` (args as typed after "pipe", --detach
@@ -161,11 +169,12 @@ func notifyDetached(runDir string) error {
 	}
 	defer notify.Close()
 	path := filepath.Join(runDir, detachedLog)
-	logf, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// 0600: a run's output can quote what servers and S3 answered.
+	logf, err := commitlog.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("--detach: %w", err)
 	}
-	fmt.Fprintf(logf, "==== %s pid %d: %s\n", time.Now().UTC().Format(time.RFC3339), os.Getpid(), shellJoin(os.Args))
+	fmt.Fprintf(logf, "==== %s pid %d: %s\n", time.Now().UTC().Format(time.RFC3339), os.Getpid(), shellJoin(redactedArgs(os.Args)))
 	for _, target := range []int{1, 2} {
 		if err := unix.Dup2(int(logf.Fd()), target); err != nil {
 			logf.Close()

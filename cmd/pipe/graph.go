@@ -6,8 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-
-	"github.com/goccy/go-graphviz"
+	"os/exec"
 
 	"github.com/pipe-dev/pipe/pipeline"
 )
@@ -22,8 +21,9 @@ func init() {
 		UsageLine: "pipe graph [--format text|dot|mermaid|svg] [-o FILE] FILE",
 		Short:     "show a pipeline's graph",
 		Long: `Graph prints the stages in dependency order with their kinds, key settings,
-ports and edges. dot and mermaid are for other tools; svg is a picture rendered
-in-process (no Graphviz install needed).
+ports and edges. dot and mermaid are for other tools; svg is a picture: laid
+out by Graphviz's dot when it is on PATH, otherwise by pipe's own small
+layered layout (stderr says which).
 
 Graph checks only the graph's shape: stage ids, kinds, inputs, ports and
 cycles. It reads nothing but the pipeline file (no input files, tokenizer,
@@ -67,9 +67,7 @@ func drawGraph(ctx context.Context, std *stdio, plan *pipeline.Plan, format, out
 	case "mermaid":
 		plan.WriteMermaid(&buf)
 	case "svg":
-		var dot bytes.Buffer
-		plan.WriteDOT(&dot)
-		if err := renderSVG(ctx, dot.Bytes(), &buf); err != nil {
+		if err := renderSVG(ctx, std, plan, &buf); err != nil {
 			return fmt.Errorf("rendering SVG: %w", err)
 		}
 	default:
@@ -82,17 +80,22 @@ func drawGraph(ctx context.Context, std *stdio, plan *pipeline.Plan, format, out
 	return err
 }
 
-// renderSVG lays out DOT with Graphviz compiled to WebAssembly.
-func renderSVG(ctx context.Context, dot []byte, out *bytes.Buffer) error {
-	g, err := graphviz.New(ctx)
+// renderSVG lays the graph out with the user's own Graphviz dot when it is on
+// PATH, and with the plan's built-in layout otherwise, and says which on
+// stderr. Nothing is compiled or cached: pipe links no Graphviz of its own.
+func renderSVG(ctx context.Context, std *stdio, plan *pipeline.Plan, out *bytes.Buffer) error {
+	dotPath, err := exec.LookPath("dot")
 	if err != nil {
-		return err
+		fmt.Fprintln(std.Err, "pipe graph: SVG laid out by pipe's built-in layout (install Graphviz for dot's layout)")
+		return plan.WriteSVG(out)
 	}
-	defer g.Close()
-	graph, err := graphviz.ParseBytes(dot)
-	if err != nil {
-		return err
+	var in, stderr bytes.Buffer
+	plan.WriteDOT(&in)
+	cmd := exec.CommandContext(ctx, dotPath, "-Tsvg")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = &in, out, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s -Tsvg: %v: %s", dotPath, err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	defer graph.Close()
-	return g.Render(ctx, graph, graphviz.SVG, out)
+	fmt.Fprintf(std.Err, "pipe graph: SVG laid out by Graphviz (%s)\n", dotPath)
+	return nil
 }

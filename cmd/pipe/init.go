@@ -145,7 +145,7 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 	outDir := rel(f.outputDir)
 	var buf bytes.Buffer
 	err = regenerateTemplate.Execute(&buf, map[string]any{
-		"Command":   shellJoin(append([]string{"pipe"}, std.Args...)),
+		"Command":   shellJoin(redactedArgs(append([]string{"pipe"}, std.Args...))),
 		"File":      shellJoin([]string{f.out}),
 		"OutDirArg": shellJoin([]string{f.outputDir}),
 		"Prompts":   rel(f.prompts),

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -30,6 +29,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -1425,32 +1425,10 @@ func readable(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	r := []rune(s)
 	if len(r) <= n {
-		return escapeControls(s)
+		return termsafe.Line(s)
 	}
 	h := n / 2
-	return escapeControls(string(r[:h])) + fmt.Sprintf(" …[%d chars]… ", len(r)-2*h) + escapeControls(string(r[len(r)-h:]))
-}
-
-func escapeControls(s string) string {
-	if strings.IndexFunc(s, unicode.IsControl) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, c := range s {
-		switch {
-		case c == '\n':
-			b.WriteString(`\n`)
-		case c == '\t':
-			b.WriteString(`\t`)
-		case c == '\r':
-			b.WriteString(`\r`)
-		case unicode.IsControl(c):
-			fmt.Fprintf(&b, `\u%04x`, c)
-		default:
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
+	return termsafe.Line(string(r[:h])) + fmt.Sprintf(" …[%d chars]… ", len(r)-2*h) + termsafe.Line(string(r[len(r)-h:]))
 }
 
 // hasManifest reports whether dir has a manifest, under either name.

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +36,36 @@ type runMetrics struct {
 }
 
 // startMetrics listens on addr and serves /metrics until close.
+// metricsListenAddr is --metrics-addr as listened on: a bare port ("9090"
+// or ":9090") is on 127.0.0.1, so the figures stay on this machine unless a
+// host is given.
+func metricsListenAddr(addr string) (string, error) {
+	if _, err := strconv.ParseUint(addr, 10, 16); err == nil {
+		addr = ":" + addr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", fmt.Errorf("--metrics-addr %q: want HOST:PORT or PORT, e.g. 127.0.0.1:9090", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// metricsExposure warns when addr serves beyond loopback: the metrics name
+// stages, server URLs and settings to whoever can connect.
+func metricsExposure(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("--metrics-addr %s serves this run's metrics (stage ids, server URLs, settings) to every host that can reach it, without authentication; 127.0.0.1:PORT keeps them on this machine", addr)
+}
+
 func startMetrics(addr string) (*runMetrics, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -140,7 +173,7 @@ func stageFigures(ch chan<- prometheus.Metric, st liveStage) {
 		}
 		names, values := []string{"stage"}, []string{st.ID}
 		for _, k := range sortedLabelKeys(f.Labels) {
-			names, values = append(names, metricName(k)), append(values, f.Labels[k])
+			names, values = append(names, metricName(k)), append(values, metricLabel(k, f.Labels[k]))
 		}
 		help := fmt.Sprintf("Figure %q of %s stages.", f.Name, st.Kind)
 		switch f.Kind {
@@ -159,6 +192,17 @@ func stageFigures(ch chan<- prometheus.Metric, st liveStage) {
 			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name+"_info", help+" The current one is 1.", names, nil), prometheus.GaugeValue, 1, values...)
 		}
 	}
+}
+
+// metricLabel is a label's value as exported: a "prompt" label (a system
+// prompt's text, from tokenize-and-mask's rows_by_system_prompt) becomes a
+// digest of it, so the metrics tell prompts apart without publishing them.
+func metricLabel(key, value string) string {
+	if key != "prompt" || strings.HasSuffix(value, " others") {
+		return value
+	}
+	sum := sha256.Sum256([]byte(value))
+	return "sha256:" + hex.EncodeToString(sum[:6])
 }
 
 // metricName makes s a valid Prometheus name part.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
@@ -236,7 +237,7 @@ func (n *notifier) scrubText(s string) string {
 	for _, sec := range n.secrets {
 		s = strings.ReplaceAll(s, sec, redactTarget(sec))
 	}
-	return urlUserinfo.ReplaceAllString(s, "$1")
+	return redact.Userinfo(s)
 }
 
 var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
@@ -247,7 +248,7 @@ var urlPath = regexp.MustCompile(`(https?://[^/\s'"?#]+)[/?#][^\s'"]*`)
 // scheme and host, not their path or query (a Slack webhook's path is its
 // secret) nor userinfo.
 func redactTarget(t string) string {
-	return urlPath.ReplaceAllString(urlUserinfo.ReplaceAllString(t, "$1"), "$1/…")
+	return urlPath.ReplaceAllString(redact.Userinfo(t), "$1/…")
 }
 
 // redactNotifyFlags redacts the URLs in --notify values of a command line,

@@ -8,11 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/redact"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -161,9 +161,11 @@ interrupted by a signal (retryable: the same command continues).`,
 				return usageErrorf("--progress-every must be more than 0, got %s", progress)
 			}
 			if metricsAddr != "" {
-				if _, _, err := net.SplitHostPort(metricsAddr); err != nil {
-					return usageErrorf("--metrics-addr %q: want HOST:PORT, e.g. 127.0.0.1:9090", metricsAddr)
+				addr, err := metricsListenAddr(metricsAddr)
+				if err != nil {
+					return usageErrorf("%v", err)
 				}
+				metricsAddr = addr
 			}
 			if logFormat != "text" && logFormat != "json" {
 				return usageErrorf("--log-format must be text or json, got %q", logFormat)
@@ -216,7 +218,7 @@ interrupted by a signal (retryable: the same command continues).`,
 				// --detach, which the same command needs to continue alike.
 				typed = append([]string{"pipe", typed[1], "--detach"}, typed[2:]...)
 			}
-			cmdline, redacted := redactUserinfo(typed)
+			cmdline, redacted := redact.Args(typed)
 			cmdline, redactedNotify := redactNotifyFlags(cmdline)
 			r, diffs, err := rundir.Check(plan.File.RunDir, plan, forceNew, cmdline)
 			if err != nil {
@@ -409,19 +411,6 @@ func outputPaths(plan *pipeline.Plan) []string {
 	return out
 }
 
-var urlUserinfo = regexp.MustCompile(`(://)[^/@\s"']+@`)
-
-// redactUserinfo removes user:password@ from URLs in args.
-func redactUserinfo(args []string) ([]string, bool) {
-	out := make([]string, len(args))
-	changed := false
-	for i, a := range args {
-		out[i] = urlUserinfo.ReplaceAllString(a, "$1")
-		changed = changed || out[i] != a
-	}
-	return out, changed
-}
-
 // resumeCommand is the command line that continues a run: the same one,
 // without the flags that only make sense once.
 func resumeCommand(args []string) []string {
@@ -500,6 +489,10 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		defer metrics.close()
 		fmt.Fprintf(errOut, "pipe: metrics on http://%s/metrics\n", metrics.Addr())
 		rl.Info("serving metrics", "addr", metrics.Addr())
+		if w := metricsExposure(rs.metricsAddr); w != "" {
+			fmt.Fprintf(errOut, "pipe: warning: %s\n", w)
+			rl.Warn(w)
+		}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -864,7 +857,7 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := termsafe.Unwrap(w).(*os.File)
 	if !ok {
 		return false
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // runLog is RUN_DIR/run.log: one log/slog record a line, as text
@@ -19,7 +21,8 @@ type runLog struct {
 }
 
 func openRunLog(path, format string) (*runLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// 0600: log lines can quote what servers and S3 answered.
+	f, err := commitlog.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("run log: %w", err)
 	}

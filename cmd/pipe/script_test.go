@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -33,6 +34,13 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", repo+"/../..")
 			env.Setenv("QWEN3", qwen3Dir(repo))
+			// PIPEBIN holds only the pipe command, for scripts that set a
+			// PATH of their own (graph.txtar: with and without dot).
+			bin, err := exec.LookPath("pipe")
+			if err != nil {
+				return err
+			}
+			env.Setenv("PIPEBIN", filepath.Dir(bin))
 			return nil
 		},
 		// [qwen3] holds when the real Qwen3 tokenizer files are installed

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -158,7 +159,7 @@ func watchStatus(ctx context.Context, std *stdio, watch bool, every time.Duratio
 	term := isTerminal(std.Out)
 	for {
 		if term {
-			fmt.Fprint(std.Out, "\x1b[H\x1b[2J") // clear the screen
+			fmt.Fprint(termsafe.Unwrap(std.Out), "\x1b[H\x1b[2J") // clear the screen
 		}
 		if err := show(); err != nil {
 			return err

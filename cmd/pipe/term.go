@@ -10,6 +10,8 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/sys/unix"
+
+	"github.com/pipe-dev/pipe/internal/termsafe"
 )
 
 // termView is the live display on a terminal (github.com/vbauerster/mpb):
@@ -29,7 +31,10 @@ type termView struct {
 	done  bool
 }
 
+// newTermView draws on out's terminal itself (its own escape sequences
+// pass), and escapes every line it shows with termsafe.
 func newTermView(out io.Writer) *termView {
+	out = termsafe.Unwrap(out)
 	return &termView{out: out, p: mpb.New(mpb.WithOutput(out), mpb.WithWidth(30), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())}
 }
 
@@ -44,9 +49,9 @@ func (t *termView) update(ls *liveStatus) {
 	}
 	newInput := ls.Input != nil && t.in == nil
 	if ls.Input != nil {
-		t.head, t.tail = inputLine(ls.Input), ""
+		t.head, t.tail = termsafe.Line(inputLine(ls.Input)), ""
 		if ls.ETA != nil {
-			t.tail = etaLine(ls.ETA)
+			t.tail = termsafe.Line(etaLine(ls.ETA))
 		}
 	}
 	for len(t.lines) < len(lines) {
@@ -55,7 +60,7 @@ func (t *termView) update(ls *liveStatus) {
 	for i := range t.lines {
 		t.lines[i] = ""
 		if i < len(lines) {
-			t.lines[i] = lines[i]
+			t.lines[i] = termsafe.Line(lines[i])
 		}
 	}
 	have := len(t.bars)
@@ -120,11 +125,13 @@ func fit(s string, w int) string {
 
 // Write prints p above the display.
 func (t *termView) Write(p []byte) (int, error) {
-	n, err := t.p.Write(p)
-	if err != nil { // the display has ended
-		return t.out.Write(p)
+	safe := []byte(termsafe.Text(string(p)))
+	if _, err := t.p.Write(safe); err != nil { // the display has ended
+		if _, err := t.out.Write(safe); err != nil {
+			return 0, err
+		}
 	}
-	return n, nil
+	return len(p), nil
 }
 
 // stop draws the last state and ends the display, leaving it on screen.
@@ -147,7 +154,7 @@ func (t *termView) stop(last *liveStatus) {
 // canDraw reports whether w is a terminal with a size: a pseudo-terminal
 // without rows (some CI runners) shows nothing drawn, so it gets lines.
 func canDraw(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := termsafe.Unwrap(w).(*os.File)
 	if !ok || !isTerminal(w) {
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // TimelineFile is RUN_DIR/timeline.jsonl: the run's counts over time, one
@@ -63,7 +64,7 @@ func RecordPoint(runDir string, s *pipeline.Summary, final bool) {
 	if err != nil {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(runDir, TimelineFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := commitlog.OpenFile(filepath.Join(runDir, TimelineFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return
 	}

@@ -26,7 +26,7 @@ type IDLog struct {
 // OpenIDLog opens (creating if needed) the id log at path and returns it with
 // the hashes it holds.
 func OpenIDLog(path string) (*IDLog, []uint64, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}

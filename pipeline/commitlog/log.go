@@ -86,7 +86,7 @@ func Open(path string, idOf IDFunc) (*Log, error) { return open(path, idOf, fals
 func OpenLookup(path string, idOf IDFunc) (*Log, error) { return open(path, idOf, true) }
 
 func open(path string, idOf IDFunc, lookup bool) (*Log, error) {
-	data, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	data, err := OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (l *Log) load() error {
 	if _, err := os.Stat(ipath); errors.Is(err, os.ErrNotExist) && st.Size() > 0 {
 		return fmt.Errorf("%s %w", l.path, ErrNotALog)
 	}
-	if l.idx, err = os.OpenFile(ipath, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+	if l.idx, err = OpenFile(ipath, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return err
 	}
 	raw, err := io.ReadAll(l.idx)

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Manifest lists the committed shards of a directory. It is replaced
@@ -241,7 +243,7 @@ func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
 		p.Abort()
 		return ShardInfo{}, fmt.Errorf("committing %s: %w", filepath.Join(s.dir, p.name), err)
 	}
-	if err := p.f.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+	if err := p.f.Chmod(FileMode); err != nil { // CreateTemp makes it 0600
 		return fail(err)
 	}
 	if err := p.f.Sync(); err != nil {
@@ -292,6 +294,16 @@ func writeManifest(dir string, m Manifest) error {
 	return WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'))
 }
 
+// FileMode is the mode of a file written through a temporary one: 0644
+// less the process's umask, as os.OpenFile would give it (umask 077 gives
+// 0600). The umask is read once, at start-up, before any goroutine could
+// create a file while it is briefly 0.
+var FileMode = func() os.FileMode {
+	m := unix.Umask(0)
+	unix.Umask(m)
+	return 0o644 &^ os.FileMode(m)
+}()
+
 // WriteFileAtomic replaces path with data: a hidden temporary file beside
 // it, fsynced, renamed over it, the directory fsynced. A reader sees the old
 // file or the new one, never a part; a crash leaves one of the two.
@@ -302,7 +314,7 @@ func WriteFileAtomic(path string, data []byte) error {
 		return err
 	}
 	_, werr := f.Write(data)
-	err = errors.Join(werr, f.Chmod(0o644), f.Sync(), f.Close()) // CreateTemp makes it 0600
+	err = errors.Join(werr, f.Chmod(FileMode), f.Sync(), f.Close()) // CreateTemp makes it 0600
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}

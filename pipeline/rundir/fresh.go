@@ -20,7 +20,9 @@ import (
 // deleted. It returns what it moved as "FROM → TO" lines, also on an error
 // part way.
 //
-// It refuses, moving nothing, while a live process holds dir's lock (the
+// It refuses, moving nothing, a directory that is not a run directory
+// (entries, but no run.json or done.ids), the root or the home directory;
+// and while a live process holds dir's lock (the
 // error is a *BusyError); call it before Lock(dir), not while holding it.
 func MoveAside(dir string, outputs []string) ([]string, error) {
 	if dir == "" {
@@ -29,6 +31,9 @@ func MoveAside(dir string, outputs []string) ([]string, error) {
 	var from []string
 	dirExists := exists(dir)
 	if dirExists {
+		if err := checkFresh(dir); err != nil {
+			return nil, err
+		}
 		l, err := Lock(dir)
 		if err != nil {
 			return nil, err

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // LockFile is the lock's name inside the run directory.
@@ -65,14 +67,14 @@ func (e *BusyError) Error() string {
 // process's death. Two Locks of one directory in one process also exclude
 // each other.
 func Lock(dir string) (*Locked, error) {
-	if dir == "" {
-		return nil, errors.New("run directory: empty path")
+	if err := CheckDir(dir); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644) // close-on-exec: children do not inherit it
+	f, err := commitlog.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644) // close-on-exec: children do not inherit it
 	if err != nil {
 		return nil, fmt.Errorf("run directory lock: %w", err)
 	}

@@ -72,6 +72,12 @@ type Options struct {
 	Notify func(format string, args ...any)
 	// NotifyInterval is how often Notify is called while waiting. Default 5s.
 	NotifyInterval time.Duration
+	// AnswerBudget bounds the bytes of answers being read or held at once
+	// across the whole fleet (every server, every request in flight), so
+	// runaway or hostile bodies fail their requests instead of the process
+	// running out of memory. Default 256 MiB: a few hundred answers of a
+	// few hundred KB each use a tenth of it.
+	AnswerBudget int64
 }
 
 func (o *Options) setDefaults() {
@@ -97,6 +103,9 @@ func (o *Options) setDefaults() {
 	def(&o.CheckTimeout, 10*time.Second)
 	def(&o.NotifyInterval, 5*time.Second)
 	def(&o.ReadyTimeout, 10*time.Minute)
+	if o.AnswerBudget <= 0 {
+		o.AnswerBudget = 256 << 20
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -137,6 +146,7 @@ type Client struct {
 	ridPrefix string
 	ridSeq    atomic.Uint64
 	bufs      sync.Pool
+	budget    answerBudget // bytes of answers in flight, fleet-wide
 
 	// ctx ends the probes at Close.
 	ctx     context.Context
@@ -186,10 +196,11 @@ func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client
 	c := &Client{
 		opts:      opts,
 		rt:        rt,
-		hc:        &http.Client{Transport: rt},
+		hc:        newHTTPClient(rt),
 		changed:   make(chan struct{}),
 		ridPrefix: "pipe-" + hex.EncodeToString(b[:]) + "-",
 		started:   time.Now(),
+		budget:    answerBudget{max: opts.AnswerBudget},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
@@ -764,7 +775,8 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	rid := c.ridPrefix + strconv.FormatUint(c.ridSeq.Add(1), 10)
 	*reqBuf = c.st.appendBody((*reqBuf)[:0], req, rid)
 	start := time.Now()
-	status, err := c.postJSON(ctx, sctx, s, c.st.path(), *reqBuf, c.opts.RequestTimeout, respBuf)
+	status, held, err := c.postJSON(ctx, sctx, s, c.st.path(), *reqBuf, c.opts.RequestTimeout, respBuf)
+	defer c.budget.give(held)
 	if err != nil {
 		return nil, transportError(s.url, err, sctx)
 	}
@@ -775,6 +787,11 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	res := &Result{Server: s.url, Latency: time.Since(start)}
 	if err := parseResult(c.opts.API, respBody, c.opts.thinkMode(), res); err != nil {
 		return nil, &Error{Class: ClassBadResponse, Message: err.Error(), Server: s.url}
+	}
+	// A figure that was NaN, Inf or out of range was read as absent (0);
+	// the server's errors name it, and the record stands.
+	for _, name := range droppedFigures(respBody) {
+		s.stats.failed("dropped_" + name)
 	}
 	if res.FinishReason == "abort" {
 		if promptTooLong(res.AbortMessage) {

@@ -95,6 +95,9 @@ func statusError(server string, status int, body []byte) *Error {
 // neighbours use: {"error":{"message":…}}, {"error":"…"},
 // {"object":"error","message":…}, {"detail":…}; else the body's text.
 func errorMessage(status int, body []byte) string {
+	if status >= 300 && status < 400 {
+		return "a redirect, not followed (pipe follows none: give the server's own URL)"
+	}
 	var v struct {
 		Error   json.RawMessage `json:"error"`
 		Message json.RawMessage `json:"message"`

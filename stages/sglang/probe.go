@@ -48,7 +48,7 @@ func Probe(ctx context.Context, servers []ServerSpec, timeout time.Duration) []S
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	hc := &http.Client{Transport: newTransport(2)}
+	hc := newHTTPClient(newTransport(2))
 	defer hc.CloseIdleConnections()
 	out := make([]ServerInfo, len(servers))
 	var wg sync.WaitGroup
@@ -218,7 +218,8 @@ func (c *Client) probeGenerate(ctx context.Context, s *server) (reason string, r
 	rid := c.ridPrefix + "probe-" + fmt.Sprint(c.ridSeq.Add(1))
 	body := c.probeSt.appendBody(nil, req, rid)
 	var resp []byte
-	status, err := c.postJSON(ctx, nil, s, c.probeSt.path(), body, c.opts.ProbeTimeout, &resp)
+	status, held, err := c.postJSON(ctx, nil, s, c.probeSt.path(), body, c.opts.ProbeTimeout, &resp)
+	defer c.budget.give(held)
 	switch {
 	case errors.Is(err, errRequestTimeout):
 		return fmt.Sprintf("1-token probe: no answer within %v", c.opts.ProbeTimeout), false

@@ -3,6 +3,7 @@ package sglang
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -212,24 +213,88 @@ func (s *scanner) str() (string, bool) {
 }
 
 // num reads a number given as a number or a numeric string; anything else
-// (null included) gives 0, false.
+// (null included) gives 0, false. So does a number that is not finite —
+// "NaN", "Inf", 1e999 (beyond float64) — which the journal's JSON could not
+// hold: one such figure must not fail a run.
 func (s *scanner) num() (float64, bool) {
+	var f float64
+	var err error
 	switch c := s.peek(); {
 	case c == '-' || ('0' <= c && c <= '9'):
-		f, err := strconv.ParseFloat(string(s.number()), 64)
-		return f, err == nil
+		f, err = strconv.ParseFloat(string(s.number()), 64)
 	case c == '"':
 		str, _ := s.str()
-		f, err := strconv.ParseFloat(str, 64)
-		return f, err == nil
+		f, err = strconv.ParseFloat(str, 64)
+	default:
+		s.skip()
+		return 0, false
 	}
-	s.skip()
-	return 0, false
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
 }
 
+// int reads a count: a finite number from 0 to MaxInt32 (the int32 columns
+// that hold counts), else 0 — never a wrapped value.
 func (s *scanner) int() int {
-	f, _ := s.num()
+	f, ok := s.num()
+	if !ok || !countInRange(f) {
+		return 0
+	}
 	return int(f)
+}
+
+func countInRange(f float64) bool { return f >= 0 && f <= math.MaxInt32 }
+
+// figureKeys are the answer's figures read with num (floats) or int (counts).
+var figureKeys = map[string]bool{
+	"prompt_tokens": true, "completion_tokens": true, "cached_tokens": true, "reasoning_tokens": true,
+	"spec_verify_ct": true, "spec_accept_length": false, "e2e_latency": false,
+}
+
+// droppedFigures names the figures of a parsed answer that num and int
+// read as absent although the server gave a value: NaN, Inf, out of range.
+// The client counts them per server ("dropped_spec_accept_length"), so a
+// server's bad figures are named instead of silently zero. It looks at
+// most 4 levels deep (choices[i].meta_info is at 3).
+func droppedFigures(body []byte) []string {
+	var names []string
+	s := &scanner{b: body}
+	var walk func(depth int)
+	walk = func(depth int) {
+		switch s.peek() {
+		case '{':
+			s.object(func(k []byte) {
+				isCount, isFigure := figureKeys[string(k)]
+				switch {
+				case isFigure && (s.peek() == 'n' || s.peek() == '{' || s.peek() == '[' || s.peek() == 't' || s.peek() == 'f'):
+					s.skip()
+				case isFigure:
+					f, ok := s.num()
+					if !ok || (isCount && !countInRange(f)) {
+						names = append(names, string(k))
+					}
+				case depth < 4:
+					walk(depth + 1)
+				default:
+					s.skip()
+				}
+			})
+		case '[':
+			s.array(func(int) {
+				if depth < 4 {
+					walk(depth + 1)
+				} else {
+					s.skip()
+				}
+			})
+		default:
+			s.skip()
+		}
+	}
+	walk(0)
+	return names
 }
 
 // ints reads an array of integers; other elements are skipped.

@@ -136,3 +136,40 @@ func TestUnquoteMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// A figure that is not a finite number in range is read as absent, never
+// as NaN (which the journal's JSON cannot hold), Inf, a wrapped integer or a
+// negative count; droppedFigures names each.
+func TestBadFiguresAreDropped(t *testing.T) {
+	body := `{"text":"hi","output_ids":[1],"meta_info":{"finish_reason":{"type":"stop"},
+		"prompt_tokens":18446744073709551616,"completion_tokens":4294967297,"cached_tokens":-3,
+		"reasoning_tokens":"12","spec_verify_ct":1e999,"spec_accept_length":"NaN","e2e_latency":"-Infinity"}}`
+	var r Result
+	if err := parseResult(APIGenerate, []byte(body), ThinkOff, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.PromptTokens != 0 || r.CompletionTokens != 0 || r.CachedTokens != 0 || r.SpecVerifyCt != 0 ||
+		r.SpecAcceptLength != 0 || r.ServerLatency != 0 || r.ReasoningTokens != 12 || r.Answer != "hi" {
+		t.Errorf("figures: %+v", r)
+	}
+	if _, err := json.Marshal(r); err != nil {
+		t.Errorf("the result does not encode: %v", err)
+	}
+	got := strings.Join(droppedFigures([]byte(body)), ",")
+	if want := "prompt_tokens,completion_tokens,cached_tokens,spec_verify_ct,spec_accept_length,e2e_latency"; got != want {
+		t.Errorf("droppedFigures = %s, want %s", got, want)
+	}
+	chat := `{"choices":[{"message":{"content":"a"},"finish_reason":"stop","meta_info":{"spec_accept_length":"Inf"}}],
+		"usage":{"prompt_tokens":5,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":1e400}},
+		"meta_info":{"spec_accept_length":"nan"}}`
+	if got := droppedFigures([]byte(chat)); strings.Join(got, ",") != "spec_accept_length,cached_tokens,spec_accept_length" {
+		t.Errorf("chat droppedFigures = %q", got)
+	}
+	var cr Result
+	if err := parseResult(APIChat, []byte(chat), ThinkOff, &cr); err != nil || cr.SpecAcceptLength != 0 || cr.CachedTokens != 0 || cr.CompletionTokens != 7 {
+		t.Errorf("chat: %v %+v", err, cr)
+	}
+	if got := droppedFigures([]byte(`{"usage":{"prompt_tokens":5,"completion_tokens":null}}`)); len(got) != 0 {
+		t.Errorf("good figures dropped: %q", got)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +26,22 @@ import (
 // unprocessed), so the server cannot have seen it. Any other failure is
 // returned, and Session.Generate decides: a new attempt, with a fresh rid,
 // counted against max_attempts.
+
+// Redirects: none is followed, on any request (health, info, the 1-token
+// probe, generations). Following one would send the request's credentials
+// (Authorization from api_key or a URL's user:password, and every
+// headers_env value) wherever a server's Location points: net/http drops
+// Authorization only when the host changes, a port on the same host keeps
+// it, and it keeps every other header; a 307 would also send a generation
+// twice. A 3xx is an answer like any other status, said to be a redirect.
+
+// newHTTPClient is the client of the GET paths (health, info) over rt,
+// following no redirect.
+func newHTTPClient(rt http.RoundTripper) *http.Client {
+	return &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+}
 
 // idleTimeout is how long an idle connection is kept: uvicorn, which serves
 // SGLang, closes keep-alive connections idle for 5 s.
@@ -75,8 +93,9 @@ func checkServerURL(base string) error {
 // body into *buf (replacing its contents). The request ends at ctx's end,
 // after timeout (cause errRequestTimeout), or when abort (nil: none) ends;
 // ending a request closes its connection, which makes SGLang abort it and
-// free its slot.
-func (c *Client) postJSON(ctx, abort context.Context, s *server, path string, body []byte, timeout time.Duration, buf *[]byte) (status int, err error) {
+// free its slot. held is what *buf takes of the fleet's answer budget: the
+// caller gives it back (c.budget.give) once done with *buf, error or not.
+func (c *Client) postJSON(ctx, abort context.Context, s *server, path string, body []byte, timeout time.Duration, buf *[]byte) (status int, held int64, err error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errRequestTimeout)
 	defer cancel()
 	if abort != nil {
@@ -85,32 +104,142 @@ func (c *Client) postJSON(ctx, abort context.Context, s *server, path string, bo
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("bad server URL %s", Redact(s.url))
+		return 0, 0, fmt.Errorf("bad server URL %s", Redact(s.url))
 	}
 	req.Header = s.postHeader
 	// RoundTrip, not Client.Do: a generation follows no redirect (a 307
 	// would send it again) and needs no per-request copy of its headers.
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
-		return 0, requestError(ctx, err)
+		return 0, 0, requestError(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.ContentLength > maxBody {
-		return 0, fmt.Errorf("answer of %d bytes is too large", resp.ContentLength)
+		return 0, 0, fmt.Errorf("answer of %d bytes is too large", resp.ContentLength)
 	}
-	b := bytes.NewBuffer((*buf)[:0])
-	if resp.ContentLength > 0 {
-		b.Grow(int(resp.ContentLength) + bytes.MinRead)
-	}
-	_, err = b.ReadFrom(io.LimitReader(resp.Body, maxBody+1))
-	*buf = b.Bytes()
+	*buf, held, err = c.budget.read(resp.Body, (*buf)[:0], resp.ContentLength)
 	if err != nil {
-		return 0, requestError(ctx, err)
+		return 0, held, requestError(ctx, err)
 	}
-	if len(*buf) > maxBody {
-		return 0, fmt.Errorf("answer larger than %d bytes", maxBody)
+	return resp.StatusCode, held, nil
+}
+
+// answerBudget is the fleet's bound on answer bytes in flight: the
+// capacity of every buffer an answer is being read into or is held in.
+// Reading takes from it as a buffer grows and fails when it would go
+// beyond max, so at 48 requests in flight to each of 7 servers a
+// never-ending body costs at most max, not 336 times maxBody.
+type answerBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// errBudget ends the reading of an answer that would take the fleet's
+// answer bytes beyond the budget.
+type errBudget struct{ max, read int64 }
+
+func (e *errBudget) Error() string {
+	return fmt.Sprintf("answer cut at %d bytes: the answers in flight would exceed the fleet's %d MiB budget for them", e.read, e.max>>20)
+}
+
+func (b *answerBudget) take(n int64) bool {
+	if b.used.Add(n) > b.max {
+		b.used.Add(-n)
+		return false
 	}
-	return resp.StatusCode, nil
+	return true
+}
+
+func (b *answerBudget) give(n int64) { b.used.Add(-n) }
+
+// fill reads r into p until p is full or r ends (end); a torn body's
+// io.ErrUnexpectedEOF is an error, unlike io.ReadFull's own.
+func fill(r io.Reader, p []byte) (n int, end bool, err error) {
+	for n < len(p) {
+		m, err := r.Read(p[n:])
+		n += m
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+	}
+	return n, false, nil
+}
+
+// chunkSize is the unit an answer beyond its buffer is read in.
+const chunkSize = 64 << 10
+
+// chunks are reused: an answer cut by the budget leaves no garbage behind,
+// so a stream of hostile bodies does not grow the heap beyond the budget
+// (reading by doubling a buffer left each old one to the collector, and
+// the process's RSS reached four times the budget).
+var chunks = sync.Pool{New: func() any { c := make([]byte, chunkSize); return &c }}
+
+// read reads r to its end into buf (length 0); size is the Content-Length,
+// or -1. What does not fit in buf is read in chunks taken from the budget
+// first, then joined into one buffer of the answer's size. It returns the
+// buffer and the budget it holds (its capacity), also with an error. More
+// than maxBody is an error.
+func (b *answerBudget) read(r io.Reader, buf []byte, size int64) ([]byte, int64, error) {
+	held := int64(cap(buf))
+	if !b.take(held) {
+		return buf, 0, &errBudget{max: b.max}
+	}
+	if size > 0 && int64(cap(buf)) < size+1 {
+		// Known length: one buffer of the right size (+1 to see the end).
+		if !b.take(size + 1) {
+			return buf, held, &errBudget{max: b.max}
+		}
+		b.give(held)
+		buf, held = make([]byte, 0, size+1), size+1
+	}
+	n, end, err := fill(r, buf[:cap(buf)])
+	buf = buf[:n]
+	if err != nil || end {
+		return buf, held, err
+	}
+	var spill []*[]byte
+	var last int // bytes in the last chunk
+	defer func() {
+		for _, c := range spill {
+			chunks.Put(c)
+		}
+		b.give(int64(len(spill)) * chunkSize)
+	}()
+	for {
+		total := int64(len(buf)) + int64(len(spill))*chunkSize // every chunk so far is full
+		if total > maxBody {
+			return buf, held, fmt.Errorf("answer larger than %d bytes", maxBody)
+		}
+		if !b.take(chunkSize) {
+			return buf, held, &errBudget{max: b.max, read: total}
+		}
+		c := chunks.Get().(*[]byte)
+		spill = append(spill, c)
+		var end bool
+		if last, end, err = fill(r, *c); err != nil {
+			return buf, held, err
+		}
+		if end {
+			break
+		}
+	}
+	total := len(buf) + (len(spill)-1)*chunkSize + last
+	if !b.take(int64(total)) {
+		return buf, held, &errBudget{max: b.max, read: int64(total)}
+	}
+	joined := append(make([]byte, 0, total), buf...)
+	for i, c := range spill {
+		if i == len(spill)-1 {
+			joined = append(joined, (*c)[:last]...)
+		} else {
+			joined = append(joined, *c...)
+		}
+	}
+	b.give(held)
+	return joined, int64(total), nil
 }
 
 // postHeader returns h with Content-Type: application/json, canonical.

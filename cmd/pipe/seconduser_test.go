@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipe-dev/pipe/internal/testenv"
+)
+
+// A second user on a shared machine runs every command after root did, with
+// the same temporary directory: nothing pipe leaves in a shared place (a
+// cache, a compiled module) stands in its way or is run by it. pipe used to
+// compile go-graphviz's wasm into $TMPDIR/go-graphviz at every start, and the
+// second user's every command panicked on root's folder.
+func TestSecondUserAfterRoot(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Getuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv to act as another user")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody")
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		os.Chmod(d, 0o755)
+	}
+	// The binary where nobody can run it.
+	data, err := os.ReadFile(testenv.PipeBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "pipe")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// One shared temporary directory, like /tmp.
+	tmp := filepath.Join(base, "tmp")
+	os.Mkdir(tmp, 0o777)
+	os.Chmod(tmp, 0o1777)
+	pipeline := `[pipeline]
+name = "two"
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "p.jsonl"
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = "prompts"
+path  = "out/all.jsonl"
+`
+	commands := [][]string{
+		{"version"}, {"help"}, {"stages"}, {"check", "p.toml"},
+		{"graph", "p.toml"}, {"graph", "--format", "dot", "p.toml"},
+		{"graph", "--format", "mermaid", "p.toml"}, {"graph", "--format", "svg", "-o", "p.svg", "p.toml"},
+		{"run", "p.toml"}, {"status", "runs/two"}, {"inspect", "runs/two"}, {"report", "runs/two"},
+	}
+	for _, who := range []string{"root", "nobody"} {
+		dir := filepath.Join(base, who)
+		os.Mkdir(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "p.toml"), []byte(pipeline), 0o644)
+		os.WriteFile(filepath.Join(dir, "p.jsonl"), []byte(`{"id":"1","prompt":"hi"}`+"\n"), 0o644)
+		if who == "nobody" {
+			if err := exec.Command("chown", "-R", nobody.Uid+":"+nobody.Gid, dir).Run(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, args := range commands {
+			var cmd *exec.Cmd
+			if who == "root" {
+				cmd = exec.Command(bin, args...)
+			} else {
+				cmd = exec.Command(setpriv, append([]string{"--reuid=" + nobody.Uid, "--regid=" + nobody.Gid, "--clear-groups", bin}, args...)...)
+			}
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+dir)
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.Contains(string(out), "panic") {
+				t.Errorf("%s: pipe %s: %v\n%s", who, strings.Join(args, " "), err, out)
+			}
+		}
+		// Nothing was left in the shared temporary directory.
+		if left, _ := os.ReadDir(tmp); len(left) > 0 {
+			t.Fatalf("after %s's commands, the shared TMPDIR holds %s", who, left[0].Name())
+		}
+	}
+}
