@@ -56,12 +56,38 @@ kind  = "write-jsonl"
 input = "prompts"
 path  = "out/all.jsonl"
 `
-	commands := [][]string{
+	// Each command, and the exit code it gives here: stop finds nothing
+	// to stop (1); init, tokenize and the simulated run read the Qwen3
+	// tokenizer, copied where nobody can read it.
+	type command struct {
+		args  []string
+		code  int
+		stdin string
+	}
+	qwen3 := filepath.Join(base, "qwen3")
+	os.Mkdir(qwen3, 0o755)
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		data, err := os.ReadFile(filepath.Join(testenv.Qwen3Dir(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(qwen3, f), data, 0o644)
+	}
+	var commands []command
+	for _, args := range [][]string{
 		{"version"}, {"help"}, {"stages"}, {"check", "p.toml"},
 		{"graph", "p.toml"}, {"graph", "--format", "dot", "p.toml"},
 		{"graph", "--format", "mermaid", "p.toml"}, {"graph", "--format", "svg", "-o", "p.svg", "p.toml"},
 		{"run", "p.toml"}, {"status", "runs/two"}, {"inspect", "runs/two"}, {"report", "runs/two"},
+		{"verify", "runs/two"},
+		{"init", "regenerate", "--prompts", "p.jsonl", "--servers", "sim:1?speed=100", "--model-dir", qwen3, "--max-output-tokens", "4096", "-o", "i.toml"},
+		{"run", "i.toml"}, {"export", "--layout", "specforge", "--stage", "train", "x.jsonl", "runs/regenerate"},
+	} {
+		commands = append(commands, command{args: args})
 	}
+	commands = append(commands,
+		command{args: []string{"stop", "runs/two"}, code: 1},
+		command{args: []string{"tokenize", "--tokenizer", qwen3}, stdin: `{"text":"hi"}` + "\n"})
 	for _, who := range []string{"root", "nobody"} {
 		dir := filepath.Join(base, who)
 		os.Mkdir(dir, 0o755)
@@ -72,18 +98,19 @@ path  = "out/all.jsonl"
 				t.Fatal(err)
 			}
 		}
-		for _, args := range commands {
+		for _, c := range commands {
 			var cmd *exec.Cmd
 			if who == "root" {
-				cmd = exec.Command(bin, args...)
+				cmd = exec.Command(bin, c.args...)
 			} else {
-				cmd = exec.Command(setpriv, append([]string{"--reuid=" + nobody.Uid, "--regid=" + nobody.Gid, "--clear-groups", bin}, args...)...)
+				cmd = exec.Command(setpriv, append([]string{"--reuid=" + nobody.Uid, "--regid=" + nobody.Gid, "--clear-groups", bin}, c.args...)...)
 			}
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+dir)
-			out, err := cmd.CombinedOutput()
-			if err != nil || strings.Contains(string(out), "panic") {
-				t.Errorf("%s: pipe %s: %v\n%s", who, strings.Join(args, " "), err, out)
+			cmd.Stdin = strings.NewReader(c.stdin)
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != c.code || strings.Contains(string(out), "panic") {
+				t.Errorf("%s: pipe %s: exit %d, want %d\n%s", who, strings.Join(c.args, " "), code, c.code, out)
 			}
 		}
 		// Nothing was left in the shared temporary directory.
