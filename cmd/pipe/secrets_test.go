@@ -123,7 +123,7 @@ max_rows = 8
 		return nil
 	})
 	for _, want := range []string{"run/detached.log", "run/run.log", "run/run.json", "run/status.json", "run/report.html", "out/out.jsonl",
-		"out/completions/manifest.json", "out/completions/part-00000.parquet"} {
+		"out/completions/.pipe/manifest.json", "out/completions/part-00000.parquet"} {
 		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
 			t.Errorf("no %s to check: %v", want, err)
 		}

@@ -52,7 +52,8 @@ func TestTransientAndRefused(t *testing.T) {
 }
 
 // An outage shorter than the timeout is waited out (with notices at its
-// start and end); a longer one ends in an OutageError; a refusal is
+// start and end; the retry that ends it comes up to one jittered backoff,
+// at most 15 s, after it); a longer one ends in an OutageError; a refusal is
 // returned at once, not retried.
 func TestWaiter(t *testing.T) {
 	down := reqErr("PutObject", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
@@ -68,7 +69,7 @@ func TestWaiter(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil || calls < 4 || len(notes) != 2 || !strings.HasPrefix(notes[0], "uploads waiting: uploading x failed") || !strings.HasPrefix(notes[1], "uploads going again after 4") {
+		if err != nil || calls < 4 || len(notes) != 2 || !strings.HasPrefix(notes[0], "uploads waiting: uploading x failed") || !strings.HasPrefix(notes[1], "uploads going again after ") {
 			t.Fatalf("40 s outage: %v after %d calls; notes %q", err, calls, notes)
 		}
 		if _, _, _, outages, longest := w.State(); outages != 1 || longest < 40*time.Second {
