@@ -3,11 +3,15 @@ package tokenize
 import (
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 type addedToken struct {
 	content string
 	id      int
+	// As in tokenizer.json; only the general pipeline (addedSplits) reads them.
+	lstrip, rstrip, singleWord bool
 }
 
 // addedMatcher finds added tokens (special or not) in text, leftmost first
@@ -22,13 +26,16 @@ type addedMatcher struct {
 	// is a strings.IndexByte.
 	onlyFirst int
 	none      bool
+	flags     map[int]addedToken // by id, for addedSplits
 }
 
 func (m *addedMatcher) build(tokens []addedToken) {
 	m.onlyFirst = -1
 	m.none = len(tokens) == 0
 	firsts := map[byte]bool{}
+	m.flags = map[int]addedToken{}
 	for _, tok := range tokens {
+		m.flags[tok.id] = tok
 		b := tok.content[0]
 		m.byFirst[b] = append(m.byFirst[b], tok)
 		firsts[b] = true
@@ -66,4 +73,63 @@ func (m *addedMatcher) find(s string, from int) (start, end, id int) {
 		}
 	}
 	return -1, -1, 0
+}
+
+// addedSplits is Hugging Face's AddedVocabulary::find_matches: the added
+// tokens in s (leftmost-longest, non-overlapping, searched from the end of
+// the previous match), a single_word token skipped where a word character
+// touches it, lstrip/rstrip tokens taking the whitespace beside them; and
+// the text between them. Each result is [start, end, id] with id -1 for text.
+func (m *addedMatcher) addedSplits(s string, dst [][3]int) [][3]int {
+	if s == "" {
+		return dst
+	}
+	startOffset := 0
+	for from := 0; from < len(s); {
+		start, stop, id := m.find(s, from)
+		if start < 0 {
+			break
+		}
+		from = stop
+		tok := m.flags[id]
+		if tok.singleWord {
+			startSpace := start == 0 || !endsWithWord(s[:start])
+			stopSpace := stop == len(s) || !startsWithWord(s[stop:])
+			if !startSpace || !stopSpace {
+				continue
+			}
+		}
+		if tok.lstrip {
+			start = max(len(strings.TrimRightFunc(s[:start], unicode.IsSpace)), startOffset)
+		}
+		if tok.rstrip {
+			stop += len(s[stop:]) - len(strings.TrimLeftFunc(s[stop:], unicode.IsSpace))
+		}
+		if startOffset < start {
+			dst = append(dst, [3]int{startOffset, start, -1})
+		}
+		dst = append(dst, [3]int{start, stop, id})
+		startOffset = stop
+	}
+	if startOffset != len(s) {
+		dst = append(dst, [3]int{startOffset, len(s), -1})
+	}
+	return dst
+}
+
+// isWordChar is Rust regex's Unicode \w: Alphabetic, marks, decimal
+// digits, connector punctuation and the joiners.
+func isWordChar(c rune) bool {
+	return unicode.IsLetter(c) || unicode.IsMark(c) || unicode.Is(unicode.Nd, c) || unicode.Is(unicode.Pc, c) ||
+		unicode.Is(unicode.Nl, c) || unicode.Is(unicode.Other_Alphabetic, c) || c == 0x200C || c == 0x200D
+}
+
+func endsWithWord(s string) bool {
+	c, size := utf8.DecodeLastRuneInString(s)
+	return size > 0 && isWordChar(c)
+}
+
+func startsWithWord(s string) bool {
+	c, size := utf8.DecodeRuneInString(s)
+	return size > 0 && isWordChar(c)
 }

@@ -64,6 +64,40 @@ func nodeModules(t testing.TB) string {
 // texts and returns their ids.
 func hfEncode(t testing.TB, dir string, texts []string) [][]int {
 	t.Helper()
+	var ids [][]int
+	for _, line := range runHF(t, dir, texts, false) {
+		var row []int
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatalf("reference encoder output: %v", err)
+		}
+		ids = append(ids, row)
+	}
+	return ids
+}
+
+// hfResult is Hugging Face's ids for a text and its decode of them.
+type hfResult struct {
+	IDs  []int  `json:"ids"`
+	Text string `json:"text"`
+}
+
+// hfEncodeDecode is hfEncode that also returns Hugging Face's decode
+// (skip_special_tokens=False) of the ids.
+func hfEncodeDecode(t testing.TB, dir string, texts []string) []hfResult {
+	t.Helper()
+	var out []hfResult
+	for _, line := range runHF(t, dir, texts, true) {
+		var r hfResult
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("reference encoder output: %v", err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func runHF(t testing.TB, dir string, texts []string, decode bool) [][]byte {
+	t.Helper()
 	nm := nodeModules(t)
 	in := filepath.Join(t.TempDir(), "texts.jsonl")
 	var buf bytes.Buffer
@@ -75,26 +109,26 @@ func hfEncode(t testing.TB, dir string, texts []string) [][]int {
 	if err := os.WriteFile(in, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("node", "testdata/hf_encode.js", nm, filepath.Join(dir, "tokenizer.json"), in)
+	args := []string{"testdata/hf_encode.js", nm, filepath.Join(dir, "tokenizer.json"), in}
+	if decode {
+		args = append(args, "decode")
+	}
+	cmd := exec.Command("node", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("reference encoder: %v", err)
 	}
-	var ids [][]int
+	var lines [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 64<<20)
+	sc.Buffer(nil, 256<<20)
 	for sc.Scan() {
-		var row []int
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			t.Fatalf("reference encoder output: %v", err)
-		}
-		ids = append(ids, row)
+		lines = append(lines, bytes.Clone(sc.Bytes()))
 	}
-	if len(ids) != len(texts) {
-		t.Fatalf("reference encoder returned %d rows for %d texts", len(ids), len(texts))
+	if len(lines) != len(texts) {
+		t.Fatalf("reference encoder returned %d rows for %d texts", len(lines), len(texts))
 	}
-	return ids
+	return lines
 }
 
 var (

@@ -117,14 +117,22 @@ func TestLoadErrorsNameFileAndProblem(t *testing.T) {
 	}{
 		{"not json", []byte("{"), "", "tokenizer.json: not a tokenizer.json"},
 		{"wordpiece", tinyTokenizerJSON(func(f map[string]any) { f["model"].(map[string]any)["type"] = "WordPiece" }), "", `model.type is "WordPiece"`},
-		{"unknown pattern", tinyTokenizerJSON(func(f map[string]any) {
-			f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `\w+`}
-		}), "", `split pattern "\\w+" is not one this tokenizer implements`},
-		{"NFKC", tinyTokenizerJSON(func(f map[string]any) { f["normalizer"] = map[string]any{"type": "NFKC"} }), "", `normalizer type "NFKC"`},
+		{"bad pattern", tinyTokenizerJSON(func(f map[string]any) {
+			f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `(\p{L}+`}
+		}), "", `pre_tokenizer.pretokenizers[0]: pattern "(\\p{L}+"`},
+		{"BertNormalizer", tinyTokenizerJSON(func(f map[string]any) {
+			f["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFKC"}, map[string]any{"type": "BertNormalizer"}}}
+		}), "", `normalizer.normalizers[1]: type "BertNormalizer" is not supported (supported: NFC,`},
+		{"Whitespace", tinyTokenizerJSON(func(f map[string]any) { f["pre_tokenizer"] = map[string]any{"type": "Whitespace"} }), "",
+			`pre_tokenizer: type "Whitespace" is not supported (supported: ByteLevel,`},
+		{"ByteLevel first", tinyTokenizerJSON(func(f map[string]any) {
+			pts := f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)
+			pts[0], pts[1] = pts[1], pts[0]
+		}), "", `pre_tokenizer.pretokenizers[1]: ByteLevel must be the last pre-tokenizer`},
+		{"WordPiece decoder", tinyTokenizerJSON(func(f map[string]any) { f["decoder"] = map[string]any{"type": "WordPiece"} }), "",
+			`decoder: type "WordPiece" is not supported`},
+		{"dropout", tinyTokenizerJSON(func(f map[string]any) { f["model"].(map[string]any)["dropout"] = 0.1 }), "", `model.dropout is 0.1`},
 		{"bad merge", tinyTokenizerJSON(func(f map[string]any) { f["model"].(map[string]any)["merges"] = []any{"Ġ zz"} }), "", `model.merges[0] "Ġ" + "zz"`},
-		{"lstrip", tinyTokenizerJSON(func(f map[string]any) {
-			f["added_tokens"] = []any{map[string]any{"id": 300, "content": "<x>", "lstrip": true}}
-		}), "", `"<x>": single_word/lstrip/rstrip`},
 		{"bad config", tinyTokenizerJSON(nil), "[1]", "tokenizer_config.json: not a JSON object"},
 		{"bad template field", tinyTokenizerJSON(nil), `{"chat_template": 3}`, "tokenizer_config.json: chat_template: want a string"},
 	}
