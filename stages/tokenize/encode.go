@@ -169,7 +169,7 @@ func (e *encoder) general(text string) {
 			e.emit(o[2], o[0], o[1])
 			continue
 		}
-		seg := piece{s: text[o[0]:o[1]], base: o[0], id: -1}
+		seg := piece{s: text[o[0]:o[1]], base: o[0], id: -1, track: e.wantOffsets || p.needOrigins}
 		if p.normalizer != nil {
 			seg = p.normalizer.normalize(seg)
 		}

@@ -19,6 +19,10 @@ type piece struct {
 	orig [][2]int32
 	base int
 	id   int // the added token this piece is, or -1
+	// track: keep orig exact through transformations. Off (Encode without
+	// offsets), a transformed piece's orig stays nil and base is where it
+	// started: spans are then meaningless, which nothing reads.
+	track bool
 }
 
 func textPiece(s string) piece { return piece{s: s, id: -1} }
@@ -48,7 +52,7 @@ func (p *piece) origStart() int {
 }
 
 func (p *piece) slice(i, j int) piece {
-	q := piece{s: p.s[i:j], id: -1}
+	q := piece{s: p.s[i:j], id: -1, track: p.track}
 	if p.orig == nil {
 		q.base = p.base + i
 	} else {
@@ -61,12 +65,18 @@ func (p *piece) slice(i, j int) piece {
 // rebuild accumulates a transformed piece; every byte appended carries the
 // input range it stands for.
 type rebuild struct {
-	b    []byte
-	orig [][2]int32
+	b     []byte
+	orig  [][2]int32
+	track bool
 }
+
+func newRebuild(p *piece) rebuild { return rebuild{b: make([]byte, 0, len(p.s)+8), track: p.track} }
 
 func (r *rebuild) add(s string, from, to int) {
 	r.b = append(r.b, s...)
+	if !r.track {
+		return
+	}
 	for range len(s) {
 		r.orig = append(r.orig, [2]int32{int32(from), int32(to)})
 	}
@@ -75,6 +85,9 @@ func (r *rebuild) add(s string, from, to int) {
 // addFrom appends p.s[i:j] unchanged, keeping each byte's own range.
 func (r *rebuild) addFrom(p *piece, i, j int) {
 	r.b = append(r.b, p.s[i:j]...)
+	if !r.track {
+		return
+	}
 	for k := i; k < j; k++ {
 		a, b := p.span(k)
 		r.orig = append(r.orig, [2]int32{int32(a), int32(b)})
@@ -82,7 +95,7 @@ func (r *rebuild) addFrom(p *piece, i, j int) {
 }
 
 func (r *rebuild) piece(base int) piece {
-	return piece{s: string(r.b), orig: r.orig, base: base, id: -1}
+	return piece{s: string(r.b), orig: r.orig, base: base, id: -1, track: r.track}
 }
 
 // A normalizer rewrites a piece's text (tokenizer.json "normalizer").
@@ -108,7 +121,7 @@ func (n unicodeForm) normalize(p piece) piece {
 	if n.form.IsNormalString(p.s) {
 		return p
 	}
-	var r rebuild
+	r := newRebuild(&p)
 	var it norm.Iter
 	it.InitString(n.form, p.s)
 	for !it.Done() {
@@ -141,7 +154,7 @@ func (lowercase) normalize(p piece) piece {
 	if !changed {
 		return p
 	}
-	var r rebuild
+	r := newRebuild(&p)
 	for i, c := range p.s {
 		size := utf8.RuneLen(c)
 		if c == utf8.RuneError {
@@ -201,7 +214,7 @@ func (n replace) normalize(p piece) piece {
 	if len(matches) == 0 {
 		return p
 	}
-	var r rebuild
+	r := newRebuild(&p)
 	prev := 0
 	for _, m := range matches {
 		r.addFrom(&p, prev, m[0])
@@ -224,7 +237,7 @@ func (n prepend) normalize(p piece) piece {
 		return p
 	}
 	_, size := utf8.DecodeRuneInString(p.s)
-	var r rebuild
+	r := newRebuild(&p)
 	a, b := p.spanOf(0, size)
 	r.add(n.s, a, b)
 	r.addFrom(&p, 0, len(p.s))
@@ -236,7 +249,7 @@ func replaceChar(p piece, old rune, new string) piece {
 	if !strings.ContainsRune(p.s, old) {
 		return p
 	}
-	var r rebuild
+	r := newRebuild(&p)
 	prev := 0
 	for i, c := range p.s {
 		if c != old {

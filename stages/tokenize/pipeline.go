@@ -29,6 +29,24 @@ type pipeline struct {
 	// normalized=false are found in the input as written, the others in
 	// each normalized piece between them, as their normalized content.
 	raw, norm addedMatcher
+	// needOrigins: a step reads where a piece starts in the input
+	// (Metaspace's prepend_scheme "first"), so pieces track their origins
+	// even when no offsets are asked for.
+	needOrigins bool
+}
+
+func readsOrigins(pt preTokenizer) bool {
+	switch p := pt.(type) {
+	case preSequence:
+		for _, x := range p {
+			if readsOrigins(x) {
+				return true
+			}
+		}
+	case metaspace:
+		return p.scheme == "first"
+	}
+	return false
 }
 
 // component is any normalizer, pre-tokenizer or decoder object.
@@ -78,6 +96,10 @@ func parsePattern(c component, where string) (splitPattern, error) {
 	if r, ok := c.Pattern["Regex"]; ok && len(c.Pattern) == 1 {
 		if d, ok := knownPatterns[r]; ok {
 			return knownPattern{d}, nil
+		}
+		if h, ok := handPatterns[r]; ok {
+			initUni()
+			return h, nil
 		}
 		re, err := compileRegex(r)
 		if err != nil {

@@ -220,6 +220,7 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		if t.pipe.pre, t.byteLevel, err = parsePreTokenizer(f.PreTokenizer, "pre_tokenizer"); err != nil {
 			return nil, err
 		}
+		t.pipe.needOrigins = readsOrigins(t.pipe.pre)
 	}
 	if t.decoder, err = parseDecoder(f.Decoder, "decoder", true); err != nil {
 		return nil, err
