@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"strings"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,50 @@ type charModel struct {
 	unk          int32      // unk_token's id, or -1
 	fuseUnk      bool
 	cache        wordCache // ids followed by their lengths
+	// splitAtMeta: a long word (Llama 2 and Gemma send whole paragraphs
+	// to the model) is merged one "▁word" at a time, which gives the same
+	// result wherever no merge can cross the boundary before a ▁: where no
+	// merge result has the previous character followed by ▁ (unsafePrev
+	// lists those that do: Gemma has ">▁</"). A character without a token
+	// of its own stands as <0xXX> or the unknown token, so it counts as
+	// their last character (fallbackSafe).
+	splitAtMeta  bool
+	unsafePrev   map[rune]bool
+	fallbackSafe bool
+}
+
+const meta = '▁'
+
+// noteMerge records the characters a merge result has right before a ▁.
+func (m *charModel) noteMerge(merged string) {
+	for k := 1; k < len(merged); k++ {
+		if strings.HasPrefix(merged[k:], string(meta)) {
+			if r, _ := utf8.DecodeLastRuneInString(merged[:k]); r != meta {
+				m.unsafePrev[r] = true
+			}
+		}
+	}
+}
+
+// charWords calls fn for word, or for each of its ▁words when splitAtMeta.
+func (m *charModel) charWords(word string, fn func(w string)) {
+	if !m.splitAtMeta {
+		fn(word)
+		return
+	}
+	start := 0
+	prev := rune(-1)
+	for i, r := range word {
+		if r == meta && prev != meta && i > start {
+			_, own := m.charID[prev]
+			if (own && !m.unsafePrev[prev]) || (!own && m.fallbackSafe) {
+				fn(word[start:i])
+				start = i
+			}
+		}
+		prev = r
+	}
+	fn(word[start:])
 }
 
 // symbols appends the initial symbols of word and their lengths in bytes of

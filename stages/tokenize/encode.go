@@ -34,6 +34,7 @@ type encoder struct {
 	offsets     [][2]int
 	wantOffsets bool
 	sc          *bpeScratch
+	modelFn     func(piece) // e.model, bound once
 }
 
 func (e *encoder) run(text string) {
@@ -162,7 +163,9 @@ func nfcWithOrigin(s string) (string, [][2]int32) {
 func (e *encoder) general(text string) {
 	p := e.t.pipe
 	var outer, inner [][3]int
-	var pieces []piece
+	if e.modelFn == nil {
+		e.modelFn = e.model
+	}
 	outer = p.raw.addedSplits(text, outer)
 	for _, o := range outer {
 		if o[2] >= 0 {
@@ -181,14 +184,10 @@ func (e *encoder) general(text string) {
 				continue
 			}
 			sub := seg.slice(in[0], in[1])
-			pieces = pieces[:0]
 			if p.pre != nil {
-				pieces = p.pre.split(sub, pieces)
+				p.pre.split(sub, e.modelFn)
 			} else if sub.s != "" {
-				pieces = append(pieces, sub)
-			}
-			for i := range pieces {
-				e.model(&pieces[i])
+				e.model(sub)
 			}
 		}
 	}
@@ -202,21 +201,23 @@ func (e *encoder) emit(id, start, end int) {
 }
 
 // model encodes one pre-tokenized piece.
-func (e *encoder) model(q *piece) {
+func (e *encoder) model(q piece) {
 	t := e.t
 	if !t.byteLevel {
-		ids, lens := t.charBPE(q.s, e.sc)
 		k := 0
-		for i, id := range ids {
-			end := min(k+int(lens[i]), len(q.s))
-			if e.wantOffsets {
-				a, b := q.spanOf(min(k, end-1), end)
-				e.emit(int(id), a, b)
-			} else {
-				e.ids = append(e.ids, int(id))
+		t.char.charWords(q.s, func(w string) {
+			ids, lens := t.charBPE(w, e.sc)
+			for i, id := range ids {
+				end := min(k+int(lens[i]), len(q.s))
+				if e.wantOffsets {
+					a, b := q.spanOf(min(k, end-1), end)
+					e.emit(int(id), a, b)
+				} else {
+					e.ids = append(e.ids, int(id))
+				}
+				k = end
 			}
-			k = end
-		}
+		})
 		return
 	}
 	word := q.s

@@ -3,27 +3,30 @@ package tokenize
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // A preTokenizer splits a piece into the pieces the model encodes one by
-// one (tokenizer.json "pre_tokenizer"); empty pieces are dropped.
+// one (tokenizer.json "pre_tokenizer"), passing each, in order, to emit;
+// empty pieces are dropped.
 type preTokenizer interface {
-	split(p piece, dst []piece) []piece
+	split(p piece, emit func(piece))
 }
 
+// preSequence applies its steps depth first: each piece of one step goes
+// through the rest before the next piece (the same order as step by step,
+// without the lists in between).
 type preSequence []preTokenizer
 
-func (s preSequence) split(p piece, dst []piece) []piece {
-	cur := []piece{p}
-	var next []piece
-	for _, pt := range s {
-		next = next[:0]
-		for _, q := range cur {
-			next = pt.split(q, next)
+func (s preSequence) split(p piece, emit func(piece)) {
+	if len(s) == 0 {
+		if p.s != "" {
+			emit(p)
 		}
-		cur, next = next, cur
+		return
 	}
-	return append(dst, cur...)
+	rest := s[1:]
+	s[0].split(p, func(q piece) { rest.split(q, emit) })
 }
 
 // behavior is Hugging Face's SplitDelimiterBehavior: what becomes of the
@@ -51,9 +54,9 @@ type span struct {
 // splitBy is NormalizedString::split: the text is cut into the pattern's
 // matches and the runs between them (find_matches), which behavior then
 // keeps, drops or glues to a neighbour.
-func splitBy(p piece, pat splitPattern, b behavior, invert bool, dst []piece) []piece {
+func splitBy(p piece, pat splitPattern, b behavior, invert bool, emit func(piece)) {
 	if p.s == "" {
-		return dst
+		return
 	}
 	var spans []span
 	prev := 0
@@ -113,10 +116,9 @@ func splitBy(p piece, pat splitPattern, b behavior, invert bool, dst []piece) []
 	}
 	for _, s := range out {
 		if !s.match && s.b > s.a {
-			dst = append(dst, p.slice(s.a, s.b))
+			emit(p.slice(s.a, s.b))
 		}
 	}
-	return dst
 }
 
 // splitPre is the Split pre-tokenizer.
@@ -126,17 +128,46 @@ type splitPre struct {
 	invert   bool
 }
 
-func (s splitPre) split(p piece, dst []piece) []piece {
-	if kp, ok := s.pattern.(knownPattern); ok && s.behavior == isolated && !s.invert {
-		// The hand-made matchers tile the text: no spans to build.
+func (s splitPre) split(p piece, emit func(piece)) {
+	if s.behavior != isolated || s.invert {
+		splitBy(p, s.pattern, s.behavior, s.invert, emit)
+		return
+	}
+	// Isolated with a hand-made matcher: the matches and the runs between
+	// them are the pieces, straight away.
+	switch pat := s.pattern.(type) {
+	case knownPattern:
 		for i := 0; i < len(p.s); {
-			j := pieceEnd(p.s, i, kp.digitsMax)
-			dst = append(dst, p.slice(i, j))
+			j := pieceEnd(p.s, i, pat.digitsMax)
+			emit(p.slice(i, j))
 			i = j
 		}
-		return dst
+	case tiling:
+		for i := 0; i < len(p.s); {
+			j := pat(p.s, i)
+			emit(p.slice(i, j))
+			i = j
+		}
+	case matcher:
+		gap := 0
+		for i := 0; i < len(p.s); {
+			if j := pat(p.s, i); j > i {
+				if gap < i {
+					emit(p.slice(gap, i))
+				}
+				emit(p.slice(i, j))
+				i, gap = j, j
+				continue
+			}
+			_, n := utf8.DecodeRuneInString(p.s[i:])
+			i += n
+		}
+		if gap < len(p.s) {
+			emit(p.slice(gap, len(p.s)))
+		}
+	default:
+		splitBy(p, s.pattern, s.behavior, s.invert, emit)
 	}
-	return splitBy(p, s.pattern, s.behavior, s.invert, dst)
 }
 
 // gpt2Pattern is the ByteLevel pre-tokenizer's own split (use_regex), from
@@ -151,17 +182,17 @@ type byteLevelPre struct {
 	regex          *regexPattern // the GPT-2 split, with use_regex
 }
 
-func (bl byteLevelPre) split(p piece, dst []piece) []piece {
+func (bl byteLevelPre) split(p piece, emit func(piece)) {
 	if bl.addPrefixSpace && !strings.HasPrefix(p.s, " ") {
 		p = prepend{" "}.normalize(p)
 	}
 	if bl.regex == nil {
 		if p.s != "" {
-			dst = append(dst, p)
+			emit(p)
 		}
-		return dst
+		return
 	}
-	return splitBy(p, *bl.regex, isolated, false, dst)
+	splitBy(p, *bl.regex, isolated, false, emit)
 }
 
 // metaspace is the Metaspace pre-tokenizer: spaces become the replacement
@@ -173,7 +204,7 @@ type metaspace struct {
 	splitOn     bool
 }
 
-func (m metaspace) split(p piece, dst []piece) []piece {
+func (m metaspace) split(p piece, emit func(piece)) {
 	rep := string(m.replacement)
 	p = replaceChar(p, ' ', rep)
 	switch m.scheme {
@@ -188,22 +219,22 @@ func (m metaspace) split(p piece, dst []piece) []piece {
 	}
 	if !m.splitOn {
 		if p.s != "" {
-			dst = append(dst, p)
+			emit(p)
 		}
-		return dst
+		return
 	}
-	return splitBy(p, runeClass(func(c rune) bool { return c == m.replacement }), mergedWithNext, false, dst)
+	splitBy(p, runeClass(func(c rune) bool { return c == m.replacement }), mergedWithNext, false, emit)
 }
 
 // digits is the Digits pre-tokenizer (char::is_numeric: Nd, Nl, No).
 type digits struct{ individual bool }
 
-func (d digits) split(p piece, dst []piece) []piece {
+func (d digits) split(p piece, emit func(piece)) {
 	b := contiguous
 	if d.individual {
 		b = isolated
 	}
-	return splitBy(p, runeClass(unicode.IsNumber), b, false, dst)
+	splitBy(p, runeClass(unicode.IsNumber), b, false, emit)
 }
 
 // punctuation is the Punctuation pre-tokenizer: ASCII punctuation (which
@@ -217,13 +248,13 @@ func isPunctuation(c rune) bool {
 	return unicode.IsPunct(c)
 }
 
-func (pu punctuation) split(p piece, dst []piece) []piece {
-	return splitBy(p, runeClass(isPunctuation), pu.behavior, false, dst)
+func (pu punctuation) split(p piece, emit func(piece)) {
+	splitBy(p, runeClass(isPunctuation), pu.behavior, false, emit)
 }
 
 // whitespaceSplit is the WhitespaceSplit pre-tokenizer: White_Space removed.
 type whitespaceSplit struct{}
 
-func (whitespaceSplit) split(p piece, dst []piece) []piece {
-	return splitBy(p, runeClass(unicode.IsSpace), removed, false, dst)
+func (whitespaceSplit) split(p piece, emit func(piece)) {
+	splitBy(p, runeClass(unicode.IsSpace), removed, false, emit)
 }

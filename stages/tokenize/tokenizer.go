@@ -280,6 +280,19 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	if err := t.setMerges(merges, m.Vocab, prefix); err != nil {
 		return nil, err
 	}
+	if c := t.char; c != nil {
+		_, hasMeta := c.charID[meta]
+		c.splitAtMeta = hasMeta && !t.ignoreMerges && c.prefix == "" && c.suffix == ""
+		c.unsafePrev = map[rune]bool{}
+		for _, p := range merges {
+			c.noteMerge(p[0] + p[1])
+		}
+		c.fallbackSafe = !c.unsafePrev['>']
+		if m.UnkToken != nil {
+			r, _ := utf8.DecodeLastRuneInString(*m.UnkToken)
+			c.fallbackSafe = c.fallbackSafe && !c.unsafePrev[r]
+		}
+	}
 
 	t.added.ids = map[string]int{}
 	t.added.content = map[int]string{}
