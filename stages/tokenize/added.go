@@ -18,11 +18,12 @@ type addedToken struct {
 // added-vocabulary split does, with a byte trie (Gemma has 6,415 added
 // tokens, 6,322 of them starting with '<').
 type addedMatcher struct {
-	ids     map[string]int
-	content map[int]string
-	root    [256]int32       // the trie node after a first byte; 0: no token starts with it
-	edges   map[uint64]int32 // node<<8 | byte -> the next node
-	end     []int32          // end[node]: id+1 of the token ending there, 0 if none
+	ids        map[string]int
+	content    map[int]string
+	decodeForm map[int]string   // normalized=true tokens: the normalized content, which decoders see
+	root       [256]int32       // the trie node after a first byte; 0: no token starts with it
+	edges      map[uint64]int32 // node<<8 | byte -> the next node
+	end        []int32          // end[node]: id+1 of the token ending there, 0 if none
 	// onlyFirst is the one first byte all tokens share, or -1; then the scan
 	// is a strings.IndexByte.
 	onlyFirst int

@@ -172,7 +172,9 @@ func (joinSpace) decodeChain(tokens []string) []string {
 func (t *Tokenizer) decodeWith(ids []int) string {
 	tokens := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if s, ok := t.Token(id); ok {
+		if s, ok := t.added.decodeForm[id]; ok {
+			tokens = append(tokens, s)
+		} else if s, ok := t.Token(id); ok {
 			tokens = append(tokens, s)
 		}
 	}

@@ -122,31 +122,47 @@ func (n unicodeForm) normalize(p piece) piece {
 		return p
 	}
 	r := newRebuild(&p)
+	// Characters Hugging Face does not decompose (hfNoDecomposition) are
+	// kept, and the text between them normalized on its own.
+	from := 0
+	for i, c := range p.s {
+		if c >= 0x32FF && unicode.Is(hfNoDecomposition, c) {
+			n.normalizeRun(&p, from, i, &r)
+			size := utf8.RuneLen(c)
+			r.addFrom(&p, i, i+size)
+			from = i + size
+		}
+	}
+	n.normalizeRun(&p, from, len(p.s), &r)
+	return r.piece(p.origStart())
+}
+
+func (n unicodeForm) normalizeRun(p *piece, from, to int, r *rebuild) {
 	var it norm.Iter
-	it.InitString(n.form, p.s)
+	it.InitString(n.form, p.s[from:to])
 	for !it.Done() {
-		start := it.Pos()
+		start := from + it.Pos()
 		seg := it.Next()
-		end := it.Pos()
+		end := from + it.Pos()
 		if string(seg) == p.s[start:end] {
-			r.addFrom(&p, start, end)
+			r.addFrom(p, start, end)
 			continue
 		}
 		a, b := p.spanOf(start, end)
 		r.add(string(seg), a, b)
 	}
-	return r.piece(p.origStart())
 }
 
 // lowercase is Rust's char::to_lowercase per character, as Hugging Face's
-// Lowercase does: Unicode's simple mapping (Go's unicode.ToLower) plus the
-// one unconditional special casing, U+0130 → "i̇"; no final-sigma rule.
+// Lowercase does: Unicode's simple mapping (Go's unicode.ToLower, plus the
+// pairs newer than Go's tables) and the one unconditional special casing,
+// U+0130 → "i̇"; no final-sigma rule.
 type lowercase struct{}
 
 func (lowercase) normalize(p piece) piece {
 	changed := false
 	for _, c := range p.s {
-		if c == 0x130 || unicode.ToLower(c) != c {
+		if c == 0x130 || toLowerRust(c) != c {
 			changed = true
 			break
 		}
@@ -161,7 +177,7 @@ func (lowercase) normalize(p piece) piece {
 			_, size = utf8.DecodeRuneInString(p.s[i:])
 		}
 		a, b := p.spanOf(i, i+size)
-		switch l := unicode.ToLower(c); {
+		switch l := toLowerRust(c); {
 		case c == 0x130:
 			r.add("i\u0307", a, b)
 		case l != c:

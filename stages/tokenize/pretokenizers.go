@@ -226,7 +226,8 @@ func (m metaspace) split(p piece, emit func(piece)) {
 	splitBy(p, runeClass(func(c rune) bool { return c == m.replacement }), mergedWithNext, false, emit)
 }
 
-// digits is the Digits pre-tokenizer (char::is_numeric: Nd, Nl, No).
+// digits is the Digits pre-tokenizer (char::is_numeric: Nd, Nl, No, by
+// Rust's Unicode tables).
 type digits struct{ individual bool }
 
 func (d digits) split(p piece, emit func(piece)) {
@@ -234,18 +235,19 @@ func (d digits) split(p piece, emit func(piece)) {
 	if d.individual {
 		b = isolated
 	}
-	splitBy(p, runeClass(unicode.IsNumber), b, false, emit)
+	splitBy(p, runeClass(isNumericRust), b, false, emit)
 }
 
 // punctuation is the Punctuation pre-tokenizer: ASCII punctuation (which
-// includes symbols such as $ + < = > ^ ` | ~) or Unicode category P.
+// includes symbols such as $ + < = > ^ ` | ~) or Unicode category P as the
+// unicode_categories crate has it (see unicode_rust.go).
 type punctuation struct{ behavior behavior }
 
 func isPunctuation(c rune) bool {
 	if c < 0x80 {
 		return c > ' ' && c < 0x7f && !(c >= '0' && c <= '9') && !(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z')
 	}
-	return unicode.IsPunct(c)
+	return (unicode.IsPunct(c) && !unicode.Is(hfNotPunct, c)) || unicode.Is(hfPunctExtra, c)
 }
 
 func (pu punctuation) split(p piece, emit func(piece)) {

@@ -88,6 +88,11 @@ func Load(dir string) (*Tokenizer, error) {
 	return t, nil
 }
 
+// ByteLevel reports whether the model encodes bytes (a ByteLevel
+// pre-tokenizer: GPT-2 style BPE) rather than characters (SentencePiece-style
+// BPE with byte fallback).
+func (t *Tokenizer) ByteLevel() bool { return t.byteLevel }
+
 // Dir is the model directory the tokenizer was loaded from.
 func (t *Tokenizer) Dir() string { return t.dir }
 
@@ -235,8 +240,9 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	for _, id := range m.Vocab {
 		maxID = max(maxID, id)
 	}
-	for _, a := range f.AddedTokens {
-		maxID = max(maxID, a.ID)
+	addedIDs := assignAddedIDs(&f)
+	for _, id := range addedIDs {
+		maxID = max(maxID, id)
 	}
 	t.tokenBytes = make([]string, maxID+1)
 	t.tokens = make([]string, maxID+1)
@@ -296,36 +302,62 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 
 	t.added.ids = map[string]int{}
 	t.added.content = map[int]string{}
-	var tokens, raw, normd []addedToken
+	t.added.decodeForm = map[int]string{}
+	// A later entry with the same content replaces an earlier one's options
+	// (AddedVocabulary::add_tokens).
+	var tokens []addedToken
+	at := map[int]int{} // id -> index in tokens
+	normalized := map[int]bool{}
 	for i, a := range f.AddedTokens {
-		if a.Content == "" {
-			return nil, fmt.Errorf("added_tokens[%d] (id %d) has empty content", i, a.ID)
+		id := addedIDs[i]
+		if id < 0 {
+			continue // empty content: Hugging Face skips it
 		}
-		if a.ID < 0 {
-			return nil, fmt.Errorf("added_tokens[%d] %q has negative id %d", i, a.Content, a.ID)
-		}
-		t.added.ids[a.Content] = a.ID
-		t.added.content[a.ID] = a.Content
-		t.tokenBytes[a.ID] = a.Content
+		t.added.ids[a.Content] = id
+		t.added.content[id] = a.Content
+		t.tokenBytes[id] = a.Content
 		if a.Special {
-			t.special[a.ID] = true
+			t.special[id] = true
 		}
-		tok := addedToken{content: a.Content, id: a.ID, lstrip: a.LStrip, rstrip: a.RStrip, singleWord: a.SingleWord}
-		tokens = append(tokens, tok)
-		if t.pipe == nil {
+		tok := addedToken{content: a.Content, id: id, lstrip: a.LStrip, rstrip: a.RStrip, singleWord: a.SingleWord}
+		normalized[id] = a.Normalized
+		if k, ok := at[id]; ok {
+			tokens[k] = tok
 			continue
 		}
-		if !a.Normalized {
+		at[id] = len(tokens)
+		tokens = append(tokens, tok)
+	}
+	var raw, normd []addedToken
+	for _, tok := range tokens {
+		if t.pipe == nil {
+			break
+		}
+		if !normalized[tok.id] {
 			raw = append(raw, tok)
 			continue
 		}
 		// Matched in normalized text as its own normalized form, as
 		// AddedVocabulary::refresh_added_tokens builds its normalized trie.
 		if t.pipe.normalizer != nil {
-			tok.content = t.pipe.normalizer.normalize(textPiece(a.Content)).s
+			tok.content = t.pipe.normalizer.normalize(textPiece(tok.content)).s
 		}
 		if tok.content != "" {
 			normd = append(normd, tok)
+		}
+		// Decoding sees the normalized form (simple_id_to_token).
+		t.added.decodeForm[tok.id] = tok.content
+	}
+	if t.byteLevel {
+		// The ByteLevel decoder maps an added token's characters back to
+		// bytes too, where they are all in its alphabet.
+		for id, s := range t.added.content {
+			if form, ok := t.added.decodeForm[id]; ok {
+				s = form
+			}
+			if b, ok := byteLevelDecode(s); ok {
+				t.tokenBytes[id] = b
+			}
 		}
 	}
 	t.added.build(tokens)
@@ -335,6 +367,34 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	}
 	t.cache.init()
 	return t, nil
+}
+
+// assignAddedIDs gives each added token the id Hugging Face gives it when
+// it loads the file (AddedVocabulary::add_tokens, called by the
+// deserializer): the id of the same content seen before (an earlier entry,
+// or the model's vocabulary), else the next id after the vocabulary. The
+// "id" written in the file is not used (Hugging Face only warns when it
+// differs). -1 for an entry with empty content, which is skipped.
+func assignAddedIDs(f *tokenizerFile) []int {
+	ids := make([]int, len(f.AddedTokens))
+	next := len(f.Model.Vocab) // BPE::get_vocab_size
+	seen := map[string]int{}
+	for i, a := range f.AddedTokens {
+		if a.Content == "" {
+			ids[i] = -1
+			continue
+		}
+		id, ok := seen[a.Content]
+		if !ok {
+			if id, ok = f.Model.Vocab[a.Content]; !ok {
+				id = next
+				next++
+			}
+			seen[a.Content] = id
+		}
+		ids[i] = id
+	}
+	return ids
 }
 
 // initCharModel sets up the BPE model for tokenizers without ByteLevel.

@@ -31,8 +31,8 @@ func tinyTokenizerJSON(mutate func(map[string]any)) []byte {
 		}},
 		"decoder": map[string]any{"type": "ByteLevel"},
 		"added_tokens": []any{
-			map[string]any{"id": 300, "content": "<|im_start|>", "special": true},
-			map[string]any{"id": 301, "content": "<think>", "special": false},
+			map[string]any{"id": 259, "content": "<|im_start|>", "special": true},
+			map[string]any{"id": 260, "content": "<think>", "special": false},
 		},
 		"model": map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{[]string{"Ġ", "t"}, []string{"Ġt", "h"}, []string{"h", "e"}}},
 	}
@@ -66,7 +66,7 @@ func TestTinyTokenizer(t *testing.T) {
 	}
 	ids, offsets := tok.EncodeOffsets(" the<think><|im_start|>x")
 	// " the" -> "Ġth" + "e" (rank 1 "Ġt h" beats rank 2 "h e" after "Ġ t").
-	want := []int{257, 'e', 301, 300, 'x'}
+	want := []int{257, 'e', 260, 259, 'x'}
 	if !equalInts(ids, want) {
 		t.Fatalf("ids %v, want %v", ids, want)
 	}
@@ -85,7 +85,7 @@ func TestTinyTokenizer(t *testing.T) {
 	if s, ok := tok.Token(257); !ok || s != "Ġth" {
 		t.Fatalf("Token(257) = %q, %v", s, ok)
 	}
-	if !tok.IsSpecial(300) || tok.IsSpecial(301) {
+	if !tok.IsSpecial(259) || tok.IsSpecial(260) {
 		t.Fatal("IsSpecial: <|im_start|> is special, <think> is not")
 	}
 	if tok.SpecialTokenVars()["eos_token"] != "<|im_start|>" {

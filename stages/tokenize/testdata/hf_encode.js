@@ -13,8 +13,9 @@ const lines = fs.readFileSync(input, 'utf8').split('\n').filter((l) => l.length 
   const out = [];
   for (const line of lines) {
     const ids = (await tok.encode(JSON.parse(line), null, { addSpecialTokens: false })).getIds();
+    // decode([]) is "" (and its Strip decoder would panic on it).
     if (mode === 'decode') {
-      out.push(JSON.stringify({ ids, text: await tok.decode(ids, false) }));
+      out.push(JSON.stringify({ ids, text: ids.length ? await tok.decode(ids, false) : "" }));
     } else {
       out.push(JSON.stringify(ids));
     }
