@@ -1,22 +1,32 @@
-// Package tokenize is a byte-level BPE tokenizer that produces exactly the ids
-// of Hugging Face `tokenizers` for the models it accepts (Qwen2/Qwen3 and
-// Llama-3 style tokenizer.json files: NFC normalizer, one Split pre-tokenizer
-// with the GPT-4-style pattern, ByteLevel pre-tokenizer/decoder, BPE model),
-// plus the model's chat template (package chat) and the loss mask built from
-// token offsets in the rendered text.
+// Package tokenize produces exactly the ids of Hugging Face `tokenizers`
+// for a model's tokenizer.json, plus the model's chat template (package
+// chat) and the loss mask built from token offsets in the rendered text.
+//
+// Load reads the file component by component: normalizers (NFC, NFD, NFKC,
+// NFKD, Lowercase, Strip, Replace, Prepend, Sequence), pre-tokenizers
+// (ByteLevel, Split, Metaspace, Digits, Punctuation, WhitespaceSplit,
+// Sequence), the BPE model (byte-level, or character-level with
+// byte_fallback and unk; ignore_merges, continuing_subword_prefix,
+// end_of_word_suffix), added tokens (lstrip, rstrip, normalized,
+// single_word) and decoders (ByteLevel, Metaspace, ByteFallback, Fuse,
+// Strip, Replace, Sequence). Anything else — another model type, BPE
+// dropout, another component — is refused with an error naming the file and
+// the component, instead of tokenizing differently.
+//
+// Files with NFC or no normalizer and the Qwen2/3 or Llama-3 split take a
+// hand-made fast path (pretokenize.go); gpt-oss's and DeepSeek-V3's split
+// patterns have hand-made matchers (handmatch.go); any other pattern runs
+// on regexp2 (pattern.go).
 //
 // A *Tokenizer is immutable after Load and safe for concurrent use; its only
-// shared mutable state is a bounded, lock-free word cache.
+// shared mutable state is bounded, lock-free word caches.
 //
-// Load refuses what it does not reproduce exactly (other normalizers or
-// split patterns, BPE dropout, byte fallback, added tokens with lstrip,
-// rstrip or single_word) instead of tokenizing differently. Added tokens
-// marked "normalized" are matched in the text as written, like the others;
-// that differs from Hugging Face only where the text around them is not NFC.
-//
-// The tests compare ids with Hugging Face tokenizers (npm tokenizers@0.23.2)
-// on an 8.5 MB corpus, on every Unicode code point (opt-in), and rendered
-// templates with Python jinja2; scripts/setup-tokenizer-ref.sh installs them.
+// The tests compare ids and decoded text with Hugging Face tokenizers (npm
+// tokenizers@0.23.2) for seven real families (families_test.go), every
+// component on edited files (components_test.go) and character tables on
+// every code point, and rendered templates with Python jinja2;
+// scripts/setup-tokenizer-ref.sh and scripts/fetch-tokenizers.sh install
+// what they need.
 package tokenize
 
 import (
