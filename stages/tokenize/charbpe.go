@@ -175,6 +175,9 @@ func (t *Tokenizer) mergeWithLens(sym, lens []int32, sc *bpeScratch) ([]int32, [
 	if n < 2 {
 		return sym, lens
 	}
+	if n < longWord {
+		return t.mergeScanWithLens(sym, lens, sc)
+	}
 	prev, next := grow(sc.prev, n), grow(sc.next, n)
 	h := sc.heap[:0]
 	for i := 0; i < n; i++ {
@@ -224,4 +227,56 @@ func (t *Tokenizer) mergeWithLens(sym, lens []int32, sc *bpeScratch) ([]int32, [
 		k++
 	}
 	return sym[:k], lens[:k]
+}
+
+// mergeScanWithLens is mergeWithLens for short words: after each merge,
+// rescan the pair ranks (the same order: lowest rank, then leftmost).
+func (t *Tokenizer) mergeScanWithLens(sym, lens []int32, sc *bpeScratch) ([]int32, []int32) {
+	rank := sc.pairRank[:0]
+	merge := sc.merge[:0]
+	for i := 0; i+1 < len(sym); i++ {
+		r, id, ok := t.merges.get(sym[i], sym[i+1])
+		if !ok {
+			r = noMerge
+		}
+		rank = append(rank, r)
+		merge = append(merge, id)
+	}
+	for len(sym) > 1 {
+		best, bi := noMerge, -1
+		for i, r := range rank {
+			if r < best {
+				best, bi = r, i
+			}
+		}
+		if bi < 0 {
+			break
+		}
+		sym[bi] = merge[bi]
+		lens[bi] += lens[bi+1]
+		copy(sym[bi+1:], sym[bi+2:])
+		sym = sym[:len(sym)-1]
+		copy(lens[bi+1:], lens[bi+2:])
+		lens = lens[:len(lens)-1]
+		copy(rank[bi:], rank[bi+1:])
+		rank = rank[:len(rank)-1]
+		copy(merge[bi:], merge[bi+1:])
+		merge = merge[:len(merge)-1]
+		if bi > 0 {
+			r, id, ok := t.merges.get(sym[bi-1], sym[bi])
+			if !ok {
+				r = noMerge
+			}
+			rank[bi-1], merge[bi-1] = r, id
+		}
+		if bi < len(rank) {
+			r, id, ok := t.merges.get(sym[bi], sym[bi+1])
+			if !ok {
+				r = noMerge
+			}
+			rank[bi], merge[bi] = r, id
+		}
+	}
+	sc.pairRank, sc.merge = rank, merge
+	return sym, lens
 }
