@@ -117,6 +117,10 @@ func subwordModel(prefix, suffix string, fuse bool) map[string]any {
 	merge("r", prefix+"ing"+suffix)
 	merge(prefix+"i", prefix+"n")
 	merge("th", prefix+"in")
+	// A pair listed twice: Hugging Face keeps the later rank (its merge map
+	// is collected from the list), so "##h ##e" now merges before "t ##h".
+	merge(prefix+"h", prefix+"e")
+	merge("t", prefix+"h")
 	model := map[string]any{"type": "BPE", "dropout": nil, "unk_token": "[UNK]", "fuse_unk": fuse, "byte_fallback": false,
 		"vocab": vocab, "merges": merges}
 	if prefix != "" {

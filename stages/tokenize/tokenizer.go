@@ -463,10 +463,9 @@ func (t *Tokenizer) setMerges(pairs [][2]string, vocab map[string]int, prefix st
 		if !okA || !okB || !okM {
 			return fmt.Errorf("model.merges[%d] %q + %q: a part or the merged token is not in model.vocab", rank, p[0], p[1])
 		}
-		// The first (lowest-rank) occurrence of a pair wins, as in tokenizers.
-		if _, _, dup := t.merges.get(int32(a), int32(b)); !dup {
-			t.merges.put(int32(a), int32(b), int32(rank), int32(m))
-		}
+		// A pair listed twice keeps its later rank: tokenizers collects the
+		// list into a map (BPE builder, MergeMap), the later entry replacing.
+		t.merges.put(int32(a), int32(b), int32(rank), int32(m))
 	}
 	return nil
 }
