@@ -62,6 +62,24 @@ func slowUni(r rune) uint16 {
 	case unicode.IsSymbol(r):
 		c |= uS
 	}
+	if c == 0 && r >= 0x800 { // Unicode 16.0 additions (unicode_onig.go)
+		switch {
+		case unicode.In(r, onigLu):
+			c |= uLu
+		case unicode.In(r, onigLl):
+			c |= uLl
+		case unicode.In(r, onigLm, onigLo):
+			c |= uLmo
+		case unicode.In(r, onigM):
+			c |= uM
+		case unicode.In(r, onigN):
+			c |= uN
+		case unicode.In(r, onigP):
+			c |= uP
+		case unicode.In(r, onigS):
+			c |= uS
+		}
+	}
 	if unicode.Is(unicode.White_Space, r) {
 		c |= uWS
 	}

@@ -69,7 +69,7 @@ func (k knownPattern) find(s string, dst [][2]int) [][2]int {
 type regexPattern struct{ re *regexp2.Regexp }
 
 func compileRegex(pattern string) (regexPattern, error) {
-	re, err := regexp2.Compile(foldCase(pattern), regexp2.None)
+	re, err := regexp2.Compile(onigPattern(foldCase(pattern)), regexp2.None)
 	if err != nil {
 		return regexPattern{}, err
 	}

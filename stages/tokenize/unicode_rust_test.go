@@ -28,6 +28,7 @@ func TestUnicodeTablesMatchHuggingFace(t *testing.T) {
 	var ref struct {
 		Punct, Digits               []rune
 		Lower, NFC, NFD, NFKC, NFKD map[string]string
+		Onig                        map[string][]rune
 	}
 	if err := json.Unmarshal(out, &ref); err != nil {
 		t.Fatal(err)
@@ -73,6 +74,57 @@ func TestUnicodeTablesMatchHuggingFace(t *testing.T) {
 			}
 			if got := f.n.normalize(textPiece(string(r))).s; got != want {
 				report("U+%04X: %s: ours %q, Hugging Face %q", r, f.name, got, want)
+			}
+		}
+	}
+	// Oniguruma's classes, as the hand-made matchers see them (one bit may
+	// stand for two classes) and as regexp2 compiles them (onigPattern).
+	initUni()
+	union := func(names ...string) map[rune]bool {
+		m := map[rune]bool{}
+		for _, n := range names {
+			for _, r := range ref.Onig[n] {
+				m[r] = true
+			}
+		}
+		return m
+	}
+	bits := []struct {
+		bit uint16
+		in  map[rune]bool
+		as  string
+	}{
+		{uL, union("L"), "L"}, {uLu, union("Lu", "Lt"), "Lu|Lt"}, {uLl, union("Ll"), "Ll"}, {uLmo, union("Lm", "Lo"), "Lm|Lo"},
+		{uM, union("M"), "M"}, {uN, union("N"), "N"}, {uP, union("P"), "P"}, {uS, union("S"), "S"},
+	}
+	var res []regexPattern
+	var names []string
+	for name := range ref.Onig {
+		re, err := compileRegex(`\p{` + name + `}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, names = append(res, re), append(names, name)
+	}
+	for r := rune(0); r <= utf8.MaxRune; r++ {
+		if !utf8.ValidRune(r) {
+			continue
+		}
+		c, _ := uni(string(r), 0)
+		for _, b := range bits {
+			if got := c&b.bit != 0; got != b.in[r] {
+				report("U+%04X: %s: hand-made matchers %v, Oniguruma %v", r, b.as, got, b.in[r])
+			}
+		}
+	}
+	for k, re := range res {
+		in := union(names[k])
+		for r := rune(0); r <= utf8.MaxRune; r++ {
+			if !utf8.ValidRune(r) {
+				continue
+			}
+			if got := len(re.find(string(r), nil)) == 1; got != in[r] {
+				report("U+%04X: \\p{%s}: regexp2 %v, Oniguruma %v", r, names[k], got, in[r])
 			}
 		}
 	}
