@@ -80,7 +80,12 @@ func (e *encoder) segment(text string, from, to int) {
 func (e *encoder) pieces(s string, base int, origin [][2]int32) {
 	t := e.t
 	for i := 0; i < len(s); {
-		j := pieceEnd(s, i, t.digitsMax)
+		var j int
+		if t.tile != nil {
+			j = t.tile(s, i)
+		} else {
+			j = pieceEnd(s, i, t.digitsMax)
+		}
 		word := s[i:j]
 		var ids []int32
 		cached := false

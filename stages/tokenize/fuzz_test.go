@@ -43,8 +43,9 @@ func FuzzEncode(f *testing.F) {
 	})
 }
 
-// FuzzEncodeGeneral checks the general pipeline's invariants on families
-// that take it (DeepSeek-V3, gpt-oss, Llama 2), valid UTF-8 or not: no
+// FuzzEncodeGeneral checks the invariants on the families beyond Qwen3
+// (DeepSeek-V3 and Llama 2 take the general pipeline, gpt-oss the fast path
+// with its own matcher), valid UTF-8 or not: no
 // panic, EncodeOffsets agrees with Encode, offsets are in order and inside
 // the text, and a second (cached) Encode gives the same ids.
 func FuzzEncodeGeneral(f *testing.F) {

@@ -332,35 +332,45 @@ func parseDecoder(raw json.RawMessage, where string, top bool) (decoder, error) 
 // Isolated), ByteLevel without prefix space or regex], and added tokens
 // that are all matched as written (normalized=false, or no normalizer) with
 // no lstrip, rstrip or single_word. It returns the pattern's digit count.
-func fastPath(f *tokenizerFile) (digits int, nfc bool, ok bool) {
+// fastPath reports whether the file is one the hand-made path encodes
+// exactly: NFC or no normalizer, Sequence[Split(a hand-made pattern,
+// Isolated), ByteLevel without prefix space or regex], and added tokens
+// that are all matched as written (normalized=false, or no normalizer) with
+// no lstrip, rstrip or single_word. It returns the Qwen/Llama-3 pattern's
+// digit count, or the other tiling matcher (gpt-oss).
+func fastPath(f *tokenizerFile) (digits int, tile tiling, nfc bool, ok bool) {
 	if !isNull(f.Normalizer) {
 		var n component
 		if json.Unmarshal(f.Normalizer, &n) != nil || n.Type != "NFC" {
-			return 0, false, false
+			return 0, nil, false, false
 		}
 		nfc = true
 	}
 	var pre component
 	if isNull(f.PreTokenizer) || json.Unmarshal(f.PreTokenizer, &pre) != nil || pre.Type != "Sequence" || len(pre.Pretokenizers) != 2 {
-		return 0, false, false
+		return 0, nil, false, false
 	}
 	var split, bl component
 	if json.Unmarshal(pre.Pretokenizers[0], &split) != nil || json.Unmarshal(pre.Pretokenizers[1], &bl) != nil {
-		return 0, false, false
+		return 0, nil, false, false
 	}
 	if split.Type != "Split" || split.Behavior != "Isolated" || split.Invert || len(split.Pattern) != 1 {
-		return 0, false, false
+		return 0, nil, false, false
 	}
 	digits, ok = knownPatterns[split.Pattern["Regex"]]
+	if !ok {
+		// A hand-made tiling matcher (gpt-oss) serves the fast path as well.
+		tile, ok = handPatterns[split.Pattern["Regex"]].(tiling)
+	}
 	if !ok || bl.Type != "ByteLevel" || (bl.AddPrefix != nil && *bl.AddPrefix) || bl.UseRegex == nil || *bl.UseRegex {
-		return 0, false, false
+		return 0, nil, false, false
 	}
 	for _, a := range f.AddedTokens {
 		if a.LStrip || a.RStrip || a.SingleWord || (a.Normalized && nfc) {
-			return 0, false, false
+			return 0, nil, false, false
 		}
 	}
-	return digits, nfc, true
+	return digits, tile, nfc, true
 }
 
 // checkModel refuses BPE options this package does not reproduce.

@@ -59,8 +59,9 @@ type Tokenizer struct {
 	ignoreMerges bool         // a word that is itself in the vocab is one token (Llama-3)
 
 	// The fast path (pipe == nil): NFC or nothing, one hand-made split.
-	digitsMax int  // \p{N}{1,digitsMax} in the split pattern (1 for Qwen, 3 for Llama-3)
-	nfc       bool // the normalizer is NFC (else none)
+	digitsMax int    // \p{N}{1,digitsMax} in the split pattern (1 for Qwen, 3 for Llama-3)
+	tile      tiling // instead, another hand-made pattern (gpt-oss); nil for Qwen/Llama-3
+	nfc       bool   // the normalizer is NFC (else none)
 	// The general path: normalizers, pre-tokenizers, added-token passes.
 	pipe *pipeline
 	// byteLevel: the model encodes bytes (a ByteLevel pre-tokenizer); else
@@ -224,9 +225,12 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	m := &f.Model
 
 	// The fast path, or the general pipeline component by component.
-	digits, nfc, fast := fastPath(&f)
+	digits, tile, nfc, fast := fastPath(&f)
 	if fast {
-		t.digitsMax, t.nfc, t.byteLevel = digits, nfc, true
+		t.digitsMax, t.tile, t.nfc, t.byteLevel = digits, tile, nfc, true
+		if tile != nil {
+			initUni()
+		}
 	} else {
 		t.pipe = &pipeline{}
 		if t.pipe.normalizer, err = parseNormalizer(f.Normalizer, "normalizer"); err != nil {
