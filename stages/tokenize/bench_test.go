@@ -91,3 +91,25 @@ func BenchmarkRenderQwen3(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(convs))*float64(b.N)/b.Elapsed().Seconds(), "conversations/s")
 }
+
+// BenchmarkEncodeFamily encodes the reference corpus with each family's
+// real tokenizer (scripts/fetch-tokenizers.sh), one document at a time on
+// one goroutine; bench/tokenizer.sh compares the same with Hugging Face.
+func BenchmarkEncodeFamily(b *testing.B) {
+	texts := testCorpus(b)
+	size := 0
+	for _, s := range texts {
+		size += len(s)
+	}
+	for _, name := range families {
+		b.Run(name, func(b *testing.B) {
+			tok, _ := loadFamily(b, name)
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				for _, s := range texts {
+					tok.Encode(s)
+				}
+			}
+		})
+	}
+}

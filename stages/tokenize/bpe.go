@@ -68,6 +68,9 @@ type bpeScratch struct {
 	next  []int32
 	heap  []uint64
 	out   []int32 // a word's ids, before they are cached and copied out
+	// pairRank: pair ranks for the character-level scan (which keeps symbol
+	// lengths in rank).
+	pairRank []int32
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}

@@ -34,12 +34,17 @@ type encoder struct {
 	offsets     [][2]int
 	wantOffsets bool
 	sc          *bpeScratch
+	modelFn     func(piece) // e.model, bound once
 }
 
 func (e *encoder) run(text string) {
 	e.sc = scratchPool.Get().(*bpeScratch)
 	defer scratchPool.Put(e.sc)
 	t := e.t
+	if t.pipe != nil {
+		e.general(text)
+		return
+	}
 	pos := 0
 	for pos < len(text) {
 		start, end, id := t.added.find(text, pos)
@@ -75,7 +80,12 @@ func (e *encoder) segment(text string, from, to int) {
 func (e *encoder) pieces(s string, base int, origin [][2]int32) {
 	t := e.t
 	for i := 0; i < len(s); {
-		j := pieceEnd(s, i, t.digitsMax)
+		var j int
+		if t.tile != nil {
+			j = t.tile(s, i)
+		} else {
+			j = pieceEnd(s, i, t.digitsMax)
+		}
 		word := s[i:j]
 		var ids []int32
 		cached := false
@@ -148,4 +158,95 @@ func nfcWithOrigin(s string) (string, [][2]int32) {
 		}
 	}
 	return string(out), origin
+}
+
+// general encodes text through the general pipeline, in the order of
+// Hugging Face's encode: added tokens written as such (normalized=false)
+// out of the input first; each piece between them normalized; normalized
+// added tokens out of that; the rest pre-tokenized, and each resulting
+// piece encoded by the model.
+func (e *encoder) general(text string) {
+	p := e.t.pipe
+	var outer, inner [][3]int
+	if e.modelFn == nil {
+		e.modelFn = e.model
+	}
+	outer = p.raw.addedSplits(text, outer)
+	for _, o := range outer {
+		if o[2] >= 0 {
+			e.emit(o[2], o[0], o[1])
+			continue
+		}
+		seg := piece{s: text[o[0]:o[1]], base: o[0], id: -1, track: e.wantOffsets || p.needOrigins}
+		if p.normalizer != nil {
+			seg = p.normalizer.normalize(seg)
+		}
+		inner = p.norm.addedSplits(seg.s, inner[:0])
+		for _, in := range inner {
+			if in[2] >= 0 {
+				a, b := seg.spanOf(in[0], in[1])
+				e.emit(in[2], a, b)
+				continue
+			}
+			sub := seg.slice(in[0], in[1])
+			if p.pre != nil {
+				p.pre.split(sub, e.modelFn)
+			} else if sub.s != "" {
+				e.model(sub)
+			}
+		}
+	}
+}
+
+func (e *encoder) emit(id, start, end int) {
+	e.ids = append(e.ids, id)
+	if e.wantOffsets {
+		e.offsets = append(e.offsets, [2]int{start, end})
+	}
+}
+
+// model encodes one pre-tokenized piece.
+func (e *encoder) model(q piece) {
+	t := e.t
+	if !t.byteLevel {
+		k := 0
+		t.char.charWords(q.s, func(w string) {
+			ids, lens := t.charBPE(w, e.sc)
+			for i, id := range ids {
+				end := min(k+int(lens[i]), len(q.s))
+				if e.wantOffsets {
+					a, b := q.spanOf(min(k, end-1), end)
+					e.emit(int(id), a, b)
+				} else {
+					e.ids = append(e.ids, int(id))
+				}
+				k = end
+			}
+		})
+		return
+	}
+	word := q.s
+	ids, ok := []int32(nil), false
+	cacheable := len(word) <= maxCachedWord && len(word) > 1
+	if cacheable {
+		ids, ok = t.cache.get(word)
+	}
+	if !ok {
+		e.sc.out = t.bpe(word, e.sc.out[:0], e.sc)
+		ids = e.sc.out
+		if cacheable {
+			t.cache.put(word, append([]int32(nil), ids...))
+		}
+	}
+	k := 0
+	for _, id := range ids {
+		if e.wantOffsets {
+			end := k + len(t.tokenBytes[id])
+			a, b := q.spanOf(k, end)
+			e.emit(int(id), a, b)
+			k = end
+		} else {
+			e.ids = append(e.ids, int(id))
+		}
+	}
 }

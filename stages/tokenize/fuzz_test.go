@@ -42,3 +42,37 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEncodeGeneral checks the invariants on the families beyond Qwen3
+// (DeepSeek-V3 and Llama 2 take the general pipeline, gpt-oss the fast path
+// with its own matcher), valid UTF-8 or not: no
+// panic, EncodeOffsets agrees with Encode, offsets are in order and inside
+// the text, and a second (cached) Encode gives the same ids.
+func FuzzEncodeGeneral(f *testing.F) {
+	for _, s := range []string{"", "don't  stop", "<｜User｜>x<｜Assistant｜>", "e\u0301\u0323", "\xff\xfe<s>", "  \n\n\t 12345 你好 🤖", "'ſS'LL", "▁▁x▁"} {
+		f.Add(s)
+	}
+	var toks []*Tokenizer
+	for _, name := range []string{"deepseek_v3", "gptoss", "llama2"} {
+		tok, _ := loadFamily(f, name)
+		toks = append(toks, tok)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, tok := range toks {
+			ids, offsets := tok.EncodeOffsets(s)
+			if !equalInts(ids, tok.Encode(s)) {
+				t.Fatalf("%q: EncodeOffsets and Encode differ", s)
+			}
+			prev := 0
+			for _, o := range offsets {
+				if o[0] < prev || o[1] < o[0] || o[1] > len(s) {
+					t.Fatalf("%q: offsets %v", s, offsets)
+				}
+				prev = o[0]
+			}
+			if !equalInts(ids, tok.Encode(s)) {
+				t.Fatal("a second Encode differs from the first")
+			}
+		}
+	})
+}

@@ -313,6 +313,8 @@ func unmarshalModelField(m *tokenizerModel, key string, raw []byte) error {
 		dst = &m.ByteFallback
 	case "ignore_merges":
 		dst = &m.IgnoreMerges
+	case "fuse_unk":
+		dst = &m.FuseUnk
 	default:
 		return nil
 	}

@@ -38,9 +38,9 @@ func slowClass(r rune) uint8 {
 	switch {
 	case r == '\r' || r == '\n':
 		return clsNL
-	case unicode.IsLetter(r):
+	case unicode.IsLetter(r) || unicode.Is(onigL, r):
 		return clsLetter
-	case unicode.IsNumber(r):
+	case unicode.IsNumber(r) || unicode.Is(onigN, r):
 		return clsNumber
 	case unicode.Is(unicode.White_Space, r):
 		return clsSpace

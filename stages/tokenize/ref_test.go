@@ -64,6 +64,40 @@ func nodeModules(t testing.TB) string {
 // texts and returns their ids.
 func hfEncode(t testing.TB, dir string, texts []string) [][]int {
 	t.Helper()
+	var ids [][]int
+	for _, line := range runHF(t, dir, texts, false) {
+		var row []int
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatalf("reference encoder output: %v", err)
+		}
+		ids = append(ids, row)
+	}
+	return ids
+}
+
+// hfResult is Hugging Face's ids for a text and its decode of them.
+type hfResult struct {
+	IDs  []int  `json:"ids"`
+	Text string `json:"text"`
+}
+
+// hfEncodeDecode is hfEncode that also returns Hugging Face's decode
+// (skip_special_tokens=False) of the ids.
+func hfEncodeDecode(t testing.TB, dir string, texts []string) []hfResult {
+	t.Helper()
+	var out []hfResult
+	for _, line := range runHF(t, dir, texts, true) {
+		var r hfResult
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("reference encoder output: %v", err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func runHF(t testing.TB, dir string, texts []string, decode bool) [][]byte {
+	t.Helper()
 	nm := nodeModules(t)
 	in := filepath.Join(t.TempDir(), "texts.jsonl")
 	var buf bytes.Buffer
@@ -75,26 +109,26 @@ func hfEncode(t testing.TB, dir string, texts []string) [][]int {
 	if err := os.WriteFile(in, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("node", "testdata/hf_encode.js", nm, filepath.Join(dir, "tokenizer.json"), in)
+	args := []string{"testdata/hf_encode.js", nm, filepath.Join(dir, "tokenizer.json"), in}
+	if decode {
+		args = append(args, "decode")
+	}
+	cmd := exec.Command("node", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("reference encoder: %v", err)
 	}
-	var ids [][]int
+	var lines [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 64<<20)
+	sc.Buffer(nil, 256<<20)
 	for sc.Scan() {
-		var row []int
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			t.Fatalf("reference encoder output: %v", err)
-		}
-		ids = append(ids, row)
+		lines = append(lines, bytes.Clone(sc.Bytes()))
 	}
-	if len(ids) != len(texts) {
-		t.Fatalf("reference encoder returned %d rows for %d texts", len(ids), len(texts))
+	if len(lines) != len(texts) {
+		t.Fatalf("reference encoder returned %d rows for %d texts", len(lines), len(texts))
 	}
-	return ids
+	return lines
 }
 
 var (
@@ -263,16 +297,16 @@ func TestLlama3StyleMatchesHuggingFace(t *testing.T) {
 
 // TestEveryCodePointMatchesHuggingFace encodes every Unicode scalar value in
 // a few contexts (after a letter, doubled, after a space, before a digit,
-// after an apostrophe) — 1.1M code points, ~25 MB — and compares with
-// Hugging Face. It takes about 35 s, so it runs only under PIPE_CI=1 or
-// PIPE_TOKENIZE_EXHAUSTIVE=1; it is what shows Go's Unicode tables classify
-// letters, numbers and spaces as Oniguruma's do and NFC agrees.
+// after an apostrophe) — 1.1M code points, ~25 MB — with each family that
+// has its own matchers or normalizers (Qwen3's NFC and split, gpt-oss's and
+// DeepSeek-V3's splits, Gemma's and Llama 2's SentencePiece BPE) and
+// compares with Hugging Face. It takes minutes, so it runs only under
+// PIPE_CI=1 or PIPE_TOKENIZE_EXHAUSTIVE=1; it is what shows Go's Unicode
+// tables classify characters as Oniguruma's and Rust's do.
 func TestEveryCodePointMatchesHuggingFace(t *testing.T) {
 	if os.Getenv("PIPE_CI") != "1" && os.Getenv("PIPE_TOKENIZE_EXHAUSTIVE") != "1" {
-		t.Skip("set PIPE_TOKENIZE_EXHAUSTIVE=1 to compare every code point (about 35 s)")
+		t.Skip("set PIPE_TOKENIZE_EXHAUSTIVE=1 to compare every code point (minutes)")
 	}
-	t.Parallel()
-	tok := qwen3(t)
 	var texts []string
 	var sb strings.Builder
 	for r := rune(0); r <= utf8.MaxRune; r++ {
@@ -285,17 +319,22 @@ func TestEveryCodePointMatchesHuggingFace(t *testing.T) {
 			sb.Reset()
 		}
 	}
-	want := hfEncode(t, testenv.Qwen3Dir(t), texts)
-	bad := 0
-	for i, s := range texts {
-		if got := tok.Encode(s); !equalInts(got, want[i]) {
-			bad++
-			if bad <= 5 {
-				t.Errorf("code points U+%04X..U+%04X: %s", i*256, i*256+255, firstDiff(tok, s, got, want[i]))
+	for _, name := range []string{"qwen3", "gptoss", "deepseek_v3", "gemma3", "llama2"} {
+		t.Run(name, func(t *testing.T) {
+			tok, dir := loadFamily(t, name)
+			want := hfEncode(t, dir, texts)
+			bad := 0
+			for i, s := range texts {
+				if got := tok.Encode(s); !equalInts(got, want[i]) {
+					bad++
+					if bad <= 5 {
+						t.Errorf("code points U+%04X..U+%04X: %s", i*256, i*256+255, firstDiff(tok, s, got, want[i]))
+					}
+				}
 			}
-		}
-	}
-	if bad > 0 {
-		t.Fatalf("%d of %d blocks of 256 code points differ from Hugging Face", bad, len(texts))
+			if bad > 0 {
+				t.Fatalf("%d of %d blocks of 256 code points differ from Hugging Face", bad, len(texts))
+			}
+		})
 	}
 }

@@ -1,32 +1,42 @@
-// Package tokenize is a byte-level BPE tokenizer that produces exactly the ids
-// of Hugging Face `tokenizers` for the models it accepts (Qwen2/Qwen3 and
-// Llama-3 style tokenizer.json files: NFC normalizer, one Split pre-tokenizer
-// with the GPT-4-style pattern, ByteLevel pre-tokenizer/decoder, BPE model),
-// plus the model's chat template (package chat) and the loss mask built from
-// token offsets in the rendered text.
+// Package tokenize produces exactly the ids of Hugging Face `tokenizers`
+// for a model's tokenizer.json, plus the model's chat template (package
+// chat) and the loss mask built from token offsets in the rendered text.
+//
+// Load reads the file component by component: normalizers (NFC, NFD, NFKC,
+// NFKD, Lowercase, Strip, Replace, Prepend, Sequence), pre-tokenizers
+// (ByteLevel, Split, Metaspace, Digits, Punctuation, WhitespaceSplit,
+// Sequence), the BPE model (byte-level, or character-level with
+// byte_fallback and unk; ignore_merges, continuing_subword_prefix,
+// end_of_word_suffix), added tokens (lstrip, rstrip, normalized,
+// single_word) and decoders (ByteLevel, Metaspace, ByteFallback, Fuse,
+// Strip, Replace, Sequence). Anything else — another model type, BPE
+// dropout, another component — is refused with an error naming the file and
+// the component, instead of tokenizing differently.
+//
+// Files with NFC or no normalizer and the Qwen2/3 or Llama-3 split take a
+// hand-made fast path (pretokenize.go); gpt-oss's and DeepSeek-V3's split
+// patterns have hand-made matchers (handmatch.go); any other pattern runs
+// on regexp2 (pattern.go).
 //
 // A *Tokenizer is immutable after Load and safe for concurrent use; its only
-// shared mutable state is a bounded, lock-free word cache.
+// shared mutable state is bounded, lock-free word caches.
 //
-// Load refuses what it does not reproduce exactly (other normalizers or
-// split patterns, BPE dropout, byte fallback, added tokens with lstrip,
-// rstrip or single_word) instead of tokenizing differently. Added tokens
-// marked "normalized" are matched in the text as written, like the others;
-// that differs from Hugging Face only where the text around them is not NFC.
-//
-// The tests compare ids with Hugging Face tokenizers (npm tokenizers@0.23.2)
-// on an 8.5 MB corpus, on every Unicode code point (opt-in), and rendered
-// templates with Python jinja2; scripts/setup-tokenizer-ref.sh installs them.
+// The tests compare ids and decoded text with Hugging Face tokenizers (npm
+// tokenizers@0.23.2) for seven real families (families_test.go), every
+// component on edited files (components_test.go) and character tables on
+// every code point, and rendered templates with Python jinja2;
+// scripts/setup-tokenizer-ref.sh and scripts/fetch-tokenizers.sh install
+// what they need.
 package tokenize
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"unicode/utf8"
 )
 
 // Tokenizer encodes text to ids and back. The zero value is not usable; use Load.
@@ -46,9 +56,19 @@ type Tokenizer struct {
 
 	added        addedMatcher
 	special      map[int]bool // ids of added tokens marked special
-	digitsMax    int          // \p{N}{1,digitsMax} in the split pattern (1 for Qwen, 3 for Llama-3)
 	ignoreMerges bool         // a word that is itself in the vocab is one token (Llama-3)
-	nfc          bool         // the normalizer is NFC (else none)
+
+	// The fast path (pipe == nil): NFC or nothing, one hand-made split.
+	digitsMax int    // \p{N}{1,digitsMax} in the split pattern (1 for Qwen, 3 for Llama-3)
+	tile      tiling // instead, another hand-made pattern (gpt-oss); nil for Qwen/Llama-3
+	nfc       bool   // the normalizer is NFC (else none)
+	// The general path: normalizers, pre-tokenizers, added-token passes.
+	pipe *pipeline
+	// byteLevel: the model encodes bytes (a ByteLevel pre-tokenizer); else
+	// characters, with char's options.
+	byteLevel bool
+	char      *charModel
+	decoder   decoder // nil: ByteLevel, each token's raw bytes
 
 	cache wordCache
 
@@ -78,6 +98,11 @@ func Load(dir string) (*Tokenizer, error) {
 	}
 	return t, nil
 }
+
+// ByteLevel reports whether the model encodes bytes (a ByteLevel
+// pre-tokenizer: GPT-2 style BPE) rather than characters (SentencePiece-style
+// BPE with byte fallback).
+func (t *Tokenizer) ByteLevel() bool { return t.byteLevel }
 
 // Dir is the model directory the tokenizer was loaded from.
 func (t *Tokenizer) Dir() string { return t.dir }
@@ -117,6 +142,9 @@ func (t *Tokenizer) IsSpecial(id int) bool { return t.special[id] }
 // Decode(Encode(s)) is s after NFC normalization (of the text between added
 // tokens) for every s. Unknown ids are skipped.
 func (t *Tokenizer) Decode(ids []int) string {
+	if t.decoder != nil {
+		return t.decodeWith(ids)
+	}
 	n := 0
 	for _, id := range ids {
 		if id >= 0 && id < len(t.tokenBytes) {
@@ -172,6 +200,7 @@ type tokenizerModel struct {
 	ContinuingSubwordPrefix *string
 	EndOfWordSuffix         *string
 	ByteFallback            bool
+	FuseUnk                 bool
 	IgnoreMerges            bool
 	Vocab                   map[string]int
 }
@@ -194,33 +223,40 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	initClasses()
 	t := &Tokenizer{special: map[int]bool{}}
 	m := &f.Model
-	if m.Type != "BPE" {
-		return nil, fmt.Errorf("model.type is %q; only byte-level \"BPE\" is supported", m.Type)
+
+	// The fast path, or the general pipeline component by component.
+	digits, tile, nfc, fast := fastPath(&f)
+	if fast {
+		t.digitsMax, t.tile, t.nfc, t.byteLevel = digits, tile, nfc, true
+		if tile != nil {
+			initUni()
+		}
+	} else {
+		t.pipe = &pipeline{}
+		if t.pipe.normalizer, err = parseNormalizer(f.Normalizer, "normalizer"); err != nil {
+			return nil, err
+		}
+		if t.pipe.pre, t.byteLevel, err = parsePreTokenizer(f.PreTokenizer, "pre_tokenizer"); err != nil {
+			return nil, err
+		}
+		t.pipe.needOrigins = readsOrigins(t.pipe.pre)
 	}
-	if m.Dropout != nil && *m.Dropout != 0 {
-		return nil, fmt.Errorf("model.dropout is %v; BPE dropout is not supported", *m.Dropout)
-	}
-	if m.ByteFallback {
-		return nil, errors.New("model.byte_fallback is true; only byte-level BPE is supported")
-	}
-	if (m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "") || (m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "") {
-		return nil, errors.New("model.continuing_subword_prefix/end_of_word_suffix are set; not supported")
-	}
-	t.ignoreMerges = m.IgnoreMerges
-	if len(m.Vocab) == 0 {
-		return nil, errors.New("model.vocab is empty")
-	}
-	if err := t.checkPipeline(&f); err != nil {
+	if t.decoder, err = parseDecoder(f.Decoder, "decoder", true); err != nil {
 		return nil, err
 	}
+	if err := checkModel(m, t.byteLevel); err != nil {
+		return nil, err
+	}
+	t.ignoreMerges = m.IgnoreMerges
 
 	// Ids: model vocab plus added tokens; the table is as long as the largest id.
 	maxID := -1
 	for _, id := range m.Vocab {
 		maxID = max(maxID, id)
 	}
-	for _, a := range f.AddedTokens {
-		maxID = max(maxID, a.ID)
+	addedIDs := assignAddedIDs(&f)
+	for _, id := range addedIDs {
+		maxID = max(maxID, id)
 	}
 	t.tokenBytes = make([]string, maxID+1)
 	t.tokens = make([]string, maxID+1)
@@ -229,7 +265,15 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		if id < 0 {
 			return nil, fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
 		}
-		b, ok := byteLevelDecode(tok)
+		// tokenBytes is what a token covers of the text the model saw: raw
+		// bytes with ByteLevel, else the token as written (a <0xXX> byte
+		// token: its byte).
+		b, ok := tok, true
+		if t.byteLevel {
+			b, ok = byteLevelDecode(tok)
+		} else if c, isByte := byteToken(tok); isByte && m.ByteFallback {
+			b = string([]byte{c})
+		}
 		if !ok {
 			// Model tokens outside the byte-level alphabet can never be
 			// produced by encoding; keep them decodable as written.
@@ -238,139 +282,194 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		t.tokenBytes[id] = b
 		t.tokens[id] = tok
 	}
-	for b := 0; b < 256; b++ {
-		id, ok := m.Vocab[string(byteToRune[b])]
-		if !ok {
-			return nil, fmt.Errorf("model.vocab has no token for byte 0x%02x (%q); not a byte-level BPE vocabulary", b, string(byteToRune[b]))
+	if t.byteLevel {
+		for b := 0; b < 256; b++ {
+			id, ok := m.Vocab[string(byteToRune[b])]
+			if !ok {
+				return nil, fmt.Errorf("model.vocab has no token for byte 0x%02x (%q); a ByteLevel pre-tokenizer needs all 256", b, string(byteToRune[b]))
+			}
+			t.byteID[b] = int32(id)
 		}
-		t.byteID[b] = int32(id)
-	}
-	if err := t.setMerges(merges, m.Vocab); err != nil {
+	} else if err := t.initCharModel(m); err != nil {
 		return nil, err
+	}
+	prefix := ""
+	if m.ContinuingSubwordPrefix != nil {
+		prefix = *m.ContinuingSubwordPrefix
+	}
+	if err := t.setMerges(merges, m.Vocab, prefix); err != nil {
+		return nil, err
+	}
+	if c := t.char; c != nil {
+		_, hasMeta := c.charID[meta]
+		c.splitAtMeta = hasMeta && !t.ignoreMerges && c.prefix == "" && c.suffix == ""
+		c.unsafePrev = map[rune]bool{}
+		for _, p := range merges {
+			c.noteMerge(p[0] + p[1])
+		}
+		c.fallbackSafe = !c.unsafePrev['>']
+		if m.UnkToken != nil {
+			r, _ := utf8.DecodeLastRuneInString(*m.UnkToken)
+			c.fallbackSafe = c.fallbackSafe && !c.unsafePrev[r]
+		}
 	}
 
 	t.added.ids = map[string]int{}
 	t.added.content = map[int]string{}
+	t.added.decodeForm = map[int]string{}
+	// A later entry with the same content replaces an earlier one's options
+	// (AddedVocabulary::add_tokens).
 	var tokens []addedToken
+	at := map[int]int{} // id -> index in tokens
+	normalized := map[int]bool{}
 	for i, a := range f.AddedTokens {
-		if a.Content == "" {
-			return nil, fmt.Errorf("added_tokens[%d] (id %d) has empty content", i, a.ID)
+		id := addedIDs[i]
+		if id < 0 {
+			continue // empty content: Hugging Face skips it
 		}
-		if a.SingleWord || a.LStrip || a.RStrip {
-			return nil, fmt.Errorf("added_tokens[%d] %q: single_word/lstrip/rstrip are not supported", i, a.Content)
-		}
-		if a.Normalized && t.nfc && !isNFC(a.Content) {
-			return nil, fmt.Errorf("added_tokens[%d] %q: normalized token whose content is not NFC is not supported", i, a.Content)
-		}
-		if a.ID < 0 {
-			return nil, fmt.Errorf("added_tokens[%d] %q has negative id %d", i, a.Content, a.ID)
-		}
-		t.added.ids[a.Content] = a.ID
-		t.added.content[a.ID] = a.Content
-		t.tokenBytes[a.ID] = a.Content
+		t.added.ids[a.Content] = id
+		t.added.content[id] = a.Content
+		t.tokenBytes[id] = a.Content
 		if a.Special {
-			t.special[a.ID] = true
+			t.special[id] = true
 		}
-		tokens = append(tokens, addedToken{content: a.Content, id: a.ID})
+		tok := addedToken{content: a.Content, id: id, lstrip: a.LStrip, rstrip: a.RStrip, singleWord: a.SingleWord}
+		normalized[id] = a.Normalized
+		if k, ok := at[id]; ok {
+			tokens[k] = tok
+			continue
+		}
+		at[id] = len(tokens)
+		tokens = append(tokens, tok)
+	}
+	var raw, normd []addedToken
+	for _, tok := range tokens {
+		if t.pipe == nil {
+			break
+		}
+		if !normalized[tok.id] {
+			raw = append(raw, tok)
+			continue
+		}
+		// Matched in normalized text as its own normalized form, as
+		// AddedVocabulary::refresh_added_tokens builds its normalized trie.
+		if t.pipe.normalizer != nil {
+			tok.content = t.pipe.normalizer.normalize(textPiece(tok.content)).s
+		}
+		if tok.content != "" {
+			normd = append(normd, tok)
+		}
+		// Decoding sees the normalized form (simple_id_to_token).
+		t.added.decodeForm[tok.id] = tok.content
+	}
+	if t.byteLevel {
+		// The ByteLevel decoder maps an added token's characters back to
+		// bytes too, where they are all in its alphabet.
+		for id, s := range t.added.content {
+			if form, ok := t.added.decodeForm[id]; ok {
+				s = form
+			}
+			if b, ok := byteLevelDecode(s); ok {
+				t.tokenBytes[id] = b
+			}
+		}
 	}
 	t.added.build(tokens)
+	if t.pipe != nil {
+		t.pipe.raw.build(raw)
+		t.pipe.norm.build(normd)
+	}
 	t.cache.init()
 	return t, nil
 }
 
-// checkPipeline accepts exactly the normalizer / pre-tokenizer / decoder
-// combinations whose behaviour this package reproduces, and says what it
-// found otherwise: silently tokenizing differently would poison training data.
-func (t *Tokenizer) checkPipeline(f *tokenizerFile) error {
-	type component struct {
-		Type           string            `json:"type"`
-		AddPrefixSpace bool              `json:"add_prefix_space"`
-		UseRegex       bool              `json:"use_regex"`
-		Pattern        map[string]string `json:"pattern"`
-		Behavior       string            `json:"behavior"`
-		Invert         bool              `json:"invert"`
-		Pretokenizers  []json.RawMessage `json:"pretokenizers"`
+// assignAddedIDs gives each added token the id Hugging Face gives it when
+// it loads the file (AddedVocabulary::add_tokens, called by the
+// deserializer): the id of the same content seen before (an earlier entry,
+// or the model's vocabulary), else the next id after the vocabulary. The
+// "id" written in the file is not used (Hugging Face only warns when it
+// differs). -1 for an entry with empty content, which is skipped.
+func assignAddedIDs(f *tokenizerFile) []int {
+	ids := make([]int, len(f.AddedTokens))
+	next := len(f.Model.Vocab) // BPE::get_vocab_size
+	seen := map[string]int{}
+	for i, a := range f.AddedTokens {
+		if a.Content == "" {
+			ids[i] = -1
+			continue
+		}
+		id, ok := seen[a.Content]
+		if !ok {
+			if id, ok = f.Model.Vocab[a.Content]; !ok {
+				id = next
+				next++
+			}
+			seen[a.Content] = id
+		}
+		ids[i] = id
 	}
-	isNull := func(r json.RawMessage) bool { r = bytes.TrimSpace(r); return len(r) == 0 || string(r) == "null" }
+	return ids
+}
 
-	if !isNull(f.Normalizer) {
-		var n component
-		if err := json.Unmarshal(f.Normalizer, &n); err != nil {
-			return fmt.Errorf("normalizer: %w", err)
-		}
-		if n.Type != "NFC" {
-			return fmt.Errorf("normalizer type %q is not supported (only NFC or none)", n.Type)
-		}
-		t.nfc = true
+// initCharModel sets up the BPE model for tokenizers without ByteLevel.
+func (t *Tokenizer) initCharModel(m *tokenizerModel) error {
+	c := &charModel{charID: map[rune]int32{}, byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, unk: -1}
+	if m.ContinuingSubwordPrefix != nil {
+		c.prefix = *m.ContinuingSubwordPrefix
 	}
-
-	if isNull(f.PreTokenizer) {
-		return errors.New("pre_tokenizer is null; a Split + ByteLevel sequence is required")
+	if m.EndOfWordSuffix != nil {
+		c.suffix = *m.EndOfWordSuffix
 	}
-	var pre component
-	if err := json.Unmarshal(f.PreTokenizer, &pre); err != nil {
-		return fmt.Errorf("pre_tokenizer: %w", err)
-	}
-	if pre.Type != "Sequence" || len(pre.Pretokenizers) != 2 {
-		return fmt.Errorf("pre_tokenizer is %s; only Sequence[Split, ByteLevel] is supported", describe(f.PreTokenizer))
-	}
-	var split, bl component
-	if err := json.Unmarshal(pre.Pretokenizers[0], &split); err != nil {
-		return fmt.Errorf("pre_tokenizer.pretokenizers[0]: %w", err)
-	}
-	if err := json.Unmarshal(pre.Pretokenizers[1], &bl); err != nil {
-		return fmt.Errorf("pre_tokenizer.pretokenizers[1]: %w", err)
-	}
-	if split.Type != "Split" || split.Behavior != "Isolated" || split.Invert {
-		return fmt.Errorf("pre_tokenizer.pretokenizers[0] is %s; want an Isolated, non-inverted Split", describe(pre.Pretokenizers[0]))
-	}
-	digits, ok := knownPatterns[split.Pattern["Regex"]]
-	if !ok {
-		return fmt.Errorf("pre_tokenizer split pattern %q is not one this tokenizer implements (Qwen2/Qwen3 or Llama-3)", split.Pattern["Regex"])
-	}
-	t.digitsMax = digits
-	if bl.Type != "ByteLevel" || bl.AddPrefixSpace || bl.UseRegex {
-		return fmt.Errorf("pre_tokenizer.pretokenizers[1] is %s; want ByteLevel with add_prefix_space=false, use_regex=false", describe(pre.Pretokenizers[1]))
-	}
-
-	// The decoder and post-processor do not change Encode's ids (no special
-	// tokens are added), but a decoder other than ByteLevel would change Decode.
-	if !isNull(f.Decoder) {
-		var d component
-		if err := json.Unmarshal(f.Decoder, &d); err != nil {
-			return fmt.Errorf("decoder: %w", err)
-		}
-		if d.Type != "ByteLevel" {
-			return fmt.Errorf("decoder type %q is not supported (only ByteLevel)", d.Type)
+	for tok, id := range m.Vocab {
+		if r, size := utf8.DecodeRuneInString(tok); size == len(tok) && (r != utf8.RuneError || size > 1) {
+			c.charID[r] = int32(id)
 		}
 	}
+	allBytes := true
+	for b := 0; b < 256; b++ {
+		c.byteID[b] = -1
+		if id, ok := m.Vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
+			c.byteID[b] = int32(id)
+		} else {
+			allBytes = false
+		}
+	}
+	if m.UnkToken != nil {
+		id, ok := m.Vocab[*m.UnkToken]
+		if !ok {
+			return fmt.Errorf("model.unk_token %q is not in model.vocab", *m.UnkToken)
+		}
+		c.unk = int32(id)
+	}
+	if c.unk < 0 && !(m.ByteFallback && allBytes) {
+		return errors.New("model has no unk_token and no complete byte fallback (<0x00>..<0xFF>): Hugging Face fails on text outside the vocabulary, so it is not supported")
+	}
+	c.cache.init()
+	t.char = c
 	return nil
 }
 
-func describe(r json.RawMessage) string {
-	s := string(r)
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
-}
-
 // setMerges indexes the merges by pair of ids; merges[rank] = (left, right).
-func (t *Tokenizer) setMerges(pairs [][2]string, vocab map[string]int) error {
+func (t *Tokenizer) setMerges(pairs [][2]string, vocab map[string]int, prefix string) error {
 	t.merges.init(len(pairs))
 	var buf []byte
 	for rank, p := range pairs {
 		a, okA := vocab[p[0]]
 		b, okB := vocab[p[1]]
-		buf = append(append(buf[:0], p[0]...), p[1]...)
+		// With a continuing_subword_prefix the right part carries it and
+		// the merged token does not (BPE::from builder).
+		right := p[1]
+		if len(right) >= len(prefix) {
+			right = right[len(prefix):]
+		}
+		buf = append(append(buf[:0], p[0]...), right...)
 		m, okM := vocab[string(buf)]
 		if !okA || !okB || !okM {
 			return fmt.Errorf("model.merges[%d] %q + %q: a part or the merged token is not in model.vocab", rank, p[0], p[1])
 		}
-		// The first (lowest-rank) occurrence of a pair wins, as in tokenizers.
-		if _, _, dup := t.merges.get(int32(a), int32(b)); !dup {
-			t.merges.put(int32(a), int32(b), int32(rank), int32(m))
-		}
+		// A pair listed twice keeps its later rank: tokenizers collects the
+		// list into a map (BPE builder, MergeMap), the later entry replacing.
+		t.merges.put(int32(a), int32(b), int32(rank), int32(m))
 	}
 	return nil
 }

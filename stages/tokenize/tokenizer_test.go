@@ -31,8 +31,8 @@ func tinyTokenizerJSON(mutate func(map[string]any)) []byte {
 		}},
 		"decoder": map[string]any{"type": "ByteLevel"},
 		"added_tokens": []any{
-			map[string]any{"id": 300, "content": "<|im_start|>", "special": true},
-			map[string]any{"id": 301, "content": "<think>", "special": false},
+			map[string]any{"id": 259, "content": "<|im_start|>", "special": true},
+			map[string]any{"id": 260, "content": "<think>", "special": false},
 		},
 		"model": map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{[]string{"Ġ", "t"}, []string{"Ġt", "h"}, []string{"h", "e"}}},
 	}
@@ -66,7 +66,7 @@ func TestTinyTokenizer(t *testing.T) {
 	}
 	ids, offsets := tok.EncodeOffsets(" the<think><|im_start|>x")
 	// " the" -> "Ġth" + "e" (rank 1 "Ġt h" beats rank 2 "h e" after "Ġ t").
-	want := []int{257, 'e', 301, 300, 'x'}
+	want := []int{257, 'e', 260, 259, 'x'}
 	if !equalInts(ids, want) {
 		t.Fatalf("ids %v, want %v", ids, want)
 	}
@@ -85,7 +85,7 @@ func TestTinyTokenizer(t *testing.T) {
 	if s, ok := tok.Token(257); !ok || s != "Ġth" {
 		t.Fatalf("Token(257) = %q, %v", s, ok)
 	}
-	if !tok.IsSpecial(300) || tok.IsSpecial(301) {
+	if !tok.IsSpecial(259) || tok.IsSpecial(260) {
 		t.Fatal("IsSpecial: <|im_start|> is special, <think> is not")
 	}
 	if tok.SpecialTokenVars()["eos_token"] != "<|im_start|>" {
@@ -117,14 +117,22 @@ func TestLoadErrorsNameFileAndProblem(t *testing.T) {
 	}{
 		{"not json", []byte("{"), "", "tokenizer.json: not a tokenizer.json"},
 		{"wordpiece", tinyTokenizerJSON(func(f map[string]any) { f["model"].(map[string]any)["type"] = "WordPiece" }), "", `model.type is "WordPiece"`},
-		{"unknown pattern", tinyTokenizerJSON(func(f map[string]any) {
-			f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `\w+`}
-		}), "", `split pattern "\\w+" is not one this tokenizer implements`},
-		{"NFKC", tinyTokenizerJSON(func(f map[string]any) { f["normalizer"] = map[string]any{"type": "NFKC"} }), "", `normalizer type "NFKC"`},
+		{"bad pattern", tinyTokenizerJSON(func(f map[string]any) {
+			f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `(\p{L}+`}
+		}), "", `pre_tokenizer.pretokenizers[0]: pattern "(\\p{L}+"`},
+		{"BertNormalizer", tinyTokenizerJSON(func(f map[string]any) {
+			f["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFKC"}, map[string]any{"type": "BertNormalizer"}}}
+		}), "", `normalizer.normalizers[1]: type "BertNormalizer" is not supported (supported: NFC,`},
+		{"Whitespace", tinyTokenizerJSON(func(f map[string]any) { f["pre_tokenizer"] = map[string]any{"type": "Whitespace"} }), "",
+			`pre_tokenizer: type "Whitespace" is not supported (supported: ByteLevel,`},
+		{"ByteLevel first", tinyTokenizerJSON(func(f map[string]any) {
+			pts := f["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)
+			pts[0], pts[1] = pts[1], pts[0]
+		}), "", `pre_tokenizer.pretokenizers[1]: ByteLevel must be the last pre-tokenizer`},
+		{"WordPiece decoder", tinyTokenizerJSON(func(f map[string]any) { f["decoder"] = map[string]any{"type": "WordPiece"} }), "",
+			`decoder: type "WordPiece" is not supported`},
+		{"dropout", tinyTokenizerJSON(func(f map[string]any) { f["model"].(map[string]any)["dropout"] = 0.1 }), "", `model.dropout is 0.1`},
 		{"bad merge", tinyTokenizerJSON(func(f map[string]any) { f["model"].(map[string]any)["merges"] = []any{"Ġ zz"} }), "", `model.merges[0] "Ġ" + "zz"`},
-		{"lstrip", tinyTokenizerJSON(func(f map[string]any) {
-			f["added_tokens"] = []any{map[string]any{"id": 300, "content": "<x>", "lstrip": true}}
-		}), "", `"<x>": single_word/lstrip/rstrip`},
 		{"bad config", tinyTokenizerJSON(nil), "[1]", "tokenizer_config.json: not a JSON object"},
 		{"bad template field", tinyTokenizerJSON(nil), `{"chat_template": 3}`, "tokenizer_config.json: chat_template: want a string"},
 	}

@@ -74,6 +74,9 @@ func New(source string, specialVars map[string]any) (*Template, error) {
 		t.vars[k] = jinja.FromGoValue(v)
 	}
 	t.vars[ourTojson] = jinja.NewCallable("tojson", tojson)
+	if err := t.addFilters(source); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 

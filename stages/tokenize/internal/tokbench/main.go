@@ -104,7 +104,7 @@ func main() {
 	}
 	out, _ := json.Marshal(map[string]any{
 		"impl": "pipe", "texts": len(texts), "bytes": size, "tokens": tokens, "wall_s": bestWall, "cpu_s": bestCPU,
-		"hash": fmt.Sprintf("%016x", h.Sum64()), "threads": runtime.GOMAXPROCS(0),
+		"hash": fmt.Sprintf("%016x", h.Sum64()), "threads": runtime.GOMAXPROCS(0), "byte_level": tok.ByteLevel(),
 	})
 	fmt.Println(string(out))
 }

@@ -1,0 +1,150 @@
+package tokenize
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// handMatcherTexts is the corpus plus Unicode scalar values in the contexts
+// the patterns branch on: after a letter, doubled, after a space, before a
+// digit, after an apostrophe, before a newline and a slash. regexp2 takes
+// minutes on all of it, so by default it is a sixth of the corpus and every
+// 7th code point; PIPE_CI=1 or PIPE_TOKENIZE_EXHAUSTIVE=1 takes every code
+// point (the family oracle tests cover the whole corpus).
+func handMatcherTexts(t *testing.T) []string {
+	step := 7
+	var texts []string
+	for i, s := range testCorpus(t) {
+		if i%6 == 0 {
+			texts = append(texts, s)
+		}
+	}
+	if os.Getenv("PIPE_CI") == "1" || os.Getenv("PIPE_TOKENIZE_EXHAUSTIVE") == "1" {
+		step = 1
+	}
+	var sb strings.Builder
+	for r := rune(0); r <= utf8.MaxRune; r++ {
+		if utf8.ValidRune(r) && int(r)%step == 0 {
+			c := string(r)
+			sb.WriteString("x" + c + c + " " + c + "1 '" + c + "\n" + c + "/A" + c + "a\t" + c)
+		}
+		if r%1024 == 1023 {
+			texts = append(texts, sb.String())
+			sb.Reset()
+		}
+	}
+	return texts
+}
+
+// TestHandMatchersAgreeWithRegexp2 compares each hand-made matcher (and the
+// Qwen/Llama-3 ones) with regexp2 running the pattern it stands for: same
+// matches on the corpus and on every code point in context. Together with
+// the family oracle tests (regexp2's own agreement with Oniguruma is what
+// TestFamiliesMatchHuggingFace shows for the patterns without a hand-made
+// matcher) this is what lets the hand-made ones be chosen by pattern.
+func TestHandMatchersAgreeWithRegexp2(t *testing.T) {
+	initUni()
+	initClasses()
+	texts := handMatcherTexts(t)
+	pats := map[string]splitPattern{}
+	for p, h := range handPatterns {
+		pats[p] = h
+	}
+	for p, d := range knownPatterns {
+		pats[p] = knownPattern{d}
+	}
+	for p, hand := range pats {
+		re, err := compileRegex(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := p
+		if len(name) > 40 {
+			name = name[:40] + "…"
+		}
+		bad := 0
+		for i, s := range texts {
+			got, want := hand.find(s, nil), re.find(s, nil)
+			if equalSpans(got, want) {
+				continue
+			}
+			bad++
+			if bad <= 3 {
+				k := 0
+				for k < len(got) && k < len(want) && got[k] == want[k] {
+					k++
+				}
+				var g, w [2]int
+				if k < len(got) {
+					g = got[k]
+				}
+				if k < len(want) {
+					w = want[k]
+				}
+				lo := max(0, min(g[0], w[0])-10)
+				hi := min(len(s), max(g[1], w[1])+10)
+				t.Errorf("%s: text %d: match %d: hand %v %q, regexp2 %v %q (around %q)", name, i, k, g, s[g[0]:g[1]], w, s[w[0]:w[1]], s[lo:hi])
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d texts differ", name, bad, len(texts))
+		}
+	}
+}
+
+func equalSpans(a, b [][2]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzHandMatchers: on any valid UTF-8 text, each hand-made matcher finds
+// exactly what regexp2 finds with the pattern it stands for; on any text at
+// all, the tiling ones tile it. `go test -fuzz FuzzHandMatchers` explores.
+func FuzzHandMatchers(f *testing.F) {
+	for _, s := range []string{"", "don't  stop", "ǅungla'S 'll", "Ab\u0301c\u0301D", "x\u02b0y", " \u0301a", "12345", "a//\n\n/", "!abc +x", "日本語カタカナ漢字ひらがな", "\xff\xfeA", "\u3000\u3000x"} {
+		f.Add(s)
+	}
+	initUni()
+	initClasses()
+	type pair struct {
+		hand splitPattern
+		re   regexPattern
+	}
+	var pats []pair
+	for p, h := range handPatterns {
+		re, err := compileRegex(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		pats = append(pats, pair{h, re})
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, p := range pats {
+			got := p.hand.find(s, nil)
+			if tl, ok := p.hand.(tiling); ok {
+				for i := 0; i < len(s); {
+					j := tl(s, i)
+					if j <= i || j > len(s) {
+						t.Fatalf("%q: piece at %d ends at %d", s, i, j)
+					}
+					i = j
+				}
+			}
+			if !utf8.ValidString(s) {
+				continue
+			}
+			if want := p.re.find(s, nil); !equalSpans(got, want) {
+				t.Fatalf("%q: hand-made %v, regexp2 %v", s, got, want)
+			}
+		}
+	})
+}

@@ -1,0 +1,57 @@
+package tokenize
+
+import "unicode"
+
+// Hugging Face tokenizers decides some character properties with Rust's
+// own Unicode tables (char::is_numeric and char::to_lowercase: Unicode 17
+// in tokenizers 0.23.2) or with the unicode_categories crate
+// (Punctuation: an older Unicode), where Go has Unicode 15. These tables are
+// the differences, measured by running each Hugging Face component over
+// every code point (TestUnicodeTablesMatchHuggingFace does it again).
+
+// rustNumericExtra: numeric in Rust, not in Go's unicode.IsNumber (digits
+// added in Unicode 16 and 17).
+var rustNumericExtra = &unicode.RangeTable{
+	R32: []unicode.Range32{{0x10D40, 0x10D49, 1}, {0x116D0, 0x116E3, 1}, {0x11BF0, 0x11BF9, 1}, {0x11DE0, 0x11DE9, 1}, {0x16130, 0x16139, 1}, {0x16D70, 0x16D79, 1}, {0x16FF4, 0x16FF6, 1}, {0x1CCF0, 0x1CCF9, 1}, {0x1E5F1, 0x1E5FA, 1}},
+}
+
+func isNumericRust(r rune) bool { return unicode.IsNumber(r) || unicode.Is(rustNumericExtra, r) }
+
+// hfNotPunct: punctuation for Go, not for Hugging Face's Punctuation
+// (assigned after unicode_categories' tables); hfPunctExtra: the reverse
+// (characters whose category changed since).
+var (
+	hfNotPunct = &unicode.RangeTable{
+		R16: []unicode.Range16{{0x061D, 0x061D, 1}, {0x09FD, 0x09FD, 1}, {0x0A76, 0x0A76, 1}, {0x0C77, 0x0C77, 1}, {0x0C84, 0x0C84, 1}, {0x1B7D, 0x1B7E, 1}, {0x2E43, 0x2E4F, 1}, {0x2E52, 0x2E5D, 1}},
+		R32: []unicode.Range32{{0x10EAD, 0x10EAD, 1}, {0x10F55, 0x10F59, 1}, {0x10F86, 0x10F89, 1}, {0x1144B, 0x1144F, 1}, {0x1145A, 0x1145B, 1}, {0x1145D, 0x1145D, 1}, {0x11660, 0x1166C, 1}, {0x116B9, 0x116B9, 1}, {0x1183B, 0x1183B, 1}, {0x11944, 0x11946, 1}, {0x119E2, 0x119E2, 1}, {0x11A3F, 0x11A46, 1}, {0x11A9A, 0x11A9C, 1}, {0x11A9E, 0x11AA2, 1}, {0x11B00, 0x11B09, 1}, {0x11C41, 0x11C45, 1}, {0x11C70, 0x11C71, 1}, {0x11EF7, 0x11EF8, 1}, {0x11F43, 0x11F4F, 1}, {0x11FFF, 0x11FFF, 1}, {0x12FF1, 0x12FF2, 1}, {0x16E97, 0x16E9A, 1}, {0x16FE2, 0x16FE2, 1}, {0x1E95E, 0x1E95F, 1}},
+	}
+	hfPunctExtra = &unicode.RangeTable{
+		R16: []unicode.Range16{{0x166D, 0x166D, 1}},
+		R32: []unicode.Range32{{0x111C9, 0x111C9, 1}},
+	}
+)
+
+// rustLowerExtra: lower-case mappings Rust has and Go's unicode.ToLower
+// lacks (case pairs added in Unicode 16 and 17).
+var rustLowerExtra = map[rune]rune{0x1C89: 0x1C8A, 0xA7CB: 0x0264, 0xA7CC: 0xA7CD, 0xA7CE: 0xA7CF, 0xA7D2: 0xA7D3, 0xA7D4: 0xA7D5, 0xA7DA: 0xA7DB, 0xA7DC: 0x019B, 0x10D50: 0x10D70, 0x10D51: 0x10D71, 0x10D52: 0x10D72, 0x10D53: 0x10D73, 0x10D54: 0x10D74, 0x10D55: 0x10D75, 0x10D56: 0x10D76, 0x10D57: 0x10D77, 0x10D58: 0x10D78, 0x10D59: 0x10D79, 0x10D5A: 0x10D7A, 0x10D5B: 0x10D7B, 0x10D5C: 0x10D7C, 0x10D5D: 0x10D7D, 0x10D5E: 0x10D7E, 0x10D5F: 0x10D7F, 0x10D60: 0x10D80, 0x10D61: 0x10D81, 0x10D62: 0x10D82, 0x10D63: 0x10D83, 0x10D64: 0x10D84, 0x10D65: 0x10D85, 0x16EA0: 0x16EBB, 0x16EA1: 0x16EBC, 0x16EA2: 0x16EBD, 0x16EA3: 0x16EBE, 0x16EA4: 0x16EBF, 0x16EA5: 0x16EC0, 0x16EA6: 0x16EC1, 0x16EA7: 0x16EC2, 0x16EA8: 0x16EC3, 0x16EA9: 0x16EC4, 0x16EAA: 0x16EC5, 0x16EAB: 0x16EC6, 0x16EAC: 0x16EC7, 0x16EAD: 0x16EC8, 0x16EAE: 0x16EC9, 0x16EAF: 0x16ECA, 0x16EB0: 0x16ECB, 0x16EB1: 0x16ECC, 0x16EB2: 0x16ECD, 0x16EB3: 0x16ECE, 0x16EB4: 0x16ECF, 0x16EB5: 0x16ED0, 0x16EB6: 0x16ED1, 0x16EB7: 0x16ED2, 0x16EB8: 0x16ED3}
+
+// toLowerRust is char::to_lowercase for characters that lower-case to one
+// character (all but U+0130, which the caller handles).
+func toLowerRust(r rune) rune {
+	if l, ok := rustLowerExtra[r]; ok {
+		return l
+	}
+	return unicode.ToLower(r)
+}
+
+// hfNoDecomposition: characters Go's norm (Unicode 15) decomposes and
+// Hugging Face's normalizers (unicode-normalization-alignments, an older
+// Unicode) leave as they are: compatibility forms added in Unicode 12.1-14
+// and U+11938's canonical decomposition (Unicode 13). The Unicode normalizers
+// keep them as written; the composition U+11935 U+11930 → U+11938 that Go's
+// NFC knows and Hugging Face does not is the one case this does not cover.
+var hfNoDecomposition = &unicode.RangeTable{
+	R16: []unicode.Range16{{0x32FF, 0x32FF, 1}, {0xA7F2, 0xA7F4, 1}, {0xAB69, 0xAB69, 1}},
+	R32: []unicode.Range32{{0x10781, 0x10785, 1}, {0x10787, 0x107B0, 1}, {0x107B2, 0x107BA, 1}, {0x11938, 0x11938, 1},
+		{0x1E030, 0x1E06D, 1}, {0x1F16C, 0x1F16C, 1}, {0x1FBF0, 0x1FBF9, 1}},
+}
