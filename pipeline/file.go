@@ -36,6 +36,10 @@ type File struct {
 	// this run takes; RunDir and outputs then name it (see Shard.Name).
 	Shard    *Shard
 	ShardPos Pos
+
+	// From, if set (pipe run --from STAGE=RUN_DIR), replays what STAGE
+	// produced in another run: Build replaces STAGE and its upstream.
+	From *From
 }
 
 // StageDecl is one [[stage]] table as written.
@@ -89,6 +93,9 @@ type LoadOptions struct {
 	Getenv func(string) (string, bool)
 	// Shard is --shard "I/N"; it takes the place of [pipeline] shard.
 	Shard string
+	// From is --from "STAGE=RUN_DIR" (see From); RUN_DIR resolves as a
+	// path in Set does.
+	From string
 }
 
 // LoadFile reads and decodes the pipeline file at path.
@@ -307,6 +314,19 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		if err := f.applySet(s, in, setDir); err != nil {
 			probs = append(probs, Problem{Pos: Pos{File: "--set " + s}, Msg: err.Error(), Structural: true})
 		}
+	}
+	if opts.From != "" {
+		dir := setDir
+		if dir == "" {
+			if dir, err = os.Getwd(); err != nil {
+				return nil, Problems{{Pos: Pos{File: "--from " + opts.From}, Msg: err.Error()}}
+			}
+		}
+		fr, err := ParseFrom(opts.From, dir)
+		if err != nil {
+			probs = append(probs, Problem{Pos: Pos{File: "--from " + opts.From}, Msg: err.Error(), Structural: true})
+		}
+		f.From = fr
 	}
 
 	if f.Name == "" {

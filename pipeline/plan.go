@@ -65,7 +65,7 @@ func BuildGraph(f *File, reg *Registry) (*Plan, Problems) {
 }
 
 func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
-	var probs Problems
+	probs := f.replaceFrom(reg, checkFiles)
 	p := &Plan{File: f, byID: map[string]*PlanStage{}}
 	var all []*PlanStage
 	for _, sd := range f.Stages {
