@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -183,11 +184,73 @@ func TestReplayFromJournalWithoutServers(t *testing.T) {
 	if moved != len(accepted)-len(want) {
 		t.Fatalf("%d moved from accepted to rejected, want %d", moved, len(accepted)-len(want))
 	}
+	// The replay's summary and pipe report A B show the move by reason.
+	logText, _ := os.ReadFile(r.log.Name())
+	wantMove := fmt.Sprintf("accepted → rejected answer_too_short: %s", thousandsOf(moved))
+	if !strings.Contains(string(logText), "what changed: run → run-from-gen") || !strings.Contains(string(logText), wantMove) {
+		t.Fatalf("the replay's summary does not say %q:\n%s", wantMove, tail(string(logText), 3000))
+	}
+	if i := strings.LastIndex(string(logText), "what changed"); i >= 0 {
+		t.Logf("the replay's summary ends:\n%s", logText[i:])
+	}
+	rep := exec.Command(r.bin, "report", "--json", "run", "run-from-gen")
+	rep.Dir = r.dir
+	out, err := rep.Output()
+	if err != nil {
+		t.Fatalf("pipe report run run-from-gen: %v", err)
+	}
+	var cmp struct {
+		Counts []struct {
+			Verdict string
+			A, B    int
+		}
+		Moves []struct {
+			From, To string
+			Count    int
+			Examples []string
+		}
+	}
+	if err := json.Unmarshal(out, &cmp); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range cmp.Moves {
+		if m.From == "accepted" && m.To == "rejected answer_too_short" {
+			found = true
+			if m.Count != moved || len(m.Examples) != 3 {
+				t.Fatalf("move %+v, want %d ids and 3 examples", m, moved)
+			}
+			for _, id := range m.Examples {
+				if !accepted[id] || want[id] {
+					t.Fatalf("example %s did not make that move", id)
+				}
+			}
+		} else if m.From == "accepted" || m.To == "accepted" {
+			t.Fatalf("move %+v: only accepted → answer_too_short can happen with a stricter answer rule", m)
+		}
+	}
+	if !found {
+		t.Fatalf("pipe report shows no move to answer_too_short:\n%s", out)
+	}
+	for _, c := range cmp.Counts {
+		if c.Verdict == "accepted" && (c.A != len(accepted) || c.B != len(want)) {
+			t.Fatalf("accepted %d → %d, want %d → %d", c.A, c.B, len(accepted), len(want))
+		}
+	}
+
 	t.Logf("replay of %d completions with min_answer_length %d: %d accepted (was %d), %d moved; %d rows committed at the kill",
 		len(answerLen), minLen, len(got), len(accepted), moved, committedAtKill)
 	if _, err := os.Stat(filepath.Join(dir, "journal", "gen.jsonl")); err == nil {
 		t.Fatal("the replay journaled its reader as if it generated")
 	}
+}
+
+func thousandsOf(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // countGenRejects counts the records the generate stage's journal holds on
