@@ -57,6 +57,9 @@ type StageDecl struct {
 	// "env:NAME" for an environment variable set but empty, "NAME" for a
 	// var defined as "".
 	EmptyEnv map[string][]string
+	// KindSetFrom is the kind the file gives when --set STAGE.kind=…
+	// swapped it; Build allows only a kind with the same ports.
+	KindSetFrom string
 	// setDir maps keys given by --set to the directory their relative paths
 	// resolve against (the working directory); other keys use File.Dir.
 	setDir map[string]string
@@ -437,8 +440,18 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 			continue
 		}
 		switch key {
-		case "id", "kind":
-			return fmt.Errorf("stage %q: %s cannot be overridden", target, key)
+		case "id":
+			return fmt.Errorf("stage %q: id cannot be overridden", target)
+		case "kind":
+			// Build checks that the new kind has the old one's ports.
+			kind, ok := v.(string)
+			if !ok || kind == "" {
+				return fmt.Errorf("stage %q: kind must be a kind's name (pipe stages lists them)", target)
+			}
+			if sd.KindSetFrom == "" {
+				sd.KindSetFrom = sd.Kind
+			}
+			sd.Kind = kind
 		case "input":
 			var bad error
 			ins := inputsOf(v, func(m string) { bad = errors.New(m) })
