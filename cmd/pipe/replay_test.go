@@ -238,6 +238,27 @@ func TestReplayFromJournalWithoutServers(t *testing.T) {
 		}
 	}
 
+	// pipe init revalidate writes the same replay as a file of its own,
+	// which passes pipe check.
+	for _, args := range [][]string{{"init", "revalidate", "--from", "run", "-o", "reval/revalidate.toml"}, {"check", "reval/revalidate.toml"}} {
+		if args[0] == "init" {
+			os.Mkdir(filepath.Join(r.dir, "reval"), 0o755)
+		}
+		c := exec.Command(r.bin, args...)
+		c.Dir = r.dir
+		if out, err := c.CombinedOutput(); err != nil {
+			text, _ := os.ReadFile(filepath.Join(r.dir, "reval", "revalidate.toml"))
+			t.Fatalf("pipe %s: %v\n%s\n%s", strings.Join(args, " "), err, out, text)
+		}
+	}
+	text, _ := os.ReadFile(filepath.Join(r.dir, "reval", "revalidate.toml"))
+	for _, w := range []string{`kind = "read-journal"`, `run_dir = "../run"`, `kind = "validate-thinking"`, `path = "../run-from-gen/out/train.jsonl"`, "# (in the run: prompts → todo → gen)"} {
+		if !strings.Contains(string(text), w) {
+			t.Fatalf("pipe init revalidate wrote no %q:\n%s", w, text)
+		}
+	}
+	t.Logf("pipe init revalidate --from run:\n%s", text)
+
 	t.Logf("replay of %d completions with min_answer_length %d: %d accepted (was %d), %d moved; %d rows committed at the kill",
 		len(answerLen), minLen, len(got), len(accepted), moved, committedAtKill)
 	if _, err := os.Stat(filepath.Join(dir, "journal", "gen.jsonl")); err == nil {
