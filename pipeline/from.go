@@ -218,7 +218,7 @@ func (f *File) fromReader(target *StageDecl, byID map[string]*StageDecl, checkFi
 	if _, err := os.Stat(fr.RunDir); err != nil {
 		return nil, fmt.Errorf("run directory %s: %s", fr.RunDir, describeReadError(err))
 	}
-	return nil, fmt.Errorf("%s has no journal of stage %q (%s) and no committed output of a writer fed by %s alone: nothing to replay", fr.RunDir, fr.Stage, journal, fr.Stage)
+	return nil, fmt.Errorf("%s has no journal of stage %q (%s) and no committed output of a writer fed by %s alone: nothing to replay (a run keeps what %s produced in a writer with input = %q, e.g. a write-arrow of every completion)", fr.RunDir, fr.Stage, journal, fr.Stage, fr.Stage, fr.Stage)
 }
 
 // feedsOnly reports whether w reads stage's first port and nothing else.

@@ -12,6 +12,7 @@ import (
 // The layouts read-completions reads, by the name it reports.
 const (
 	layoutPipe          = "pipe"                   // write-jsonl records: id, messages, completion
+	layoutShards        = "pipe-shards"            // write-arrow Parquet/Arrow shards
 	layoutConversations = "conversations"          // ShareGPT/OpenAI turns ending with the assistant's
 	layoutSpecForge     = "specforge-regenerated"  // SpecForge scripts/regenerate_train_data.py output
 	layoutChat          = "openai-chat-completion" // a /v1/chat/completions response
@@ -21,6 +22,7 @@ const (
 // layoutText says what each layout is, for the line that reports it.
 var layoutText = map[string]string{
 	layoutPipe:          "pipe's records (id, messages, completion)",
+	layoutShards:        "write-arrow shards (Parquet or Arrow IPC)",
 	layoutConversations: "conversations whose last turn is the assistant's answer",
 	layoutSpecForge:     "SpecForge's regenerated conversations (status, conversations)",
 	layoutChat:          "OpenAI chat completions (choices[0].message)",

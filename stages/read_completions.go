@@ -108,12 +108,12 @@ type ReadCompletionsConfig struct {
 }
 
 type readCompletions struct {
-	cfg  ReadCompletionsConfig
+	cfg ReadCompletionsConfig
 	// notice hears of each layout the first time a line of it is read.
 	id      string
 	notice  io.Writer
 	layouts sync.Map
-	halt func(error) // pipeline.Env.Halt
+	halt    func(error) // pipeline.Env.Halt
 	// stopAhead ends the pass that judges a JSONL file ahead of the reader.
 	stopAhead func()
 }
@@ -188,6 +188,7 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 		src.Halt = r.halt
 		return src.Read(ctx, out)
 	}
+	r.saw(layoutShards)
 	var emitted int64
 	for _, path := range shards {
 		if err := r.readShard(ctx, out, path, path, &emitted); err != nil {
@@ -226,6 +227,7 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	r.saw(layoutShards)
 	var emitted int64
 	for _, sh := range m.Shards {
 		local := filepath.Join(tmp, sh.Name)

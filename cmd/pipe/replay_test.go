@@ -259,6 +259,32 @@ func TestReplayFromJournalWithoutServers(t *testing.T) {
 	}
 	t.Logf("pipe init revalidate --from run:\n%s", text)
 
+	// Without the journal (a segmented one is swept once every output
+	// committed it) the replay reads the shards of the writer fed by gen.
+	if err := os.Rename(filepath.Join(orig, "journal"), filepath.Join(r.dir, "journal-aside")); err != nil {
+		t.Fatal(err)
+	}
+	fromShards := append(append([]string(nil), replay...), "--run-dir", "run-from-shards")
+	if err := r.wait(r.start(fromShards...), 2*time.Minute); err != nil {
+		t.Fatalf("the replay from the completions shards: %v", err)
+	}
+	logText, _ = os.ReadFile(r.log.Name())
+	if !strings.Contains(string(logText), "what changed: run → run-from-shards") || !strings.Contains(string(logText), `stage "gen" (read-completions):`) {
+		t.Fatalf("the replay from shards did not compare:\n%s", tail(string(logText), 3000))
+	}
+	shardAccepted := map[string]bool{}
+	for _, rec := range readJSONL(t, filepath.Join(r.dir, "run-from-shards", "out", "train.jsonl")) {
+		shardAccepted[rec["id"].(string)] = true
+	}
+	if len(shardAccepted) != len(want) {
+		t.Fatalf("the replay from shards accepted %d, want %d", len(shardAccepted), len(want))
+	}
+	for id := range want {
+		if !shardAccepted[id] {
+			t.Fatalf("the replay from shards did not accept %s", id)
+		}
+	}
+
 	t.Logf("replay of %d completions with min_answer_length %d: %d accepted (was %d), %d moved; %d rows committed at the kill",
 		len(answerLen), minLen, len(got), len(accepted), moved, committedAtKill)
 	if _, err := os.Stat(filepath.Join(dir, "journal", "gen.jsonl")); err == nil {
