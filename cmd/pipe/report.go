@@ -120,7 +120,9 @@ func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, 
 	if state != stateFinished || sum == nil || !sum.Started() {
 		return
 	}
-	r, err := runreport.Build(ctx, dir, runreport.Options{})
+	// A replay keeps its verdicts for the comparison below.
+	fr := plan.File.From
+	r, err := runreport.Build(ctx, dir, runreport.Options{Verdicts: fr != nil})
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("stopped (pipe report %s makes it)", shellJoin([]string{pipeline.DisplayPath(dir)}))
@@ -139,8 +141,12 @@ func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, 
 		}
 	}
 	// A replay says what changed from the run it replays.
-	if fr := plan.File.From; fr != nil {
-		c, err := compare(ctx, fr.RunDir, dir)
+	if fr != nil {
+		var c *runreport.Comparison
+		orig, err := runreport.Build(ctx, fr.RunDir, runreport.Options{Verdicts: true})
+		if err == nil {
+			c, err = runreport.Compare(orig, r)
+		}
 		for _, w := range []io.Writer{term, log} {
 			fmt.Fprintln(w)
 			if err != nil {
