@@ -13,11 +13,12 @@
 # end-of-run report; the replay's also its comparison with the original
 # (pipe report A B reads both runs' outputs).
 #
-# 2026-12-01, 2 shared cores, N=20000 (journal 318 MB: 16 KB a completion,
-# most of it prompt and output ids): generate 1.43 s wall / 0.80 s CPU per
-# 1,000 (compressed sim time), replay 0.99 s wall / 0.93 s CPU per 1,000
-# (0.69x wall, 1.17x CPU); of the replay's 39.6 s in a separate try, its
-# report took 4.5 s and the comparison 9.8 s.
+# 2026-12-01, 2 cores shared with other jobs (figures vary ±20% run to run),
+# N=20000 (journal 318 MB: 16 KB a completion, most of it prompt and output
+# ids): generate 1.71 s wall / 0.88 s CPU per 1,000 (compressed sim time),
+# replay 1.17 s wall / 0.76 s CPU per 1,000 (0.68x wall, 0.86x CPU). In a
+# separate try, the comparison with the original took 9.8 s of a 39.6 s
+# replay (it reads both runs' outputs whole).
 #
 #   bench/replay.sh
 #   N=20000 bench/replay.sh
