@@ -43,6 +43,10 @@ type File struct {
 	// this run takes; RunDir and outputs then name it (see Shard.Name).
 	Shard    *Shard
 	ShardPos Pos
+
+	// From, if set (pipe run --from STAGE=RUN_DIR), replays what STAGE
+	// produced in another run: Build replaces STAGE and its upstream.
+	From *From
 }
 
 // StageDecl is one [[stage]] table as written.
@@ -60,6 +64,9 @@ type StageDecl struct {
 	// "env:NAME" for an environment variable set but empty, "NAME" for a
 	// var defined as "".
 	EmptyEnv map[string][]string
+	// KindSetFrom is the kind the file gives when --set STAGE.kind=…
+	// swapped it; Build allows only a kind with the same ports.
+	KindSetFrom string
 	// setDir maps keys given by --set to the directory their relative paths
 	// resolve against (the working directory); other keys use File.Dir.
 	setDir map[string]string
@@ -96,6 +103,9 @@ type LoadOptions struct {
 	Getenv func(string) (string, bool)
 	// Shard is --shard "I/N"; it takes the place of [pipeline] shard.
 	Shard string
+	// From is --from "STAGE=RUN_DIR" (see From); RUN_DIR resolves as a
+	// path in Set does.
+	From string
 }
 
 // LoadFile reads and decodes the pipeline file at path.
@@ -333,6 +343,19 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 			probs = append(probs, Problem{Pos: Pos{File: "--set " + redact.Userinfo(s)}, Msg: err.Error(), Structural: true})
 		}
 	}
+	if opts.From != "" {
+		dir := setDir
+		if dir == "" {
+			if dir, err = os.Getwd(); err != nil {
+				return nil, Problems{{Pos: Pos{File: "--from " + opts.From}, Msg: err.Error()}}
+			}
+		}
+		fr, err := ParseFrom(opts.From, dir)
+		if err != nil {
+			probs = append(probs, Problem{Pos: Pos{File: "--from " + opts.From}, Msg: err.Error(), Structural: true})
+		}
+		f.From = fr
+	}
 
 	if f.Name == "" {
 		f.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
@@ -462,8 +485,18 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 			continue
 		}
 		switch key {
-		case "id", "kind":
-			return fmt.Errorf("stage %q: %s cannot be overridden", target, key)
+		case "id":
+			return fmt.Errorf("stage %q: id cannot be overridden", target)
+		case "kind":
+			// Build checks that the new kind has the old one's ports.
+			kind, ok := v.(string)
+			if !ok || kind == "" {
+				return fmt.Errorf("stage %q: kind must be a kind's name (pipe stages lists them)", target)
+			}
+			if sd.KindSetFrom == "" {
+				sd.KindSetFrom = sd.Kind
+			}
+			sd.Kind = kind
 		case "input":
 			var bad error
 			ins := inputsOf(v, func(m string) { bad = errors.New(m) })

@@ -66,7 +66,9 @@ func (s *PlanStage) edgesOut() []Edge {
 // their kind, key settings and where each port goes.
 func (p *Plan) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "pipeline %q  (%s)\n", p.File.Name, p.File.Path)
-	fmt.Fprintf(w, "run dir  %s\n\n", DisplayPath(p.File.RunDir))
+	fmt.Fprintf(w, "run dir  %s\n", DisplayPath(p.File.RunDir))
+	p.WriteFrom(w)
+	fmt.Fprintln(w)
 	idw, kw := 0, 0
 	for _, s := range p.Stages {
 		idw = max(idw, len(s.ID()))

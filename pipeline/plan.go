@@ -65,7 +65,7 @@ func BuildGraph(f *File, reg *Registry) (*Plan, Problems) {
 }
 
 func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
-	var probs Problems
+	probs := f.replaceFrom(reg, checkFiles)
 	p := &Plan{File: f, byID: map[string]*PlanStage{}}
 	var all []*PlanStage
 	for _, sd := range f.Stages {
@@ -85,6 +85,11 @@ func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
 			if ps.Spec == nil {
 				probs = append(probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true,
 					Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, DidYouMean(sd.Kind, reg.Kinds()), strings.Join(reg.Kinds(), ", "))})
+			}
+		}
+		if old := reg.Lookup(sd.KindSetFrom); old != nil && ps.Spec != nil && old != ps.Spec {
+			if msg := swapProblem(old, ps.Spec); msg != "" {
+				probs = append(probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true, Msg: msg})
 			}
 		}
 		if ps.Spec != nil {
@@ -192,6 +197,39 @@ func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
 		probs = append(probs, Problem{Pos: Pos{File: f.Path}, Msg: "no stages: add [[stage]] tables", Structural: true})
 	}
 	return p, probs
+}
+
+// swapProblem says why kind to cannot stand in for kind from (--set
+// STAGE.kind=…), or "": a swap keeps the graph as the file draws it, so it
+// must take input as from does and have the same ports that must be
+// connected (a writer for a writer); "rejected" may be left unconnected,
+// and the wiring says so where one is connected that the new kind lacks.
+func swapProblem(from, to *Spec) string {
+	if from.Source != to.Source {
+		what := map[bool]string{true: "reads its own input", false: "takes an input"}
+		return fmt.Sprintf("kind %s cannot stand in for %s: %s %s and %s %s; --set STAGE.kind swaps kinds with the same ports (a writer for a writer)", to.Kind, from.Kind, from.Kind, what[from.Source], to.Kind, what[to.Source])
+	}
+	ports := func(s *Spec) []string {
+		var out []string
+		for _, p := range s.Outputs {
+			if !contains(s.OptionalOutputs, p) && p != RejectedPort {
+				out = append(out, p)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	a, b := ports(from), ports(to)
+	if strings.Join(a, ",") == strings.Join(b, ",") {
+		return ""
+	}
+	list := func(ps []string) string {
+		if len(ps) == 0 {
+			return "none"
+		}
+		return strings.Join(ps, ", ")
+	}
+	return fmt.Sprintf("kind %s cannot stand in for %s: its ports are %s, %s's are %s; --set STAGE.kind swaps kinds with the same ports (a writer for a writer)", to.Kind, from.Kind, list(b), from.Kind, list(a))
 }
 
 // topoSort orders stages so every stage follows its inputs (Kahn's

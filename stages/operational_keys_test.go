@@ -15,8 +15,10 @@ func TestOperationalKeys(t *testing.T) {
 		// Credentials (api_key_env, headers_env) say how servers are reached.
 		"generate": {"api_key_env", "backoff_max", "backoff_min", "breaker_failures", "concurrency", "headers_env", "max_attempts",
 			"probe_interval", "ready_timeout", "request_timeout", "servers"},
-		"read-prompts":      {"allow_empty", "limit", "on_bad_line", "path"},
-		"read-completions":  {"endpoint", "force_path_style", "limit", "on_bad_line", "path", "region"},
+		"read-prompts":     {"allow_empty", "limit", "on_bad_line", "path"},
+		"read-completions": {"endpoint", "force_path_style", "limit", "on_bad_line", "path", "region"},
+		// Where the journal lies, not what it holds.
+		"read-journal":      {"run_dir"},
 		"tokenize-and-mask": {"workers"},
 		"validate-thinking": nil,
 		"write-jsonl":       nil,

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -22,9 +24,20 @@ import (
 func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "read-completions",
-		Summary: "stream existing completion records (write-jsonl JSONL, or write-arrow Parquet/Arrow shards) for re-validation",
-		Description: `path is a JSONL file with one record per line as write-jsonl writes it
-({"id", "messages", "completion", ...}); or shards as write-arrow writes them:
+		Summary: "stream existing completions (pipe's JSONL or shards, ShareGPT/conversations, SpecForge's, OpenAI chat and batch output) for re-validation",
+		Description: `path is a JSONL file with one record per line, in any of these layouts
+(the first line of each says, on the terminal, which it found):
+  pipe                    {"id", "messages", "completion", ...} as write-jsonl writes them
+  conversations           {"id", "conversations" (ShareGPT from/value or role/content) or
+                          "messages"}, the last turn the assistant's answer: its
+                          reasoning_content, or <think>…</think> at the start of its content
+  specforge-regenerated   SpecForge's regenerate_train_data.py output: conversations with
+                          "status": "success" (an "error"/"skipped" line is a bad line)
+  openai-chat-completion  a /v1/chat/completions response: choices[0].message, finish_reason,
+                          usage ("messages" beside it, if any, are the prompt)
+  openai-batch-output     OpenAI/vLLM batch output: custom_id (the id), response.body (a chat
+                          completion); a failed request is a bad line
+A row without an id gets a hash of its prompt, as read-prompts gives it. Or shards as write-arrow writes them:
 a .parquet or .arrow file, a shard directory (its .pipe/manifest.json names the
 committed shards, in order; without one, its part-* files), a
 manifest.json, or s3://bucket/prefix/DIR where upload-s3 put them (each
@@ -95,8 +108,12 @@ type ReadCompletionsConfig struct {
 }
 
 type readCompletions struct {
-	cfg  ReadCompletionsConfig
-	halt func(error) // pipeline.Env.Halt
+	cfg ReadCompletionsConfig
+	// notice hears of each layout the first time a line of it is read.
+	id      string
+	notice  io.Writer
+	layouts sync.Map
+	halt    func(error) // pipeline.Env.Halt
 	// stopAhead ends the pass that judges a JSONL file ahead of the reader.
 	stopAhead func()
 }
@@ -133,6 +150,7 @@ func (r *readCompletions) isJSONL() bool {
 // jsonlSource.ahead); shards are typed already and are judged as read.
 func (r *readCompletions) Open(ctx context.Context, env *pipeline.Env) error {
 	r.halt = env.Halt
+	r.id, r.notice = env.StageID, env.Notice
 	if r.isJSONL() {
 		r.stopAhead = r.jsonl().ahead(ctx, env)
 	}
@@ -170,6 +188,7 @@ func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error 
 		src.Halt = r.halt
 		return src.Read(ctx, out)
 	}
+	r.saw(layoutShards)
 	var emitted int64
 	for _, path := range shards {
 		if err := r.readShard(ctx, out, path, path, &emitted); err != nil {
@@ -208,6 +227,7 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	r.saw(layoutShards)
 	var emitted int64
 	for _, sh := range m.Shards {
 		local := filepath.Join(tmp, sh.Name)
@@ -325,18 +345,43 @@ func (r *readCompletions) parse(line []byte) (*pipeline.Record, error) {
 	if line[0] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
-	var rec pipeline.Record
-	if err := json.Unmarshal(line, &rec); err != nil {
+	var l foreignLine
+	if err := json.Unmarshal(line, &l); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, fmt.Errorf("field %q must be %s, got JSON %s", te.Field, te.Type, te.Value)
+			return nil, fmt.Errorf("field %q must be %s, got JSON %s", strings.TrimPrefix(strings.TrimPrefix(te.Field, "Record."), "chatCompletion."), te.Type, te.Value)
 		}
 		return nil, fmt.Errorf("invalid JSON: %v", jsonErrText(err))
 	}
-	if err := r.check(&rec); err != nil {
+	rec := &l.Record
+	if l.Completion == nil && (r.cfg.RequireCompletion || len(l.Conversations) > 0 || len(l.Choices) > 0 || l.Response != nil) {
+		var layout string
+		var err error
+		rec, layout, err = l.toRecord()
+		if layout != "" {
+			r.saw(layout)
+		}
+		if err != nil {
+			if layout != "" {
+				return nil, fmt.Errorf("%s: %v", layout, err)
+			}
+			return nil, err
+		}
+	} else {
+		r.saw(layoutPipe)
+	}
+	if err := r.check(rec); err != nil {
 		return nil, err
 	}
-	return &rec, nil
+	return rec, nil
+}
+
+// saw reports a layout the first time a line of it is read.
+func (r *readCompletions) saw(layout string) {
+	if _, seen := r.layouts.LoadOrStore(layout, true); seen || r.notice == nil {
+		return
+	}
+	fmt.Fprintf(r.notice, "stage %q (read-completions): %s: layout %s: %s\n", r.id, pipeline.DisplayPath(r.cfg.Path), layout, layoutText[layout])
 }
 
 // check says whether rec is a usable completion record, and keeps an

@@ -24,6 +24,8 @@ func init() {
   {"id": "a1", "messages": [{"role": "user", "content": "..."}]}        (OpenAI)
   {"id": "a1", "conversations": [{"from": "human", "value": "..."}]}    (ShareGPT)
   {"id": "a1", "prompt": "..."}
+  {"custom_id": "a1", "method": "POST", "url": "/v1/chat/completions",
+   "body": {"model": "...", "messages": [...]}}                       (OpenAI/vLLM batch input)
 The id comes from id_field; a row without one gets a hash of its
 conversation, so the same prompt has the same id in every run. Other fields
 are kept in the record's meta. The file is streamed, never loaded whole.
@@ -151,15 +153,20 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 		return nil, "", &lineProblem{reasonBadLine, fmt.Sprintf(format, a...)}
 	}
 	var shapes [3][]byte // messages, conversations, prompt
-	var idRaw []byte
+	var idRaw, customID, body []byte
 	err := eachIn(line, '{', func(key string, v []byte) bool {
 		for i, name := range promptShapes {
 			if key == name {
 				shapes[i] = v
 			}
 		}
-		if key == idField {
+		switch key {
+		case idField:
 			idRaw = v
+		case "custom_id":
+			customID = v
+		case "body":
+			body = v
 		}
 		return true
 	})
@@ -177,11 +184,41 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 			break
 		}
 	}
+	// An OpenAI/vLLM batch input line: {"custom_id", "method", "url",
+	// "body": {"model", "messages", ...}} (the Batch API's request input
+	// object); custom_id is the id, body.messages the prompt.
+	batch := shape == -1 && body != nil
+	if batch {
+		if kind(body) != '{' {
+			return bad(`"body" must be an object (a batch request's body)`)
+		}
+		var bodyPrompt []byte
+		eachIn(body, '{', func(key string, v []byte) bool {
+			switch key {
+			case "messages":
+				shapes[0] = v
+			case "prompt":
+				bodyPrompt = v
+			}
+			return true
+		})
+		switch {
+		case shapes[0] != nil:
+			shape = 0
+		case bodyPrompt != nil:
+			return bad(`batch request: body has "prompt", not "messages": a /v1/completions request is not supported; want /v1/chat/completions requests (body.messages)`)
+		default:
+			return bad(`batch request: body has no "messages"; want /v1/chat/completions requests (body.messages)`)
+		}
+		if idRaw == nil && idField == "id" {
+			idRaw = customID
+		}
+	}
 	var buf [4]turnSpan
 	turns := buf[:0]
 	switch shape {
 	case -1:
-		return bad(`no prompt: want "messages", "conversations" or "prompt"`)
+		return bad(`no prompt: want "messages", "conversations" or "prompt" (or a batch request's "body"."messages")`)
 	case 2:
 		if k := kind(shapes[2]); k != '"' && k != 'n' {
 			return bad(`"prompt" must be a string`)
@@ -227,7 +264,21 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 	}
 	if build {
 		eachIn(line, '{', func(key string, v []byte) bool {
-			if key == idField || key == promptShapes[shape] {
+			if key == idField || key == promptShapes[shape] || (batch && key == "custom_id") {
+				return true
+			}
+			if batch && key == "body" {
+				// The request's settings, without the prompt already taken.
+				var b map[string]json.RawMessage
+				if json.Unmarshal(v, &b) == nil {
+					delete(b, "messages")
+					if rest, err := json.Marshal(b); err == nil {
+						if rec.Meta == nil {
+							rec.Meta = map[string]any{}
+						}
+						rec.Meta["body"] = json.RawMessage(rest)
+					}
+				}
 				return true
 			}
 			if rec.Meta == nil {

@@ -15,6 +15,7 @@ func init() {
 	var (
 		format, output string
 		sets           setFlags
+		from           string
 	)
 	register(&command{
 		Name:      "graph",
@@ -35,12 +36,13 @@ reported, one per line, and exits 2, but what is sound is still drawn.`,
 			fs.StringVar(&format, "format", "text", "output format: text, dot, mermaid or svg")
 			fs.StringVar(&output, "o", "", "write to `FILE` instead of standard output")
 			addSetFlag(fs, &sets)
+			fs.StringVar(&from, "from", "", "draw the replay of `STAGE=RUN_DIR` (as pipe run --from)")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 			if fs.NArg() != 1 {
 				return usageErrorf("usage: pipe graph [--format text|dot|mermaid|svg] FILE")
 			}
-			plan, probs := loadGraph(fs.Arg(0), sets)
+			plan, probs := loadGraph(fs.Arg(0), sets, from)
 			if plan != nil {
 				if err := drawGraph(ctx, std, plan, format, output); err != nil {
 					return err

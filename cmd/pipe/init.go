@@ -30,6 +30,9 @@ type initFlags struct {
 	concurrency     int
 	modelDir        string
 	s3              string
+	// from is revalidate's run directory.
+	from     string
+	template string
 	// moreServers are server URLs typed after --servers's value, space-
 	// separated as one-off scripts take them (argparse's nargs="+").
 	moreServers []string
@@ -56,9 +59,10 @@ func (f *initFlags) takeArgs(args []string) error {
 	if template == "" {
 		return usageErrorf("usage: %s", commands["init"].UsageLine)
 	}
-	if template != "regenerate" {
-		return usageErrorf("unknown template %q (the templates: regenerate)%s", template, pipeline.DidYouMean(template, []string{"regenerate"}))
+	if template != "regenerate" && template != "revalidate" {
+		return usageErrorf("unknown template %q (the templates: regenerate, revalidate)%s", template, pipeline.DidYouMean(template, []string{"regenerate", "revalidate"}))
 	}
+	f.template = template
 	return nil
 }
 
@@ -70,7 +74,7 @@ func init() {
 	var f initFlags
 	register(&command{
 		Name:      "init",
-		UsageLine: "pipe init regenerate --prompts FILE (--servers URL... | --ports FROM-TO) [--model-dir DIR] [flags]",
+		UsageLine: "pipe init regenerate --prompts FILE (--servers URL... | --ports FROM-TO) [--model-dir DIR] [flags] | pipe init revalidate --from RUN_DIR",
 		Short:     "write a commented starter pipeline file from the flags of a one-off script",
 		Long: `Init writes a pipeline file to start from, with a comment on every stage and
 setting, from the flags a one-off generation script takes. The file passes
@@ -81,6 +85,10 @@ Templates:
                validate thinking → tokenize with the model's chat template →
                Parquet shards (training rows and every completion), rejects
                as JSONL, optionally uploaded to S3
+  revalidate   --from RUN_DIR: the run's recorded pipeline with its
+               generation stage and upstream replaced by a reader of what
+               it produced (as pipe run --from does), every key written
+               out; -o defaults to revalidate.toml
 
 Paths given on the command line are relative to the current directory; the
 file refers to them relative to itself.`,
@@ -95,11 +103,15 @@ file refers to them relative to itself.`,
 			fs.IntVar(&f.maxOutputTokens, "max-output-tokens", 16384, "at most `N` tokens generated per prompt, thinking and answer together")
 			fs.IntVar(&f.concurrency, "concurrency", 48, "`N` requests in flight per server")
 			fs.StringVar(&f.modelDir, "model-dir", "", "the model `DIR` with tokenizer.json and the chat template (default: the tokenizer_path the servers report, if it is on this machine)")
+			fs.StringVar(&f.from, "from", "", "revalidate: the `RUN_DIR` whose completions to re-validate")
 			fs.StringVar(&f.s3, "s3", "", "upload the training shards to `s3://BUCKET/PREFIX` as they are committed")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 			if err := f.takeArgs(fs.Args()); err != nil {
 				return err
+			}
+			if f.template == "revalidate" {
+				return initRevalidate(std, f)
 			}
 			return initRegenerate(ctx, std, f)
 		},

@@ -25,16 +25,17 @@ func addSetFlag(fs *flag.FlagSet, s *setFlags) {
 // and that its outputs can be created. runDir, if not empty, overrides
 // [pipeline] run_dir.
 func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipeline.Problems) {
-	return loadShardPlan(path, sets, runDir, "")
+	return loadShardPlan(path, sets, runDir, "", "")
 }
 
 // loadShardPlan is loadPlan for one shard ("I/N", as --shard; "" means
-// the file's [pipeline] shard, if any).
-func loadShardPlan(path string, sets []string, runDir, shard string) (*pipeline.Plan, pipeline.Problems) {
+// the file's [pipeline] shard, if any), replaying from another run with
+// from ("STAGE=RUN_DIR", see pipeline.From; "" for none).
+func loadShardPlan(path string, sets []string, runDir, shard, from string) (*pipeline.Plan, pipeline.Problems) {
 	if runDir != "" {
 		sets = append(append([]string(nil), sets...), fmt.Sprintf("pipeline.run_dir=%q", runDir))
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets, Shard: shard})
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets, Shard: shard, From: from})
 	if f == nil {
 		return nil, probs
 	}
@@ -53,8 +54,8 @@ func loadShardPlan(path string, sets []string, runDir, shard string) (*pipeline.
 // file itself is read, so a picture needs neither the data, the model nor
 // the environment the run will have. The plan is nil only when the file
 // cannot be decoded at all.
-func loadGraph(path string, sets []string) (*pipeline.Plan, pipeline.Problems) {
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets})
+func loadGraph(path string, sets []string, from string) (*pipeline.Plan, pipeline.Problems) {
+	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets, From: from})
 	if f == nil {
 		return nil, probs
 	}

@@ -18,7 +18,7 @@ func init() {
 	)
 	register(&command{
 		Name:      "report",
-		UsageLine: "pipe report [--tokenizer DIR] [--json] RUN_DIR",
+		UsageLine: "pipe report [--tokenizer DIR] [--json] RUN_DIR [RUN_DIR_B]",
 		Short:     "report what a run produced: counts, throughput, rejects, token distributions",
 		Long: `Report reads what a run directory committed — its outputs (write-arrow
 shards, write-jsonl files), rejected/ and failed/, done.ids, status.json and
@@ -31,14 +31,25 @@ report works on a live run too (it reads only what is committed).
 Thinking and answer tokens come from the server's reasoning_tokens, else from
 the output ids split at </think> (with --tokenizer, or a tokenizer a stage of
 the run names), else from the completion tokens split by the texts' lengths;
-the report says which.`,
+the report says which.
+
+With two run directories (a run and its replay, pipe run --from, or any
+two runs of the same prompts), report says what changed from the first to
+the second: each verdict's count in both (accepted, rejected by reason,
+failed) and the ids that moved between them, e.g.
+"accepted → rejected answer_too_short: 1,204  e.g. p1, p17, p9". An id is
+accepted when an output holds it and no rejection or failure of it was
+committed. It writes no HTML then.`,
 		SetFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&tokenizer, "tokenizer", "", "model `DIR` whose </think> splits output ids into thinking and answer tokens")
 			fs.BoolVar(&asJSON, "json", false, "print the report as JSON instead of text (report.html is written either way)")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if fs.NArg() == 2 {
+				return compareRuns(ctx, std, fs.Arg(0), fs.Arg(1), asJSON)
+			}
 			if fs.NArg() != 1 {
-				return usageErrorf("usage: pipe report [--tokenizer DIR] [--json] RUN_DIR")
+				return usageErrorf("usage: pipe report [--tokenizer DIR] [--json] RUN_DIR [RUN_DIR_B]")
 			}
 			r, err := runreport.Build(ctx, fs.Arg(0), runreport.Options{Tokenizer: tokenizer})
 			if err != nil {
@@ -63,6 +74,33 @@ the report says which.`,
 	})
 }
 
+// compareRuns prints what changed from run directory a to b.
+func compareRuns(ctx context.Context, std *stdio, a, b string, asJSON bool) error {
+	c, err := compare(ctx, a, b)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		e := json.NewEncoder(std.Out)
+		e.SetIndent("", "  ")
+		return e.Encode(c)
+	}
+	c.WriteText(std.Out, pipeline.DisplayPath(a), pipeline.DisplayPath(b))
+	return nil
+}
+
+func compare(ctx context.Context, a, b string) (*runreport.Comparison, error) {
+	ra, err := runreport.Build(ctx, a, runreport.Options{Verdicts: true})
+	if err != nil {
+		return nil, err
+	}
+	rb, err := runreport.Build(ctx, b, runreport.Options{Verdicts: true})
+	if err != nil {
+		return nil, err
+	}
+	return runreport.Compare(ra, rb)
+}
+
 // recordTimeline adds a progress snapshot to RUN_DIR/timeline.jsonl, for
 // the report's throughput over time (runreport.RecordPoint says how often).
 func recordTimeline(plan *pipeline.Plan, s *pipeline.Summary) {
@@ -82,7 +120,9 @@ func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, 
 	if state != stateFinished || sum == nil || !sum.Started() {
 		return
 	}
-	r, err := runreport.Build(ctx, dir, runreport.Options{})
+	// A replay keeps its verdicts for the comparison below.
+	fr := plan.File.From
+	r, err := runreport.Build(ctx, dir, runreport.Options{Verdicts: fr != nil})
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("stopped (pipe report %s makes it)", shellJoin([]string{pipeline.DisplayPath(dir)}))
@@ -98,6 +138,23 @@ func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, 
 			fmt.Fprintf(w, "pipe: the HTML report could not be written: %v\n", err)
 		} else {
 			fmt.Fprintf(w, "report with plots: %s (pipe report %s writes it again)\n", pipeline.DisplayPath(path), shellJoin([]string{pipeline.DisplayPath(dir)}))
+		}
+	}
+	// A replay says what changed from the run it replays.
+	if fr != nil {
+		var c *runreport.Comparison
+		orig, err := runreport.Build(ctx, fr.RunDir, runreport.Options{Verdicts: true})
+		if err == nil {
+			c, err = runreport.Compare(orig, r)
+		}
+		for _, w := range []io.Writer{term, log} {
+			fmt.Fprintln(w)
+			if err != nil {
+				fmt.Fprintf(w, "pipe: no comparison with %s: %v\n", pipeline.DisplayPath(fr.RunDir), err)
+				continue
+			}
+			c.WriteText(w, pipeline.DisplayPath(fr.RunDir), pipeline.DisplayPath(dir))
+			fmt.Fprintf(w, "(pipe report %s %s shows it again)\n", shellJoin([]string{pipeline.DisplayPath(fr.RunDir)}), shellJoin([]string{pipeline.DisplayPath(dir)}))
 		}
 	}
 }

@@ -181,7 +181,7 @@ func testReportText(t *testing.T, runDir, stderr string) {
 	}{
 		{[]string{"report", filepath.Join(runDir, "nope")}, "pipe report: no run directory " + filepath.Join(runDir, "nope") + "\n"},
 		{[]string{"report", filepath.Join(runDir, "journal")}, "pipe report: " + filepath.Join(runDir, "journal") + " is not a run directory: it has no run.json (pipe run writes it)\n"},
-		{[]string{"report"}, "pipe report: usage: pipe report [--tokenizer DIR] [--json] RUN_DIR\n"},
+		{[]string{"report"}, "pipe report: usage: pipe report [--tokenizer DIR] [--json] RUN_DIR [RUN_DIR_B]\n"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, &stdio{Out: &out, Err: &errb})

@@ -47,10 +47,11 @@ func init() {
 		detach       bool
 		notify       setFlags
 		verifyShards bool
+		from         string
 	)
 	register(&command{
 		Name:      "run",
-		UsageLine: "pipe run [--dry-run] [--set STAGE.KEY=VALUE]... [--run-dir DIR] [--sim N] [--shard I/N] FILE",
+		UsageLine: "pipe run [--dry-run] [--set STAGE.KEY=VALUE]... [--run-dir DIR] [--sim N] [--shard I/N] [--from STAGE=RUN_DIR] FILE",
 		Short:     "run a pipeline (or plan it with --dry-run)",
 		Long: `Run checks the file, then runs the graph until every input is processed.
 Progress is printed to stderr and appended to RUN_DIR/run.log; the summary shows,
@@ -88,6 +89,15 @@ goes on, logging to RUN_DIR/run.log.
 
 --dry-run checks the file, resolves every path, probes servers, prints the
 graph and the plan, and does no work.
+
+--from STAGE=RUN_DIR replays another run: STAGE and every stage upstream
+of it are replaced by a reader of what STAGE produced there (its journal,
+or else the committed output of a writer fed by STAGE alone), and the rest
+of the file runs as written, --set applied: e.g. --from gen=runs/regenerate
+--set check.min_answer_length=20 re-validates and re-tokenizes a run's
+completions without a server. The replay is a run of its own, in
+RUN_DIR-from-STAGE unless --run-dir, its outputs moved into RUN_DIR-from-STAGE/out/
+unless given with --set; it resumes, locks and counts as any run.
 
 --shard I/N (or [pipeline] shard = "I/N", e.g. "${env:SLURM_ARRAY_TASK_ID}/16")
 takes only the input records whose id hashes to shard I of N (counted from
@@ -127,6 +137,7 @@ interrupted by a signal (retryable: the same command continues).`,
 			addSetFlag(fs, &sets)
 			fs.Var(&notify, "notify", "say each warning (at most one per 10 minutes), the stop, a failure and the end to `TARGET`: an http(s) URL (JSON POSTed, Slack's text included) or a shell command (the JSON on its stdin); repeatable; added to [pipeline] notify")
 			fs.BoolVar(&verifyShards, "verify-shards", false, "before building on committed shards, check their SHA-256, not only their sizes (done anyway after a run that did not end cleanly)")
+			fs.StringVar(&from, "from", "", "replay `STAGE=RUN_DIR`: STAGE and its upstream read what STAGE produced in that run; the rest runs as the file says, in a run directory of its own")
 			fs.BoolVar(&detach, "detach", false, "run in the background, in its own session (survives the terminal and SSH session); output to RUN_DIR/detached.log; see pipe stop")
 		},
 		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
@@ -150,7 +161,7 @@ interrupted by a signal (retryable: the same command continues).`,
 					all = append(all, fmt.Sprintf(`%s.servers=["sim:%d"]`, id, sim))
 				}
 			}
-			plan, probs := loadShardPlan(path, all, runDir, shard)
+			plan, probs := loadShardPlan(path, all, runDir, shard, from)
 			if len(probs) > 0 {
 				return &exitError{code: exitUsage, err: probs}
 			}

@@ -114,13 +114,13 @@ func verifyPath(ctx context.Context, arg string, hash, repair bool, log io.Write
 			shard = fmt.Sprintf("%d/%d", r.Shard.Index, r.Shard.Count)
 		}
 		abs, _ := filepath.Abs(arg)
-		plan, probs := loadShardPlan(r.Pipeline, nil, abs, shard)
+		plan, probs := loadShardPlan(r.Pipeline, nil, abs, shard, "")
 		if len(probs) > 0 {
 			return nil, &exitError{code: exitUsage, err: fmt.Errorf("the run's pipeline file %s: %w", r.Pipeline, probs)}
 		}
 		return verifyPlan(ctx, plan, hash, repair, log)
 	}
-	plan, probs := loadShardPlan(arg, nil, "", "")
+	plan, probs := loadShardPlan(arg, nil, "", "", "")
 	if len(probs) > 0 {
 		return nil, &exitError{code: exitUsage, err: probs}
 	}

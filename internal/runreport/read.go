@@ -56,6 +56,8 @@ type reader struct {
 	// counted holds a hash of (id, stage, reason) for each rejection or
 	// failure counted, so a record kept in two places counts once.
 	counted map[uint64]bool
+	// verdicts, if not nil, keeps each id's verdict (Options.Verdicts).
+	verdicts *verdicts
 }
 
 func newReader(ctx context.Context, r *Report, tokDir string) *reader {
@@ -123,6 +125,9 @@ func (acc *outputAcc) splitNote() string {
 // add counts one row of an output.
 func (acc *outputAcc) add(rd *reader, x *row) {
 	acc.out.Rows++
+	if x.rejectReason == "" && x.failStage == "" {
+		rd.verdicts.accept(x.id)
+	}
 	if x.rejectReason != "" {
 		acc.out.RejectedRows++
 		rd.countReject(x.id, x.rejectStage, x.rejectReason)
@@ -206,6 +211,7 @@ func (rd *reader) tokenizer() *tokenize.Tokenizer {
 }
 
 func (rd *reader) countReject(id, stage, reason string) {
+	rd.verdicts.set(id, VerdictRejected+" "+reason)
 	h := commitlog.Hash("r\x00" + id + "\x00" + stage + "\x00" + reason)
 	if !rd.counted[h] {
 		rd.counted[h] = true
@@ -214,6 +220,7 @@ func (rd *reader) countReject(id, stage, reason string) {
 }
 
 func (rd *reader) countFailure(id, stage, msg string) {
+	rd.verdicts.set(id, VerdictFailed)
 	if r := []rune(msg); len(r) > 80 {
 		msg = string(r[:80]) + "…"
 	}

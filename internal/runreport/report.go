@@ -50,6 +50,8 @@ type Report struct {
 	// Notes are things the report could not read or had to estimate.
 	Notes     []string  `json:"notes,omitempty"`
 	Generated time.Time `json:"generated"`
+
+	verdicts *verdicts // with Options.Verdicts
 }
 
 // StageCounts is one stage's accounting in the last start.
@@ -98,6 +100,9 @@ type Options struct {
 	// into thinking and answer tokens when the server did not report
 	// reasoning_tokens; "" uses a tokenizer the run's stages name.
 	Tokenizer string
+	// Verdicts keeps each id's verdict (accepted, or rejected with its
+	// reason, or failed), for Compare: a few tens of bytes an id.
+	Verdicts bool
 }
 
 // Build reads the run directory dir. It fails only when dir is not a run
@@ -124,6 +129,10 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		r.note("no throughput over time: %s has fewer than two points (runs of this pipe version write it)", TimelineFile)
 	}
 	rd := newReader(ctx, r, tokenizerDir(run.Settings, opts.Tokenizer))
+	if opts.Verdicts {
+		rd.verdicts = &verdicts{ids: map[string]uint16{}, index: map[string]uint16{}}
+		r.verdicts = rd.verdicts
+	}
 	for _, w := range writers(run.Settings, r.Stages) {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -122,3 +122,10 @@ func (s *Sim) Metric(t testing.TB, name string) int64 {
 	}
 	return sum
 }
+
+// Stop kills the simulated servers and waits until they are gone: what a
+// test that must run with no server up calls.
+func (s *Sim) Stop() {
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}

@@ -1,0 +1,65 @@
+package commitlog
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// StageJournalFiles lists the data files of the journal a stage kept in
+// a run directory, oldest first (see JournalFiles), for a reader that
+// replays what the stage sent on. None is (nil, nil).
+//
+// Readers go through it (and EachCommitted) rather than globbing the run
+// directory themselves.
+func StageJournalFiles(runDir, stage string) ([]string, error) {
+	if _, err := os.Stat(runDir); err != nil {
+		return nil, err
+	}
+	return JournalFiles(filepath.Join(runDir, "journal"), stage), nil
+}
+
+// EachCommitted calls fn with each committed line of the log at path (without
+// its newline), in order, reading the file only: lines past the last commit
+// (pending, or a torn tail a killed process left) are not the log's yet and
+// are not read, and nothing is cut or repaired. n is the line's number, from
+// 1. An error from fn stops the reading and is returned as is.
+func EachCommitted(path string, fn func(n int, line []byte) error) error {
+	rows, size, err := Committed(path)
+	if err != nil || rows == 0 {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(io.LimitReader(f, size), 1<<20)
+	for n := 1; ; n++ {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer: gather it whole.
+			long := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err == io.EOF {
+			if len(line) > 0 {
+				return fmt.Errorf("%s: committed data ends inside line %d (the index says %d bytes)", path, n, size)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(n, line[:len(line)-1]); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,314 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// From is pipe run --from STAGE=RUN_DIR: the run replaces STAGE and every
+// stage upstream of it with a reader of what STAGE produced in RUN_DIR, and
+// runs the rest of the file as written, in a run directory of its own.
+type From struct {
+	Stage  string
+	RunDir string // absolute: the original run
+	Pos    Pos    // "--from STAGE=RUN_DIR", for messages
+	// Set by the surgery (Build):
+	// Replaced are the ids of the stages taken out, in file order (STAGE
+	// among them: its id now names the reader).
+	Replaced []string
+	// Kind and Source are the reader put in STAGE's place and what it
+	// reads: a journal's files, or a writer's committed output.
+	Kind, Source string
+	// Redirected maps each output the file names (its stage and key) to
+	// where the replay writes it instead.
+	Redirected []Redirect
+	applied    bool
+}
+
+// Redirect is one output path --from moved into the replay's run directory.
+type Redirect struct {
+	Stage, Key, From, To string
+}
+
+// The kinds --from puts in place of the replaced stages. Their files are
+// stages/read_journal.go and stages/read_completions.go; the surgery names
+// them here because it writes their keys.
+const (
+	kindReadJournal     = "read-journal"
+	kindReadCompletions = "read-completions"
+)
+
+// fromPorts are the ports the readers have: a stage with other ports
+// (validate-thinking's accepted) cannot be replaced by one.
+var fromPorts = []string{"out", RejectedPort}
+
+// ParseFrom reads "STAGE=RUN_DIR"; a relative RUN_DIR resolves against dir.
+func ParseFrom(s, dir string) (*From, error) {
+	stage, runDir, ok := strings.Cut(s, "=")
+	if !ok || stage == "" || runDir == "" {
+		return nil, fmt.Errorf("want --from STAGE=RUN_DIR (e.g. gen=runs/regenerate)")
+	}
+	if !filepath.IsAbs(runDir) {
+		runDir = filepath.Join(dir, runDir)
+	}
+	return &From{Stage: stage, RunDir: filepath.Clean(runDir), Pos: Pos{File: "--from " + s}}, nil
+}
+
+// ReplayRunDir is the default run directory of a replay: beside the
+// original, named after it and the stage (runs/regenerate-from-gen).
+func ReplayRunDir(orig, stage string) string {
+	return filepath.Clean(orig) + "-from-" + stage
+}
+
+// replaceFrom does the surgery of f.From on f's stages before the graph is
+// built: STAGE and its upstream out, a reader in STAGE's place (same id, so
+// every input naming it still does), the run directory and the outputs
+// moved beside the original run. With checkFiles the original run is
+// looked at to choose the reader; without, a journal is assumed.
+func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
+	fr := f.From
+	if fr == nil || fr.applied {
+		return nil
+	}
+	fr.applied = true
+	var probs Problems
+	prob := func(format string, args ...any) {
+		probs = append(probs, Problem{Pos: fr.Pos, Msg: fmt.Sprintf(format, args...), Structural: true})
+	}
+	byID := map[string]*StageDecl{}
+	var ids []string
+	for _, sd := range f.Stages {
+		byID[sd.ID] = sd
+		ids = append(ids, sd.ID)
+	}
+	target := byID[fr.Stage]
+	if target == nil {
+		prob("no stage %q%s", fr.Stage, DidYouMean(fr.Stage, ids))
+		return probs
+	}
+	if spec := reg.Lookup(target.Kind); spec != nil {
+		for _, p := range spec.Outputs {
+			if !contains(fromPorts, p) {
+				prob("stage %q (%s) has port %q; a replay reader has ports %s: replay from a stage upstream of it", fr.Stage, target.Kind, p, strings.Join(fromPorts, ", "))
+				return probs
+			}
+		}
+	}
+
+	// STAGE and everything upstream of it.
+	gone := map[string]bool{}
+	var walk func(id string)
+	walk = func(id string) {
+		sd := byID[id]
+		if sd == nil || gone[id] {
+			return
+		}
+		gone[id] = true
+		for _, in := range sd.Inputs {
+			up, _, _ := strings.Cut(in, ".")
+			walk(up)
+		}
+	}
+	walk(fr.Stage)
+	var kept []*StageDecl
+	for _, sd := range f.Stages {
+		if gone[sd.ID] {
+			fr.Replaced = append(fr.Replaced, sd.ID)
+			if sd == target {
+				kept = append(kept, sd)
+			}
+			continue
+		}
+		for _, in := range sd.Inputs {
+			if up, _, _ := strings.Cut(in, "."); gone[up] && up != fr.Stage {
+				prob("stage %q reads %q, which --from %s replaces (it is upstream of %s): replay from a stage that feeds every stage kept", sd.ID, in, fr.Stage, fr.Stage)
+			}
+		}
+		kept = append(kept, sd)
+	}
+	if len(probs) > 0 {
+		return probs
+	}
+
+	reader, err := f.fromReader(target, byID, checkFiles)
+	if err != nil {
+		prob("%v", err)
+		return probs
+	}
+	for i, sd := range kept {
+		if sd == target {
+			kept[i] = reader
+		}
+	}
+	f.Stages = kept
+
+	// The replay is a run of its own, beside the original.
+	if !strings.HasPrefix(f.RunDirPos.File, "--set ") {
+		f.RunDir = ReplayRunDir(fr.RunDir, fr.Stage)
+		if f.Shard != nil {
+			f.RunDir = filepath.Clean(f.Shard.ShardPrefix(f.RunDir))
+		}
+	}
+	if filepath.Clean(f.RunDir) == fr.RunDir {
+		prob("the replay would run in the original run directory %s: give it another (--run-dir DIR)", fr.RunDir)
+		return probs
+	}
+	probs = append(probs, f.redirectOutputs(reg)...)
+	return probs
+}
+
+// fromReader is the stage decl that reads what target produced in the
+// original run: its journal if it has one, else the committed output of a
+// writer fed by it alone (run.json's outputs name where it wrote).
+func (f *File) fromReader(target *StageDecl, byID map[string]*StageDecl, checkFiles bool) (*StageDecl, error) {
+	fr := f.From
+	sd := &StageDecl{ID: target.ID, Pos: target.Pos, KeyPos: map[string]Pos{}, BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{},
+		Raw: map[string]any{}}
+	for _, k := range []string{"id", "kind"} {
+		if p, ok := target.KeyPos[k]; ok {
+			sd.KeyPos[k] = p
+		}
+	}
+	journal := filepath.Join(fr.RunDir, "journal", fr.Stage+".jsonl")
+	files, err := commitlog.StageJournalFiles(fr.RunDir, fr.Stage)
+	if err != nil {
+		return nil, err
+	}
+	useJournal := func() (*StageDecl, error) {
+		sd.Kind = kindReadJournal
+		sd.Raw["run_dir"] = fr.RunDir
+		sd.Raw["stage"] = fr.Stage
+		fr.Kind, fr.Source = sd.Kind, DisplayPath(journal)
+		if len(files) > 1 || (len(files) == 1 && files[0] != journal) {
+			fr.Source = DisplayPath(filepath.Join(fr.RunDir, "journal", fr.Stage)) + fmt.Sprintf(" (%d files)", len(files))
+		}
+		return sd, nil
+	}
+	if len(files) > 0 {
+		return useJournal()
+	}
+	outs, err := recordedOutputs(fr.RunDir)
+	if err != nil && checkFiles {
+		return nil, err
+	}
+	for _, o := range outs {
+		w := byID[o.Stage]
+		if w == nil || !feedsOnly(w, fr.Stage) || strings.HasPrefix(o.Path, "s3://") {
+			continue
+		}
+		if _, err := os.Stat(o.Path); err != nil {
+			continue
+		}
+		sd.Kind = kindReadCompletions
+		sd.Raw["path"] = o.Path
+		fr.Kind, fr.Source = sd.Kind, DisplayPath(o.Path)+" (written by "+o.Stage+")"
+		return sd, nil
+	}
+	if !checkFiles {
+		return useJournal() // a picture: what a run would find is its business
+	}
+	if _, err := os.Stat(fr.RunDir); err != nil {
+		return nil, fmt.Errorf("run directory %s: %s", fr.RunDir, describeReadError(err))
+	}
+	return nil, fmt.Errorf("%s has no journal of stage %q (%s) and no committed output of a writer fed by %s alone: nothing to replay (a run keeps what %s produced in a writer with input = %q, e.g. a write-arrow of every completion)", fr.RunDir, fr.Stage, journal, fr.Stage, fr.Stage, fr.Stage)
+}
+
+// feedsOnly reports whether w reads stage's first port and nothing else.
+func feedsOnly(w *StageDecl, stage string) bool {
+	if len(w.Inputs) != 1 {
+		return false
+	}
+	return w.Inputs[0] == stage || w.Inputs[0] == stage+".out"
+}
+
+// recordedOutput is an output as RUN_DIR/run.json records it (package
+// rundir writes it; it imports this one, so the few fields are read here).
+type recordedOutput struct {
+	Stage string `json:"stage"`
+	Kind  string `json:"kind"`
+	Path  string `json:"path"`
+}
+
+func recordedOutputs(runDir string) ([]recordedOutput, error) {
+	raw, err := os.ReadFile(filepath.Join(runDir, "run.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Outputs []recordedOutput `json:"outputs"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("%s: %v", filepath.Join(runDir, "run.json"), err)
+	}
+	return r.Outputs, nil
+}
+
+// redirectOutputs moves every output path of the kept stages into the
+// replay's run directory (RUN_DIR/out/NAME), except those given with --set;
+// an upload's prefix is refused unless set, as it would land on the
+// original run's objects.
+func (f *File) redirectOutputs(reg *Registry) Problems {
+	var probs Problems
+	used := map[string]bool{}
+	for _, sd := range f.Stages {
+		spec := reg.Lookup(sd.Kind)
+		if spec == nil || sd.Kind == kindReadJournal {
+			continue
+		}
+		fields, _ := fieldsOf(reflect.TypeOf(spec.Config))
+		for _, fi := range fields {
+			raw, set := sd.Raw[fi.Key]
+			s, isStr := raw.(string)
+			if !set || !isStr || s == "" {
+				continue
+			}
+			if _, byCommandLine := sd.setDir[fi.Key]; byCommandLine {
+				continue
+			}
+			switch {
+			case fi.Path == "out" || fi.Path == "dir":
+				name := filepath.Base(s)
+				if used[name] {
+					name = sd.ID + "-" + name
+				}
+				used[name] = true
+				to := filepath.Join(f.RunDir, "out", name)
+				from := s
+				if !filepath.IsAbs(from) {
+					from = filepath.Join(f.Dir, from)
+				}
+				f.From.Redirected = append(f.From.Redirected, Redirect{Stage: sd.ID, Key: fi.Key, From: from, To: to})
+				sd.Raw[fi.Key] = to
+			case fi.ShardPrefix:
+				probs = append(probs, Problem{Pos: sd.KeyPosition(fi.Key), Stage: sd.ID, Kind: sd.Kind, Structural: true,
+					Msg: fmt.Sprintf("--from does not move %s (%s): the replay would write over the original run's objects; give it its own with --set %s.%s=… (or leave the stage out of the file)", fi.Key, s, sd.ID, fi.Key)})
+			}
+		}
+	}
+	return probs
+}
+
+// WriteFrom says what --from replaced and where the replay writes, for
+// --dry-run and pipe graph; nothing without --from.
+func (p *Plan) WriteFrom(w io.Writer) {
+	fr := p.File.From
+	if fr == nil || !fr.applied || fr.Kind == "" {
+		return
+	}
+	fmt.Fprintf(w, "replaced by --from %s=%s: %s\n", fr.Stage, DisplayPath(fr.RunDir), strings.Join(fr.Replaced, ", "))
+	fmt.Fprintf(w, "  %s (%s) reads %s: no server is asked\n", fr.Stage, fr.Kind, fr.Source)
+	for _, r := range fr.Redirected {
+		fmt.Fprintf(w, "  %s.%s → %s (the file says %s)\n", r.Stage, r.Key, DisplayPath(r.To), DisplayPath(r.From))
+	}
+}

@@ -1,0 +1,208 @@
+package stages
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline"
+)
+
+// The layouts read-completions reads, by the name it reports.
+const (
+	layoutPipe          = "pipe"                   // write-jsonl records: id, messages, completion
+	layoutShards        = "pipe-shards"            // write-arrow Parquet/Arrow shards
+	layoutConversations = "conversations"          // ShareGPT/OpenAI turns ending with the assistant's
+	layoutSpecForge     = "specforge-regenerated"  // SpecForge scripts/regenerate_train_data.py output
+	layoutChat          = "openai-chat-completion" // a /v1/chat/completions response
+	layoutBatch         = "openai-batch-output"    // an OpenAI/vLLM Batch API output line
+)
+
+// layoutText says what each layout is, for the line that reports it.
+var layoutText = map[string]string{
+	layoutPipe:          "pipe's records (id, messages, completion)",
+	layoutShards:        "write-arrow shards (Parquet or Arrow IPC)",
+	layoutConversations: "conversations whose last turn is the assistant's answer",
+	layoutSpecForge:     "SpecForge's regenerated conversations (status, conversations)",
+	layoutChat:          "OpenAI chat completions (choices[0].message)",
+	layoutBatch:         "OpenAI/vLLM batch output (custom_id, response.body.choices)",
+}
+
+// foreignLine is one line of any layout read-completions knows: pipe's
+// record fields, and those of the others.
+type foreignLine struct {
+	pipeline.Record
+	// ShareGPT ("from"/"value") or OpenAI ("role"/"content") turns.
+	Conversations []foreignTurn `json:"conversations"`
+	// SpecForge's regenerate_train_data.py (call_sglang, set_skipped):
+	// "success", or "error"/"skipped" with the reason in error.
+	Status string          `json:"status"`
+	Error  json.RawMessage `json:"error"`
+	// OpenAI Batch API output: custom_id, response.status_code, response.body.
+	CustomID string `json:"custom_id"`
+	Response *struct {
+		StatusCode int             `json:"status_code"`
+		Body       *chatCompletion `json:"body"`
+	} `json:"response"`
+	chatCompletion
+}
+
+// chatCompletion is the part of an OpenAI chat completion response read.
+type chatCompletion struct {
+	Object  string `json:"object"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Message struct {
+			Role             string `json:"role"`
+			Content          string `json:"content"`
+			ReasoningContent string `json:"reasoning_content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens            int `json:"prompt_tokens"`
+		CompletionTokens        int `json:"completion_tokens"`
+		CompletionTokensDetails *struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"usage"`
+}
+
+type foreignTurn struct {
+	Role             string `json:"role"`
+	From             string `json:"from"`
+	Content          string `json:"content"`
+	Value            string `json:"value"`
+	ReasoningContent string `json:"reasoning_content"`
+}
+
+// toRecord turns the line into pipe's record, and names its layout.
+func (l *foreignLine) toRecord() (*pipeline.Record, string, error) {
+	rec := &l.Record
+	switch {
+	case rec.Completion != nil:
+		return rec, layoutPipe, nil
+	case l.Response != nil || l.CustomID != "":
+		if l.Response == nil {
+			return nil, layoutBatch, fmt.Errorf("batch output %q has no response (error: %s)", l.CustomID, errorText(l.Error))
+		}
+		if l.Response.StatusCode != 200 || l.Response.Body == nil {
+			return nil, layoutBatch, fmt.Errorf("batch output %q: the request failed (status %d): %s", l.CustomID, l.Response.StatusCode, errorText(l.Error))
+		}
+		if rec.ID == "" || strings.HasPrefix(rec.ID, "batch_req_") {
+			rec.ID = l.CustomID // the Batch API's own line id names no prompt
+		}
+		c, err := l.Response.Body.completion()
+		rec.Completion = c
+		return rec, layoutBatch, err
+	case len(l.Choices) > 0 || l.Object == "chat.completion":
+		c, err := l.chatCompletion.completion()
+		rec.Completion = c
+		return rec, layoutChat, err
+	}
+	layout := layoutConversations
+	if l.Status != "" {
+		layout = layoutSpecForge
+		if l.Status != "success" {
+			return nil, layout, fmt.Errorf("SpecForge status %q (%s): not a completion (regenerate_train_data.py keeps these in its _error and _skipped files)", l.Status, errorText(l.Error))
+		}
+	}
+	turns := rec.Messages
+	if len(l.Conversations) > 0 {
+		turns = make([]pipeline.Message, len(l.Conversations))
+		for i, t := range l.Conversations {
+			role := t.Role
+			if role == "" {
+				role = shareGPTRoles[strings.ToLower(t.From)]
+				if role == "" && t.From != "" {
+					return nil, layout, fmt.Errorf("turn %d: unknown \"from\" %q (want human, gpt, system or tool)", i+1, t.From)
+				}
+			}
+			content := t.Content
+			if content == "" {
+				content = t.Value
+			}
+			turns[i] = pipeline.Message{Role: role, Content: content, ReasoningContent: t.ReasoningContent}
+		}
+	}
+	if len(turns) == 0 {
+		return nil, "", errors.New(`no completion: want "completion" (pipe's records), "conversations" or "messages" ending with an assistant turn, "choices" (a chat completion) or "custom_id" and "response" (batch output)`)
+	}
+	last := turns[len(turns)-1]
+	if last.Role != "assistant" && len(l.Conversations) == 0 {
+		return nil, "", fmt.Errorf("no \"completion\" (the messages end with a %q turn, not an assistant's answer; set require_completion = false to read prompts-only records)", last.Role)
+	}
+	if last.Role != "assistant" {
+		return nil, layout, fmt.Errorf("no \"completion\", and the last turn is %q, not an assistant's answer (want a final assistant turn; set require_completion = false to read prompts-only records)", last.Role)
+	}
+	rec.Messages = turns[:len(turns)-1]
+	rec.Completion = splitThink(last.Content, last.ReasoningContent)
+	if rec.ID == "" {
+		rec.ID = contentID(rec.Messages) // as read-prompts names the same prompt
+	}
+	return rec, layout, nil
+}
+
+// completion is the first choice of a chat completion.
+func (c *chatCompletion) completion() (*pipeline.Completion, error) {
+	switch len(c.Choices) {
+	case 0:
+		return nil, errors.New("chat completion has no choices")
+	case 1:
+	default:
+		return nil, fmt.Errorf("chat completion has %d choices: one completion a record (n = 1) is supported", len(c.Choices))
+	}
+	ch := c.Choices[0]
+	out := splitThink(ch.Message.Content, ch.Message.ReasoningContent)
+	out.FinishReason = ch.FinishReason
+	if u := c.Usage; u != nil {
+		out.PromptTokens, out.CompletionTokens, out.ReasoningTokens = u.PromptTokens, u.CompletionTokens, u.ReasoningTokens
+		if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens > 0 {
+			out.ReasoningTokens = d.ReasoningTokens
+		}
+	}
+	if c.Model != "" {
+		out.Request = map[string]any{"model": c.Model}
+	}
+	return out, nil
+}
+
+// splitThink is an answer with its reasoning: given apart (a reasoning
+// parser's reasoning_content), or inside <think>…</think> at the start of
+// the content, as a server without a reasoning parser returns it. An
+// unclosed <think> is left in the answer, where validate-thinking rejects it.
+func splitThink(content, reasoning string) *pipeline.Completion {
+	c := &pipeline.Completion{Answer: content, Reasoning: reasoning}
+	if reasoning != "" {
+		return c
+	}
+	body := strings.TrimLeft(content, " \t\r\n")
+	if rest, ok := strings.CutPrefix(body, "<think>"); ok {
+		if think, answer, closed := strings.Cut(rest, "</think>"); closed {
+			c.Reasoning = strings.Trim(think, "\n")
+			c.Answer = strings.TrimLeft(answer, "\n")
+		}
+	}
+	return c
+}
+
+// errorText is a JSON error field as text: a string, an object's
+// message, or the JSON.
+func errorText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "no error given"
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &o) == nil && o.Message != "" {
+		return o.Message
+	}
+	return string(raw)
+}

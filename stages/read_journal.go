@@ -1,0 +1,142 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+func init() {
+	pipeline.Register(pipeline.Spec{
+		Kind:    "read-journal",
+		Summary: "replay what a stage of another run sent on, from that run's journal (pipe run --from STAGE=RUN_DIR)",
+		Description: `Reads the journal an expensive stage (generate) kept in run_dir: every
+record it sent on, on the port it sent it, committed lines only (a torn or
+pending tail a killed run left is not read, and nothing there is changed).
+It is what pipe run --from STAGE=RUN_DIR puts in place of STAGE and
+everything upstream of it, so a finished run's completions go through
+today's downstream stages without a server; it may also be written by hand.
+
+An id the journal holds twice (a retried batch) is sent once, the first time.
+An id this run directory already finished is skipped (counted as skipped:
+done), so a stopped replay continues where it was committed.`,
+		Source:        true,
+		DropsFinished: true,
+		Config:        ReadJournalConfig{},
+		Outputs:       []string{"out", pipeline.RejectedPort},
+		Produces:      []string{pipeline.FieldMessages, pipeline.FieldCompletion},
+		KeySettings: func(c any) string {
+			cfg := c.(*ReadJournalConfig)
+			return fmt.Sprintf("%s of %s", cfg.Stage, pipeline.DisplayPath(cfg.RunDir))
+		},
+		Example: `[[stage]]
+id      = "gen"
+kind    = "read-journal"
+run_dir = "runs/regenerate"
+stage   = "gen"
+
+[[stage]]
+id    = "check"
+kind  = "validate-thinking"
+input = "gen"
+
+[[stage]]
+id    = "good"
+kind  = "write-jsonl"
+input = "check.accepted"
+path  = "out/good.jsonl"
+`,
+		New: func(c any) (pipeline.Stage, error) { return &readJournal{cfg: *c.(*ReadJournalConfig)}, nil },
+	})
+}
+
+// ReadJournalConfig configures read-journal.
+type ReadJournalConfig struct {
+	// RunDir is the run directory whose journal is read. Required.
+	RunDir string `toml:"run_dir" op:"true" required:"true" path:"indir" contains:"journal" doc:"the run directory whose journal is read (relative to the pipeline file)"`
+	// Stage is the id of the journaled stage in that run. Required.
+	Stage string `toml:"stage" required:"true" doc:"the id of the stage in that run whose journal is read (e.g. gen)"`
+}
+
+type readJournal struct {
+	cfg  ReadJournalConfig
+	done pipeline.DoneSet
+}
+
+var (
+	_ pipeline.Source = (*readJournal)(nil)
+	_ pipeline.Opener = (*readJournal)(nil)
+)
+
+func (r *readJournal) Open(_ context.Context, env *pipeline.Env) error {
+	r.done = env.Done
+	files, err := commitlog.StageJournalFiles(r.cfg.RunDir, r.cfg.Stage)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("%s: no journal of stage %q (want %s)", r.cfg.RunDir, r.cfg.Stage, filepath.Join(r.cfg.RunDir, "journal", r.cfg.Stage+".jsonl"))
+	}
+	return nil
+}
+
+// journalLine is one line of a journal as the engine writes it
+// (pipeline/engine.go journalEntry): the port and the record sent on it.
+type journalLine struct {
+	Port   string           `json:"port"`
+	Record *pipeline.Record `json:"record"`
+}
+
+func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
+	files, err := commitlog.StageJournalFiles(r.cfg.RunDir, r.cfg.Stage)
+	if err != nil {
+		return err
+	}
+	seen := map[uint64]struct{}{}
+	for _, path := range files {
+		err := commitlog.EachCommitted(path, func(n int, line []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var jl journalLine
+			if err := json.Unmarshal(line, &jl); err != nil || jl.Record == nil || jl.Record.ID == "" {
+				// Committed lines are whole records: this one was changed by hand.
+				return fmt.Errorf("%s:%d: not a journal entry (want {\"port\", \"record\"} with a record id)", path, n)
+			}
+			rec := jl.Record
+			h := commitlog.Hash(rec.ID)
+			if _, dup := seen[h]; dup {
+				return nil
+			}
+			seen[h] = struct{}{}
+			if r.done != nil && r.done.Has(rec.ID) {
+				if err := out.Skip(rec, "done"); err != nil {
+					return err
+				}
+				out.Took(1)
+				return nil
+			}
+			if jl.Port == pipeline.RejectedPort && rec.Reject != nil {
+				// The replaced stage's own verdict stands: it is what it produced.
+				if err := out.Reject(rec, rec.Reject.Reason, rec.Reject.Detail); err != nil {
+					return err
+				}
+			} else {
+				rec.Reject = nil
+				if err := out.Emit("out", rec); err != nil {
+					return err
+				}
+			}
+			out.Took(1)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
