@@ -26,6 +26,10 @@ import (
 // command again leave every id exactly once.
 func TestReplayFromJournalWithoutServers(t *testing.T) {
 	r := newCrashRig(t, "", 1500)
+	// A finished run deletes its journal segments unless it keeps them;
+	// this replay reads the journal (the one without it, the shards).
+	src, _ := os.ReadFile(r.file)
+	os.WriteFile(r.file, []byte(strings.Replace(string(src), `run_dir = "run"`, "run_dir = \"run\"\nkeep_journal = true", 1)), 0o644)
 	r.finish()
 	orig := filepath.Join(r.dir, "run")
 	accepted := map[string]bool{}
@@ -52,30 +56,35 @@ func TestReplayFromJournalWithoutServers(t *testing.T) {
 	}
 	answerLen := map[string]int{}
 	var lens []int
-	err = commitlog.EachCommitted(filepath.Join(orig, "journal", "gen.jsonl"), func(_ int, line []byte) error {
-		var e struct {
-			Port   string `json:"port"`
-			Record struct {
-				ID         string `json:"id"`
-				Completion *struct {
-					Answer string `json:"answer"`
-				} `json:"completion"`
-			} `json:"record"`
-		}
-		if err := json.Unmarshal(line, &e); err != nil {
-			return err
-		}
-		if e.Record.Completion != nil {
-			n := len(tk.Encode(e.Record.Completion.Answer))
-			answerLen[e.Record.ID] = n
-			if accepted[e.Record.ID] {
-				lens = append(lens, n)
+	files, err := commitlog.StageJournalFiles(orig, "gen")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("journal of the original run: %v, %v", files, err)
+	}
+	for _, f := range files {
+		if err := commitlog.EachCommitted(f, func(_ int, line []byte) error {
+			var e struct {
+				Port   string `json:"port"`
+				Record struct {
+					ID         string `json:"id"`
+					Completion *struct {
+						Answer string `json:"answer"`
+					} `json:"completion"`
+				} `json:"record"`
 			}
+			if err := json.Unmarshal(line, &e); err != nil {
+				return err
+			}
+			if e.Record.Completion != nil {
+				n := len(tk.Encode(e.Record.Completion.Answer))
+				answerLen[e.Record.ID] = n
+				if accepted[e.Record.ID] {
+					lens = append(lens, n)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	sort.Ints(lens)
 	minLen := lens[len(lens)/2]
@@ -104,7 +113,7 @@ func TestReplayFromJournalWithoutServers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("pipe %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		for _, w := range []string{"replaced by --from gen=run: prompts, todo, gen", "gen (read-journal) reads run/journal/gen.jsonl: no server is asked", "read-journal"} {
+		for _, w := range []string{"replaced by --from gen=run: prompts, todo, gen", "gen (read-journal) reads run/journal/gen (1 files): no server is asked", "read-journal"} {
 			if !strings.Contains(string(out), w) {
 				t.Fatalf("pipe %s does not say %q:\n%s", strings.Join(args, " "), w, out)
 			}
