@@ -102,8 +102,10 @@ func (r *bgRig) waitState(limit time.Duration, states ...string) string {
 	r.t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		st := writtenState(r.runDir())
+		// The lock first: once it is free, the state read after it is the
+		// last one the run wrote (read before, it could predate the end).
 		h, err := rundir.ReadHolder(r.runDir())
+		st := writtenState(r.runDir())
 		if err == nil && (h == nil || !h.Alive) {
 			for _, s := range states {
 				if st == s {
