@@ -31,11 +31,13 @@ func init() {
 completion (reasoning, answer, finish reason, token counts, speculative
 acceptance, latency, server, attempts and the exact request settings).
 
-Before the first request every server is checked: /health, server info
-(model, version, context length, read once) and a 1-token generation. The
-run starts with the ready servers and keeps probing the others; with none
-ready for ready_timeout it stops with every server's reason. Servers that
-serve different models are an error.
+Before its first request every server is checked on its own: /health,
+server info (model, version, context length, read once) and a 1-token
+generation. The run starts as soon as one server is ready (a slow first
+answer from another delays nobody) and keeps probing the others; a server
+not ready a minute after the start while others work is warned about (state
+never_ready). With none ready for ready_timeout the run stops with every
+server's reason. Servers that serve different models are an error.
 
 Each server gets at most its concurrency in flight; a record goes to the
 server with the lowest load that has a free slot, so a slow server gets fewer
@@ -83,7 +85,8 @@ cannot be combined with an API key on the same server. A server is named
 everywhere (records' completion.server, figures, run.log, status, errors,
 --dry-run) by its URL without user:password; keys and header values are
 never written anywhere. A server that refuses the credentials (401 or 403)
-at start fails the run at once. "sim:N?api_key_env=NAME" makes the
+at start is left out with a warning (and probed) while the others work;
+when every server refuses, the run fails at once (exit 2). "sim:N?api_key_env=NAME" makes the
 simulated servers require the key in $NAME.`,
 		Config:  generateConfig{},
 		Outputs: []string{"out", pipeline.RejectedPort},
@@ -584,6 +587,8 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		// While no server is ready: every 5 s each server's state and
 		// reason, in the run log (and in Report's "waiting for servers").
 		Notify: g.noticef,
+		// Warnings while servers work: on the terminal and in the log.
+		Warn: g.warnf,
 	})
 	// A proxy from the environment is obeyed (a gateway may need one) but
 	// said: on a cluster HTTP_PROXY is often set for the internet, and a
@@ -610,6 +615,12 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 // logf writes a line of the stage's to the run log.
 func (g *generate) logf(format string, args ...any) {
 	fmt.Fprintf(g.log, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
+}
+
+// warnf is a warning of the fleet's (a server left out or stalled): on the
+// terminal and in the log, prefixed "warning:".
+func (g *generate) warnf(format string, args ...any) {
+	g.noticef("warning: "+format, args...)
 }
 
 // noticef is for what the user must see now (no server ready, and why): on

@@ -32,6 +32,9 @@ const (
 	ServerReady   = "ready"
 	ServerEjected = "ejected" // taken out of rotation mid-run; probed to come back
 	ServerProbing = "probing" // not (yet) ready since the start
+	// ServerNeverReady: not ready since the start, for over a minute
+	// while the others work (warned about); still probed.
+	ServerNeverReady = "never_ready"
 )
 
 // Report gives the live figures, per server (label "server", without
@@ -64,6 +67,8 @@ func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...
 			state, why = ServerProbing, s.Reason
 			if s.Ejections > 0 {
 				state = ServerEjected
+			} else if s.NeverReady {
+				state = ServerNeverReady
 			}
 		}
 		out = append(out, pipeline.NewState("state", state, why, labels...))

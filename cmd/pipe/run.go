@@ -23,6 +23,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/stages/sglang"
 )
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -97,8 +98,9 @@ ${shard} to place it yourself). A run directory keeps its shard for life.
 pipe merge joins the shards' outputs.
 
 Exit codes: 0 done; 1 failed (servers, disk, too many failed records:
-retryable, the same command continues); 2 usage, pipeline file or changed
-settings (not retryable until the file or command is fixed); 130
+retryable, the same command continues); 2 usage, pipeline file, changed
+settings or every server refusing the credentials (not retryable until the
+file, command or key is fixed); 130
 interrupted by a signal (retryable: the same command continues).`,
 		SetFlags: func(fs *flag.FlagSet) {
 			sets, notify = nil, nil
@@ -714,8 +716,14 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	switch state {
 	case stateFailed:
 		rl.Error("run failed", "err", runErr)
-		return fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
+		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
 			runErr, sum.Finished, logPath, rs.again)
+		// Every server refused the credentials: a configuration mistake,
+		// exit 2 like a bad pipeline file.
+		if ae := (*sglang.AuthError)(nil); errors.As(runErr, &ae) {
+			return &exitError{code: exitUsage, err: err}
+		}
+		return err
 	case stateStopped:
 		what := "in-flight requests finished and everything was committed"
 		if runErr != nil {

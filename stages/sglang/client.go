@@ -14,8 +14,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +64,13 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Logf receives one line per server state change. Default: discard.
 	Logf func(format string, args ...any)
+	// Warn receives warnings the user must see while the run goes on: a
+	// server refusing the credentials, a server never ready while the
+	// others work, a stalled request. Default: Logf with "warning: ".
+	Warn func(format string, args ...any)
+	// NeverReadyWarn is how long after Start a server that was never ready
+	// is warned about while others work. Default 1m.
+	NeverReadyWarn time.Duration
 	// Notify, while no server is admitted (at Start or mid-run), receives
 	// every NotifyInterval one line naming each server with its state and
 	// reason. Default: none.
@@ -93,6 +102,7 @@ func (o *Options) setDefaults() {
 	def(&o.CheckTimeout, 10*time.Second)
 	def(&o.NotifyInterval, 5*time.Second)
 	def(&o.ReadyTimeout, 10*time.Minute)
+	def(&o.NeverReadyWarn, time.Minute)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -120,7 +130,6 @@ type Client struct {
 	hc      *http.Client      // health, info: the same RoundTripper
 	servers []*server
 	st      *settings // set by Start, once the model is known
-	probeSt *settings // 1-token probe settings
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed (and replaced) when a slot frees or a server's state changes
@@ -157,6 +166,11 @@ type server struct {
 	reason      string // why it is not admitted
 	failures    int    // consecutive failed attempts
 	probing     bool
+	checked     bool // its first check ended
+	refused     bool // its last check was a refusal of the credentials (401, 403)
+	// everAdmitted: it was admitted at least once; neverReadyWarned: the
+	// warning that it never was has been given.
+	everAdmitted, neverReadyWarned bool
 	// ctx is cancelled with errEjected when the server is ejected, which
 	// aborts its requests in flight so they are re-sent elsewhere.
 	ctx    context.Context
@@ -212,105 +226,176 @@ func (c *Client) Capacity() int {
 	return n
 }
 
-// Start checks every server (health, server info once, a 1-token probe) and
-// admits the ready ones. Servers that are not ready are logged with the
-// reason and probed in the background until they are. With none ready, Start
-// waits up to ReadyTimeout and then fails with every server's reason. Servers
-// serving different models are an error.
+// startGrace is how long Start, once a server is ready, still waits for
+// the first checks of the others: quick ones (a server down or starting
+// up) are then known before the first request, and a slow one (a first
+// answer taking 40 s) delays nobody by more than this.
+const startGrace = time.Second
+
+// Start checks every server on its own (health, server info once, a
+// 1-token probe) and admits each as soon as it is ready; it returns once a
+// server is admitted (and the others' first checks ended, or startGrace
+// passed). Servers not ready are logged with the reason and probed in the
+// background until they are; one that refuses the credentials (401, 403)
+// is left out with a warning while the others work. With no server ready
+// Start waits up to ReadyTimeout and then fails with every server's reason;
+// when every server refused the credentials it fails at once with an
+// *AuthError. Servers found serving different models are an error.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	c.startAt = time.Now()
+	// The wait for a first server begins now: ready_timeout counts from
+	// here, as the waiting line says.
+	c.downFrom = c.startAt
+	for _, s := range c.servers {
+		c.startFirstCheck(s)
+	}
 	c.mu.Unlock()
 	c.startNotifier()
-	// Health and info first: the 1-token probe on the chat API needs the
-	// model's name, which the info gives.
-	infos := make([]ServerInfo, len(c.servers))
-	var wg sync.WaitGroup
-	for i, s := range c.servers {
-		wg.Go(func() { infos[i] = c.check(ctx, s, false) })
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	c.startWatcher()
+	if err := c.waitFirst(ctx); err != nil {
 		return err
 	}
+	c.mu.Lock()
 	models := map[string][]string{}
-	for _, in := range infos {
-		if in.Model != "" {
-			models[in.Model] = append(models[in.Model], in.URL)
+	for _, s := range c.servers {
+		if s.info != nil && s.info.Model != "" {
+			models[s.info.Model] = append(models[s.info.Model], s.url)
 		}
 	}
+	c.mu.Unlock()
 	if len(models) > 1 {
 		var parts []string
-		for m, urls := range models {
-			parts = append(parts, fmt.Sprintf("%q on %s", m, strings.Join(urls, ", ")))
+		for _, m := range slices.Sorted(maps.Keys(models)) {
+			parts = append(parts, fmt.Sprintf("%q on %s", m, strings.Join(models[m], ", ")))
 		}
 		return fmt.Errorf("servers serve different models: %s", strings.Join(parts, "; "))
 	}
-	c.mu.Lock()
-	for m := range models {
-		c.model = m
-	}
-	c.mu.Unlock()
 	model := c.opts.Model
 	if model == "" {
-		model = c.model
+		model = c.Model()
 	}
 	if model == "" {
 		model = "default"
 	}
 	c.st = newSettings(c.opts.API, model, c.opts.Sampling)
-	c.probeSt = newProbeSettings(c.opts.API, model)
-	for i, s := range c.servers {
-		if infos[i].State == StateReady {
-			wg.Go(func() {
-				if reason, refused := c.probeGenerate(ctx, s); reason != "" {
-					infos[i].State, infos[i].Reason, infos[i].AuthFailed = StateDown, reason, refused
-				}
-			})
-		}
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-
-	// Refused credentials are a configuration mistake: no use waiting.
-	var refused []ServerInfo
-	for _, in := range infos {
-		if in.AuthFailed {
-			refused = append(refused, in)
-		}
-	}
-	if len(refused) > 0 {
-		return &AuthError{Servers: refused}
-	}
-
-	for i, s := range c.servers {
-		in := infos[i]
-		if in.State == StateReady {
-			c.admit(s, "")
-			continue
-		}
-		c.opts.Logf("server %s not ready: %s; probing every %v", s.url, in.Reason, c.opts.ProbeInterval)
-		c.mu.Lock()
-		s.reason = in.Reason
-		c.startProber(s)
-		c.mu.Unlock()
-	}
-	c.mu.Lock()
-	if c.admittedLocked() == 0 && c.downFrom.IsZero() {
-		// The wait began with Start: ready_timeout counts from there, as
-		// the waiting line says.
-		c.downFrom = c.startAt
-	}
-	c.mu.Unlock()
-	// Wait for a first server, as a session would.
-	s, err := c.acquire(ctx, nil)
-	if err != nil {
-		return err
-	}
-	c.release(s)
 	return nil
+}
+
+// startFirstCheck checks s once in the background and admits it when
+// ready; otherwise it records why and probes it. Called with c.mu held.
+func (c *Client) startFirstCheck(s *server) {
+	c.probers.Add(1)
+	go func() {
+		defer c.probers.Done()
+		in := c.check(c.ctx, s, true)
+		if c.ctx.Err() != nil {
+			return
+		}
+		if in.State == StateReady {
+			c.mu.Lock()
+			s.checked = true
+			c.mu.Unlock()
+			c.admit(s, "")
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		s.checked, s.reason, s.refused = true, in.Reason, in.AuthFailed
+		if in.AuthFailed {
+			c.warnf("server %s refused the credentials: %s; it gets no requests (probed every %v), the run goes on with the other servers",
+				s.url, in.Reason, c.opts.ProbeInterval)
+		} else {
+			c.opts.Logf("server %s not ready: %s; probing every %v", s.url, in.Reason, c.opts.ProbeInterval)
+		}
+		c.startProber(s)
+		c.broadcastLocked()
+	}()
+}
+
+// waitFirst waits until a server is admitted (see Start), every server
+// refused the credentials, ReadyTimeout passed with none admitted, or ctx
+// ends.
+func (c *Client) waitFirst(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var firstReady time.Time
+	for {
+		c.mu.Lock()
+		now := time.Now()
+		checked, refused, admitted := 0, 0, 0
+		for _, s := range c.servers {
+			if s.checked {
+				checked++
+			}
+			if s.admitted {
+				admitted++
+			} else if s.refused {
+				refused++
+			}
+		}
+		n := len(c.servers)
+		var wait time.Duration
+		switch {
+		case c.ctx.Err() != nil:
+			c.mu.Unlock()
+			return errors.New("sglang client closed")
+		case admitted > 0:
+			if firstReady.IsZero() {
+				firstReady = now
+			}
+			wait = startGrace - now.Sub(firstReady)
+			if checked == n || wait <= 0 {
+				c.mu.Unlock()
+				return nil
+			}
+		case n > 0 && checked == n && refused == n:
+			err := c.authErrorLocked()
+			c.mu.Unlock()
+			return err
+		default:
+			wait = time.Until(c.startAt.Add(c.opts.ReadyTimeout))
+			if wait <= 0 {
+				err := c.allDownErrorLocked()
+				c.mu.Unlock()
+				return err
+			}
+		}
+		ch := c.changed
+		c.waiters++
+		c.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-ch:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
+		c.waiters--
+		c.mu.Unlock()
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// authErrorLocked is the error of a fleet whose every server refused the
+// credentials.
+func (c *Client) authErrorLocked() error {
+	e := &AuthError{}
+	for _, s := range c.servers {
+		e.Servers = append(e.Servers, ServerInfo{URL: s.url, State: StateDown, Reason: s.reason, AuthFailed: true})
+	}
+	return e
+}
+
+// warnf is a warning: Options.Warn, or the log without one.
+func (c *Client) warnf(format string, args ...any) {
+	if c.opts.Warn != nil {
+		c.opts.Warn(format, args...)
+		return
+	}
+	c.opts.Logf("warning: "+format, args...)
 }
 
 // Close stops the probes and closes idle connections. Sessions must have
@@ -401,7 +486,7 @@ func (c *Client) admit(s *server, how string) {
 	if c.ctx.Err() != nil {
 		return
 	}
-	s.admitted, s.reason, s.failures = true, "", 0
+	s.admitted, s.reason, s.failures, s.refused, s.everAdmitted = true, "", 0, false, true
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	c.downFrom = time.Time{}
 	if how != "" {
@@ -447,7 +532,7 @@ func (c *Client) startProber(s *server) {
 			in := c.check(c.ctx, s, true)
 			c.mu.Lock()
 			if in.State != StateReady {
-				s.reason = in.Reason
+				s.reason, s.refused = in.Reason, in.AuthFailed
 				c.mu.Unlock()
 				t.Reset(c.opts.ProbeInterval)
 				continue
@@ -817,5 +902,48 @@ func (c *Client) failed(s *server, e *Error) {
 	s.failures++
 	if s.failures >= c.opts.BreakerFailures && s.admitted {
 		c.ejectLocked(s, fmt.Sprintf("%d consecutive failures, last: %s", s.failures, e.Message))
+	}
+}
+
+// startWatcher looks at the fleet every second (more often with short
+// settings) until Close: it warns about servers never ready while others
+// work.
+func (c *Client) startWatcher() {
+	every := min(time.Second, c.opts.NeverReadyWarn/2)
+	c.probers.Add(1)
+	go func() {
+		defer c.probers.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+			}
+			c.watch(time.Now())
+		}
+	}()
+}
+
+// watch is one look of the watcher.
+func (c *Client) watch(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.admittedLocked() == 0 || now.Sub(c.startAt) < c.opts.NeverReadyWarn {
+		// With none admitted, Notify's waiting line says it all.
+		return
+	}
+	for _, s := range c.servers {
+		if s.everAdmitted || s.neverReadyWarned {
+			continue
+		}
+		s.neverReadyWarned = true
+		reason := s.reason
+		if reason == notChecked {
+			reason = "its first check has not answered yet"
+		}
+		c.warnf("server %s has not been ready in the %v since the start while the others work: %s; its %d request slots are missing from the fleet (probed every %v)",
+			s.url, now.Sub(c.startAt).Round(time.Second), reason, s.limit, c.opts.ProbeInterval)
 	}
 }

@@ -106,6 +106,12 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 		c.mu.Lock()
 		saved := in
 		s.info = &saved
+		// The first server to report a model names the fleet's: the
+		// others are checked against it.
+		if c.model == "" {
+			c.model = in.Model
+		}
+		fleetModel = c.model
 		c.mu.Unlock()
 	} else {
 		in.Model, in.Version, in.ContextLength = known.Model, known.Version, known.ContextLength
@@ -114,8 +120,18 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 		in.Reason = fmt.Sprintf("serves model %q, the other servers %q", in.Model, fleetModel)
 		return in
 	}
-	if generate && c.probeSt != nil {
-		if reason, refused := c.probeGenerate(ctx, s); reason != "" {
+	if generate {
+		model := c.opts.Model
+		if model == "" {
+			model = fleetModel
+		}
+		if model == "" {
+			model = in.Model
+		}
+		if model == "" {
+			model = "default"
+		}
+		if reason, refused := c.probeGenerate(ctx, s, newProbeSettings(c.opts.API, model)); reason != "" {
 			in.Reason, in.AuthFailed = reason, refused
 			return in
 		}
@@ -213,12 +229,12 @@ func newProbeSettings(api API, model string) *settings {
 
 // probeGenerate sends a 1-token generation to s; it returns why it failed,
 // and whether that was a refusal of the credentials.
-func (c *Client) probeGenerate(ctx context.Context, s *server) (reason string, refused bool) {
+func (c *Client) probeGenerate(ctx context.Context, s *server, st *settings) (reason string, refused bool) {
 	req := &Request{Messages: []Message{{Role: "user", Content: "Hi"}}, Text: "Hi"}
 	rid := c.ridPrefix + "probe-" + fmt.Sprint(c.ridSeq.Add(1))
-	body := c.probeSt.appendBody(nil, req, rid)
+	body := st.appendBody(nil, req, rid)
 	var resp []byte
-	status, err := c.postJSON(ctx, nil, s, c.probeSt.path(), body, c.opts.ProbeTimeout, &resp)
+	status, err := c.postJSON(ctx, nil, s, st.path(), body, c.opts.ProbeTimeout, &resp)
 	switch {
 	case errors.Is(err, errRequestTimeout):
 		return fmt.Sprintf("1-token probe: no answer within %v", c.opts.ProbeTimeout), false

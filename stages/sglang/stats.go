@@ -19,6 +19,9 @@ type ServerStats struct {
 	URL    string
 	State  string // StateReady or StateDown ("" in totals)
 	Reason string // why it is down
+	// NeverReady says it has not been ready since the start, for longer
+	// than Options.NeverReadyWarn (it was warned about).
+	NeverReady bool
 	// InFlight is requests now in flight; Concurrency the cap.
 	InFlight, Concurrency int
 	Completions           int64
@@ -149,6 +152,7 @@ func (c *Client) Stats() Stats {
 		if s.admitted {
 			ss.State, ss.Reason = StateReady, ""
 		}
+		ss.NeverReady = !s.everAdmitted && s.neverReadyWarned
 		out.Servers = append(out.Servers, ss)
 	}
 	c.mu.Unlock()
