@@ -51,7 +51,12 @@ the record goes to the "rejected" port with the server's message. Other 4xx
 answers (401, 403, 404, 409 …) say the server is at fault: it is ejected at
 once (the reason in run.log) and the request is re-sent elsewhere as a
 counted attempt. A slow server is never ejected for being slow; repeated
-timeouts count as consecutive failures. While no server is ready, run.log
+timeouts count as consecutive failures. A request in flight far beyond the
+fleet's latencies (stall_timeout, and 4× the p99 of the recent
+completions) has stalled: it is sent again to another server as a counted
+attempt with a fresh rid, the first answer wins and the other is
+cancelled, and its server is suspect (no new requests, a warning) until a
+probe answers; a failed probe ejects it. While no server is ready, run.log
 (and the stage's "waiting for servers" figure) names every server's state
 and reason every 5 s; health and info requests give up after 10 s.
 
@@ -172,6 +177,7 @@ type generateConfig struct {
 
 	MaxAttempts     int               `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed (default 5)"`
 	RequestTimeout  pipeline.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones (default 30m)"`
+	StallTimeout    pipeline.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers (default 5m)"`
 	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run (default 10m)"`
 	ProbeInterval   pipeline.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission (default 5s)"`
 	BackoffMin      pipeline.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter (default 100ms)"`
@@ -187,7 +193,7 @@ func (c *generateConfig) Validate() []error {
 	for _, d := range []struct {
 		key string
 		v   pipeline.Duration
-	}{{"request_timeout", c.RequestTimeout}, {"ready_timeout", c.ReadyTimeout}, {"probe_interval", c.ProbeInterval},
+	}{{"request_timeout", c.RequestTimeout}, {"stall_timeout", c.StallTimeout}, {"ready_timeout", c.ReadyTimeout}, {"probe_interval", c.ProbeInterval},
 		{"backoff_min", c.BackoffMin}, {"backoff_max", c.BackoffMax}} {
 		if d.v.Duration <= 0 {
 			errs = append(errs, &pipeline.FieldError{Key: d.key, Msg: fmt.Sprintf("must be positive, got %v", d.v.Duration)})
@@ -578,6 +584,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		Thinking:        think,
 		MaxAttempts:     c.MaxAttempts,
 		RequestTimeout:  c.RequestTimeout.Duration,
+		StallTimeout:    c.StallTimeout.Duration,
 		BackoffMin:      c.BackoffMin.Duration,
 		BackoffMax:      c.BackoffMax.Duration,
 		BreakerFailures: c.BreakerFailures,

@@ -35,6 +35,9 @@ const (
 	// ServerNeverReady: not ready since the start, for over a minute
 	// while the others work (warned about); still probed.
 	ServerNeverReady = "never_ready"
+	// ServerSuspect: a request of its stalled; no new requests until a
+	// probe answers (then ready) or fails (then ejected).
+	ServerSuspect = "suspect"
 )
 
 // Report gives the live figures, per server (label "server", without
@@ -63,6 +66,9 @@ func (g *generate) Report() []pipeline.Figure {
 func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...string) []pipeline.Figure {
 	if len(labels) > 0 {
 		state, why := ServerReady, ""
+		if s.Suspect {
+			state, why = ServerSuspect, "a request stalled; probing"
+		}
 		if s.State != sglang.StateReady {
 			state, why = ServerProbing, s.Reason
 			if s.Ejections > 0 {
@@ -86,7 +92,8 @@ func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...
 	if s.MeanAcceptLength > 0 {
 		out = append(out, pipeline.NewGauge("spec_accept_length", s.MeanAcceptLength, labels...))
 	}
-	out = append(out, pipeline.NewCounter("ejections", s.Ejections, labels...))
+	out = append(out, pipeline.NewCounter("ejections", s.Ejections, labels...),
+		pipeline.NewCounter("stalls", s.Stalls, labels...))
 	for _, class := range sortedKeys(s.Errors) {
 		out = append(out, pipeline.NewCounter("errors", s.Errors[class], append([]string{"class", class}, labels...)...))
 	}

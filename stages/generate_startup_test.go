@@ -187,3 +187,52 @@ func TestGenerateNeverReadyServerWarnedProcess(t *testing.T) {
 		t.Errorf("the summary does not name the server never_ready:\n%s", s)
 	}
 }
+
+// `pipe run` on three `pipe sim` servers of which one stops answering
+// mid-run (it accepts requests and never answers, from 30 simulated seconds
+// on): its stuck requests are sent to the others after stall_timeout (2 s)
+// with a warning, long before request_timeout (10 min), and the run
+// finishes with every id exactly once.
+func TestGenerateStalledServerProcess(t *testing.T) {
+	bin := testenv.PipeBinary(t)
+	s := testenv.StartSim(t, bin, 3, "--speed", "200", "--think-mean", "60", "--answer-mean", "20", "--fault", "hang@30s#2")
+	const n = 2000
+	dir := writeGenRun(t, genPipeline(serversKey(s.URLs)+fastGenKeys+readyKey+"concurrency = 4\nstall_timeout = \"2s\"\nrequest_timeout = \"10m\"\n"), n)
+	start := time.Now()
+	out, err := pipeCmd(t, nil, "run", filepath.Join(dir, "p.toml"))
+	el := time.Since(start)
+	if err != nil {
+		t.Fatalf("pipe run: %v\n%s", err, out)
+	}
+	t.Logf("the run took %v", el)
+	if el > 2*time.Minute {
+		t.Errorf("the run took %v: the stuck requests waited for request_timeout", el)
+	}
+	recs := readRecords(t, filepath.Join(dir, "out/completions.jsonl"))
+	seen := map[string]bool{}
+	again := 0
+	for _, r := range recs {
+		if seen[r.ID] {
+			t.Fatalf("%s written twice", r.ID)
+		}
+		seen[r.ID] = true
+		if r.Completion.Attempts > 1 {
+			again++
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d records out, want %d", len(seen), n)
+	}
+	if again == 0 {
+		t.Error("no record counts the attempt sent again")
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "warning:") || strings.Contains(line, "ejected") || strings.Contains(line, "gen: server") {
+			t.Log(line)
+		}
+	}
+	want := "warning: server " + s.URLs[2] + ": a request has been in flight for "
+	if !strings.Contains(out, want) || !strings.Contains(out, "sent again to another server") {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}

@@ -71,6 +71,12 @@ type Options struct {
 	// NeverReadyWarn is how long after Start a server that was never ready
 	// is warned about while others work. Default 1m.
 	NeverReadyWarn time.Duration
+	// StallTimeout: a request in flight longer than this and than
+	// StallFactor times the fleet's p99 latency has stalled: it is sent
+	// once more to another server (the first answer wins) and its server
+	// is suspect until a probe clears or ejects it. Judged once the fleet
+	// has StallMinSamples completions. Default 5m.
+	StallTimeout time.Duration
 	// Notify, while no server is admitted (at Start or mid-run), receives
 	// every NotifyInterval one line naming each server with its state and
 	// reason. Default: none.
@@ -103,6 +109,7 @@ func (o *Options) setDefaults() {
 	def(&o.NotifyInterval, 5*time.Second)
 	def(&o.ReadyTimeout, 10*time.Minute)
 	def(&o.NeverReadyWarn, time.Minute)
+	def(&o.StallTimeout, 5*time.Minute)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -131,13 +138,19 @@ type Client struct {
 	servers []*server
 	st      *settings // set by Start, once the model is known
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed (and replaced) when a slot frees or a server's state changes
-	waiters  int           // sessions waiting in acquire
-	downFrom time.Time     // when no server was admitted any more; zero while one is
-	startAt  time.Time     // when Start began: the wait for a first server
-	next     int           // rotates tie-breaks among equally loaded servers
-	model    string        // the fleet's model, from the first server that reported one
+	mu      sync.Mutex
+	changed chan struct{} // closed (and replaced) when a slot frees or a server's state changes
+	waiters int           // sessions waiting in acquire
+	// hedgeWaiters are second attempts of stalled requests waiting for a
+	// slot: they go first.
+	hedgeWaiters int
+	// stallAfter is, in nanoseconds, how long a request may be in flight
+	// before it counts as stalled (0: not enough completions to judge).
+	stallAfter atomic.Int64
+	downFrom   time.Time // when no server was admitted any more; zero while one is
+	startAt    time.Time // when Start began: the wait for a first server
+	next       int       // rotates tie-breaks among equally loaded servers
+	model      string    // the fleet's model, from the first server that reported one
 
 	ridPrefix string
 	ridSeq    atomic.Uint64
@@ -163,11 +176,14 @@ type server struct {
 
 	outstanding int
 	admitted    bool
-	reason      string // why it is not admitted
-	failures    int    // consecutive failed attempts
-	probing     bool
-	checked     bool // its first check ended
-	refused     bool // its last check was a refusal of the credentials (401, 403)
+	// suspect: a request on it stalled (far beyond the fleet's latency);
+	// it gets no new requests until a probe decides (see stall.go).
+	suspect  bool
+	reason   string // why it is not admitted
+	failures int    // consecutive failed attempts
+	probing  bool
+	checked  bool // its first check ended
+	refused  bool // its last check was a refusal of the credentials (401, 403)
 	// everAdmitted: it was admitted at least once; neverReadyWarned: the
 	// warning that it never was has been given.
 	everAdmitted, neverReadyWarned bool
@@ -605,20 +621,39 @@ const notChecked = "not checked yet"
 // acquire takes a slot on the admitted server with the lowest load
 // (in-flight / concurrency) that has one free, preferring any server but
 // avoid. It waits while none is free; with no server admitted for
-// ReadyTimeout it fails.
+// ReadyTimeout it fails. A hedge (the second attempt of a stalled request)
+// never takes avoid, and goes before the sessions waiting for a first slot:
+// the stalled request has waited longest.
 func (c *Client) acquire(ctx context.Context, avoid *server) (*server, error) {
+	return c.acquireSlot(ctx, avoid, false)
+}
+
+func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*server, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	if hedge {
+		c.mu.Lock()
+		c.hedgeWaiters++
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.hedgeWaiters--
+			c.broadcastLocked()
+			c.mu.Unlock()
+		}()
+	}
 	for {
 		c.mu.Lock()
-		if s := c.pickLocked(avoid); s != nil {
-			s.outstanding++
-			c.mu.Unlock()
-			return s, nil
+		if hedge || c.hedgeWaiters == 0 {
+			if s := c.pickLocked(avoid, hedge); s != nil {
+				s.outstanding++
+				c.mu.Unlock()
+				return s, nil
+			}
 		}
 		if c.ctx.Err() != nil {
 			c.mu.Unlock()
@@ -656,17 +691,21 @@ func (c *Client) acquire(ctx context.Context, avoid *server) (*server, error) {
 	}
 }
 
-// pickLocked returns the least-loaded admitted server with a free slot.
-func (c *Client) pickLocked(avoid *server) *server {
+// pickLocked returns the least-loaded admitted server with a free slot
+// that is not suspect; avoid only when no other has one, and never when
+// strict.
+func (c *Client) pickLocked(avoid *server, strict bool) *server {
 	var best, fallback *server
 	n := len(c.servers)
 	for k := 0; k < n; k++ {
 		s := c.servers[(c.next+k)%n]
-		if !s.admitted || s.outstanding >= s.limit {
+		if !s.admitted || s.suspect || s.outstanding >= s.limit {
 			continue
 		}
 		if s == avoid {
-			fallback = s
+			if !strict {
+				fallback = s
+			}
 			continue
 		}
 		// s.outstanding/s.limit < best.outstanding/best.limit
@@ -775,20 +814,22 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 			ss.s = s
 		}
 		s := ss.s
-		c.mu.Lock()
-		sctx := s.ctx
-		c.mu.Unlock()
-		res, err := c.attempt(ctx, s, sctx, req)
+		// A stalled attempt is sent once more elsewhere (a counted
+		// attempt) while the budget allows; the first answer wins.
+		res, won, err, hedged := c.race(ctx, s, req, sent < c.opts.MaxAttempts)
+		if hedged {
+			sent++
+		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 		if err == nil {
+			ss.s = won
 			res.Attempts = sent
-			c.succeeded(s, res)
+			c.succeeded(won, res)
 			return res, nil
 		}
 		last = err
-		c.failed(s, err)
 		// A server fault (401, 403, 404 …) ejected s; the request is
 		// re-sent elsewhere as a counted attempt.
 		if !err.Retryable() && !err.ServerFault() {
@@ -922,6 +963,7 @@ func (c *Client) startWatcher() {
 			case <-t.C:
 			}
 			c.watch(time.Now())
+			c.updateStallAfter()
 		}
 	}()
 }

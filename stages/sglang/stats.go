@@ -40,6 +40,11 @@ type ServerStats struct {
 	// completions that reported one; 0 when none did.
 	MeanAcceptLength float64
 	Ejections        int64
+	// Stalls counts its requests that stalled and were sent again to
+	// another server; Suspect says it gets no new requests until a probe
+	// decides.
+	Stalls  int64
+	Suspect bool
 }
 
 // Stats is a snapshot of the fleet's figures.
@@ -56,6 +61,7 @@ type bucket struct {
 type serverStats struct {
 	start     time.Time
 	ejections atomic.Int64
+	stalls    atomic.Int64 // requests of its that stalled and were sent again
 
 	mu          sync.Mutex
 	completions int64
@@ -115,6 +121,7 @@ func (st *serverStats) snapshot(now time.Time, out *ServerStats, lat []time.Dura
 	out.Completions, out.OutputTokens, out.LatencySum = st.completions, st.tokens, st.latSum
 	out.Errors = maps.Clone(st.errors)
 	out.Ejections = st.ejections.Load()
+	out.Stalls = st.stalls.Load()
 	if st.acceptN > 0 {
 		out.MeanAcceptLength = st.acceptSum / float64(st.acceptN)
 	}
@@ -153,6 +160,7 @@ func (c *Client) Stats() Stats {
 			ss.State, ss.Reason = StateReady, ""
 		}
 		ss.NeverReady = !s.everAdmitted && s.neverReadyWarned
+		ss.Suspect = s.admitted && s.suspect
 		out.Servers = append(out.Servers, ss)
 	}
 	c.mu.Unlock()
@@ -175,6 +183,7 @@ func (c *Client) Stats() Stats {
 		t.CompletionsPerSec += ss.CompletionsPerSec
 		t.OutputTokensPerSec += ss.OutputTokensPerSec
 		t.Ejections += ss.Ejections
+		t.Stalls += ss.Stalls
 		for k, v := range ss.Errors {
 			t.Errors[k] += v
 		}
