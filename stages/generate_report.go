@@ -90,7 +90,17 @@ func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...
 			{Q: 0.5, V: s.P50.Seconds()}, {Q: 0.95, V: s.P95.Seconds()}}, labels...).In(pipeline.UnitSeconds),
 	)
 	if s.MeanAcceptLength > 0 {
+		// Σ tokens / Σ verify steps, as SGLang aggregates it.
 		out = append(out, pipeline.NewGauge("spec_accept_length", s.MeanAcceptLength, labels...))
+	}
+	if s.SpecAcceptRate > 0 {
+		out = append(out, pipeline.NewGauge("spec_accept_rate", s.SpecAcceptRate, labels...))
+	}
+	if s.LoadReported {
+		// The servers' own load with their last answers (meta_info).
+		out = append(out,
+			pipeline.NewGauge("server_running", float64(s.ServerRunning), labels...),
+			pipeline.NewGauge("server_waiting", float64(s.ServerWaiting), labels...))
 	}
 	out = append(out, pipeline.NewCounter("ejections", s.Ejections, labels...),
 		pipeline.NewCounter("stalls", s.Stalls, labels...))

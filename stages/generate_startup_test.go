@@ -104,7 +104,7 @@ func TestGenerateStartsWithoutWaitingForTheOthersProcess(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("%d records out, want %d", len(seen), n)
 	}
-	want := "warning: server " + keyed.URLs[0] + " refused the credentials: /get_server_info answers 401: Unauthorized (no API key was sent)"
+	want := "warning: server " + keyed.URLs[0] + " refused the credentials: /server_info answers 401: Unauthorized (no API key was sent)"
 	if !strings.Contains(out, want) || !strings.Contains(out, "the run goes on with the other servers") {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}

@@ -187,6 +187,7 @@ type server struct {
 	// everAdmitted: it was admitted at least once; neverReadyWarned: the
 	// warning that it never was has been given.
 	everAdmitted, neverReadyWarned bool
+	warnedLimit                    bool // concurrency above max_running_requests was logged
 	// ctx is cancelled with errEjected when the server is ejected, which
 	// aborts its requests in flight so they are re-sent elsewhere.
 	ctx    context.Context
@@ -505,6 +506,14 @@ func (c *Client) admit(s *server, how string) {
 	s.admitted, s.reason, s.failures, s.refused, s.everAdmitted = true, "", 0, false, true
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	c.downFrom = time.Time{}
+	if s.info != nil && s.info.MaxRunningRequests > 0 && s.limit > s.info.MaxRunningRequests && !s.warnedLimit {
+		// Not an error: the server queues the rest (its prefix cache may
+		// still like them there), but the user's number is above what it
+		// runs at once.
+		s.warnedLimit = true
+		c.opts.Logf("server %s runs at most %d requests at once (max_running_requests); the other %d of its concurrency %d wait in its queue",
+			s.url, s.info.MaxRunningRequests, s.limit-s.info.MaxRunningRequests, s.limit)
+	}
 	if how != "" {
 		c.opts.Logf("server %s %s", s.url, how)
 	}
