@@ -144,6 +144,7 @@ type Client struct {
 	// hedgeWaiters are second attempts of stalled requests waiting for a
 	// slot: they go first.
 	hedgeWaiters int
+	hedgeAvoid   map[*server]int // waiting hedges by the server each avoids
 	// stallAfter is, in nanoseconds, how long a request may be in flight
 	// before it counts as stalled (0: not enough completions to judge).
 	stallAfter atomic.Int64
@@ -211,12 +212,13 @@ func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client
 	var b [6]byte
 	_, _ = crand.Read(b[:])
 	c := &Client{
-		opts:      opts,
-		rt:        rt,
-		hc:        &http.Client{Transport: rt},
-		changed:   make(chan struct{}),
-		ridPrefix: "pipe-" + hex.EncodeToString(b[:]) + "-",
-		started:   time.Now(),
+		opts:       opts,
+		rt:         rt,
+		hc:         &http.Client{Transport: rt},
+		changed:    make(chan struct{}),
+		hedgeAvoid: map[*server]int{},
+		ridPrefix:  "pipe-" + hex.EncodeToString(b[:]) + "-",
+		started:    time.Now(),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
@@ -647,22 +649,24 @@ func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*s
 	if hedge {
 		c.mu.Lock()
 		c.hedgeWaiters++
+		c.hedgeAvoid[avoid]++
 		c.mu.Unlock()
 		defer func() {
 			c.mu.Lock()
 			c.hedgeWaiters--
+			c.hedgeAvoid[avoid]--
 			c.broadcastLocked()
 			c.mu.Unlock()
 		}()
 	}
 	for {
 		c.mu.Lock()
-		if hedge || c.hedgeWaiters == 0 {
-			if s := c.pickLocked(avoid, hedge); s != nil {
-				s.outstanding++
-				c.mu.Unlock()
-				return s, nil
-			}
+		// A slot a waiting hedge could take is left to it (a hedge never
+		// takes the server it avoids, so that one stays open to all).
+		if s := c.pickLocked(avoid, hedge); s != nil && (hedge || c.hedgeWaiters-c.hedgeAvoid[s] == 0) {
+			s.outstanding++
+			c.mu.Unlock()
+			return s, nil
 		}
 		if c.ctx.Err() != nil {
 			c.mu.Unlock()

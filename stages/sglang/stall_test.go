@@ -146,3 +146,60 @@ func TestLongRequestsAreNoStall(t *testing.T) {
 		}
 	})
 }
+
+// On a fleet of one, a stalled request has nowhere to go: once the
+// server's probe answers, the other requests go on at once, and the slow
+// one still finishes there (never sent twice).
+func TestStallOnALoneServerBlocksNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &fakeServer{generate: func(n int) (int, time.Duration) {
+			if n == 25 {
+				return http.StatusOK, 10 * time.Minute
+			}
+			return http.StatusOK, time.Second
+		}}
+		opts := clockOptions()
+		opts.StallTimeout = 30 * time.Second
+		opts.RequestTimeout = time.Hour
+		warned := &lines{start: time.Now()}
+		opts.Warn = warned.add
+		c := fakeClient(t, fakeFleet{"a:1": srv}, opts, "a:1")
+		defer c.Close()
+		if err := c.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var mu sync.Mutex
+		var lastQuick time.Duration
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for range 4 {
+			wg.Go(func() {
+				for next.Add(1) <= 200 {
+					res, err := generateOne(c)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if res.Attempts != 1 {
+						t.Errorf("sent %d times", res.Attempts)
+					}
+					if res.Latency < time.Minute {
+						mu.Lock()
+						lastQuick = max(lastQuick, time.Since(start))
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if _, _, ok := warned.find("http://a:1: a request has been in flight"); !ok {
+			t.Errorf("no stall warning: %q", warned.text)
+		}
+		// 199 one-second requests on 4 slots, 3 while one is stuck: about
+		// a minute, plus the wait for the probe; never the 10 minutes.
+		if lastQuick > 3*time.Minute {
+			t.Errorf("the quick requests ended at %v: the stalled one held them up", lastQuick)
+		}
+	})
+}
