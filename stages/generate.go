@@ -109,7 +109,7 @@ simulated servers require the key in $NAME.`,
 			for _, s := range cfg.Servers.Items {
 				n += max(s.Sim, 1)
 			}
-			return fmt.Sprintf("%d servers × %d, %s, max %d tokens", n, cfg.Concurrency, cfg.API, cfg.MaxOutputTokens)
+			return fmt.Sprintf("%d servers × %s, %s, max %d tokens", n, cfg.Concurrency, cfg.API, cfg.MaxOutputTokens)
 		},
 		Example: `[[stage]]
 id   = "prompts"
@@ -144,8 +144,11 @@ type generateConfig struct {
 	// HeadersEnv maps header names to the environment variables holding
 	// their values.
 	HeadersEnv map[string]string `toml:"headers_env" op:"true" doc:"extra headers sent with every request to every server, each value read from an environment variable: {\"X-Header-Name\" = \"VAR\"}; unset or empty fails the run at start; not Authorization (use api_key_env) nor the headers the client sets itself (default: none)"`
-	// Concurrency is the requests in flight per server. Default 48.
-	Concurrency int `toml:"concurrency" op:"true" default:"48" min:"1" max:"4096" doc:"requests in flight per server (default 48)"`
+	// Concurrency is the requests in flight per server, or "auto".
+	// Default 48.
+	Concurrency concurrencySetting `toml:"concurrency" op:"true" default:"48" doc:"requests in flight per server, 1..4096, or \"auto\": each server's limit follows what it can run (raised while its queue stays empty, lowered when it queues or answers 503, within its max_running_requests), from 16 up to max_concurrency (default 48)"`
+	// MaxConcurrency is the ceiling of concurrency = "auto".
+	MaxConcurrency int `toml:"max_concurrency" op:"true" default:"256" min:"1" max:"4096" doc:"with concurrency = \"auto\": the most requests in flight per server (default 256)"`
 	// API is "chat" (default) or "generate".
 	API string `toml:"api" default:"chat" enum:"chat|generate" doc:"\"chat\": /v1/chat/completions, the server renders the template (default); \"generate\": native /generate with input_ids rendered from tokenizer"`
 	// Model is the model name sent on the chat API. Default: the servers'.
@@ -539,11 +542,8 @@ var (
 func (g *generate) Workers() int {
 	n := 0
 	for _, s := range g.cfg.Servers.Items {
-		c := s.Concurrency
-		if c == 0 {
-			c = g.cfg.Concurrency
-		}
-		n += c * max(s.Sim, 1)
+		limit, ceiling := g.perServer(s.Concurrency)
+		n += max(limit, ceiling) * max(s.Sim, 1)
 	}
 	return n
 }
@@ -644,16 +644,13 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 	var specs []sglang.ServerSpec
 	g.entryOf = nil
 	for i, s := range g.cfg.Servers.Items {
-		conc := s.Concurrency
-		if conc == 0 {
-			conc = g.cfg.Concurrency
-		}
+		conc, ceiling := g.perServer(s.Concurrency)
 		header, err := g.serverHeader(s)
 		if err != nil {
 			return nil, err
 		}
 		if s.Sim == 0 {
-			specs = append(specs, sglang.ServerSpec{URL: s.dial, Concurrency: conc, Header: header})
+			specs = append(specs, sglang.ServerSpec{URL: s.dial, Concurrency: conc, MaxConcurrency: ceiling, Header: header})
 			g.entryOf = append(g.entryOf, i)
 			continue
 		}
@@ -680,7 +677,7 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 			return nil, fmt.Errorf("starting %s: %w", s.URL, err)
 		}
 		for _, u := range v.(*sim.Fleet).URLs() {
-			specs = append(specs, sglang.ServerSpec{URL: u, Concurrency: conc, Header: header})
+			specs = append(specs, sglang.ServerSpec{URL: u, Concurrency: conc, MaxConcurrency: ceiling, Header: header})
 			g.entryOf = append(g.entryOf, i)
 		}
 	}

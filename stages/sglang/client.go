@@ -121,8 +121,12 @@ type ServerSpec struct {
 	// in it is sent as Basic auth (unless Header sets Authorization) and
 	// removed from the name the server goes by everywhere.
 	URL string
-	// Concurrency is how many requests may be in flight to it at once.
+	// Concurrency is how many requests may be in flight to it at once;
+	// with MaxConcurrency, the starting value (default 16, see adapt.go).
 	Concurrency int
+	// MaxConcurrency > 0 makes the server's concurrency adaptive, up to
+	// this ceiling (and its max_running_requests plus a small headroom).
+	MaxConcurrency int
 	// Header is sent with every request to the server: generations,
 	// health, info and probes (e.g. "Authorization: Bearer KEY"). Its
 	// values never appear in errors, figures or log lines. It may not set
@@ -172,6 +176,7 @@ type server struct {
 	// by every POST to the server.
 	postHeader http.Header
 	limit      int
+	maxLimit   int   // > 0: limit adapts up to this (adapt.go)
 	bad        error // a URL or header the client cannot send: fails every check
 	stats      *serverStats
 
@@ -200,7 +205,7 @@ type server struct {
 func New(servers []ServerSpec, opts Options) *Client {
 	perHost := 0
 	for _, s := range servers {
-		perHost = max(perHost, s.Concurrency)
+		perHost = max(perHost, s.Concurrency, s.MaxConcurrency)
 	}
 	return newClient(servers, opts, newTransport(perHost))
 }
@@ -229,18 +234,25 @@ func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client
 		if bad == nil {
 			bad = checkHeader(header)
 		}
-		c.servers = append(c.servers, &server{url: url, header: header, postHeader: postHeader(header), limit: s.Concurrency, bad: bad,
+		limit := s.Concurrency
+		if s.MaxConcurrency > 0 {
+			if limit <= 0 {
+				limit = adaptStart
+			}
+			limit = min(limit, s.MaxConcurrency)
+		}
+		c.servers = append(c.servers, &server{url: url, header: header, postHeader: postHeader(header), limit: limit, maxLimit: s.MaxConcurrency, bad: bad,
 			stats: newServerStats(c.started), reason: notChecked})
 	}
 	return c
 }
 
-// Capacity is the sum of the servers' concurrency: how many sessions can
-// have a request in flight at once.
+// Capacity is the sum of the servers' concurrency (of an adaptive one,
+// its ceiling): how many sessions can have a request in flight at once.
 func (c *Client) Capacity() int {
 	n := 0
 	for _, s := range c.servers {
-		n += s.limit
+		n += max(s.limit, s.maxLimit)
 	}
 	return n
 }
@@ -508,7 +520,7 @@ func (c *Client) admit(s *server, how string) {
 	s.admitted, s.reason, s.failures, s.refused, s.everAdmitted = true, "", 0, false, true
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	c.downFrom = time.Time{}
-	if s.info != nil && s.info.MaxRunningRequests > 0 && s.limit > s.info.MaxRunningRequests && !s.warnedLimit {
+	if s.maxLimit == 0 && s.info != nil && s.info.MaxRunningRequests > 0 && s.limit > s.info.MaxRunningRequests && !s.warnedLimit {
 		// Not an error: the server queues the rest (its prefix cache may
 		// still like them there), but the user's number is above what it
 		// runs at once.
@@ -931,6 +943,7 @@ func (c *Client) putBuf(b *[]byte) {
 func (c *Client) succeeded(s *server, r *Result) {
 	c.mu.Lock()
 	s.failures = 0
+	c.adaptLocked(s, r)
 	c.mu.Unlock()
 	s.stats.completed(r)
 }
@@ -953,6 +966,9 @@ func (c *Client) failed(s *server, e *Error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.Status == http.StatusServiceUnavailable {
+		c.backOffLocked(s)
+	}
 	s.failures++
 	if s.failures >= c.opts.BreakerFailures && s.admitted {
 		c.ejectLocked(s, fmt.Sprintf("%d consecutive failures, last: %s", s.failures, e.Message))
