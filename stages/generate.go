@@ -32,11 +32,13 @@ func init() {
 completion (reasoning, answer, finish reason, token counts, speculative
 acceptance, latency, server, attempts and the exact request settings).
 
-Before the first request every server is checked: /health, server info
-(model, version, context length, read once) and a 1-token generation. The
-run starts with the ready servers and keeps probing the others; with none
-ready for ready_timeout it stops with every server's reason. Servers that
-serve different models are an error.
+Before its first request every server is checked on its own: /health,
+server info (model, version, context length, read once) and a 1-token
+generation. The run starts as soon as one server is ready (a slow first
+answer from another delays nobody) and keeps probing the others; a server
+not ready a minute after the start while others work is warned about (state
+never_ready). With none ready for ready_timeout the run stops with every
+server's reason. Servers that serve different models are an error.
 
 Each server gets at most its concurrency in flight; a record goes to the
 server with the lowest load that has a free slot, so a slow server gets fewer
@@ -50,7 +52,12 @@ the record goes to the "rejected" port with the server's message. Other 4xx
 answers (401, 403, 404, 409 …) say the server is at fault: it is ejected at
 once (the reason in run.log) and the request is re-sent elsewhere as a
 counted attempt. A slow server is never ejected for being slow; repeated
-timeouts count as consecutive failures. While no server is ready, run.log
+timeouts count as consecutive failures. A request in flight far beyond the
+fleet's latencies (stall_timeout, and 4× the p99 of the recent
+completions) has stalled: it is sent again to another server as a counted
+attempt with a fresh rid, the first answer wins and the other is
+cancelled, and its server is suspect (no new requests, a warning) until a
+probe answers; a failed probe ejects it. While no server is ready, run.log
 (and the stage's "waiting for servers" figure) names every server's state
 and reason every 5 s; health and info requests give up after 10 s.
 
@@ -91,7 +98,8 @@ cannot be combined with an API key on the same server. A server is named
 everywhere (records' completion.server, figures, run.log, status, errors,
 --dry-run) by its URL without user:password; keys and header values are
 never written anywhere. A server that refuses the credentials (401 or 403)
-at start fails the run at once. "sim:N?api_key_env=NAME" makes the
+at start is left out with a warning (and probed) while the others work;
+when every server refuses, the run fails at once (exit 2). "sim:N?api_key_env=NAME" makes the
 simulated servers require the key in $NAME.`,
 		Config:  generateConfig{},
 		Outputs: []string{"out", pipeline.RejectedPort},
@@ -109,7 +117,7 @@ simulated servers require the key in $NAME.`,
 			for _, s := range cfg.Servers.Items {
 				n += max(s.Sim, 1)
 			}
-			return fmt.Sprintf("%d servers × %d, %s, max %d tokens", n, cfg.Concurrency, cfg.API, cfg.MaxOutputTokens)
+			return fmt.Sprintf("%d servers × %s, %s, max %d tokens", n, cfg.Concurrency, cfg.API, cfg.MaxOutputTokens)
 		},
 		Example: `[[stage]]
 id   = "prompts"
@@ -144,8 +152,11 @@ type generateConfig struct {
 	// HeadersEnv maps header names to the environment variables holding
 	// their values.
 	HeadersEnv map[string]string `toml:"headers_env" op:"true" doc:"extra headers sent with every request to every server, each value read from an environment variable: {\"X-Header-Name\" = \"VAR\"}; unset or empty fails the run at start; not Authorization (use api_key_env) nor the headers the client sets itself (default: none)"`
-	// Concurrency is the requests in flight per server. Default 48.
-	Concurrency int `toml:"concurrency" op:"true" default:"48" min:"1" max:"4096" doc:"requests in flight per server (default 48)"`
+	// Concurrency is the requests in flight per server, or "auto".
+	// Default 48.
+	Concurrency concurrencySetting `toml:"concurrency" op:"true" default:"48" doc:"requests in flight per server, 1..4096, or \"auto\": each server's limit follows what it can run (raised while its queue stays empty, lowered when it queues or answers 503, within its max_running_requests), from 16 up to max_concurrency (default 48)"`
+	// MaxConcurrency is the ceiling of concurrency = "auto".
+	MaxConcurrency int `toml:"max_concurrency" op:"true" default:"256" min:"1" max:"4096" doc:"with concurrency = \"auto\": the most requests in flight per server (default 256)"`
 	// API is "chat" (default) or "generate".
 	API string `toml:"api" default:"chat" enum:"chat|generate" doc:"\"chat\": /v1/chat/completions, the server renders the template (default); \"generate\": native /generate with input_ids rendered from tokenizer"`
 	// Model is the model name sent on the chat API. Default: the servers'.
@@ -177,6 +188,7 @@ type generateConfig struct {
 
 	MaxAttempts     int               `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed (default 5)"`
 	RequestTimeout  pipeline.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones (default 30m)"`
+	StallTimeout    pipeline.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers (default 5m)"`
 	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run (default 10m)"`
 	ProbeInterval   pipeline.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission (default 5s)"`
 	BackoffMin      pipeline.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter (default 100ms)"`
@@ -192,7 +204,7 @@ func (c *generateConfig) Validate() []error {
 	for _, d := range []struct {
 		key string
 		v   pipeline.Duration
-	}{{"request_timeout", c.RequestTimeout}, {"ready_timeout", c.ReadyTimeout}, {"probe_interval", c.ProbeInterval},
+	}{{"request_timeout", c.RequestTimeout}, {"stall_timeout", c.StallTimeout}, {"ready_timeout", c.ReadyTimeout}, {"probe_interval", c.ProbeInterval},
 		{"backoff_min", c.BackoffMin}, {"backoff_max", c.BackoffMax}} {
 		if d.v.Duration <= 0 {
 			errs = append(errs, &pipeline.FieldError{Key: d.key, Msg: fmt.Sprintf("must be positive, got %v", d.v.Duration)})
@@ -551,11 +563,8 @@ var (
 func (g *generate) Workers() int {
 	n := 0
 	for _, s := range g.cfg.Servers.Items {
-		c := s.Concurrency
-		if c == 0 {
-			c = g.cfg.Concurrency
-		}
-		n += c * max(s.Sim, 1)
+		limit, ceiling := g.perServer(s.Concurrency)
+		n += max(limit, ceiling) * max(s.Sim, 1)
 	}
 	return n
 }
@@ -600,6 +609,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		ThinkingForced:  g.forced,
 		MaxAttempts:     c.MaxAttempts,
 		RequestTimeout:  c.RequestTimeout.Duration,
+		StallTimeout:    c.StallTimeout.Duration,
 		BackoffMin:      c.BackoffMin.Duration,
 		BackoffMax:      c.BackoffMax.Duration,
 		BreakerFailures: c.BreakerFailures,
@@ -609,6 +619,8 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		// While no server is ready: every 5 s each server's state and
 		// reason, in the run log (and in Report's "waiting for servers").
 		Notify: g.noticef,
+		// Warnings while servers work: on the terminal and in the log.
+		Warn: g.warnf,
 	})
 	// A proxy from the environment is obeyed (a gateway may need one) but
 	// said: on a cluster HTTP_PROXY is often set for the internet, and a
@@ -664,6 +676,12 @@ func (g *generate) logf(format string, args ...any) {
 	fmt.Fprintf(g.log, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
 }
 
+// warnf is a warning of the fleet's (a server left out or stalled): on the
+// terminal and in the log, prefixed "warning:".
+func (g *generate) warnf(format string, args ...any) {
+	g.noticef("warning: "+format, args...)
+}
+
 // noticef is for what the user must see now (no server ready, and why): on
 // the terminal too.
 func (g *generate) noticef(format string, args ...any) {
@@ -678,16 +696,13 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 	var specs []sglang.ServerSpec
 	g.entryOf = nil
 	for i, s := range g.cfg.Servers.Items {
-		conc := s.Concurrency
-		if conc == 0 {
-			conc = g.cfg.Concurrency
-		}
+		conc, ceiling := g.perServer(s.Concurrency)
 		header, err := g.serverHeader(s)
 		if err != nil {
 			return nil, err
 		}
 		if s.Sim == 0 {
-			specs = append(specs, sglang.ServerSpec{URL: s.dial, Concurrency: conc, Header: header})
+			specs = append(specs, sglang.ServerSpec{URL: s.dial, Concurrency: conc, MaxConcurrency: ceiling, Header: header})
 			g.entryOf = append(g.entryOf, i)
 			continue
 		}
@@ -714,7 +729,7 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 			return nil, fmt.Errorf("starting %s: %w", s.URL, err)
 		}
 		for _, u := range v.(*sim.Fleet).URLs() {
-			specs = append(specs, sglang.ServerSpec{URL: u, Concurrency: conc, Header: header})
+			specs = append(specs, sglang.ServerSpec{URL: u, Concurrency: conc, MaxConcurrency: ceiling, Header: header})
 			g.entryOf = append(g.entryOf, i)
 		}
 	}

@@ -44,7 +44,7 @@ func (g *generate) DryRun(ctx context.Context, _ *pipeline.Env) (string, error) 
 		}
 		specs = append(specs, sglang.ServerSpec{URL: s.dial, Header: header})
 	}
-	fmt.Fprintf(&b, "api %s, %d per server, max_output_tokens %d\n", g.cfg.API, g.cfg.Concurrency, g.cfg.MaxOutputTokens)
+	fmt.Fprintf(&b, "api %s, %s per server, max_output_tokens %d\n", g.cfg.API, g.cfg.Concurrency, g.cfg.MaxOutputTokens)
 	if sims > 0 {
 		fmt.Fprintf(&b, "%d simulated server(s), started in-process when the run starts\n", sims)
 	}

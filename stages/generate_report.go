@@ -32,6 +32,12 @@ const (
 	ServerReady   = "ready"
 	ServerEjected = "ejected" // taken out of rotation mid-run; probed to come back
 	ServerProbing = "probing" // not (yet) ready since the start
+	// ServerNeverReady: not ready since the start, for over a minute
+	// while the others work (warned about); still probed.
+	ServerNeverReady = "never_ready"
+	// ServerSuspect: a request of its stalled; no new requests until a
+	// probe answers (then ready) or fails (then ejected).
+	ServerSuspect = "suspect"
 )
 
 // Report gives the live figures, per server (label "server", without
@@ -60,10 +66,15 @@ func (g *generate) Report() []pipeline.Figure {
 func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...string) []pipeline.Figure {
 	if len(labels) > 0 {
 		state, why := ServerReady, ""
+		if s.Suspect {
+			state, why = ServerSuspect, "a request stalled; probing"
+		}
 		if s.State != sglang.StateReady {
 			state, why = ServerProbing, s.Reason
 			if s.Ejections > 0 {
 				state = ServerEjected
+			} else if s.NeverReady {
+				state = ServerNeverReady
 			}
 		}
 		out = append(out, pipeline.NewState("state", state, why, labels...))
@@ -79,9 +90,20 @@ func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...
 			{Q: 0.5, V: s.P50.Seconds()}, {Q: 0.95, V: s.P95.Seconds()}}, labels...).In(pipeline.UnitSeconds),
 	)
 	if s.MeanAcceptLength > 0 {
+		// Σ tokens / Σ verify steps, as SGLang aggregates it.
 		out = append(out, pipeline.NewGauge("spec_accept_length", s.MeanAcceptLength, labels...))
 	}
-	out = append(out, pipeline.NewCounter("ejections", s.Ejections, labels...))
+	if s.SpecAcceptRate > 0 {
+		out = append(out, pipeline.NewGauge("spec_accept_rate", s.SpecAcceptRate, labels...))
+	}
+	if s.LoadReported {
+		// The servers' own load with their last answers (meta_info).
+		out = append(out,
+			pipeline.NewGauge("server_running", float64(s.ServerRunning), labels...),
+			pipeline.NewGauge("server_waiting", float64(s.ServerWaiting), labels...))
+	}
+	out = append(out, pipeline.NewCounter("ejections", s.Ejections, labels...),
+		pipeline.NewCounter("stalls", s.Stalls, labels...))
 	for _, class := range sortedKeys(s.Errors) {
 		out = append(out, pipeline.NewCounter("errors", s.Errors[class], append([]string{"class", class}, labels...)...))
 	}

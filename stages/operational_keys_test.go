@@ -13,8 +13,8 @@ import (
 func TestOperationalKeys(t *testing.T) {
 	want := map[string][]string{
 		// Credentials (api_key_env, headers_env) say how servers are reached.
-		"generate": {"api_key_env", "backoff_max", "backoff_min", "breaker_failures", "concurrency", "headers_env", "max_attempts",
-			"probe_interval", "ready_timeout", "request_timeout", "servers"},
+		"generate": {"api_key_env", "backoff_max", "backoff_min", "breaker_failures", "concurrency", "headers_env", "max_attempts", "max_concurrency",
+			"probe_interval", "ready_timeout", "request_timeout", "servers", "stall_timeout"},
 		"read-prompts":     {"allow_empty", "limit", "on_bad_line", "path"},
 		"read-completions": {"endpoint", "force_path_style", "limit", "on_bad_line", "path", "region"},
 		// Where the journal lies, not what it holds.

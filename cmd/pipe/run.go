@@ -23,6 +23,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/stages/sglang"
 )
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -110,7 +111,7 @@ pipe merge joins the shards' outputs.
 Exit codes: 0 done and every output verified; 1 failed (servers, disk, too
 many failed records, an output incomplete: retryable, the same command
 continues); 2 usage, pipeline file, changed settings, a refusal such as
-wrong S3 credentials, or bad data — more rejects than [pipeline]
+wrong S3 credentials or every server refusing the key, or bad data — more rejects than [pipeline]
 max_rejected, an output of accepted records with 0 rows — (not retryable
 until the file, the command, the credentials or the cause is fixed); 130
 interrupted by a signal (retryable: the same command continues).`,
@@ -747,10 +748,10 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		rl.Error("run failed", "err", runErr)
 		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
 			runErr, sum.Finished, logPath, rs.again)
-		// A refusal, or bad data: running the same command again is
-		// refused again, or makes the same rejects, so a scheduler must
-		// not retry it.
-		if pipeline.IsPermanent(runErr) || errors.Is(runErr, pipeline.ErrTooManyRejected) || errors.Is(runErr, pipeline.ErrNoTrainingRows) {
+		// A refusal (every server refusing the credentials too), or bad
+		// data: running the same command again is refused again, or makes
+		// the same rejects, so a scheduler must not retry it.
+		if ae := (*sglang.AuthError)(nil); errors.As(runErr, &ae) || pipeline.IsPermanent(runErr) || errors.Is(runErr, pipeline.ErrTooManyRejected) || errors.Is(runErr, pipeline.ErrNoTrainingRows) {
 			return &exitError{code: exitUsage, err: err}
 		}
 		return err

@@ -57,8 +57,12 @@ sampling_params, rid, stream), POST /v1/chat/completions (reasoning split like
 /health_generate, /get_model_info and /model_info, /get_server_info and
 /server_info, /v1/models and /metrics (Prometheus text). With --api-key KEY,
 as SGLang's, every request except OPTIONS and paths starting /health or
-/metrics answers 401 {"error": "Unauthorized"} unless it carries exactly
-"Authorization: Bearer KEY".
+/metrics answers 401 {"error": "Unauthorized"} unless it carries
+"Authorization: Bearer KEY" (the scheme in any case) or "x-api-key: KEY".
+Answers carry meta_info's num_running_reqs and num_waiting_reqs (per choice
+on the chat API with "return_meta_info": true); /server_info has
+context_length null (the model's length is /v1/models' max_model_len),
+max_req_input_len and max_running_requests, as SGLang 2026's.
 
 Load behaves like a GPU server with continuous batching: at most --max-running
 requests decode at once and the rest wait in a queue of --max-queued (then

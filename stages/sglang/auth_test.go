@@ -127,7 +127,7 @@ func TestHeadersOnEveryRequest(t *testing.T) {
 				t.Errorf("%s %s: X-Team %q", q.method, q.path, got)
 			}
 		}
-		for _, p := range []string{"/health", "/get_server_info", "/generate", "/v1/chat/completions"} {
+		for _, p := range []string{"/health", "/server_info", "/generate", "/v1/chat/completions"} {
 			if paths[p] == 0 {
 				t.Errorf("no request to %s seen (%v)", p, paths)
 			}

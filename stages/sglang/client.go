@@ -14,8 +14,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +68,19 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Logf receives one line per server state change. Default: discard.
 	Logf func(format string, args ...any)
+	// Warn receives warnings the user must see while the run goes on: a
+	// server refusing the credentials, a server never ready while the
+	// others work, a stalled request. Default: Logf with "warning: ".
+	Warn func(format string, args ...any)
+	// NeverReadyWarn is how long after Start a server that was never ready
+	// is warned about while others work. Default 1m.
+	NeverReadyWarn time.Duration
+	// StallTimeout: a request in flight longer than this and than
+	// StallFactor times the fleet's p99 latency has stalled: it is sent
+	// once more to another server (the first answer wins) and its server
+	// is suspect until a probe clears or ejects it. Judged once the fleet
+	// has StallMinSamples completions. Default 5m.
+	StallTimeout time.Duration
 	// Notify, while no server is admitted (at Start or mid-run), receives
 	// every NotifyInterval one line naming each server with its state and
 	// reason. Default: none.
@@ -106,6 +121,8 @@ func (o *Options) setDefaults() {
 	if o.AnswerBudget <= 0 {
 		o.AnswerBudget = 256 << 20
 	}
+	def(&o.NeverReadyWarn, time.Minute)
+	def(&o.StallTimeout, 5*time.Minute)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -117,8 +134,12 @@ type ServerSpec struct {
 	// in it is sent as Basic auth (unless Header sets Authorization) and
 	// removed from the name the server goes by everywhere.
 	URL string
-	// Concurrency is how many requests may be in flight to it at once.
+	// Concurrency is how many requests may be in flight to it at once;
+	// with MaxConcurrency, the starting value (default 16, see adapt.go).
 	Concurrency int
+	// MaxConcurrency > 0 makes the server's concurrency adaptive, up to
+	// this ceiling (and its max_running_requests plus a small headroom).
+	MaxConcurrency int
 	// Header is sent with every request to the server: generations,
 	// health, info and probes (e.g. "Authorization: Bearer KEY"). Its
 	// values never appear in errors, figures or log lines. It may not set
@@ -133,15 +154,21 @@ type Client struct {
 	hc      *http.Client      // health, info: the same RoundTripper
 	servers []*server
 	st      *settings // set by Start, once the model is known
-	probeSt *settings // 1-token probe settings
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed (and replaced) when a slot frees or a server's state changes
-	waiters  int           // sessions waiting in acquire
-	downFrom time.Time     // when no server was admitted any more; zero while one is
-	startAt  time.Time     // when Start began: the wait for a first server
-	next     int           // rotates tie-breaks among equally loaded servers
-	model    string        // the fleet's model, from the first server that reported one
+	mu      sync.Mutex
+	changed chan struct{} // closed (and replaced) when a slot frees or a server's state changes
+	waiters int           // sessions waiting in acquire
+	// hedgeWaiters are second attempts of stalled requests waiting for a
+	// slot: they go first.
+	hedgeWaiters int
+	hedgeAvoid   map[*server]int // waiting hedges by the server each avoids
+	// stallAfter is, in nanoseconds, how long a request may be in flight
+	// before it counts as stalled (0: not enough completions to judge).
+	stallAfter atomic.Int64
+	downFrom   time.Time // when no server was admitted any more; zero while one is
+	startAt    time.Time // when Start began: the wait for a first server
+	next       int       // rotates tie-breaks among equally loaded servers
+	model      string    // the fleet's model, from the first server that reported one
 
 	ridPrefix string
 	ridSeq    atomic.Uint64
@@ -163,14 +190,24 @@ type server struct {
 	// by every POST to the server.
 	postHeader http.Header
 	limit      int
+	maxLimit   int   // > 0: limit adapts up to this (adapt.go)
 	bad        error // a URL or header the client cannot send: fails every check
 	stats      *serverStats
 
 	outstanding int
 	admitted    bool
-	reason      string // why it is not admitted
-	failures    int    // consecutive failed attempts
-	probing     bool
+	// suspect: a request on it stalled (far beyond the fleet's latency);
+	// it gets no new requests until a probe decides (see stall.go).
+	suspect  bool
+	reason   string // why it is not admitted
+	failures int    // consecutive failed attempts
+	probing  bool
+	checked  bool // its first check ended
+	refused  bool // its last check was a refusal of the credentials (401, 403)
+	// everAdmitted: it was admitted at least once; neverReadyWarned: the
+	// warning that it never was has been given.
+	everAdmitted, neverReadyWarned bool
+	warnedLimit                    bool // concurrency above max_running_requests was logged
 	// ctx is cancelled with errEjected when the server is ejected, which
 	// aborts its requests in flight so they are re-sent elsewhere.
 	ctx    context.Context
@@ -182,7 +219,7 @@ type server struct {
 func New(servers []ServerSpec, opts Options) *Client {
 	perHost := 0
 	for _, s := range servers {
-		perHost = max(perHost, s.Concurrency)
+		perHost = max(perHost, s.Concurrency, s.MaxConcurrency)
 	}
 	return newClient(servers, opts, newTransport(perHost))
 }
@@ -194,13 +231,14 @@ func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client
 	var b [6]byte
 	_, _ = crand.Read(b[:])
 	c := &Client{
-		opts:      opts,
-		rt:        rt,
-		hc:        newHTTPClient(rt),
-		changed:   make(chan struct{}),
-		ridPrefix: "pipe-" + hex.EncodeToString(b[:]) + "-",
-		started:   time.Now(),
-		budget:    answerBudget{max: opts.AnswerBudget},
+		opts:       opts,
+		rt:         rt,
+		hc:         newHTTPClient(rt),
+		changed:    make(chan struct{}),
+		hedgeAvoid: map[*server]int{},
+		ridPrefix:  "pipe-" + hex.EncodeToString(b[:]) + "-",
+		started:    time.Now(),
+		budget:     answerBudget{max: opts.AnswerBudget},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
@@ -211,121 +249,199 @@ func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client
 		if bad == nil {
 			bad = checkHeader(header)
 		}
-		c.servers = append(c.servers, &server{url: url, header: header, postHeader: postHeader(header), limit: s.Concurrency, bad: bad,
+		limit := s.Concurrency
+		if s.MaxConcurrency > 0 {
+			if limit <= 0 {
+				limit = adaptStart
+			}
+			limit = min(limit, s.MaxConcurrency)
+		}
+		c.servers = append(c.servers, &server{url: url, header: header, postHeader: postHeader(header), limit: limit, maxLimit: s.MaxConcurrency, bad: bad,
 			stats: newServerStats(c.started), reason: notChecked})
 	}
 	return c
 }
 
-// Capacity is the sum of the servers' concurrency: how many sessions can
-// have a request in flight at once.
+// Capacity is the sum of the servers' concurrency (of an adaptive one,
+// its ceiling): how many sessions can have a request in flight at once.
 func (c *Client) Capacity() int {
 	n := 0
 	for _, s := range c.servers {
-		n += s.limit
+		n += max(s.limit, s.maxLimit)
 	}
 	return n
 }
 
-// Start checks every server (health, server info once, a 1-token probe) and
-// admits the ready ones. Servers that are not ready are logged with the
-// reason and probed in the background until they are. With none ready, Start
-// waits up to ReadyTimeout and then fails with every server's reason. Servers
-// serving different models are an error.
+// startGrace is how long Start, once a server is ready, still waits for
+// the first checks of the others: quick ones (a server down or starting
+// up) are then known before the first request, and a slow one (a first
+// answer taking 40 s) delays nobody by more than this.
+const startGrace = time.Second
+
+// Start checks every server on its own (health, server info once, a
+// 1-token probe) and admits each as soon as it is ready; it returns once a
+// server is admitted (and the others' first checks ended, or startGrace
+// passed). Servers not ready are logged with the reason and probed in the
+// background until they are; one that refuses the credentials (401, 403)
+// is left out with a warning while the others work. With no server ready
+// Start waits up to ReadyTimeout and then fails with every server's reason;
+// when every server refused the credentials it fails at once with an
+// *AuthError. Servers found serving different models are an error.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	c.startAt = time.Now()
+	// The wait for a first server begins now: ready_timeout counts from
+	// here, as the waiting line says.
+	c.downFrom = c.startAt
+	for _, s := range c.servers {
+		c.startFirstCheck(s)
+	}
 	c.mu.Unlock()
 	c.startNotifier()
-	// Health and info first: the 1-token probe on the chat API needs the
-	// model's name, which the info gives.
-	infos := make([]ServerInfo, len(c.servers))
-	var wg sync.WaitGroup
-	for i, s := range c.servers {
-		wg.Go(func() { infos[i] = c.check(ctx, s, false) })
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	c.startWatcher()
+	if err := c.waitFirst(ctx); err != nil {
 		return err
 	}
+	c.mu.Lock()
 	models := map[string][]string{}
-	for _, in := range infos {
-		if in.Model != "" {
-			models[in.Model] = append(models[in.Model], in.URL)
+	for _, s := range c.servers {
+		if s.info != nil && s.info.Model != "" {
+			models[s.info.Model] = append(models[s.info.Model], s.url)
 		}
 	}
+	c.mu.Unlock()
 	if len(models) > 1 {
 		var parts []string
-		for m, urls := range models {
-			parts = append(parts, fmt.Sprintf("%q on %s", m, strings.Join(urls, ", ")))
+		for _, m := range slices.Sorted(maps.Keys(models)) {
+			parts = append(parts, fmt.Sprintf("%q on %s", m, strings.Join(models[m], ", ")))
 		}
 		return fmt.Errorf("servers serve different models: %s", strings.Join(parts, "; "))
 	}
-	c.mu.Lock()
-	for m := range models {
-		c.model = m
-	}
-	c.mu.Unlock()
 	model := c.opts.Model
 	if model == "" {
-		model = c.model
+		model = c.Model()
 	}
 	if model == "" {
 		model = "default"
 	}
 	c.st = newSettings(c.opts.API, model, c.opts.Sampling)
-	c.probeSt = newProbeSettings(c.opts.API, model)
-	for i, s := range c.servers {
-		if infos[i].State == StateReady {
-			wg.Go(func() {
-				if reason, refused := c.probeGenerate(ctx, s); reason != "" {
-					infos[i].State, infos[i].Reason, infos[i].AuthFailed = StateDown, reason, refused
-				}
-			})
-		}
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-
-	// Refused credentials are a configuration mistake: no use waiting.
-	var refused []ServerInfo
-	for _, in := range infos {
-		if in.AuthFailed {
-			refused = append(refused, in)
-		}
-	}
-	if len(refused) > 0 {
-		return &AuthError{Servers: refused}
-	}
-
-	for i, s := range c.servers {
-		in := infos[i]
-		if in.State == StateReady {
-			c.admit(s, "")
-			continue
-		}
-		c.opts.Logf("server %s not ready: %s; probing every %v", s.url, in.Reason, c.opts.ProbeInterval)
-		c.mu.Lock()
-		s.reason = in.Reason
-		c.startProber(s)
-		c.mu.Unlock()
-	}
-	c.mu.Lock()
-	if c.admittedLocked() == 0 && c.downFrom.IsZero() {
-		// The wait began with Start: ready_timeout counts from there, as
-		// the waiting line says.
-		c.downFrom = c.startAt
-	}
-	c.mu.Unlock()
-	// Wait for a first server, as a session would.
-	s, err := c.acquire(ctx, nil)
-	if err != nil {
-		return err
-	}
-	c.release(s)
 	return nil
+}
+
+// startFirstCheck checks s once in the background and admits it when
+// ready; otherwise it records why and probes it. Called with c.mu held.
+func (c *Client) startFirstCheck(s *server) {
+	c.probers.Add(1)
+	go func() {
+		defer c.probers.Done()
+		in := c.check(c.ctx, s, true)
+		if c.ctx.Err() != nil {
+			return
+		}
+		if in.State == StateReady {
+			c.mu.Lock()
+			s.checked = true
+			c.mu.Unlock()
+			c.admit(s, "")
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		s.checked, s.reason, s.refused = true, in.Reason, in.AuthFailed
+		if in.AuthFailed {
+			c.warnf("server %s refused the credentials: %s; it gets no requests (probed every %v), the run goes on with the other servers",
+				s.url, in.Reason, c.opts.ProbeInterval)
+		} else {
+			c.opts.Logf("server %s not ready: %s; probing every %v", s.url, in.Reason, c.opts.ProbeInterval)
+		}
+		c.startProber(s)
+		c.broadcastLocked()
+	}()
+}
+
+// waitFirst waits until a server is admitted (see Start), every server
+// refused the credentials, ReadyTimeout passed with none admitted, or ctx
+// ends.
+func (c *Client) waitFirst(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var firstReady time.Time
+	for {
+		c.mu.Lock()
+		now := time.Now()
+		checked, refused, admitted := 0, 0, 0
+		for _, s := range c.servers {
+			if s.checked {
+				checked++
+			}
+			if s.admitted {
+				admitted++
+			} else if s.refused {
+				refused++
+			}
+		}
+		n := len(c.servers)
+		var wait time.Duration
+		switch {
+		case c.ctx.Err() != nil:
+			c.mu.Unlock()
+			return errors.New("sglang client closed")
+		case admitted > 0:
+			if firstReady.IsZero() {
+				firstReady = now
+			}
+			wait = startGrace - now.Sub(firstReady)
+			if checked == n || wait <= 0 {
+				c.mu.Unlock()
+				return nil
+			}
+		case n > 0 && checked == n && refused == n:
+			err := c.authErrorLocked()
+			c.mu.Unlock()
+			return err
+		default:
+			wait = time.Until(c.startAt.Add(c.opts.ReadyTimeout))
+			if wait <= 0 {
+				err := c.allDownErrorLocked()
+				c.mu.Unlock()
+				return err
+			}
+		}
+		ch := c.changed
+		c.waiters++
+		c.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-ch:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
+		c.waiters--
+		c.mu.Unlock()
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// authErrorLocked is the error of a fleet whose every server refused the
+// credentials.
+func (c *Client) authErrorLocked() error {
+	e := &AuthError{}
+	for _, s := range c.servers {
+		e.Servers = append(e.Servers, ServerInfo{URL: s.url, State: StateDown, Reason: s.reason, AuthFailed: true})
+	}
+	return e
+}
+
+// warnf is a warning: Options.Warn, or the log without one.
+func (c *Client) warnf(format string, args ...any) {
+	if c.opts.Warn != nil {
+		c.opts.Warn(format, args...)
+		return
+	}
+	c.opts.Logf("warning: "+format, args...)
 }
 
 // Close stops the probes and closes idle connections. Sessions must have
@@ -416,9 +532,17 @@ func (c *Client) admit(s *server, how string) {
 	if c.ctx.Err() != nil {
 		return
 	}
-	s.admitted, s.reason, s.failures = true, "", 0
+	s.admitted, s.reason, s.failures, s.refused, s.everAdmitted = true, "", 0, false, true
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	c.downFrom = time.Time{}
+	if s.maxLimit == 0 && s.info != nil && s.info.MaxRunningRequests > 0 && s.limit > s.info.MaxRunningRequests && !s.warnedLimit {
+		// Not an error: the server queues the rest (its prefix cache may
+		// still like them there), but the user's number is above what it
+		// runs at once.
+		s.warnedLimit = true
+		c.opts.Logf("server %s runs at most %d requests at once (max_running_requests); the other %d of its concurrency %d wait in its queue",
+			s.url, s.info.MaxRunningRequests, s.limit-s.info.MaxRunningRequests, s.limit)
+	}
 	if how != "" {
 		c.opts.Logf("server %s %s", s.url, how)
 	}
@@ -462,7 +586,7 @@ func (c *Client) startProber(s *server) {
 			in := c.check(c.ctx, s, true)
 			c.mu.Lock()
 			if in.State != StateReady {
-				s.reason = in.Reason
+				s.reason, s.refused = in.Reason, in.AuthFailed
 				c.mu.Unlock()
 				t.Reset(c.opts.ProbeInterval)
 				continue
@@ -535,17 +659,38 @@ const notChecked = "not checked yet"
 // acquire takes a slot on the admitted server with the lowest load
 // (in-flight / concurrency) that has one free, preferring any server but
 // avoid. It waits while none is free; with no server admitted for
-// ReadyTimeout it fails.
+// ReadyTimeout it fails. A hedge (the second attempt of a stalled request)
+// never takes avoid, and goes before the sessions waiting for a first slot:
+// the stalled request has waited longest.
 func (c *Client) acquire(ctx context.Context, avoid *server) (*server, error) {
+	return c.acquireSlot(ctx, avoid, false)
+}
+
+func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*server, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	if hedge {
+		c.mu.Lock()
+		c.hedgeWaiters++
+		c.hedgeAvoid[avoid]++
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.hedgeWaiters--
+			c.hedgeAvoid[avoid]--
+			c.broadcastLocked()
+			c.mu.Unlock()
+		}()
+	}
 	for {
 		c.mu.Lock()
-		if s := c.pickLocked(avoid); s != nil {
+		// A slot a waiting hedge could take is left to it (a hedge never
+		// takes the server it avoids, so that one stays open to all).
+		if s := c.pickLocked(avoid, hedge); s != nil && (hedge || c.hedgeWaiters-c.hedgeAvoid[s] == 0) {
 			s.outstanding++
 			c.mu.Unlock()
 			return s, nil
@@ -586,17 +731,21 @@ func (c *Client) acquire(ctx context.Context, avoid *server) (*server, error) {
 	}
 }
 
-// pickLocked returns the least-loaded admitted server with a free slot.
-func (c *Client) pickLocked(avoid *server) *server {
+// pickLocked returns the least-loaded admitted server with a free slot
+// that is not suspect; avoid only when no other has one, and never when
+// strict.
+func (c *Client) pickLocked(avoid *server, strict bool) *server {
 	var best, fallback *server
 	n := len(c.servers)
 	for k := 0; k < n; k++ {
 		s := c.servers[(c.next+k)%n]
-		if !s.admitted || s.outstanding >= s.limit {
+		if !s.admitted || s.suspect || s.outstanding >= s.limit {
 			continue
 		}
 		if s == avoid {
-			fallback = s
+			if !strict {
+				fallback = s
+			}
 			continue
 		}
 		// s.outstanding/s.limit < best.outstanding/best.limit
@@ -705,20 +854,22 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 			ss.s = s
 		}
 		s := ss.s
-		c.mu.Lock()
-		sctx := s.ctx
-		c.mu.Unlock()
-		res, err := c.attempt(ctx, s, sctx, req)
+		// A stalled attempt is sent once more elsewhere (a counted
+		// attempt) while the budget allows; the first answer wins.
+		res, won, err, hedged := c.race(ctx, s, req, sent < c.opts.MaxAttempts)
+		if hedged {
+			sent++
+		}
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 		if err == nil {
+			ss.s = won
 			res.Attempts = sent
-			c.succeeded(s, res)
+			c.succeeded(won, res)
 			return res, nil
 		}
 		last = err
-		c.failed(s, err)
 		// A server fault (401, 403, 404 …) ejected s; the request is
 		// re-sent elsewhere as a counted attempt.
 		if !err.Retryable() && !err.ServerFault() {
@@ -813,6 +964,7 @@ func (c *Client) putBuf(b *[]byte) {
 func (c *Client) succeeded(s *server, r *Result) {
 	c.mu.Lock()
 	s.failures = 0
+	c.adaptLocked(s, r)
 	c.mu.Unlock()
 	s.stats.completed(r)
 }
@@ -835,6 +987,9 @@ func (c *Client) failed(s *server, e *Error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.Status == http.StatusServiceUnavailable {
+		c.backOffLocked(s)
+	}
 	s.failures++
 	if s.failures >= c.opts.BreakerFailures && s.admitted {
 		c.ejectLocked(s, fmt.Sprintf("%d consecutive failures, last: %s", s.failures, e.Message))
@@ -849,4 +1004,48 @@ func (o Options) thinkMode() ThinkMode {
 		return ThinkForced
 	}
 	return ThinkOn
+}
+
+// startWatcher looks at the fleet every second (more often with short
+// settings) until Close: it warns about servers never ready while others
+// work.
+func (c *Client) startWatcher() {
+	every := min(time.Second, c.opts.NeverReadyWarn/2)
+	c.probers.Add(1)
+	go func() {
+		defer c.probers.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+			}
+			c.watch(time.Now())
+			c.updateStallAfter()
+		}
+	}()
+}
+
+// watch is one look of the watcher.
+func (c *Client) watch(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.admittedLocked() == 0 || now.Sub(c.startAt) < c.opts.NeverReadyWarn {
+		// With none admitted, Notify's waiting line says it all.
+		return
+	}
+	for _, s := range c.servers {
+		if s.everAdmitted || s.neverReadyWarned {
+			continue
+		}
+		s.neverReadyWarned = true
+		reason := s.reason
+		if reason == notChecked {
+			reason = "its first check has not answered yet"
+		}
+		c.warnf("server %s has not been ready in the %v since the start while the others work: %s; its %d request slots are missing from the fleet (probed every %v)",
+			s.url, now.Sub(c.startAt).Round(time.Second), reason, s.limit, c.opts.ProbeInterval)
+	}
 }

@@ -28,10 +28,12 @@ type fakeServer struct {
 	health func() (status int, delay time.Duration)
 	// generate answers the n-th generation (probes excluded), from 1.
 	generate func(n int) (status int, delay time.Duration)
-	n        int
-	at       []time.Duration // when each generation arrived, since start
-	probes   []time.Duration // when each 1-token probe arrived
-	start    time.Time
+	// probe answers the n-th 1-token probe, from 1 (nil: 200 at once).
+	probe  func(n int) (status int, delay time.Duration)
+	n      int
+	at     []time.Duration // when each generation arrived, since start
+	probes []time.Duration // when each 1-token probe arrived
+	start  time.Time
 }
 
 type fakeFleet map[string]*fakeServer // by host
@@ -63,9 +65,10 @@ func (f fakeFleet) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.mu.Lock()
 		since := time.Since(s.start)
 		probe := strings.Contains(b.RID, "probe")
-		n := 0
+		n, pn := 0, 0
 		if probe {
 			s.probes = append(s.probes, since)
+			pn = len(s.probes)
 		} else {
 			s.n++
 			n = s.n
@@ -75,6 +78,9 @@ func (f fakeFleet) RoundTrip(req *http.Request) (*http.Response, error) {
 		status = http.StatusOK
 		if !probe && s.generate != nil {
 			status, delay = s.generate(n)
+		}
+		if probe && s.probe != nil {
+			status, delay = s.probe(pn)
 		}
 		answer = `{"text":"ok","meta_info":{"finish_reason":{"type":"stop"},"prompt_tokens":3,"completion_tokens":1}}`
 		if status != http.StatusOK {
@@ -275,9 +281,13 @@ func TestHangingHealthIsDownAfterCheckTimeout(t *testing.T) {
 		if err := c.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if el := time.Since(start); el != 10*time.Second {
-			t.Errorf("Start took %v, want the 10s check timeout", el)
+		// Start waits for the others' first checks only startGrace once a
+		// server is ready.
+		if el := time.Since(start); el != startGrace {
+			t.Errorf("Start took %v, want startGrace (%v)", el, startGrace)
 		}
+		time.Sleep(10*time.Second - startGrace)
+		synctest.Wait()
 		for _, s := range c.Stats().Servers {
 			if s.URL == "http://hang:1" && (s.State != StateDown || s.Reason != "/health: no answer within 10s") {
 				t.Errorf("hanging server: %+v", s)

@@ -24,10 +24,61 @@ type stdNativeResponse struct {
 		CompletionTokens num             `json:"completion_tokens"`
 		CachedTokens     num             `json:"cached_tokens"`
 		ReasoningTokens  num             `json:"reasoning_tokens"`
-		E2ELatency       num             `json:"e2e_latency"`
-		SpecVerifyCt     num             `json:"spec_verify_ct"`
-		SpecAcceptLength num             `json:"spec_accept_length"`
+		stdMeta
 	} `json:"meta_info"`
+}
+
+// stdMeta are the meta_info members both APIs share (SGLang 2026
+// tokenizer_manager.py), the older aliases of the draft counts included.
+type stdMeta struct {
+	E2ELatency            num  `json:"e2e_latency"`
+	SpecVerifyCt          num  `json:"spec_verify_ct"`
+	SpecAcceptLength      num  `json:"spec_accept_length"`
+	SpecAcceptRate        num  `json:"spec_accept_rate"`
+	SpecNumCorrectDrafts  num  `json:"spec_num_correct_drafts"`
+	SpecNumProposedDrafts num  `json:"spec_num_proposed_drafts"`
+	SpecAcceptedDrafts    num  `json:"spec_accepted_drafts"`
+	SpecProposedDrafts    num  `json:"spec_proposed_drafts"`
+	SpecAcceptTokenNum    num  `json:"spec_accept_token_num"`
+	SpecDraftTokenNum     num  `json:"spec_draft_token_num"`
+	NumRunningReqs        *num `json:"num_running_reqs"`
+	NumWaitingReqs        *num `json:"num_waiting_reqs"`
+}
+
+// apply sets r's meta_info figures from m.
+func (m *stdMeta) apply(r *Result) {
+	first := func(ns ...num) int {
+		for _, n := range ns {
+			if n != 0 {
+				return n.int()
+			}
+		}
+		return 0
+	}
+	if m.E2ELatency != 0 {
+		r.ServerLatency = time.Duration(float64(m.E2ELatency) * float64(time.Second))
+	}
+	if m.SpecVerifyCt != 0 {
+		r.SpecVerifyCt = m.SpecVerifyCt.int()
+	}
+	if m.SpecAcceptLength != 0 {
+		r.SpecAcceptLength = float64(m.SpecAcceptLength)
+	}
+	if m.SpecAcceptRate != 0 {
+		r.SpecAcceptRate = float64(m.SpecAcceptRate)
+	}
+	if n := first(m.SpecNumCorrectDrafts, m.SpecAcceptedDrafts, m.SpecAcceptTokenNum); n != 0 {
+		r.SpecCorrectDrafts = n
+	}
+	if n := first(m.SpecNumProposedDrafts, m.SpecProposedDrafts, m.SpecDraftTokenNum); n != 0 {
+		r.SpecProposedDrafts = n
+	}
+	if m.NumRunningReqs != nil {
+		r.RunningReqs, r.LoadReported = m.NumRunningReqs.int(), true
+	}
+	if m.NumWaitingReqs != nil {
+		r.WaitingReqs, r.LoadReported = m.NumWaitingReqs.int(), true
+	}
 }
 
 // stdChatResponse is POST /v1/chat/completions' answer.
@@ -39,6 +90,7 @@ type stdChatResponse struct {
 		} `json:"message"`
 		FinishReason json.RawMessage `json:"finish_reason"`
 		MatchedStop  json.RawMessage `json:"matched_stop"`
+		MetaInfo     *stdMeta        `json:"meta_info"`
 	} `json:"choices"`
 	Usage struct {
 		PromptTokens        num `json:"prompt_tokens"`
@@ -52,10 +104,7 @@ type stdChatResponse struct {
 		} `json:"completion_tokens_details"`
 	} `json:"usage"`
 	// Some SGLang versions attach meta_info-like figures to chat answers.
-	MetaInfo *struct {
-		SpecVerifyCt     num `json:"spec_verify_ct"`
-		SpecAcceptLength num `json:"spec_accept_length"`
-	} `json:"meta_info"`
+	MetaInfo *stdMeta `json:"meta_info"`
 }
 
 // parseResult decodes a 200 body of api into r. thinking says whether the
@@ -78,9 +127,7 @@ func stdParseResult(api API, body []byte, thinking bool, r *Result) error {
 		r.CompletionTokens = m.CompletionTokens.int()
 		r.CachedTokens = m.CachedTokens.int()
 		r.ReasoningTokens = m.ReasoningTokens.int()
-		r.ServerLatency = time.Duration(float64(m.E2ELatency) * float64(time.Second))
-		r.SpecVerifyCt = m.SpecVerifyCt.int()
-		r.SpecAcceptLength = float64(m.SpecAcceptLength)
+		m.stdMeta.apply(r)
 		if r.SpecAcceptLength == 0 && r.SpecVerifyCt > 0 {
 			r.SpecAcceptLength = float64(r.CompletionTokens) / float64(r.SpecVerifyCt)
 		}
@@ -123,9 +170,14 @@ func stdParseResult(api API, body []byte, thinking bool, r *Result) error {
 	if d := u.CompletionTokensDetails; d != nil && r.ReasoningTokens == 0 {
 		r.ReasoningTokens = d.ReasoningTokens.int()
 	}
+	if m := ch.MetaInfo; m != nil {
+		m.apply(r)
+	}
 	if m := resp.MetaInfo; m != nil {
-		r.SpecVerifyCt = m.SpecVerifyCt.int()
-		r.SpecAcceptLength = float64(m.SpecAcceptLength)
+		m.apply(r)
+	}
+	if r.SpecAcceptLength == 0 && r.SpecVerifyCt > 0 {
+		r.SpecAcceptLength = float64(r.CompletionTokens) / float64(r.SpecVerifyCt)
 	}
 	return nil
 }

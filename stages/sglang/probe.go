@@ -24,8 +24,17 @@ type ServerInfo struct {
 	Model         string // model_path (or the first /v1/models id)
 	Version       string // SGLang version; "" when not reported
 	ContextLength int    // 0 when not reported
-	State         string // StateReady or StateDown
-	Reason        string // why it is down
+	// MaxRunningRequests, MaxTotalNumTokens and MaxReqInputLen are the
+	// server's own limits from /server_info (server_args and
+	// scheduler_info, merged at the top level by http_server.py's
+	// server_info); 0 when not reported. SGLang's context_length there is
+	// the CLI argument, null unless set: the model's length then comes from
+	// /v1/models' max_model_len.
+	MaxRunningRequests int
+	MaxTotalNumTokens  int
+	MaxReqInputLen     int
+	State              string // StateReady or StateDown
+	Reason             string // why it is down
 	// AuthFailed says the server refused the credentials sent (HTTP 401
 	// or 403); Reason then says what was sent, never the credentials.
 	AuthFailed bool
@@ -106,16 +115,33 @@ func (c *Client) check(ctx context.Context, s *server, generate bool) ServerInfo
 		c.mu.Lock()
 		saved := in
 		s.info = &saved
+		// The first server to report a model names the fleet's: the
+		// others are checked against it.
+		if c.model == "" {
+			c.model = in.Model
+		}
+		fleetModel = c.model
 		c.mu.Unlock()
 	} else {
 		in.Model, in.Version, in.ContextLength = known.Model, known.Version, known.ContextLength
+		in.MaxRunningRequests, in.MaxTotalNumTokens, in.MaxReqInputLen = known.MaxRunningRequests, known.MaxTotalNumTokens, known.MaxReqInputLen
 	}
 	if fleetModel != "" && in.Model != "" && in.Model != fleetModel {
 		in.Reason = fmt.Sprintf("serves model %q, the other servers %q", in.Model, fleetModel)
 		return in
 	}
-	if generate && c.probeSt != nil {
-		if reason, refused := c.probeGenerate(ctx, s); reason != "" {
+	if generate {
+		model := c.opts.Model
+		if model == "" {
+			model = fleetModel
+		}
+		if model == "" {
+			model = in.Model
+		}
+		if model == "" {
+			model = "default"
+		}
+		if reason, refused := c.probeGenerate(ctx, s, newProbeSettings(c.opts.API, model)); reason != "" {
 			in.Reason, in.AuthFailed = reason, refused
 			return in
 		}
@@ -159,14 +185,20 @@ func readInfo(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Du
 		return err == nil && status == http.StatusOK && json.Unmarshal(body, v) == nil
 	}
 	var si struct {
-		ModelPath       string `json:"model_path"`
-		ServedModelName string `json:"served_model_name"`
-		ContextLength   num    `json:"context_length"`
-		Version         string `json:"version"`
+		ModelPath          string `json:"model_path"`
+		ServedModelName    string `json:"served_model_name"`
+		ContextLength      num    `json:"context_length"`
+		Version            string `json:"version"`
+		MaxRunningRequests num    `json:"max_running_requests"`
+		MaxTotalNumTokens  num    `json:"max_total_num_tokens"`
+		MaxReqInputLen     num    `json:"max_req_input_len"`
 	}
-	for _, p := range []string{"/get_server_info", "/server_info"} {
+	// The new paths first: the deprecated /get_* log a warning on the
+	// server with every call (http_server.py, SGLang 2026).
+	for _, p := range []string{"/server_info", "/get_server_info"} {
 		if getJSON(p, &si) {
 			in.Model, in.Version, in.ContextLength = si.ModelPath, si.Version, si.ContextLength.int()
+			in.MaxRunningRequests, in.MaxTotalNumTokens, in.MaxReqInputLen = si.MaxRunningRequests.int(), si.MaxTotalNumTokens.int(), si.MaxReqInputLen.int()
 			if in.Model == "" {
 				in.Model = si.ServedModelName
 			}
@@ -177,7 +209,7 @@ func readInfo(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Du
 		var mi struct {
 			ModelPath string `json:"model_path"`
 		}
-		for _, p := range []string{"/get_model_info", "/model_info"} {
+		for _, p := range []string{"/model_info", "/get_model_info"} {
 			if getJSON(p, &mi) && mi.ModelPath != "" {
 				in.Model = mi.ModelPath
 				break
@@ -213,12 +245,12 @@ func newProbeSettings(api API, model string) *settings {
 
 // probeGenerate sends a 1-token generation to s; it returns why it failed,
 // and whether that was a refusal of the credentials.
-func (c *Client) probeGenerate(ctx context.Context, s *server) (reason string, refused bool) {
+func (c *Client) probeGenerate(ctx context.Context, s *server, st *settings) (reason string, refused bool) {
 	req := &Request{Messages: []Message{{Role: "user", Content: "Hi"}}, Text: "Hi"}
 	rid := c.ridPrefix + "probe-" + fmt.Sprint(c.ridSeq.Add(1))
-	body := c.probeSt.appendBody(nil, req, rid)
+	body := st.appendBody(nil, req, rid)
 	var resp []byte
-	status, held, err := c.postJSON(ctx, nil, s, c.probeSt.path(), body, c.opts.ProbeTimeout, &resp)
+	status, held, err := c.postJSON(ctx, nil, s, st.path(), body, c.opts.ProbeTimeout, &resp)
 	defer c.budget.give(held)
 	switch {
 	case errors.Is(err, errRequestTimeout):

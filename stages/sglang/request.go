@@ -185,7 +185,9 @@ func (st *settings) appendBody(b []byte, req *Request, rid string) []byte {
 	b = append(b, st.body...)
 	b = append(b, `,"rid":`...)
 	b = appendString(b, rid)
-	return append(b, `,"stream":false}`...)
+	// meta_info per choice (load, speculative figures) comes only when
+	// asked for (serving_chat.py, SGLang 2026); older servers ignore it.
+	return append(b, `,"return_meta_info":true,"stream":false}`...)
 }
 
 func appendInts(b []byte, xs []int) []byte {

@@ -31,8 +31,22 @@ type Result struct {
 	OutputIDs []int
 
 	// Speculative decoding figures; zero when the server has none.
-	SpecVerifyCt     int
-	SpecAcceptLength float64
+	// SpecAcceptLength is completion_tokens / spec_verify_ct (SGLang's
+	// tokenizer_manager.py); SpecAcceptRate and the draft counts are the
+	// newer spec_accept_rate, spec_num_correct_drafts and
+	// spec_num_proposed_drafts (older servers: spec_accepted_drafts /
+	// spec_proposed_drafts, or spec_accept_token_num / spec_draft_token_num).
+	SpecVerifyCt       int
+	SpecAcceptLength   float64
+	SpecAcceptRate     float64
+	SpecCorrectDrafts  int
+	SpecProposedDrafts int
+
+	// RunningReqs and WaitingReqs are the server's load when it answered
+	// (meta_info num_running_reqs / num_waiting_reqs, SGLang 2026);
+	// LoadReported says the server sent them.
+	RunningReqs, WaitingReqs int
+	LoadReported             bool
 
 	// ServerLatency is the server's own e2e_latency, when reported.
 	ServerLatency time.Duration
@@ -119,15 +133,8 @@ func parseResult(api API, body []byte, mode ThinkMode, r *Result) error {
 						r.CachedTokens = sc.int()
 					case "reasoning_tokens":
 						r.ReasoningTokens = sc.int()
-					case "e2e_latency":
-						f, _ := sc.num()
-						r.ServerLatency = time.Duration(f * float64(time.Second))
-					case "spec_verify_ct":
-						r.SpecVerifyCt = sc.int()
-					case "spec_accept_length":
-						r.SpecAcceptLength, _ = sc.num()
 					default:
-						sc.skip()
+						sc.metaMember(k, r)
 					}
 				})
 			default:
@@ -179,6 +186,10 @@ func parseResult(api API, body []byte, mode ThinkMode, r *Result) error {
 						if m := sc.stop(); m != nil {
 							r.MatchedStop = m
 						}
+					case "meta_info":
+						// Per choice, sent with return_meta_info: true
+						// (serving_chat.py, SGLang 2026).
+						sc.object(func(k []byte) { sc.metaMember(k, r) })
 					default:
 						sc.skip()
 					}
@@ -219,22 +230,16 @@ func parseResult(api API, body []byte, mode ThinkMode, r *Result) error {
 			})
 		case "meta_info":
 			// Some SGLang versions attach meta_info-like figures to chat answers.
-			sc.object(func(k []byte) {
-				switch string(k) {
-				case "spec_verify_ct":
-					r.SpecVerifyCt = sc.int()
-				case "spec_accept_length":
-					r.SpecAcceptLength, _ = sc.num()
-				default:
-					sc.skip()
-				}
-			})
+			sc.object(func(k []byte) { sc.metaMember(k, r) })
 		default:
 			sc.skip()
 		}
 	})
 	if err := sc.end(); err != nil || !ok {
 		return fmt.Errorf("bad chat response: %s", describeBody(body, err))
+	}
+	if r.SpecAcceptLength == 0 && r.SpecVerifyCt > 0 {
+		r.SpecAcceptLength = float64(r.CompletionTokens) / float64(r.SpecVerifyCt)
 	}
 	if choices == 0 {
 		return fmt.Errorf("bad chat response: no choices")
@@ -254,6 +259,37 @@ func parseResult(api API, body []byte, mode ThinkMode, r *Result) error {
 		r.Answer = content
 	}
 	return nil
+}
+
+// metaMember reads member k of a meta_info object (native, or a chat
+// choice's) into r: load, latency and speculative figures; others skipped.
+// Names as in SGLang's tokenizer_manager.py (2026), with older aliases.
+func (sc *scanner) metaMember(k []byte, r *Result) {
+	switch string(k) {
+	case "e2e_latency":
+		f, _ := sc.num()
+		r.ServerLatency = time.Duration(f * float64(time.Second))
+	case "spec_verify_ct":
+		r.SpecVerifyCt = sc.int()
+	case "spec_accept_length":
+		r.SpecAcceptLength, _ = sc.num()
+	case "spec_accept_rate":
+		r.SpecAcceptRate, _ = sc.num()
+	case "spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num":
+		if n := sc.int(); r.SpecCorrectDrafts == 0 {
+			r.SpecCorrectDrafts = n
+		}
+	case "spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num":
+		if n := sc.int(); r.SpecProposedDrafts == 0 {
+			r.SpecProposedDrafts = n
+		}
+	case "num_running_reqs":
+		r.RunningReqs, r.LoadReported = sc.int(), true
+	case "num_waiting_reqs":
+		r.WaitingReqs, r.LoadReported = sc.int(), true
+	default:
+		sc.skip()
+	}
 }
 
 // describeBody says what is wrong with a body for an error message.

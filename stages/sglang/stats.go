@@ -19,6 +19,9 @@ type ServerStats struct {
 	URL    string
 	State  string // StateReady or StateDown ("" in totals)
 	Reason string // why it is down
+	// NeverReady says it has not been ready since the start, for longer
+	// than Options.NeverReadyWarn (it was warned about).
+	NeverReady bool
 	// InFlight is requests now in flight; Concurrency the cap.
 	InFlight, Concurrency int
 	Completions           int64
@@ -33,10 +36,26 @@ type ServerStats struct {
 	LatencySum time.Duration
 	// Errors counts failed attempts by class ("http_503", "transport", …).
 	Errors map[string]int64
-	// MeanAcceptLength is the mean speculative acceptance length over
-	// completions that reported one; 0 when none did.
+	// MeanAcceptLength is the speculative acceptance length as SGLang
+	// defines it, Σ completion tokens / Σ verify steps (spec_verify_ct)
+	// over the completions that reported verify steps (not a mean of
+	// per-request ratios, which overweights short outputs); 0 when none
+	// did.
 	MeanAcceptLength float64
-	Ejections        int64
+	// SpecAcceptRate is Σ spec_num_correct_drafts / Σ
+	// spec_num_proposed_drafts over the completions that reported them.
+	SpecAcceptRate float64
+	// ServerRunning and ServerWaiting are the load the server reported
+	// with its last answer (meta_info num_running_reqs/num_waiting_reqs);
+	// LoadReported says it did.
+	ServerRunning, ServerWaiting int
+	LoadReported                 bool
+	Ejections                    int64
+	// Stalls counts its requests that stalled and were sent again to
+	// another server; Suspect says it gets no new requests until a probe
+	// decides.
+	Stalls  int64
+	Suspect bool
 }
 
 // Stats is a snapshot of the fleet's figures.
@@ -53,6 +72,7 @@ type bucket struct {
 type serverStats struct {
 	start     time.Time
 	ejections atomic.Int64
+	stalls    atomic.Int64 // requests of its that stalled and were sent again
 
 	mu          sync.Mutex
 	completions int64
@@ -60,8 +80,14 @@ type serverStats struct {
 	lat         []time.Duration // ring of recent latencies
 	latSum      time.Duration
 	latNext     int
-	acceptSum   float64
+	acceptSum   float64 // Σ accept lengths of the answers without verify counts
 	acceptN     int64
+	specTokens  int64    // Σ completion tokens of the answers with verify counts
+	specVerify  int64    // Σ their spec_verify_ct
+	drafts      [2]int64 // Σ correct, Σ proposed drafts
+	running     int
+	waiting     int
+	loadSeen    bool
 	errors      map[string]int64
 	buckets     [rateWindow + 2]bucket
 }
@@ -85,9 +111,20 @@ func (st *serverStats) completed(r *Result) {
 		st.lat[st.latNext] = r.Latency
 		st.latNext = (st.latNext + 1) % latencyKeep
 	}
-	if r.SpecAcceptLength > 0 {
+	switch {
+	case r.SpecVerifyCt > 0:
+		st.specTokens += int64(r.CompletionTokens)
+		st.specVerify += int64(r.SpecVerifyCt)
+	case r.SpecAcceptLength > 0:
 		st.acceptSum += r.SpecAcceptLength
 		st.acceptN++
+	}
+	if r.SpecProposedDrafts > 0 {
+		st.drafts[0] += int64(r.SpecCorrectDrafts)
+		st.drafts[1] += int64(r.SpecProposedDrafts)
+	}
+	if r.LoadReported {
+		st.running, st.waiting, st.loadSeen = r.RunningReqs, r.WaitingReqs, true
 	}
 	b := &st.buckets[now%int64(len(st.buckets))]
 	if b.sec != now {
@@ -112,9 +149,12 @@ func (st *serverStats) snapshot(now time.Time, out *ServerStats, lat []time.Dura
 	out.Completions, out.OutputTokens, out.LatencySum = st.completions, st.tokens, st.latSum
 	out.Errors = maps.Clone(st.errors)
 	out.Ejections = st.ejections.Load()
-	if st.acceptN > 0 {
-		out.MeanAcceptLength = st.acceptSum / float64(st.acceptN)
+	out.Stalls = st.stalls.Load()
+	out.MeanAcceptLength = st.acceptLength()
+	if st.drafts[1] > 0 {
+		out.SpecAcceptRate = float64(st.drafts[0]) / float64(st.drafts[1])
 	}
+	out.ServerRunning, out.ServerWaiting, out.LoadReported = st.running, st.waiting, st.loadSeen
 	var n, tok int64
 	for _, b := range st.buckets {
 		// The current second is partial; count the last rateWindow whole
@@ -129,6 +169,18 @@ func (st *serverStats) snapshot(now time.Time, out *ServerStats, lat []time.Dura
 		out.OutputTokensPerSec = float64(tok) / window
 	}
 	return append(lat, st.lat...)
+}
+
+// acceptLength is Σ tokens / Σ verify steps, or with no verify counts
+// the mean of the reported lengths. Called with st.mu held.
+func (st *serverStats) acceptLength() float64 {
+	if st.specVerify > 0 {
+		return float64(st.specTokens) / float64(st.specVerify)
+	}
+	if st.acceptN > 0 {
+		return st.acceptSum / float64(st.acceptN)
+	}
+	return 0
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {
@@ -149,6 +201,8 @@ func (c *Client) Stats() Stats {
 		if s.admitted {
 			ss.State, ss.Reason = StateReady, ""
 		}
+		ss.NeverReady = !s.everAdmitted && s.neverReadyWarned
+		ss.Suspect = s.admitted && s.suspect
 		out.Servers = append(out.Servers, ss)
 	}
 	c.mu.Unlock()
@@ -156,7 +210,7 @@ func (c *Client) Stats() Stats {
 	t.Errors = map[string]int64{}
 	var all []time.Duration
 	var acceptSum float64
-	var acceptN int64
+	var acceptN, specTokens, specVerify, correct, proposed int64
 	for i, s := range c.servers {
 		ss := &out.Servers[i]
 		lat := s.stats.snapshot(now, ss, nil)
@@ -171,20 +225,29 @@ func (c *Client) Stats() Stats {
 		t.CompletionsPerSec += ss.CompletionsPerSec
 		t.OutputTokensPerSec += ss.OutputTokensPerSec
 		t.Ejections += ss.Ejections
+		t.Stalls += ss.Stalls
 		for k, v := range ss.Errors {
 			t.Errors[k] += v
 		}
-		if ss.MeanAcceptLength > 0 {
-			s.stats.mu.Lock()
-			acceptSum += s.stats.acceptSum
-			acceptN += s.stats.acceptN
-			s.stats.mu.Unlock()
-		}
+		s.stats.mu.Lock()
+		acceptSum += s.stats.acceptSum
+		acceptN += s.stats.acceptN
+		specTokens += s.stats.specTokens
+		specVerify += s.stats.specVerify
+		correct += s.stats.drafts[0]
+		proposed += s.stats.drafts[1]
+		s.stats.mu.Unlock()
+		t.ServerRunning += ss.ServerRunning
+		t.ServerWaiting += ss.ServerWaiting
+		t.LoadReported = t.LoadReported || ss.LoadReported
 	}
 	slices.Sort(all)
 	t.P50, t.P95 = quantile(all, 0.5), quantile(all, 0.95)
-	if acceptN > 0 {
-		t.MeanAcceptLength = acceptSum / float64(acceptN)
+	// The fleet's acceptance as SGLang aggregates it: Σ tokens / Σ steps.
+	fleet := serverStats{acceptSum: acceptSum, acceptN: acceptN, specTokens: specTokens, specVerify: specVerify}
+	t.MeanAcceptLength = fleet.acceptLength()
+	if proposed > 0 {
+		t.SpecAcceptRate = float64(correct) / float64(proposed)
 	}
 	return out
 }

@@ -26,7 +26,9 @@ func TestAPIKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if auth != "" {
+		if x, ok := strings.CutPrefix(auth, "x-api-key: "); ok {
+			req.Header.Set("X-Api-Key", x)
+		} else if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
 		resp, err := c.Do(req)
@@ -43,7 +45,11 @@ func TestAPIKey(t *testing.T) {
 	}{
 		{"POST", "/generate", "", true},
 		{"POST", "/generate", "Bearer " + key + "x", true},
-		{"POST", "/generate", "bearer " + key, true},
+		// utils/auth.py (SGLang 2026): the scheme in any case, or x-api-key.
+		{"POST", "/generate", "bearer " + key, false},
+		{"POST", "/generate", "x-api-key: " + key, false},
+		{"POST", "/generate", "x-api-key: " + key + "x", true},
+		{"POST", "/generate", "x-api-key: Bearer " + key, true},
 		{"POST", "/generate", key, true},
 		{"POST", "/generate", "Bearer " + key, false},
 		{"POST", "/v1/chat/completions", "", true},

@@ -21,6 +21,7 @@ type chatRequest struct {
 	SeparateReasoning *bool           `json:"separate_reasoning"`
 	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
 	RID               json.RawMessage `json:"rid"`
+	ReturnMetaInfo    bool            `json:"return_meta_info"`
 }
 
 type chatMessage struct {
@@ -55,7 +56,7 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := job{api: apiOpenAI, thinking: true, stream: req.Stream, model: req.Model,
-		separate: l.cfg.ReasoningParser != "none"}
+		separate: l.cfg.ReasoningParser != "none", metaInfo: req.ReturnMetaInfo}
 	if p := req.ChatTemplateKwargs.EnableThinking; p != nil {
 		j.thinking = *p
 	}

@@ -17,8 +17,9 @@
 // SGLang's bodies: {"error":{"message"}} on /generate, {"object":"error",
 // "message","type","param","code"} on /v1, {"detail"} for unknown routes.
 // With Config.APIKey every request but OPTIONS, /health… and /metrics…
-// needs "Authorization: Bearer KEY", else 401 {"error":"Unauthorized"}, as
-// SGLang's --api-key.
+// needs "Authorization: Bearer KEY" (the scheme in any case) or
+// "x-api-key: KEY", else 401 {"error":"Unauthorized"}, as SGLang's
+// --api-key (utils/auth.py).
 //
 // # Time
 //

@@ -74,14 +74,22 @@ func (l *life) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorized is SGLang's add_api_key_middleware: with an API key, only
-// OPTIONS, /health… and /metrics… go without "Authorization: Bearer KEY".
+// OPTIONS, /health… and /metrics… go without the key.
 func (l *life) authorized(r *http.Request) bool {
 	key := l.cfg.APIKey
 	if key == "" || r.Method == http.MethodOptions ||
 		strings.HasPrefix(r.URL.Path, "/health") || strings.HasPrefix(r.URL.Path, "/metrics") {
 		return true
 	}
+	// utils/auth.py (SGLang 2026): "Authorization: Bearer KEY" (the scheme
+	// in any case) or "x-api-key: KEY".
+	if x := r.Header.Get("X-Api-Key"); x != "" {
+		return subtle.ConstantTimeCompare([]byte(x), []byte(key)) == 1
+	}
 	got := r.Header.Get("Authorization")
+	if len(got) > len("Bearer ") && strings.EqualFold(got[:len("Bearer ")], "Bearer ") {
+		got = "Bearer " + got[len("Bearer "):]
+	}
 	return subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+key)) == 1
 }
 
@@ -165,6 +173,7 @@ type job struct {
 	includeUsage bool   // chat stream_options.include_usage
 	model        string // chat: echoed
 	separate     bool   // chat: split reasoning_content
+	metaInfo     bool   // chat: return_meta_info, meta_info per choice
 }
 
 type samplingParams struct {
@@ -345,7 +354,7 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	}
 	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, j.forced, faults, j.keepEOS)
 	n := min(out.total, j.maxNew)
-	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset)}
+	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset), adm: &l.adm}
 	if j.stream {
 		l.stream(ctx, w, &res, decodeFrom)
 		return
@@ -412,6 +421,7 @@ type result struct {
 	start time.Time
 	speed float64
 	reset bool
+	adm   *admission // the server's load, reported with the answer
 }
 
 func (res *result) latency() float64 { return time.Since(res.start).Seconds() * res.speed }
@@ -443,20 +453,51 @@ func (res *result) appendNative(b []byte, done int, final bool) []byte {
 	b = strconv.AppendInt(b, int64(res.job.promptTokens), 10)
 	b = append(b, `,"weight_version":"default","completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(done), 10)
-	b = append(b, `,"cached_tokens":0,"num_retractions":0,"e2e_latency":`...)
+	b = append(b, `,"cached_tokens":0,"num_retractions":0`...)
+	b = res.appendMeta(b, done)
+	return append(b, `}}`...)
+}
+
+// SpecDraftTokens is the simulated speculative_num_draft_tokens: each
+// verify step proposes SpecDraftTokens-1 draft tokens.
+const SpecDraftTokens = 8
+
+// appendMeta appends the meta_info members both APIs share (SGLang 2026,
+// tokenizer_manager.py): e2e_latency, the server's load (num_running_reqs,
+// num_waiting_reqs) and, with speculative decoding, spec_verify_ct,
+// spec_accept_length (= completion tokens / verify steps), spec_accept_rate
+// (= correct / proposed drafts), spec_num_correct_drafts (completion
+// tokens - verify steps: each step also yields one token of its own) and
+// spec_num_proposed_drafts (= verify steps × (draft tokens - 1)).
+func (res *result) appendMeta(b []byte, done int) []byte {
+	b = append(b, `,"e2e_latency":`...)
 	b = strconv.AppendFloat(b, res.latency(), 'f', 4, 64)
-	if out.spec > 0 {
+	if res.adm != nil {
+		running, waiting := res.adm.counts()
+		b = append(b, `,"num_running_reqs":`...)
+		b = strconv.AppendInt(b, int64(running), 10)
+		b = append(b, `,"num_waiting_reqs":`...)
+		b = strconv.AppendInt(b, int64(waiting), 10)
+	}
+	if out := res.out; out.spec > 0 {
 		v := out.specVerify(done)
+		if v == 0 {
+			// SGLang sends the spec figures only when spec_verify_ct > 0.
+			return b
+		}
+		correct, proposed := done-v, v*(SpecDraftTokens-1)
 		b = append(b, `,"spec_verify_ct":`...)
 		b = strconv.AppendInt(b, int64(v), 10)
 		b = append(b, `,"spec_accept_length":`...)
-		acc := 0.0
-		if v > 0 {
-			acc = float64(done) / float64(v)
-		}
-		b = strconv.AppendFloat(b, acc, 'f', 4, 64)
+		b = strconv.AppendFloat(b, float64(done)/float64(v), 'f', 4, 64)
+		b = append(b, `,"spec_accept_rate":`...)
+		b = strconv.AppendFloat(b, float64(correct)/float64(proposed), 'f', 4, 64)
+		b = append(b, `,"spec_num_correct_drafts":`...)
+		b = strconv.AppendInt(b, int64(correct), 10)
+		b = append(b, `,"spec_num_proposed_drafts":`...)
+		b = strconv.AppendInt(b, int64(proposed), 10)
 	}
-	return append(b, `}}`...)
+	return b
 }
 
 // finishReason is the OpenAI finish_reason and matched_stop JSON.
@@ -504,6 +545,18 @@ func (res *result) appendChat(b []byte, model string) []byte {
 	b = append(b, reason...)
 	b = append(b, `","matched_stop":`...)
 	b = append(b, matched...)
+	if res.job.metaInfo {
+		// serving_chat.py (SGLang 2026): per choice, only when asked.
+		b = append(b, `,"meta_info":{"id":`...)
+		b = appendJSONString(b, res.job.rid)
+		b = append(b, `,"prompt_tokens":`...)
+		b = strconv.AppendInt(b, int64(res.job.promptTokens), 10)
+		b = append(b, `,"completion_tokens":`...)
+		b = strconv.AppendInt(b, int64(res.n), 10)
+		b = append(b, `,"cached_tokens":0`...)
+		b = res.appendMeta(b, res.n)
+		b = append(b, '}')
+	}
 	b = append(b, `}],"usage":`...)
 	b = res.appendUsage(b)
 	return append(b, `,"metadata":{"weight_version":"default"}}`...)

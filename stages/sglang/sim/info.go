@@ -65,9 +65,9 @@ func (l *life) modelInfo(w http.ResponseWriter) {
 // "pipe_sim": true so tools can tell a simulator from a real server.
 func (l *life) serverInfo(w http.ResponseWriter) {
 	c := l.cfg
-	var spec any
+	var spec, specDraft any
 	if c.SpecAcceptMean > 0 {
-		spec = "EAGLE3"
+		spec, specDraft = "EAGLE3", SpecDraftTokens
 	}
 	reasoning := any(c.ReasoningParser)
 	if c.ReasoningParser == "none" {
@@ -81,25 +81,30 @@ func (l *life) serverInfo(w http.ResponseWriter) {
 	portNum, _ := strconv.Atoi(port)
 	running, queued := l.adm.counts()
 	body, _ := json.Marshal(map[string]any{
-		"model_path":            c.Model,
-		"tokenizer_path":        c.Model,
-		"served_model_name":     c.Model,
-		"host":                  host,
-		"port":                  portNum,
-		"context_length":        c.ContextLength,
-		"max_running_requests":  c.MaxRunning,
-		"max_queued_requests":   maxQueued,
-		"max_total_num_tokens":  l.kvCapacity(),
-		"reasoning_parser":      reasoning,
-		"speculative_algorithm": spec,
-		"tp_size":               1,
-		"dp_size":               1,
-		"skip_server_warmup":    c.WarmUp == 0,
-		"enable_metrics":        true,
-		"random_seed":           c.Seed,
-		"version":               c.Version,
-		"pipe_sim":              true,
-		"pipe_sim_speed":        c.Speed,
+		"model_path":        c.Model,
+		"tokenizer_path":    c.Model,
+		"served_model_name": c.Model,
+		"host":              host,
+		"port":              portNum,
+		// The CLI argument, null unless set (SGLang 2026): the model's
+		// length is /v1/models' max_model_len; max_req_input_len bounds
+		// a prompt (scheduler_info, merged at the top level).
+		"context_length":               nil,
+		"max_req_input_len":            c.ContextLength - 1,
+		"max_running_requests":         c.MaxRunning,
+		"max_queued_requests":          maxQueued,
+		"max_total_num_tokens":         l.kvCapacity(),
+		"reasoning_parser":             reasoning,
+		"speculative_algorithm":        spec,
+		"speculative_num_draft_tokens": specDraft,
+		"tp_size":                      1,
+		"dp_size":                      1,
+		"skip_server_warmup":           c.WarmUp == 0,
+		"enable_metrics":               true,
+		"random_seed":                  c.Seed,
+		"version":                      c.Version,
+		"pipe_sim":                     true,
+		"pipe_sim_speed":               c.Speed,
 		"internal_states": []map[string]any{{
 			"num_running_reqs":        running,
 			"num_queue_reqs":          queued,
@@ -155,7 +160,9 @@ func (l *life) metrics(w http.ResponseWriter) {
 	metric("gen_throughput", "gauge", "The generation throughput (token/s).", l.genThroughput())
 	metric("token_usage", "gauge", "The token usage.", float64(l.kvTokens.Load())/float64(l.kvCapacity()))
 	metric("max_total_num_tokens", "gauge", "Maximum total number of tokens.", float64(l.kvCapacity()))
-	metric("max_running_requests", "gauge", "Maximum running requests.", float64(l.cfg.MaxRunning))
+	// No sglang:max_running_requests: SGLang dropped it in 2024
+	// (metrics/collector.py); clients read /server_info.
+	metric("num_retracted_reqs", "gauge", "The number of retracted requests.", 0)
 	metric("cache_hit_rate", "gauge", "The cache hit rate.", 0)
 	if l.cfg.SpecAcceptMean > 0 {
 		metric("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", l.cfg.SpecAcceptMean)

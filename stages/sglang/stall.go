@@ -1,0 +1,240 @@
+package sglang
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Stalls: a server that accepts requests and never answers them would hold
+// its requests until RequestTimeout (30 min and more), and the end of a run
+// with them. A request in flight far beyond the fleet's observed latencies
+// is therefore sent once more to another server as a counted attempt with
+// a fresh rid; the first answer to arrive wins and the other request is
+// cancelled (its rid aborted by the disconnect), so the record still gets
+// exactly one completion. The stalled request's server is suspect: it gets
+// no new requests until a probe (health and a 1-token generation, bounded
+// by the stall threshold) clears it, or ejects it, which cuts its other
+// requests short so they are re-sent at once.
+
+// StallFactor: a request has stalled once in flight StallFactor times the
+// fleet's p99 latency (and at least StallTimeout).
+const StallFactor = 4
+
+// StallMinSamples is how many completions the fleet needs before stalls are
+// judged: before that the latencies say nothing.
+const StallMinSamples = 20
+
+// flight is one attempt under way.
+type flight struct {
+	s      *server
+	start  time.Time
+	cancel context.CancelFunc
+	done   chan struct{} // closed when res, err are set
+	res    *Result
+	err    *Error
+}
+
+// launch sends req to s in the background.
+func (c *Client) launch(ctx context.Context, s *server, req *Request) *flight {
+	c.mu.Lock()
+	sctx := s.ctx
+	c.mu.Unlock()
+	fctx, cancel := context.WithCancel(ctx)
+	f := &flight{s: s, start: time.Now(), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.res, f.err = c.attempt(fctx, s, sctx, req)
+	}()
+	return f
+}
+
+// updateStallAfter sets the stall threshold from the fleet's recent
+// latencies: max(StallTimeout, StallFactor × p99), 0 with too few.
+func (c *Client) updateStallAfter() {
+	var all []time.Duration
+	for _, s := range c.servers {
+		s.stats.mu.Lock()
+		all = append(all, s.stats.lat...)
+		s.stats.mu.Unlock()
+	}
+	if len(all) < StallMinSamples {
+		c.stallAfter.Store(0)
+		return
+	}
+	slices.Sort(all)
+	c.stallAfter.Store(int64(max(c.opts.StallTimeout, StallFactor*quantile(all, 0.99))))
+}
+
+// stallWait is how long from now until an attempt started elapsed ago
+// may count as stalled (re-checked then: the threshold moves).
+func (c *Client) stallWait(elapsed time.Duration) time.Duration {
+	th := time.Duration(c.stallAfter.Load())
+	if th == 0 {
+		th = c.opts.StallTimeout
+	}
+	return max(th-elapsed, 10*time.Millisecond)
+}
+
+// race sends req on s, whose slot the session holds. When the attempt
+// stalls and canHedge, it is sent once more on another server (hedged);
+// the first success wins and the other attempt is cancelled, its slot
+// released once it has ended. won is the winner's server, whose slot the
+// session holds from then on. When every attempt failed, err is the last
+// failure (each recorded against its server) and the session still holds
+// s's slot.
+func (c *Client) race(ctx context.Context, s *server, req *Request, canHedge bool) (res *Result, won *server, err *Error, hedged bool) {
+	primary := c.launch(ctx, s, req)
+	var hedge *flight
+	stall := time.NewTimer(c.stallWait(0))
+	defer stall.Stop()
+	stallC := stall.C
+	if !canHedge {
+		stallC = nil
+	}
+	var slot chan *server // the hedge's slot, once acquired
+	var slotCancel context.CancelFunc
+	pDone, hDone := primary.done, (<-chan struct{})(nil)
+	stopSlot := func() {
+		if slotCancel != nil {
+			slotCancel()
+			// A slot acquired meanwhile is given back.
+			if h := <-slot; h != nil {
+				c.release(h)
+			}
+			slotCancel = nil
+		}
+	}
+	for pDone != nil || hDone != nil {
+		select {
+		case <-pDone:
+			pDone = nil
+			if primary.err == nil {
+				stopSlot()
+				if hDone != nil {
+					c.abandon(hedge, hDone)
+				}
+				return primary.res, s, nil, hedged
+			}
+			err = primary.err
+			c.failed(s, err)
+		case <-hDone:
+			hDone = nil
+			if hedge.err == nil {
+				c.abandon(primary, pDone)
+				return hedge.res, hedge.s, nil, hedged
+			}
+			err = hedge.err
+			c.failed(hedge.s, err)
+			c.release(hedge.s)
+		case <-stallC:
+			elapsed := time.Since(primary.start)
+			if th := time.Duration(c.stallAfter.Load()); th == 0 || elapsed < th {
+				stall.Reset(c.stallWait(elapsed))
+				continue
+			}
+			stallC = nil
+			c.suspect(s, elapsed)
+			slot, slotCancel = c.hedgeSlot(ctx, s)
+		case h := <-slot:
+			slotCancel, slot = nil, nil
+			if h == nil {
+				continue
+			}
+			hedged = true
+			hedge = c.launch(ctx, h, req)
+			hDone = hedge.done
+		case <-ctx.Done():
+			primary.cancel()
+			if hedge != nil {
+				hedge.cancel()
+			}
+			stopSlot()
+			if pDone != nil {
+				<-pDone
+			}
+			if hDone != nil {
+				<-hDone
+				c.release(hedge.s)
+			}
+			return nil, nil, &Error{Class: ClassTransport, Message: context.Cause(ctx).Error(), Server: s.url}, hedged
+		}
+	}
+	stopSlot()
+	return nil, nil, err, hedged
+}
+
+// hedgeSlot acquires, in the background, a slot on a server other than s
+// for a hedge; the channel receives it (nil if none was had before cancel).
+func (c *Client) hedgeSlot(ctx context.Context, s *server) (chan *server, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	slot := make(chan *server, 1)
+	go func() {
+		h, _ := c.acquireSlot(ctx, s, true)
+		slot <- h
+	}()
+	return slot, cancel
+}
+
+// abandon cancels the losing attempt f and releases its slot once it has
+// ended (done nil: it already has).
+func (c *Client) abandon(f *flight, done <-chan struct{}) {
+	f.cancel()
+	if done == nil {
+		c.release(f.s)
+		return
+	}
+	go func() {
+		<-done
+		c.release(f.s)
+	}()
+}
+
+// suspect marks s suspect after a request stalled on it for elapsed: a
+// warning (once per suspicion), no new requests, and a probe.
+func (c *Client) suspect(s *server, elapsed time.Duration) {
+	s.stats.stalls.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.suspect || !s.admitted {
+		return
+	}
+	s.suspect = true
+	th := time.Duration(c.stallAfter.Load())
+	c.warnf("server %s: a request has been in flight for %v, far beyond the fleet's latencies (stalled after %v: stall_timeout %v, or %d× the p99): sent again to another server; %s gets no new requests until a probe answers",
+		s.url, elapsed.Round(time.Millisecond), th, c.opts.StallTimeout, StallFactor, s.url)
+	c.probers.Add(1)
+	go func() {
+		defer c.probers.Done()
+		c.probeSuspect(s, th)
+	}()
+}
+
+// probeSuspect probes a suspect server, bounded by the stall threshold:
+// answering clears it, failing ejects it (its requests in flight are then
+// re-sent elsewhere).
+func (c *Client) probeSuspect(s *server, th time.Duration) {
+	ctx, cancel := context.WithTimeout(c.ctx, max(th, c.opts.CheckTimeout))
+	defer cancel()
+	in := c.check(ctx, s, true)
+	if c.ctx.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !s.suspect {
+		return
+	}
+	s.suspect = false
+	c.broadcastLocked()
+	if in.State == StateReady && ctx.Err() == nil {
+		c.opts.Logf("server %s answers its probe: no longer suspect", s.url)
+		return
+	}
+	reason := in.Reason
+	if ctx.Err() != nil {
+		reason = fmt.Sprintf("no answer to its probe within %v", max(th, c.opts.CheckTimeout))
+	}
+	c.ejectLocked(s, "a request stalled and "+reason)
+}
