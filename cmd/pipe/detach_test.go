@@ -121,6 +121,16 @@ func (r *bgRig) waitState(limit time.Duration, states ...string) string {
 	}
 }
 
+// journaled is how many completions gen's journal holds (every segment).
+func (r *bgRig) journaled() int {
+	n := 0
+	for _, seg := range commitlog.JournalFiles(filepath.Join(r.runDir(), "journal"), "gen") {
+		ids, _ := commitlog.ReadIDs(seg)
+		n += len(ids)
+	}
+	return n
+}
+
 // stageIn is what status.json says stage id took in so far.
 func (r *bgRig) stageIn(id string) int64 {
 	var st struct {
@@ -231,12 +241,7 @@ func TestStopDrainsThenResume(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		// --commit-every 1h: what is committed below was committed by the stop.
-		var ids []uint64
-		for _, seg := range commitlog.JournalFiles(filepath.Join(r.runDir(), "journal"), "gen") {
-			more, _ := commitlog.ReadIDs(seg)
-			ids = append(ids, more...)
-		}
-		if len(ids) >= 4 {
+		if r.journaled() >= 4 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // hookReceiver is a local HTTP receiver of notifications, as a Slack
@@ -173,12 +172,7 @@ func TestNotifyDetachedRun(t *testing.T) {
 	r.detach(args...)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var ids []uint64
-		for _, seg := range commitlog.JournalFiles(filepath.Join(r.runDir(), "journal"), "gen") {
-			more, _ := commitlog.ReadIDs(seg)
-			ids = append(ids, more...)
-		}
-		if len(ids) >= 4 {
+		if r.journaled() >= 4 {
 			break
 		}
 		if time.Now().After(deadline) {
