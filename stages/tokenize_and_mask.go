@@ -2,8 +2,10 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"runtime"
 	"sort"
 	"strings"
@@ -586,6 +588,22 @@ func (s *tokenizeAndMask) Report() []pipeline.Figure {
 	s.systemMu.Unlock()
 	return stats
 }
+
+// checkTokenizer is `pipe check`'s look at a tokenizer key's directory:
+// the components tokenize.Load would refuse, reported at the key (a missing
+// tokenizer.json is the path check's to report).
+func checkTokenizer(key, dir string) []error {
+	if dir == "" {
+		return nil
+	}
+	if err := tokenize.CheckFile(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return []error{&pipeline.FieldError{Key: key, Msg: err.Error()}}
+	}
+	return nil
+}
+
+// Validate refuses a tokenizer.json whose components pipe does not reproduce.
+func (c *TokenizeAndMaskConfig) Validate() []error { return checkTokenizer("tokenizer", c.Tokenizer) }
 
 // sharedTokenizer loads the tokenizer in dir once per run: stages that name
 // the same directory share one (it is safe for concurrent use).

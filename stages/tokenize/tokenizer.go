@@ -203,6 +203,8 @@ type tokenizerModel struct {
 	FuseUnk                 bool
 	IgnoreMerges            bool
 	Vocab                   map[string]int
+	vocabEmpty              bool // {} (or not an object)
+	vocabNotObject          bool
 }
 
 // The split patterns whose semantics pretokenize.go implements, keyed by the
@@ -214,18 +216,36 @@ var knownPatterns = map[string]int{
 	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: 3,
 }
 
-func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
-	var f tokenizerFile
-	merges, err := readTokenizerFile(data, &f)
+// CheckFile refuses, as Load would and with the same error, a tokenizer.json
+// in dir whose normalizer, pre-tokenizer, model type and options, decoder or
+// added tokens this package does not reproduce — without building the
+// vocabulary and merges (which are only passed over), so `pipe check` can
+// afford it. Load runs the same checks (setComponents) on the same fields.
+// What depends on the vocabulary's contents (every merge's parts present,
+// the byte tokens a model needs, unk_token) is checked by Load only.
+func CheckFile(dir string) error {
+	path := filepath.Join(dir, "tokenizer.json")
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
+		return err
 	}
-	initClasses()
-	t := &Tokenizer{special: map[int]bool{}}
-	m := &f.Model
+	var f tokenizerFile
+	if _, err := readTokenizerFile(data, &f, true); err != nil {
+		return fmt.Errorf("%s: not a tokenizer.json: %w", path, err)
+	}
+	var t Tokenizer
+	if err := t.setComponents(&f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
 
+// setComponents parses the normalizer, pre-tokenizer and decoder into t and
+// checks the model's type and options: everything Load refuses that does
+// not depend on the vocabulary's contents.
+func (t *Tokenizer) setComponents(f *tokenizerFile) (err error) {
 	// The fast path, or the general pipeline component by component.
-	digits, tile, nfc, fast := fastPath(&f)
+	digits, tile, nfc, fast := fastPath(f)
 	if fast {
 		t.digitsMax, t.tile, t.nfc, t.byteLevel = digits, tile, nfc, true
 		if tile != nil {
@@ -234,17 +254,29 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	} else {
 		t.pipe = &pipeline{}
 		if t.pipe.normalizer, err = parseNormalizer(f.Normalizer, "normalizer"); err != nil {
-			return nil, err
+			return err
 		}
 		if t.pipe.pre, t.byteLevel, err = parsePreTokenizer(f.PreTokenizer, "pre_tokenizer"); err != nil {
-			return nil, err
+			return err
 		}
 		t.pipe.needOrigins = readsOrigins(t.pipe.pre)
 	}
 	if t.decoder, err = parseDecoder(f.Decoder, "decoder", true); err != nil {
-		return nil, err
+		return err
 	}
-	if err := checkModel(m, t.byteLevel); err != nil {
+	return checkModel(&f.Model, t.byteLevel)
+}
+
+func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
+	var f tokenizerFile
+	merges, err := readTokenizerFile(data, &f, false)
+	if err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
+	}
+	initClasses()
+	t := &Tokenizer{special: map[int]bool{}}
+	m := &f.Model
+	if err := t.setComponents(&f); err != nil {
 		return nil, err
 	}
 	t.ignoreMerges = m.IgnoreMerges
