@@ -162,7 +162,6 @@ type tokenizeAndMask struct {
 	forced         bool   // the template forces thinking
 	convention     string // the labelling used, for meta.loss_mask_convention
 	newline        []int
-	tokenLen       []int32 // bytes each id decodes to
 
 	fromIDs, fromText, differs, truncated atomic.Int64
 	textNoIDs, textSystemDiffers          atomic.Int64
@@ -216,12 +215,6 @@ func (s *tokenizeAndMask) use(tok *tokenize.Tokenizer) error {
 		return fmt.Errorf("%s: the vocabulary has no <|im_start|> / <|im_end|>; tokenize-and-mask builds ChatML (Qwen) rows", tok.Dir())
 	}
 	s.newline = tok.Encode("\n")
-	s.tokenLen = make([]int32, tok.VocabSize())
-	one := make([]int, 1)
-	for id := range s.tokenLen {
-		one[0] = id
-		s.tokenLen[id] = int32(len(tok.Decode(one)))
-	}
 	return nil
 }
 
@@ -404,24 +397,12 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion, msgs []chat.
 	ids = append(ids, out...)
 	ids = append(ids, s.newline...)
 
-	// The text the ids spell, and each id's byte range in it.
-	text := s.tok.Decode(ids)
-	offsets := make([][2]int, len(ids))
-	pos, promptEnd, outEnd := 0, 0, 0
-	for i, id := range ids {
-		n := 0
-		if id >= 0 && id < len(s.tokenLen) {
-			n = int(s.tokenLen[id])
-		}
-		offsets[i] = [2]int{pos, pos + n}
-		pos += n
-		switch i {
-		case len(c.PromptIDs) - 1:
-			promptEnd = pos
-		case len(c.PromptIDs) + len(out) - 1:
-			outEnd = pos
-		}
-	}
+	// The text the ids spell, and each id's byte range in it: in context,
+	// not decoded alone (a Metaspace or Strip decoder treats the first
+	// token apart, so a token's length alone can be off by its space).
+	text, offsets := s.tok.DecodeOffsets(ids)
+	promptEnd := offsets[len(c.PromptIDs)-1][1]
+	outEnd := offsets[len(c.PromptIDs)+len(out)-1][1]
 	var prompt string
 	if n := len(turns); n > 0 && turns[n-1].Prompted {
 		// The text path rendered it already: the conversation up to the
