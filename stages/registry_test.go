@@ -61,7 +61,7 @@ func TestEveryKindHasSummaryAndValidExample(t *testing.T) {
 // minimalContents are the smallest valid contents of files whose contents
 // `pipe check` reads (tokenize.CheckFile reads tokenizer.json's components).
 var minimalContents = map[string][]byte{
-	"tokenizer.json": []byte(`{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}`),
+	"tokenizer.json": []byte(`{"model": {"type": "BPE", "unk_token": "a", "vocab": {"a": 0}, "merges": []}}`),
 }
 
 // createInputs makes empty files (or directories) for every input path of

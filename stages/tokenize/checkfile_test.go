@@ -69,6 +69,15 @@ func TestCheckFileAgreesWithLoad(t *testing.T) {
 		{"added tokens", "qwen3", func(f map[string]any) {
 			f["added_tokens"] = []any{map[string]any{"id": "x", "content": 3}}
 		}, "added_tokens:"},
+		{"byte-level without a byte", "qwen3", func(f map[string]any) {
+			delete(f["model"].(map[string]any)["vocab"].(map[string]any), "Ġ")
+		}, `model.vocab has no token for byte 0x20 ("Ġ")`},
+		{"unk not in vocab", "llama2", model("unk_token", "<nope>"), `model.unk_token "<nope>" is not in model.vocab`},
+		{"no unk, incomplete byte fallback", "llama2", func(f map[string]any) {
+			m := f["model"].(map[string]any)
+			delete(m, "unk_token")
+			delete(m["vocab"].(map[string]any), "<0x41>")
+		}, "model has no unk_token and no complete byte fallback"},
 		{"empty vocab", "llama2", model("vocab", map[string]any{}), "model.vocab is empty"},
 	}
 	for _, c := range cases {

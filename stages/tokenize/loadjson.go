@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // tokenizer.json is 11 MB for Qwen3, almost all of it model.vocab and
@@ -226,6 +227,7 @@ func readTokenizerFile(data []byte, f *tokenizerFile, componentsOnly bool) (merg
 					if key == "vocab" && err == nil {
 						vocabSeen = true
 						f.Model.vocabEmpty = len(bytes.TrimSpace(raw[1:len(raw)-1])) == 0
+						f.Model.vocabRaw = raw
 					}
 					return err
 				}
@@ -317,6 +319,22 @@ func readTokenizerFile(data []byte, f *tokenizerFile, componentsOnly bool) (merg
 		f.Model.vocabEmpty = len(f.Model.Vocab) == 0
 	}
 	return merges, nil
+}
+
+// probeVocab returns the tokens of a vocab object (raw JSON) that checkVocab
+// may ask for — byte tokens <0xXX>, single characters, unk — without
+// building the whole vocabulary.
+func probeVocab(raw []byte, unk *string) (map[string]bool, error) {
+	probe := map[string]bool{}
+	s := &jsonScanner{data: raw}
+	err := s.object(func(tok string) error {
+		if _, isByte := byteToken(tok); isByte || utf8.RuneCountInString(tok) == 1 || (unk != nil && tok == *unk) {
+			probe[tok] = true
+		}
+		_, err := s.skip()
+		return err
+	})
+	return probe, err
 }
 
 // unmarshalModelField decodes one of the model's small fields.

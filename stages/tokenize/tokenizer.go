@@ -205,6 +205,7 @@ type tokenizerModel struct {
 	Vocab                   map[string]int
 	vocabEmpty              bool // {} (or not an object)
 	vocabNotObject          bool
+	vocabRaw                []byte // CheckFile: the vocab object, not decoded
 }
 
 // The split patterns whose semantics pretokenize.go implements, keyed by the
@@ -218,11 +219,11 @@ var knownPatterns = map[string]int{
 
 // CheckFile refuses, as Load would and with the same error, a tokenizer.json
 // in dir whose normalizer, pre-tokenizer, model type and options, decoder or
-// added tokens this package does not reproduce — without building the
-// vocabulary and merges (which are only passed over), so `pipe check` can
-// afford it. Load runs the same checks (setComponents) on the same fields.
-// What depends on the vocabulary's contents (every merge's parts present,
-// the byte tokens a model needs, unk_token) is checked by Load only.
+// added tokens this package does not reproduce, or whose vocabulary lacks
+// the byte tokens or unk_token the model needs — without building the
+// vocabulary and merges, so `pipe check` can afford it. Load runs the same
+// checks (setComponents, checkVocab) first. Other consistency errors (a
+// merge whose parts are not in the vocabulary, a negative id) are Load's.
 func CheckFile(dir string) error {
 	path := filepath.Join(dir, "tokenizer.json")
 	data, err := os.ReadFile(path)
@@ -236,6 +237,42 @@ func CheckFile(dir string) error {
 	var t Tokenizer
 	if err := t.setComponents(&f); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	probe, err := probeVocab(f.Model.vocabRaw, f.Model.UnkToken)
+	if err != nil {
+		return fmt.Errorf("%s: not a tokenizer.json: model.vocab: %w", path, err)
+	}
+	if err := checkVocab(&f.Model, t.byteLevel, func(tok string) bool { return probe[tok] }); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// checkVocab refuses a vocabulary with which the model cannot encode every
+// text the way Hugging Face does: ByteLevel without all 256 byte tokens, an
+// unk_token that is not in it, or neither unk nor complete byte fallback.
+// has reports whether a token is in model.vocab.
+func checkVocab(m *tokenizerModel, byteLevel bool, has func(string) bool) error {
+	if byteLevel {
+		for b := 0; b < 256; b++ {
+			if !has(string(byteToRune[b])) {
+				return fmt.Errorf("model.vocab has no token for byte 0x%02x (%q); a ByteLevel pre-tokenizer needs all 256", b, string(byteToRune[b]))
+			}
+		}
+		return nil
+	}
+	if m.UnkToken != nil {
+		if !has(*m.UnkToken) {
+			return fmt.Errorf("model.unk_token %q is not in model.vocab", *m.UnkToken)
+		}
+		return nil
+	}
+	allBytes := true
+	for b := 0; b < 256 && allBytes; b++ {
+		allBytes = has(fmt.Sprintf("<0x%02X>", b))
+	}
+	if !(m.ByteFallback && allBytes) {
+		return errors.New("model has no unk_token and no complete byte fallback (<0x00>..<0xFF>): Hugging Face fails on text outside the vocabulary, so it is not supported")
 	}
 	return nil
 }
@@ -277,6 +314,9 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	t := &Tokenizer{special: map[int]bool{}}
 	m := &f.Model
 	if err := t.setComponents(&f); err != nil {
+		return nil, err
+	}
+	if err := checkVocab(m, t.byteLevel, func(tok string) bool { _, ok := m.Vocab[tok]; return ok }); err != nil {
 		return nil, err
 	}
 	t.ignoreMerges = m.IgnoreMerges
