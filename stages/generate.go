@@ -201,6 +201,7 @@ func (c *generateConfig) Validate() []error {
 	if c.API == string(sglang.APIGenerate) && c.Tokenizer == "" {
 		errs = append(errs, &pipeline.FieldError{Key: "api", Msg: `"generate" needs tokenizer = "MODEL_DIR" to render input_ids (or use api = "chat")`})
 	}
+	errs = append(errs, checkTokenizer("tokenizer", c.Tokenizer)...)
 	for _, d := range []struct {
 		key string
 		v   pipeline.Duration

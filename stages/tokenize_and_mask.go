@@ -2,8 +2,10 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"runtime"
 	"sort"
 	"strings"
@@ -160,7 +162,6 @@ type tokenizeAndMask struct {
 	forced         bool   // the template forces thinking
 	convention     string // the labelling used, for meta.loss_mask_convention
 	newline        []int
-	tokenLen       []int32 // bytes each id decodes to
 
 	fromIDs, fromText, differs, truncated atomic.Int64
 	textNoIDs, textSystemDiffers          atomic.Int64
@@ -214,12 +215,6 @@ func (s *tokenizeAndMask) use(tok *tokenize.Tokenizer) error {
 		return fmt.Errorf("%s: the vocabulary has no <|im_start|> / <|im_end|>; tokenize-and-mask builds ChatML (Qwen) rows", tok.Dir())
 	}
 	s.newline = tok.Encode("\n")
-	s.tokenLen = make([]int32, tok.VocabSize())
-	one := make([]int, 1)
-	for id := range s.tokenLen {
-		one[0] = id
-		s.tokenLen[id] = int32(len(tok.Decode(one)))
-	}
 	return nil
 }
 
@@ -402,24 +397,12 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion, msgs []chat.
 	ids = append(ids, out...)
 	ids = append(ids, s.newline...)
 
-	// The text the ids spell, and each id's byte range in it.
-	text := s.tok.Decode(ids)
-	offsets := make([][2]int, len(ids))
-	pos, promptEnd, outEnd := 0, 0, 0
-	for i, id := range ids {
-		n := 0
-		if id >= 0 && id < len(s.tokenLen) {
-			n = int(s.tokenLen[id])
-		}
-		offsets[i] = [2]int{pos, pos + n}
-		pos += n
-		switch i {
-		case len(c.PromptIDs) - 1:
-			promptEnd = pos
-		case len(c.PromptIDs) + len(out) - 1:
-			outEnd = pos
-		}
-	}
+	// The text the ids spell, and each id's byte range in it: in context,
+	// not decoded alone (a Metaspace or Strip decoder treats the first
+	// token apart, so a token's length alone can be off by its space).
+	text, offsets := s.tok.DecodeOffsets(ids)
+	promptEnd := offsets[len(c.PromptIDs)-1][1]
+	outEnd := offsets[len(c.PromptIDs)+len(out)-1][1]
 	var prompt string
 	if n := len(turns); n > 0 && turns[n-1].Prompted {
 		// The text path rendered it already: the conversation up to the
@@ -586,6 +569,22 @@ func (s *tokenizeAndMask) Report() []pipeline.Figure {
 	s.systemMu.Unlock()
 	return stats
 }
+
+// checkTokenizer is `pipe check`'s look at a tokenizer key's directory:
+// the components tokenize.Load would refuse, reported at the key (a missing
+// tokenizer.json is the path check's to report).
+func checkTokenizer(key, dir string) []error {
+	if dir == "" {
+		return nil
+	}
+	if err := tokenize.CheckFile(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return []error{&pipeline.FieldError{Key: key, Msg: err.Error()}}
+	}
+	return nil
+}
+
+// Validate refuses a tokenizer.json whose components pipe does not reproduce.
+func (c *TokenizeAndMaskConfig) Validate() []error { return checkTokenizer("tokenizer", c.Tokenizer) }
 
 // sharedTokenizer loads the tokenizer in dir once per run: stages that name
 // the same directory share one (it is safe for concurrent use).

@@ -155,7 +155,7 @@ func (c *ValidateThinkingConfig) Validate() []error {
 	if c.ThinkStart == "" || c.ThinkEnd == "" {
 		errs = append(errs, &pipeline.FieldError{Key: "think_end", Msg: "think_start and think_end must not be empty"})
 	}
-	return errs
+	return append(errs, checkTokenizer("tokenizer", c.Tokenizer)...)
 }
 
 type validateThinking struct {

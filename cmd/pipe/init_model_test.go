@@ -17,7 +17,7 @@ func TestInitModelDirFromServers(t *testing.T) {
 	dir := t.TempDir()
 	model := filepath.Join(dir, "Qwen3-8B")
 	os.Mkdir(model, 0o755)
-	os.WriteFile(filepath.Join(model, "tokenizer.json"), []byte(`{"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}}`), 0o644)
+	os.WriteFile(filepath.Join(model, "tokenizer.json"), []byte(`{"version": "1.0", "model": {"type": "BPE", "unk_token": "a", "vocab": {"a": 0}, "merges": []}}`), 0o644)
 	prompts := filepath.Join(dir, "prompts.jsonl")
 	os.WriteFile(prompts, []byte(`{"id": "a", "prompt": "hello"}`+"\n"), 0o644)
 	reported := model

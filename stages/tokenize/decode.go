@@ -183,3 +183,72 @@ func (t *Tokenizer) decodeWith(ids []int) string {
 	}
 	return strings.Join(t.decoder.decodeChain(tokens), "")
 }
+
+// DecodeOffsets is Decode that also returns, for each id, the byte range
+// [start, end) of the text it stands for there; ranges tile the text in
+// order, unknown ids get an empty one. A token's length in context is not
+// its length decoded alone where the decoder treats the first token apart:
+// Metaspace drops a leading ▁ there that is a space elsewhere, and Llama 2's
+// Strip removes the text's first space. So, as Hugging Face's DecodeStream
+// (tokenizers/src/tokenizer/mod.rs, DecodeStream::step) does, each token's
+// text is what it adds to the decoding of the token before it. Where that
+// does not tile the text (a decoder whose output depends on more context),
+// each end is taken from decoding the whole prefix instead, which is exact
+// but quadratic.
+func (t *Tokenizer) DecodeOffsets(ids []int) (text string, offsets [][2]int) {
+	offsets = make([][2]int, len(ids))
+	known := func(id int) bool { _, ok := t.Token(id); return ok }
+	if t.decoder == nil {
+		pos := 0
+		for i, id := range ids {
+			if id >= 0 && id < len(t.tokenBytes) {
+				offsets[i] = [2]int{pos, pos + len(t.tokenBytes[id])}
+				pos += len(t.tokenBytes[id])
+			} else {
+				offsets[i] = [2]int{pos, pos}
+			}
+		}
+		return t.Decode(ids), offsets
+	}
+	text = t.Decode(ids)
+	pos, prev := 0, -1
+	pair := make([]int, 0, 2)
+	tiles := true
+	for i, id := range ids {
+		piece := ""
+		if known(id) {
+			if prev < 0 {
+				piece = t.Decode([]int{id})
+			} else {
+				pair = append(pair[:0], prev, id)
+				both, alone := t.Decode(pair), t.Decode(pair[:1])
+				if !strings.HasPrefix(both, alone) {
+					tiles = false
+					break
+				}
+				piece = both[len(alone):]
+			}
+			prev = id
+		}
+		n := len(piece)
+		if !strings.HasPrefix(text[pos:], piece) {
+			tiles = false
+			break
+		}
+		offsets[i] = [2]int{pos, pos + n}
+		pos += n
+	}
+	if tiles && pos == len(text) {
+		return text, offsets
+	}
+	pos = 0
+	for i := range ids {
+		end := max(pos, min(len(t.Decode(ids[:i+1])), len(text)))
+		offsets[i] = [2]int{pos, end}
+		pos = end
+	}
+	if len(ids) > 0 {
+		offsets[len(ids)-1][1] = len(text)
+	}
+	return text, offsets
+}

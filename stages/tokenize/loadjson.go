@@ -1,10 +1,12 @@
 package tokenize
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // tokenizer.json is 11 MB for Qwen3, almost all of it model.vocab and
@@ -204,13 +206,34 @@ func (s *jsonScanner) array(fn func() error) error {
 
 // readTokenizerFile fills f from tokenizer.json, reading model.vocab and
 // model.merges with the scanner and everything else with encoding/json.
-func readTokenizerFile(data []byte, f *tokenizerFile) (merges [][2]string, err error) {
+// With componentsOnly, vocab and merges are only passed over (CheckFile):
+// f.Model.Vocab stays nil and f.Model.vocabEmpty tells whether it was {}.
+// A vocab that is not an object is skipped and flagged (vocabNotObject).
+func readTokenizerFile(data []byte, f *tokenizerFile, componentsOnly bool) (merges [][2]string, err error) {
 	s := &jsonScanner{data: data}
+	vocabSeen := false
 	err = s.object(func(key string) error {
 		if key == "model" {
 			return s.object(func(key string) error {
+				if key == "vocab" && s.peek() != '{' {
+					// Not a BPE vocabulary (Unigram's is a list): passed
+					// over, so that checkModel names the model type.
+					vocabSeen, f.Model.vocabNotObject = true, true
+					_, err := s.skip()
+					return err
+				}
+				if componentsOnly && (key == "vocab" || key == "merges") {
+					raw, err := s.skip()
+					if key == "vocab" && err == nil {
+						vocabSeen = true
+						f.Model.vocabEmpty = len(bytes.TrimSpace(raw[1:len(raw)-1])) == 0
+						f.Model.vocabRaw = raw
+					}
+					return err
+				}
 				switch key {
 				case "vocab":
+					vocabSeen = true
 					f.Model.Vocab = make(map[string]int, 160000)
 					return s.object(func(tok string) error {
 						id, err := s.integer()
@@ -289,10 +312,29 @@ func readTokenizerFile(data []byte, f *tokenizerFile) (merges [][2]string, err e
 	if s.peek() != 0 {
 		return nil, s.errorf("data after the top-level object")
 	}
-	if f.Model.Vocab == nil {
+	if !vocabSeen {
 		return nil, errors.New("model.vocab is missing")
 	}
+	if !componentsOnly && !f.Model.vocabNotObject {
+		f.Model.vocabEmpty = len(f.Model.Vocab) == 0
+	}
 	return merges, nil
+}
+
+// probeVocab returns the tokens of a vocab object (raw JSON) that checkVocab
+// may ask for — byte tokens <0xXX>, single characters, unk — without
+// building the whole vocabulary.
+func probeVocab(raw []byte, unk *string) (map[string]bool, error) {
+	probe := map[string]bool{}
+	s := &jsonScanner{data: raw}
+	err := s.object(func(tok string) error {
+		if _, isByte := byteToken(tok); isByte || utf8.RuneCountInString(tok) == 1 || (unk != nil && tok == *unk) {
+			probe[tok] = true
+		}
+		_, err := s.skip()
+		return err
+	})
+	return probe, err
 }
 
 // unmarshalModelField decodes one of the model's small fields.

@@ -381,7 +381,10 @@ func checkModel(m *tokenizerModel, byteLevel bool) error {
 	if m.Dropout != nil && *m.Dropout != 0 {
 		return fmt.Errorf("model.dropout is %v; BPE dropout (random merges) is not supported", *m.Dropout)
 	}
-	if len(m.Vocab) == 0 {
+	if m.vocabNotObject {
+		return errors.New("model.vocab is not an object of token: id")
+	}
+	if m.vocabEmpty {
 		return errors.New("model.vocab is empty")
 	}
 	affix := (m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "") || (m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "")

@@ -203,6 +203,9 @@ type tokenizerModel struct {
 	FuseUnk                 bool
 	IgnoreMerges            bool
 	Vocab                   map[string]int
+	vocabEmpty              bool // {} (or not an object)
+	vocabNotObject          bool
+	vocabRaw                []byte // CheckFile: the vocab object, not decoded
 }
 
 // The split patterns whose semantics pretokenize.go implements, keyed by the
@@ -214,18 +217,72 @@ var knownPatterns = map[string]int{
 	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: 3,
 }
 
-func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
-	var f tokenizerFile
-	merges, err := readTokenizerFile(data, &f)
+// CheckFile refuses, as Load would and with the same error, a tokenizer.json
+// in dir whose normalizer, pre-tokenizer, model type and options, decoder or
+// added tokens this package does not reproduce, or whose vocabulary lacks
+// the byte tokens or unk_token the model needs — without building the
+// vocabulary and merges, so `pipe check` can afford it. Load runs the same
+// checks (setComponents, checkVocab) first. Other consistency errors (a
+// merge whose parts are not in the vocabulary, a negative id) are Load's.
+func CheckFile(dir string) error {
+	path := filepath.Join(dir, "tokenizer.json")
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
+		return err
 	}
-	initClasses()
-	t := &Tokenizer{special: map[int]bool{}}
-	m := &f.Model
+	var f tokenizerFile
+	if _, err := readTokenizerFile(data, &f, true); err != nil {
+		return fmt.Errorf("%s: not a tokenizer.json: %w", path, err)
+	}
+	var t Tokenizer
+	if err := t.setComponents(&f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	probe, err := probeVocab(f.Model.vocabRaw, f.Model.UnkToken)
+	if err != nil {
+		return fmt.Errorf("%s: not a tokenizer.json: model.vocab: %w", path, err)
+	}
+	if err := checkVocab(&f.Model, t.byteLevel, func(tok string) bool { return probe[tok] }); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
 
+// checkVocab refuses a vocabulary with which the model cannot encode every
+// text the way Hugging Face does: ByteLevel without all 256 byte tokens, an
+// unk_token that is not in it, or neither unk nor complete byte fallback.
+// has reports whether a token is in model.vocab.
+func checkVocab(m *tokenizerModel, byteLevel bool, has func(string) bool) error {
+	if byteLevel {
+		for b := 0; b < 256; b++ {
+			if !has(string(byteToRune[b])) {
+				return fmt.Errorf("model.vocab has no token for byte 0x%02x (%q); a ByteLevel pre-tokenizer needs all 256", b, string(byteToRune[b]))
+			}
+		}
+		return nil
+	}
+	if m.UnkToken != nil {
+		if !has(*m.UnkToken) {
+			return fmt.Errorf("model.unk_token %q is not in model.vocab", *m.UnkToken)
+		}
+		return nil
+	}
+	allBytes := true
+	for b := 0; b < 256 && allBytes; b++ {
+		allBytes = has(fmt.Sprintf("<0x%02X>", b))
+	}
+	if !(m.ByteFallback && allBytes) {
+		return errors.New("model has no unk_token and no complete byte fallback (<0x00>..<0xFF>): Hugging Face fails on text outside the vocabulary, so it is not supported")
+	}
+	return nil
+}
+
+// setComponents parses the normalizer, pre-tokenizer and decoder into t and
+// checks the model's type and options: everything Load refuses that does
+// not depend on the vocabulary's contents.
+func (t *Tokenizer) setComponents(f *tokenizerFile) (err error) {
 	// The fast path, or the general pipeline component by component.
-	digits, tile, nfc, fast := fastPath(&f)
+	digits, tile, nfc, fast := fastPath(f)
 	if fast {
 		t.digitsMax, t.tile, t.nfc, t.byteLevel = digits, tile, nfc, true
 		if tile != nil {
@@ -234,17 +291,32 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	} else {
 		t.pipe = &pipeline{}
 		if t.pipe.normalizer, err = parseNormalizer(f.Normalizer, "normalizer"); err != nil {
-			return nil, err
+			return err
 		}
 		if t.pipe.pre, t.byteLevel, err = parsePreTokenizer(f.PreTokenizer, "pre_tokenizer"); err != nil {
-			return nil, err
+			return err
 		}
 		t.pipe.needOrigins = readsOrigins(t.pipe.pre)
 	}
 	if t.decoder, err = parseDecoder(f.Decoder, "decoder", true); err != nil {
+		return err
+	}
+	return checkModel(&f.Model, t.byteLevel)
+}
+
+func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
+	var f tokenizerFile
+	merges, err := readTokenizerFile(data, &f, false)
+	if err != nil {
+		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
+	}
+	initClasses()
+	t := &Tokenizer{special: map[int]bool{}}
+	m := &f.Model
+	if err := t.setComponents(&f); err != nil {
 		return nil, err
 	}
-	if err := checkModel(m, t.byteLevel); err != nil {
+	if err := checkVocab(m, t.byteLevel, func(tok string) bool { _, ok := m.Vocab[tok]; return ok }); err != nil {
 		return nil, err
 	}
 	t.ignoreMerges = m.IgnoreMerges
