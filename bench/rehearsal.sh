@@ -8,7 +8,7 @@
 # measured is pipe itself. `pipe` built from this tree and from REF (default
 # 05cb071, the last commit with the hand-written HTTP/1.1 client) run
 # alternately ROUNDS times (default 2), each from a fresh run directory; it
-# prints wall time and CPU of each and the ratio of the medians (goal: this
+# prints wall time, CPU and peak RSS of each and the ratio of the medians (goal: this
 # tree no more than 10% slower).
 #
 #   bench/rehearsal.sh
@@ -62,21 +62,24 @@ grep -q "sim:7" "$T/rehearsal.toml" || { echo "rehearsal.sh: could not adapt pip
 
 echo "$N prompts, demo graph, sim:7 × 48; ${NEW:-this tree} vs $REF, $ROUNDS rounds"
 : >"$T/rounds"
-TIMEFORMAT='%R %U %S'
 for round in $(seq "$ROUNDS"); do
 	for v in new ref; do
 		rm -rf "$T/run"
-		{ time "$T/pipe-$v" run "$T/rehearsal.toml" >"$T/$v.out" 2>&1; } 2>"$T/$v.time" ||
+		/usr/bin/time -f '%e %U %S %M' -o "$T/$v.time" "$T/pipe-$v" run "$T/rehearsal.toml" >"$T/$v.out" 2>&1 ||
 			{ echo "pipe ($v) failed:" >&2; tail -20 "$T/$v.out" >&2; exit 1; }
-		rows=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"])' "$T/run/train/manifest.json")
-		read -r wall user sys <"$T/$v.time"
-		echo "round $round $v: ${wall}s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN {printf "%.1f", u + s}')s CPU, $rows training rows"
-		echo "$v $wall $user $sys" >>"$T/rounds"
+		# The manifest is in .pipe/ since pipe-row-2, beside the shards before.
+		manifest="$T/run/train/.pipe/manifest.json"
+		[ -f "$manifest" ] || manifest="$T/run/train/manifest.json"
+		rows=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"])' "$manifest")
+		read -r wall user sys rss <"$T/$v.time"
+		echo "round $round $v: ${wall}s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN {printf "%.1f", u + s}')s CPU, peak RSS $((rss / 1024)) MB, $rows training rows"
+		echo "$v $wall $user $sys $rss" >>"$T/rounds"
 	done
 done
 median() { awk -v v="$1" -v k="$2" '$1 == v {print $k}' "$T/rounds" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 cpu() { awk -v v="$1" '$1 == v {print $3 + $4}' "$T/rounds" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-awk -v nw="$(median new 2)" -v rw="$(median ref 2)" -v nc="$(cpu new)" -v rc="$(cpu ref)" -v new="${NEW:-this tree}" -v ref="$REF" 'BEGIN {
+awk -v nw="$(median new 2)" -v rw="$(median ref 2)" -v nc="$(cpu new)" -v rc="$(cpu ref)" -v nm="$(median new 5)" -v rm="$(median ref 5)" -v new="${NEW:-this tree}" -v ref="$REF" 'BEGIN {
 	printf "\nmedian wall time: %s %.1fs, %s %.1fs: %.2fx (goal ≤ 1.10x)\n", new, nw, ref, rw, nw / rw
 	printf "median CPU time:  %s %.1fs, %s %.1fs: %.2fx\n", new, nc, ref, rc, nc / rc
+	printf "median peak RSS:  %s %d MB, %s %d MB: %.2fx\n", new, nm / 1024, ref, rm / 1024, nm / rm
 }'
