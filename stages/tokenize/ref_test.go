@@ -304,6 +304,7 @@ func TestLlama3StyleMatchesHuggingFace(t *testing.T) {
 // PIPE_CI=1 or PIPE_TOKENIZE_EXHAUSTIVE=1; it is what shows Go's Unicode
 // tables classify characters as Oniguruma's and Rust's do.
 func TestEveryCodePointMatchesHuggingFace(t *testing.T) {
+	skipShortOracle(t)
 	if os.Getenv("PIPE_CI") != "1" && os.Getenv("PIPE_TOKENIZE_EXHAUSTIVE") != "1" {
 		t.Skip("set PIPE_TOKENIZE_EXHAUSTIVE=1 to compare every code point (minutes)")
 	}
@@ -336,5 +337,16 @@ func TestEveryCodePointMatchesHuggingFace(t *testing.T) {
 				t.Fatalf("%d of %d blocks of 256 code points differ from Hugging Face", bad, len(texts))
 			}
 		})
+	}
+}
+
+// skipShortOracle skips an oracle test with -short: scripts/test.sh's race
+// step runs -short, where comparing corpora and every code point under the
+// race detector would take most of CI's time; the same tests run in full
+// (and under PIPE_CI=1 never skip) in its plain go test step.
+func skipShortOracle(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("an oracle over corpora or every code point: run without -short")
 	}
 }
