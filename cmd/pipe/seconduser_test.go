@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 )
@@ -63,6 +66,9 @@ path  = "out/all.jsonl"
 		args  []string
 		code  int
 		stdin string
+		// serves: a server that runs until stopped (pipe sim); it must
+		// start and say so, then it is stopped.
+		serves bool
 	}
 	qwen3 := filepath.Join(base, "qwen3")
 	os.Mkdir(qwen3, 0o755)
@@ -79,7 +85,7 @@ path  = "out/all.jsonl"
 		{"graph", "p.toml"}, {"graph", "--format", "dot", "p.toml"},
 		{"graph", "--format", "mermaid", "p.toml"}, {"graph", "--format", "svg", "-o", "p.svg", "p.toml"},
 		{"run", "p.toml"}, {"status", "runs/two"}, {"inspect", "runs/two"}, {"report", "runs/two"},
-		{"verify", "runs/two"},
+		{"verify", "runs/two"}, {"merge", "--out", "merged", "runs/two"},
 		{"init", "regenerate", "--prompts", "p.jsonl", "--servers", "sim:1?speed=100", "--model-dir", qwen3, "--max-output-tokens", "4096", "-o", "i.toml"},
 		{"run", "i.toml"}, {"export", "--layout", "specforge", "--stage", "train", "x.jsonl", "runs/regenerate"},
 	} {
@@ -87,6 +93,7 @@ path  = "out/all.jsonl"
 	}
 	commands = append(commands,
 		command{args: []string{"stop", "runs/two"}, code: 1},
+		command{args: []string{"sim", "--ports", fmt.Sprint(freeTCPPort(t))}, serves: true},
 		command{args: []string{"tokenize", "--tokenizer", qwen3}, stdin: `{"text":"hi"}` + "\n"})
 	for _, who := range []string{"root", "nobody"} {
 		dir := filepath.Join(base, who)
@@ -108,6 +115,20 @@ path  = "out/all.jsonl"
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+dir)
 			cmd.Stdin = strings.NewReader(c.stdin)
+			if c.serves {
+				var buf syncBuffer
+				cmd.Stdout, cmd.Stderr = &buf, &buf
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, 30*time.Second, "pipe sim to serve", func() bool { return strings.Contains(buf.String(), "Ctrl-C stops") })
+				cmd.Process.Signal(os.Interrupt)
+				cmd.Wait()
+				if strings.Contains(buf.String(), "panic") {
+					t.Errorf("%s: pipe %s:\n%s", who, strings.Join(c.args, " "), buf.String())
+				}
+				continue
+			}
 			out, _ := cmd.CombinedOutput()
 			if code := cmd.ProcessState.ExitCode(); code != c.code || strings.Contains(string(out), "panic") {
 				t.Errorf("%s: pipe %s: exit %d, want %d\n%s", who, strings.Join(c.args, " "), code, c.code, out)
@@ -118,4 +139,14 @@ path  = "out/all.jsonl"
 			t.Fatalf("after %s's commands, the shared TMPDIR holds %s", who, left[0].Name())
 		}
 	}
+}
+
+// freeTCPPort is a loopback port nothing listens on now.
+func freeTCPPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
