@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -392,19 +393,30 @@ func CheckLog(path string, hash bool, idOf IDFunc) (*LogCheck, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data := make([]byte, bytes)
-	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
+	// One committed line at a time: the file can be far larger than memory.
+	r := bufio.NewReaderSize(f, 1<<20)
+	var line []byte
 	start := int64(0)
 	for i := range rows {
 		e := idx[len(indexMagic)+i*entrySize:]
 		h, end := binary.LittleEndian.Uint64(e), int64(binary.LittleEndian.Uint64(e[8:]))
-		if end <= start || end > bytes || data[end-1] != '\n' {
+		if end <= start || end > bytes {
 			res.Problems = append(res.Problems, fmt.Sprintf("%s: committed line %d does not end at byte %d as its index says", path, i+1, end))
 			return res, nil
 		}
-		id, err := idOf(data[start : end-1])
+		if n := int(end - start); cap(line) < n {
+			line = make([]byte, n)
+		} else {
+			line = line[:n]
+		}
+		if _, err := io.ReadFull(r, line); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		if line[len(line)-1] != '\n' {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: committed line %d does not end at byte %d as its index says", path, i+1, end))
+			return res, nil
+		}
+		id, err := idOf(line[:len(line)-1])
 		if err != nil || Hash(id) != h {
 			res.Problems = append(res.Problems, fmt.Sprintf("%s: committed line %d (bytes %d-%d) is not the record its index names", path, i+1, start, end))
 			return res, nil
