@@ -646,7 +646,7 @@ func (u *uploadS3) Report() []pipeline.Figure {
 	if u.reuploaded > 0 {
 		stats = append(stats, pipeline.NewCounter("shards_uploaded_again_at_the_end", int64(u.reuploaded)))
 	}
-	if since, waiting, last, outages, longest := u.wait.State(); !since.IsZero() {
+	if since, waiting, outages, longest, last := u.wait.State(); !since.IsZero() {
 		stats = append(stats, pipeline.NewState("waiting", fmt.Sprintf("%d uploads, S3 failing for %s (upload_timeout %s); shards wait, generation goes on", waiting, time.Since(since).Round(time.Second), u.cfg.UploadTimeout.Duration), fmt.Sprint(last)))
 	} else if outages > 0 {
 		stats = append(stats, pipeline.NewCounter("outages_waited_out", int64(outages)), pipeline.NewCounter("longest_outage", 0).In(pipeline.UnitSeconds))
