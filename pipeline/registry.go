@@ -68,6 +68,12 @@ type Spec struct {
 	// against its own record of it (a manifest): pipe verify and the end
 	// of a run call it. Nil: the kind keeps no output of its own.
 	Verify VerifyFunc
+	// Output, for writers and uploads, reads back what the stage
+	// committed (see OutputSpec); nil: it keeps no output of its own.
+	Output *OutputSpec
+	// Replay, for a source that pipe run --from puts in place of a stage,
+	// says what it reads of the original run (see ReplaySpec).
+	Replay *ReplaySpec
 	// New builds the stage from a decoded, validated config (a pointer to a
 	// value of the Config type). It must have no side effects: resources are
 	// acquired in Open.

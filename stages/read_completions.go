@@ -48,7 +48,10 @@ stops the run with its file and line or row (on_bad_line = "fail"), or is
 counted and set aside on the rejected port / RUN_DIR/rejected/STAGE.jsonl
 ("skip"). A record that was rejected before keeps that verdict in
 meta.previous_reject, so it can be judged again by today's rules.`,
-		Source:   true,
+		Source: true,
+		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysOutput, Config: func(_, _, _, path string) map[string]any {
+			return map[string]any{"path": path}
+		}},
 		Config:   ReadCompletionsConfig{},
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},

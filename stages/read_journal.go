@@ -26,9 +26,12 @@ An id this run directory already finished is skipped (counted as skipped:
 done), so a stopped replay continues where it was committed.`,
 		Source:        true,
 		DropsFinished: true,
-		Config:        ReadJournalConfig{},
-		Outputs:       []string{"out", pipeline.RejectedPort},
-		Produces:      []string{pipeline.FieldMessages, pipeline.FieldCompletion},
+		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysJournal, Config: func(runDir, stage, _, _ string) map[string]any {
+			return map[string]any{"run_dir": runDir, "stage": stage}
+		}},
+		Config:   ReadJournalConfig{},
+		Outputs:  []string{"out", pipeline.RejectedPort},
+		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},
 		KeySettings: func(c any) string {
 			cfg := c.(*ReadJournalConfig)
 			return fmt.Sprintf("%s of %s", cfg.Stage, pipeline.DisplayPath(cfg.RunDir))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -67,7 +68,9 @@ in the bucket again (HeadObject: size, pipe-sha256 and the server's
 checksum), not taken from this run's record: what is missing or different
 is uploaded again from the local shard. A shard in neither place fails the
 run, named.`,
-		Verify:    verifyUploads,
+		Verify: verifyUploads,
+		// Its objects are the writer's shards: PREFIX/DIRNAME/NAME.
+		Output:    &pipeline.OutputSpec{CopyOf: uploadedURL},
 		Config:    uploadS3Config{},
 		MaxInputs: 1,
 		Needs:     []string{pipeline.FieldShard},
@@ -279,6 +282,12 @@ func (u *uploadS3) upload(ctx context.Context, key string, sh *pipeline.ShardRef
 		return nil, fmt.Errorf("uploading %s: %w", sh.Path, refusal(err))
 	}
 	return res, nil
+}
+
+// uploadedURL is where the upload to dest (s3://BUCKET/PREFIX) puts the
+// file of the shard directory dir: PREFIX/DIRNAME/NAME, as shardKey.
+func uploadedURL(dest, dir, file string) string {
+	return strings.TrimRight(dest, "/") + "/" + path.Join(filepath.Base(dir), filepath.Base(file))
 }
 
 // shardKey is where a shard goes: PREFIX/DIRNAME/NAME.

@@ -50,6 +50,7 @@ committed but not uploaded before a crash is uploaded on resume.`,
 		// go on for this many shards, then slows the writer.
 		PortBuffers: map[string]int{"shards": shardBacklog},
 		Verify:      verifyShardDir,
+		Output:      shardOutput,
 		Produces:    []string{pipeline.FieldShard},
 		KeySettings: func(c any) string {
 			cfg := c.(*writeArrowConfig)

@@ -48,6 +48,7 @@ are rejected here with a reason instead.`,
 			return nil, nil
 		},
 		Verify: verifyJSONL,
+		Output: jsonlOutput,
 		KeySettings: func(c any) string {
 			cfg := c.(*writeJSONLConfig)
 			if cfg.Layout != trainrow.Records {
