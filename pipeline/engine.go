@@ -148,7 +148,7 @@ var ErrStopped = errors.New("stopped at once; records in flight were abandoned a
 // node is a running stage.
 type node struct {
 	ps       *PlanStage
-	stage    Stage
+	stage    any // the Source or Processor, for its optional interfaces
 	opened   bool
 	outs     map[string]chan any // connected output ports
 	firstOut string
@@ -274,12 +274,9 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	defer intakeCancel()
 
 	for _, ps := range p.Stages {
-		st, err := ps.Spec.New(ps.Config)
+		st, err := ps.Spec.New.Stage(ps.Config)
 		if err != nil {
 			return e.summary(), &StageError{ps.ID(), ps.Spec.Kind, err}
-		}
-		if err := checkStageType(ps, st); err != nil {
-			return e.summary(), err
 		}
 		n := &node{ps: ps, stage: st, reasons: map[string]int64{}, skips: map[string]int64{}}
 		n.committer, _ = st.(Committer)
@@ -450,18 +447,6 @@ func acceptedPath(ps *PlanStage) bool {
 		}
 	}
 	return false
-}
-
-func checkStageType(ps *PlanStage, st Stage) error {
-	_, isSrc := st.(Source)
-	_, isProc := st.(Processor)
-	switch {
-	case ps.Spec.Source && !isSrc:
-		return &StageError{ps.ID(), ps.Spec.Kind, errors.New("kind is declared a source but does not implement pipeline.Source")}
-	case !ps.Spec.Source && !isProc:
-		return &StageError{ps.ID(), ps.Spec.Kind, errors.New("kind does not implement pipeline.Processor")}
-	}
-	return nil
 }
 
 // wire builds the go-streams fabric: one bounded channel per connected output
