@@ -15,10 +15,6 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-
-	"github.com/reugn/go-streams"
-	"github.com/reugn/go-streams/extension"
-	"github.com/reugn/go-streams/flow"
 )
 
 // RunOptions control one run of a plan.
@@ -150,7 +146,7 @@ type node struct {
 	ps       *PlanStage
 	stage    any // the Source or Processor, for its optional interfaces
 	opened   bool
-	outs     map[string]chan any // connected output ports
+	outs     map[string]*port // connected output ports
 	firstOut string
 	inlet    <-chan any
 
@@ -159,8 +155,6 @@ type node struct {
 	reasonsMu                          sync.Mutex
 	reasons, skips                     map[string]int64
 	failedSelf                         atomic.Bool
-	// fanout is the number of inputs each connected port feeds.
-	fanout map[string]int
 	// finishedBy, for a source, is the only stage reading its first port
 	// when that stage drops finished ids (Spec.DropsFinished).
 	finishedBy *node
@@ -449,59 +443,41 @@ func acceptedPath(ps *PlanStage) bool {
 	return false
 }
 
-// wire builds the go-streams fabric: one bounded channel per connected output
-// port, FanOut where a port feeds several inputs (each branch gets its own
-// copy of the record), Merge where a stage has several inputs.
+// wire connects the stages (see fabric.go): a port per connected output
+// port, with one edge per input it feeds, and each stage's inlet.
 func (e *engine) wire() {
 	byPS := map[*PlanStage]*node{}
 	for _, n := range e.nodes {
 		byPS[n.ps] = n
-		n.outs = map[string]chan any{}
-		n.fanout = map[string]int{}
+		n.outs = map[string]*port{}
 		if len(n.ps.Spec.Outputs) > 0 {
 			n.firstOut = n.ps.Spec.Outputs[0]
 		}
 	}
-	inputs := map[*node][]streams.Flow{}
+	inputs := map[*node][]chan any{}
 	for _, n := range e.nodes {
-		for _, port := range sortedKeys(n.ps.Outputs) {
-			edges := n.ps.Outputs[port]
+		for _, name := range sortedKeys(n.ps.Outputs) {
 			size := e.opts.EdgeBuffer
-			if b, ok := n.ps.Spec.PortBuffers[port]; ok {
+			if b, ok := n.ps.Spec.PortBuffers[name]; ok {
 				size = b
 			}
-			ch := make(chan any, size)
-			n.outs[port] = ch
-			n.fanout[port] = len(edges)
-			src := extension.NewChanSource(ch)
-			if len(edges) == 1 {
-				to := byPS[edges[0].To]
-				inputs[to] = append(inputs[to], src.Via(flow.NewPassThrough()))
-				continue
+			p := &port{}
+			for _, ed := range n.ps.Outputs[name] {
+				to := byPS[ed.To]
+				ch := make(chan any, edgeCap(size, len(to.ps.Inputs)))
+				p.edges = append(p.edges, ch)
+				inputs[to] = append(inputs[to], ch)
 			}
-			for i, branch := range flow.FanOut(src, len(edges)) {
-				to := byPS[edges[i].To]
-				inputs[to] = append(inputs[to], branch.Via(flow.NewMap(cloneRecord, 1)))
-			}
+			n.outs[name] = p
 		}
 	}
 	for _, n := range e.nodes {
 		if n.ps.Spec.Source && DuplicatesHandled(n.ps) {
 			n.finishedBy = byPS[n.ps.Outputs[n.firstOut][0].To]
 		}
-	}
-	for _, n := range e.nodes {
-		switch ins := inputs[n]; len(ins) {
-		case 0:
-		case 1:
-			n.inlet = ins[0].Out()
-		default:
-			n.inlet = flow.Merge(ins...).Out()
-		}
+		n.inlet = inlet(inputs[n])
 	}
 }
-
-func cloneRecord(r *Record) *Record { return r.Clone() }
 
 // markIntake marks expensive stages and their ancestors.
 func (e *engine) markIntake() {
@@ -549,8 +525,8 @@ func (e *engine) runNode(n *node) {
 	defer func() {
 		n.commitMu.Lock()
 		n.done = true
-		for _, ch := range n.outs {
-			close(ch)
+		for _, p := range n.outs {
+			p.close()
 		}
 		n.commitMu.Unlock()
 	}()
@@ -999,12 +975,13 @@ func (e *engine) summary() *Summary {
 		ss.Reasons = copyCounts(n.reasons)
 		ss.Skips = copyCounts(n.skips)
 		n.reasonsMu.Unlock()
-		for port, ch := range n.outs {
-			ss.Queued += len(ch)
+		for name, p := range n.outs {
+			q := p.queued()
+			ss.Queued += q
 			if ss.QueuedByPort == nil {
 				ss.QueuedByPort = map[string]int{}
 			}
-			ss.QueuedByPort[port] = len(ch)
+			ss.QueuedByPort[name] = q
 		}
 		if r, ok := n.stage.(Reporter); ok && n.opened {
 			e.guard(n, "reporting", func() error { ss.Figures = r.Report(); return nil })
@@ -1086,7 +1063,7 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	if port == RejectedPort {
 		return em.Reject(rec, "rejected", "")
 	}
-	ch, ok := em.n.outs[port]
+	p, ok := em.n.outs[port]
 	if !ok {
 		if contains(em.n.ps.Spec.OptionalOutputs, port) {
 			return nil // not connected: nobody wants it
@@ -1101,8 +1078,8 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	if err := em.journal(port, rec); err != nil {
 		return err
 	}
-	em.fanOut(port, rec)
-	if err := em.send(ch, rec); err != nil {
+	em.fanOut(p, rec)
+	if err := em.sendPort(p, rec); err != nil {
 		if fresh {
 			em.e.ledger.unmake(rec)
 		}
@@ -1117,13 +1094,38 @@ func (em *emitter) Emit(port string, rec *Record) error {
 
 // fanOut counts the copies a port's fan-out will make: each is one more
 // place the record must be committed.
-func (em *emitter) fanOut(port string, rec *Record) {
-	if k := em.n.fanout[port]; k > 1 && rec.ticket != nil {
+func (em *emitter) fanOut(p *port, rec *Record) {
+	if k := len(p.edges); k > 1 && rec.ticket != nil {
 		rec.ticket.n.Add(int32(k - 1))
 	}
 }
 
-func (em *emitter) send(ch chan any, rec *Record) error {
+// sendPort sends rec on every edge of p: rec itself on the first, a copy
+// on each other one, made before rec is sent (its reader may change it).
+// Once the first edge took it the others are sent with the run's hard
+// context: a stop request never gives a record to only some of a port's
+// readers.
+func (em *emitter) sendPort(p *port, rec *Record) error {
+	if len(p.edges) == 1 {
+		return send(em.ctx, p.edges[0], rec)
+	}
+	copies := make([]*Record, len(p.edges))
+	for i := 1; i < len(copies); i++ {
+		copies[i] = rec.Clone()
+	}
+	if err := send(em.ctx, p.edges[0], rec); err != nil {
+		return err
+	}
+	for i := 1; i < len(copies); i++ {
+		if err := send(em.e.hardCtx, p.edges[i], copies[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send blocks while ch is full, until ctx is done.
+func send(ctx context.Context, ch chan any, rec *Record) error {
 	select {
 	case ch <- rec:
 		return nil
@@ -1132,8 +1134,8 @@ func (em *emitter) send(ch chan any, rec *Record) error {
 	select {
 	case ch <- rec:
 		return nil
-	case <-em.ctx.Done():
-		return em.ctx.Err()
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -1151,9 +1153,9 @@ func (em *emitter) Reject(rec *Record, reason, detail string) error {
 	if err := em.journal(RejectedPort, rec); err != nil {
 		return err
 	}
-	if ch, ok := em.n.outs[RejectedPort]; ok {
-		em.fanOut(RejectedPort, rec)
-		if err := em.send(ch, rec); err != nil {
+	if p, ok := em.n.outs[RejectedPort]; ok {
+		em.fanOut(p, rec)
+		if err := em.sendPort(p, rec); err != nil {
 			if fresh {
 				em.e.ledger.unmake(rec)
 			}
