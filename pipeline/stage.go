@@ -5,10 +5,10 @@ import (
 	"io"
 )
 
-// A stage kind's constructor returns a Stage that implements exactly one of
-// Source or Processor. Stage code never touches channels: the engine calls it
-// and moves records along the graph.
-type Stage any
+// A stage kind's constructor (NewSource or NewProcessor) returns a Source
+// or a Processor, which may implement the optional interfaces below. Stage
+// code never touches channels: the engine calls it and moves records along
+// the graph.
 
 // Source produces records, e.g. by reading a file. Read returns when the input
 // is exhausted or ctx is done (the user asked to stop intake); it returns

@@ -68,15 +68,14 @@ in the bucket again (HeadObject: size, pipe-sha256 and the server's
 checksum), not taken from this run's record: what is missing or different
 is uploaded again from the local shard. A shard in neither place fails the
 run, named.`,
-		Verify: verifyUploads,
+		Verify:    pipeline.VerifyFor(verifyUploads),
 		// Its objects are the writer's shards: PREFIX/DIRNAME/NAME.
 		Output:    &pipeline.OutputSpec{CopyOf: uploadedURL},
-		Config:    uploadS3Config{},
 		MaxInputs: 1,
 		Needs:     []string{pipeline.FieldShard},
-		KeySettings: func(c any) string {
-			return c.(*uploadS3Config).URI
-		},
+		KeySettings: pipeline.SettingsFor(func(c *uploadS3Config) string {
+			return c.URI
+		}),
 		Example: `[[stage]]
 id   = "prompts"
 kind = "read-prompts"
@@ -97,7 +96,7 @@ uri              = "s3://my-bucket/runs/2026-06"
 endpoint         = "http://127.0.0.1:7070"
 force_path_style = true
 `,
-		New: func(c any) (pipeline.Stage, error) { return &uploadS3{cfg: *c.(*uploadS3Config)}, nil },
+		New: pipeline.NewProcessor(func(c *uploadS3Config) (pipeline.Processor, error) { return &uploadS3{cfg: *c}, nil }),
 	})
 }
 

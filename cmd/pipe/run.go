@@ -325,7 +325,7 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	}
 	refused := false
 	for _, s := range plan.Stages {
-		st, err := s.Spec.New(s.Config)
+		st, err := s.Spec.New.Stage(s.Config)
 		if err != nil {
 			return &pipeline.StageError{Stage: s.ID(), Kind: s.Spec.Kind, Err: err}
 		}

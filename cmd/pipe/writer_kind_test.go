@@ -175,8 +175,7 @@ func registerTSV() {
 		pipeline.Register(pipeline.Spec{
 			Kind:    "write-tsv",
 			Summary: "write id, prompt and answer as tab-separated lines (a test's writer)",
-			Config:  tsvConfig{},
-			Verify:  verifyTSV,
+			Verify:  pipeline.VerifyFor(verifyTSV),
 			Output: &pipeline.OutputSpec{
 				Committed: tsvCommitted,
 				IDs: func(path string) ([]uint64, error) {
@@ -194,7 +193,7 @@ func registerTSV() {
 				},
 				Claims: func(path string) bool { return filepath.Ext(path) == ".tsv" },
 			},
-			New: func(c any) (pipeline.Stage, error) { return &tsvWriter{cfg: *c.(*tsvConfig)}, nil },
+			New: pipeline.NewProcessor(func(c *tsvConfig) (pipeline.Processor, error) { return &tsvWriter{cfg: *c}, nil }),
 		})
 	})
 }
@@ -335,8 +334,8 @@ func eachTSVLine(path string, fn func([]string) error) error {
 	}
 }
 
-func verifyTSV(_ context.Context, c any, _ *pipeline.VerifyEnv) (*pipeline.Verified, error) {
-	path := c.(*tsvConfig).Path
+func verifyTSV(_ context.Context, c *tsvConfig, _ *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+	path := c.Path
 	v := &pipeline.Verified{Where: pipeline.DisplayPath(path), Unit: "lines", How: "size, lines"}
 	com, err := tsvCommitted(path)
 	if err != nil {
