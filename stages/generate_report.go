@@ -53,7 +53,8 @@ func (g *generate) Report() []pipeline.Figure {
 	}
 	out = append(out,
 		pipeline.NewCounter("answers", g.answers.Load()),
-		pipeline.NewCounter("tiny_answers", g.tinyAnswers.Load()))
+		pipeline.NewCounter("tiny_answers", g.tinyAnswers.Load()),
+		pipeline.NewGauge("max_output_tokens", float64(g.cfg.MaxOutputTokens)).In(pipeline.UnitTokens))
 	out = appendServerFigures(out, st.Total)
 	for _, s := range st.Servers {
 		out = appendServerFigures(out, s, "server", strings.TrimPrefix(s.URL, "http://"))

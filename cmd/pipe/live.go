@@ -144,6 +144,9 @@ func done(st pipeline.StageSummary) int64 { return st.Out + st.Rejected + st.Fai
 // liveStatus is a run's live figures as status.json holds them; the
 // terminal and the progress line render from it too.
 type liveStatus struct {
+	// State is the run's (running, draining, and at the end finished,
+	// stopped or failed) for the display; status.json has its own.
+	State    string       `json:"-"`
 	ElapsedS float64      `json:"elapsed_s"`
 	Stages   []liveStage  `json:"stages"`
 	Input    *liveInput   `json:"input,omitempty"`
@@ -166,6 +169,9 @@ type liveStage struct {
 	Done15m float64 `json:"done_per_second_15m"`
 	// RejectShare is rejected of what the stage finished, overall.
 	RejectShare float64 `json:"reject_share"`
+	// Expensive marks the stage whose work is the run's cost (its rate
+	// makes the ETA; what it finished is what rejects are a share of).
+	Expensive bool `json:"expensive,omitempty"`
 }
 
 type liveInput struct {
@@ -180,17 +186,20 @@ type liveInput struct {
 }
 
 type liveFleet struct {
-	Stage      string       `json:"stage"`
-	InFlight   int64        `json:"in_flight"`
-	Capacity   int64        `json:"capacity"`
-	Tokens     int64        `json:"output_tokens"`
-	Tokens1m   float64      `json:"output_tokens_per_second_1m"`
-	Tokens15m  float64      `json:"output_tokens_per_second_15m"`
-	Answers    int64        `json:"answers"`
-	Tiny       int64        `json:"tiny_answers"`
-	Waiting    string       `json:"waiting_for_servers,omitempty"`
-	Servers    []liveServer `json:"servers"`
-	P95Seconds float64      `json:"latency_p95_s"`
+	Stage     string  `json:"stage"`
+	InFlight  int64   `json:"in_flight"`
+	Capacity  int64   `json:"capacity"`
+	Tokens    int64   `json:"output_tokens"`
+	Tokens1m  float64 `json:"output_tokens_per_second_1m"`
+	Tokens15m float64 `json:"output_tokens_per_second_15m"`
+	Answers   int64   `json:"answers"`
+	Tiny      int64   `json:"tiny_answers"`
+	// MaxOutputTokens bounds one completion: the input's prompts times it
+	// is the run's token budget.
+	MaxOutputTokens int64        `json:"max_output_tokens,omitempty"`
+	Waiting         string       `json:"waiting_for_servers,omitempty"`
+	Servers         []liveServer `json:"servers"`
+	P95Seconds      float64      `json:"latency_p95_s"`
 }
 
 type liveServer struct {
@@ -227,13 +236,16 @@ func (l *live) status() *liveStatus {
 	if s == nil {
 		return &liveStatus{}
 	}
-	ls := &liveStatus{ElapsedS: s.Elapsed.Seconds(), Finished: s.Finished, Before: s.FinishedAtStart, Unfin: s.Unfinished, Dead: s.DeadLetters}
+	ls := &liveStatus{State: stateRunning, ElapsedS: s.Elapsed.Seconds(), Finished: s.Finished, Before: s.FinishedAtStart, Unfin: s.Unfinished, Dead: s.DeadLetters}
+	if s.Drained {
+		ls.State = stateDraining
+	}
 	if !s.LastCommit.IsZero() {
 		ls.Commit = s.LastCommit.UTC().Format(time.RFC3339)
 	}
 	for i, st := range s.Stages {
 		i := i
-		x := liveStage{StageSummary: st}
+		x := liveStage{StageSummary: st, Expensive: l.expensive[st.ID]}
 		x.Done1m = l.rate(window1m, func(m sample) float64 { return float64(done(stageOf(m, i))) })
 		x.Done15m = l.rate(window15m, func(m sample) float64 { return float64(done(stageOf(m, i))) })
 		if d := done(st); d > 0 {
@@ -300,6 +312,8 @@ func fleetOf(st pipeline.StageSummary) *liveFleet {
 				f.Answers = int64(x.Value)
 			case "tiny_answers":
 				f.Tiny = int64(x.Value)
+			case "max_output_tokens":
+				f.MaxOutputTokens = int64(x.Value)
 			case "waiting_for_servers":
 				f.Waiting = x.Detail
 			case "latency":
