@@ -66,6 +66,7 @@ type ServerView struct {
 	InFlight    int64            `json:"in_flight"`
 	Concurrency int64            `json:"concurrency"`
 	Completions int64            `json:"completions"`
+	Tokens      int64            `json:"output_tokens"`
 	PerSecond   float64          `json:"completions_per_second"`
 	P95Seconds  float64          `json:"latency_p95_s"`
 	Errors      map[string]int64 `json:"errors,omitempty"` // failed attempts by class
@@ -95,7 +96,7 @@ func (g *generate) View() any {
 		state, why := serverState(s)
 		sv := ServerView{
 			Name: serverName(s), State: state, Reason: why, InFlight: int64(s.InFlight), Concurrency: int64(s.Concurrency),
-			Completions: s.Completions, PerSecond: s.CompletionsPerSec, P95Seconds: s.P95.Seconds(),
+			Completions: s.Completions, Tokens: s.OutputTokens, PerSecond: s.CompletionsPerSec, P95Seconds: s.P95.Seconds(),
 			Ejections: s.Ejections, Accept: s.MeanAcceptLength,
 		}
 		if len(s.Errors) > 0 {
