@@ -68,7 +68,7 @@ svg .axislabel{font-size:11px;fill:#666}svg .line{fill:none;stroke-width:2}
 svg .restart{stroke:#999;stroke-dasharray:4 3}svg .bar:hover{opacity:.8}
 .sample{border:1px solid #e4e4e4;border-radius:4px;padding:6px 10px;margin:8px 0;max-width:1200px}
 .sample .k{font-weight:600;color:#555;margin:6px 0 2px}
-.sample pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;padding:4px 6px;max-height:16em;overflow:auto}
+.sample pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;padding:4px 6px}
 .sample mark.loss{background:#d8ecff;color:inherit}
 `
 
