@@ -109,6 +109,9 @@ type StageSummary struct {
 	// fan-out feeding several).
 	QueuedByPort map[string]int `json:"queued_by_port,omitempty"`
 	Figures      []Figure       `json:"figures,omitempty"`
+	// View is the stage's typed view of itself (see Viewer), nil when it
+	// exports none.
+	View any `json:"-"`
 }
 
 // Started reports whether any record moved: false when the run failed
@@ -1048,6 +1051,9 @@ func (e *engine) summary() *Summary {
 		}
 		if r, ok := n.stage.(Reporter); ok && n.opened {
 			e.guard(n, "reporting", func() error { ss.Figures = r.Report(); return nil })
+		}
+		if v, ok := n.stage.(Viewer); ok && n.opened {
+			e.guard(n, "reporting", func() error { ss.View = v.View(); return nil })
 		}
 		if n.journal != nil {
 			// What the outputs have not committed yet (finished segments go).

@@ -59,6 +59,16 @@ type Figure struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// Viewer is implemented by stages that export a typed view of themselves
+// beside their figures, for a reader that shows more than figures can say
+// (the generate stage's fleet: stages.FleetView; an input's position:
+// stages.InputView). Readers type-assert the view; they never parse
+// figures back by name. View must be safe to call concurrently with
+// Process, and return a value the stage no longer writes to.
+type Viewer interface {
+	View() any
+}
+
 // Quantile is one quantile of a distribution: Q in 0..1, its value V.
 type Quantile struct {
 	Q float64 `json:"q"`

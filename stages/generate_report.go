@@ -40,6 +40,95 @@ const (
 	ServerSuspect = "suspect"
 )
 
+// FleetView is the generate stage's typed view of its fleet (its View):
+// what the live display, the warnings, notifications and status.json show
+// of it. The JSON names are status.json's.
+type FleetView struct {
+	InFlight int64 `json:"in_flight"`
+	Capacity int64 `json:"capacity"`
+	Tokens   int64 `json:"output_tokens"`
+	Answers  int64 `json:"answers"`
+	Tiny     int64 `json:"tiny_answers"` // see TinyAnswerRunes
+	// MaxOutputTokens bounds one completion: the input's prompts times it
+	// is the run's token budget.
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// Waiting says what the stage waits for while no server is ready.
+	Waiting    string       `json:"waiting_for_servers,omitempty"`
+	Servers    []ServerView `json:"servers"`
+	P95Seconds float64      `json:"latency_p95_s"`
+}
+
+// ServerView is one server of a FleetView.
+type ServerView struct {
+	Name        string           `json:"name"`  // its URL without the scheme or credentials
+	State       string           `json:"state"` // ServerReady, ServerEjected, …
+	Reason      string           `json:"reason,omitempty"`
+	InFlight    int64            `json:"in_flight"`
+	Concurrency int64            `json:"concurrency"`
+	Completions int64            `json:"completions"`
+	Tokens      int64            `json:"output_tokens"`
+	PerSecond   float64          `json:"completions_per_second"`
+	P95Seconds  float64          `json:"latency_p95_s"`
+	Errors      map[string]int64 `json:"errors,omitempty"` // failed attempts by class
+	ErrorsTotal int64            `json:"errors_total"`
+	Ejections   int64            `json:"ejections"`
+	Accept      float64          `json:"spec_accept_length,omitempty"`
+}
+
+var _ pipeline.Viewer = (*generate)(nil)
+
+// View returns the fleet's FleetView (nil before the stage started its
+// client).
+func (g *generate) View() any {
+	if g.client == nil {
+		return nil
+	}
+	st := g.client.Stats()
+	v := FleetView{
+		InFlight: int64(st.Total.InFlight), Capacity: int64(st.Total.Concurrency), Tokens: st.Total.OutputTokens,
+		Answers: g.answers.Load(), Tiny: g.tinyAnswers.Load(), MaxOutputTokens: int64(g.cfg.MaxOutputTokens),
+		P95Seconds: st.Total.P95.Seconds(), Servers: make([]ServerView, 0, len(st.Servers)),
+	}
+	if line, ok := g.client.Waiting(); ok {
+		v.Waiting = line
+	}
+	for _, s := range st.Servers {
+		state, why := serverState(s)
+		sv := ServerView{
+			Name: serverName(s), State: state, Reason: why, InFlight: int64(s.InFlight), Concurrency: int64(s.Concurrency),
+			Completions: s.Completions, Tokens: s.OutputTokens, PerSecond: s.CompletionsPerSec, P95Seconds: s.P95.Seconds(),
+			Ejections: s.Ejections, Accept: s.MeanAcceptLength,
+		}
+		if len(s.Errors) > 0 {
+			sv.Errors = maps.Clone(s.Errors)
+			for _, n := range s.Errors {
+				sv.ErrorsTotal += n
+			}
+		}
+		v.Servers = append(v.Servers, sv)
+	}
+	return v
+}
+
+func serverName(s sglang.ServerStats) string { return strings.TrimPrefix(s.URL, "http://") }
+
+// serverState is a server's state as figures and views show it, and why.
+func serverState(s sglang.ServerStats) (state, why string) {
+	state = ServerReady
+	if s.Suspect {
+		state, why = ServerSuspect, "a request stalled; probing"
+	}
+	if s.State != sglang.StateReady {
+		state, why = ServerProbing, s.Reason
+		if s.Ejections > 0 {
+			state = ServerEjected
+		} else if s.NeverReady {
+			state = ServerNeverReady
+		}
+	}
+	return state, why
+}
+
 // Report gives the live figures, per server (label "server", without
 // credentials) and for the fleet (no label).
 func (g *generate) Report() []pipeline.Figure {
@@ -56,7 +145,7 @@ func (g *generate) Report() []pipeline.Figure {
 		pipeline.NewCounter("tiny_answers", g.tinyAnswers.Load()))
 	out = appendServerFigures(out, st.Total)
 	for _, s := range st.Servers {
-		out = appendServerFigures(out, s, "server", strings.TrimPrefix(s.URL, "http://"))
+		out = appendServerFigures(out, s, "server", serverName(s))
 	}
 	return out
 }
@@ -65,18 +154,7 @@ func (g *generate) Report() []pipeline.Figure {
 // fleet's).
 func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...string) []pipeline.Figure {
 	if len(labels) > 0 {
-		state, why := ServerReady, ""
-		if s.Suspect {
-			state, why = ServerSuspect, "a request stalled; probing"
-		}
-		if s.State != sglang.StateReady {
-			state, why = ServerProbing, s.Reason
-			if s.Ejections > 0 {
-				state = ServerEjected
-			} else if s.NeverReady {
-				state = ServerNeverReady
-			}
-		}
+		state, why := serverState(s)
 		out = append(out, pipeline.NewState("state", state, why, labels...))
 	}
 	out = append(out,

@@ -97,6 +97,9 @@ var (
 // Report gives how far into the file the read is.
 func (r *readPrompts) Report() []pipeline.Figure { return r.pos.figures() }
 
+// View gives the same position typed (InputView).
+func (r *readPrompts) View() any { return r.pos.view() }
+
 // source is the file as this stage reads it; dedupe makes it reject
 // repeated ids (when no dedupe-against-progress stage reads its output).
 func (r *readPrompts) source(dedupe bool) *jsonlSource {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/stages"
 )
 
 // live turns the engine's snapshots of a run into what the terminal, the
@@ -79,13 +80,15 @@ func (l *live) add(s *pipeline.Summary) {
 	}
 	smp := sample{at: s.Elapsed, stages: make([]pipeline.StageSummary, len(s.Stages))}
 	for i, st := range s.Stages {
-		st.Figures, st.Reasons, st.Skips, st.QueuedByPort = nil, nil, nil, nil
+		st.Figures, st.View, st.Reasons, st.Skips, st.QueuedByPort = nil, nil, nil, nil, nil
 		smp.stages[i] = st
 	}
 	for _, st := range s.Stages {
-		smp.tokens += figureValue(st.Figures, "output_tokens")
-		smp.answers += figureValue(st.Figures, "answers")
-		smp.tiny += figureValue(st.Figures, "tiny_answers")
+		if v, ok := st.View.(stages.FleetView); ok {
+			smp.tokens += float64(v.Tokens)
+			smp.answers += float64(v.Answers)
+			smp.tiny += float64(v.Tiny)
+		}
 	}
 	l.hist = append(l.hist, smp)
 	cut := 0
@@ -95,13 +98,6 @@ func (l *live) add(s *pipeline.Summary) {
 	if cut > 0 {
 		l.hist = append(l.hist[:0], l.hist[cut:]...)
 	}
-}
-
-// figureValue is the value of the unlabelled figure name (the stage's own,
-// or the fleet's total), 0 when absent.
-func figureValue(figs []pipeline.Figure, name string) float64 {
-	f, _ := pipeline.FindFigure(figs, name)
-	return f.Value
 }
 
 // since returns the newest sample and the oldest one at most w before it
@@ -144,6 +140,9 @@ func done(st pipeline.StageSummary) int64 { return st.Out + st.Rejected + st.Fai
 // liveStatus is a run's live figures as status.json holds them; the
 // terminal and the progress line render from it too.
 type liveStatus struct {
+	// State is the run's (running, draining, and at the end finished,
+	// stopped or failed) for the display; status.json has its own.
+	State    string       `json:"-"`
 	ElapsedS float64      `json:"elapsed_s"`
 	Stages   []liveStage  `json:"stages"`
 	Input    *liveInput   `json:"input,omitempty"`
@@ -166,6 +165,9 @@ type liveStage struct {
 	Done15m float64 `json:"done_per_second_15m"`
 	// RejectShare is rejected of what the stage finished, overall.
 	RejectShare float64 `json:"reject_share"`
+	// Expensive marks the stage whose work is the run's cost (its rate
+	// makes the ETA; what it finished is what rejects are a share of).
+	Expensive bool `json:"expensive,omitempty"`
 }
 
 type liveInput struct {
@@ -179,34 +181,16 @@ type liveInput struct {
 	Share     float64 `json:"share_read"`
 }
 
+// liveFleet is the generate stage's view (stages.FleetView) with the
+// rates the run measures over its snapshots.
 type liveFleet struct {
-	Stage      string       `json:"stage"`
-	InFlight   int64        `json:"in_flight"`
-	Capacity   int64        `json:"capacity"`
-	Tokens     int64        `json:"output_tokens"`
-	Tokens1m   float64      `json:"output_tokens_per_second_1m"`
-	Tokens15m  float64      `json:"output_tokens_per_second_15m"`
-	Answers    int64        `json:"answers"`
-	Tiny       int64        `json:"tiny_answers"`
-	Waiting    string       `json:"waiting_for_servers,omitempty"`
-	Servers    []liveServer `json:"servers"`
-	P95Seconds float64      `json:"latency_p95_s"`
+	Stage string `json:"stage"`
+	stages.FleetView
+	Tokens1m  float64 `json:"output_tokens_per_second_1m"`
+	Tokens15m float64 `json:"output_tokens_per_second_15m"`
 }
 
-type liveServer struct {
-	Name        string           `json:"name"`
-	State       string           `json:"state"`
-	Reason      string           `json:"reason,omitempty"`
-	InFlight    int64            `json:"in_flight"`
-	Concurrency int64            `json:"concurrency"`
-	Completions int64            `json:"completions"`
-	PerSecond   float64          `json:"completions_per_second"`
-	P95Seconds  float64          `json:"latency_p95_s"`
-	Errors      map[string]int64 `json:"errors,omitempty"`
-	ErrorsTotal int64            `json:"errors_total"`
-	Ejections   int64            `json:"ejections"`
-	Accept      float64          `json:"spec_accept_length,omitempty"`
-}
+type liveServer = stages.ServerView
 
 type liveETA struct {
 	Remaining int64   `json:"remaining"`
@@ -227,13 +211,16 @@ func (l *live) status() *liveStatus {
 	if s == nil {
 		return &liveStatus{}
 	}
-	ls := &liveStatus{ElapsedS: s.Elapsed.Seconds(), Finished: s.Finished, Before: s.FinishedAtStart, Unfin: s.Unfinished, Dead: s.DeadLetters}
+	ls := &liveStatus{State: stateRunning, ElapsedS: s.Elapsed.Seconds(), Finished: s.Finished, Before: s.FinishedAtStart, Unfin: s.Unfinished, Dead: s.DeadLetters}
+	if s.Drained {
+		ls.State = stateDraining
+	}
 	if !s.LastCommit.IsZero() {
 		ls.Commit = s.LastCommit.UTC().Format(time.RFC3339)
 	}
 	for i, st := range s.Stages {
 		i := i
-		x := liveStage{StageSummary: st}
+		x := liveStage{StageSummary: st, Expensive: l.expensive[st.ID]}
 		x.Done1m = l.rate(window1m, func(m sample) float64 { return float64(done(stageOf(m, i))) })
 		x.Done15m = l.rate(window15m, func(m sample) float64 { return float64(done(stageOf(m, i))) })
 		if d := done(st); d > 0 {
@@ -243,29 +230,17 @@ func (l *live) status() *liveStatus {
 		for _, port := range sortedPorts(st.QueuedByPort) {
 			ls.Edges = append(ls.Edges, liveEdge{From: st.ID, Port: port, Depth: st.QueuedByPort[port]})
 		}
-		if ls.Input == nil {
-			if f, ok := pipeline.FindFigure(st.Figures, "input_bytes"); ok {
-				in := &liveInput{Stage: st.ID, Bytes: int64(f.Value), BytesRead: int64(figureValue(st.Figures, "input_bytes_read")), Records: st.In}
-				in.BytesRead = min(in.BytesRead, in.Bytes)
-				in.Complete = st.In > 0 && st.In == done(st)+st.Skipped && in.BytesRead >= in.Bytes
-				if in.Bytes > 0 {
-					in.Share = float64(in.BytesRead) / float64(in.Bytes)
-				}
-				in.Estimated = st.In
-				switch lines := int64(figureValue(st.Figures, "input_lines")); {
-				case in.Complete:
-				case lines > 0:
-					in.Estimated, in.Counted = max(st.In, lines), true
-				case in.BytesRead > 0:
-					in.Estimated = max(st.In, int64(math.Round(float64(st.In)*float64(in.Bytes)/float64(in.BytesRead))))
-				}
-				ls.Input = in
+		switch v := st.View.(type) {
+		case stages.InputView:
+			if ls.Input == nil {
+				ls.Input = inputOf(st, v)
 			}
-		}
-		if ls.Fleet == nil && st.Kind == "generate" {
-			ls.Fleet = fleetOf(st)
-			ls.Fleet.Tokens1m = l.rate(window1m, func(m sample) float64 { return m.tokens })
-			ls.Fleet.Tokens15m = l.rate(window15m, func(m sample) float64 { return m.tokens })
+		case stages.FleetView:
+			if ls.Fleet == nil {
+				ls.Fleet = &liveFleet{Stage: st.ID, FleetView: v}
+				ls.Fleet.Tokens1m = l.rate(window1m, func(m sample) float64 { return m.tokens })
+				ls.Fleet.Tokens15m = l.rate(window15m, func(m sample) float64 { return m.tokens })
+			}
 		}
 	}
 	ls.ETA = l.eta(ls)
@@ -281,67 +256,24 @@ func sortedPorts(m map[string]int) []string {
 	return out
 }
 
-// fleetOf reads a generate stage's figures.
-func fleetOf(st pipeline.StageSummary) *liveFleet {
-	f := &liveFleet{Stage: st.ID}
-	byName := map[string]*liveServer{}
-	var names []string
-	for _, x := range st.Figures {
-		name := x.Label("server")
-		if name == "" {
-			switch x.Name {
-			case "in_flight":
-				f.InFlight = int64(x.Value)
-			case "concurrency":
-				f.Capacity = int64(x.Value)
-			case "output_tokens":
-				f.Tokens = int64(x.Value)
-			case "answers":
-				f.Answers = int64(x.Value)
-			case "tiny_answers":
-				f.Tiny = int64(x.Value)
-			case "waiting_for_servers":
-				f.Waiting = x.Detail
-			case "latency":
-				f.P95Seconds = x.Q(0.95)
-			}
-			continue
-		}
-		sv := byName[name]
-		if sv == nil {
-			sv = &liveServer{Name: name}
-			byName[name] = sv
-			names = append(names, name)
-		}
-		switch x.Name {
-		case "state":
-			sv.State, sv.Reason = x.Text, x.Detail
-		case "in_flight":
-			sv.InFlight = int64(x.Value)
-		case "concurrency":
-			sv.Concurrency = int64(x.Value)
-		case "completions":
-			sv.Completions = int64(x.Value)
-		case "completions_per_second":
-			sv.PerSecond = x.Value
-		case "latency":
-			sv.P95Seconds = x.Q(0.95)
-		case "errors":
-			if sv.Errors == nil {
-				sv.Errors = map[string]int64{}
-			}
-			sv.Errors[x.Label("class")] = int64(x.Value)
-			sv.ErrorsTotal += int64(x.Value)
-		case "ejections":
-			sv.Ejections = int64(x.Value)
-		case "spec_accept_length":
-			sv.Accept = x.Value
-		}
+// inputOf is the input's position: the records read of the total, known
+// once the file is read or its lines counted, estimated from the bytes
+// read until then.
+func inputOf(st pipeline.StageSummary, v stages.InputView) *liveInput {
+	in := &liveInput{Stage: st.ID, Bytes: v.Bytes, BytesRead: min(v.BytesRead, v.Bytes), Records: st.In}
+	in.Complete = st.In > 0 && st.In == done(st)+st.Skipped && in.BytesRead >= in.Bytes
+	if in.Bytes > 0 {
+		in.Share = float64(in.BytesRead) / float64(in.Bytes)
 	}
-	for _, n := range names {
-		f.Servers = append(f.Servers, *byName[n])
+	in.Estimated = st.In
+	switch {
+	case in.Complete:
+	case v.Lines > 0:
+		in.Estimated, in.Counted = max(st.In, v.Lines), true
+	case in.BytesRead > 0:
+		in.Estimated = max(st.In, int64(math.Round(float64(st.In)*float64(in.Bytes)/float64(in.BytesRead))))
 	}
-	return f
+	return in
 }
 
 // eta is from the prompts left (the input's total, estimated from its

@@ -52,12 +52,13 @@ func TestLiveDisplayOnTerminal(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		// A redraw moves the cursor up over the display and clears it.
 		regexp.MustCompile(`\x1b\[\d+A\x1b\[J`),
-		regexp.MustCompile(`prompts: \d+ of ~?\d+ read \(\d+% of [\d.]+ KiB\) +\[[=>-]+\] +ETA `),
-		regexp.MustCompile(`gen +generate +in \d+ +out \d+ \([\d.]+/s 1m, [\d.]+/s 15m\)`),
-		regexp.MustCompile(`gen: in flight \d+/16, output [\d.K]+ tok/s 1m, [\d.K]+ tok/s 15m`),
-		regexp.MustCompile(`127\.0\.0\.1:\d+ +\d+/8 in flight +[\d.]+/s +p95 \S+ +errors 0 +ready`),
+		regexp.MustCompile(`running \d+s(\x1b\[0m)?  (\x1b\[1m)?ETA `),
+		regexp.MustCompile(`prompts \d+ of ~?\d+ read +\[[=>-]+\] +\d+% of [\d.]+ KiB`),
+		regexp.MustCompile(`gen +generate +\d+ of \d+`),
+		regexp.MustCompile(`tokens [\d.K]+ of [\d.KM]+ budget \([\d.]+%\)  [\d.K]+ tok/s 1m  (\x1b\[2m)?in flight \d+/16`),
+		regexp.MustCompile(`127\.0\.0\.1:\d+ +(\x1b\[32m)?ready(\x1b\[0m)?  \d+/8  [\d.]+/s`),
 		// The final frame: everything read.
-		regexp.MustCompile(`prompts: 122 of 122 read \(100% of `),
+		regexp.MustCompile(`prompts 122 of 122 read +\[=+\] +100% of `),
 		regexp.MustCompile(`\n *out +write-jsonl +122 +122 +0 +0 +0 +yes`),
 	} {
 		if !want.MatchString(got) {

@@ -688,6 +688,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	}
 	lv.add(sum)
 	ls := lv.status()
+	ls.State = state
 	nowStatus.Store(ls)
 	nowState.Store(state)
 	warner.check(lv, ls)

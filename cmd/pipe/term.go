@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -12,55 +13,78 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pipe-dev/pipe/internal/termsafe"
+	"github.com/pipe-dev/pipe/pipeline"
 )
 
 // termView is the live display on a terminal (github.com/vbauerster/mpb):
-// a bar of the input read of its size with the ETA, then one line per
-// stage, the fleet and each server. Lines written to it (notices,
-// warnings) appear above the display, which keeps redrawing below them.
+// the run's state and ETA, a bar of the input read of its size, then the
+// rejects, the servers, the tokens, one line per stage and per server
+// (screen.go). Lines written to it (notices, warnings) appear above the
+// display, which keeps redrawing below them.
 type termView struct {
-	out  io.Writer
-	p    *mpb.Progress
-	mu   sync.Mutex
-	in   *mpb.Bar
-	head string // the input bar's text
-	tail string // after the input bar: ETA
-	// lines are the text lines' contents; bars their mpb rows.
-	lines []string
+	out    io.Writer
+	p      *mpb.Progress
+	colour bool
+	rows   int // the terminal's height when the display started (0: unknown)
+	mu     sync.Mutex
+	in     *mpb.Bar
+	head   screenLine // above the input bar: state and ETA
+	inText string     // the input bar's text
+	inTail string     // after the bar: the share read
+	// lines are the text lines' contents; bars their mpb rows (the
+	// first is head's).
+	lines []screenLine
 	bars  []*mpb.Bar
 	done  bool
 }
 
 // newTermView draws on out's terminal itself (its own escape sequences
-// pass), and escapes every line it shows with termsafe.
+// pass), and escapes every text it shows with termsafe.
 func newTermView(out io.Writer) *termView {
+	t := &termView{colour: wantColour(out), rows: termRows(out)}
 	out = termsafe.Unwrap(out)
-	return &termView{out: out, p: mpb.New(mpb.WithOutput(out), mpb.WithWidth(30), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())}
+	t.out = out
+	t.p = mpb.New(mpb.WithOutput(out), mpb.WithWidth(30), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())
+	return t
+}
+
+// screenText is a decorator showing a line fitted to the width mpb gives
+// it, with its width on screen (mpb's own would count colour codes).
+type screenText struct {
+	decor.WC
+	line func() screenLine
+	t    *termView
+}
+
+func (d screenText) Decor(s decor.Statistics) (string, int) {
+	return d.line().render(s.AvailableWidth, d.t.colour)
 }
 
 // update shows a new snapshot. mpb is called without holding mu: its
 // render goroutine calls the decorators, which take mu.
 func (t *termView) update(ls *liveStatus) {
-	lines := bodyLines(ls)
+	lines := append([]screenLine{headLine(ls)}, screenLines(ls, t.rows)...)
 	t.mu.Lock()
 	if t.done {
 		t.mu.Unlock()
 		return
 	}
 	newInput := ls.Input != nil && t.in == nil
-	if ls.Input != nil {
-		t.head, t.tail = termsafe.Line(inputLine(ls.Input)), ""
-		if ls.ETA != nil {
-			t.tail = termsafe.Line(etaLine(ls.ETA))
+	if in := ls.Input; in != nil {
+		total := "~" + count(in.Estimated)
+		if in.Complete || in.Counted {
+			total = count(in.Estimated)
 		}
+		t.inText = fmt.Sprintf("%s %s of %s read", in.Stage, count(in.Records), total)
+		t.inTail = fmt.Sprintf("%s of %s", pct(in.Share), pipeline.HumanBytes(in.Bytes))
 	}
 	for len(t.lines) < len(lines) {
-		t.lines = append(t.lines, "")
+		t.lines = append(t.lines, nil)
 	}
 	for i := range t.lines {
-		t.lines[i] = ""
+		t.lines[i] = nil
 		if i < len(lines) {
-			t.lines[i] = termsafe.Line(lines[i])
+			t.lines[i] = lines[i]
 		}
 	}
 	have := len(t.bars)
@@ -73,12 +97,35 @@ func (t *termView) update(ls *liveStatus) {
 		t.done = true
 		t.mu.Unlock()
 	}
+	lineAt := func(i int) func() screenLine {
+		return func() screenLine {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			return t.lines[i]
+		}
+	}
+	// The head line is row 0, the input bar row 1, the other lines after.
+	priority := func(i int) int {
+		if i == 0 {
+			return 0
+		}
+		return i + 1
+	}
+	for i := have; i < len(lines); i++ {
+		b, err := t.p.Add(0, mpb.NopStyle().Build(), mpb.BarPriority(priority(i)),
+			mpb.PrependDecorators(screenText{line: lineAt(i), t: t}))
+		if err != nil {
+			gone()
+			return
+		}
+		t.mu.Lock()
+		t.bars = append(t.bars, b)
+		t.mu.Unlock()
+	}
 	if newInput {
-		in, err := t.p.Add(ls.Input.Bytes, mpb.BarStyle().Lbound("[").Rbound("]").Build(), mpb.BarPriority(0),
-			mpb.PrependDecorators(decor.Any(func(decor.Statistics) string { return t.text(func() string { return t.head }) + " " })),
-			mpb.AppendDecorators(decor.Any(func(s decor.Statistics) string {
-				return " " + fit(t.text(func() string { return t.tail }), s.AvailableWidth)
-			})))
+		in, err := t.p.Add(ls.Input.Bytes, mpb.BarStyle().Lbound("[").Rbound("]").Build(), mpb.BarPriority(1),
+			mpb.PrependDecorators(screenText{line: func() screenLine { return screenLine{{text: t.text(func() string { return t.inText }) + " "}} }, t: t}),
+			mpb.AppendDecorators(screenText{line: func() screenLine { return screenLine{{text: " " + t.text(func() string { return t.inTail })}} }, t: t}))
 		if err != nil {
 			gone()
 			return
@@ -91,22 +138,9 @@ func (t *termView) update(ls *liveStatus) {
 		t.in.SetTotal(max(ls.Input.Bytes, 1), false)
 		t.in.SetCurrent(ls.Input.BytesRead)
 	}
-	for i := have; i < len(lines); i++ {
-		b, err := t.p.Add(0, mpb.NopStyle().Build(), mpb.BarPriority(i+1),
-			mpb.PrependDecorators(decor.Any(func(s decor.Statistics) string {
-				return fit(t.text(func() string { return t.lines[i] }), s.AvailableWidth)
-			})))
-		if err != nil {
-			gone()
-			return
-		}
-		t.mu.Lock()
-		t.bars = append(t.bars, b)
-		t.mu.Unlock()
-	}
 }
 
-// text reads a line under the lock (decorators run on mpb's goroutine).
+// text reads a field under the lock (decorators run on mpb's goroutine).
 func (t *termView) text(f func() string) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -149,6 +183,19 @@ func (t *termView) stop(last *liveStatus) {
 		}
 	}
 	t.p.Wait()
+}
+
+// termRows is the height of w's terminal, 0 when unknown.
+func termRows(w io.Writer) int {
+	f, ok := termsafe.Unwrap(w).(*os.File)
+	if !ok {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Row)
 }
 
 // canDraw reports whether w is a terminal with a size: a pseudo-terminal

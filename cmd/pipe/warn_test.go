@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/stages"
 )
 
 // warnRig feeds a warner snapshots of a two-stage run: gen (generate) →
@@ -51,14 +52,14 @@ func (r *warnRig) step(d time.Duration, n, rejected, tiny int64) []string {
 	r.check.Reasons = map[string]int64{"empty_answer": r.check.Rejected}
 	r.tiny += tiny
 	r.ok += n
-	figs := []pipeline.Figure{pipeline.NewCounter("answers", r.ok), pipeline.NewCounter("tiny_answers", r.tiny)}
+	view := stages.FleetView{Answers: r.ok, Tiny: r.tiny}
 	for name, s := range r.servers {
 		var ej int64
 		fmt.Sscan(s[2], &ej)
-		figs = append(figs, pipeline.NewState("state", s[0], s[1], "server", name), pipeline.NewCounter("ejections", ej, "server", name))
+		view.Servers = append(view.Servers, stages.ServerView{Name: name, State: s[0], Reason: s[1], Ejections: ej})
 	}
 	gen := r.gen
-	gen.Figures = figs
+	gen.View = view
 	r.l.add(&pipeline.Summary{Elapsed: r.at, Stages: []pipeline.StageSummary{gen, r.check}})
 	before := len(r.got)
 	r.w.check(r.l, r.l.status())

@@ -2,7 +2,7 @@ package runreport
 
 import (
 	"fmt"
-	"html"
+	"html/template"
 	"io"
 	"path/filepath"
 	"sort"
@@ -16,7 +16,9 @@ import (
 // atomically, and returns its path.
 func (r *Report) WriteHTMLFile() (string, error) {
 	var sb strings.Builder
-	r.WriteHTML(&sb)
+	if err := r.WriteHTML(&sb); err != nil {
+		return "", err
+	}
 	path := filepath.Join(r.RunDir, HTMLFile)
 	if err := commitlog.WriteFileAtomic(path, []byte(sb.String())); err != nil {
 		return "", err
@@ -30,6 +32,9 @@ func (r *Report) PlotNames() []string {
 	var out []string
 	if tp := r.Throughput; tp != nil {
 		out = append(out, "throughput", "finished")
+		if len(r.Tokens) > 0 {
+			out = append(out, "tokens")
+		}
 	}
 	if len(r.Rejected) > 0 {
 		out = append(out, "rejected")
@@ -52,6 +57,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 h3{font-size:15px;margin:18px 0 6px}.sub{color:#555}
 table{border-collapse:collapse;margin:6px 0}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}
 td:first-child,th:first-child,td.l,th.l{text-align:left}th{background:#f6f6f6;font-weight:600}
+.headline{font-size:16px;margin:10px 0}.headline p{margin:2px 0}.headline .empty{color:#b00020;font-weight:700}
 .glance{background:#fff4e5;border-left:4px solid #d55e00;padding:8px 12px;margin:8px 0}
 .glance p{margin:2px 0}.note{color:#7a5a00}
 .grid-plots{display:flex;flex-wrap:wrap;gap:12px}
@@ -60,125 +66,184 @@ svg .grid{stroke:#e6e6e6}svg .axis{stroke:#888}svg .tick{font-size:11px;fill:#44
 svg .val{font-size:10px;fill:#333}svg .ptitle{font-size:13px;font-weight:600;fill:#222}
 svg .axislabel{font-size:11px;fill:#666}svg .line{fill:none;stroke-width:2}
 svg .restart{stroke:#999;stroke-dasharray:4 3}svg .bar:hover{opacity:.8}
+.sample{border:1px solid #e4e4e4;border-radius:4px;padding:6px 10px;margin:8px 0;max-width:1200px}
+.sample .k{font-weight:600;color:#555;margin:6px 0 2px}
+.sample pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;padding:4px 6px}
+.sample mark.loss{background:#d8ecff;color:inherit}
 `
+
+// page is the report's HTML: html/template escapes every text; the plots
+// (svg.go) are inserted as they are.
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"share":         func(part, whole int64) string { return pct(Share(part, whole)) },
+	"finishReasons": countsText,
+}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>pipe report: {{.Base}}</title>
+<style>{{.CSS}}</style></head><body>
+<h1>Run report: {{.R.RunDir}}</h1>
+<div class="sub">{{with .R.Pipeline}}pipeline {{.}} · {{end}}{{with .Created}}created {{.}} · {{end}}{{.Starts}} · state <b>{{.State}}</b>{{with .R.Updated}} (updated {{.}}){{end}} · report written {{.Generated}}</div>
+{{if and .R.Error (eq .R.State "failed")}}<p class="note">error: {{.R.Error}}</p>
+{{end}}<div class="headline">{{range .Headline}}<p{{if .Empty}} class="empty"{{end}}>{{.Text}}</p>{{end}}</div>
+{{with .Glance}}<div class="glance">{{range .}}<p><b>{{.Stage}}</b>: {{.Text}}</p>{{end}}</div>
+{{end}}
+<h2>Counts</h2>
+<table><tr><th>finished ids (prompts)</th><td>{{.R.Finished}}</td></tr><tr><th>rejected</th><td>{{.R.RejectedAll}}</td></tr><tr><th>failed</th><td>{{.R.FailedAll}}</td></tr></table>
+{{with .R.Stages}}<h3>Stages (last start)</h3>
+<table><tr><th>stage</th><th class="l">kind</th><th>in</th><th>out</th><th>rejected</th><th>failed</th><th>skipped</th></tr>
+{{range .}}<tr><td>{{.ID}}</td><td class="l">{{.Kind}}</td><td>{{.In}}</td><td>{{.Out}}</td><td>{{.Rejected}}</td><td>{{.Failed}}</td><td>{{.Skipped}}</td></tr>
+{{end}}</table>
+{{end}}{{with .R.Outputs}}<h3>Outputs (committed)</h3>
+<table><tr><th>stage</th><th class="l">kind</th><th class="l">path</th><th>rows</th><th>rejected rows</th><th class="l">finish reasons</th></tr>
+{{range .}}<tr><td>{{.Stage}}</td><td class="l">{{.Kind}}</td><td class="l">{{.Path}}</td><td>{{.Rows}}</td><td>{{.RejectedRows}}</td><td class="l">{{finishReasons .FinishReasons}}</td></tr>
+{{end}}</table>
+{{end}}
+<h2>Throughput over time</h2>
+{{if .Plots.Throughput}}<div class="grid-plots">{{.Plots.Throughput}}
+{{.Plots.Finished}}</div>
+{{else}}<p class="note">No timeline: {{.TimelineFile}} has fewer than two points.</p>
+{{end}}{{with .Plots.Tokens}}<h3>Output tokens per second, all servers and each</h3>
+<div class="grid-plots">{{.}}</div>
+{{end}}
+<h2>Rejections</h2>
+{{with .Plots.Rejected}}{{.}}
+{{else}}<p>None.</p>
+{{end}}{{with .R.Failed}}<h3>Failures</h3>
+<table><tr><th>stage</th><th class="l">error</th><th>records</th></tr>
+{{range .}}<tr><td>{{.Stage}}</td><td class="l">{{.Reason}}</td><td>{{.Count}}</td></tr>
+{{end}}</table>
+{{end}}{{range .Outputs}}<h2>Output {{.O.Stage}} <span class="sub">({{.O.Kind}}, {{.O.Rows}} rows, {{.O.Path}})</span></h2>
+<table><tr><th>per row</th><th>rows</th><th>zero</th><th>&lt;{{$.SmallBelow}}</th><th>mean</th><th>p10</th><th>median</th><th>p90</th><th>p99</th><th>max</th><th class="l">source</th></tr>
+{{range .O.Dists}}<tr><td>{{.Name}}</td><td>{{.N}}</td><td>{{share .Zero .N}}</td><td>{{share .Small .N}}</td><td>{{printf "%.1f" .Mean}}</td><td>{{.P10}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.Max}}</td><td class="l">{{.Note}}</td></tr>
+{{end}}</table>
+<div class="grid-plots">
+{{range .Plots}}{{.}}
+{{end}}</div>
+{{end}}{{with .Samples}}<h2>Sample rows</h2>
+<p class="sub">A few accepted rows of each output and a few rejected rows of each reason; in a training row, the text the model is trained on (loss mask 1) is <mark class="loss">marked</mark>.</p>
+{{range .}}<section class="samples" data-group="{{.Key}}"><h3>{{.Title}}</h3>
+{{range .Rows}}<article class="sample" data-id="{{.ID}}"><div class="sub">id {{.ID}} · in {{.Output}}</div>
+{{with .Detail}}<div class="k">why</div><pre>{{.}}</pre>{{end}}
+<div class="k">prompt</div><pre>{{.Prompt}}</pre>
+<div class="k">thinking</div><pre>{{if .Thinking}}{{.Thinking}}{{else}}(none){{end}}</pre>
+<div class="k">answer</div><pre>{{if .Answer}}{{.Answer}}{{else}}(none){{end}}</pre>
+{{with .Trained}}<div class="k">training row (trained on: marked)</div><pre class="trained">{{range .}}{{if .Loss}}<mark class="loss">{{.Text}}</mark>{{else}}{{.Text}}{{end}}{{end}}</pre>{{end}}
+</article>
+{{end}}</section>
+{{end}}{{end}}{{with .R.Notes}}<h2>Notes</h2>
+<ul>
+{{range .}}<li class="note">{{.}}</li>
+{{end}}</ul>
+{{end}}</body></html>
+`))
+
+// pageData is what the page template reads.
+type pageData struct {
+	R                                       *Report
+	CSS                                     template.CSS
+	Base, Created, Starts, State, Generated string
+	TimelineFile                            string
+	SmallBelow                              int
+	Headline                                []HeadLine
+	Glance                                  []glanceLine
+	Plots                                   struct{ Throughput, Finished, Tokens, Rejected template.HTML }
+	Outputs                                 []outputPlots
+	Samples                                 []sampleGroup
+}
+
+type glanceLine struct{ Stage, Text string }
+
+type outputPlots struct {
+	O     Output
+	Plots []template.HTML
+}
+
+// sampleGroup is the samples of one kind: accepted rows of an output, or
+// rejected rows of one reason.
+type sampleGroup struct {
+	Key, Title string
+	Rows       []Sample
+}
 
 // WriteHTML writes the report as one self-contained page: inline CSS and
 // SVG, no script, nothing fetched.
-func (r *Report) WriteHTML(w io.Writer) {
-	e := html.EscapeString
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
-	p("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
-	p("<title>pipe report: %s</title>\n<style>%s</style></head><body>\n", e(filepath.Base(r.RunDir)), css)
-	p("<h1>Run report: %s</h1>\n<div class=\"sub\">", e(r.RunDir))
-	if r.Pipeline != "" {
-		p("pipeline %s · ", e(r.Pipeline))
-	}
+func (r *Report) WriteHTML(w io.Writer) error {
+	d := pageData{R: r, CSS: template.CSS(css), Base: filepath.Base(r.RunDir), Starts: plural(int64(r.Starts), "start"),
+		State: orDash(r.State), Generated: r.Generated.Local().Format(time.DateTime), TimelineFile: TimelineFile,
+		SmallBelow: SmallBelow, Headline: r.Headline(), Glance: r.glance()}
 	if !r.Created.IsZero() {
-		p("created %s · ", e(r.Created.Local().Format(time.DateTime)))
+		d.Created = r.Created.Local().Format(time.DateTime)
 	}
-	p("%s · state <b>%s</b>", e(plural(int64(r.Starts), "start")), e(orDash(r.State)))
-	if r.Updated != "" {
-		p(" (updated %s)", e(r.Updated))
-	}
-	p(" · report written %s</div>\n", e(r.Generated.Local().Format(time.DateTime)))
-	if r.Error != "" && r.State == "failed" {
-		p("<p class=\"note\">error: %s</p>\n", e(r.Error))
-	}
-
-	r.writeGlance(w)
-
-	p("<h2>Counts</h2>\n<table><tr><th>finished ids</th><td>%d</td></tr>", r.Finished)
-	p("<tr><th>rejected</th><td>%d</td></tr><tr><th>failed</th><td>%d</td></tr></table>\n", r.RejectedAll, r.FailedAll)
-	if len(r.Stages) > 0 {
-		p("<h3>Stages (last start)</h3>\n<table><tr><th>stage</th><th class=\"l\">kind</th><th>in</th><th>out</th><th>rejected</th><th>failed</th><th>skipped</th></tr>\n")
-		for _, s := range r.Stages {
-			p("<tr><td>%s</td><td class=\"l\">%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n", e(s.ID), e(s.Kind), s.In, s.Out, s.Rejected, s.Failed, s.Skipped)
-		}
-		p("</table>\n")
-	}
-	if len(r.Outputs) > 0 {
-		p("<h3>Outputs (committed)</h3>\n<table><tr><th>stage</th><th class=\"l\">kind</th><th class=\"l\">path</th><th>rows</th><th>rejected rows</th><th class=\"l\">finish reasons</th></tr>\n")
-		for _, o := range r.Outputs {
-			p("<tr><td>%s</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%d</td><td>%d</td><td class=\"l\">%s</td></tr>\n",
-				e(o.Stage), e(o.Kind), e(o.Path), o.Rows, o.RejectedRows, e(countsText(o.FinishReasons)))
-		}
-		p("</table>\n")
-	}
-
-	p("<h2>Throughput over time</h2>\n")
 	if tp := r.Throughput; tp != nil {
-		p("<div class=\"grid-plots\">%s\n%s</div>\n",
-			linesSVG("throughput", "records per second", "per second", tp.Rates, tp.Starts),
-			linesSVG("finished", "finished ids", "ids", []Series{{Name: "finished ids", Points: tp.Finished}}, tp.Starts))
-	} else {
-		p("<p class=\"note\">No timeline: %s has fewer than two points.</p>\n", TimelineFile)
-	}
-
-	p("<h2>Rejections</h2>\n")
-	if len(r.Rejected) > 0 {
-		p("%s\n", reasonsSVG("rejected", r.Rejected, r.RejectedAll))
-	} else {
-		p("<p>None.</p>\n")
-	}
-	if len(r.Failed) > 0 {
-		p("<h3>Failures</h3>\n<table><tr><th>stage</th><th class=\"l\">error</th><th>records</th></tr>\n")
-		for _, f := range r.Failed {
-			p("<tr><td>%s</td><td class=\"l\">%s</td><td>%d</td></tr>\n", e(f.Stage), e(f.Reason), f.Count)
+		d.Plots.Throughput = template.HTML(linesSVG("throughput", "records per second", "per second", tp.Rates, tp.Starts))
+		d.Plots.Finished = template.HTML(linesSVG("finished", "finished ids", "ids", []Series{{Name: "finished ids", Points: tp.Finished}}, tp.Starts))
+		if len(r.Tokens) > 0 {
+			d.Plots.Tokens = template.HTML(linesSVG("tokens", "output tokens per second", "tokens/s", r.Tokens, tp.Starts))
 		}
-		p("</table>\n")
 	}
-
+	if len(r.Rejected) > 0 {
+		d.Plots.Rejected = template.HTML(reasonsSVG("rejected", r.Rejected, r.RejectedAll))
+	}
 	for _, o := range r.Outputs {
 		if len(o.Dists) == 0 {
 			continue
 		}
-		p("<h2>Output %s <span class=\"sub\">(%s, %s rows, %s)</span></h2>\n", e(o.Stage), e(o.Kind), e(fmt.Sprint(o.Rows)), e(o.Path))
-		p("<table><tr><th>per row</th><th>rows</th><th>zero</th><th>&lt;%d</th><th>mean</th><th>p10</th><th>median</th><th>p90</th><th>p99</th><th>max</th><th class=\"l\">source</th></tr>\n", SmallBelow)
-		for _, d := range o.Dists {
-			p("<tr><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%.1f</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td class=\"l\">%s</td></tr>\n",
-				e(d.Name), d.N, pct(Share(d.Zero, d.N)), pct(Share(d.Small, d.N)), d.Mean, d.P10, d.P50, d.P90, d.P99, d.Max, e(d.Note))
+		op := outputPlots{O: o}
+		for _, x := range o.Dists {
+			op.Plots = append(op.Plots, template.HTML(histogramSVG(distPlotName(o, x), x)))
 		}
-		p("</table>\n<div class=\"grid-plots\">\n")
-		for _, d := range o.Dists {
-			p("%s\n", histogramSVG(distPlotName(o, d), d))
-		}
-		p("</div>\n")
+		d.Outputs = append(d.Outputs, op)
 	}
-	if len(r.Notes) > 0 {
-		p("<h2>Notes</h2>\n<ul>\n")
-		for _, n := range r.Notes {
-			p("<li class=\"note\">%s</li>\n", e(n))
-		}
-		p("</ul>\n")
-	}
-	p("</body></html>\n")
+	d.Samples = r.sampleGroups()
+	return page.Execute(w, d)
 }
 
-// writeGlance puts first what a user must see: each output's one-sentence
-// summaries (most rows with a handful of loss tokens, empty answers) and
-// the top reject reasons.
-func (r *Report) writeGlance(w io.Writer) {
-	var lines []string
-	for _, o := range r.Outputs {
-		for _, d := range o.Dists {
-			if g := d.Glance(); g != "" {
-				lines = append(lines, fmt.Sprintf("<b>%s</b>: %s", html.EscapeString(o.Stage), html.EscapeString(g)))
+// sampleGroups orders the samples: accepted rows by output, then rejected
+// rows by reason, most frequent first.
+func (r *Report) sampleGroups() []sampleGroup {
+	var out []sampleGroup
+	index := map[string]int{}
+	add := func(key, title string, x Sample) {
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, sampleGroup{Key: key, Title: title})
+		}
+		out[i].Rows = append(out[i].Rows, x)
+	}
+	for _, x := range r.Samples {
+		if x.Reason == "" {
+			add("accepted:"+x.Output, "accepted rows of "+x.Output, x)
+		}
+	}
+	for _, reason := range r.Rejected {
+		for _, x := range r.Samples {
+			if x.Reason == reason.Reason && x.Stage == reason.Stage {
+				add("rejected:"+x.Stage+":"+x.Reason, fmt.Sprintf("rejected by %s: %s (%d = %s of rejects)",
+					x.Stage, x.Reason, reason.Count, pct(Share(reason.Count, r.RejectedAll))), x)
 			}
 		}
 	}
-	if r.RejectedAll > 0 && len(r.Rejected) > 0 {
-		top := r.Rejected[0]
-		lines = append(lines, html.EscapeString(fmt.Sprintf("%d rejected; most by %s: %s (%d, %s)",
-			r.RejectedAll, top.Stage, top.Reason, top.Count, pct(Share(top.Count, r.RejectedAll)))))
-	}
-	if len(lines) == 0 {
-		return
+	return out
+}
+
+// glance is each output's one-sentence summaries (most rows with a handful
+// of loss tokens, empty answers), the loss tokens first.
+func (r *Report) glance() []glanceLine {
+	var lines []glanceLine
+	for _, o := range r.Outputs {
+		for _, d := range o.Dists {
+			if g := d.Glance(); g != "" {
+				lines = append(lines, glanceLine{o.Stage, g})
+			}
+		}
 	}
 	sort.SliceStable(lines, func(i, j int) bool {
-		return strings.Contains(lines[i], "loss tokens") && !strings.Contains(lines[j], "loss tokens")
+		return strings.Contains(lines[i].Text, "loss tokens") && !strings.Contains(lines[j].Text, "loss tokens")
 	})
-	fmt.Fprintf(w, "<div class=\"glance\"><p>%s</p></div>\n", strings.Join(lines, "</p><p>"))
+	return lines
 }
 
 func orDash(s string) string {

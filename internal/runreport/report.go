@@ -47,6 +47,12 @@ type Report struct {
 	Failed      []Reason    `json:"failed"`
 	FailedAll   int64       `json:"failed_total"`
 	Throughput  *Throughput `json:"throughput,omitempty"`
+	// Tokens are output tokens per second over time, of the fleet and of
+	// each server (tokens.go).
+	Tokens []Series `json:"output_tokens_per_second,omitempty"`
+	// Samples are a few accepted rows of each output and a few rejected
+	// rows of each reason (samples.go).
+	Samples []Sample `json:"samples,omitempty"`
 	// Notes are things the report could not read or had to estimate.
 	Notes     []string  `json:"notes,omitempty"`
 	Generated time.Time `json:"generated"`
@@ -72,7 +78,10 @@ type Output struct {
 	Path  string `json:"path"`
 	Rows  int64  `json:"rows"`
 	// RejectedRows are rows that carry a rejection (a writer of rejects).
-	RejectedRows  int64            `json:"rejected_rows"`
+	RejectedRows int64 `json:"rejected_rows"`
+	// RejectsOnly: the writer takes only rejected ports (a file of
+	// rejects, not training rows).
+	RejectsOnly   bool             `json:"rejects_only,omitempty"`
 	FinishReasons map[string]int64 `json:"finish_reasons,omitempty"`
 	// Dists are prompt, thinking, answer and loss tokens per row; a
 	// distribution is absent when no row has its part.
@@ -127,17 +136,21 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		r.note("%s: %v", TimelineFile, err)
 	} else if r.Throughput = throughput(pts); r.Throughput == nil {
 		r.note("no throughput over time: %s has fewer than two points (runs of this pipe version write it)", TimelineFile)
+	} else {
+		r.Tokens = tokenRates(pts)
 	}
 	rd := newReader(ctx, r, tokenizerDir(run.Settings, opts.Tokenizer))
 	if opts.Verdicts {
 		rd.verdicts = &verdicts{ids: map[string]uint16{}, index: map[string]uint16{}}
 		r.verdicts = rd.verdicts
 	}
-	for _, w := range writers(run.Settings, r.Stages) {
+	ws := writers(run.Settings, r.Stages)
+	for _, w := range ws {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		rd.output(w)
+		r.Outputs[len(r.Outputs)-1].RejectsOnly = w.rejectsOnly
 	}
 	for _, class := range []string{"rejected", "failed"} {
 		files, _ := filepath.Glob(filepath.Join(dir, class, "*.jsonl"))
@@ -151,6 +164,10 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 	}
 	r.Rejected, r.RejectedAll = sortReasons(rd.rejects)
 	r.Failed, r.FailedAll = sortReasons(rd.fails)
+	r.addSamples(ctx, ws, rd.tokenizer)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -181,7 +198,10 @@ func (r *Report) readStatus() {
 }
 
 // writer is a write-* stage of the run, from run.json.
-type writer struct{ id, kind, path string }
+type writer struct {
+	id, kind, path string
+	rejectsOnly    bool // every input is a rejected port
+}
 
 // writers lists run.json's writers in the order of the run's stages.
 func writers(settings map[string]any, stages []StageCounts) []writer {
@@ -195,7 +215,14 @@ func writers(settings map[string]any, stages []StageCounts) []writer {
 		kind, _ := s["kind"].(string)
 		path, _ := s["path"].(string)
 		if path != "" && strings.HasPrefix(kind, "write-") {
-			out = append(out, writer{id, kind, path})
+			w := writer{id: id, kind: kind, path: path}
+			inputs, _ := s["input"].([]any)
+			w.rejectsOnly = len(inputs) > 0
+			for _, in := range inputs {
+				port, _ := in.(string)
+				w.rejectsOnly = w.rejectsOnly && strings.HasSuffix(port, ".rejected")
+			}
+			out = append(out, w)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The plots are inline SVG written here: bars and lines are <rect
@@ -83,7 +84,7 @@ func num(v float64) string {
 // histogramSVG draws a distribution's doubling bins as bars of the share of
 // rows, the bins below SmallBelow in their own colour.
 func histogramSVG(name string, d Dist) string {
-	const w, h, left, right, top, bottom = 460, 230, 46, 10, 24, 58
+	const w, h, left, right, top, bottom = 460, 250, 46, 10, 40, 44
 	s := newSVG(name, d.Name+" per row", w, h)
 	pw, ph := float64(w-left-right), float64(h-top-bottom)
 	var peak float64
@@ -108,22 +109,33 @@ func histogramSVG(name string, d Dist) string {
 		}
 		s.add(`<rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %d rows (%s)</title></rect>`,
 			x+1, float64(top)+ph-bh, max(1, bw-2), max(bh, 0.5), color, attr(b.Label()), attr(d.Name), b.Count, pct(share))
-		if share >= 0.03 && bw >= 18 {
-			s.text(x+bw/2, float64(top)+ph-bh-3, "middle", "val", pct(share))
+		// A bar's share above it only where it fits the bar's width.
+		if v := pct(share); share >= 0.03 && textWidth(v, 10) <= bw-2 {
+			s.text(x+bw/2, float64(top)+ph-bh-3, "middle", "val", v)
 		}
-		lx, ly := x+bw/2, float64(top)+ph+12
-		s.add(`<text x="%.1f" y="%.1f" text-anchor="end" class="tick" transform="rotate(-45 %.1f %.1f)">%s</text>`, lx+3, ly, lx+3, ly, attr(b.Label()))
+	}
+	// Bin labels level under the bars, every step-th one: as many as fit
+	// without touching.
+	step := 1
+	for i := range d.Bins {
+		if need := textWidth(d.Bins[i].Label(), 11) + 6; need > float64(step)*bw {
+			step = int(math.Ceil(need / bw))
+		}
+	}
+	for i := 0; i < len(d.Bins); i += step {
+		s.text(float64(left)+(float64(i)+0.5)*bw, float64(top)+ph+14, "middle", "tick", d.Bins[i].Label())
 	}
 	s.add(`<line class="axis" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, left, w-right, float64(top)+ph, float64(top)+ph)
-	s.text(float64(left), 14, "start", "ptitle", d.Name+" per row")
-	s.text(float64(w-right), 14, "end", "axislabel", fmt.Sprintf("median %d · p90 %d · max %d · %s rows", d.P50, d.P90, d.Max, num(float64(d.N))))
-	s.text(float64(w-right), float64(h-4), "end", "axislabel", fmt.Sprintf("%s (bins double; under %d in orange)", d.Name, SmallBelow))
+	// The title, and its figures on a line of their own below it.
+	s.text(float64(left), 15, "start", "ptitle", d.Name+" per row: % of rows")
+	s.text(float64(left), 30, "start", "axislabel", fmt.Sprintf("median %d · p90 %d · max %d · %s rows", d.P50, d.P90, d.Max, num(float64(d.N))))
+	s.text(float64(w-right), float64(h-6), "end", "axislabel", fmt.Sprintf("%s (bins double; under %d in orange)", d.Name, SmallBelow))
 	return s.String()
 }
 
 // reasonsSVG draws rejections by stage and reason as horizontal bars.
 func reasonsSVG(name string, rs []Reason, total int64) string {
-	const w, left, right, rowH, top = 720, 260, 120, 22, 8
+	const w, left, right, rowH, top = 720, 260, 150, 22, 8
 	n := min(len(rs), 20)
 	h := max(120, top+n*rowH+8)
 	s := newSVG(name, "rejections by reason", w, h)
@@ -136,10 +148,10 @@ func reasonsSVG(name string, rs []Reason, total int64) string {
 		y := float64(top + i*rowH)
 		bw := pw * float64(r.Count) / float64(max(1, peak))
 		label := r.Stage + " · " + r.Reason
-		s.text(float64(left-6), y+15, "end", "tick", label)
+		s.text(float64(left-6), y+15, "end", "tick", clipLabel(label, float64(left-12), 11))
 		s.add(`<rect class="bar" x="%d" y="%.1f" width="%.1f" height="%d" fill="%s"><title>%s: %d (%s of rejections)</title></rect>`,
 			left, y+3, max(bw, 1), rowH-6, colorSmall, attr(label), r.Count, pct(Share(r.Count, total)))
-		s.text(float64(left)+bw+6, y+15, "start", "val", fmt.Sprintf("%d (%s)", r.Count, pct(Share(r.Count, total))))
+		s.text(float64(left)+bw+6, y+15, "start", "val", fmt.Sprintf("%d (%s of rejects)", r.Count, pct(Share(r.Count, total))))
 	}
 	return s.String()
 }
@@ -148,7 +160,8 @@ func reasonsSVG(name string, rs []Reason, total int64) string {
 // the run began.
 func linesSVG(name, title, ylabel string, series []Series, starts []time.Time) string {
 	const w, h, left, right, top, bottom = 720, 260, 56, 16, 26, 40
-	legendH := 16 * ((len(series) + 2) / 3)
+	const perRow = 3
+	legendH := 16 * ((len(series) + perRow - 1) / perRow)
 	s := newSVG(name, title, w, h+legendH)
 	pw, ph := float64(w-left-right), float64(h-top-bottom)
 	var t0, t1 time.Time
@@ -179,11 +192,19 @@ func linesSVG(name, title, ylabel string, series []Series, starts []time.Time) s
 		s.add(`<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, left, w-right, yOf(t), yOf(t))
 		s.text(float64(left-4), yOf(t)+4, "end", "tick", num(t))
 	}
-	for i := 0; i <= 4; i++ {
-		t := t0.Add(span * time.Duration(i) / 4)
-		anchor := map[int]string{0: "start", 4: "end"}[i]
-		if anchor == "" {
-			anchor = "middle"
+	// Time labels: at most 5, fewer where they would touch.
+	ticksX := 4
+	for ticksX > 1 && textWidth(clock(t1, span), 11)+12 > pw/float64(ticksX) {
+		ticksX--
+	}
+	for i := 0; i <= ticksX; i++ {
+		t := t0.Add(span * time.Duration(i) / time.Duration(ticksX))
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case ticksX:
+			anchor = "end"
 		}
 		s.text(xOf(t), float64(top)+ph+16, anchor, "tick", clock(t, span))
 	}
@@ -210,14 +231,31 @@ func linesSVG(name, title, ylabel string, series []Series, starts []time.Time) s
 			p := sr.Points[0]
 			s.add(`<circle class="dot" cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, xOf(p.X), yOf(p.Y), color)
 		}
-		lx, ly := float64(left+(i%3)*220), float64(h+(i/3)*16+4)
+		colW := pw / perRow
+		lx, ly := float64(left)+float64(i%perRow)*colW, float64(h+(i/perRow)*16+4)
 		s.add(`<rect x="%.1f" y="%.1f" width="14" height="4" fill="%s"/>`, lx, ly-4, color)
-		s.text(lx+18, ly, "start", "tick", sr.Name)
+		s.text(lx+18, ly, "start", "tick", clipLabel(sr.Name, colW-24, 11))
 	}
 	s.add(`<line class="axis" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, left, w-right, float64(top)+ph, float64(top)+ph)
 	s.text(float64(left), 16, "start", "ptitle", title)
 	s.text(float64(w-right), 16, "end", "axislabel", ylabel)
 	return s.String()
+}
+
+// textWidth is an upper bound of the width of s in px at a font size of
+// size px in the page's sans-serif (wide glyphs take about 0.62 em).
+func textWidth(s string, size float64) float64 {
+	return float64(utf8.RuneCountInString(s)) * size * 0.62
+}
+
+// clipLabel cuts a label to fit width px (its full text stays in the
+// plot's tooltip).
+func clipLabel(s string, width, size float64) string {
+	r := []rune(s)
+	for len(r) > 1 && textWidth(string(r), size) > width {
+		r = append(r[:len(r)-2], '…')
+	}
+	return string(r)
 }
 
 // clock labels a time axis: the time of day, with the date for long runs.

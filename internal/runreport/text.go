@@ -30,6 +30,9 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " (%s)", strings.Join(about, ", "))
 	}
 	fmt.Fprintln(w)
+	for _, h := range r.Headline() {
+		fmt.Fprintf(w, "  %s\n", h.Text)
+	}
 	fmt.Fprintf(w, "  finished ids: %d\n", r.Finished)
 	fmt.Fprintf(w, "  rejected:     %d%s\n", r.RejectedAll, topReasons(r.Rejected, r.RejectedAll))
 	fmt.Fprintf(w, "  failed:       %d%s\n", r.FailedAll, topReasons(r.Failed, r.FailedAll))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/stages"
 )
 
 // TimelineFile is RUN_DIR/timeline.jsonl: the run's counts over time, one
@@ -35,6 +36,10 @@ type PointStage struct {
 	Out      int64  `json:"out"`
 	Rejected int64  `json:"rejected"`
 	Failed   int64  `json:"failed"`
+	// Tokens are the output tokens of a stage with a fleet
+	// (stages.FleetView), ServerTokens each server's.
+	Tokens       int64            `json:"output_tokens,omitempty"`
+	ServerTokens map[string]int64 `json:"server_output_tokens,omitempty"`
 }
 
 var timelineLast sync.Map // run directory → time.Time of its last point
@@ -58,7 +63,14 @@ func RecordPoint(runDir string, s *pipeline.Summary, final bool) {
 	timelineLast.Store(runDir, now)
 	p := Point{T: now.UTC(), PID: os.Getpid(), Elapsed: s.Elapsed.Seconds(), Finished: s.Finished}
 	for _, st := range s.Stages {
-		p.Stages = append(p.Stages, PointStage{ID: st.ID, Kind: st.Kind, In: st.In, Out: st.Out, Rejected: st.Rejected, Failed: st.Failed})
+		ps := PointStage{ID: st.ID, Kind: st.Kind, In: st.In, Out: st.Out, Rejected: st.Rejected, Failed: st.Failed}
+		if v, ok := st.View.(stages.FleetView); ok {
+			ps.Tokens, ps.ServerTokens = v.Tokens, map[string]int64{}
+			for _, s := range v.Servers {
+				ps.ServerTokens[s.Name] = s.Tokens
+			}
+		}
+		p.Stages = append(p.Stages, ps)
 	}
 	line, err := json.Marshal(p)
 	if err != nil {

@@ -1,0 +1,57 @@
+package runreport
+
+import "fmt"
+
+// Headline is what the report says first, each share named by what it is
+// a share of: the training rows each output made of the prompts (an empty
+// one named: "train: 0 rows"), the rejects of the prompts and the top
+// reasons of the rejects.
+func (r *Report) Headline() []HeadLine {
+	var out []HeadLine
+	prompts := r.Finished
+	for _, o := range r.Outputs {
+		if o.RejectsOnly {
+			continue
+		}
+		rows := o.Rows - o.RejectedRows
+		h := HeadLine{Text: fmt.Sprintf("%s: %s", o.Stage, plural(rows, "row")), Empty: rows == 0}
+		switch {
+		case rows == 0 && prompts > 0:
+			h.Text += fmt.Sprintf(" — no training data from %s", plural(prompts, "prompt"))
+		case rows == 0:
+			h.Text += " — no training data"
+		case prompts > 0:
+			h.Text += fmt.Sprintf(" = %s of %s", pct(Share(rows, prompts)), plural(prompts, "prompt"))
+		}
+		out = append(out, h)
+	}
+	if r.RejectedAll > 0 {
+		text := fmt.Sprintf("rejected: %d", r.RejectedAll)
+		if prompts > 0 {
+			text += fmt.Sprintf(" = %s of %s", pct(Share(r.RejectedAll, prompts)), plural(prompts, "prompt"))
+		}
+		for i, x := range r.Rejected {
+			if i == 3 {
+				break
+			}
+			sep := ", "
+			if i == 0 {
+				sep = "; by reason: "
+			}
+			text += fmt.Sprintf("%s%s %s %d = %s of rejects", sep, x.Stage, x.Reason, x.Count, pct(Share(x.Count, r.RejectedAll)))
+		}
+		out = append(out, HeadLine{Text: text})
+	}
+	if r.FailedAll > 0 {
+		out = append(out, HeadLine{Text: fmt.Sprintf("failed: %d = %s of %s (kept in failed/; the next run retries them)",
+			r.FailedAll, pct(Share(r.FailedAll, prompts)), plural(prompts, "prompt")), Empty: true})
+	}
+	return out
+}
+
+// HeadLine is one sentence of the headline; Empty marks one that says
+// something is missing or wrong.
+type HeadLine struct {
+	Text  string
+	Empty bool
+}

@@ -1,0 +1,251 @@
+package runreport
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/stages/arrowrow"
+	"github.com/pipe-dev/pipe/stages/tokenize"
+)
+
+// Sample rows, to look at as curator's and distilabel's viewers show them:
+// a few accepted rows of each output, and a few rejected rows of each
+// reject reason, with the prompt, the thinking, the answer and (for a
+// training row, with a tokenizer) the text it is trained on marked.
+
+// Samples of each kind kept.
+const (
+	samplesAccepted  = 3
+	samplesPerReason = 2
+	// sampleScanBytes bounds what is read of one file for samples: a
+	// reason rarer than that reads as having none (a two-day run's rejects
+	// file can be GBs; the report must stay quick).
+	sampleScanBytes = 64 << 20
+	// sampleTextRunes bounds each text shown.
+	sampleTextRunes = 1500
+)
+
+// Sample is one row shown in the report.
+type Sample struct {
+	ID     string `json:"id"`
+	Output string `json:"output"` // the stage that wrote it, or the dead-letter file
+	// Stage and Reason are the rejection's; empty for an accepted row.
+	Stage    string `json:"stage,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	Prompt   string `json:"prompt"`
+	Thinking string `json:"thinking"`
+	Answer   string `json:"answer"`
+	// Trained is the training row's text in order, split where the loss
+	// mask changes: the parts with Loss set are what the model is trained
+	// on. Empty without tokens or a tokenizer.
+	Trained []Span `json:"trained,omitempty"`
+}
+
+// Span is a piece of a training row's text, in or out of the loss.
+type Span struct {
+	Text string `json:"text"`
+	Loss bool   `json:"loss"`
+}
+
+// sampler collects samples until it has enough of each kind.
+type sampler struct {
+	ctx     context.Context
+	tok     func() *tokenize.Tokenizer
+	want    map[[2]string]int // reject (stage, reason) → samples still wanted
+	wantAll int
+	r       *Report
+}
+
+// addSamples reads samples from the run's outputs (ws) and dead letters:
+// accepted rows from each output, rejected rows for each reason Build
+// counted. tok gives the tokenizer that decodes training rows (nil: none).
+func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokenize.Tokenizer) {
+	s := &sampler{ctx: ctx, tok: tok, want: map[[2]string]int{}, r: r}
+	for _, x := range r.Rejected {
+		s.want[[2]string{x.Stage, x.Reason}] = samplesPerReason
+		s.wantAll += samplesPerReason
+	}
+	for _, w := range ws {
+		accepted := samplesAccepted
+		take := func(rec *pipeline.Record) bool {
+			switch {
+			case rec.Reject != nil:
+				s.rejected(w.id, rec)
+			case rec.Failure == nil && accepted > 0:
+				accepted--
+				r.Samples = append(r.Samples, s.sample(w.id, rec))
+			}
+			return accepted == 0 && s.wantAll == 0
+		}
+		var err error
+		if w.kind == "write-arrow" {
+			err = s.shards(w.path, take)
+		} else {
+			err = s.jsonl(w.path, take)
+		}
+		if err != nil && !errors.Is(err, errEnough) {
+			r.note("samples of %s: %v", w.id, err)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(r.RunDir, "rejected", "*.jsonl"))
+	sort.Strings(files)
+	for _, p := range files {
+		if s.wantAll == 0 {
+			break
+		}
+		err := s.jsonl(p, func(rec *pipeline.Record) bool {
+			if rec.Reject != nil {
+				s.rejected(filepath.Join("rejected", filepath.Base(p)), rec)
+			}
+			return s.wantAll == 0
+		})
+		if err != nil && !errors.Is(err, errEnough) {
+			r.note("samples of %s: %v", p, err)
+		}
+	}
+}
+
+func (s *sampler) rejected(output string, rec *pipeline.Record) {
+	k := [2]string{rec.Reject.Stage, rec.Reject.Reason}
+	if s.want[k] == 0 {
+		return
+	}
+	s.want[k]--
+	s.wantAll--
+	s.r.Samples = append(s.r.Samples, s.sample(output, rec))
+}
+
+// errEnough ends a read that has all the samples it wants.
+var errEnough = errors.New("enough samples")
+
+func (s *sampler) sample(output string, rec *pipeline.Record) Sample {
+	x := Sample{ID: rec.ID, Output: output}
+	for _, m := range rec.Messages {
+		if m.Role == "user" {
+			x.Prompt = m.Content // the last user turn: what was asked
+		}
+	}
+	if c := rec.Completion; c != nil {
+		x.Thinking, x.Answer = c.Reasoning, c.Answer
+	}
+	if j := rec.Reject; j != nil {
+		x.Stage, x.Reason, x.Detail = j.Stage, j.Reason, j.Detail
+	}
+	x.Prompt, x.Thinking, x.Answer, x.Detail = clip(x.Prompt), clip(x.Thinking), clip(x.Answer), clip(x.Detail)
+	if t := rec.Tokens; t != nil && len(t.InputIDs) == len(t.LossMask) && s.tok != nil {
+		if tok := s.tok(); tok != nil {
+			x.Trained = trainedSpans(tok, t)
+		}
+	}
+	return x
+}
+
+// trainedSpans decodes a training row and splits its text where the loss
+// mask changes (tokenize.Tokenizer.DecodeOffsets gives each token's text).
+func trainedSpans(tok *tokenize.Tokenizer, t *pipeline.Tokens) []Span {
+	ids := make([]int, len(t.InputIDs))
+	for i, id := range t.InputIDs {
+		ids[i] = int(id)
+	}
+	text, offs := tok.DecodeOffsets(ids)
+	var out []Span
+	for i, o := range offs {
+		loss := t.LossMask[i] != 0
+		piece := text[min(o[0], len(text)):min(o[1], len(text))]
+		if n := len(out); n > 0 && out[n-1].Loss == loss {
+			out[n-1].Text += piece
+		} else {
+			out = append(out, Span{Text: piece, Loss: loss})
+		}
+	}
+	for i := range out {
+		out[i].Text = clip(out[i].Text)
+	}
+	return out
+}
+
+func clip(s string) string {
+	if r := []rune(s); len(r) > sampleTextRunes {
+		return string(r[:sampleTextRunes]) + " [… " + num(float64(len(r)-sampleTextRunes)) + " more characters]"
+	}
+	return s
+}
+
+// jsonl reads a commit log's committed records until take says enough.
+func (s *sampler) jsonl(path string, take func(*pipeline.Record) bool) error {
+	_, size, err := commitlog.Committed(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(io.LimitReader(f, min(size, sampleScanBytes)), 1<<20)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 1 && line[len(line)-1] == '\n' {
+			var rec pipeline.Record
+			if json.Unmarshal(line, &rec) == nil && take(&rec) {
+				return errEnough
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cerr := s.ctx.Err(); cerr != nil {
+			return cerr
+		}
+	}
+}
+
+// shards reads a write-arrow output's committed shards (its manifest's)
+// until take says enough.
+func (s *sampler) shards(dir string, take func(*pipeline.Record) bool) error {
+	m, err := commitlog.ReadManifest(dir)
+	if err != nil || m == nil {
+		return err
+	}
+	var read int64
+	for _, sh := range m.Shards {
+		if read > sampleScanBytes {
+			return nil
+		}
+		read += sh.Bytes
+		err := arrowrow.ReadFile(s.ctx, filepath.Join(dir, sh.Name), memory.DefaultAllocator, func(b arrow.RecordBatch) error {
+			recs, err := arrowrow.Records(b)
+			if err != nil {
+				return err
+			}
+			for _, rec := range recs {
+				if take(rec) {
+					return errEnough
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
