@@ -103,6 +103,10 @@ type Options struct {
 	// Verdicts keeps each id's verdict (accepted, or rejected with its
 	// reason, or failed), for Compare: a few tens of bytes an id.
 	Verdicts bool
+	// VerdictsOnly is Verdicts, reading nothing else of the outputs (no
+	// distributions, no finish reasons): for a Compare of a run whose
+	// report is not shown.
+	VerdictsOnly bool
 }
 
 // Build reads the run directory dir. It fails only when dir is not a run
@@ -129,8 +133,9 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		r.note("no throughput over time: %s has fewer than two points (runs of this pipe version write it)", TimelineFile)
 	}
 	rd := newReader(ctx, r, tokenizerDir(run.Settings, opts.Tokenizer))
-	if opts.Verdicts {
-		rd.verdicts = &verdicts{ids: map[string]uint16{}, index: map[string]uint16{}}
+	rd.verdictsOnly = opts.VerdictsOnly
+	if opts.Verdicts || opts.VerdictsOnly {
+		rd.verdicts = newVerdicts()
 		r.verdicts = rd.verdicts
 	}
 	for _, w := range writers(run.Settings, r.Stages) {
