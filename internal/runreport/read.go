@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -84,11 +85,12 @@ type outputAcc struct {
 func (rd *reader) output(w writer) {
 	acc := &outputAcc{out: Output{Stage: w.id, Kind: w.kind, Path: w.path, FinishReasons: map[string]int64{}}}
 	acc.prompt.name, acc.thinking.name, acc.answer.name, acc.loss.name = DistPrompt, DistThinking, DistAnswer, DistLoss
+	// A directory is a shard directory (its manifest names what it
+	// committed), a file a commit log of lines.
 	var err error
-	switch w.kind {
-	case "write-arrow":
+	if st, serr := os.Stat(w.path); serr == nil && st.IsDir() {
 		err = rd.shards(w.path, acc.add)
-	default:
+	} else {
 		err = rd.jsonl(w.path, acc.add)
 	}
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
@@ -138,7 +137,7 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		rd.verdicts = newVerdicts()
 		r.verdicts = rd.verdicts
 	}
-	for _, w := range writers(run.Settings, r.Stages) {
+	for _, w := range writers(run, r.Stages) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -185,21 +184,30 @@ func (r *Report) readStatus() {
 	r.State, r.Updated, r.Error, r.Stages = st.State, st.Updated, st.Error, st.Stages
 }
 
-// writer is a write-* stage of the run, from run.json.
+// writer is a stage of the run that writes rows, from run.json.
 type writer struct{ id, kind, path string }
 
-// writers lists run.json's writers in the order of the run's stages.
-func writers(settings map[string]any, stages []StageCounts) []writer {
+// writers lists run.json's outputs of rows (an older run.json without
+// outputs: its settings' stages whose kind writes rows) in the order of
+// the run's stages. A kind this binary does not know is taken by what it
+// wrote: a local file or directory, not an upload's copy.
+func writers(run *rundir.Run, stages []StageCounts) []writer {
 	order := map[string]int{}
 	for i, s := range stages {
 		order[s.ID] = i + 1
 	}
 	var out []writer
-	for id, v := range settings {
+	for _, o := range run.Outputs {
+		rows, known := writesRows(o.Kind)
+		if rows || !known && len(o.From) == 0 && filepath.IsAbs(o.Path) {
+			out = append(out, writer{o.Stage, o.Kind, o.Path})
+		}
+	}
+	for id, v := range run.Settings {
 		s, _ := v.(map[string]any)
 		kind, _ := s["kind"].(string)
 		path, _ := s["path"].(string)
-		if path != "" && strings.HasPrefix(kind, "write-") {
+		if rows, _ := writesRows(kind); len(run.Outputs) == 0 && path != "" && rows {
 			out = append(out, writer{id, kind, path})
 		}
 	}
