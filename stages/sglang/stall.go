@@ -45,6 +45,11 @@ func (c *Client) launch(ctx context.Context, s *server, req *Request) *flight {
 	f := &flight{s: s, start: time.Now(), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
+		// Memory: fctx is a child of the run's context until cancelled,
+		// and race cancels only the loser; an attempt that ended releases
+		// it here, or each of a run's requests would keep its contexts
+		// (~400 B) in the parent's children map to the end of the run.
+		defer cancel()
 		f.res, f.err = c.attempt(fctx, s, sctx, req)
 	}()
 	return f
@@ -138,6 +143,7 @@ func (c *Client) race(ctx context.Context, s *server, req *Request, canHedge boo
 			c.suspect(s, elapsed)
 			slot, slotCancel = c.hedgeSlot(ctx, s)
 		case h := <-slot:
+			slotCancel() // the slot's goroutine is done: release its context
 			slotCancel, slot = nil, nil
 			if h == nil {
 				continue
