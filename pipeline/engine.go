@@ -37,6 +37,9 @@ type RunOptions struct {
 	Log io.Writer
 	// Notice receives what a user must see at once (Env.Notice); nil means Log.
 	Notice io.Writer
+	// Warn receives the stages' warnings (Env.Warn) with the stage's id;
+	// nil: they go to Notice.
+	Warn func(stage, kind, text string)
 	// Resources are shared by the stages; nil means a fresh set, closed at the end.
 	Resources *Resources
 	// CommitEvery is how often sinks commit what they accepted (a Batcher:
@@ -324,6 +327,10 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Notice: opts.Notice, Done: e.ledger, Resources: opts.Resources,
 				DuplicatesHandled: DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
 				HashCheck: opts.HashCheck, Unfinish: e.ledger.unfinish}
+			if opts.Warn != nil {
+				id := n.ps.ID()
+				env.Warn = func(kind, text string) { opts.Warn(id, kind, text) }
+			}
 			// Opening is intake: a stop request ends it.
 			if err := e.guard(n, "opening", func() error { return o.Open(e.intakeCtx, env) }); err != nil {
 				if herr := e.tooManyErr.Load(); herr != nil {

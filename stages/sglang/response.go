@@ -47,6 +47,10 @@ type Result struct {
 	// LoadReported says the server sent them.
 	RunningReqs, WaitingReqs int
 	LoadReported             bool
+	// Retractions is how often the server preempted the request for lack
+	// of KV cache (meta_info num_retractions; total_retractions in the
+	// 2026-03 docs build).
+	Retractions int
 
 	// ServerLatency is the server's own e2e_latency, when reported.
 	ServerLatency time.Duration
@@ -287,6 +291,8 @@ func (sc *scanner) metaMember(k []byte, r *Result) {
 		r.RunningReqs, r.LoadReported = sc.int(), true
 	case "num_waiting_reqs":
 		r.WaitingReqs, r.LoadReported = sc.int(), true
+	case "num_retractions", "total_retractions":
+		r.Retractions = max(r.Retractions, sc.int())
 	default:
 		sc.skip()
 	}
