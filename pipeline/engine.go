@@ -35,6 +35,9 @@ type RunOptions struct {
 	Log io.Writer
 	// Notice receives what a user must see at once (Env.Notice); nil means Log.
 	Notice io.Writer
+	// Warn receives the stages' warnings (Env.Warn) with the stage's id;
+	// nil: they go to Notice.
+	Warn func(stage, kind, text string)
 	// Resources are shared by the stages; nil means a fresh set, closed at the end.
 	Resources *Resources
 	// CommitEvery is how often sinks commit what they accepted (a Batcher:
@@ -355,6 +358,10 @@ func (e *engine) open() error {
 			env := &Env{StageID: n.ps.ID(), RunDir: e.plan.File.RunDir, Log: e.opts.Log, Notice: e.opts.Notice, Done: e.ledger, Resources: e.opts.Resources,
 				DuplicatesHandled: DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
 				HashCheck: e.opts.HashCheck, Unfinish: e.ledger.unfinish}
+			if e.opts.Warn != nil {
+				id := n.ps.ID()
+				env.Warn = func(kind, text string) { e.opts.Warn(id, kind, text) }
+			}
 			if err := e.guard(n, "opening", func() error { return o.Open(e.intakeCtx, env) }); err != nil {
 				if herr := e.tooManyErr.Load(); herr != nil {
 					return *herr

@@ -173,6 +173,12 @@ type Env struct {
 	// is ready, and why — on the terminal as well as in the run log. Never
 	// nil: without a terminal it is the log.
 	Notice io.Writer
+	// Warn, when not nil, takes a warning the user must act on while the
+	// run goes on (e.g. a server that stalled or was never ready), with a
+	// kind naming it ("server_stalled"): the run's warner shows it on the
+	// terminal, in the run log, in status.json and in notifications
+	// (RunOptions.Warn). Nil: write it to Notice.
+	Warn func(kind, text string)
 	// Done is the set of ids this run directory had finished (committed in
 	// every output they reached, or rejected or failed for good) when the
 	// run started.

@@ -675,10 +675,16 @@ func (g *generate) logf(format string, args ...any) {
 	fmt.Fprintf(g.log, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
 }
 
-// warnf is a warning of the fleet's (a server left out or stalled): on the
-// terminal and in the log, prefixed "warning:".
-func (g *generate) warnf(format string, args ...any) {
-	g.noticef("warning: "+format, args...)
+// warnf is a warning of the fleet's (a server left out, never ready or
+// stalled): the run's warner when there is one (terminal, log, status.json,
+// notifications), else on the terminal and in the log, prefixed
+// "warning:".
+func (g *generate) warnf(kind, text string) {
+	if g.env != nil && g.env.Warn != nil {
+		g.env.Warn(kind, text)
+		return
+	}
+	g.noticef("warning: %s", text)
 }
 
 // noticef is for what the user must see now (no server ready, and why): on

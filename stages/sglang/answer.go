@@ -56,6 +56,9 @@ type meta struct {
 	SpecDraftTokenNum     count  `json:"spec_draft_token_num"`
 	NumRunningReqs        count  `json:"num_running_reqs"`
 	NumWaitingReqs        count  `json:"num_waiting_reqs"`
+	// num_retractions; total_retractions in the 2026-03 docs build.
+	NumRetractions   count `json:"num_retractions"`
+	TotalRetractions count `json:"total_retractions"`
 }
 
 // chatAnswer is POST /v1/chat/completions' answer.
@@ -195,6 +198,7 @@ func (m *meta) apply(r *Result) {
 	if m.NumWaitingReqs.ok {
 		r.WaitingReqs, r.LoadReported = m.NumWaitingReqs.n, true
 	}
+	r.Retractions = max(r.Retractions, m.NumRetractions.n, m.TotalRetractions.n)
 }
 
 func firstSet(cs ...count) int {

@@ -46,6 +46,10 @@ type Result struct {
 	// LoadReported says the server sent them.
 	RunningReqs, WaitingReqs int
 	LoadReported             bool
+	// Retractions is how often the server preempted the request for lack
+	// of KV cache (meta_info num_retractions; total_retractions in the
+	// 2026-03 docs build).
+	Retractions int
 
 	// ServerLatency is the server's own e2e_latency, when reported.
 	ServerLatency time.Duration

@@ -208,7 +208,7 @@ func (c *Client) suspect(s *server, elapsed time.Duration) {
 	}
 	s.suspect = true
 	th := time.Duration(c.stallAfter.Load())
-	c.warnf("server %s: a request has been in flight for %v, far beyond the fleet's latencies (stalled after %v: stall_timeout %v, or %d× the p99): sent again to another server; %s gets no new requests until a probe answers",
+	c.warnf(WarnStalled, "server %s: a request has been in flight for %v, far beyond the fleet's latencies (stalled after %v: stall_timeout %v, or %d× the p99): sent again to another server; %s gets no new requests until a probe answers",
 		s.url, elapsed.Round(time.Millisecond), th, c.opts.StallTimeout, StallFactor, s.url)
 	c.probers.Add(1)
 	go func() {
