@@ -220,13 +220,13 @@ func mustWarned(t *testing.T, dir, kind, text string) {
 }
 
 // `pipe run` on three `pipe sim` servers of which one stops answering
-// mid-run (it accepts requests and never answers, from 30 simulated seconds
-// on): its stuck requests are sent to the others after stall_timeout (2 s)
+// mid-run (it accepts requests and never answers, from its 60th request on:
+// a time would fall before the run's start on a loaded machine): its stuck requests are sent to the others after stall_timeout (2 s)
 // with a warning, long before request_timeout (10 min), and the run
 // finishes with every id exactly once.
 func TestGenerateStalledServerProcess(t *testing.T) {
 	bin := testenv.PipeBinary(t)
-	s := testenv.StartSim(t, bin, 3, "--speed", "200", "--think-mean", "60", "--answer-mean", "20", "--fault", "hang@30s#2")
+	s := testenv.StartSim(t, bin, 3, "--speed", "200", "--think-mean", "60", "--answer-mean", "20", "--fault", "hang@60req#2")
 	const n = 2000
 	dir := writeGenRun(t, genPipeline(serversKey(s.URLs)+fastGenKeys+readyKey+"concurrency = 4\nstall_timeout = \"2s\"\nrequest_timeout = \"10m\"\n"), n)
 	start := time.Now()

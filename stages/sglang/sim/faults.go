@@ -60,6 +60,12 @@ type Fault struct {
 	// For is how long the window stays open. Default 0: until the fleet
 	// closes (FaultDie requires it).
 	For time.Duration
+	// FromRequest, when not 0, opens the window at the server's
+	// FromRequest-th generation request instead of at a time ("hang@200req"):
+	// a test's fault then falls mid-run however long the client took to
+	// start, which simulated time (counted from the fleet's start) cannot
+	// promise on a loaded machine. It excludes At and For.
+	FromRequest uint64
 	// Servers are the indexes of the servers it applies to. Default: all.
 	Servers []int
 }
@@ -74,6 +80,9 @@ func (f Fault) normalize(servers int) (Fault, error) {
 	if f.At < 0 || f.For < 0 {
 		return f, fmt.Errorf("window must not be negative")
 	}
+	if f.FromRequest > 0 && (f.At != 0 || f.For != 0 || f.Kind == FaultDie) {
+		return f, fmt.Errorf("a window from a request (@Nreq) takes no time and no duration, and die needs times")
+	}
 	for _, s := range f.Servers {
 		if s < 0 || s >= servers {
 			return f, fmt.Errorf("server index %d out of range 0..%d", s, servers-1)
@@ -86,7 +95,7 @@ func (f Fault) normalize(servers int) (Fault, error) {
 		return f, nil
 	}
 	if f.Rate == 0 {
-		if f.At == 0 && f.For == 0 {
+		if f.At == 0 && f.For == 0 && f.FromRequest == 0 {
 			return f, fmt.Errorf("needs a rate (KIND:0.01) or a window (KIND@AT+FOR)")
 		}
 		f.Rate = 1
@@ -98,8 +107,12 @@ func (f *Fault) appliesTo(server int) bool {
 	return len(f.Servers) == 0 || slices.Contains(f.Servers, server)
 }
 
-// open reports whether the window is open at simulated time t.
-func (f *Fault) open(t time.Duration) bool {
+// open reports whether the window is open at simulated time t for the
+// server's seq-th request (from 1).
+func (f *Fault) open(t time.Duration, seq uint64) bool {
+	if f.FromRequest > 0 {
+		return seq >= f.FromRequest
+	}
 	return t >= f.At && (f.For == 0 || t < f.At+f.For)
 }
 
@@ -113,11 +126,12 @@ func kindList() string {
 
 // ParseFault parses the command-line form of a fault:
 //
-//	KIND[:RATE][@AT[+FOR]][#SERVER[,SERVER…]]
+//	KIND[:RATE][@AT[+FOR]|@Nreq][#SERVER[,SERVER…]]
 //
 // e.g. "500:0.01" (1% of requests get a 500), "hang@10m+30s" (every request
 // hangs during that window), "die@1h+5m#2" (server 2 is down from 1h to 1h5m),
-// "reset:0.1@0s+10m#0,1". Durations use Go syntax and are simulated time.
+// "reset:0.1@0s+10m#0,1", "hang@200req#2" (server 2 hangs from its 200th
+// request on). Durations use Go syntax and are simulated time.
 func ParseFault(s string) (Fault, error) {
 	var f Fault
 	rest := s
@@ -136,7 +150,11 @@ func ParseFault(s string) (Fault, error) {
 		rest = rest[:i]
 		at, dur, hasFor := strings.Cut(win, "+")
 		var err error
-		if f.At, err = time.ParseDuration(at); err != nil {
+		if n, ok := strings.CutSuffix(at, "req"); ok && !hasFor {
+			if f.FromRequest, err = strconv.ParseUint(n, 10, 64); err != nil || f.FromRequest == 0 {
+				return f, fmt.Errorf("fault %q: bad request number %q (want @Nreq, N from 1)", s, n)
+			}
+		} else if f.At, err = time.ParseDuration(at); err != nil {
 			return f, fmt.Errorf("fault %q: bad start %q: %v", s, at, err)
 		}
 		if hasFor {
@@ -167,7 +185,9 @@ func (f Fault) String() string {
 	if f.Rate != 0 && f.Kind != FaultDie {
 		b.WriteString(":" + strconv.FormatFloat(f.Rate, 'g', -1, 64))
 	}
-	if f.At != 0 || f.For != 0 {
+	if f.FromRequest > 0 {
+		b.WriteString("@" + strconv.FormatUint(f.FromRequest, 10) + "req")
+	} else if f.At != 0 || f.For != 0 {
 		b.WriteString("@" + f.At.String())
 		if f.For != 0 {
 			b.WriteString("+" + f.For.String())
@@ -199,7 +219,7 @@ func drawFaults(faults []Fault, seed uint64, server int, seq uint64, t time.Dura
 	var s faultSet
 	for j := range faults {
 		f := &faults[j]
-		if f.Kind == FaultDie || !f.appliesTo(server) || !f.open(t) {
+		if f.Kind == FaultDie || !f.appliesTo(server) || !f.open(t, seq) {
 			continue
 		}
 		u := unitFloat(mix(seed, uint64(server)+1, seq, uint64(j)+1))

@@ -892,6 +892,21 @@ func TestFaultWindow(t *testing.T) {
 	}
 }
 
+// A window from a request number opens at that request of the server,
+// whatever the time: requests 1-4 answer, the 5th on get the fault.
+func TestFaultFromRequest(t *testing.T) {
+	f := startFleet(t, Config{Speed: 1e6, ThinkTokensMean: 1, AnswerTokensMean: 1,
+		Faults: []Fault{{Kind: FaultServerError, FromRequest: 5}}})
+	c := client(t)
+	var got []int
+	for i := 0; i < 8; i++ {
+		got = append(got, post(t, c, f.URLs()[0]+"/generate", gen("p", 1)).status)
+	}
+	if fmt.Sprint(got) != "[200 200 200 200 500 500 500 500]" {
+		t.Errorf("statuses %v, want 200 for the first 4 requests and 500 from the 5th", got)
+	}
+}
+
 func TestParseFault(t *testing.T) {
 	good := map[string]string{
 		"500:0.01":             "500:0.01",
@@ -899,6 +914,7 @@ func TestParseFault(t *testing.T) {
 		"die@1h+5m#2":          "die@1h0m0s+5m0s#2",
 		"reset:0.1@0s+10m#0,1": "reset:0.1@0s+10m0s#0,1",
 		"empty-answer:1":       "empty-answer:1",
+		"hang@200req#2":        "hang:1@200req#2",
 	}
 	for in, want := range good {
 		f, err := ParseFault(in)
@@ -914,7 +930,7 @@ func TestParseFault(t *testing.T) {
 			t.Errorf("%s → %s, want %s", in, g.String(), want)
 		}
 	}
-	for _, bad := range []string{"boom:0.1", "500", "500:2", "die@1m", "hang@x", "500:0.1#a"} {
+	for _, bad := range []string{"boom:0.1", "500", "500:2", "die@1m", "hang@x", "500:0.1#a", "hang@0req", "hang@5req+1s", "die@5req"} {
 		if _, err := ParseFault(bad); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
