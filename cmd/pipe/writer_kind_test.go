@@ -96,6 +96,15 @@ path  = "out/rows.tsv"
 		t.Errorf("inspect shows no committed rows of write-tsv:\n%s", text)
 	}
 
+	// inspect PATH: the kind claims its file, and reads its first rows.
+	doc = inspectDoc{}
+	if err := json.Unmarshal([]byte(pipe(0, "inspect", "--json", "--rows", "2", filepath.Join("out", "shard-0000-of-0002", "rows.tsv"))), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if o := doc.Output; doc.Kind != "output" || o == nil || o.Kind != "write-tsv" || o.Rows != r0 || len(doc.Rows) != 2 || doc.Rows[0].Answer == nil || *doc.Rows[0].Answer == "" || !strings.Contains(doc.Rows[0].LastUser, "\twith a tab") {
+		t.Errorf("inspect of the TSV file: %+v, %+v, rows %+v", doc, o, doc.Rows)
+	}
+
 	// merge: every file of both shards, with its rows; ids compared.
 	pipe(0, "merge", "--out", "merged", shard(0), shard(1))
 	var m shardrun.Merged
