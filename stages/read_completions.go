@@ -48,8 +48,8 @@ stops the run with its file and line or row (on_bad_line = "fail"), or is
 counted and set aside on the rejected port / RUN_DIR/rejected/STAGE.jsonl
 ("skip"). A record that was rejected before keeps that verdict in
 meta.previous_reject, so it can be judged again by today's rules.`,
-		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysOutput, Config: func(_, _, _, path string) map[string]any {
-			return map[string]any{"path": path}
+		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysOutput, Config: func(_, _, writer, path string) map[string]any {
+			return map[string]any{"path": path, "writer": writer}
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},
@@ -105,6 +105,24 @@ type ReadCompletionsConfig struct {
 	RequireOutputIDs bool `toml:"require_output_ids" default:"false" doc:"a completion without output_ids is a bad line (for source = \"ids\" downstream)"`
 	// Limit stops after this many records; 0 (default) reads all.
 	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many records; 0 reads all"`
+	// Writer is the kind of the writer that made path: its committed
+	// records are read by that kind's own reader (pipeline.OutputSpec),
+	// whatever its format. pipe run --from sets it.
+	Writer string `toml:"writer" doc:"the kind of the writer whose output path is (e.g. as pipe run --from sets it): its committed records are read with that kind's own reader; \"\" reads path as JSONL or shards"`
+}
+
+// Validate checks that writer names a kind whose output holds records.
+func (c *ReadCompletionsConfig) Validate() []error {
+	if c.Writer == "" || pipeline.HoldsRecords(c.Writer) {
+		return nil
+	}
+	var kinds []string
+	for _, k := range pipeline.DefaultRegistry.Kinds() {
+		if pipeline.HoldsRecords(k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return []error{&pipeline.FieldError{Key: "writer", Msg: fmt.Sprintf("%q is not a kind whose output holds records (those are %s)", c.Writer, strings.Join(kinds, ", "))}}
 }
 
 type readCompletions struct {
@@ -139,7 +157,7 @@ func (r *readCompletions) jsonl() *jsonlSource {
 
 // isJSONL reports whether path is a local JSONL file (not shards, not S3).
 func (r *readCompletions) isJSONL() bool {
-	if strings.HasPrefix(r.cfg.Path, "s3://") {
+	if r.cfg.Writer != "" || strings.HasPrefix(r.cfg.Path, "s3://") {
 		return false
 	}
 	shards, err := shardFiles(r.cfg.Path)
@@ -176,6 +194,9 @@ func (r *readCompletions) CheckInput(ctx context.Context, _ *pipeline.Env) (*pip
 // Read streams the file one line at a time, or the shards one batch at a
 // time.
 func (r *readCompletions) Read(ctx context.Context, out pipeline.Emitter) error {
+	if r.cfg.Writer != "" {
+		return r.readWriter(ctx, out)
+	}
 	if strings.HasPrefix(r.cfg.Path, "s3://") {
 		return r.readS3(ctx, out)
 	}
@@ -246,6 +267,25 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 	return nil
 }
 
+// readWriter emits the committed records of the output at path as its
+// writer's kind reads them (pipeline.OutputSpec.Each).
+func (r *readCompletions) readWriter(ctx context.Context, out pipeline.Emitter) error {
+	var emitted int64
+	row := 0
+	name := pipeline.DisplayPath(r.cfg.Path)
+	if r.notice != nil {
+		fmt.Fprintf(r.notice, "stage %q (read-completions): %s: the committed records of a %s output, read by its own reader\n", r.id, name, r.cfg.Writer)
+	}
+	err := pipeline.DefaultRegistry.EachCommitted(ctx, r.cfg.Writer, r.cfg.Path, func(rec *pipeline.Record) error {
+		row++
+		return r.take(ctx, out, rec, name, row, &emitted)
+	})
+	if errors.Is(err, errLimit) {
+		return nil
+	}
+	return err
+}
+
 // readShard emits the records of one shard file; name is how messages call
 // it. It returns errLimit once limit records went out.
 func (r *readCompletions) readShard(ctx context.Context, out pipeline.Emitter, path, name string, emitted *int64) error {
@@ -257,43 +297,53 @@ func (r *readCompletions) readShard(ctx context.Context, out pipeline.Emitter, p
 		}
 		for _, rec := range recs {
 			row++
-			if r.cfg.Limit > 0 && *emitted >= r.cfg.Limit {
-				return errLimit
-			}
-			if err := ctx.Err(); err != nil {
+			if err := r.take(ctx, out, rec, name, row, emitted); err != nil {
 				return err
 			}
-			if out.SkipFinished(rec.ID) {
-				out.Took(1)
-				*emitted++
-				continue
-			}
-			if cerr := r.check(rec); cerr != nil {
-				where := fmt.Sprintf("%s: row %d", name, row)
-				if r.cfg.OnBadLine != "skip" {
-					err := fmt.Errorf("%s: %v (set on_bad_line = \"skip\" to set bad rows aside)", where, cerr)
-					if r.halt != nil {
-						// As a bad JSONL line: commit, drain, then fail.
-						r.halt(err)
-						return errLimit
-					}
-					return err
-				}
-				bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", name, row), Meta: map[string]any{"row": row, "id": rec.ID}}
-				if err := out.Reject(bad, "bad_line", where+": "+cerr.Error()); err != nil {
-					return err
-				}
-				out.Took(1)
-				continue
-			}
-			if err := out.Emit("", rec); err != nil {
-				return err
-			}
-			out.Took(1)
-			*emitted++
 		}
 		return nil
 	})
+}
+
+// take emits rec, row row of name, a typed record (of shards or another
+// writer's output): skipped when finished, judged by check. It returns
+// errLimit once limit records went out.
+func (r *readCompletions) take(ctx context.Context, out pipeline.Emitter, rec *pipeline.Record, name string, row int, emitted *int64) error {
+	if r.cfg.Limit > 0 && *emitted >= r.cfg.Limit {
+		return errLimit
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if out.SkipFinished(rec.ID) {
+		out.Took(1)
+		*emitted++
+		return nil
+	}
+	if cerr := r.check(rec); cerr != nil {
+		where := fmt.Sprintf("%s: row %d", name, row)
+		if r.cfg.OnBadLine != "skip" {
+			err := fmt.Errorf("%s: %v (set on_bad_line = \"skip\" to set bad rows aside)", where, cerr)
+			if r.halt != nil {
+				// As a bad JSONL line: commit, drain, then fail.
+				r.halt(err)
+				return errLimit
+			}
+			return err
+		}
+		bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", name, row), Meta: map[string]any{"row": row, "id": rec.ID}}
+		if err := out.Reject(bad, "bad_line", where+": "+cerr.Error()); err != nil {
+			return err
+		}
+		out.Took(1)
+		return nil
+	}
+	if err := out.Emit("", rec); err != nil {
+		return err
+	}
+	out.Took(1)
+	*emitted++
+	return nil
 }
 
 // shardFiles lists the shard files path names, in order, or nil when path

@@ -64,6 +64,8 @@ PATH is one of:
       (done.ids), per-stage counts of the last run, journal entries per
       stage, rejected/ and failed/ files with a tally of reasons, and the
       outputs the pipeline writes
+  an output of any other writer kind (one whose Spec claims PATH)
+      what it committed, as its kind reads it, then the first rows
 
 A row shows its id, finish reason, rejection or failure, the last user
 message and the answer (shortened in the middle to about 200 characters),
@@ -141,11 +143,13 @@ type inspector struct {
 // --json prints it as is.
 type inspectDoc struct {
 	Path  string       `json:"path"`
-	Kind  string       `json:"kind"` // "shard", "shards", "jsonl", "run"
+	Kind  string       `json:"kind"` // "shard", "shards", "jsonl", "run", "output"
 	Shard *shardReport `json:"shard,omitempty"`
 	Dir   *dirReport   `json:"shards,omitempty"`
 	JSONL *jsonlReport `json:"jsonl,omitempty"`
 	Run   *runReport   `json:"run,omitempty"`
+	// Output is an output of another writer kind, as it reads itself.
+	Output *outputReport `json:"output,omitempty"`
 	// RowsFrom names the file the rows were read from, when not PATH.
 	RowsFrom string      `json:"rows_from,omitempty"`
 	Rows     []rowReport `json:"rows,omitempty"`
@@ -188,6 +192,9 @@ func (ins *inspector) inspect(path string) (*inspectDoc, error) {
 			doc.Kind = "shards" // shards without a manifest: none committed
 			return doc, ins.shardDir(doc, path)
 		}
+		if kind, o := pipeline.DefaultRegistry.OutputAt(path); o != nil {
+			return ins.output(doc, kind, o, path)
+		}
 		return nil, usageErrorf("pipe inspect: %s: a directory with neither %s nor %s nor done.ids nor part files; PATH is %s",
 			path, commitlog.ManifestName, rundir.RunFile, inspectAccepts)
 	}
@@ -216,7 +223,47 @@ func (ins *inspector) inspect(path string) (*inspectDoc, error) {
 		}
 		return doc, err
 	}
+	if kind, o := pipeline.DefaultRegistry.OutputAt(path); o != nil {
+		return ins.output(doc, kind, o, path)
+	}
 	return nil, usageErrorf("pipe inspect: %s: not a file pipe inspects; PATH is %s", path, inspectAccepts)
+}
+
+// output reports the output at path of a writer kind that claims it
+// (pipeline.OutputSpec.Claims) and has no view of its own here: what it
+// committed, then its first rows, read by the kind's own reader.
+func (ins *inspector) output(doc *inspectDoc, kind string, spec *pipeline.OutputSpec, path string) (*inspectDoc, error) {
+	doc.Kind = "output"
+	o := &outputReport{Kind: kind, Path: path, Exists: true}
+	doc.Output = o
+	if spec.Committed == nil {
+		return doc, nil
+	}
+	c, err := spec.Committed(path)
+	if err != nil {
+		return doc, fmt.Errorf("pipe inspect: %w", err)
+	}
+	if c == nil {
+		return doc, nil
+	}
+	o.Format, o.Unit, o.Rows, o.Tokens, o.Bytes, o.Files = c.Format, c.Unit, c.Rows, c.Tokens, c.Bytes, len(c.Files)
+	if spec.Each == nil || ins.opts.rows == 0 {
+		return doc, nil
+	}
+	var recs []*pipeline.Record
+	errEnough := errors.New("enough rows")
+	err = spec.Each(ins.ctx, path, func(rec *pipeline.Record) error {
+		recs = append(recs, rec)
+		if len(recs) == ins.opts.rows {
+			return errEnough
+		}
+		return nil
+	})
+	doc.Rows = ins.rows(recs)
+	if err != nil && !errors.Is(err, errEnough) {
+		return doc, fmt.Errorf("pipe inspect: %w", err)
+	}
+	return doc, nil
 }
 
 func isShardName(name string) bool {
@@ -1096,6 +1143,8 @@ func (d *inspectDoc) print(w io.Writer) {
 		printJSONL(bw, d.JSONL)
 	case d.Run != nil:
 		printRun(bw, d.Run)
+	case d.Output != nil:
+		printOutput(bw, d.Output)
 	}
 	if len(d.Rows) > 0 {
 		from := ""
@@ -1285,6 +1334,27 @@ func printTally(w io.Writer, what string, t []tally) {
 	}
 }
 
+// committedText says what the output holds, in its kind's unit.
+func (o *outputReport) committedText() string {
+	switch {
+	case !o.Exists:
+		return "not found"
+	case o.Unit == "":
+		return "nothing committed"
+	case o.Unit != "lines":
+		return fmt.Sprintf("%d rows, %d tokens in %s, %s", o.Rows, o.Tokens, plural(o.Files, strings.TrimSuffix(o.Unit, "s")), pipeline.HumanBytes(o.Bytes))
+	}
+	return fmt.Sprintf("%d committed, %s", o.Rows, pipeline.HumanBytes(o.Bytes))
+}
+
+func printOutput(w io.Writer, o *outputReport) {
+	kv(w, "output", "%s (%s)", o.Path, o.Kind)
+	if o.Format != "" {
+		kv(w, "format", "%s", o.Format)
+	}
+	kv(w, "committed", "%s", o.committedText())
+}
+
 func printRun(w io.Writer, r *runReport) {
 	kv(w, "run dir", "%s", r.Dir)
 	if r.Pipeline != "" {
@@ -1365,16 +1435,7 @@ func printRun(w io.Writer, r *runReport) {
 	if len(r.Outputs) > 0 {
 		fmt.Fprintln(w, "outputs:")
 		for _, o := range r.Outputs {
-			switch {
-			case !o.Exists:
-				fmt.Fprintf(w, "  %s (%s): %s: not found\n", o.Stage, o.Kind, o.Path)
-			case o.Unit == "":
-				fmt.Fprintf(w, "  %s (%s): %s: nothing committed\n", o.Stage, o.Kind, o.Path)
-			case o.Unit != "lines":
-				fmt.Fprintf(w, "  %s (%s): %s: %d rows, %d tokens in %s, %s\n", o.Stage, o.Kind, o.Path, o.Rows, o.Tokens, plural(o.Files, strings.TrimSuffix(o.Unit, "s")), pipeline.HumanBytes(o.Bytes))
-			default:
-				fmt.Fprintf(w, "  %s (%s): %s: %d committed, %s\n", o.Stage, o.Kind, o.Path, o.Rows, pipeline.HumanBytes(o.Bytes))
-			}
+			fmt.Fprintf(w, "  %s (%s): %s: %s\n", o.Stage, o.Kind, o.Path, o.committedText())
 		}
 	}
 	if r.Log != "" {

@@ -22,9 +22,9 @@ import (
 // A writer kind is one file: write-tsv below is a whole writer (id, prompt,
 // answer per line, committed by a sidecar PATH.committed naming the rows
 // and bytes) with its Spec's Output and Verify, registered from this test
-// alone. pipe inspect, merge, verify and export then handle its outputs
-// with no other file knowing it: issue 23's "a new writer kind needs one
-// new file plus its test".
+// alone. pipe inspect, merge, verify, export and run --from (replay) then
+// handle its outputs with no other file knowing it: issue 23's "a new
+// writer kind needs one new file plus its test".
 func TestNewWriterKindNeedsNoOtherFile(t *testing.T) {
 	registerTSV()
 	dir := t.TempDir()
@@ -96,6 +96,15 @@ path  = "out/rows.tsv"
 		t.Errorf("inspect shows no committed rows of write-tsv:\n%s", text)
 	}
 
+	// inspect PATH: the kind claims its file, and reads its first rows.
+	doc = inspectDoc{}
+	if err := json.Unmarshal([]byte(pipe(0, "inspect", "--json", "--rows", "2", filepath.Join("out", "shard-0000-of-0002", "rows.tsv"))), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if o := doc.Output; doc.Kind != "output" || o == nil || o.Kind != "write-tsv" || o.Rows != r0 || len(doc.Rows) != 2 || doc.Rows[0].Answer == nil || *doc.Rows[0].Answer == "" || !strings.Contains(doc.Rows[0].LastUser, "\twith a tab") {
+		t.Errorf("inspect of the TSV file: %+v, %+v, rows %+v", doc, o, doc.Rows)
+	}
+
 	// merge: every file of both shards, with its rows; ids compared.
 	pipe(0, "merge", "--out", "merged", shard(0), shard(1))
 	var m shardrun.Merged
@@ -125,6 +134,26 @@ path  = "out/rows.tsv"
 	}
 	if len(row.Conversations) != 2 || !strings.Contains(row.Conversations[0].Content, "\twith a tab") || row.Conversations[1].Role != "assistant" || row.Conversations[1].Content == "" {
 		t.Errorf("exported row %s: want the prompt (its tab kept) and the answer", lines[0])
+	}
+
+	// replay (--from): without gen's journal (segments are swept once
+	// every output committed them; here it is moved aside), what gen made
+	// is read back from the writer it fed alone, by the kind's own
+	// reader, and written again without a server.
+	if err := os.Rename(filepath.Join(shard(0), "journal"), "journal-aside"); err != nil {
+		t.Fatal(err)
+	}
+	replay := []string{"run", "--shard", "0/2", "--from", "gen=" + shard(0), "tsv.toml"}
+	if out := pipe(0, append([]string{"run", "--dry-run"}, replay[1:]...)...); !strings.Contains(out, "rows.tsv (written by rows)") {
+		t.Errorf("the replay does not read the write-tsv output:\n%s", out)
+	}
+	out := pipe(0, replay...)
+	again := filepath.Join(shard(0)+"-from-gen", "out", "rows.tsv")
+	if c, err := tsvCommitted(again); err != nil || c == nil || c.Rows != r0 {
+		t.Fatalf("the replay's %s: %+v, %v; want the %d rows of shard 0 again\n%s", again, c, err, r0, out)
+	}
+	if a, b := readLines(t, again), readLines(t, filepath.Join("out", "shard-0000-of-0002", "rows.tsv")); strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Errorf("the replay wrote other rows than the run:\n%s\nwant\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}
 
 	// verify: its own check, ok; then a file cut short is named.
