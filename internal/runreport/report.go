@@ -201,6 +201,7 @@ func (r *Report) readStatus() {
 type writer struct {
 	id, kind, path string
 	rejectsOnly    bool // every input is a rejected port
+	takesRejects   bool // some input is a rejected port
 }
 
 // writers lists run.json's writers in the order of the run's stages.
@@ -220,7 +221,9 @@ func writers(settings map[string]any, stages []StageCounts) []writer {
 			w.rejectsOnly = len(inputs) > 0
 			for _, in := range inputs {
 				port, _ := in.(string)
-				w.rejectsOnly = w.rejectsOnly && strings.HasSuffix(port, ".rejected")
+				rejected := strings.HasSuffix(port, ".rejected")
+				w.rejectsOnly = w.rejectsOnly && rejected
+				w.takesRejects = w.takesRejects || rejected
 			}
 			out = append(out, w)
 		}

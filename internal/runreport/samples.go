@@ -79,6 +79,12 @@ func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokeni
 	}
 	for _, w := range ws {
 		accepted := samplesAccepted
+		if w.rejectsOnly {
+			accepted = 0
+		}
+		// An output of training rows alone is read for its accepted
+		// samples only: its first rows.
+		forRejects := w.takesRejects
 		take := func(rec *pipeline.Record) bool {
 			switch {
 			case rec.Reject != nil:
@@ -87,7 +93,7 @@ func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokeni
 				accepted--
 				r.Samples = append(r.Samples, s.sample(w.id, rec))
 			}
-			return accepted == 0 && s.wantAll == 0
+			return accepted == 0 && (s.wantAll == 0 || !forRejects)
 		}
 		var err error
 		if w.kind == "write-arrow" {
