@@ -177,9 +177,20 @@ func trainedSpans(tok *tokenize.Tokenizer, t *pipeline.Tokens) []Span {
 		}
 	}
 	for i := range out {
-		out[i].Text = clip(out[i].Text)
+		out[i].Text = clipMiddle(out[i].Text)
 	}
 	return out
+}
+
+// clipMiddle keeps a long span's start and end (where the turn's markers
+// are: <think>, </think>, <|im_end|>) and says what it left out.
+func clipMiddle(s string) string {
+	r := []rune(s)
+	if len(r) <= sampleTextRunes {
+		return s
+	}
+	half := sampleTextRunes / 2
+	return string(r[:half]) + " [… " + num(float64(len(r)-2*half)) + " more characters …] " + string(r[len(r)-half:])
 }
 
 func clip(s string) string {
