@@ -43,7 +43,7 @@ sed -e "s|^servers .*|servers           = [\"sim:7?speed=$SPEED\&faults=empty-an
 	-e "s|^max_output_tokens .*|max_output_tokens = 2048|" \
 	-e "s|^tokenizer = .*|tokenizer = \"$root/.cache/qwen3\"|" \
 	-e "s|^path = \"../testdata/prompts/demo.jsonl\"|path = \"$T/prompts.jsonl\"|" \
-	-e "s|^run_dir .*|run_dir = \"run\"|" \
+	-e "s|^run_dir .*|run_dir = \"run\"\nkeep_journal = true|" \
 	-e "s|\"runs/demo/|\"run/|" \
 	pipelines/demo.toml >"$T/bench.toml"
 grep -q "sim:7" "$T/bench.toml" || { echo "replay.sh: could not adapt pipelines/demo.toml" >&2; exit 1; }
@@ -62,6 +62,15 @@ run generate "$T/bench.toml"
 run replay "$T/bench.toml" --from "gen=$T/run" --set "check.min_answer_length=$MIN"
 grep -q "what changed" "$T/replay.out" || { echo "replay.sh: the replay did not compare its run" >&2; exit 1; }
 sed -n '/^what changed/,/^(pipe report/p' "$T/replay.out"
+# The comparison alone, as pipe report A B makes it (ids and verdicts of
+# both runs, nothing else).
+/usr/bin/time -f "pipe report run run-from-gen: %e s wall, %U+%S s CPU, peak RSS %M KB" \
+	"$T/pipe" report "$T/run" "$T/run-from-gen" >"$T/compare.out" 2>"$T/compare.time" ||
+	{ echo "pipe report A B failed:" >&2; cat "$T/compare.out" "$T/compare.time" >&2; exit 1; }
+cmp -s <(sed -n '/^  verdict/,$p' "$T/compare.out") <(sed -n '/^  verdict/,/^(pipe report/p' "$T/replay.out" | sed '$d') ||
+	echo "replay.sh: pipe report A B differs from the replay's own comparison" >&2
+tail -1 "$T/compare.time"
+echo "journal: $(du -sh "$T/run/journal" | cut -f1); load $(cut -d' ' -f1-3 /proc/loadavg)"
 awk -v n="$N" '{ w[$1] = $2; c[$1] = $3 + $4 } END {
 	for (k in w) printf "%-8s %8.1fs wall %8.1fs CPU   per 1,000: %6.3fs wall %6.3fs CPU\n", k, w[k], c[k], 1000 * w[k] / n, 1000 * c[k] / n
 	printf "replay / generate: %.2fx wall, %.2fx CPU\n", w["replay"] / w["generate"], c["replay"] / c["generate"]

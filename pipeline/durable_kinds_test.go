@@ -63,6 +63,7 @@ func (s *panicSink) Open(_ context.Context, env *pipeline.Env) error {
 func (s *panicSink) Process(_ context.Context, rec *pipeline.Record, _ pipeline.Emitter) error {
 	if rec.ID == s.cfg.PanicOn {
 		var m map[string]int
+		//lint:ignore SA5000 the panic is the point of this sink
 		m[rec.ID]++ // a nil map write: a real runtime panic
 	}
 	s.mu.Lock()
@@ -166,20 +167,19 @@ func (d *delay) Process(ctx context.Context, rec *pipeline.Record, out pipeline.
 func durableRegistry() *pipeline.Registry {
 	reg := testRegistry()
 	reg.Register(*pipeline.DefaultRegistry.Lookup("dedupe-against-progress"))
-	reg.Register(pipeline.Spec{Kind: "panicky", Summary: "test: panics on one id", Config: panickyConfig{}, Outputs: []string{"out"},
-		New: func(c any) (pipeline.Stage, error) { return &panicky{cfg: *c.(*panickyConfig)}, nil }})
-	reg.Register(pipeline.Spec{Kind: "panic-sink", Summary: "test: sink that panics on one id", Config: panickyConfig{},
-		New: func(c any) (pipeline.Stage, error) {
-			return &panicSink{cfg: *c.(*panickyConfig), ids: map[string]int{}}, nil
-		}})
-	reg.Register(pipeline.Spec{Kind: "expensive", Summary: "test: costly work, journaled", Config: expensiveConfig{}, Outputs: []string{"out", pipeline.RejectedPort},
+	reg.Register(pipeline.Spec{Kind: "panicky", Summary: "test: panics on one id", Outputs: []string{"out"},
+		New: pipeline.NewProcessor(func(c *panickyConfig) (pipeline.Processor, error) { return &panicky{cfg: *c}, nil })})
+	reg.Register(pipeline.Spec{Kind: "panic-sink", Summary: "test: sink that panics on one id", New: pipeline.NewProcessor(func(c *panickyConfig) (pipeline.Processor, error) {
+		return &panicSink{cfg: *c, ids: map[string]int{}}, nil
+	})})
+	reg.Register(pipeline.Spec{Kind: "expensive", Summary: "test: costly work, journaled", Outputs: []string{"out", pipeline.RejectedPort},
 		Expensive: true,
-		New: func(c any) (pipeline.Stage, error) {
-			cfg := *c.(*expensiveConfig)
+		New: pipeline.NewProcessor(func(c *expensiveConfig) (pipeline.Processor, error) {
+			cfg := *c
 			return &expensive{cfg: cfg, c: counterFor(cfg.Key)}, nil
-		}})
-	reg.Register(pipeline.Spec{Kind: "delay", Summary: "test: slow pass-through", Config: delayConfig{}, Outputs: []string{"out"},
-		New: func(c any) (pipeline.Stage, error) { return &delay{cfg: *c.(*delayConfig)}, nil }})
+		})})
+	reg.Register(pipeline.Spec{Kind: "delay", Summary: "test: slow pass-through", Outputs: []string{"out"},
+		New: pipeline.NewProcessor(func(c *delayConfig) (pipeline.Processor, error) { return &delay{cfg: *c}, nil })})
 	return reg
 }
 

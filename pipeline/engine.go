@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,10 +16,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-
-	"github.com/reugn/go-streams"
-	"github.com/reugn/go-streams/extension"
-	"github.com/reugn/go-streams/flow"
+	"golang.org/x/sync/errgroup"
 )
 
 // RunOptions control one run of a plan.
@@ -37,6 +35,9 @@ type RunOptions struct {
 	Log io.Writer
 	// Notice receives what a user must see at once (Env.Notice); nil means Log.
 	Notice io.Writer
+	// Warn receives the stages' warnings (Env.Warn) with the stage's id;
+	// nil: they go to Notice.
+	Warn func(stage, kind, text string)
 	// Resources are shared by the stages; nil means a fresh set, closed at the end.
 	Resources *Resources
 	// CommitEvery is how often sinks commit what they accepted (a Batcher:
@@ -151,9 +152,9 @@ var ErrStopped = errors.New("stopped at once; records in flight were abandoned a
 // node is a running stage.
 type node struct {
 	ps       *PlanStage
-	stage    Stage
+	stage    any // the Source or Processor, for its optional interfaces
 	opened   bool
-	outs     map[string]chan any // connected output ports
+	outs     map[string]*port // connected output ports
 	firstOut string
 	inlet    <-chan any
 
@@ -162,8 +163,6 @@ type node struct {
 	reasonsMu                          sync.Mutex
 	reasons, skips                     map[string]int64
 	failedSelf                         atomic.Bool
-	// fanout is the number of inputs each connected port feeds.
-	fanout map[string]int
 	// finishedBy, for a source, is the only stage reading its first port
 	// when that stage drops finished ids (Spec.DropsFinished).
 	finishedBy *node
@@ -233,28 +232,13 @@ type engine struct {
 // Run executes the plan until every source is exhausted and every record has
 // reached a sink, the first stage fails, Stop drains it, or ctx stops it. It
 // returns the summary in every case. No goroutine it started outlives it.
+//
+// It goes open → wire → run → finish: build every stage and open it (a
+// failure there stops the run before any record moves), connect the stages
+// (fabric.go), run each on goroutines of its own until its input ends,
+// then commit what was processed and judge the run.
 func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
-	if opts.DrainTimeout == 0 {
-		opts.DrainTimeout = 10 * time.Minute
-	}
-	if opts.EdgeBuffer <= 0 {
-		opts.EdgeBuffer = 64
-	}
-	if opts.Log == nil {
-		opts.Log = io.Discard
-	}
-	if opts.Notice == nil {
-		opts.Notice = opts.Log
-	}
-	if opts.ProgressEvery <= 0 {
-		opts.ProgressEvery = 5 * time.Second
-	}
-	if opts.CommitEvery <= 0 {
-		opts.CommitEvery = time.Minute
-	}
-	if opts.JournalEvery <= 0 {
-		opts.JournalEvery = time.Second
-	}
+	opts.setDefaults()
 	if opts.Resources == nil {
 		opts.Resources = NewResources()
 		defer opts.Resources.Close()
@@ -276,37 +260,9 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	e.intakeCtx, intakeCancel = context.WithCancel(e.hardCtx)
 	defer intakeCancel()
 
-	for _, ps := range p.Stages {
-		st, err := ps.Spec.New(ps.Config)
-		if err != nil {
-			return e.summary(), &StageError{ps.ID(), ps.Spec.Kind, err}
-		}
-		if err := checkStageType(ps, st); err != nil {
-			return e.summary(), err
-		}
-		n := &node{ps: ps, stage: st, reasons: map[string]int64{}, skips: map[string]int64{}}
-		n.committer, _ = st.(Committer)
-		// Without a journal nothing keeps a batch's records between its
-		// commits: such a writer commits at every round.
-		if !opts.NoJournal {
-			n.batcher, _ = st.(Batcher)
-		}
-		if l := p.File.MaxRejected; l.Share > 0 {
-			n.recent = newRejectWindow(l.Window)
-		}
-		e.nodes = append(e.nodes, n)
-		if ps.Spec.Expensive && !opts.NoJournal {
-			if n.journal, err = e.openJournal(ps); err != nil {
-				return e.summary(), &StageError{ps.ID(), ps.Spec.Kind, err}
-			}
-			defer n.journal.Close()
-			for _, w := range n.journal.Warnings() {
-				fmt.Fprintf(opts.Notice, "pipe: warning: stage %q: journal: %s\n", ps.ID(), w)
-			}
-			if k, cut := n.journal.Recovered(), n.journal.Truncated(); k > 0 || cut > 0 {
-				fmt.Fprintf(opts.Log, "stage %q: journal: kept %d whole entries written after the last commit, cut %d bytes of torn tail\n", ps.ID(), k, cut)
-			}
-		}
+	defer e.closeJournals()
+	if err := e.build(); err != nil {
+		return e.summary(), err
 	}
 	defer e.closeStages()
 
@@ -314,66 +270,141 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 	// (e.g. generate waiting for servers to warm up) is heard.
 	finished := make(chan struct{})
 	var watch sync.WaitGroup
-	watch.Add(1)
-	go func() {
-		defer watch.Done()
-		e.watch(ctx, finished, intakeCancel)
-	}()
+	watch.Go(func() { e.watch(ctx, finished, intakeCancel) })
 	defer watch.Wait()
 	defer close(finished)
 
+	if err := e.open(); err != nil {
+		return e.summary(), err
+	}
+	e.wire()
+	e.markIntake()
+	e.running.Store(true)
+	e.run()
+	return e.finish()
+}
+
+// setDefaults gives every zero option its documented default.
+func (o *RunOptions) setDefaults() {
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 10 * time.Minute
+	}
+	if o.EdgeBuffer <= 0 {
+		o.EdgeBuffer = 64
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Notice == nil {
+		o.Notice = o.Log
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 5 * time.Second
+	}
+	if o.CommitEvery <= 0 {
+		o.CommitEvery = time.Minute
+	}
+	if o.JournalEvery <= 0 {
+		o.JournalEvery = time.Second
+	}
+}
+
+// build constructs every stage and opens the journals of expensive ones.
+func (e *engine) build() error {
+	for _, ps := range e.plan.Stages {
+		st, err := ps.Spec.New.Stage(ps.Config)
+		if err != nil {
+			return &StageError{ps.ID(), ps.Spec.Kind, err}
+		}
+		n := &node{ps: ps, stage: st, reasons: map[string]int64{}, skips: map[string]int64{}}
+		n.committer, _ = st.(Committer)
+		// Without a journal nothing keeps a batch's records between its
+		// commits: such a writer commits at every round.
+		if !e.opts.NoJournal {
+			n.batcher, _ = st.(Batcher)
+		}
+		if l := e.plan.File.MaxRejected; l.Share > 0 {
+			n.recent = newRejectWindow(l.Window)
+		}
+		e.nodes = append(e.nodes, n)
+		if ps.Spec.Expensive && !e.opts.NoJournal {
+			if n.journal, err = e.openJournal(ps); err != nil {
+				return &StageError{ps.ID(), ps.Spec.Kind, err}
+			}
+			for _, w := range n.journal.Warnings() {
+				fmt.Fprintf(e.opts.Notice, "pipe: warning: stage %q: journal: %s\n", ps.ID(), w)
+			}
+			if k, cut := n.journal.Recovered(), n.journal.Truncated(); k > 0 || cut > 0 {
+				fmt.Fprintf(e.opts.Log, "stage %q: journal: kept %d whole entries written after the last commit, cut %d bytes of torn tail\n", ps.ID(), k, cut)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *engine) closeJournals() {
+	for i := len(e.nodes) - 1; i >= 0; i-- {
+		if j := e.nodes[i].journal; j != nil {
+			j.Close()
+		}
+	}
+}
+
+// open calls every stage's Open, in plan order. Opening is intake: a stop
+// request ends it.
+func (e *engine) open() error {
 	for _, n := range e.nodes {
 		if o, ok := n.stage.(Opener); ok {
-			env := &Env{StageID: n.ps.ID(), RunDir: p.File.RunDir, Log: opts.Log, Notice: opts.Notice, Done: e.ledger, Resources: opts.Resources,
+			env := &Env{StageID: n.ps.ID(), RunDir: e.plan.File.RunDir, Log: e.opts.Log, Notice: e.opts.Notice, Done: e.ledger, Resources: e.opts.Resources,
 				DuplicatesHandled: DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
-				HashCheck: opts.HashCheck, Unfinish: e.ledger.unfinish}
-			// Opening is intake: a stop request ends it.
+				HashCheck: e.opts.HashCheck, Unfinish: e.ledger.unfinish}
+			if e.opts.Warn != nil {
+				id := n.ps.ID()
+				env.Warn = func(kind, text string) { e.opts.Warn(id, kind, text) }
+			}
 			if err := e.guard(n, "opening", func() error { return o.Open(e.intakeCtx, env) }); err != nil {
 				if herr := e.tooManyErr.Load(); herr != nil {
-					return e.summary(), *herr
+					return *herr
 				}
 				if e.intakeCtx.Err() != nil {
-					return e.summary(), fmt.Errorf("stopped while stage %q was opening: %w", n.ps.ID(), ErrStopped)
+					return fmt.Errorf("stopped while stage %q was opening: %w", n.ps.ID(), ErrStopped)
 				}
-				return e.summary(), &StageError{n.ps.ID(), n.ps.Spec.Kind, err}
+				return &StageError{n.ps.ID(), n.ps.Spec.Kind, err}
 			}
 		}
 		n.opened = true
 	}
+	return nil
+}
 
-	e.wire()
-	e.markIntake()
-	e.running.Store(true)
-
+// run runs every stage, each until its input ends, with the commit rounds
+// beside them. A stage's failure cancels the run's hard context with its
+// StageError as the cause (fail), which is what finish reports.
+func (e *engine) run() {
 	committing := make(chan struct{})
-	var cwg sync.WaitGroup
-	cwg.Add(1)
-	go func() {
-		defer cwg.Done()
-		e.commitLoop(committing)
-	}()
-
-	var wg sync.WaitGroup
+	var commits sync.WaitGroup
+	commits.Go(func() { e.commitLoop(committing) })
+	var g errgroup.Group
 	for _, n := range e.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.runNode(n)
-		}()
+		g.Go(func() error { return e.runNode(n) })
 	}
-	wg.Wait()
+	_ = g.Wait() // the first failure is context.Cause(e.hardCtx) too
 	close(committing)
-	cwg.Wait()
-	// Whatever happened, what was processed is committed.
+	commits.Wait()
+}
+
+// finish commits what was processed, whatever happened, and judges the run:
+// the first failure, too many failed or rejected records, the accounting,
+// outputs left empty.
+func (e *engine) finish() (*Summary, error) {
 	e.commitAll()
 	for _, n := range e.nodes {
 		if n.journal != nil {
 			if err := n.journal.Done(); err != nil {
-				fmt.Fprintf(opts.Log, "stage %q: journal: removing finished segments: %v\n", n.ps.ID(), err)
+				fmt.Fprintf(e.opts.Log, "stage %q: journal: removing finished segments: %v\n", n.ps.ID(), err)
 			}
 		}
 	}
-
 	paths, derr := e.dead.Close()
 	sum := e.summary()
 	sum.DeadLetters = paths
@@ -455,71 +486,41 @@ func acceptedPath(ps *PlanStage) bool {
 	return false
 }
 
-func checkStageType(ps *PlanStage, st Stage) error {
-	_, isSrc := st.(Source)
-	_, isProc := st.(Processor)
-	switch {
-	case ps.Spec.Source && !isSrc:
-		return &StageError{ps.ID(), ps.Spec.Kind, errors.New("kind is declared a source but does not implement pipeline.Source")}
-	case !ps.Spec.Source && !isProc:
-		return &StageError{ps.ID(), ps.Spec.Kind, errors.New("kind does not implement pipeline.Processor")}
-	}
-	return nil
-}
-
-// wire builds the go-streams fabric: one bounded channel per connected output
-// port, FanOut where a port feeds several inputs (each branch gets its own
-// copy of the record), Merge where a stage has several inputs.
+// wire connects the stages (see fabric.go): a port per connected output
+// port, with one edge per input it feeds, and each stage's inlet.
 func (e *engine) wire() {
 	byPS := map[*PlanStage]*node{}
 	for _, n := range e.nodes {
 		byPS[n.ps] = n
-		n.outs = map[string]chan any{}
-		n.fanout = map[string]int{}
+		n.outs = map[string]*port{}
 		if len(n.ps.Spec.Outputs) > 0 {
 			n.firstOut = n.ps.Spec.Outputs[0]
 		}
 	}
-	inputs := map[*node][]streams.Flow{}
+	inputs := map[*node][]chan any{}
 	for _, n := range e.nodes {
-		for _, port := range sortedKeys(n.ps.Outputs) {
-			edges := n.ps.Outputs[port]
+		for _, name := range sortedKeys(n.ps.Outputs) {
 			size := e.opts.EdgeBuffer
-			if b, ok := n.ps.Spec.PortBuffers[port]; ok {
+			if b, ok := n.ps.Spec.PortBuffers[name]; ok {
 				size = b
 			}
-			ch := make(chan any, size)
-			n.outs[port] = ch
-			n.fanout[port] = len(edges)
-			src := extension.NewChanSource(ch)
-			if len(edges) == 1 {
-				to := byPS[edges[0].To]
-				inputs[to] = append(inputs[to], src.Via(flow.NewPassThrough()))
-				continue
+			p := &port{}
+			for _, ed := range n.ps.Outputs[name] {
+				to := byPS[ed.To]
+				ch := make(chan any, edgeCap(size, len(to.ps.Inputs)))
+				p.edges = append(p.edges, ch)
+				inputs[to] = append(inputs[to], ch)
 			}
-			for i, branch := range flow.FanOut(src, len(edges)) {
-				to := byPS[edges[i].To]
-				inputs[to] = append(inputs[to], branch.Via(flow.NewMap(cloneRecord, 1)))
-			}
+			n.outs[name] = p
 		}
 	}
 	for _, n := range e.nodes {
 		if n.ps.Spec.Source && DuplicatesHandled(n.ps) {
 			n.finishedBy = byPS[n.ps.Outputs[n.firstOut][0].To]
 		}
-	}
-	for _, n := range e.nodes {
-		switch ins := inputs[n]; len(ins) {
-		case 0:
-		case 1:
-			n.inlet = ins[0].Out()
-		default:
-			n.inlet = flow.Merge(ins...).Out()
-		}
+		n.inlet = inlet(inputs[n])
 	}
 }
-
-func cloneRecord(r *Record) *Record { return r.Clone() }
 
 // markIntake marks expensive stages and their ancestors.
 func (e *engine) markIntake() {
@@ -562,105 +563,28 @@ func (e *engine) markIntake() {
 
 // runNode runs one stage until its input is exhausted, then commits it and
 // closes its outputs. It always drains its inlet, so no upstream goroutine is
-// left blocked whatever happens.
-func (e *engine) runNode(n *node) {
+// left blocked whatever happens. It returns the stage's failure, if any.
+func (e *engine) runNode(n *node) error {
 	defer func() {
 		n.commitMu.Lock()
 		n.done = true
-		for _, ch := range n.outs {
-			close(ch)
+		for _, p := range n.outs {
+			p.close()
 		}
 		n.commitMu.Unlock()
 	}()
-	fail := func(err error) {
-		if err == nil || (e.hardCtx.Err() != nil && errors.Is(err, context.Canceled)) {
-			return
-		}
-		n.failedSelf.Store(true)
-		e.hardCancel(&StageError{n.ps.ID(), n.ps.Spec.Kind, err})
-	}
 	if src, ok := n.stage.(Source); ok {
 		em := &emitter{e: e, n: n, ctx: e.intakeCtx}
 		err := e.guard(n, "reading", func() error { return src.Read(e.intakeCtx, em) })
 		if e.intakeCtx.Err() != nil && errors.Is(err, context.Canceled) {
 			err = nil
 		}
-		fail(err)
-		return
+		return e.fail(n, err)
 	}
-	proc := n.stage.(Processor)
-	workers := 1
-	if par, ok := n.stage.(Parallel); ok && par.Workers() > 1 {
-		workers = par.Workers()
-	}
-	// A writer's records end in it, whatever ports it has for side outputs.
-	sink := n.committer != nil || (len(n.outs) == 0 && len(n.ps.Spec.Outputs) == 0)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for v := range n.inlet {
-				rec := v.(*Record)
-				n.in.Add(1)
-				if e.hardCtx.Err() != nil || n.failedSelf.Load() || (n.intake && e.intakeCtx.Err() != nil) {
-					n.abandon(false)
-					continue
-				}
-				em := &emitter{e: e, n: n, ctx: e.hardCtx, in: rec}
-				if n.journal != nil {
-					replayed, err := e.replay(n, rec, em)
-					if err != nil {
-						fail(err)
-						if !em.touched.Load() {
-							n.abandon(false)
-						}
-					}
-					if replayed || err != nil {
-						continue
-					}
-				}
-				if sink && n.committer != nil {
-					n.commitMu.Lock()
-				}
-				err := e.process(n, proc, rec, em)
-				switch {
-				case err != nil:
-					if !em.touched.Load() {
-						n.abandon(true)
-					}
-					fail(err)
-				case sink && !em.touched.Load():
-					n.out.Add(1)
-					e.decided(n, "")
-					if n.committer != nil {
-						n.pending = append(n.pending, rec.ticket)
-						switch {
-						case n.batcher != nil && len(n.pending) == MaxBatchRecords:
-							e.sealNext.Store(true)
-							e.requestCommit()
-						case n.batcher == nil && len(n.pending) == maxPending:
-							e.requestCommit() // bounds the memory tickets take
-						}
-					} else {
-						e.ledger.release(rec.ticket)
-					}
-				}
-				if sink && n.committer != nil {
-					var done []*ticket
-					if n.batcher != nil && err == nil {
-						done = n.takeDurable()
-					}
-					n.commitMu.Unlock()
-					e.releaseAll(done)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	first := e.process(n, n.stage.(Processor))
 	if fin, ok := n.stage.(Finisher); ok && !n.failedSelf.Load() {
 		em := &emitter{e: e, n: n, ctx: e.hardCtx}
-		fail(e.guard(n, "finishing", func() error { return fin.Finish(e.hardCtx, em) }))
+		first = cmp.Or(first, e.fail(n, e.guard(n, "finishing", func() error { return fin.Finish(e.hardCtx, em) })))
 	}
 	// A writer's last commit happens while what it sends on can still be
 	// received downstream.
@@ -671,6 +595,113 @@ func (e *engine) runNode(n *node) {
 		}
 		e.commitMu.Unlock()
 	}
+	return first
+}
+
+// fail fails the stage n with err, unless err is nil or the run's being
+// stopped at once; it returns the StageError the run now ends with.
+func (e *engine) fail(n *node, err error) error {
+	if err == nil || (e.hardCtx.Err() != nil && errors.Is(err, context.Canceled)) {
+		return nil
+	}
+	n.failedSelf.Store(true)
+	serr := &StageError{n.ps.ID(), n.ps.Spec.Kind, err}
+	e.hardCancel(serr)
+	return serr
+}
+
+// process feeds a processor its inlet on its workers (Parallel), until the
+// inlet closes; it returns the first failure.
+func (e *engine) process(n *node, proc Processor) error {
+	workers := 1
+	if par, ok := n.stage.(Parallel); ok && par.Workers() > 1 {
+		workers = par.Workers()
+	}
+	// A writer's records end in it, whatever ports it has for side outputs.
+	sink := n.committer != nil || (len(n.outs) == 0 && len(n.ps.Spec.Outputs) == 0)
+	var g errgroup.Group
+	for range workers {
+		g.Go(func() error {
+			var first error
+			for v := range n.inlet {
+				first = cmp.Or(first, e.handle(n, proc, v.(*Record), sink))
+			}
+			return first
+		})
+	}
+	return g.Wait()
+}
+
+// handle takes one record through the stage: abandoned when the run is
+// stopping, replayed from the journal when the stage did it before, else
+// processed; a sink's accepted record is then pending its commit.
+func (e *engine) handle(n *node, proc Processor, rec *Record, sink bool) error {
+	n.in.Add(1)
+	if e.hardCtx.Err() != nil || n.failedSelf.Load() || (n.intake && e.intakeCtx.Err() != nil) {
+		n.abandon(false)
+		return nil
+	}
+	em := &emitter{e: e, n: n, ctx: e.hardCtx, in: rec}
+	if n.journal != nil {
+		replayed, err := e.replay(n, rec, em)
+		if err != nil {
+			if !em.touched.Load() {
+				n.abandon(false)
+			}
+			return e.fail(n, err)
+		}
+		if replayed {
+			return nil
+		}
+	}
+	if !sink || n.committer == nil {
+		err := e.call(n, proc, rec, em)
+		switch {
+		case err != nil:
+			if !em.touched.Load() {
+				n.abandon(true)
+			}
+			return e.fail(n, err)
+		case sink && !em.touched.Load():
+			n.out.Add(1)
+			e.decided(n, "")
+			e.ledger.release(rec.ticket)
+		}
+		return nil
+	}
+	return e.handleWriter(n, proc, rec, em)
+}
+
+// handleWriter is handle's processing for a writer: Process and Commit
+// never run at once, and what it accepted is pending until a commit made
+// it durable (its ticket then released).
+func (e *engine) handleWriter(n *node, proc Processor, rec *Record, em *emitter) error {
+	n.commitMu.Lock()
+	err := e.call(n, proc, rec, em)
+	switch {
+	case err != nil:
+		if !em.touched.Load() {
+			n.abandon(true)
+		}
+	case !em.touched.Load():
+		n.out.Add(1)
+		e.decided(n, "")
+		n.pending = append(n.pending, rec.ticket)
+		switch {
+		case n.batcher != nil && len(n.pending) == MaxBatchRecords:
+			e.sealNext.Store(true)
+			e.requestCommit()
+		case n.batcher == nil && len(n.pending) == maxPending:
+			e.requestCommit() // bounds the memory tickets take
+		}
+	}
+	var done []*ticket
+	if n.batcher != nil && err == nil {
+		done = n.takeDurable()
+	}
+	n.commitMu.Unlock()
+	e.releaseAll(done)
+	return e.fail(n, err)
 }
 
 // guard runs one call into a stage and turns a panic into an error that
@@ -686,9 +717,9 @@ func (e *engine) guard(n *node, what string, f func() error) (err error) {
 	return f()
 }
 
-// process calls the stage for one record. A panic fails that record (the
+// call calls the stage for one record. A panic fails that record (the
 // stack goes to the run log) instead of ending the run.
-func (e *engine) process(n *node, proc Processor, rec *Record, em *emitter) (err error) {
+func (e *engine) call(n *node, proc Processor, rec *Record, em *emitter) (err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -1017,12 +1048,13 @@ func (e *engine) summary() *Summary {
 		ss.Reasons = copyCounts(n.reasons)
 		ss.Skips = copyCounts(n.skips)
 		n.reasonsMu.Unlock()
-		for port, ch := range n.outs {
-			ss.Queued += len(ch)
+		for name, p := range n.outs {
+			q := p.queued()
+			ss.Queued += q
 			if ss.QueuedByPort == nil {
 				ss.QueuedByPort = map[string]int{}
 			}
-			ss.QueuedByPort[port] = len(ch)
+			ss.QueuedByPort[name] = q
 		}
 		if r, ok := n.stage.(Reporter); ok && n.opened {
 			e.guard(n, "reporting", func() error { ss.Figures = r.Report(); return nil })
@@ -1107,7 +1139,7 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	if port == RejectedPort {
 		return em.Reject(rec, "rejected", "")
 	}
-	ch, ok := em.n.outs[port]
+	p, ok := em.n.outs[port]
 	if !ok {
 		if contains(em.n.ps.Spec.OptionalOutputs, port) {
 			return nil // not connected: nobody wants it
@@ -1122,8 +1154,8 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	if err := em.journal(port, rec); err != nil {
 		return err
 	}
-	em.fanOut(port, rec)
-	if err := em.send(ch, rec); err != nil {
+	em.fanOut(p, rec)
+	if err := em.sendPort(p, rec); err != nil {
 		if fresh {
 			em.e.ledger.unmake(rec)
 		}
@@ -1138,13 +1170,38 @@ func (em *emitter) Emit(port string, rec *Record) error {
 
 // fanOut counts the copies a port's fan-out will make: each is one more
 // place the record must be committed.
-func (em *emitter) fanOut(port string, rec *Record) {
-	if k := em.n.fanout[port]; k > 1 && rec.ticket != nil {
+func (em *emitter) fanOut(p *port, rec *Record) {
+	if k := len(p.edges); k > 1 && rec.ticket != nil {
 		rec.ticket.n.Add(int32(k - 1))
 	}
 }
 
-func (em *emitter) send(ch chan any, rec *Record) error {
+// sendPort sends rec on every edge of p: rec itself on the first, a copy
+// on each other one, made before rec is sent (its reader may change it).
+// Once the first edge took it the others are sent with the run's hard
+// context: a stop request never gives a record to only some of a port's
+// readers.
+func (em *emitter) sendPort(p *port, rec *Record) error {
+	if len(p.edges) == 1 {
+		return send(em.ctx, p.edges[0], rec)
+	}
+	copies := make([]*Record, len(p.edges))
+	for i := 1; i < len(copies); i++ {
+		copies[i] = rec.Clone()
+	}
+	if err := send(em.ctx, p.edges[0], rec); err != nil {
+		return err
+	}
+	for i := 1; i < len(copies); i++ {
+		if err := send(em.e.hardCtx, p.edges[i], copies[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send blocks while ch is full, until ctx is done.
+func send(ctx context.Context, ch chan any, rec *Record) error {
 	select {
 	case ch <- rec:
 		return nil
@@ -1153,8 +1210,8 @@ func (em *emitter) send(ch chan any, rec *Record) error {
 	select {
 	case ch <- rec:
 		return nil
-	case <-em.ctx.Done():
-		return em.ctx.Err()
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -1172,9 +1229,9 @@ func (em *emitter) Reject(rec *Record, reason, detail string) error {
 	if err := em.journal(RejectedPort, rec); err != nil {
 		return err
 	}
-	if ch, ok := em.n.outs[RejectedPort]; ok {
-		em.fanOut(RejectedPort, rec)
-		if err := em.send(ch, rec); err != nil {
+	if p, ok := em.n.outs[RejectedPort]; ok {
+		em.fanOut(p, rec)
+		if err := em.sendPort(p, rec); err != nil {
 			if fresh {
 				em.e.ledger.unmake(rec)
 			}

@@ -38,14 +38,6 @@ type Redirect struct {
 	Stage, Key, From, To string
 }
 
-// The kinds --from puts in place of the replaced stages. Their files are
-// stages/read_journal.go and stages/read_completions.go; the surgery names
-// them here because it writes their keys.
-const (
-	kindReadJournal     = "read-journal"
-	kindReadCompletions = "read-completions"
-)
-
 // fromPorts are the ports the readers have: a stage with other ports
 // (validate-thinking's accepted) cannot be replaced by one.
 var fromPorts = []string{"out", RejectedPort}
@@ -138,7 +130,7 @@ func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
 		return probs
 	}
 
-	reader, err := f.fromReader(target, byID, checkFiles)
+	reader, err := f.fromReader(reg, target, byID, checkFiles)
 	if err != nil {
 		prob("%v", err)
 		return probs
@@ -168,7 +160,7 @@ func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
 // fromReader is the stage decl that reads what target produced in the
 // original run: its journal if it has one, else the committed output of a
 // writer fed by it alone (run.json's outputs name where it wrote).
-func (f *File) fromReader(target *StageDecl, byID map[string]*StageDecl, checkFiles bool) (*StageDecl, error) {
+func (f *File) fromReader(reg *Registry, target *StageDecl, byID map[string]*StageDecl, checkFiles bool) (*StageDecl, error) {
 	fr := f.From
 	sd := &StageDecl{ID: target.ID, Pos: target.Pos, KeyPos: map[string]Pos{}, BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{},
 		Raw: map[string]any{}}
@@ -183,9 +175,14 @@ func (f *File) fromReader(target *StageDecl, byID map[string]*StageDecl, checkFi
 		return nil, err
 	}
 	useJournal := func() (*StageDecl, error) {
-		sd.Kind = kindReadJournal
-		sd.Raw["run_dir"] = fr.RunDir
-		sd.Raw["stage"] = fr.Stage
+		kind, rs := reg.replayer(ReplaysJournal)
+		if rs == nil {
+			return nil, fmt.Errorf("no stage kind replays a journal (a ReplaySpec reading %q)", ReplaysJournal)
+		}
+		sd.Kind = kind
+		for k, v := range rs.Config(fr.RunDir, fr.Stage, "", "") {
+			sd.Raw[k] = v
+		}
 		fr.Kind, fr.Source = sd.Kind, DisplayPath(journal)
 		if len(files) > 1 || (len(files) == 1 && files[0] != journal) {
 			fr.Source = DisplayPath(filepath.Join(fr.RunDir, "journal", fr.Stage)) + fmt.Sprintf(" (%d files)", len(files))
@@ -204,11 +201,20 @@ func (f *File) fromReader(target *StageDecl, byID map[string]*StageDecl, checkFi
 		if w == nil || !feedsOnly(w, fr.Stage) || strings.HasPrefix(o.Path, "s3://") {
 			continue
 		}
+		if out := reg.Output(o.Kind); out == nil || out.Each == nil {
+			continue // holds no records (an upload's copies)
+		}
 		if _, err := os.Stat(o.Path); err != nil {
 			continue
 		}
-		sd.Kind = kindReadCompletions
-		sd.Raw["path"] = o.Path
+		kind, rs := reg.replayer(ReplaysOutput)
+		if rs == nil {
+			return nil, fmt.Errorf("no stage kind replays a writer's output (a ReplaySpec reading %q)", ReplaysOutput)
+		}
+		sd.Kind = kind
+		for k, v := range rs.Config(fr.RunDir, fr.Stage, o.Kind, o.Path) {
+			sd.Raw[k] = v
+		}
 		fr.Kind, fr.Source = sd.Kind, DisplayPath(o.Path)+" (written by "+o.Stage+")"
 		return sd, nil
 	}
@@ -263,8 +269,8 @@ func (f *File) redirectOutputs(reg *Registry) Problems {
 	used := map[string]bool{}
 	for _, sd := range f.Stages {
 		spec := reg.Lookup(sd.Kind)
-		if spec == nil || sd.Kind == kindReadJournal {
-			continue
+		if spec == nil || spec.Replay != nil {
+			continue // a replay's reader reads the original run: never moved
 		}
 		fields, _ := fieldsOf(reflect.TypeOf(spec.Config))
 		for _, fi := range fields {

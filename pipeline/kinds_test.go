@@ -113,14 +113,13 @@ func testRegistry() *pipeline.Registry {
 	reg := pipeline.NewRegistry()
 	reg.Register(*pipeline.DefaultRegistry.Lookup("read-prompts"))
 	reg.Register(*pipeline.DefaultRegistry.Lookup("write-jsonl"))
-	reg.Register(pipeline.Spec{Kind: "count", Summary: "test source", Source: true, Config: countConfig{}, Outputs: []string{"out"},
-		New: func(c any) (pipeline.Stage, error) { return &countSource{n: c.(*countConfig).N}, nil }})
-	reg.Register(pipeline.Spec{Kind: "pass", Summary: "test pass-through", Config: passConfig{}, Outputs: []string{"out", "rejected"},
-		New: func(c any) (pipeline.Stage, error) { return &pass{cfg: *c.(*passConfig)}, nil }})
-	reg.Register(pipeline.Spec{Kind: "collect", Summary: "test sink", Config: collectConfig{},
-		New: func(c any) (pipeline.Stage, error) {
-			return &collect{cfg: *c.(*collectConfig), ids: map[string]int{}, tags: map[string]int{}}, nil
-		}})
+	reg.Register(pipeline.Spec{Kind: "count", Summary: "test source", Outputs: []string{"out"},
+		New: pipeline.NewSource(func(c *countConfig) (pipeline.Source, error) { return &countSource{n: c.N}, nil })})
+	reg.Register(pipeline.Spec{Kind: "pass", Summary: "test pass-through", Outputs: []string{"out", "rejected"},
+		New: pipeline.NewProcessor(func(c *passConfig) (pipeline.Processor, error) { return &pass{cfg: *c}, nil })})
+	reg.Register(pipeline.Spec{Kind: "collect", Summary: "test sink", New: pipeline.NewProcessor(func(c *collectConfig) (pipeline.Processor, error) {
+		return &collect{cfg: *c, ids: map[string]int{}, tags: map[string]int{}}, nil
+	})})
 	return reg
 }
 

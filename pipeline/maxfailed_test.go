@@ -27,8 +27,8 @@ func (f *failEvery) Process(_ context.Context, rec *pipeline.Record, out pipelin
 func maxFailedPlan(t *testing.T, dir string, n, k int64, maxFailed string) *pipeline.Plan {
 	t.Helper()
 	reg := durableRegistry()
-	reg.Register(pipeline.Spec{Kind: "fail-every", Summary: "test: fails every k-th record", Config: failEveryConfig{}, Outputs: []string{"out"},
-		New: func(c any) (pipeline.Stage, error) { return &failEvery{k: c.(*failEveryConfig).K}, nil }})
+	reg.Register(pipeline.Spec{Kind: "fail-every", Summary: "test: fails every k-th record", Outputs: []string{"out"},
+		New: pipeline.NewProcessor(func(c *failEveryConfig) (pipeline.Processor, error) { return &failEvery{k: c.K}, nil })})
 	header := "[pipeline]\nrun_dir = \"run\"\n"
 	if maxFailed != "" {
 		header += "max_failed = " + maxFailed + "\n"

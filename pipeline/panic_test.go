@@ -272,8 +272,8 @@ func TestPanicInSourceCommitsAndFails(t *testing.T) {
 
 func panicSourceChild(t *testing.T, dir string) {
 	reg := durableRegistry()
-	reg.Register(pipeline.Spec{Kind: "panic-source", Summary: "test", Source: true, Config: countConfig{}, Outputs: []string{"out"},
-		New: func(c any) (pipeline.Stage, error) { return panicSource{}, nil }})
+	reg.Register(pipeline.Spec{Kind: "panic-source", Summary: "test", Outputs: []string{"out"},
+		New: pipeline.NewSource(func(c *countConfig) (pipeline.Source, error) { return panicSource{}, nil })})
 	f, probs := pipeline.Parse(dir+"/test.toml", []byte(`
 [pipeline]
 run_dir = "run"

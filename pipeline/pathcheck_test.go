@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,8 +22,8 @@ type filesConfig struct {
 // and write paths (it is never run).
 func pathRegistry() *pipeline.Registry {
 	reg := testRegistry()
-	reg.Register(pipeline.Spec{Kind: "files", Summary: "test path keys", Config: filesConfig{}, Outputs: []string{"out"},
-		New: func(any) (pipeline.Stage, error) { return nil, errors.New("not runnable") }})
+	reg.Register(pipeline.Spec{Kind: "files", Summary: "test path keys", Outputs: []string{"out"},
+		New: pipeline.NewProcessor(func(c *filesConfig) (pipeline.Processor, error) { return &pass{}, nil })})
 	return reg
 }
 

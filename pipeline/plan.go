@@ -463,6 +463,17 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool, shard 
 			}
 		}
 	}
+	// The constructor has no side effects, so what only it can judge is
+	// found here, by pipe check, and not when the run starts.
+	if len(probs) == 0 {
+		if _, err := spec.New.Stage(ptr.Interface()); err != nil {
+			if fe := (*FieldError)(nil); errors.As(err, &fe) {
+				prob(fe.Key, "%s %s", fe.Key, fe.Msg)
+			} else {
+				probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: err.Error()})
+			}
+		}
+	}
 	return ptr.Interface(), probs
 }
 

@@ -14,7 +14,8 @@ type Spec struct {
 	Summary string // one line
 	// Description is longer help for `pipe stages KIND`; optional.
 	Description string
-	// Config is a zero value of the kind's config struct (not a pointer). Its
+	// Config is a zero value of the kind's config struct (not a pointer),
+	// set by Register from New's type: a spec leaves it unset. Its
 	// exported fields carry `toml:"key"` tags and optionally `default:"…"`,
 	// `doc:"…"`, `min:"…"`, `max:"…"`, `enum:"a|b"`, `required:"true"`,
 	// `path:"in|indir|out|dir"` (resolved against the pipeline file; "in" is
@@ -25,9 +26,10 @@ type Spec struct {
 	// it makes), which a resume may change (see PlanStage.Settings). A config
 	// type may implement Validator for checks across fields.
 	Config any
-	// Source is true for kinds that take no input (they implement Source);
-	// every other kind needs at least one input. MaxInputs limits how many
-	// (0: any number, merged in arrival order).
+	// Source is true for kinds that take no input (New is a NewSource), set
+	// by Register: a spec leaves it unset. Every other kind needs at least
+	// one input. MaxInputs limits how many (0: any number, merged in
+	// arrival order).
 	Source    bool
 	MaxInputs int
 	// Outputs are the output ports, the first being the default. A port named
@@ -43,7 +45,7 @@ type Spec struct {
 	PortBuffers map[string]int
 	// Needs and Produces are record fields (Field* constants). Fields is an
 	// optional refinement computed from the decoded config, e.g. output_ids
-	// only with the native API.
+	// only with the native API; FieldsFor types it.
 	Needs, Produces []string
 	Fields          func(config any) (needs, produces []string)
 	// Expensive marks kinds whose work is costly to redo (generate: minutes
@@ -59,19 +61,25 @@ type Spec struct {
 	// finished prompts in a fraction of a second.
 	DropsFinished bool
 	// KeySettings returns a short summary of the settings that matter, for
-	// graph views ("7 servers × 48").
+	// graph views ("7 servers × 48"); SettingsFor types it.
 	KeySettings func(config any) string
 	// Example is a complete pipeline file using this kind; the tests check
 	// that it passes `pipe check`.
 	Example string
 	// Verify, for writers and uploads, checks what the stage committed
 	// against its own record of it (a manifest): pipe verify and the end
-	// of a run call it. Nil: the kind keeps no output of its own.
+	// of a run call it (VerifyFor types it). Nil: the kind keeps no output
+	// of its own.
 	Verify VerifyFunc
-	// New builds the stage from a decoded, validated config (a pointer to a
-	// value of the Config type). It must have no side effects: resources are
-	// acquired in Open.
-	New func(config any) (Stage, error)
+	// Output, for writers and uploads, reads back what the stage
+	// committed (see OutputSpec); nil: it keeps no output of its own.
+	Output *OutputSpec
+	// Replay, for a source that pipe run --from puts in place of a stage,
+	// says what it reads of the original run (see ReplaySpec).
+	Replay *ReplaySpec
+	// New builds the stage from a decoded, validated config: NewSource or
+	// NewProcessor, whose type parameter is the config struct.
+	New Constructor
 }
 
 // Validator is implemented by config structs with checks across fields. Each
@@ -107,10 +115,16 @@ func Register(s Spec) { DefaultRegistry.Register(s) }
 
 // Register adds a kind; it panics on a malformed or duplicate spec.
 func (r *Registry) Register(s Spec) {
-	if s.Kind == "" || s.New == nil || s.Config == nil {
-		panic(fmt.Sprintf("pipeline: spec %q needs Kind, Config and New", s.Kind))
+	if s.Kind == "" || s.New.config == nil {
+		panic(fmt.Sprintf("pipeline: spec %q needs Kind and New (NewSource or NewProcessor)", s.Kind))
 	}
-	if reflect.TypeOf(s.Config).Kind() != reflect.Struct {
+	// A spec taken from another registry has them already, the same.
+	if (s.Config != nil && reflect.TypeOf(s.Config) != s.New.config) || (s.Source && !s.New.IsSource()) {
+		panic(fmt.Sprintf("pipeline: spec %q: Config and Source are set from New", s.Kind))
+	}
+	s.Config = reflect.Zero(s.New.config).Interface()
+	s.Source = s.New.IsSource()
+	if s.New.config.Kind() != reflect.Struct {
 		panic(fmt.Sprintf("pipeline: spec %q: Config must be a struct value", s.Kind))
 	}
 	if _, err := fieldsOf(reflect.TypeOf(s.Config)); err != nil {

@@ -479,7 +479,7 @@ path = "out.jsonl"
 			"(finished %d, want 8; done.ids has %d ids) although the run never produced it", sum.Finished, done.Len())
 	}
 	// Without against, the two are done now.
-	sum, err = pipeline.Run(context.Background(), durablePlan(t, dir, graph("")), pipeline.RunOptions{})
+	_, err = pipeline.Run(context.Background(), durablePlan(t, dir, graph("")), pipeline.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,10 @@ import (
 	"io"
 )
 
-// A stage kind's constructor returns a Stage that implements exactly one of
-// Source or Processor. Stage code never touches channels: the engine calls it
-// and moves records along the graph.
-type Stage any
+// A stage kind's constructor (NewSource or NewProcessor) returns a Source
+// or a Processor, which may implement the optional interfaces below. Stage
+// code never touches channels: the engine calls it and moves records along
+// the graph.
 
 // Source produces records, e.g. by reading a file. Read returns when the input
 // is exhausted or ctx is done (the user asked to stop intake); it returns
@@ -173,6 +173,12 @@ type Env struct {
 	// is ready, and why — on the terminal as well as in the run log. Never
 	// nil: without a terminal it is the log.
 	Notice io.Writer
+	// Warn, when not nil, takes a warning the user must act on while the
+	// run goes on (e.g. a server that stalled or was never ready), with a
+	// kind naming it ("server_stalled"): the run's warner shows it on the
+	// terminal, in the run log, in status.json and in notifications
+	// (RunOptions.Warn). Nil: write it to Notice.
+	Warn func(kind, text string)
 	// Done is the set of ids this run directory had finished (committed in
 	// every output they reached, or rejected or failed for good) when the
 	// run started.

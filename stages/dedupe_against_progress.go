@@ -30,15 +30,14 @@ An id seen earlier in this run's input is rejected as duplicate_id (the first
 one wins). against lists other outputs whose ids are skipped too (counted as
 skipped: against): a JSONL file (a write-jsonl output or any file with an
 "id" per line) or another run directory's done.ids.`,
-		Config:        dedupeConfig{},
 		Outputs:       []string{"out", pipeline.RejectedPort},
 		DropsFinished: true,
-		KeySettings: func(c any) string {
-			if n := len(c.(*dedupeConfig).Against); n > 0 {
+		KeySettings: pipeline.SettingsFor(func(c *dedupeConfig) string {
+			if n := len(c.Against); n > 0 {
 				return fmt.Sprintf("and %d other outputs", n)
 			}
 			return ""
-		},
+		}),
 		Example: `[[stage]]
 id   = "prompts"
 kind = "read-prompts"
@@ -55,7 +54,7 @@ kind  = "write-jsonl"
 input = "todo"
 path  = "out/prompts.jsonl"
 `,
-		New: func(c any) (pipeline.Stage, error) { return &dedupe{cfg: *c.(*dedupeConfig)}, nil },
+		New: pipeline.NewProcessor(func(c *dedupeConfig) (pipeline.Processor, error) { return &dedupe{cfg: *c}, nil }),
 	})
 }
 

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -14,6 +17,83 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
+
+// shardOutput is write-arrow's pipeline.OutputSpec: a shard directory,
+// read by its manifest (.pipe/manifest.json) and id log (.pipe/ids).
+var shardOutput = &pipeline.OutputSpec{
+	Committed: committedShards,
+	IDs:       shardIDs,
+	Each:      eachShardRecord,
+	Claims: func(path string) bool {
+		shards, err := shardFiles(path)
+		return err == nil && shards != nil
+	},
+}
+
+// jsonlOutput is write-jsonl's pipeline.OutputSpec: a JSONL file, read by
+// its commit index (the hidden .NAME.idx beside it).
+var jsonlOutput = &pipeline.OutputSpec{
+	Committed: committedJSONL,
+	IDs:       commitlog.ReadIDs,
+	Each:      eachJSONLRecord,
+	Claims: func(path string) bool {
+		ext := strings.ToLower(filepath.Ext(path))
+		st, err := os.Stat(path)
+		return err == nil && !st.IsDir() && (ext == ".jsonl" || ext == ".ndjson")
+	},
+}
+
+// committedShards is what the manifest of the shard directory dir names.
+func committedShards(dir string) (*pipeline.Committed, error) {
+	m, err := commitlog.ReadManifest(dir)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	c := &pipeline.Committed{Format: m.Format, Unit: "shards", Files: make([]pipeline.CommittedFile, 0, len(m.Shards))}
+	for _, s := range m.Shards {
+		c.Files = append(c.Files, pipeline.CommittedFile{Path: filepath.Join(dir, s.Name), Rows: s.Rows, Tokens: s.Tokens, Bytes: s.Bytes, SHA256: s.SHA256})
+		c.Rows += s.Rows
+		c.Tokens += s.Tokens
+		c.Bytes += s.Bytes
+	}
+	return c, nil
+}
+
+// shardIDs are the id hashes of the rows of dir's committed shards. The
+// id log runs ahead of the manifest by the rows of a shard a crash left
+// uncommitted (they are written again, and logged again, on resume).
+func shardIDs(dir string) ([]uint64, error) {
+	m, err := commitlog.ReadManifest(dir)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	ids, err := commitlog.ReadIDLog(commitlog.IDLogPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	var rows int64
+	for _, s := range m.Shards {
+		rows += s.Rows
+	}
+	if int64(len(ids)) > rows {
+		ids = ids[:rows]
+	}
+	return ids, nil
+}
+
+// committedJSONL is the committed part of the JSONL file path: its lines
+// up to the last commit.
+func committedJSONL(path string) (*pipeline.Committed, error) {
+	if _, err := os.Stat(commitlog.IndexPath(path)); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	rows, size, err := commitlog.Committed(path)
+	if err != nil {
+		return nil, err
+	}
+	return &pipeline.Committed{Format: "jsonl", Unit: "lines", Rows: int64(rows), Bytes: size,
+		Files: []pipeline.CommittedFile{{Path: path, Rows: int64(rows), Bytes: size}}}, nil
+}
 
 // EachRecord calls fn with every committed record of one output, in
 // order, holding one Parquet/Arrow batch or one JSONL line at a time: a
@@ -26,6 +106,25 @@ func EachRecord(ctx context.Context, path string, fn func(*pipeline.Record) erro
 	if err != nil {
 		return err
 	}
+	if shards != nil {
+		return eachShardFile(ctx, shards, fn)
+	}
+	return eachJSONLRecord(ctx, path, fn)
+}
+
+// eachShardRecord is EachRecord of a shard directory (or shard file).
+func eachShardRecord(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+	shards, err := shardFiles(path)
+	if err != nil {
+		return err
+	}
+	if shards == nil {
+		return fmt.Errorf("%s: not a shard directory or shard file (.parquet, .arrow)", pipeline.DisplayPath(path))
+	}
+	return eachShardFile(ctx, shards, fn)
+}
+
+func eachShardFile(ctx context.Context, shards []string, fn func(*pipeline.Record) error) error {
 	for _, sh := range shards {
 		err := arrowrow.ReadFile(ctx, sh, memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
 			recs, err := arrowrow.Records(batch)
@@ -43,8 +142,16 @@ func EachRecord(ctx context.Context, path string, fn func(*pipeline.Record) erro
 			return err
 		}
 	}
-	if shards != nil {
-		return nil
+	return nil
+}
+
+// eachJSONLRecord is EachRecord of a JSONL file: its committed lines, or
+// every line of a file without a commit index.
+func eachJSONLRecord(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+	if st, err := os.Stat(path); err != nil {
+		return err
+	} else if st.IsDir() || slices.Contains([]string{".parquet", ".arrow"}, strings.ToLower(filepath.Ext(path))) {
+		return fmt.Errorf("%s: not a JSONL file", pipeline.DisplayPath(path))
 	}
 	committed := -1 // records; -1: no commit index, every line
 	if _, err := os.Stat(commitlog.IndexPath(path)); err == nil {

@@ -101,24 +101,22 @@ never written anywhere. A server that refuses the credentials (401 or 403)
 at start is left out with a warning (and probed) while the others work;
 when every server refuses, the run fails at once (exit 2). "sim:N?api_key_env=NAME" makes the
 simulated servers require the key in $NAME.`,
-		Config:  generateConfig{},
 		Outputs: []string{"out", pipeline.RejectedPort},
 		Needs:   []string{pipeline.FieldMessages},
-		Fields: func(c any) (needs, produces []string) {
+		Fields: pipeline.FieldsFor(func(c *generateConfig) (needs, produces []string) {
 			produces = []string{pipeline.FieldCompletion}
-			if c.(*generateConfig).API == string(sglang.APIGenerate) {
+			if c.API == string(sglang.APIGenerate) {
 				produces = append(produces, pipeline.FieldOutputIDs)
 			}
 			return []string{pipeline.FieldMessages}, produces
-		},
-		KeySettings: func(c any) string {
-			cfg := c.(*generateConfig)
+		}),
+		KeySettings: pipeline.SettingsFor(func(cfg *generateConfig) string {
 			n := 0
 			for _, s := range cfg.Servers.Items {
 				n += max(s.Sim, 1)
 			}
 			return fmt.Sprintf("%d servers × %s, %s, max %d tokens", n, cfg.Concurrency, cfg.API, cfg.MaxOutputTokens)
-		},
+		}),
 		Example: `[[stage]]
 id   = "prompts"
 kind = "read-prompts"
@@ -139,7 +137,7 @@ kind  = "write-jsonl"
 input = "gen"
 path  = "out/completions.jsonl"
 `,
-		New: func(c any) (pipeline.Stage, error) { return &generate{cfg: *c.(*generateConfig)}, nil },
+		New: pipeline.NewProcessor(func(c *generateConfig) (pipeline.Processor, error) { return &generate{cfg: *c}, nil }),
 	})
 }
 
@@ -677,10 +675,16 @@ func (g *generate) logf(format string, args ...any) {
 	fmt.Fprintf(g.log, "stage %q: "+format+"\n", append([]any{g.id}, args...)...)
 }
 
-// warnf is a warning of the fleet's (a server left out or stalled): on the
-// terminal and in the log, prefixed "warning:".
-func (g *generate) warnf(format string, args ...any) {
-	g.noticef("warning: "+format, args...)
+// warnf is a warning of the fleet's (a server left out, never ready or
+// stalled): the run's warner when there is one (terminal, log, status.json,
+// notifications), else on the terminal and in the log, prefixed
+// "warning:".
+func (g *generate) warnf(kind, text string) {
+	if g.env != nil && g.env.Warn != nil {
+		g.env.Warn(kind, text)
+		return
+	}
+	g.noticef("warning: %s", text)
 }
 
 // noticef is for what the user must see now (no server ready, and why): on

@@ -88,8 +88,7 @@ input = ["gen", "gen.rejected"]
 	for _, k := range []string{"read-prompts", "generate"} {
 		reg.Register(*pipeline.DefaultRegistry.Lookup(k))
 	}
-	reg.Register(pipeline.Spec{Kind: "discard", Summary: "drop every record (benchmarks)", Config: struct{}{},
-		New: func(any) (pipeline.Stage, error) { return discard{}, nil }})
+	reg.Register(pipeline.Spec{Kind: "discard", Summary: "drop every record (benchmarks)", New: pipeline.NewProcessor(func(c *struct{}) (pipeline.Processor, error) { return discard{}, nil })})
 	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
 	if len(probs) > 0 {
 		b.Fatal(probs)

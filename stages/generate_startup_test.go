@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -104,10 +105,11 @@ func TestGenerateStartsWithoutWaitingForTheOthersProcess(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("%d records out, want %d", len(seen), n)
 	}
-	want := "warning: server " + keyed.URLs[0] + " refused the credentials: /server_info answers 401: Unauthorized (no API key was sent)"
+	want := `: stage "gen": server ` + keyed.URLs[0] + " refused the credentials: /server_info answers 401: Unauthorized (no API key was sent)"
 	if !strings.Contains(out, want) || !strings.Contains(out, "the run goes on with the other servers") {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}
+	mustWarned(t, dir, "server_refused", keyed.URLs[0]+" refused the credentials")
 }
 
 // Every server refusing the credentials stops the run at once with exit
@@ -161,7 +163,7 @@ func TestGenerateNeverReadyServerWarnedProcess(t *testing.T) {
 			mu.Lock()
 			all.WriteString(line + "\n")
 			mu.Unlock()
-			if strings.Contains(line, "warning: server "+gone+" has not been ready") {
+			if strings.HasPrefix(line, "pipe: warning [") && strings.Contains(line, `: stage "gen": server `+gone+" has not been ready") {
 				select {
 				case warned <- time.Since(start):
 				default:
@@ -185,6 +187,35 @@ func TestGenerateNeverReadyServerWarnedProcess(t *testing.T) {
 	defer mu.Unlock()
 	if s := all.String(); !strings.Contains(s, "state never_ready") {
 		t.Errorf("the summary does not name the server never_ready:\n%s", s)
+	}
+	// The run's warner took it: the run log with its kind, status.json.
+	mustWarned(t, dir, "server_never_ready", gone+" has not been ready")
+}
+
+// mustWarned checks that the run in dir recorded a warning of kind about
+// text the way the run's warner does: run.log's WARN line with the kind,
+// and status.json's warnings.
+func mustWarned(t *testing.T, dir, kind, text string) {
+	t.Helper()
+	log, err := os.ReadFile(filepath.Join(dir, "runs", "p", "run.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "kind="+kind) && strings.Contains(line, text) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("run.log has no %s warning about %q:\n%s", kind, text, log)
+	}
+	status, err := os.ReadFile(filepath.Join(dir, "runs", "p", "status.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(status), `"kind": "`+kind+`"`) {
+		t.Errorf("status.json has no %s warning:\n%s", kind, status)
 	}
 }
 
@@ -231,8 +262,9 @@ func TestGenerateStalledServerProcess(t *testing.T) {
 			t.Log(line)
 		}
 	}
-	want := "warning: server " + s.URLs[2] + ": a request has been in flight for "
+	want := `]: stage "gen": server ` + s.URLs[2] + ": a request has been in flight for "
 	if !strings.Contains(out, want) || !strings.Contains(out, "sent again to another server") {
 		t.Errorf("output lacks %q:\n%s", want, out)
 	}
+	mustWarned(t, dir, "server_stalled", s.URLs[2]+": a request has been in flight")
 }

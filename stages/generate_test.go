@@ -695,7 +695,7 @@ func TestGenerateConfig(t *testing.T) {
 			var plan *pipeline.Plan
 			plan, probs = pipeline.Build(f, pipeline.DefaultRegistry)
 			if len(probs) == 0 {
-				st, err := plan.Lookup("gen").Spec.New(plan.Lookup("gen").Config)
+				st, err := plan.Lookup("gen").Spec.New.Processor(plan.Lookup("gen").Config)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -48,25 +48,25 @@ stops the run with its file and line or row (on_bad_line = "fail"), or is
 counted and set aside on the rejected port / RUN_DIR/rejected/STAGE.jsonl
 ("skip"). A record that was rejected before keeps that verdict in
 meta.previous_reject, so it can be judged again by today's rules.`,
-		Source:   true,
-		Config:   ReadCompletionsConfig{},
+		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysOutput, Config: func(_, _, _, path string) map[string]any {
+			return map[string]any{"path": path}
+		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},
-		Fields: func(c any) (needs, produces []string) {
+		Fields: pipeline.FieldsFor(func(c *ReadCompletionsConfig) (needs, produces []string) {
 			produces = []string{pipeline.FieldMessages, pipeline.FieldCompletion}
-			if c.(*ReadCompletionsConfig).RequireOutputIDs {
+			if c.RequireOutputIDs {
 				produces = append(produces, pipeline.FieldOutputIDs)
 			}
 			return nil, produces
-		},
-		KeySettings: func(c any) string {
-			cfg := c.(*ReadCompletionsConfig)
+		}),
+		KeySettings: pipeline.SettingsFor(func(cfg *ReadCompletionsConfig) string {
 			s := pipeline.DisplayPath(cfg.Path)
 			if cfg.Limit > 0 {
 				s += fmt.Sprintf(", limit %d", cfg.Limit)
 			}
 			return s
-		},
+		}),
 		Example: `[[stage]]
 id          = "completions"
 kind        = "read-completions"
@@ -84,7 +84,7 @@ kind  = "write-jsonl"
 input = "check.accepted"
 path  = "out/good.jsonl"
 `,
-		New: func(c any) (pipeline.Stage, error) { return &readCompletions{cfg: *c.(*ReadCompletionsConfig)}, nil },
+		New: pipeline.NewSource(func(c *ReadCompletionsConfig) (pipeline.Source, error) { return &readCompletions{cfg: *c}, nil }),
 	})
 }
 

@@ -226,8 +226,7 @@ func TestReadCompletionsStopInTheMiddle(t *testing.T) {
 	sink := &stopAfter{n: 10, stop: stop}
 	reg := pipeline.NewRegistry()
 	reg.Register(*pipeline.DefaultRegistry.Lookup("read-completions"))
-	reg.Register(pipeline.Spec{Kind: "stop-after", Summary: "test sink", Config: stopAfterConfig{},
-		New: func(any) (pipeline.Stage, error) { return sink, nil }})
+	reg.Register(pipeline.Spec{Kind: "stop-after", Summary: "test sink", New: pipeline.NewProcessor(func(c *stopAfterConfig) (pipeline.Processor, error) { return sink, nil })})
 	src := "[[stage]]\nid = \"in\"\nkind = \"read-completions\"\npath = \"c.jsonl\"\n\n[[stage]]\nid = \"sink\"\nkind = \"stop-after\"\ninput = \"in\"\n"
 	path := filepath.Join(dir, "p.toml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {

@@ -24,15 +24,15 @@ today's downstream stages without a server; it may also be written by hand.
 An id the journal holds twice (a retried batch) is sent once, the first time.
 An id this run directory already finished is skipped (counted as skipped:
 done), so a stopped replay continues where it was committed.`,
-		Source:        true,
 		DropsFinished: true,
-		Config:        ReadJournalConfig{},
+		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysJournal, Config: func(runDir, stage, _, _ string) map[string]any {
+			return map[string]any{"run_dir": runDir, "stage": stage}
+		}},
 		Outputs:       []string{"out", pipeline.RejectedPort},
 		Produces:      []string{pipeline.FieldMessages, pipeline.FieldCompletion},
-		KeySettings: func(c any) string {
-			cfg := c.(*ReadJournalConfig)
+		KeySettings: pipeline.SettingsFor(func(cfg *ReadJournalConfig) string {
 			return fmt.Sprintf("%s of %s", cfg.Stage, pipeline.DisplayPath(cfg.RunDir))
-		},
+		}),
 		Example: `[[stage]]
 id      = "gen"
 kind    = "read-journal"
@@ -50,7 +50,7 @@ kind  = "write-jsonl"
 input = "check.accepted"
 path  = "out/good.jsonl"
 `,
-		New: func(c any) (pipeline.Stage, error) { return &readJournal{cfg: *c.(*ReadJournalConfig)}, nil },
+		New: pipeline.NewSource(func(c *ReadJournalConfig) (pipeline.Source, error) { return &readJournal{cfg: *c}, nil }),
 	})
 }
 

@@ -40,18 +40,15 @@ first one wins; when a dedupe-against-progress stage reads this output, it
 does that instead). A leading UTF-8 BOM is accepted. A file with no prompt
 fails the run unless allow_empty = true. pipe check --data reports all of
 it without running.`,
-		Source:   true,
-		Config:   readPromptsConfig{},
 		Outputs:  []string{"out"},
 		Produces: []string{pipeline.FieldMessages},
-		KeySettings: func(c any) string {
-			cfg := c.(*readPromptsConfig)
+		KeySettings: pipeline.SettingsFor(func(cfg *readPromptsConfig) string {
 			s := pipeline.DisplayPath(cfg.Path)
 			if cfg.Limit > 0 {
 				s += fmt.Sprintf(", limit %d", cfg.Limit)
 			}
 			return s
-		},
+		}),
 		Example: `[[stage]]
 id   = "prompts"
 kind = "read-prompts"
@@ -64,7 +61,7 @@ kind  = "write-jsonl"
 input = "prompts"
 path  = "out/prompts.jsonl"
 `,
-		New: func(c any) (pipeline.Stage, error) { return &readPrompts{cfg: *c.(*readPromptsConfig)}, nil },
+		New: pipeline.NewSource(func(c *readPromptsConfig) (pipeline.Source, error) { return &readPrompts{cfg: *c}, nil }),
 	})
 }
 

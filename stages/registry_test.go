@@ -54,6 +54,13 @@ func TestEveryKindHasSummaryAndValidExample(t *testing.T) {
 			if len(probs) > 0 {
 				t.Fatalf("example fails pipe check:\n%v\n%s", probs, spec.Example)
 			}
+			// Hooks typed for another kind's config panic (FieldsFor
+			// ran in Build).
+			for _, ps := range plan.Stages {
+				if ps.Spec.KeySettings != nil {
+					ps.Spec.KeySettings(ps.Config)
+				}
+			}
 		})
 	}
 }

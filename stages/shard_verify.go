@@ -13,8 +13,8 @@ import (
 // by size and (env.Hash) SHA-256; rows of shards found damaged that were
 // never written again are lost, by id hash (the directory keeps only
 // hashes of ids).
-func verifyShardDir(_ context.Context, c any, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
-	return VerifyShardDir(c.(*writeArrowConfig).Path, env.Hash)
+func verifyShardDir(_ context.Context, c *writeArrowConfig, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+	return VerifyShardDir(c.Path, env.Hash)
 }
 
 // VerifyShardDir checks the shard directory dir against its manifest (see
@@ -56,8 +56,8 @@ func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
 
 // verifyJSONL is write-jsonl's Verify: the committed lines of its file
 // against their index (see commitlog.CheckLog).
-func verifyJSONL(_ context.Context, c any, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
-	path := c.(*writeJSONLConfig).Path
+func verifyJSONL(_ context.Context, c *writeJSONLConfig, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+	path := c.Path
 	res, err := commitlog.CheckLog(path, env.Hash, pipeline.RecordLineID)
 	if err != nil {
 		return nil, err

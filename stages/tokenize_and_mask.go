@@ -68,25 +68,23 @@ tokens), no_output_ids (source = "ids"), bad_prompt_ids / unterminated_output
 (ids that do not form a ChatML turn), ids_text_mismatch (output ids that do
 not decode to the completion's thinking and answer: another tokenizer than
 the server's), render_failed, no_completion.`,
-		Config:   TokenizeAndMaskConfig{},
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Needs:    []string{pipeline.FieldMessages, pipeline.FieldCompletion},
 		Produces: []string{pipeline.FieldTokens},
-		Fields: func(c any) (needs, produces []string) {
+		Fields: pipeline.FieldsFor(func(c *TokenizeAndMaskConfig) (needs, produces []string) {
 			needs = []string{pipeline.FieldMessages, pipeline.FieldCompletion}
-			if c.(*TokenizeAndMaskConfig).Source == "ids" {
+			if c.Source == "ids" {
 				needs = append(needs, pipeline.FieldOutputIDs)
 			}
 			return needs, []string{pipeline.FieldTokens}
-		},
-		KeySettings: func(c any) string {
-			cfg := c.(*TokenizeAndMaskConfig)
+		}),
+		KeySettings: pipeline.SettingsFor(func(cfg *TokenizeAndMaskConfig) string {
 			s := "mask " + cfg.Mask + ", source " + cfg.Source
 			if cfg.MaxLength > 0 {
 				s += fmt.Sprintf(", max %d (%s)", cfg.MaxLength, cfg.OnTooLong)
 			}
 			return s
-		},
+		}),
 		Example: `[[stage]]
 id   = "completions"
 kind = "read-completions"
@@ -107,7 +105,7 @@ kind  = "write-jsonl"
 input = "tok"
 path  = "out/rows.jsonl"
 `,
-		New: func(c any) (pipeline.Stage, error) { return newTokenizeAndMask(c.(*TokenizeAndMaskConfig)), nil },
+		New: pipeline.NewProcessor(func(c *TokenizeAndMaskConfig) (pipeline.Processor, error) { return newTokenizeAndMask(c), nil }),
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -67,13 +68,14 @@ in the bucket again (HeadObject: size, pipe-sha256 and the server's
 checksum), not taken from this run's record: what is missing or different
 is uploaded again from the local shard. A shard in neither place fails the
 run, named.`,
-		Verify:    verifyUploads,
-		Config:    uploadS3Config{},
+		Verify:    pipeline.VerifyFor(verifyUploads),
+		// Its objects are the writer's shards: PREFIX/DIRNAME/NAME.
+		Output:    &pipeline.OutputSpec{CopyOf: uploadedURL},
 		MaxInputs: 1,
 		Needs:     []string{pipeline.FieldShard},
-		KeySettings: func(c any) string {
-			return c.(*uploadS3Config).URI
-		},
+		KeySettings: pipeline.SettingsFor(func(c *uploadS3Config) string {
+			return c.URI
+		}),
 		Example: `[[stage]]
 id   = "prompts"
 kind = "read-prompts"
@@ -94,7 +96,7 @@ uri              = "s3://my-bucket/runs/2026-06"
 endpoint         = "http://127.0.0.1:7070"
 force_path_style = true
 `,
-		New: func(c any) (pipeline.Stage, error) { return &uploadS3{cfg: *c.(*uploadS3Config)}, nil },
+		New: pipeline.NewProcessor(func(c *uploadS3Config) (pipeline.Processor, error) { return &uploadS3{cfg: *c}, nil }),
 	})
 }
 
@@ -279,6 +281,12 @@ func (u *uploadS3) upload(ctx context.Context, key string, sh *pipeline.ShardRef
 		return nil, fmt.Errorf("uploading %s: %w", sh.Path, refusal(err))
 	}
 	return res, nil
+}
+
+// uploadedURL is where the upload to dest (s3://BUCKET/PREFIX) puts the
+// file of the shard directory dir: PREFIX/DIRNAME/NAME, as shardKey.
+func uploadedURL(dest, dir, file string) string {
+	return strings.TrimRight(dest, "/") + "/" + path.Join(filepath.Base(dir), filepath.Base(file))
 }
 
 // shardKey is where a shard goes: PREFIX/DIRNAME/NAME.
@@ -646,7 +654,7 @@ func (u *uploadS3) Report() []pipeline.Figure {
 	if u.reuploaded > 0 {
 		stats = append(stats, pipeline.NewCounter("shards_uploaded_again_at_the_end", int64(u.reuploaded)))
 	}
-	if since, waiting, last, outages, longest := u.wait.State(); !since.IsZero() {
+	if since, waiting, outages, longest, last := u.wait.State(); !since.IsZero() {
 		stats = append(stats, pipeline.NewState("waiting", fmt.Sprintf("%d uploads, S3 failing for %s (upload_timeout %s); shards wait, generation goes on", waiting, time.Since(since).Round(time.Second), u.cfg.UploadTimeout.Duration), fmt.Sprint(last)))
 	} else if outages > 0 {
 		stats = append(stats, pipeline.NewCounter("outages_waited_out", int64(outages)), pipeline.NewCounter("longest_outage", 0).In(pipeline.UnitSeconds))

@@ -555,8 +555,12 @@ func TestUploadS3RefusesAChangedShard(t *testing.T) {
 	srv.SetEnv(t)
 	d := newShardDir(t, t.TempDir(), "train")
 	a := d.add(4096)
-	f, _ := os.OpenFile(a.Shard.Path, os.O_WRONLY, 0)
-	f.WriteAt([]byte("X"), 100)
+	// Flip one byte (a fixed "X" was already there once in 256 random
+	// shards, and the test failed).
+	f, _ := os.OpenFile(a.Shard.Path, os.O_RDWR, 0)
+	b := make([]byte, 1)
+	f.ReadAt(b, 100)
+	f.WriteAt([]byte{^b[0]}, 100)
 	f.Close()
 	st := mustOpenS3Stage(t, s3Config(srv, "p"), t.TempDir())
 	err := st.Process(context.Background(), a, st.em)

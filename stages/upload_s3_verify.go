@@ -17,8 +17,8 @@ import (
 // (env.Inputs), every shard its local manifest names must be in the bucket
 // at PREFIX/DIRNAME/NAME with its size and SHA-256 (see
 // s3up.CheckObject), and the manifest there must be the local one.
-func verifyUploads(ctx context.Context, c any, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
-	u := &uploadS3{cfg: *c.(*uploadS3Config)}
+func verifyUploads(ctx context.Context, c *uploadS3Config, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+	u := &uploadS3{cfg: *c}
 	client, _, err := u.connect(ctx)
 	if err != nil {
 		return nil, refusal(err)

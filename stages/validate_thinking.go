@@ -48,18 +48,16 @@ has no <think> of its own and one cut short is reasoning, never an answer.
 Any rule is turned off by listing its code in disable. Lengths are in tokens
 when tokenizer is set, else in characters. Rejections by reason are in the
 run summary.`,
-		Config:   ValidateThinkingConfig{},
 		Outputs:  []string{"accepted", pipeline.RejectedPort},
 		Needs:    []string{pipeline.FieldCompletion},
 		Produces: nil,
-		KeySettings: func(c any) string {
-			cfg := c.(*ValidateThinkingConfig)
+		KeySettings: pipeline.SettingsFor(func(cfg *ValidateThinkingConfig) string {
 			s := "thinking " + cfg.Thinking
 			if len(cfg.Disable) > 0 {
 				s += ", off: " + strings.Join(cfg.Disable, ",")
 			}
 			return s
-		},
+		}),
 		Example: `[[stage]]
 id   = "completions"
 kind = "read-completions"
@@ -85,7 +83,7 @@ kind  = "write-jsonl"
 input = "check.rejected"
 path  = "out/rejected.jsonl"
 `,
-		New: func(c any) (pipeline.Stage, error) { return newValidateThinking(c.(*ValidateThinkingConfig)), nil },
+		New: pipeline.NewProcessor(func(c *ValidateThinkingConfig) (pipeline.Processor, error) { return newValidateThinking(c), nil }),
 	})
 }
 

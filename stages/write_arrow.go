@@ -42,19 +42,18 @@ The optional port "shards" sends one record per committed shard (its path,
 rows, tokens, bytes and sha256) — e.g. to upload-s3 — and, at the first
 commit of a run, one for every shard committed by earlier runs, so a shard
 committed but not uploaded before a crash is uploaded on resume.`,
-		Config:          writeArrowConfig{},
 		Outputs:         []string{"shards"},
 		OptionalOutputs: []string{"shards"},
 		// Committed shards wait for the next stage (an upload) in a
 		// bounded backlog: an upload waiting out an outage lets generation
 		// go on for this many shards, then slows the writer.
 		PortBuffers: map[string]int{"shards": shardBacklog},
-		Verify:      verifyShardDir,
+		Verify:      pipeline.VerifyFor(verifyShardDir),
+		Output:      shardOutput,
 		Produces:    []string{pipeline.FieldShard},
-		KeySettings: func(c any) string {
-			cfg := c.(*writeArrowConfig)
+		KeySettings: pipeline.SettingsFor(func(cfg *writeArrowConfig) string {
 			return cfg.Format + " in " + pipeline.DisplayPath(cfg.Path)
-		},
+		}),
 		Example: `[[stage]]
 id   = "prompts"
 kind = "read-prompts"
@@ -67,7 +66,7 @@ input  = "prompts"
 path   = "out/prompts"
 format = "parquet"
 `,
-		New: func(c any) (pipeline.Stage, error) { return &writeArrow{cfg: *c.(*writeArrowConfig)}, nil },
+		New: pipeline.NewProcessor(func(c *writeArrowConfig) (pipeline.Processor, error) { return &writeArrow{cfg: *c}, nil }),
 	})
 }
 

@@ -37,24 +37,23 @@ max_length and trainer set to the trainer's, rows it would cut are cut the
 same way (or rejected: too_long = "reject"), and rows it would drop without
 a word — fewer loss tokens than it needs, for DFlash no two adjacent ones —
 are rejected here with a reason instead.`,
-		Config:    writeJSONLConfig{},
 		MaxInputs: 0,
 		// The specforge layout is built from tokenize-and-mask's rows, so
 		// pipe check says so when the input cannot have them.
-		Fields: func(c any) (needs, produces []string) {
-			if c.(*writeJSONLConfig).Layout == trainrow.SpecForge {
+		Fields: pipeline.FieldsFor(func(c *writeJSONLConfig) (needs, produces []string) {
+			if c.Layout == trainrow.SpecForge {
 				return []string{pipeline.FieldTokens}, nil
 			}
 			return nil, nil
-		},
-		Verify: verifyJSONL,
-		KeySettings: func(c any) string {
-			cfg := c.(*writeJSONLConfig)
+		}),
+		Verify: pipeline.VerifyFor(verifyJSONL),
+		Output: jsonlOutput,
+		KeySettings: pipeline.SettingsFor(func(cfg *writeJSONLConfig) string {
 			if cfg.Layout != trainrow.Records {
 				return cfg.Layout + " in " + pipeline.DisplayPath(cfg.Path)
 			}
 			return pipeline.DisplayPath(cfg.Path)
-		},
+		}),
 		Example: `[[stage]]
 id   = "prompts"
 kind = "read-prompts"
@@ -66,7 +65,7 @@ kind  = "write-jsonl"
 input = "prompts"
 path  = "out/prompts.jsonl"
 `,
-		New: func(c any) (pipeline.Stage, error) { return &writeJSONL{cfg: *c.(*writeJSONLConfig)}, nil },
+		New: pipeline.NewProcessor(func(c *writeJSONLConfig) (pipeline.Processor, error) { return &writeJSONL{cfg: *c}, nil }),
 	})
 }
 

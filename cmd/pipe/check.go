@@ -75,7 +75,7 @@ set aside by the run and only counted.`,
 // problem that would stop the run.
 func checkInputs(ctx context.Context, w io.Writer, plan *pipeline.Plan) (fatal []string, err error) {
 	for _, ps := range plan.Stages {
-		st, err := ps.Spec.New(ps.Config)
+		st, err := ps.Spec.New.Stage(ps.Config)
 		if err != nil {
 			return nil, &pipeline.StageError{Stage: ps.ID(), Kind: ps.Spec.Kind, Err: err}
 		}

@@ -99,6 +99,7 @@ func Main() int {
 	now := make(chan os.Signal, 1)
 	signal.Notify(now, syscall.SIGUSR1)
 	defer signal.Stop(now)
+	defer startProfiles()()
 	return run(os.Args[1:], &stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Signals: sigs, StopNow: now})
 }
 

@@ -48,7 +48,7 @@ there is kept as OUT.jsonl.prev-TIME. The ids exported are remembered (8
 bytes each), so memory grows with them, not with the rows.`,
 		SetFlags: func(fs *flag.FlagSet) {
 			fs.StringVar(&layout, "layout", "", "specforge or conversations (required)")
-			fs.StringVar(&stage, "stage", "", "run directories: the output stage to export (default: their only write-arrow/write-jsonl output)")
+			fs.StringVar(&stage, "stage", "", "run directories: the output stage to export (default: their only output that holds records)")
 			fs.IntVar(&maxLength, "max-length", 0, "the trainer's max_length (SpecForge data.max_length); 0: no limit")
 			fs.StringVar(&tooLong, "too-long", "cut", "a row longer than --max-length: cut (as SpecForge does) or reject")
 			fs.StringVar(&trainer, "trainer", trainrow.TrainerEAGLE3, "eagle3 (1 loss token) or dflash (2, adjacent)")
@@ -91,82 +91,101 @@ bytes each), so memory grows with them, not with the rows.`,
 	})
 }
 
+// exportInput is one output to export: its path and how its kind reads
+// it back (pipeline.OutputSpec.Each).
+type exportInput struct {
+	path string
+	each func(ctx context.Context, path string, fn func(*pipeline.Record) error) error
+}
+
 // exportInputs resolves the PATH arguments to outputs (files or shard
 // directories), in order.
-func exportInputs(args []string, stage string) ([]string, error) {
+func exportInputs(args []string, stage string) ([]exportInput, error) {
 	paths, err := expandRunDirs(args)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []exportInput
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
 			return nil, err
 		}
+		if _, o := pipeline.DefaultRegistry.OutputAt(p); o != nil && o.Each != nil {
+			out = append(out, exportInput{p, o.Each})
+			continue
+		}
 		if !st.IsDir() {
-			out = append(out, p)
+			// Read as pipe's records, whatever its name (an output
+			// of no kind that claims it).
+			out = append(out, exportInput{p, stages.EachRecord})
 			continue
 		}
 		run, err := rundir.ReadRun(p)
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case run != nil:
+		if run != nil {
 			o, err := runOutput(p, run, stage)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, o)
-		case hasManifest(p) || len(partFiles(p)) > 0:
-			out = append(out, p)
-		default:
-			shards, _ := filepath.Glob(filepath.Join(p, "shard-*-of-*"))
-			var runs []string
-			for _, s := range shards {
-				if r, err := rundir.ReadRun(s); err == nil && r != nil {
-					runs = append(runs, s)
-				}
-			}
-			if len(runs) == 0 {
-				return nil, fmt.Errorf("%s: neither an output (shards, %s) nor a run directory (%s) nor a sharded run's parent (shard-*-of-*/%s)", p, commitlog.ManifestName, rundir.RunFile, rundir.RunFile)
-			}
-			more, err := exportInputs(runs, stage)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, more...)
+			continue
 		}
+		shards, _ := filepath.Glob(filepath.Join(p, "shard-*-of-*"))
+		var runs []string
+		for _, s := range shards {
+			if r, err := rundir.ReadRun(s); err == nil && r != nil {
+				runs = append(runs, s)
+			}
+		}
+		if len(runs) == 0 {
+			return nil, fmt.Errorf("%s: neither an output (shards, %s) nor a run directory (%s) nor a sharded run's parent (shard-*-of-*/%s)", p, commitlog.ManifestName, rundir.RunFile, rundir.RunFile)
+		}
+		more, err := exportInputs(runs, stage)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
 	}
 	return out, nil
 }
 
 // runOutput is the output of a run directory to export: the stage's, or
-// its only data output.
-func runOutput(dir string, run *rundir.Run, stage string) (string, error) {
-	var data []rundir.Output
+// its only output that holds records.
+func runOutput(dir string, run *rundir.Run, stage string) (exportInput, error) {
+	var data []exportInput
 	var names []string
 	for _, o := range run.Outputs {
-		if o.Kind == "write-arrow" || o.Kind == "write-jsonl" {
-			data = append(data, o)
+		if spec := pipeline.OutputOf(o.Kind); spec != nil && spec.Each != nil {
+			if stage != "" && o.Stage == stage {
+				return exportInput{o.Path, spec.Each}, nil
+			}
+			data = append(data, exportInput{o.Path, spec.Each})
 			names = append(names, o.Stage)
-		}
-	}
-	for _, o := range data {
-		if stage != "" && o.Stage == stage {
-			return o.Path, nil
 		}
 	}
 	switch {
 	case stage != "":
-		return "", fmt.Errorf("%s: no output stage %q (its outputs: %s)", dir, stage, strings.Join(names, ", "))
+		return exportInput{}, fmt.Errorf("%s: no output stage %q (its outputs: %s)", dir, stage, strings.Join(names, ", "))
 	case len(data) == 1:
-		return data[0].Path, nil
+		return data[0], nil
 	case len(data) == 0:
-		return "", fmt.Errorf("%s: the run has no write-arrow or write-jsonl output", dir)
+		return exportInput{}, fmt.Errorf("%s: the run has no output that holds records (of a %s stage)", dir, strings.Join(recordKinds(), " or "))
 	}
-	return "", fmt.Errorf("%s: the run has %d outputs (%s): choose one with --stage", dir, len(data), strings.Join(names, ", "))
+	return exportInput{}, fmt.Errorf("%s: the run has %d outputs (%s): choose one with --stage", dir, len(data), strings.Join(names, ", "))
+}
+
+// recordKinds are the kinds whose outputs hold records.
+func recordKinds() []string {
+	var out []string
+	for _, k := range pipeline.DefaultRegistry.Kinds() {
+		if o := pipeline.DefaultRegistry.Output(k); o != nil && o.Each != nil {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 type exporter struct {
@@ -179,7 +198,7 @@ type exporter struct {
 	keptAs  string // where a file that was at OUT went
 }
 
-func (ex *exporter) run(ctx context.Context, out string, inputs []string) (err error) {
+func (ex *exporter) run(ctx context.Context, out string, inputs []exportInput) (err error) {
 	dir := filepath.Dir(out)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(out)+".*.tmp")
 	if err != nil {
@@ -193,8 +212,9 @@ func (ex *exporter) run(ctx context.Context, out string, inputs []string) (err e
 	}()
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	ex.example = map[string]string{}
-	for _, in := range inputs {
-		err := stages.EachRecord(ctx, in, func(rec *pipeline.Record) error {
+	for _, input := range inputs {
+		in := input.path
+		err := input.each(ctx, in, func(rec *pipeline.Record) error {
 			h := commitlog.Hash(rec.ID)
 			if _, dup := ex.seen[h]; dup {
 				ex.leaveOut(pipeline.ReasonDuplicate, rec.ID+" (already exported)")

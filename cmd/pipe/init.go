@@ -27,7 +27,7 @@ type initFlags struct {
 	host            string
 	outputDir       string
 	maxOutputTokens int
-	concurrency     int
+	concurrency     string // "auto" or N
 	modelDir        string
 	s3              string
 	// from is revalidate's run directory.
@@ -101,7 +101,9 @@ file refers to them relative to itself.`,
 			fs.StringVar(&f.host, "host", "localhost", "the host of the --ports servers")
 			fs.StringVar(&f.outputDir, "output-dir", "runs/regenerate", "`DIR` for the run's state and its outputs")
 			fs.IntVar(&f.maxOutputTokens, "max-output-tokens", 16384, "at most `N` tokens generated per prompt, thinking and answer together")
-			fs.IntVar(&f.concurrency, "concurrency", 48, "`N` requests in flight per server")
+			// "auto" measured at >= 95% of the best fixed setting on pipe
+			// sim servers of capacity 128 and 32 (bench/adaptive.sh).
+			fs.StringVar(&f.concurrency, "concurrency", "auto", "`N` requests in flight per server, or auto: each server's adapts to what it runs at once")
 			fs.StringVar(&f.modelDir, "model-dir", "", "the model `DIR` with tokenizer.json and the chat template (default: the tokenizer_path the servers report, if it is on this machine)")
 			fs.StringVar(&f.from, "from", "", "revalidate: the `RUN_DIR` whose completions to re-validate")
 			fs.StringVar(&f.s3, "s3", "", "upload the training shards to `s3://BUCKET/PREFIX` as they are committed")
@@ -164,7 +166,7 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 		"ModelDir":  rel(f.modelDir),
 		"Servers":   servers,
 		"Fleet":     describeFleet(servers),
-		"Conc":      f.concurrency,
+		"Conc":      concurrencyValue(f.concurrency),
 		"MaxOut":    f.maxOutputTokens,
 		"OutDir":    outDir,
 		"S3":        f.s3,
@@ -291,8 +293,8 @@ func (f initFlags) check() error {
 		return errors.New("--model-dir is required: the model directory with tokenizer.json (its chat template makes the training rows)")
 	case f.maxOutputTokens < 1:
 		return fmt.Errorf("--max-output-tokens must be at least 1, got %d", f.maxOutputTokens)
-	case f.concurrency < 1 || f.concurrency > 4096:
-		return fmt.Errorf("--concurrency must be 1..4096 (requests in flight per server), got %d", f.concurrency)
+	case !validConcurrency(f.concurrency):
+		return fmt.Errorf("--concurrency must be auto or 1..4096 (requests in flight per server), got %s", f.concurrency)
 	case f.outputDir == "":
 		return errors.New("--output-dir must not be empty")
 	}
@@ -374,7 +376,8 @@ id                = "gen"
 kind              = "generate"
 input             = "todo"
 servers           = {{servers .Servers}}
-{{pad (print "concurrency       = " .Conc) 38}}# requests in flight per server
+{{if eq .Conc "\"auto\""}}concurrency       = "auto"            # per server: adapts to what each runs at once (max_concurrency = 256 bounds it)
+{{- else}}{{pad (print "concurrency       = " .Conc) 38}}# requests in flight per server{{end}}
 api               = "generate"        # native /generate with our own input_ids: exact training tokens
 tokenizer         = "${model_dir}"
 {{pad (print "max_output_tokens = " .MaxOut) 38}}# thinking + answer; the server's default (128) truncates
@@ -432,3 +435,20 @@ kind  = "write-jsonl"                 # rejected records with their reason, to r
 input = ["gen.rejected", "check.rejected", "tok.rejected"]
 path  = {{q (print .OutDir "/rejected.jsonl")}}
 `))
+
+// validConcurrency reports whether --concurrency is "auto" or 1..4096.
+func validConcurrency(v string) bool {
+	if v == "auto" {
+		return true
+	}
+	n, err := strconv.Atoi(v)
+	return err == nil && n >= 1 && n <= 4096
+}
+
+// concurrencyValue is --concurrency as a TOML value.
+func concurrencyValue(v string) string {
+	if v == "auto" {
+		return `"auto"`
+	}
+	return v
+}

@@ -802,9 +802,15 @@ type outputReport struct {
 	Kind   string `json:"kind"`
 	Path   string `json:"path"`
 	Exists bool   `json:"exists"`
+	// Format and Unit are as the kind says (pipeline.Committed): "parquet"
+	// in "shards", "jsonl" in "lines"; "" while nothing is committed.
+	Format string `json:"format,omitempty"`
+	Unit   string `json:"unit,omitempty"`
 	// Rows committed: the manifest's rows, or the commit index's lines.
-	Rows   int64 `json:"rows"`
-	Shards int   `json:"shards,omitempty"`
+	Rows int64 `json:"rows"`
+	// Files are the committed files (its shards; "shards" in JSON, as
+	// before other kinds had outputs).
+	Files  int   `json:"shards,omitempty"`
 	Tokens int64 `json:"tokens,omitempty"`
 	Bytes  int64 `json:"bytes,omitempty"`
 }
@@ -818,7 +824,7 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 	}
 	if run != nil {
 		rr.Pipeline, rr.Created, rr.Starts = run.Pipeline, run.Created, run.History
-		rr.Outputs = runOutputs(run.Settings)
+		rr.Outputs = runOutputs(run)
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, "status.json")); err == nil {
 		var st struct {
@@ -911,35 +917,51 @@ func jsonlIn(dir string) []string {
 	return out
 }
 
-// runOutputs finds the writers in run.json's settings and reads what their
-// outputs committed: a manifest's rows, or a commit index's lines.
-func runOutputs(settings map[string]any) []outputReport {
+// runOutputs reads what each output of the run committed, as its kind
+// reads it (pipeline.OutputSpec): a manifest's shards, a commit index's
+// lines. The outputs are run.json's; one written before it recorded them
+// has its writers found in its settings (their "path").
+func runOutputs(run *rundir.Run) []outputReport {
+	outs := run.Outputs
+	if len(outs) == 0 {
+		outs = settingsOutputs(run.Settings)
+	}
+	var out []outputReport
+	for _, ro := range outs {
+		spec := pipeline.OutputOf(ro.Kind)
+		if spec == nil || spec.Committed == nil {
+			continue // not data of its own (an upload)
+		}
+		o := outputReport{Stage: ro.Stage, Kind: ro.Kind, Path: ro.Path}
+		if _, err := os.Stat(ro.Path); err == nil {
+			o.Exists = true
+			if c, err := spec.Committed(ro.Path); err == nil && c != nil {
+				o.Format, o.Unit = c.Format, c.Unit
+				o.Rows, o.Tokens, o.Bytes = c.Rows, c.Tokens, c.Bytes
+				o.Files = len(c.Files)
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// settingsOutputs are the outputs of an older run.json, by stage id: the
+// stages whose kind keeps an output, at their "path".
+func settingsOutputs(settings map[string]any) []rundir.Output {
 	ids := make([]string, 0, len(settings))
 	for id := range settings {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	var out []outputReport
+	var out []rundir.Output
 	for _, id := range ids {
 		s, _ := settings[id].(map[string]any)
 		kind, _ := s["kind"].(string)
 		path, _ := s["path"].(string)
-		if path == "" || !strings.HasPrefix(kind, "write-") {
-			continue
+		if spec := pipeline.OutputOf(kind); path != "" && spec != nil && spec.Committed != nil {
+			out = append(out, rundir.Output{Stage: id, Kind: kind, Path: path})
 		}
-		o := outputReport{Stage: id, Kind: kind, Path: path}
-		if _, err := os.Stat(path); err == nil {
-			o.Exists = true
-			if m, err := commitlog.ReadManifest(path); err == nil && m != nil {
-				o.Rows, o.Shards, o.Tokens, o.Bytes = m.Rows, len(m.Shards), m.Tokens, m.Bytes
-			} else if ids, err := commitlog.ReadIDs(path); err == nil {
-				o.Rows = int64(len(ids))
-				if st, err := os.Stat(path); err == nil && !st.IsDir() {
-					o.Bytes = st.Size()
-				}
-			}
-		}
-		out = append(out, o)
 	}
 	return out
 }
@@ -1346,8 +1368,10 @@ func printRun(w io.Writer, r *runReport) {
 			switch {
 			case !o.Exists:
 				fmt.Fprintf(w, "  %s (%s): %s: not found\n", o.Stage, o.Kind, o.Path)
-			case o.Shards > 0 || o.Kind == "write-arrow":
-				fmt.Fprintf(w, "  %s (%s): %s: %d rows, %d tokens in %s, %s\n", o.Stage, o.Kind, o.Path, o.Rows, o.Tokens, plural(o.Shards, "shard"), pipeline.HumanBytes(o.Bytes))
+			case o.Unit == "":
+				fmt.Fprintf(w, "  %s (%s): %s: nothing committed\n", o.Stage, o.Kind, o.Path)
+			case o.Unit != "lines":
+				fmt.Fprintf(w, "  %s (%s): %s: %d rows, %d tokens in %s, %s\n", o.Stage, o.Kind, o.Path, o.Rows, o.Tokens, plural(o.Files, strings.TrimSuffix(o.Unit, "s")), pipeline.HumanBytes(o.Bytes))
 			default:
 				fmt.Fprintf(w, "  %s (%s): %s: %d committed, %s\n", o.Stage, o.Kind, o.Path, o.Rows, pipeline.HumanBytes(o.Bytes))
 			}

@@ -90,11 +90,11 @@ func compareRuns(ctx context.Context, std *stdio, a, b string, asJSON bool) erro
 }
 
 func compare(ctx context.Context, a, b string) (*runreport.Comparison, error) {
-	ra, err := runreport.Build(ctx, a, runreport.Options{Verdicts: true})
+	ra, err := runreport.Build(ctx, a, runreport.Options{VerdictsOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	rb, err := runreport.Build(ctx, b, runreport.Options{Verdicts: true})
+	rb, err := runreport.Build(ctx, b, runreport.Options{VerdictsOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, 
 	// A replay says what changed from the run it replays.
 	if fr != nil {
 		var c *runreport.Comparison
-		orig, err := runreport.Build(ctx, fr.RunDir, runreport.Options{Verdicts: true})
+		orig, err := runreport.Build(ctx, fr.RunDir, runreport.Options{VerdictsOnly: true})
 		if err == nil {
 			c, err = runreport.Compare(orig, r)
 		}

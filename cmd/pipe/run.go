@@ -325,7 +325,7 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	}
 	refused := false
 	for _, s := range plan.Stages {
-		st, err := s.Spec.New(s.Config)
+		st, err := s.Spec.New.Stage(s.Config)
 		if err != nil {
 			return &pipeline.StageError{Stage: s.ID(), Kind: s.Spec.Kind, Err: err}
 		}
@@ -611,6 +611,15 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 			NoJournal:    rs.noJournal,
 			HashCheck:    rs.hashCheck,
 			Log:          log,
+			// The stages' own warnings (a stalled or never-ready server)
+			// take the warner's path: terminal, log, status.json, notify.
+			Warn: func(stage, kind, text string) {
+				elapsed := time.Duration(0)
+				if ls := nowStatus.Load(); ls != nil {
+					elapsed = time.Duration(ls.ElapsedS * float64(time.Second))
+				}
+				warner.warn(elapsed, kind, "stage %q: %s", stage, text)
+			},
 			Notice: writerFunc(func(p []byte) (int, error) {
 				errOut.Write(p) // a closed terminal is not an error
 				return rl.Writer(slog.LevelWarn).Write(p)

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +21,7 @@ import (
 type runWarning struct {
 	At       string  `json:"at"`
 	ElapsedS float64 `json:"elapsed_s"`
-	Kind     string  `json:"kind"` // server_ejected, server_readmitted, rejects, tiny_answers, failures, disk
+	Kind     string  `json:"kind"` // server_ejected, server_readmitted, server_stalled, server_never_ready, server_refused, rejects, tiny_answers, failures, disk
 	Text     string  `json:"text"`
 }
 
@@ -75,6 +77,9 @@ type warner struct {
 	diskEvery time.Duration
 	diskAt    time.Duration
 	emit      func(runWarning)
+	// mu guards all and emit's calls: the stages warn from their own
+	// goroutines (RunOptions.Warn), check from the progress loop.
+	mu sync.Mutex
 }
 
 func newWarner(limits warnLimits, dirs []string, emit func(runWarning)) *warner {
@@ -84,11 +89,15 @@ func newWarner(limits warnLimits, dirs []string, emit func(runWarning)) *warner 
 
 // recent returns the last warnings, for status.json.
 func (w *warner) recent() []runWarning {
-	return w.all[max(0, len(w.all)-20):]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.all[max(0, len(w.all)-20):])
 }
 
 func (w *warner) warn(elapsed time.Duration, kind, format string, args ...any) {
 	rw := runWarning{At: time.Now().UTC().Format(time.RFC3339), ElapsedS: elapsed.Seconds(), Kind: kind, Text: fmt.Sprintf(format, args...)}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.all = append(w.all, rw)
 	w.emit(rw)
 }

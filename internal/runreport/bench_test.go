@@ -102,7 +102,8 @@ func benchRunDir(b *testing.B, kind string, rows []*pipeline.Record) (string, st
 		l.Close()
 	}
 	run, _ := json.Marshal(map[string]any{"pipeline": "/x.toml", "created": time.Now(),
-		"settings": map[string]any{"out": map[string]any{"kind": kind, "path": out}}, "history": []any{map[string]any{}}})
+		"settings": map[string]any{"out": map[string]any{"kind": kind, "path": out}},
+		"outputs":  []any{map[string]any{"stage": "out", "kind": kind, "path": out}}, "history": []any{map[string]any{}}})
 	os.WriteFile(filepath.Join(dir, "run.json"), run, 0o644)
 	return dir, out
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // Verdicts an id can have in a run. A rejection is VerdictRejected, a
@@ -21,11 +23,23 @@ const (
 // verdicts is each id's verdict in one run: an id in an output without a
 // rejection is accepted unless a rejection or failure of it was committed
 // anywhere (an output of every completion, fed before validation, holds
-// the rejected ones too). Verdict names are interned: 2 bytes an id.
+// the rejected ones too). It is kept compact for runs of millions of ids,
+// about 40 bytes an id: slots found by the id's 64-bit hash (another id
+// with the same hash gets a slot of its own through more), the ids'
+// bytes in one buffer (for the moves' examples), and interned verdict
+// names, 2 bytes a slot.
 type verdicts struct {
-	ids   map[string]uint16
-	names []string
-	index map[string]uint16
+	at      map[uint64]int32
+	more    map[string]int32
+	ids     []byte
+	ends    []int // slot i's id is ids[ends[i-1]:ends[i]]
+	verdict []uint16
+	names   []string
+	index   map[string]uint16
+}
+
+func newVerdicts() *verdicts {
+	return &verdicts{at: map[uint64]int32{}, more: map[string]int32{}, index: map[string]uint16{}}
 }
 
 func (v *verdicts) name(s string) uint16 {
@@ -38,30 +52,76 @@ func (v *verdicts) name(s string) uint16 {
 	return i
 }
 
+// id is slot i's id, valid until the next slot is added.
+func (v *verdicts) id(i int32) []byte {
+	lo := 0
+	if i > 0 {
+		lo = v.ends[i-1]
+	}
+	return v.ids[lo:v.ends[i]]
+}
+
+// slot is id's slot, or -1.
+func (v *verdicts) slot(id string) int32 {
+	i, ok := v.at[commitlog.Hash(id)]
+	if !ok {
+		return -1
+	}
+	if string(v.id(i)) == id {
+		return i
+	}
+	if j, ok := v.more[id]; ok {
+		return j
+	}
+	return -1
+}
+
+// add gives id, which has no slot, one with verdict.
+func (v *verdicts) add(id string, verdict uint16) {
+	i := int32(len(v.verdict))
+	if h := commitlog.Hash(id); v.hasHash(h) {
+		v.more[id] = i
+	} else {
+		v.at[h] = i
+	}
+	v.ids = append(v.ids, id...)
+	v.ends = append(v.ends, len(v.ids))
+	v.verdict = append(v.verdict, verdict)
+}
+
+func (v *verdicts) hasHash(h uint64) bool {
+	_, ok := v.at[h]
+	return ok
+}
+
 // set records a rejection or failure: it overrides acceptance, and the
 // first one of an id stands.
 func (v *verdicts) set(id, verdict string) {
 	if v == nil {
 		return
 	}
-	if i, ok := v.ids[id]; ok && v.names[i] != VerdictAccepted {
+	i := v.slot(id)
+	if i < 0 {
+		v.add(id, v.name(verdict))
 		return
 	}
-	v.ids[id] = v.name(verdict)
+	if v.names[v.verdict[i]] == VerdictAccepted {
+		v.verdict[i] = v.name(verdict)
+	}
 }
 
 func (v *verdicts) accept(id string) {
 	if v == nil {
 		return
 	}
-	if _, ok := v.ids[id]; !ok {
-		v.ids[id] = v.name(VerdictAccepted)
+	if v.slot(id) < 0 {
+		v.add(id, v.name(VerdictAccepted))
 	}
 }
 
 func (v *verdicts) of(id string) string {
-	if i, ok := v.ids[id]; ok {
-		return v.names[i]
+	if i := v.slot(id); i >= 0 {
+		return v.names[v.verdict[i]]
 	}
 	return VerdictAbsent
 }
@@ -107,7 +167,7 @@ func Compare(a, b *Report) (*Comparison, error) {
 		return counts[verdict]
 	}
 	moves := map[[2]string]*Move{}
-	move := func(id, from, to string) {
+	move := func(id []byte, from, to string) {
 		if from == to {
 			return
 		}
@@ -118,21 +178,30 @@ func Compare(a, b *Report) (*Comparison, error) {
 			moves[k] = m
 		}
 		m.Count++
-		m.Examples = append(m.Examples, id)
+		// The first few ids by sort order: a string only for one that enters.
+		if len(m.Examples) == MoveExamples && string(id) >= m.Examples[MoveExamples-1] {
+			return
+		}
+		m.Examples = append(m.Examples, string(id))
 		sort.Strings(m.Examples)
 		if len(m.Examples) > MoveExamples {
 			m.Examples = m.Examples[:MoveExamples]
 		}
 	}
-	for id := range a.verdicts.ids {
-		va, vb := a.verdicts.of(id), b.verdicts.of(id)
+	// One pass over each run's slots: A's ids looked up in B, then B's
+	// ids that A has not.
+	av, bv := a.verdicts, b.verdicts
+	for i := range int32(len(av.verdict)) {
+		id := av.id(i)
+		va, vb := av.names[av.verdict[i]], bv.of(string(id))
 		count(va).A++
 		move(id, va, vb)
 	}
-	for id := range b.verdicts.ids {
-		vb := b.verdicts.of(id)
+	for i := range int32(len(bv.verdict)) {
+		id := bv.id(i)
+		vb := bv.names[bv.verdict[i]]
 		count(vb).B++
-		if _, inA := a.verdicts.ids[id]; !inA {
+		if av.slot(string(id)) < 0 {
 			move(id, VerdictAbsent, vb)
 		}
 	}

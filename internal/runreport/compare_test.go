@@ -2,11 +2,13 @@ package runreport
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"strings"
 	"testing"
-)
 
-func newVerdicts() *verdicts { return &verdicts{ids: map[string]uint16{}, index: map[string]uint16{}} }
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
 
 // An id's verdict: a rejection or failure committed anywhere overrides its
 // presence in an output (a writer of every completion holds the rejected
@@ -53,5 +55,50 @@ moves:
 	}
 	if thousands(1204) != "1,204" || thousands(1234567) != "1,234,567" || thousands(12) != "12" {
 		t.Fatal("thousands")
+	}
+}
+
+// Options.VerdictsOnly reads the same verdicts as a whole report, with no
+// distributions; the verdicts of many ids survive their slots' growth.
+func TestVerdictsOnly(t *testing.T) {
+	dir := writeRunDir(t)
+	full, err := Build(context.Background(), dir, Options{Verdicts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	only, err := Build(context.Background(), dir, Options{VerdictsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(only.Outputs) != 1 || only.Outputs[0].Rows != 4 || len(only.Outputs[0].Dists) != 0 {
+		t.Fatalf("verdicts-only outputs %+v", only.Outputs)
+	}
+	c, err := Compare(full, only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ch := range c.Counts {
+		got = append(got, fmt.Sprintf("%s %d %d", ch.Verdict, ch.A, ch.B))
+	}
+	if want := "accepted 3 3, rejected empty_answer 1 1, rejected empty_thinking 1 1"; strings.Join(got, ", ") != want || len(c.Moves) != 0 {
+		t.Fatalf("counts %q (want %q), moves %+v", strings.Join(got, ", "), want, c.Moves)
+	}
+	v := newVerdicts()
+	for i := range 100000 {
+		v.accept(fmt.Sprintf("id-%d", i))
+	}
+	v.set("id-77", VerdictFailed)
+	if v.of("id-99999") != VerdictAccepted || v.of("id-77") != VerdictFailed || v.of("id-100000") != VerdictAbsent || len(v.verdict) != 100000 {
+		t.Fatalf("verdicts of many ids: %q %q %q, %d slots", v.of("id-99999"), v.of("id-77"), v.of("id-100000"), len(v.verdict))
+	}
+	// Two ids with one hash (about 3e-8 in a million ids): made here by
+	// pointing y's hash at x's slot, as a collision would.
+	v = newVerdicts()
+	v.accept("x")
+	v.at[commitlog.Hash("y")] = v.at[commitlog.Hash("x")]
+	v.set("y", VerdictFailed)
+	if v.of("x") != VerdictAccepted || v.of("y") != VerdictFailed || len(v.verdict) != 2 {
+		t.Fatalf("colliding ids: x %q, y %q, %d slots", v.of("x"), v.of("y"), len(v.verdict))
 	}
 }

@@ -66,17 +66,24 @@ func Share(part, whole int64) float64 {
 	return float64(part) / float64(whole)
 }
 
-// sample collects the values of one distribution.
+// sample collects the values of one distribution as a count per value:
+// exact order statistics in memory bounded by the distinct values (token
+// counts: at most the longest row), not by the rows.
 type sample struct {
 	name, note string
-	values     []int32
+	n          int64
+	counts     map[int32]int64
 }
 
 func (s *sample) add(v int) {
 	if v < 0 {
 		v = 0
 	}
-	s.values = append(s.values, int32(min(v, 1<<31-1)))
+	if s.counts == nil {
+		s.counts = map[int32]int64{}
+	}
+	s.counts[int32(min(v, 1<<31-1))]++
+	s.n++
 }
 
 // binOf is the index of v's bin: 0 → 0, 1 → 1, 2–3 → 2, 4–7 → 3, …
@@ -94,26 +101,40 @@ func binRange(i int) (lo, hi int64) {
 	return 1 << (i - 1), 1<<i - 1
 }
 
-// dist sorts the sample's values (in place) and summarizes them.
+// dist summarizes the sample.
 func (s *sample) dist() Dist {
-	d := Dist{Name: s.name, Note: s.note, N: int64(len(s.values))}
+	d := Dist{Name: s.name, Note: s.note, N: s.n}
 	if d.N == 0 {
 		return d
 	}
-	v := s.values
-	slices.Sort(v)
-	pct := func(p float64) int64 { return int64(v[int(p*float64(len(v)-1)+0.5)]) }
-	d.Min, d.Max = int64(v[0]), int64(v[len(v)-1])
+	vals := make([]int32, 0, len(s.counts))
+	for v := range s.counts {
+		vals = append(vals, v)
+	}
+	slices.Sort(vals)
+	// The k-th smallest value (from 0), walking the counts in order.
+	at := func(k int64) int64 {
+		for _, v := range vals {
+			if k < s.counts[v] {
+				return int64(v)
+			}
+			k -= s.counts[v]
+		}
+		return int64(vals[len(vals)-1])
+	}
+	pct := func(p float64) int64 { return at(int64(p*float64(d.N-1) + 0.5)) }
+	d.Min, d.Max = int64(vals[0]), int64(vals[len(vals)-1])
 	d.P10, d.P50, d.P90, d.P99 = pct(0.10), pct(0.50), pct(0.90), pct(0.99)
 	counts := make([]int64, binOf(d.Max)+1)
-	for _, x := range v {
-		d.Sum += int64(x)
-		counts[binOf(int64(x))]++
+	for _, x := range vals {
+		c := s.counts[x]
+		d.Sum += int64(x) * c
+		counts[binOf(int64(x))] += c
 		if x == 0 {
-			d.Zero++
+			d.Zero += c
 		}
 		if x < SmallBelow {
-			d.Small++
+			d.Small += c
 		}
 	}
 	d.Mean = float64(d.Sum) / float64(d.N)

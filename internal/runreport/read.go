@@ -1,13 +1,9 @@
 package runreport
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -32,7 +27,11 @@ type row struct {
 	reasoningTokens  int
 	reasoningBytes   int
 	answerBytes      int
-	outputIDs        []int // only while the row is counted
+	// ids counts the output ids around </think> (with a tokenizer, when
+	// the server reported no reasoning_tokens); outputIDs, if set, are
+	// counted into it by split.
+	ids       idCount
+	outputIDs []int
 	// thinkingForced: the template forced thinking (the request recorded
 	// thinking_forced), so the output started inside the reasoning.
 	thinkingForced    bool
@@ -43,6 +42,14 @@ type row struct {
 	failStage, failed string
 }
 
+// idCount is what the split needs of a completion's output ids: n
+// counts the ids that are neither special nor </think>, before those of
+// them ahead of its last </think> (end: there is one); any: there are ids.
+type idCount struct {
+	any, end  bool
+	n, before int
+}
+
 // reader reads outputs and dead letters into the report.
 type reader struct {
 	ctx     context.Context
@@ -51,6 +58,8 @@ type reader struct {
 	tok     *tokenize.Tokenizer
 	tokErr  error
 	loaded  bool
+	idp     *lineParser // counts the output ids of shards
+	idClass []uint8     // lineParser.class
 	rejects map[[2]string]int64
 	fails   map[[2]string]int64
 	// counted holds a hash of (id, stage, reason) for each rejection or
@@ -58,6 +67,8 @@ type reader struct {
 	counted map[uint64]bool
 	// verdicts, if not nil, keeps each id's verdict (Options.Verdicts).
 	verdicts *verdicts
+	// verdictsOnly: read ids and verdicts, nothing else (Options.VerdictsOnly).
+	verdictsOnly bool
 }
 
 func newReader(ctx context.Context, r *Report, tokDir string) *reader {
@@ -74,18 +85,19 @@ type outputAcc struct {
 func (rd *reader) output(w writer) {
 	acc := &outputAcc{out: Output{Stage: w.id, Kind: w.kind, Path: w.path, FinishReasons: map[string]int64{}}}
 	acc.prompt.name, acc.thinking.name, acc.answer.name, acc.loss.name = DistPrompt, DistThinking, DistAnswer, DistLoss
+	// A directory is a shard directory (its manifest names what it
+	// committed), a file a commit log of lines.
 	var err error
-	switch w.kind {
-	case "write-arrow":
+	if st, serr := os.Stat(w.path); serr == nil && st.IsDir() {
 		err = rd.shards(w.path, acc.add)
-	default:
+	} else {
 		err = rd.jsonl(w.path, acc.add)
 	}
 	if err != nil {
 		rd.r.note("output %s (%s): %v", w.id, w.path, err)
 	}
 	for _, x := range []*sample{&acc.prompt, &acc.thinking, &acc.answer, &acc.loss} {
-		if len(x.values) > 0 {
+		if x.n > 0 {
 			acc.out.Dists = append(acc.out.Dists, x.dist())
 		}
 	}
@@ -135,6 +147,9 @@ func (acc *outputAcc) add(rd *reader, x *row) {
 	if x.failStage != "" {
 		rd.countFailure(x.id, x.failStage, x.failed)
 	}
+	if rd.verdictsOnly {
+		return
+	}
 	if x.hasCompletion {
 		if x.finishReason != "" {
 			acc.out.FinishReasons[x.finishReason]++
@@ -166,30 +181,27 @@ func (rd *reader) split(x *row) (think, answer int, how string) {
 	if x.reasoningTokens > 0 {
 		return x.reasoningTokens, max(0, x.completionTokens-x.reasoningTokens), "server"
 	}
-	if len(x.outputIDs) > 0 {
-		if tok := rd.tokenizer(); tok != nil {
-			if end, ok := tok.TokenID("</think>"); ok {
-				at := -1
-				for i, id := range x.outputIDs {
-					if id == end {
-						at = i
-					}
-				}
-				for i, id := range x.outputIDs {
-					switch {
-					case tok.IsSpecial(id) || id == end:
-					// Before the last </think> is thinking; with none, a
-					// forced-thinking output (it started inside the
-					// reasoning) or one with no answer text is all thinking.
-					case i < at || (at < 0 && (x.thinkingForced || x.answerBytes == 0)):
-						think++
-					default:
-						answer++
-					}
-				}
-				return think, answer, "ids"
+	if len(x.outputIDs) > 0 && !x.ids.any && rd.tokenizer() != nil {
+		if rd.idp == nil {
+			rd.idp = rd.newLineParser()
+		}
+		if rd.idp.endID >= 0 {
+			for _, id := range x.outputIDs {
+				rd.idp.count(id, &x.ids)
 			}
 		}
+	}
+	if c := x.ids; c.any {
+		switch {
+		// Before the last </think> is thinking; with none, a forced-thinking
+		// output (it started inside the reasoning) or one with no answer
+		// text is all thinking.
+		case c.end:
+			return c.before, c.n - c.before, "ids"
+		case x.thinkingForced || x.answerBytes == 0:
+			return c.n, 0, "ids"
+		}
+		return 0, c.n, "ids"
 	}
 	if total := x.reasoningBytes + x.answerBytes; total > 0 {
 		think = int(float64(x.completionTokens)*float64(x.reasoningBytes)/float64(total) + 0.5)
@@ -246,130 +258,6 @@ func (rd *reader) deadLetters(path string) {
 	}
 }
 
-// jsonlLine is the part of a record line the report reads.
-type jsonlLine struct {
-	ID         string `json:"id"`
-	Completion *struct {
-		// Only the texts' lengths count: raw, they are neither unescaped
-		// nor copied (escapes make a length a little longer).
-		Reasoning        json.RawMessage `json:"reasoning"`
-		Answer           json.RawMessage `json:"answer"`
-		FinishReason     string          `json:"finish_reason"`
-		PromptTokens     int             `json:"prompt_tokens"`
-		CompletionTokens int             `json:"completion_tokens"`
-		ReasoningTokens  int             `json:"reasoning_tokens"`
-		OutputIDs        []int           `json:"output_ids"`
-		Request          struct {
-			ThinkingForced bool `json:"thinking_forced"`
-		} `json:"request"`
-	} `json:"completion"`
-	Tokens *struct {
-		NumLossTokens int `json:"num_loss_tokens"`
-	} `json:"tokens"`
-	Reject  *pipeline.Rejection `json:"reject"`
-	Failure *pipeline.Failure   `json:"failure"`
-}
-
-// jsonl reads the committed lines of a commit log (lines past its last
-// commit are not the output's yet).
-func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
-	_, size, err := commitlog.Committed(path)
-	if err != nil {
-		return err
-	}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, ierr := os.Stat(commitlog.IndexPath(path)); errors.Is(ierr, os.ErrNotExist) {
-		if st, err := f.Stat(); err == nil && st.Size() > 0 {
-			// Copied or restored without its hidden index: nothing in it is
-			// known to be committed.
-			rd.r.note("%s has %d bytes but no commit index (%s): not counted", path, st.Size(), filepath.Base(commitlog.IndexPath(path)))
-		}
-	}
-	br := bufio.NewReaderSize(io.LimitReader(f, size), 1<<20)
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 1 {
-			if n%4096 == 0 {
-				if cerr := rd.ctx.Err(); cerr != nil {
-					return cerr
-				}
-			}
-			var l jsonlLine
-			if jerr := json.Unmarshal(rd.withoutIDLists(line), &l); jerr != nil {
-				return fmt.Errorf("%s:%d: %v", path, n, jerr)
-			}
-			x := &row{id: l.ID}
-			if c := l.Completion; c != nil {
-				x.hasCompletion, x.finishReason = true, c.FinishReason
-				x.promptTokens, x.completionTokens, x.reasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens
-				x.reasoningBytes, x.answerBytes, x.outputIDs = max(0, len(c.Reasoning)-2), max(0, len(c.Answer)-2), c.OutputIDs
-				x.thinkingForced = c.Request.ThinkingForced
-			}
-			if t := l.Tokens; t != nil {
-				x.hasTokens, x.lossTokens = true, t.NumLossTokens
-			}
-			if j := l.Reject; j != nil {
-				x.rejectStage, x.rejectReason = j.Stage, j.Reason
-			}
-			if fl := l.Failure; fl != nil {
-				x.failStage, x.failed = fl.Stage, fl.Error
-			}
-			take(rd, x)
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// idLists are the token id lists of a record line the report does not
-// need; output_ids it needs with a tokenizer.
-var idLists = [][]byte{[]byte(`"prompt_ids":[`), []byte(`"output_ids":[`), []byte(`"input_ids":[`), []byte(`"loss_mask":[`)}
-
-// withoutIDLists empties the token id lists of a record line in place
-// (`"input_ids":[1,2,3]` → `"input_ids":[]`), so that decoding it does not
-// scan thousands of numbers per row. Only a list of plain integers is
-// emptied: the line stays valid JSON whatever it holds. A key with its
-// quotes cannot occur inside a JSON string (quotes there are escaped).
-func (rd *reader) withoutIDLists(line []byte) []byte {
-	keep := rd.tokenizer() != nil
-	for k, key := range idLists {
-		if k == 1 && keep {
-			continue
-		}
-		i := bytes.Index(line, key)
-		if i < 0 {
-			continue
-		}
-		start := i + len(key)
-		end := bytes.IndexByte(line[start:], ']')
-		if end <= 0 || !plainInts(line[start:start+end]) {
-			continue
-		}
-		line = append(line[:start], line[start+end:]...)
-	}
-	return line
-}
-
-func plainInts(b []byte) bool {
-	for _, c := range b {
-		if !(c >= '0' && c <= '9' || c == ',' || c == '-' || c == ' ') {
-			return false
-		}
-	}
-	return true
-}
-
 // shards reads the shards a write-arrow manifest lists (a shard it does not
 // list was never committed), reading only the columns the report needs.
 func (rd *reader) shards(dir string, take func(*reader, *row)) error {
@@ -377,10 +265,12 @@ func (rd *reader) shards(dir string, take func(*reader, *row)) error {
 	if err != nil || m == nil {
 		return err
 	}
-	cols := []string{arrowrow.ColID, arrowrow.ColFinishReason, arrowrow.ColPromptTokens, arrowrow.ColCompletionTokens,
-		arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens,
-		arrowrow.ColRejectStage, arrowrow.ColRejectReason}
-	if rd.tokenizer() != nil {
+	cols := []string{arrowrow.ColID, arrowrow.ColRejectStage, arrowrow.ColRejectReason}
+	if !rd.verdictsOnly {
+		cols = append(cols, arrowrow.ColFinishReason, arrowrow.ColPromptTokens, arrowrow.ColCompletionTokens,
+			arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens)
+	}
+	if !rd.verdictsOnly && rd.tokenizer() != nil {
 		// Only a tokenizer tells </think> in them; the request says whether
 		// the template forced thinking.
 		cols = append(cols, arrowrow.ColOutputIDs, arrowrow.ColRequest)

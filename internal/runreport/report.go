@@ -112,6 +112,10 @@ type Options struct {
 	// Verdicts keeps each id's verdict (accepted, or rejected with its
 	// reason, or failed), for Compare: a few tens of bytes an id.
 	Verdicts bool
+	// VerdictsOnly is Verdicts, reading nothing else of the outputs (no
+	// distributions, no finish reasons): for a Compare of a run whose
+	// report is not shown.
+	VerdictsOnly bool
 }
 
 // Build reads the run directory dir. It fails only when dir is not a run
@@ -140,11 +144,12 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		r.Tokens = tokenRates(pts)
 	}
 	rd := newReader(ctx, r, tokenizerDir(run.Settings, opts.Tokenizer))
-	if opts.Verdicts {
-		rd.verdicts = &verdicts{ids: map[string]uint16{}, index: map[string]uint16{}}
+	rd.verdictsOnly = opts.VerdictsOnly
+	if opts.Verdicts || opts.VerdictsOnly {
+		rd.verdicts = newVerdicts()
 		r.verdicts = rd.verdicts
 	}
-	ws := writers(run.Settings, r.Stages)
+	ws := writers(run, r.Stages)
 	for _, w := range ws {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -197,35 +202,52 @@ func (r *Report) readStatus() {
 	r.State, r.Updated, r.Error, r.Stages = st.State, st.Updated, st.Error, st.Stages
 }
 
-// writer is a write-* stage of the run, from run.json.
+// writer is a stage of the run that writes rows, from run.json.
 type writer struct {
 	id, kind, path string
 	rejectsOnly    bool // every input is a rejected port
 	takesRejects   bool // some input is a rejected port
 }
 
-// writers lists run.json's writers in the order of the run's stages.
-func writers(settings map[string]any, stages []StageCounts) []writer {
+// newWriter is stage id's writer, with what run.json's settings say of its
+// inputs: whether every one (a writer of rejects, not of training rows) or
+// some is a rejected port.
+func newWriter(settings map[string]any, id, kind, path string) writer {
+	w := writer{id: id, kind: kind, path: path}
+	s, _ := settings[id].(map[string]any)
+	inputs, _ := s["input"].([]any)
+	w.rejectsOnly = len(inputs) > 0
+	for _, in := range inputs {
+		port, _ := in.(string)
+		rejected := strings.HasSuffix(port, ".rejected")
+		w.rejectsOnly = w.rejectsOnly && rejected
+		w.takesRejects = w.takesRejects || rejected
+	}
+	return w
+}
+
+// writers lists run.json's outputs of rows (an older run.json without
+// outputs: its settings' stages whose kind writes rows) in the order of
+// the run's stages. A kind this binary does not know is taken by what it
+// wrote: a local file or directory, not an upload's copy.
+func writers(run *rundir.Run, stages []StageCounts) []writer {
 	order := map[string]int{}
 	for i, s := range stages {
 		order[s.ID] = i + 1
 	}
 	var out []writer
-	for id, v := range settings {
+	for _, o := range run.Outputs {
+		rows, known := writesRows(o.Kind)
+		if rows || !known && len(o.From) == 0 && filepath.IsAbs(o.Path) {
+			out = append(out, newWriter(run.Settings, o.Stage, o.Kind, o.Path))
+		}
+	}
+	for id, v := range run.Settings {
 		s, _ := v.(map[string]any)
 		kind, _ := s["kind"].(string)
 		path, _ := s["path"].(string)
-		if path != "" && strings.HasPrefix(kind, "write-") {
-			w := writer{id: id, kind: kind, path: path}
-			inputs, _ := s["input"].([]any)
-			w.rejectsOnly = len(inputs) > 0
-			for _, in := range inputs {
-				port, _ := in.(string)
-				rejected := strings.HasSuffix(port, ".rejected")
-				w.rejectsOnly = w.rejectsOnly && rejected
-				w.takesRejects = w.takesRejects || rejected
-			}
-			out = append(out, w)
+		if rows, _ := writesRows(kind); len(run.Outputs) == 0 && path != "" && rows {
+			out = append(out, newWriter(run.Settings, id, kind, path))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -14,6 +14,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	_ "github.com/pipe-dev/pipe/stages" // the kinds a run.json names, as pipe registers them
 )
 
 // Bins double in width so a handful of tokens has its own bars; the
@@ -57,6 +58,7 @@ func writeRunDir(t *testing.T) string {
 	run := map[string]any{
 		"pipeline": "/x/p.toml", "created": time.Now().UTC(),
 		"settings": map[string]any{"out": map[string]any{"kind": "write-jsonl", "path": out}},
+		"outputs":  []any{map[string]any{"stage": "out", "kind": "write-jsonl", "path": out}},
 		"history":  []any{map[string]any{"pid": 1}, map[string]any{"pid": 2}},
 	}
 	data, _ := json.Marshal(run)
@@ -237,5 +239,34 @@ func TestSplitForcedThinking(t *testing.T) {
 	x.thinkingForced = false
 	if think, answer, _ := rd.split(x); think != 0 || answer != len(ids) {
 		t.Fatalf("hybrid: think %d, answer %d", think, answer)
+	}
+}
+
+// The outputs read are the kinds that write rows, known by their Spec: an
+// upload's copy is not one; an older run.json without outputs names them
+// in its settings.
+func TestWritersByTheirSpec(t *testing.T) {
+	dir := writeRunDir(t)
+	out := filepath.Join(dir, "out.jsonl")
+	for name, run := range map[string]map[string]any{
+		"outputs with an upload": {"settings": map[string]any{}, "outputs": []any{
+			map[string]any{"stage": "out", "kind": "write-jsonl", "path": out},
+			map[string]any{"stage": "up", "kind": "upload-s3", "path": "s3://b/p", "from": []string{"out"}}}},
+		"settings only": {"settings": map[string]any{
+			"out":     map[string]any{"kind": "write-jsonl", "path": out},
+			"prompts": map[string]any{"kind": "read-completions", "path": out}}},
+	} {
+		run["pipeline"], run["created"], run["history"] = "/x/p.toml", time.Now().UTC(), []any{map[string]any{"pid": 1}}
+		data, _ := json.Marshal(run)
+		if err := os.WriteFile(filepath.Join(dir, "run.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Build(context.Background(), dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Outputs) != 1 || r.Outputs[0].Stage != "out" || r.Outputs[0].Rows != 4 {
+			t.Errorf("%s: outputs %+v, want out's 4 rows alone", name, r.Outputs)
+		}
 	}
 }

@@ -61,9 +61,9 @@ func throughput(points []Point) *Throughput {
 			seen[st.ID] = true
 			id := st.ID
 			switch {
-			case st.Kind == "generate":
+			case generates(st.Kind):
 				lines = append(lines, rateLine{name: id + " completions/s", count: func(s PointStage) int64 { return s.Out + s.Rejected }, keep: func(s PointStage) bool { return s.ID == id }})
-			case len(st.Kind) > 6 && st.Kind[:6] == "write-":
+			case writesRowsOf(st.Kind):
 				lines = append(lines, rateLine{name: id + " rows/s", count: func(s PointStage) int64 { return s.Out }, keep: func(s PointStage) bool { return s.ID == id }})
 			}
 		}

@@ -78,7 +78,7 @@ func featureType(v any) (arrow.DataType, error) {
 				"float64": arrow.PrimitiveTypes.Float64, "float32": arrow.PrimitiveTypes.Float32, "bool": arrow.FixedWidthTypes.Boolean,
 			}[dtype]
 			if !ok {
-				return nil, fmt.Errorf("Value dtype %q not modelled here", dtype)
+				return nil, fmt.Errorf("value dtype %q not modelled here", dtype)
 			}
 			return t, nil
 		case "List", "Sequence", "LargeList":

@@ -234,6 +234,7 @@ func rawRoute(recs []map[string]json.RawMessage, out *SpecForgeLoad) error {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		//lint:ignore ST1005 SpecForge's own message, word for word, so a user can search for it
 		return fmt.Errorf("Expected 'conversations' column for is_preformatted=False, but found columns: %v", keys)
 	}
 	for k := range cols {

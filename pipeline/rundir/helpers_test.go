@@ -48,14 +48,16 @@ func (nopStage) Read(context.Context, pipeline.Emitter) error { return nil }
 
 func (nopStage) Process(context.Context, *pipeline.Record, pipeline.Emitter) error { return nil }
 
-func newNop(any) (pipeline.Stage, error) { return nopStage{}, nil }
+func newNop[C any](*C) (pipeline.Processor, error) { return nopStage{}, nil }
+
+func newNopSource(*srcConfig) (pipeline.Source, error) { return nopStage{}, nil }
 
 func testRegistry() *pipeline.Registry {
 	reg := pipeline.NewRegistry()
-	reg.Register(pipeline.Spec{Kind: "src", Summary: "test source", Source: true, Config: srcConfig{}, Outputs: []string{"out"}, New: newNop})
-	reg.Register(pipeline.Spec{Kind: "gen", Summary: "test generator", Config: genConfig{}, Outputs: []string{"out", "rejected"}, New: newNop})
-	reg.Register(pipeline.Spec{Kind: "check", Summary: "test validator", Config: checkConfig{}, Outputs: []string{"out", "rejected"}, New: newNop})
-	reg.Register(pipeline.Spec{Kind: "sink", Summary: "test sink", Config: sinkConfig{}, New: newNop})
+	reg.Register(pipeline.Spec{Kind: "src", Summary: "test source", Outputs: []string{"out"}, New: pipeline.NewSource(newNopSource)})
+	reg.Register(pipeline.Spec{Kind: "gen", Summary: "test generator", Outputs: []string{"out", "rejected"}, New: pipeline.NewProcessor(newNop[genConfig])})
+	reg.Register(pipeline.Spec{Kind: "check", Summary: "test validator", Outputs: []string{"out", "rejected"}, New: pipeline.NewProcessor(newNop[checkConfig])})
+	reg.Register(pipeline.Spec{Kind: "sink", Summary: "test sink", New: pipeline.NewProcessor(newNop[sinkConfig])})
 	return reg
 }
 

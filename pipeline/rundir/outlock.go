@@ -94,7 +94,8 @@ func LockOutputs(runDir string, outputs []string) (*OutputLocks, error) {
 			return nil, fmt.Errorf("output lock %s: %w", path, err)
 		}
 		l.files = append(l.files, f)
-		if err := f.Truncate(0); err == nil {
+		err = f.Truncate(0)
+		if err == nil {
 			_, err = f.WriteAt(append(b, '\n'), 0)
 		}
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -141,20 +140,23 @@ func Merge(runs []*Run) (*Merged, error) {
 			probs = append(probs, fmt.Sprintf("shard %s (%s): %s lists no outputs (written by an older pipe? one more pipe run of it records them)", r.Shard, r.Dir, rundir.RunFile))
 		}
 		for _, o := range r.Run.Outputs {
-			files, ids, format, err := committed(o, i)
+			files, ids, format, data, err := committed(o, i)
 			if err != nil {
 				probs = append(probs, fmt.Sprintf("shard %s: stage %q: %v", r.Shard, o.Stage, err))
 				continue
 			}
-			if format == "" {
-				continue // not data (an upload)
+			if !data {
+				continue // not data of its own (an upload)
 			}
 			uploaded(files, o, r.Run.Outputs)
 			out := outs[o.Stage]
 			if out == nil {
-				out = &Output{Stage: o.Stage, Kind: o.Kind, Format: format}
+				out = &Output{Stage: o.Stage, Kind: o.Kind}
 				outs[o.Stage] = out
 				order = append(order, o.Stage)
+			}
+			if out.Format == "" {
+				out.Format = format // "" while the shard committed nothing
 			}
 			for _, f := range files {
 				out.Rows += f.Rows
@@ -190,56 +192,39 @@ func shardFree(r *Run) map[string]any {
 }
 
 // committed lists what an output of shard i has committed, with the hashes
-// of its ids; format is "" for an output that is not data.
-func committed(o rundir.Output, i int) (files []File, ids []uint64, format string, err error) {
-	switch o.Kind {
-	case "write-jsonl":
-		rows, size, err := commitlog.Committed(o.Path)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		ids, err := commitlog.ReadIDs(o.Path)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		return []File{{Shard: i, Path: o.Path, Rows: int64(rows), Bytes: size}}, ids, "jsonl", nil
-	case "write-arrow":
-		man, err := commitlog.ReadManifest(o.Path)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		if man == nil {
-			return nil, nil, "arrow", nil // nothing committed yet
-		}
-		for _, s := range man.Shards {
-			files = append(files, File{Shard: i, Path: filepath.Join(o.Path, s.Name), Rows: s.Rows, Tokens: s.Tokens, Bytes: s.Bytes, SHA256: s.SHA256})
-		}
-		ids, err := commitlog.ReadIDLog(commitlog.IDLogPath(o.Path))
-		if err != nil {
-			return nil, nil, "", err
-		}
-		// The id log may run ahead of the manifest by a crash's worth.
-		var rows int64
-		for _, f := range files {
-			rows += f.Rows
-		}
-		if int64(len(ids)) > rows {
-			ids = ids[:rows]
-		}
-		return files, ids, man.Format, nil
+// of its ids, as the output's kind reads it (pipeline.OutputSpec); data is
+// false for an output that is not data of its own (an upload, a kind that
+// keeps no output).
+func committed(o rundir.Output, i int) (files []File, ids []uint64, format string, data bool, err error) {
+	spec := pipeline.OutputOf(o.Kind)
+	if spec == nil || spec.Committed == nil {
+		return nil, nil, "", false, nil
 	}
-	return nil, nil, "", nil
+	c, err := spec.Committed(o.Path)
+	if err != nil || c == nil {
+		return nil, nil, "", err == nil, err // nil: nothing committed yet
+	}
+	for _, f := range c.Files {
+		files = append(files, File{Shard: i, Path: f.Path, Rows: f.Rows, Tokens: f.Tokens, Bytes: f.Bytes, SHA256: f.SHA256})
+	}
+	if spec.IDs != nil {
+		if ids, err = spec.IDs(o.Path); err != nil {
+			return nil, nil, "", false, err
+		}
+	}
+	return files, ids, c.Format, true, nil
 }
 
-// uploaded sets the URL of files an upload-s3 stage of the same run took
-// from o: PREFIX/DIRNAME/NAME, as upload-s3 names them.
+// uploaded sets the URL of files an upload of the same run took from o
+// (an output whose kind copies its inputs' files: OutputSpec.CopyOf).
 func uploaded(files []File, o rundir.Output, all []rundir.Output) {
 	for _, up := range all {
-		if up.Kind != "upload-s3" || !contains(up.From, o.Stage) {
+		spec := pipeline.OutputOf(up.Kind)
+		if spec == nil || spec.CopyOf == nil || !contains(up.From, o.Stage) {
 			continue
 		}
 		for k := range files {
-			files[k].URL = strings.TrimRight(up.Path, "/") + "/" + path.Join(filepath.Base(o.Path), filepath.Base(files[k].Path))
+			files[k].URL = spec.CopyOf(up.Path, o.Path, files[k].Path)
 		}
 	}
 }

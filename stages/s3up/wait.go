@@ -114,8 +114,8 @@ func (w *Waiter) note(msg string) {
 
 // State says whether an outage is on: since when, how many requests wait,
 // the last error; and the outages so far and the longest that ended.
-func (w *Waiter) State() (since time.Time, waiting int, last error, outages int, longest time.Duration) {
+func (w *Waiter) State() (since time.Time, waiting, outages int, longest time.Duration, last error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.since, w.waiting, w.lastErr, w.outages, w.longest
+	return w.since, w.waiting, w.outages, w.longest, w.lastErr
 }

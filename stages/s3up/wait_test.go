@@ -72,7 +72,7 @@ func TestWaiter(t *testing.T) {
 		if err != nil || calls < 4 || len(notes) != 2 || !strings.HasPrefix(notes[0], "uploads waiting: uploading x failed") || !strings.HasPrefix(notes[1], "uploads going again after ") {
 			t.Fatalf("40 s outage: %v after %d calls; notes %q", err, calls, notes)
 		}
-		if _, _, _, outages, longest := w.State(); outages != 1 || longest < 40*time.Second {
+		if _, _, outages, longest, _ := w.State(); outages != 1 || longest < 40*time.Second {
 			t.Errorf("state: %d outages, longest %s", outages, longest)
 		}
 

@@ -2,65 +2,175 @@ package sglang
 
 // Adaptive concurrency: a server whose ServerSpec.MaxConcurrency is set
 // gets a limit that follows what it can run, from the signals it gives with
-// every answer (SGLang 2026's meta_info num_running_reqs/num_waiting_reqs)
-// and from /server_info's max_running_requests, never needing /metrics:
+// every answer (SGLang 2026's meta_info num_running_reqs/num_waiting_reqs,
+// num_retractions), from /server_info (internal_states[0]'s
+// effective_max_running_requests_per_dp, else server_args'
+// max_running_requests) and, when reachable, /metrics (token_usage,
+// num_retracted_reqs; see metrics.go), never needing /metrics:
 //
-//   - while its queue is (nearly) empty and the client fills the limit, the
-//     limit grows by one per completion (so by about itself per latency: a
-//     quick ramp, like TCP's slow start);
-//   - once it queues more than a small headroom, the limit shrinks by one
-//     per completion;
-//   - a 503 (queue full, or the server's waiting timeout) cuts it to 3/4;
-//   - it stays within 1 … min(MaxConcurrency, max_running_requests +
-//     headroom): requests beyond what the server runs only wait in its
-//     queue, the headroom keeps a freed running slot from idling while the
-//     next request travels.
+//   - it starts at the server's running capacity plus a small headroom when
+//     /server_info gives one (the server runs that many at once by its own
+//     account), else at the configured or default start;
+//   - the answers of a window (a quarter of the limit's worth of
+//     completions: every answer of a round reports about the same load)
+//     are summed, and the limit moves once per window;
+//   - a queue beyond the headroom through the whole window drops the limit
+//     by the excess, and the next window waits until that many
+//     completions drained it;
+//   - capacity known (reported, or the most it ran once it queued), below
+//     it plus the headroom and with idle slots or a short queue: the limit
+//     goes there, at most doubling per window; capacity unknown and the
+//     server running what it is sent with an empty queue: it doubles;
+//   - a 503 (queue full, the server's waiting timeout) cuts it to 3/4; a
+//     retraction (the server ran out of KV cache and preempted a request:
+//     meta_info num_retractions, or /metrics' rising
+//     num_retracted_requests_total) to 7/8, at most once per limit's worth
+//     of completions; token_usage at or above 0.95 holds it (no growth);
+//   - it stays within 1 … min(MaxConcurrency, capacity + headroom):
+//     requests beyond what the server runs only wait in its queue, the
+//     headroom keeps a freed running slot from idling while the next
+//     request travels.
 //
 // A server that reports no load keeps its starting limit (raised only by
-// nothing, lowered by 503s).
+// nothing, lowered by 503s and retractions).
 
 // adaptStart is the starting limit of an adaptive server given no
-// Concurrency.
+// Concurrency and no capacity in /server_info.
 const adaptStart = 16
 
+// tokenUsageHold is the KV cache use (/metrics token_usage) from which an
+// adaptive limit stops growing: more requests would only be retracted.
+const tokenUsageHold = 0.95
+
 // headroomOf is how many requests beyond its running capacity an adaptive
-// server may hold in its queue.
+// server may hold in its queue: enough that a freed running slot finds the
+// next request already there while the client's refill travels.
 func headroomOf(maxRunning int) int { return max(2, maxRunning/16) }
 
-// ceilingLocked is s's current upper bound.
-func (s *server) ceilingLocked() int {
-	c := s.maxLimit
+// capacityLocked is s's running capacity: /server_info's, else the most
+// running requests it reported (0: not known yet).
+func (s *server) capacityLocked() int {
 	if s.info != nil && s.info.MaxRunningRequests > 0 {
-		c = min(c, s.info.MaxRunningRequests+headroomOf(s.info.MaxRunningRequests))
+		return s.info.MaxRunningRequests
 	}
-	return max(c, 1)
+	return s.peakRunning
 }
+
+// startAdaptiveLocked sets an adaptive s's limit from its reported
+// capacity when it is admitted the first time: the server says how many it
+// runs at once, the start need not guess.
+func (s *server) startAdaptiveLocked() {
+	if s.maxLimit == 0 || s.adaptStarted {
+		return
+	}
+	s.adaptStarted = true
+	if s.info != nil && s.info.MaxRunningRequests > 0 {
+		mr := s.info.MaxRunningRequests
+		s.limit = min(s.maxLimit, mr)
+	}
+}
+
+// adaptWindow is the part of a round (a limit's worth of completions) over
+// which answers are summed before the limit moves: every answer of a round
+// reports about the same load, so moving on each would move a round's
+// worth of times too far.
+func adaptWindow(limit int) int { return max(4, limit/4) }
 
 // adaptLocked moves s's limit after a completion that reported load r.
 func (c *Client) adaptLocked(s *server, r *Result) {
-	if s.maxLimit == 0 || !r.LoadReported {
+	if s.maxLimit == 0 {
 		return
 	}
-	mr := r.RunningReqs
-	if s.info != nil && s.info.MaxRunningRequests > 0 {
-		mr = s.info.MaxRunningRequests
+	s.sinceBackoff++
+	if r.Retractions > 0 {
+		c.retractedLocked(s)
 	}
-	ceiling := s.ceilingLocked()
+	if !r.LoadReported {
+		return
+	}
+	mr := s.capacityLocked()
+	if s.info == nil || s.info.MaxRunningRequests == 0 {
+		s.peakRunning = max(s.peakRunning, r.RunningReqs)
+		if r.WaitingReqs > 0 {
+			s.queuedSeen = true // it runs no more than peakRunning
+		}
+		if !s.queuedSeen {
+			mr = 0 // not its capacity yet, only the most it was sent
+		}
+	}
+	w := &s.window
+	if w.n == 0 || r.WaitingReqs < w.minWaiting {
+		w.minWaiting = r.WaitingReqs
+	}
+	w.n++
+	w.idle += max(0, mr-r.RunningReqs-r.WaitingReqs)
+	w.running += r.RunningReqs
+	if w.n < max(s.cooldown, adaptWindow(s.limit)) {
+		return
+	}
+	h := headroomOf(mr)
+	meanIdle := (w.idle + w.n/2) / w.n
+	meanRunning := w.running / w.n
+	minWaiting := w.minWaiting
+	*w = adaptState{}
+	s.cooldown = 0
+	full := s.outstanding >= s.limit-1
 	switch {
-	case r.WaitingReqs > headroomOf(mr) && s.limit > 1:
-		s.limit--
-	case r.WaitingReqs <= headroomOf(mr)/2 && s.outstanding >= s.limit-1 && s.limit < ceiling:
+	case mr > 0 && s.limit > mr+h:
+		// Above capacity + headroom (a start above what it runs).
+		s.limit = max(1, mr+h)
+	case mr > 0 && s.limit > mr && minWaiting > 0:
+		// Beyond its capacity with a queue that never emptied: the
+		// headroom is more than the refills need.
+		cut := min(minWaiting, s.limit-mr)
+		s.limit -= cut
+		s.cooldown = cut
+	case minWaiting > h:
+		// A queue beyond the headroom through the whole window: drop the
+		// excess, and wait until that many completions drained it.
+		cut := minWaiting - h
+		s.limit = max(1, s.limit-cut)
+		s.cooldown = cut
+	case !full || s.limit >= s.maxLimit || s.tokenUsage >= tokenUsageHold:
+		return
+	case mr == 0 && minWaiting == 0 && meanRunning >= s.limit/2:
+		// Capacity unknown and the server runs what it is sent: double
+		// per window.
+		s.limit = min(s.maxLimit, 2*s.limit)
+	case mr > 0 && s.limit < mr:
+		// Below its capacity: go there, at most doubling per window.
+		s.limit = min(s.maxLimit, mr, 2*s.limit)
+	case mr > 0 && s.limit < mr+h && meanIdle >= 1 && minWaiting == 0:
+		// At capacity and still idle slots with an empty queue: the
+		// refills are slow on the way (a remote or busy client); one more
+		// per window, up to the headroom.
 		s.limit++
-		c.broadcastLocked()
+	default:
+		return
 	}
-	if s.limit > ceiling {
-		s.limit = ceiling
-	}
+	c.broadcastLocked()
 }
 
 // backOffLocked cuts s's limit after a 503.
 func (c *Client) backOffLocked(s *server) {
 	if s.maxLimit > 0 {
 		s.limit = max(1, s.limit*3/4)
+		s.sinceBackoff, s.window = 0, adaptState{}
 	}
+}
+
+// adaptState sums the answers of one window (see adaptWindow).
+type adaptState struct {
+	n, minWaiting, idle, running int
+}
+
+// retractedLocked cuts s's limit after a retraction, at most once per
+// limit's worth of completions (one burst of retractions is one signal).
+func (c *Client) retractedLocked(s *server) {
+	s.retractions++
+	if s.maxLimit == 0 || s.sinceBackoff < s.limit {
+		return
+	}
+	s.limit = max(1, s.limit*7/8)
+	s.sinceBackoff, s.window = 0, adaptState{}
 }

@@ -37,3 +37,29 @@ func TestAdaptiveConcurrencyFollowsCapacity(t *testing.T) {
 		t.Logf("capacity %d: limit %d, worst queue %d in the last 1000", capacity, st.Concurrency, worst)
 	}
 }
+
+// The figures the controller reads from /metrics, in `pipe sim`'s
+// Prometheus text (SGLang's names, metrics/collector.py); a body that is
+// not Prometheus text, or has no sglang: figure, is no reading.
+func TestParseMetrics(t *testing.T) {
+	f := startSim(t, fastSim(1))
+	c := startClient(t, specsOf(f.URLs(), 4), testOptions(APIGenerate))
+	m, ok := c.scrape(t.Context(), c.servers[0])
+	if !ok {
+		t.Fatal("the sim's /metrics was not read")
+	}
+	if m.tokenUsage < 0 || m.tokenUsage > 1 {
+		t.Errorf("token_usage %v, want 0…1", m.tokenUsage)
+	}
+	body := "# TYPE sglang:token_usage gauge\nsglang:token_usage{model_name=\"m\",dp_rank=\"0\"} 0.5\nsglang:token_usage{model_name=\"m\",dp_rank=\"1\"} 0.97\n" +
+		"# TYPE sglang:num_retracted_requests_total counter\nsglang:num_retracted_requests_total{model_name=\"m\"} 3\n"
+	m, ok = parseMetrics([]byte(body))
+	if !ok || m.tokenUsage != 0.97 || !m.hasRetractedTotal || m.retractedTotal != 3 {
+		t.Errorf("parsed %+v, %v; want the largest token_usage 0.97 and 3 retractions", m, ok)
+	}
+	for _, bad := range []string{"<html>not found</html>", "up 1\n", ""} {
+		if _, ok := parseMetrics([]byte(bad)); ok {
+			t.Errorf("%q read as metrics", bad)
+		}
+	}
+}

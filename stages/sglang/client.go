@@ -68,10 +68,11 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Logf receives one line per server state change. Default: discard.
 	Logf func(format string, args ...any)
-	// Warn receives warnings the user must see while the run goes on: a
-	// server refusing the credentials, a server never ready while the
-	// others work, a stalled request. Default: Logf with "warning: ".
-	Warn func(format string, args ...any)
+	// Warn receives warnings the user must see while the run goes on, with
+	// their kind (WarnRefused, WarnNeverReady, WarnStalled): a server
+	// refusing the credentials, a server never ready while the others
+	// work, a stalled request. Default: Logf with "warning: ".
+	Warn func(kind, text string)
 	// NeverReadyWarn is how long after Start a server that was never ready
 	// is warned about while others work. Default 1m.
 	NeverReadyWarn time.Duration
@@ -208,6 +209,19 @@ type server struct {
 	// warning that it never was has been given.
 	everAdmitted, neverReadyWarned bool
 	warnedLimit                    bool // concurrency above max_running_requests was logged
+	// Adaptive concurrency (adapt.go): the most running requests it
+	// reported, whether its start was set from its capacity, completions
+	// since the last back-off, retractions seen, its last /metrics
+	// token_usage.
+	peakRunning, sinceBackoff, retractions int
+	adaptStarted                           bool
+	tokenUsage                             float64
+	// queuedSeen: it queued a request (its capacity is peakRunning);
+	// window sums the answers since the limit last moved, which waits
+	// for cooldown completions after a cut.
+	queuedSeen bool
+	window     adaptState
+	cooldown   int
 	// ctx is cancelled with errEjected when the server is ejected, which
 	// aborts its requests in flight so they are re-sent elsewhere.
 	ctx    context.Context
@@ -295,6 +309,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.downFrom = c.startAt
 	for _, s := range c.servers {
 		c.startFirstCheck(s)
+		c.startMetrics(s)
 	}
 	c.mu.Unlock()
 	c.startNotifier()
@@ -349,7 +364,7 @@ func (c *Client) startFirstCheck(s *server) {
 		defer c.mu.Unlock()
 		s.checked, s.reason, s.refused = true, in.Reason, in.AuthFailed
 		if in.AuthFailed {
-			c.warnf("server %s refused the credentials: %s; it gets no requests (probed every %v), the run goes on with the other servers",
+			c.warnf(WarnRefused, "server %s refused the credentials: %s; it gets no requests (probed every %v), the run goes on with the other servers",
 				s.url, in.Reason, c.opts.ProbeInterval)
 		} else {
 			c.opts.Logf("server %s not ready: %s; probing every %v", s.url, in.Reason, c.opts.ProbeInterval)
@@ -435,10 +450,17 @@ func (c *Client) authErrorLocked() error {
 	return e
 }
 
-// warnf is a warning: Options.Warn, or the log without one.
-func (c *Client) warnf(format string, args ...any) {
+// Kinds of the client's warnings (Options.Warn).
+const (
+	WarnRefused    = "server_refused"
+	WarnNeverReady = "server_never_ready"
+	WarnStalled    = "server_stalled"
+)
+
+// warnf is a warning of kind: Options.Warn, or the log without one.
+func (c *Client) warnf(kind, format string, args ...any) {
 	if c.opts.Warn != nil {
-		c.opts.Warn(format, args...)
+		c.opts.Warn(kind, fmt.Sprintf(format, args...))
 		return
 	}
 	c.opts.Logf("warning: "+format, args...)
@@ -535,6 +557,7 @@ func (c *Client) admit(s *server, how string) {
 	s.admitted, s.reason, s.failures, s.refused, s.everAdmitted = true, "", 0, false, true
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	c.downFrom = time.Time{}
+	s.startAdaptiveLocked()
 	if s.maxLimit == 0 && s.info != nil && s.info.MaxRunningRequests > 0 && s.limit > s.info.MaxRunningRequests && !s.warnedLimit {
 		// Not an error: the server queues the rest (its prefix cache may
 		// still like them there), but the user's number is above what it
@@ -1045,7 +1068,7 @@ func (c *Client) watch(now time.Time) {
 		if reason == notChecked {
 			reason = "its first check has not answered yet"
 		}
-		c.warnf("server %s has not been ready in the %v since the start while the others work: %s; its %d request slots are missing from the fleet (probed every %v)",
+		c.warnf(WarnNeverReady, "server %s has not been ready in the %v since the start while the others work: %s; its %d request slots are missing from the fleet (probed every %v)",
 			s.url, now.Sub(c.startAt).Round(time.Second), reason, s.limit, c.opts.ProbeInterval)
 	}
 }

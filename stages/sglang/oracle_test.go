@@ -43,6 +43,8 @@ type stdMeta struct {
 	SpecDraftTokenNum     num  `json:"spec_draft_token_num"`
 	NumRunningReqs        *num `json:"num_running_reqs"`
 	NumWaitingReqs        *num `json:"num_waiting_reqs"`
+	NumRetractions        num  `json:"num_retractions"`
+	TotalRetractions      num  `json:"total_retractions"`
 }
 
 // apply sets r's meta_info figures from m.
@@ -79,6 +81,7 @@ func (m *stdMeta) apply(r *Result) {
 	if m.NumWaitingReqs != nil {
 		r.WaitingReqs, r.LoadReported = m.NumWaitingReqs.int(), true
 	}
+	r.Retractions = max(m.NumRetractions.int(), m.TotalRetractions.int())
 }
 
 // stdChatResponse is POST /v1/chat/completions' answer.

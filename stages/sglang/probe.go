@@ -192,6 +192,13 @@ func readInfo(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Du
 		MaxRunningRequests num    `json:"max_running_requests"`
 		MaxTotalNumTokens  num    `json:"max_total_num_tokens"`
 		MaxReqInputLen     num    `json:"max_req_input_len"`
+		DPSize             num    `json:"dp_size"`
+		// The scheduler's derived limit (SGLang 2026, scheduler.py's
+		// get_internal_state): set even when the CLI's
+		// max_running_requests is null.
+		InternalStates []struct {
+			EffectiveMaxRunning num `json:"effective_max_running_requests_per_dp"`
+		} `json:"internal_states"`
 	}
 	// The new paths first: the deprecated /get_* log a warning on the
 	// server with every call (http_server.py, SGLang 2026).
@@ -199,6 +206,11 @@ func readInfo(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Du
 		if getJSON(p, &si) {
 			in.Model, in.Version, in.ContextLength = si.ModelPath, si.Version, si.ContextLength.int()
 			in.MaxRunningRequests, in.MaxTotalNumTokens, in.MaxReqInputLen = si.MaxRunningRequests.int(), si.MaxTotalNumTokens.int(), si.MaxReqInputLen.int()
+			if len(si.InternalStates) > 0 {
+				if n := si.InternalStates[0].EffectiveMaxRunning.int(); n > 0 {
+					in.MaxRunningRequests = n * max(1, si.DPSize.int())
+				}
+			}
 			if in.Model == "" {
 				in.Model = si.ServedModelName
 			}

@@ -1,8 +1,11 @@
 package sglang
 
 import (
-	"strconv"
-	"unicode/utf8"
+	"bytes"
+	"slices"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // API selects the endpoint requests go to.
@@ -54,93 +57,124 @@ type Request struct {
 }
 
 // settings renders the constant part of a request body once, so the hot path
-// only appends the prompt and a rid. The returned map is what the run
-// records as "the exact request settings".
+// only adds the prompt and a rid. The returned map is what the run records
+// as "the exact request settings".
 type settings struct {
 	api   API
 	model string
-	// body is the settings as JSON members without braces, e.g.
-	// `"max_tokens":4096,"temperature":0.6`; for the native API they belong
-	// inside "sampling_params".
-	body []byte
+	// body is the settings as one JSON object, e.g.
+	// {"max_tokens":4096,"temperature":0.6}: the request's members on the
+	// chat API, its "sampling_params" on the native API.
+	body jsontext.Value
 	// record is what Completion.Request records; shared by all completions
 	// and never modified.
 	record map[string]any
 }
 
+// sent are the settings as sent: a nil pointer or slice is not, so the
+// server's default applies. The names are the chat API's, or SGLang's
+// SamplingParams' on the native API (max_new_tokens; sampling_seed, which
+// exists only on newer servers, so it is sent only when a seed is set).
+// A non-finite float, which TOML allows, is sent as the string "NaN" or
+// "Infinity" for the server to refuse, keeping the body valid JSON.
+type sent struct {
+	MaxTokens          *int     `json:"max_tokens,omitzero"`
+	MaxNewTokens       *int     `json:"max_new_tokens,omitzero"`
+	Temperature        *float64 `json:"temperature,omitzero,format:nonfinite"`
+	TopP               *float64 `json:"top_p,omitzero,format:nonfinite"`
+	TopK               *int     `json:"top_k,omitzero"`
+	MinP               *float64 `json:"min_p,omitzero,format:nonfinite"`
+	Seed               *int     `json:"seed,omitzero"`
+	SamplingSeed       *int     `json:"sampling_seed,omitzero"`
+	Stop               []string `json:"stop,omitzero"`
+	StopTokenIDs       []int    `json:"stop_token_ids,omitzero"`
+	RepetitionPenalty  *float64 `json:"repetition_penalty,omitzero,format:nonfinite"`
+	PresencePenalty    *float64 `json:"presence_penalty,omitzero,format:nonfinite"`
+	FrequencyPenalty   *float64 `json:"frequency_penalty,omitzero,format:nonfinite"`
+	ChatTemplateKwargs *struct {
+		EnableThinking bool `json:"enable_thinking"`
+	} `json:"chat_template_kwargs,omitzero"`
+	SeparateReasoning bool `json:"separate_reasoning,omitzero"`
+}
+
+// requestOpts: invalid UTF-8 in a prompt is sent as U+FFFD, as
+// encoding/json does, rather than failing the request.
+var requestOpts = jsontext.AllowInvalidUTF8(true)
+
 func newSettings(api API, model string, s Sampling) *settings {
-	st := &settings{api: api, model: model, record: map[string]any{"api": string(api)}}
-	var b []byte
-	add := func(key string, val any, enc func([]byte) []byte) {
-		if len(b) > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, key)
-		b = append(b, ':')
-		b = enc(b)
-		st.record[key] = val
-	}
-	addF := func(key string, p *float64) {
-		if p != nil {
-			v := *p
-			add(key, v, func(b []byte) []byte { return strconv.AppendFloat(b, v, 'g', -1, 64) })
-		}
-	}
-	addI := func(key string, p *int) {
-		if p != nil {
-			v := *p
-			add(key, v, func(b []byte) []byte { return strconv.AppendInt(b, int64(v), 10) })
-		}
-	}
-	maxKey, seedKey := "max_tokens", "seed"
 	// The model is recorded on both APIs (on the native one it is what the
 	// servers reported: /generate takes no model).
-	st.record["model"] = model
+	st := &settings{api: api, model: model, record: map[string]any{"api": string(api), "model": model}}
+	mx := s.MaxOutputTokens
+	out := sent{
+		Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MinP: s.MinP,
+		RepetitionPenalty: s.RepetitionPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
+	}
+	if len(s.Stop) > 0 {
+		out.Stop = slices.Clone(s.Stop)
+	}
+	if len(s.StopTokenIDs) > 0 {
+		out.StopTokenIDs = slices.Clone(s.StopTokenIDs)
+	}
 	if api == APIGenerate {
-		// SGLang's SamplingParams names; sampling_seed exists only on newer
-		// servers, so it is sent only when a seed is configured.
-		maxKey, seedKey = "max_new_tokens", "sampling_seed"
+		out.MaxNewTokens, out.SamplingSeed = &mx, s.Seed
 		if s.EnableThinking != nil {
 			// Not sent: the caller rendered the prompt with it.
 			st.record["enable_thinking"] = *s.EnableThinking
 		}
+	} else {
+		out.MaxTokens, out.Seed = &mx, s.Seed
+		if s.EnableThinking != nil {
+			out.ChatTemplateKwargs = &struct {
+				EnableThinking bool `json:"enable_thinking"`
+			}{*s.EnableThinking}
+			out.SeparateReasoning = true
+		}
 	}
-	mx := s.MaxOutputTokens
-	add(maxKey, mx, func(b []byte) []byte { return strconv.AppendInt(b, int64(mx), 10) })
-	addF("temperature", s.Temperature)
-	addF("top_p", s.TopP)
-	addI("top_k", s.TopK)
-	addF("min_p", s.MinP)
-	addI(seedKey, s.Seed)
-	if len(s.Stop) > 0 {
-		stop := append([]string(nil), s.Stop...)
-		add("stop", stop, func(b []byte) []byte {
-			b = append(b, '[')
-			for i, x := range stop {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = appendString(b, x)
-			}
-			return append(b, ']')
-		})
+	body, err := json.Marshal(&out, requestOpts)
+	if err != nil {
+		panic("sglang: encoding the request settings: " + err.Error()) // no field of sent can fail
 	}
-	if len(s.StopTokenIDs) > 0 {
-		ids := append([]int(nil), s.StopTokenIDs...)
-		add("stop_token_ids", ids, func(b []byte) []byte { return appendInts(b, ids) })
-	}
-	addF("repetition_penalty", s.RepetitionPenalty)
-	addF("presence_penalty", s.PresencePenalty)
-	addF("frequency_penalty", s.FrequencyPenalty)
-	if api == APIChat && s.EnableThinking != nil {
-		on := *s.EnableThinking
-		add("chat_template_kwargs", map[string]any{"enable_thinking": on}, func(b []byte) []byte {
-			return append(strconv.AppendBool(append(b, `{"enable_thinking":`...), on), '}')
-		})
-		add("separate_reasoning", true, func(b []byte) []byte { return append(b, "true"...) })
-	}
-	st.body = b
+	st.body = body
+	st.recordSent(&out)
 	return st
+}
+
+// recordSent adds what is sent to the record, with Go values (ints,
+// float64s, a []string, a map), under the names sent.
+func (st *settings) recordSent(out *sent) {
+	put := func(key string, set bool, v any) {
+		if set {
+			st.record[key] = v
+		}
+	}
+	putF := func(key string, p *float64) {
+		if p != nil {
+			st.record[key] = *p
+		}
+	}
+	putI := func(key string, p *int) {
+		if p != nil {
+			st.record[key] = *p
+		}
+	}
+	putI("max_tokens", out.MaxTokens)
+	putI("max_new_tokens", out.MaxNewTokens)
+	putF("temperature", out.Temperature)
+	putF("top_p", out.TopP)
+	putI("top_k", out.TopK)
+	putF("min_p", out.MinP)
+	putI("seed", out.Seed)
+	putI("sampling_seed", out.SamplingSeed)
+	put("stop", out.Stop != nil, out.Stop)
+	put("stop_token_ids", out.StopTokenIDs != nil, out.StopTokenIDs)
+	putF("repetition_penalty", out.RepetitionPenalty)
+	putF("presence_penalty", out.PresencePenalty)
+	putF("frequency_penalty", out.FrequencyPenalty)
+	if k := out.ChatTemplateKwargs; k != nil {
+		st.record["chat_template_kwargs"] = map[string]any{"enable_thinking": k.EnableThinking}
+	}
+	put("separate_reasoning", out.SeparateReasoning, true)
 }
 
 // path is the endpoint of the settings' API.
@@ -151,105 +185,53 @@ func (st *settings) path() string {
 	return "/v1/chat/completions"
 }
 
-// appendBody appends the JSON body of req with request id rid.
-func (st *settings) appendBody(b []byte, req *Request, rid string) []byte {
-	if st.api == APIGenerate {
-		b = append(b, '{')
-		if req.InputIDs != nil {
-			b = append(b, `"input_ids":`...)
-			b = appendInts(b, req.InputIDs)
-		} else {
-			b = append(b, `"text":`...)
-			b = appendString(b, req.Text)
-		}
-		b = append(b, `,"sampling_params":{`...)
-		b = append(b, st.body...)
-		b = append(b, `},"rid":`...)
-		b = appendString(b, rid)
-		return append(b, `,"stream":false}`...)
-	}
-	b = append(b, `{"model":`...)
-	b = appendString(b, st.model)
-	b = append(b, `,"messages":[`...)
-	for i, m := range req.Messages {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"role":`...)
-		b = appendString(b, m.Role)
-		b = append(b, `,"content":`...)
-		b = appendString(b, m.Content)
-		b = append(b, '}')
-	}
-	b = append(b, "],"...)
-	b = append(b, st.body...)
-	b = append(b, `,"rid":`...)
-	b = appendString(b, rid)
+// nativeRequest is POST /generate's body: input_ids, or text when there
+// are none.
+type nativeRequest struct {
+	InputIDs       []int          `json:"input_ids,omitzero"`
+	Text           *string        `json:"text,omitzero"`
+	SamplingParams jsontext.Value `json:"sampling_params"`
+	RID            string         `json:"rid"`
+	Stream         bool           `json:"stream"`
+}
+
+// chatRequest is POST /v1/chat/completions' body; the settings are members
+// of it.
+type chatRequest struct {
+	Model    string         `json:"model"`
+	Messages []chatMessage  `json:"messages"`
+	Settings jsontext.Value `json:",inline"`
+	RID      string         `json:"rid"`
 	// meta_info per choice (load, speculative figures) comes only when
 	// asked for (serving_chat.py, SGLang 2026); older servers ignore it.
-	return append(b, `,"return_meta_info":true,"stream":false}`...)
+	ReturnMetaInfo bool `json:"return_meta_info"`
+	Stream         bool `json:"stream"`
 }
 
-func appendInts(b []byte, xs []int) []byte {
-	b = append(b, '[')
-	for i, x := range xs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(x), 10)
-	}
-	return append(b, ']')
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaping like encoding/json
-// (without its HTML escaping, which servers do not need): invalid UTF-8
-// becomes U+FFFD, U+2028 and U+2029 are escaped.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
+// appendBody appends the JSON body of req with request id rid.
+func (st *settings) appendBody(b []byte, req *Request, rid string) []byte {
+	var v any
+	if st.api == APIGenerate {
+		r := &nativeRequest{InputIDs: req.InputIDs, SamplingParams: st.body, RID: rid}
+		if req.InputIDs == nil {
+			r.Text = &req.Text
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
+		v = r
+	} else {
+		msgs := make([]chatMessage, len(req.Messages))
+		for i, m := range req.Messages {
+			msgs[i] = chatMessage(m)
 		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
+		v = &chatRequest{Model: st.model, Messages: msgs, Settings: st.body, RID: rid, ReturnMetaInfo: true}
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	buf := bytes.NewBuffer(b)
+	if err := json.MarshalWrite(buf, v, requestOpts); err != nil {
+		panic("sglang: encoding a request: " + err.Error()) // strings, ints and valid JSON cannot fail
+	}
+	return buf.Bytes()
 }

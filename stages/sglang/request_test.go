@@ -7,19 +7,30 @@ import (
 	"testing"
 )
 
-func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+// A prompt's text is sent as encoding/json would send it: escapes, and
+// U+FFFD for invalid UTF-8; the body is always valid JSON.
+func TestStringsSentMatchEncodingJSON(t *testing.T) {
+	chat := newSettings(APIChat, "m", Sampling{MaxOutputTokens: 1})
+	native := newSettings(APIGenerate, "m", Sampling{MaxOutputTokens: 1})
 	for _, s := range []string{"", "plain", "quote \" backslash \\ slash /", "nl\n cr\r tab\t", "\x00\x01\x1f\x7f",
 		"<|im_start|>user\n你好 🌍<|im_end|>", "line\u2028sep\u2029", "bad utf8 \xff\xfe end", "html <&> stays"} {
-		got := appendString(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatalf("%q: invalid JSON %s: %v", s, got, err)
-		}
 		want, _ := json.Marshal(s)
 		var wantBack string
 		_ = json.Unmarshal(want, &wantBack)
-		if back != wantBack {
-			t.Errorf("%q: decodes to %q, encoding/json's to %q", s, back, wantBack)
+		var c struct {
+			Messages []struct{ Content string }
+		}
+		body := chat.appendBody(nil, &Request{Messages: []Message{{"user", s}}}, "r")
+		if err := json.Unmarshal(body, &c); err != nil || len(c.Messages) != 1 {
+			t.Fatalf("%q: invalid JSON %s: %v", s, body, err)
+		}
+		if c.Messages[0].Content != wantBack {
+			t.Errorf("%q: decodes to %q, encoding/json's to %q", s, c.Messages[0].Content, wantBack)
+		}
+		var n struct{ Text string }
+		body = native.appendBody(nil, &Request{Text: s}, "r")
+		if err := json.Unmarshal(body, &n); err != nil || n.Text != wantBack {
+			t.Errorf("%q: native body %s decodes to %q, encoding/json's to %q (%v)", s, body, n.Text, wantBack, err)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package sglang
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +46,10 @@ type Result struct {
 	// LoadReported says the server sent them.
 	RunningReqs, WaitingReqs int
 	LoadReported             bool
+	// Retractions is how often the server preempted the request for lack
+	// of KV cache (meta_info num_retractions; total_retractions in the
+	// 2026-03 docs build).
+	Retractions int
 
 	// ServerLatency is the server's own e2e_latency, when reported.
 	ServerLatency time.Duration
@@ -104,204 +107,6 @@ func (m ThinkMode) Split(text string) (reasoning, answer string) {
 		return SplitForcedThinking(text)
 	}
 	return "", strings.TrimSpace(text)
-}
-
-// parseResult decodes a 200 body of api into r. mode says how the output
-// begins, for splitting raw text when the server did not.
-func parseResult(api API, body []byte, mode ThinkMode, r *Result) error {
-	sc := &scanner{b: body}
-	if api == APIGenerate {
-		if sc.peek() == '[' {
-			return fmt.Errorf("bad /generate response: a list (batch) where one result was expected")
-		}
-		ok := sc.object(func(k []byte) {
-			switch string(k) {
-			case "text":
-				r.Text, _ = sc.str()
-			case "output_ids":
-				r.OutputIDs = sc.ints()
-			case "meta_info":
-				sc.object(func(k []byte) {
-					switch string(k) {
-					case "finish_reason":
-						r.FinishReason, r.MatchedStop, r.AbortMessage = sc.finish()
-					case "prompt_tokens":
-						r.PromptTokens = sc.int()
-					case "completion_tokens":
-						r.CompletionTokens = sc.int()
-					case "cached_tokens":
-						r.CachedTokens = sc.int()
-					case "reasoning_tokens":
-						r.ReasoningTokens = sc.int()
-					default:
-						sc.metaMember(k, r)
-					}
-				})
-			default:
-				sc.skip()
-			}
-		})
-		if err := sc.end(); err != nil || !ok {
-			return fmt.Errorf("bad /generate response: %s", describeBody(body, err))
-		}
-		if r.SpecAcceptLength == 0 && r.SpecVerifyCt > 0 {
-			r.SpecAcceptLength = float64(r.CompletionTokens) / float64(r.SpecVerifyCt)
-		}
-		r.Reasoning, r.Answer = mode.Split(r.Text)
-		return nil
-	}
-
-	var content, reasoning string
-	var hasContent, hasReasoning bool
-	choices := 0
-	ok := sc.object(func(k []byte) {
-		switch string(k) {
-		case "choices":
-			sc.array(func(i int) {
-				choices++
-				if i > 0 {
-					sc.skip()
-					return
-				}
-				sc.object(func(k []byte) {
-					switch string(k) {
-					case "message":
-						sc.object(func(k []byte) {
-							switch string(k) {
-							case "content":
-								content, hasContent = sc.str()
-							case "reasoning_content":
-								reasoning, hasReasoning = sc.str()
-							default:
-								sc.skip()
-							}
-						})
-					case "finish_reason":
-						reason, matched, msg := sc.finish()
-						r.FinishReason, r.AbortMessage = reason, msg
-						if r.MatchedStop == nil {
-							r.MatchedStop = matched
-						}
-					case "matched_stop":
-						if m := sc.stop(); m != nil {
-							r.MatchedStop = m
-						}
-					case "meta_info":
-						// Per choice, sent with return_meta_info: true
-						// (serving_chat.py, SGLang 2026).
-						sc.object(func(k []byte) { sc.metaMember(k, r) })
-					default:
-						sc.skip()
-					}
-				})
-			})
-		case "usage":
-			sc.object(func(k []byte) {
-				switch string(k) {
-				case "prompt_tokens":
-					r.PromptTokens = sc.int()
-				case "completion_tokens":
-					r.CompletionTokens = sc.int()
-				case "reasoning_tokens":
-					if n := sc.int(); n > 0 {
-						r.ReasoningTokens = n
-					}
-				case "prompt_tokens_details":
-					sc.object(func(k []byte) {
-						if string(k) == "cached_tokens" {
-							r.CachedTokens = sc.int()
-						} else {
-							sc.skip()
-						}
-					})
-				case "completion_tokens_details":
-					sc.object(func(k []byte) {
-						if string(k) != "reasoning_tokens" {
-							sc.skip()
-							return
-						}
-						if n := sc.int(); r.ReasoningTokens == 0 {
-							r.ReasoningTokens = n
-						}
-					})
-				default:
-					sc.skip()
-				}
-			})
-		case "meta_info":
-			// Some SGLang versions attach meta_info-like figures to chat answers.
-			sc.object(func(k []byte) { sc.metaMember(k, r) })
-		default:
-			sc.skip()
-		}
-	})
-	if err := sc.end(); err != nil || !ok {
-		return fmt.Errorf("bad chat response: %s", describeBody(body, err))
-	}
-	if r.SpecAcceptLength == 0 && r.SpecVerifyCt > 0 {
-		r.SpecAcceptLength = float64(r.CompletionTokens) / float64(r.SpecVerifyCt)
-	}
-	if choices == 0 {
-		return fmt.Errorf("bad chat response: no choices")
-	}
-	switch {
-	case mode == ThinkForced && strings.TrimSpace(reasoning) == "" && strings.Contains(content, "</think>"):
-		// A reasoning parser that does not know the prompt opened the
-		// reasoning (older SGLang without force_reasoning) finds no
-		// <think> and leaves it all in content: split it here.
-		r.Reasoning, r.Answer = SplitForcedThinking(content)
-	case hasReasoning:
-		r.Reasoning, r.Answer = reasoning, content
-	case hasContent && mode != ThinkOff:
-		// No reasoning parser on the server: split the raw text here.
-		r.Reasoning, r.Answer = mode.Split(content)
-	case hasContent:
-		r.Answer = content
-	}
-	return nil
-}
-
-// metaMember reads member k of a meta_info object (native, or a chat
-// choice's) into r: load, latency and speculative figures; others skipped.
-// Names as in SGLang's tokenizer_manager.py (2026), with older aliases.
-func (sc *scanner) metaMember(k []byte, r *Result) {
-	switch string(k) {
-	case "e2e_latency":
-		f, _ := sc.num()
-		r.ServerLatency = time.Duration(f * float64(time.Second))
-	case "spec_verify_ct":
-		r.SpecVerifyCt = sc.int()
-	case "spec_accept_length":
-		r.SpecAcceptLength, _ = sc.num()
-	case "spec_accept_rate":
-		r.SpecAcceptRate, _ = sc.num()
-	case "spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num":
-		if n := sc.int(); r.SpecCorrectDrafts == 0 {
-			r.SpecCorrectDrafts = n
-		}
-	case "spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num":
-		if n := sc.int(); r.SpecProposedDrafts == 0 {
-			r.SpecProposedDrafts = n
-		}
-	case "num_running_reqs":
-		r.RunningReqs, r.LoadReported = sc.int(), true
-	case "num_waiting_reqs":
-		r.WaitingReqs, r.LoadReported = sc.int(), true
-	default:
-		sc.skip()
-	}
-}
-
-// describeBody says what is wrong with a body for an error message.
-func describeBody(body []byte, err error) string {
-	b := strings.TrimSpace(string(body))
-	if len(b) > 200 {
-		b = b[:200] + "…"
-	}
-	if err != nil {
-		return fmt.Sprintf("%v in %q", err, b)
-	}
-	return fmt.Sprintf("not a JSON object: %q", b)
 }
 
 // SplitThinking splits raw Qwen3-style output "<think>\n…\n</think>\n\nanswer"

@@ -45,6 +45,11 @@ func (c *Client) launch(ctx context.Context, s *server, req *Request) *flight {
 	f := &flight{s: s, start: time.Now(), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
+		// Memory: fctx is a child of the run's context until cancelled,
+		// and race cancels only the loser; an attempt that ended releases
+		// it here, or each of a run's requests would keep its contexts
+		// (~400 B) in the parent's children map to the end of the run.
+		defer cancel()
 		f.res, f.err = c.attempt(fctx, s, sctx, req)
 	}()
 	return f
@@ -138,6 +143,7 @@ func (c *Client) race(ctx context.Context, s *server, req *Request, canHedge boo
 			c.suspect(s, elapsed)
 			slot, slotCancel = c.hedgeSlot(ctx, s)
 		case h := <-slot:
+			slotCancel() // the slot's goroutine is done: release its context
 			slotCancel, slot = nil, nil
 			if h == nil {
 				continue
@@ -202,7 +208,7 @@ func (c *Client) suspect(s *server, elapsed time.Duration) {
 	}
 	s.suspect = true
 	th := time.Duration(c.stallAfter.Load())
-	c.warnf("server %s: a request has been in flight for %v, far beyond the fleet's latencies (stalled after %v: stall_timeout %v, or %d× the p99): sent again to another server; %s gets no new requests until a probe answers",
+	c.warnf(WarnStalled, "server %s: a request has been in flight for %v, far beyond the fleet's latencies (stalled after %v: stall_timeout %v, or %d× the p99): sent again to another server; %s gets no new requests until a probe answers",
 		s.url, elapsed.Round(time.Millisecond), th, c.opts.StallTimeout, StallFactor, s.url)
 	c.probers.Add(1)
 	go func() {

@@ -2,7 +2,6 @@ package sglang
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,10 +21,10 @@ type lines struct {
 	at    []time.Duration
 }
 
-func (l *lines) add(format string, args ...any) {
+func (l *lines) add(kind, text string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.text = append(l.text, fmt.Sprintf(format, args...))
+	l.text = append(l.text, kind+": "+text)
 	l.at = append(l.at, time.Since(l.start))
 }
 

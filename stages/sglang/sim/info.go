@@ -106,13 +106,13 @@ func (l *life) serverInfo(w http.ResponseWriter) {
 		"pipe_sim":                     true,
 		"pipe_sim_speed":               c.Speed,
 		"internal_states": []map[string]any{{
-			"num_running_reqs":        running,
-			"num_queue_reqs":          queued,
-			"avg_spec_accept_length":  c.SpecAcceptMean,
-			"last_gen_throughput":     l.genThroughput(),
-			"max_total_num_tokens":    l.kvCapacity(),
-			"effective_max_running":   c.MaxRunning,
-			"decode_tokens_per_sec_1": c.DecodeTokensPerSec,
+			"num_running_reqs":                      running,
+			"num_queue_reqs":                        queued,
+			"avg_spec_accept_length":                c.SpecAcceptMean,
+			"last_gen_throughput":                   l.genThroughput(),
+			"max_total_num_tokens":                  l.kvCapacity(),
+			"effective_max_running_requests_per_dp": c.MaxRunning,
+			"decode_tokens_per_sec_1":               c.DecodeTokensPerSec,
 		}},
 	})
 	writeJSON(w, http.StatusOK, body)

@@ -64,7 +64,7 @@ func simBodies(t *testing.T) []struct {
 	return out
 }
 
-func TestScannerAgreesWithEncodingJSON(t *testing.T) {
+func TestParseAgreesWithEncodingJSON(t *testing.T) {
 	bodies := append(handBodies, simBodies(t)...)
 	for i, b := range bodies {
 		for _, thinking := range []bool{true, false} {
@@ -90,7 +90,7 @@ func TestScannerAgreesWithEncodingJSON(t *testing.T) {
 	}
 }
 
-func TestScannerRejectsTornBodies(t *testing.T) {
+func TestParseRejectsTornBodies(t *testing.T) {
 	for i, b := range append(handBodies, simBodies(t)...) {
 		body := strings.TrimSpace(b.body)
 		for cut := 0; cut < len(body); cut += 1 + len(body)/97 {
@@ -110,7 +110,7 @@ func TestScannerRejectsTornBodies(t *testing.T) {
 
 func BenchmarkParseChat(b *testing.B) {
 	body := []byte(handBodies[7].body)
-	b.Run("scanner", func(b *testing.B) {
+	b.Run("json-experiment", func(b *testing.B) {
 		for range b.N {
 			var r Result
 			_ = parseResult(APIChat, body, ThinkOn, &r)
@@ -124,15 +124,21 @@ func BenchmarkParseChat(b *testing.B) {
 	})
 }
 
-func TestUnquoteMatchesEncodingJSON(t *testing.T) {
+// Strings in an answer decode as encoding/json decodes them: escapes,
+// surrogate pairs, and U+FFFD for bad escapes, lone surrogates and invalid
+// UTF-8.
+func TestStringsMatchEncodingJSON(t *testing.T) {
 	for _, raw := range []string{`plain`, `a\nb\\c\"d\/e\tf`, `caf\u00e9 \ud83c\udf0d 世界`, "bad \xff utf8 \\n then \xc3", `lone \ud800 x`, `\u12`, `end\\`,
-		strings.Repeat(`long run with one escape at the end \n`, 50)} {
+		`two lone \udc00\ud800 x`, strings.Repeat(`long run with one escape at the end \n`, 50)} {
 		var want string
 		if err := json.Unmarshal([]byte(`"`+raw+`"`), &want); err != nil {
 			continue // not JSON: nothing to agree with
 		}
-		if got := unquote([]byte(raw)); got != want {
-			t.Errorf("unquote(%q) = %q, encoding/json %q", raw, got, want)
+		var r Result
+		if err := parseResult(APIGenerate, []byte(`{"text":"`+raw+`"}`), ThinkOff, &r); err != nil {
+			t.Errorf("%q: %v", raw, err)
+		} else if r.Text != want {
+			t.Errorf("text %q = %q, encoding/json %q", raw, r.Text, want)
 		}
 	}
 }

@@ -1,0 +1,473 @@
+package runreport
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// A JSONL output is read in chunks of whole lines, parsed by up to
+// jsonlWorkers goroutines and taken in file order, so memory is bounded by
+// the chunks in flight (never the file) whatever its size.
+const (
+	jsonlChunk   = 1 << 20
+	jsonlWorkers = 4
+)
+
+// jsonlLine is the part of a record line the report reads.
+type jsonlLine struct {
+	ID         string `json:"id"`
+	Completion *struct {
+		// Only the texts' lengths count: they are neither unescaped nor
+		// copied (escapes make a length a little longer).
+		Reasoning        strLen  `json:"reasoning"`
+		Answer           strLen  `json:"answer"`
+		FinishReason     string  `json:"finish_reason"`
+		PromptTokens     int     `json:"prompt_tokens"`
+		CompletionTokens int     `json:"completion_tokens"`
+		ReasoningTokens  int     `json:"reasoning_tokens"`
+		OutputIDs        idsList `json:"output_ids"`
+		Request          struct {
+			ThinkingForced bool `json:"thinking_forced"`
+		} `json:"request"`
+	} `json:"completion"`
+	Tokens *struct {
+		NumLossTokens int `json:"num_loss_tokens"`
+	} `json:"tokens"`
+	Reject  *pipeline.Rejection `json:"reject"`
+	Failure *pipeline.Failure   `json:"failure"`
+}
+
+// lineOptions accept what encoding/json (which writes the lines) accepts.
+var lineOptions = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+// strLen is the length of a JSON string as written, without its quotes.
+type strLen int
+
+func (s *strLen) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	v, err := d.ReadValue()
+	if err != nil {
+		return err
+	}
+	*s = 0
+	if v.Kind() == '"' {
+		*s = strLen(len(v) - 2)
+	}
+	return nil
+}
+
+// idsList is a token id list: the one the line's scan lifted out
+// (stripped, its digits still in the line) or, when it was not a list of
+// plain integers, the ids decoded.
+type idsList struct {
+	stripped bool
+	ids      []int
+}
+
+// strippedMark stands for a lifted list in the line as decoded: a string,
+// which a list of ids never is.
+const strippedMark = `"\u0000ids"`
+
+func (l *idsList) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	v, err := d.ReadValue()
+	if err != nil {
+		return err
+	}
+	if string(v) == strippedMark {
+		l.stripped = true
+		return nil
+	}
+	return json.Unmarshal(v, &l.ids)
+}
+
+// jsonl reads the committed lines of a commit log (lines past its last
+// commit are not the output's yet), handing each to take in file order.
+func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
+	_, size, err := commitlog.Committed(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, ierr := os.Stat(commitlog.IndexPath(path)); errors.Is(ierr, os.ErrNotExist) {
+		if st, err := f.Stat(); err == nil && st.Size() > 0 {
+			// Copied or restored without its hidden index: nothing in it is
+			// known to be committed.
+			rd.r.note("%s has %d bytes but no commit index (%s): not counted", path, st.Size(), filepath.Base(commitlog.IndexPath(path)))
+		}
+	}
+	if !rd.verdictsOnly {
+		rd.tokenizer() // loaded once, before the workers share it
+	}
+	type chunk struct {
+		data  []byte
+		line  int // of data's first line
+		rows  []row
+		err   error
+		ready chan struct{}
+	}
+	workers := max(1, min(jsonlWorkers, runtime.GOMAXPROCS(0)))
+	todo := make(chan *chunk, workers)
+	inOrder := make(chan *chunk, 2*workers)
+	stop := make(chan struct{})
+	defer close(stop)
+	// Taken chunks' buffers are used again (a fresh 1 MB a chunk keeps the
+	// collector busy).
+	free := make(chan []byte, 3*workers+1)
+	for range workers {
+		go func() {
+			p := rd.newLineParser()
+			for c := range todo {
+				c.rows, c.err = p.chunk(path, c.data, c.line, c.rows[:0])
+				close(c.ready)
+			}
+		}()
+	}
+	// The reader cuts the file into chunks of whole lines.
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(inOrder)
+		defer close(todo)
+		r := io.LimitReader(f, size)
+		var carry []byte
+		line := 1
+		for {
+			var buf []byte
+			select {
+			case buf = <-free:
+			default:
+			}
+			if need := max(jsonlChunk, 2*len(carry)); cap(buf) < need {
+				buf = make([]byte, 0, need)
+			}
+			buf = append(buf[:0], carry...)
+			n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			last := err != nil
+			end := len(buf)
+			if !last {
+				end = bytes.LastIndexByte(buf, '\n') + 1 // 0: a line longer than the chunk
+			}
+			carry = append(carry[:0:0], buf[end:]...)
+			if end > 0 {
+				c := &chunk{data: buf[:end], line: line, ready: make(chan struct{})}
+				line += bytes.Count(c.data, []byte{'\n'})
+				select {
+				case inOrder <- c:
+				case <-stop:
+					return
+				}
+				select {
+				case todo <- c:
+				case <-stop:
+					return
+				}
+			}
+			if last {
+				if err != io.EOF && err != io.ErrUnexpectedEOF {
+					readErr <- err
+				}
+				return
+			}
+		}
+	}()
+	for c := range inOrder {
+		<-c.ready
+		for i := range c.rows {
+			take(rd, &c.rows[i])
+		}
+		select {
+		case free <- c.data[:0]:
+		default:
+		}
+		if c.err != nil {
+			return c.err
+		}
+		if err := rd.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	select {
+	case err := <-readErr:
+		return err
+	default:
+		return nil
+	}
+}
+
+// lineParser parses record lines; each worker has its own.
+type lineParser struct {
+	rd  *reader
+	buf []byte
+	// endID is the tokenizer's </think> (-1 without one); class is
+	// idClass of every id of its vocabulary (shared, read only).
+	endID int
+	class []uint8
+}
+
+// What an output id is to the split.
+const (
+	idText uint8 = iota
+	idSpecial
+	idEnd
+)
+
+func (rd *reader) newLineParser() *lineParser {
+	p := &lineParser{rd: rd, endID: -1}
+	if tok := rd.tok; tok != nil && !rd.verdictsOnly {
+		if end, ok := tok.TokenID("</think>"); ok {
+			p.endID = end
+			if rd.idClass == nil {
+				rd.idClass = make([]uint8, max(tok.VocabSize(), end+1))
+				for id := range rd.idClass {
+					if tok.IsSpecial(id) {
+						rd.idClass[id] = idSpecial
+					}
+				}
+				rd.idClass[end] = idEnd
+			}
+			p.class = rd.idClass
+		}
+	}
+	return p
+}
+
+// chunk parses the lines of data (line numbers from first) onto rows.
+func (p *lineParser) chunk(path string, data []byte, first int, rows []row) ([]row, error) {
+	n := first
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			rows = append(rows, row{})
+			if err := p.line(line, &rows[len(rows)-1]); err != nil {
+				return rows[:len(rows)-1], fmt.Errorf("%s:%d: %v", path, n, err)
+			}
+		}
+		n++
+	}
+	return rows, nil
+}
+
+// idLists are the token id lists of a record line the report does not
+// decode: their thousands of numbers per row are skipped (prompt_ids,
+// input_ids, loss_mask) or counted in place (output_ids, with a tokenizer).
+var idLists = [...]string{"prompt_ids", "output_ids", "input_ids", "loss_mask"}
+
+const outputIDsList = 1 // idLists[outputIDsList] is output_ids
+
+// line parses one record line into x. The id lists are lifted out first
+// (the first occurrence of each key, written `"key":[`, when it holds only
+// plain integers), so that decoding the rest does not scan thousands of
+// numbers per row. One scan from '[' to '[' finds them: a key is the
+// string before `":[`, whose opening quote no `\` precedes (a quote inside
+// a string is escaped; a key-like text in a string is part of a key then,
+// and only lists are lifted, so the line stays valid JSON whatever it
+// holds, with a string in each lifted list's place). The output ids are
+// counted in the same pass.
+func (p *lineParser) line(line []byte, x *row) error {
+	var lifted [len(idLists)][2]int // [ and past ], by idLists index
+	var got [len(idLists)]bool
+	var cuts [len(idLists)]int
+	ncut := 0
+	var ids idCount
+	for pos := 0; ncut < len(idLists); {
+		i := bytes.IndexByte(line[pos:], '[')
+		if i < 0 {
+			break
+		}
+		at := pos + i
+		pos = at + 1
+		k := p.listKey(line, at)
+		if k < 0 || got[k] {
+			continue
+		}
+		got[k] = true
+		var end int
+		if k == outputIDsList && p.endID >= 0 {
+			end = p.countIDs(line[at+1:], &ids)
+		} else {
+			end = intsEnd(line[at+1:])
+		}
+		if end < 0 {
+			continue // not plain integers: decoded as they are
+		}
+		lifted[k] = [2]int{at, at + 1 + end + 1}
+		cuts[ncut] = k
+		ncut++
+		pos = lifted[k][1]
+	}
+	dec := line
+	if ncut > 0 {
+		// The scan found the lists in line order.
+		b, prev := p.buf[:0], 0
+		for _, k := range cuts[:ncut] {
+			b = append(b, line[prev:lifted[k][0]]...)
+			b = append(b, strippedMark...)
+			prev = lifted[k][1]
+		}
+		p.buf = append(b, line[prev:]...)
+		dec = p.buf
+	}
+	if p.rd.verdictsOnly {
+		var l verdictLine
+		if err := json.Unmarshal(dec, &l, lineOptions); err != nil {
+			return err
+		}
+		x.id = l.ID
+		x.setVerdict(l.Reject, l.Failure)
+		return nil
+	}
+	var l jsonlLine
+	if err := json.Unmarshal(dec, &l, lineOptions); err != nil {
+		return err
+	}
+	x.id = l.ID
+	if c := l.Completion; c != nil {
+		x.hasCompletion, x.finishReason = true, c.FinishReason
+		x.promptTokens, x.completionTokens, x.reasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens
+		x.reasoningBytes, x.answerBytes = int(c.Reasoning), int(c.Answer)
+		x.thinkingForced = c.Request.ThinkingForced
+		// Only a completion without the server's reasoning_tokens needs its
+		// output ids, and only with a tokenizer to find </think> in them.
+		if x.reasoningTokens <= 0 && p.endID >= 0 {
+			if c.OutputIDs.stripped {
+				x.ids = ids
+			} else {
+				for _, id := range c.OutputIDs.ids {
+					p.count(id, &x.ids)
+				}
+			}
+		}
+	}
+	if t := l.Tokens; t != nil {
+		x.hasTokens, x.lossTokens = true, t.NumLossTokens
+	}
+	x.setVerdict(l.Reject, l.Failure)
+	return nil
+}
+
+// verdictLine is what Options.VerdictsOnly reads of a record line.
+type verdictLine struct {
+	ID      string              `json:"id"`
+	Reject  *pipeline.Rejection `json:"reject"`
+	Failure *pipeline.Failure   `json:"failure"`
+}
+
+func (x *row) setVerdict(j *pipeline.Rejection, fl *pipeline.Failure) {
+	if j != nil {
+		x.rejectStage, x.rejectReason = j.Stage, j.Reason
+	}
+	if fl != nil {
+		x.failStage, x.failed = fl.Stage, fl.Error
+	}
+}
+
+// listKey is the idLists index of the key whose list opens at line[at]
+// (`"output_ids":[`), or -1.
+func (p *lineParser) listKey(line []byte, at int) int {
+	if at < 3 || line[at-1] != ':' || line[at-2] != '"' {
+		return -1
+	}
+	q := bytes.LastIndexByte(line[:at-2], '"')
+	if q < 0 || (q > 0 && line[q-1] == '\\') {
+		return -1
+	}
+	name := line[q+1 : at-2]
+	for k, n := range idLists {
+		if string(name) == n {
+			return k
+		}
+	}
+	return -1
+}
+
+// intByte: what a list of plain integers holds before its ']'.
+var intByte = func() (t [256]bool) {
+	for _, c := range []byte("0123456789,- ") {
+		t[c] = true
+	}
+	return t
+}()
+
+// intsEnd is the index of the ']' that ends a list of plain integers
+// starting at b (after its '['), or -1 when something else comes first.
+func intsEnd(b []byte) int {
+	for i, c := range b {
+		if !intByte[c] {
+			if c == ']' {
+				return i
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
+// countIDs is intsEnd, counting the ids into c as it goes (c is
+// meaningful only when it returns >= 0).
+func (p *lineParser) countIDs(b []byte, c *idCount) int {
+	id, neg, digits := 0, false, false
+	for i, ch := range b {
+		switch {
+		case ch >= '0' && ch <= '9':
+			id, digits = id*10+int(ch-'0'), true
+			continue
+		case ch == '-':
+			neg = true
+			continue
+		case ch == ' ':
+			continue
+		case ch != ',' && ch != ']':
+			return -1
+		}
+		if digits {
+			if neg {
+				id = -id
+			}
+			p.count(id, c)
+		}
+		if ch == ']' {
+			return i
+		}
+		id, neg, digits = 0, false, false
+	}
+	return -1
+}
+
+// count adds one output id to c.
+func (p *lineParser) count(id int, c *idCount) {
+	c.any = true
+	class := idText
+	if uint(id) < uint(len(p.class)) {
+		class = p.class[id]
+	} else if p.rd.tok.IsSpecial(id) {
+		class = idSpecial
+	}
+	switch class {
+	case idText:
+		c.n++
+	case idEnd:
+		c.before, c.end = c.n, true
+	}
+}

@@ -1,0 +1,502 @@
+package sglang
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// The answer types below read a 200 body with go-json-experiment/json. They
+// are lenient the way the protocol notes ask (unknown fields ignored, a
+// number may come as a string or null, a field may be missing or of another
+// kind, a name may repeat) and strict about structure: a torn or malformed
+// body, or anything after the top-level object, is an error.
+
+// answerOpts: a repeated name is read again (the last one wins, objects
+// merge); invalid UTF-8 and lone surrogates become U+FFFD, as encoding/json
+// does. The library's nesting limit (10,000) bounds a hostile body's depth.
+var answerOpts = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+// nativeAnswer is POST /generate's answer.
+type nativeAnswer struct {
+	Text      text               `json:"text"`
+	OutputIDs tokenIDs           `json:"output_ids"`
+	MetaInfo  object[nativeMeta] `json:"meta_info"`
+}
+
+type nativeMeta struct {
+	FinishReason     finish `json:"finish_reason"`
+	PromptTokens     count  `json:"prompt_tokens"`
+	CompletionTokens count  `json:"completion_tokens"`
+	CachedTokens     count  `json:"cached_tokens"`
+	ReasoningTokens  count  `json:"reasoning_tokens"`
+	meta             `json:",inline"`
+}
+
+// meta are the meta_info members both APIs share: load, latency and
+// speculative figures, named as in SGLang's tokenizer_manager.py (2026),
+// with the older aliases of the draft counts.
+type meta struct {
+	E2ELatency            figure `json:"e2e_latency"`
+	SpecVerifyCt          count  `json:"spec_verify_ct"`
+	SpecAcceptLength      figure `json:"spec_accept_length"`
+	SpecAcceptRate        figure `json:"spec_accept_rate"`
+	SpecNumCorrectDrafts  count  `json:"spec_num_correct_drafts"`
+	SpecAcceptedDrafts    count  `json:"spec_accepted_drafts"`
+	SpecAcceptTokenNum    count  `json:"spec_accept_token_num"`
+	SpecNumProposedDrafts count  `json:"spec_num_proposed_drafts"`
+	SpecProposedDrafts    count  `json:"spec_proposed_drafts"`
+	SpecDraftTokenNum     count  `json:"spec_draft_token_num"`
+	NumRunningReqs        count  `json:"num_running_reqs"`
+	NumWaitingReqs        count  `json:"num_waiting_reqs"`
+	// num_retractions; total_retractions in the 2026-03 docs build.
+	NumRetractions   count `json:"num_retractions"`
+	TotalRetractions count `json:"total_retractions"`
+}
+
+// chatAnswer is POST /v1/chat/completions' answer.
+type chatAnswer struct {
+	Choices choices       `json:"choices"`
+	Usage   object[usage] `json:"usage"`
+	// Some SGLang versions attach meta_info-like figures to chat answers.
+	MetaInfo object[meta] `json:"meta_info"`
+}
+
+type choice struct {
+	Message      object[message] `json:"message"`
+	FinishReason finish          `json:"finish_reason"`
+	MatchedStop  stop            `json:"matched_stop"`
+	// Per choice, sent with return_meta_info: true (serving_chat.py,
+	// SGLang 2026).
+	MetaInfo object[meta] `json:"meta_info"`
+}
+
+type message struct {
+	Content          text `json:"content"`
+	ReasoningContent text `json:"reasoning_content"`
+}
+
+type usage struct {
+	PromptTokens        count `json:"prompt_tokens"`
+	CompletionTokens    count `json:"completion_tokens"`
+	ReasoningTokens     count `json:"reasoning_tokens"`
+	PromptTokensDetails object[struct {
+		CachedTokens count `json:"cached_tokens"`
+	}] `json:"prompt_tokens_details"`
+	CompletionTokensDetails object[struct {
+		ReasoningTokens count `json:"reasoning_tokens"`
+	}] `json:"completion_tokens_details"`
+}
+
+// parseResult decodes a 200 body of api into r. mode says how the output
+// begins, for splitting raw text when the server did not.
+func parseResult(api API, body []byte, mode ThinkMode, r *Result) error {
+	if api == APIGenerate {
+		return parseNative(body, mode, r)
+	}
+	return parseChat(body, mode, r)
+}
+
+func parseNative(body []byte, mode ThinkMode, r *Result) error {
+	if firstByte(body) == '[' {
+		return fmt.Errorf("bad /generate response: a list (batch) where one result was expected")
+	}
+	var a nativeAnswer
+	if err := decodeObject(body, &a); err != nil {
+		return fmt.Errorf("bad /generate response: %s", err)
+	}
+	m := &a.MetaInfo.v
+	r.Text = a.Text.s
+	r.OutputIDs = a.OutputIDs
+	r.FinishReason, r.MatchedStop, r.AbortMessage = m.FinishReason.reason, m.FinishReason.matched.v, m.FinishReason.message.s
+	r.PromptTokens, r.CompletionTokens = m.PromptTokens.n, m.CompletionTokens.n
+	r.CachedTokens, r.ReasoningTokens = m.CachedTokens.n, m.ReasoningTokens.n
+	m.apply(r)
+	deriveAcceptLength(r)
+	r.Reasoning, r.Answer = mode.Split(r.Text)
+	return nil
+}
+
+func parseChat(body []byte, mode ThinkMode, r *Result) error {
+	var a chatAnswer
+	if err := decodeObject(body, &a); err != nil {
+		return fmt.Errorf("bad chat response: %s", err)
+	}
+	ch := &a.Choices.first
+	r.FinishReason, r.AbortMessage = ch.FinishReason.reason, ch.FinishReason.message.s
+	r.MatchedStop = ch.FinishReason.matched.v
+	if ch.MatchedStop.v != nil {
+		r.MatchedStop = ch.MatchedStop.v
+	}
+	u := &a.Usage.v
+	r.PromptTokens, r.CompletionTokens = u.PromptTokens.n, u.CompletionTokens.n
+	r.CachedTokens = u.PromptTokensDetails.v.CachedTokens.n
+	r.ReasoningTokens = u.ReasoningTokens.n
+	if r.ReasoningTokens == 0 {
+		r.ReasoningTokens = u.CompletionTokensDetails.v.ReasoningTokens.n
+	}
+	ch.MetaInfo.v.apply(r)
+	a.MetaInfo.v.apply(r)
+	deriveAcceptLength(r)
+	if a.Choices.n == 0 {
+		return fmt.Errorf("bad chat response: no choices")
+	}
+	splitChat(ch.Message.v, mode, r)
+	return nil
+}
+
+// splitChat sets r's reasoning and answer from a chat message.
+func splitChat(m message, mode ThinkMode, r *Result) {
+	content, reasoning := m.Content, m.ReasoningContent
+	switch {
+	case mode == ThinkForced && strings.TrimSpace(reasoning.s) == "" && strings.Contains(content.s, "</think>"):
+		// A reasoning parser that does not know the prompt opened the
+		// reasoning (older SGLang without force_reasoning) finds no
+		// <think> and leaves it all in content: split it here.
+		r.Reasoning, r.Answer = SplitForcedThinking(content.s)
+	case reasoning.ok:
+		r.Reasoning, r.Answer = reasoning.s, content.s
+	case content.ok && mode != ThinkOff:
+		// No reasoning parser on the server: split the raw text here.
+		r.Reasoning, r.Answer = mode.Split(content.s)
+	case content.ok:
+		r.Answer = content.s
+	}
+}
+
+// apply sets r's figures that m holds; of a draft count's aliases the
+// newest name that is set wins.
+func (m *meta) apply(r *Result) {
+	if m.E2ELatency.ok {
+		r.ServerLatency = time.Duration(m.E2ELatency.f * float64(time.Second))
+	}
+	if m.SpecVerifyCt.ok {
+		r.SpecVerifyCt = m.SpecVerifyCt.n
+	}
+	if m.SpecAcceptLength.ok {
+		r.SpecAcceptLength = m.SpecAcceptLength.f
+	}
+	if m.SpecAcceptRate.ok {
+		r.SpecAcceptRate = m.SpecAcceptRate.f
+	}
+	if n := firstSet(m.SpecNumCorrectDrafts, m.SpecAcceptedDrafts, m.SpecAcceptTokenNum); n != 0 {
+		r.SpecCorrectDrafts = n
+	}
+	if n := firstSet(m.SpecNumProposedDrafts, m.SpecProposedDrafts, m.SpecDraftTokenNum); n != 0 {
+		r.SpecProposedDrafts = n
+	}
+	if m.NumRunningReqs.ok {
+		r.RunningReqs, r.LoadReported = m.NumRunningReqs.n, true
+	}
+	if m.NumWaitingReqs.ok {
+		r.WaitingReqs, r.LoadReported = m.NumWaitingReqs.n, true
+	}
+	r.Retractions = max(r.Retractions, m.NumRetractions.n, m.TotalRetractions.n)
+}
+
+func firstSet(cs ...count) int {
+	for _, c := range cs {
+		if c.n != 0 {
+			return c.n
+		}
+	}
+	return 0
+}
+
+// deriveAcceptLength is SGLang's completion_tokens / spec_verify_ct
+// (tokenizer_manager.py) when the server sent only the verify count.
+func deriveAcceptLength(r *Result) {
+	if r.SpecAcceptLength == 0 && r.SpecVerifyCt > 0 {
+		r.SpecAcceptLength = float64(r.CompletionTokens) / float64(r.SpecVerifyCt)
+	}
+}
+
+// decodeObject decodes body, which must be one JSON object, into v; the
+// error says what is wrong and quotes the body's start.
+func decodeObject(body []byte, v any) error {
+	if firstByte(body) != '{' {
+		return fmt.Errorf("not a JSON object: %q", bodyStart(body))
+	}
+	if err := json.Unmarshal(body, v, answerOpts); err != nil {
+		// The syntax error, without the Go type the library names.
+		var se *json.SemanticError
+		if errors.As(err, &se) && se.Err != nil {
+			err = se.Err
+		}
+		return fmt.Errorf("%v in %q", err, bodyStart(body))
+	}
+	return nil
+}
+
+func firstByte(b []byte) byte {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}
+
+// bodyStart is the first 200 bytes of a body, for an error message.
+func bodyStart(body []byte) string {
+	b := strings.TrimSpace(string(body))
+	if len(b) > 200 {
+		b = b[:200] + "…"
+	}
+	return b
+}
+
+// object[T] reads an object into v; a value of another kind (null
+// included) is skipped and leaves v as it was.
+type object[T any] struct{ v T }
+
+func (o *object[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() != '{' {
+		return dec.SkipValue()
+	}
+	return json.UnmarshalDecode(dec, &o.v)
+}
+
+// text is a string; ok says one was given (null and other kinds are not).
+type text struct {
+	s  string
+	ok bool
+}
+
+func (t *text) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() != '"' {
+		*t = text{}
+		return dec.SkipValue()
+	}
+	tok, err := dec.ReadToken()
+	*t = text{tok.String(), err == nil}
+	return err
+}
+
+// figure is a number given as a number or a numeric string; anything else
+// (null included) is absent. So is a number that is not finite ("NaN",
+// "Inf", 1e999 beyond float64), which the journal's JSON could not hold: one
+// such figure must not fail a run.
+type figure struct {
+	f  float64
+	ok bool
+}
+
+func (f *figure) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*f = figure{}
+	var s string
+	switch dec.PeekKind() {
+	case '0', '"':
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		s = tok.String()
+	default:
+		return dec.SkipValue()
+	}
+	*f = parseFigure(s)
+	return nil
+}
+
+func parseFigure(s string) figure {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return figure{}
+	}
+	return figure{v, true}
+}
+
+// count is a figure from 0 to MaxInt32 (the int32 columns that hold
+// counts), else absent (0): never a wrapped value.
+type count struct {
+	n  int
+	ok bool
+}
+
+func (c *count) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	var f figure
+	if err := f.UnmarshalJSONFrom(dec); err != nil {
+		return err
+	}
+	*c = countOf(f)
+	return nil
+}
+
+func countOf(f figure) count {
+	if !f.ok || !countInRange(f.f) {
+		return count{}
+	}
+	return count{int(f.f), true}
+}
+
+func countInRange(f float64) bool { return f >= 0 && f <= math.MaxInt32 }
+
+// tokenIDs are an array of integers; other elements are skipped, a number
+// with a fraction or exponent is truncated.
+type tokenIDs []int
+
+func (ids *tokenIDs) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*ids = nil
+	if dec.PeekKind() != '[' {
+		return dec.SkipValue()
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != ']' {
+		if dec.PeekKind() != '0' {
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+			continue
+		}
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		if n, err := strconv.Atoi(tok.String()); err == nil {
+			*ids = append(*ids, n)
+		} else if f, err := strconv.ParseFloat(tok.String(), 64); err == nil {
+			*ids = append(*ids, int(f))
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// stop is a matched stop: an integer token id, a string, or nil.
+type stop struct{ v any }
+
+func (s *stop) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	s.v = nil
+	switch dec.PeekKind() {
+	case '"', '0':
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		if tok.Kind() == '"' {
+			s.v = tok.String()
+		} else if n, err := strconv.Atoi(tok.String()); err == nil {
+			s.v = n
+		}
+		return nil
+	}
+	return dec.SkipValue()
+}
+
+// finish is a finish_reason given as a string or as SGLang's object
+// ({"type":"stop","matched":151645}, {"type":"abort","message":…}).
+type finish struct {
+	reason  string
+	matched stop
+	message text
+}
+
+func (f *finish) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*f = finish{}
+	switch dec.PeekKind() {
+	case '"':
+		var t text
+		err := t.UnmarshalJSONFrom(dec)
+		f.reason = t.s
+		return err
+	case '{':
+		var o struct {
+			Type    text `json:"type"`
+			Matched stop `json:"matched"`
+			Message text `json:"message"`
+		}
+		err := json.UnmarshalDecode(dec, &o)
+		*f = finish{o.Type.s, o.Matched, o.Message}
+		return err
+	}
+	return dec.SkipValue()
+}
+
+// choices reads the first choice of an array and counts them all.
+type choices struct {
+	first choice
+	n     int
+}
+
+func (c *choices) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() != '[' {
+		return dec.SkipValue()
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for ; dec.PeekKind() != ']'; c.n++ {
+		var err error
+		if c.n == 0 {
+			o := object[choice]{c.first}
+			err = o.UnmarshalJSONFrom(dec)
+			c.first = o.v
+		} else {
+			err = dec.SkipValue()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// figureKeys are the answer's figures: true for counts, false for floats.
+var figureKeys = map[string]bool{
+	"prompt_tokens": true, "completion_tokens": true, "cached_tokens": true, "reasoning_tokens": true,
+	"spec_verify_ct": true, "spec_accept_length": false, "e2e_latency": false,
+}
+
+// droppedFigures names the figures of a parsed answer that were read as
+// absent although the server gave a number or a string: NaN, Inf, out of
+// range. The client counts them per server ("dropped_spec_accept_length"),
+// so a server's bad figures are named instead of silently zero. It looks in
+// objects at most 4 levels deep (choices[i].meta_info is at 3), and reads
+// nothing from a body that is not JSON (parseResult rejected it).
+func droppedFigures(body []byte) []string {
+	var names []string
+	dec := jsontext.NewDecoder(bytes.NewReader(body), answerOpts)
+	for {
+		depth := dec.StackDepth()
+		kind, length := dec.StackIndex(depth)
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return names
+		}
+		if kind != '{' || length%2 != 0 || depth > 5 {
+			continue // not a member name in an object we look at
+		}
+		name := tok.String()
+		isCount, isFigure := figureKeys[name]
+		if !isFigure {
+			continue
+		}
+		switch dec.PeekKind() {
+		case '0', '"':
+		case '{', '[':
+			if dec.SkipValue() != nil {
+				return names
+			}
+			continue // a container: absent, not dropped, not looked into
+		default:
+			continue // null, true, false: absent, not dropped
+		}
+		v, err := dec.ReadToken()
+		if err != nil {
+			return names
+		}
+		if f := parseFigure(v.String()); !f.ok || (isCount && !countInRange(f.f)) {
+			names = append(names, name)
+		}
+	}
+}
