@@ -117,8 +117,8 @@ func serverLine(s liveServer, nameW int) string {
 	return b.String()
 }
 
-// liveLines is the full view of a run, one line each: input, ETA, stages,
-// the fleet and its servers (what pipe status prints; the terminal shows
+// liveLines is the full view of a run, one line each: input, ETA, the
+// rejects, servers and tokens, stages, the fleet and its servers (what pipe status prints; the terminal shows
 // the same under its input bar).
 func liveLines(ls *liveStatus) []string {
 	var out []string
@@ -127,6 +127,13 @@ func liveLines(ls *liveStatus) []string {
 	}
 	if ls.ETA != nil {
 		out = append(out, etaLine(ls.ETA))
+	}
+	// The display's summary lines, in full (screen.go).
+	if l := rejectLine(ls); l != nil {
+		out = append(out, l.plainText())
+	}
+	if ls.Fleet != nil {
+		out = append(out, serversLine(ls.Fleet).plainText(), tokensLine(ls).plainText())
 	}
 	return append(out, bodyLines(ls)...)
 }

@@ -69,7 +69,7 @@ svg .restart{stroke:#999;stroke-dasharray:4 3}svg .bar:hover{opacity:.8}
 .sample{border:1px solid #e4e4e4;border-radius:4px;padding:6px 10px;margin:8px 0;max-width:1200px}
 .sample .k{font-weight:600;color:#555;margin:6px 0 2px}
 .sample pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;padding:4px 6px}
-.sample mark.loss{background:#d8ecff;color:inherit}
+mark.loss{background:#d8ecff;color:inherit}
 `
 
 // page is the report's HTML: html/template escapes every text; the plots
@@ -120,7 +120,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 <div class="grid-plots">
 {{range .Plots}}{{.}}
 {{end}}</div>
-{{end}}{{with .Samples}}<h2>Sample rows</h2>
+{{end}}{{with .Samples}}<h2 id="samples">Sample rows</h2>
 <p class="sub">A few accepted rows of each output and a few rejected rows of each reason; in a training row, the text the model is trained on (loss mask 1) is <mark class="loss">marked</mark>.</p>
 {{range .}}<section class="samples" data-group="{{.Key}}"><h3>{{.Title}}</h3>
 {{range .Rows}}<article class="sample" data-id="{{.ID}}"><div class="sub">id {{.ID}} · in {{.Output}}</div>

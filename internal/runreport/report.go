@@ -206,19 +206,24 @@ func (r *Report) readStatus() {
 type writer struct {
 	id, kind, path string
 	rejectsOnly    bool // every input is a rejected port
+	takesRejects   bool // some input is a rejected port
 }
 
-// rejectsOnly says whether every input of stage id in run.json's settings
-// is a rejected port (a writer of rejects, not of training rows).
-func rejectsOnly(settings map[string]any, id string) bool {
+// newWriter is stage id's writer, with what run.json's settings say of its
+// inputs: whether every one (a writer of rejects, not of training rows) or
+// some is a rejected port.
+func newWriter(settings map[string]any, id, kind, path string) writer {
+	w := writer{id: id, kind: kind, path: path}
 	s, _ := settings[id].(map[string]any)
 	inputs, _ := s["input"].([]any)
-	only := len(inputs) > 0
+	w.rejectsOnly = len(inputs) > 0
 	for _, in := range inputs {
 		port, _ := in.(string)
-		only = only && strings.HasSuffix(port, ".rejected")
+		rejected := strings.HasSuffix(port, ".rejected")
+		w.rejectsOnly = w.rejectsOnly && rejected
+		w.takesRejects = w.takesRejects || rejected
 	}
-	return only
+	return w
 }
 
 // writers lists run.json's outputs of rows (an older run.json without
@@ -234,7 +239,7 @@ func writers(run *rundir.Run, stages []StageCounts) []writer {
 	for _, o := range run.Outputs {
 		rows, known := writesRows(o.Kind)
 		if rows || !known && len(o.From) == 0 && filepath.IsAbs(o.Path) {
-			out = append(out, writer{id: o.Stage, kind: o.Kind, path: o.Path, rejectsOnly: rejectsOnly(run.Settings, o.Stage)})
+			out = append(out, newWriter(run.Settings, o.Stage, o.Kind, o.Path))
 		}
 	}
 	for id, v := range run.Settings {
@@ -242,7 +247,7 @@ func writers(run *rundir.Run, stages []StageCounts) []writer {
 		kind, _ := s["kind"].(string)
 		path, _ := s["path"].(string)
 		if rows, _ := writesRows(kind); len(run.Outputs) == 0 && path != "" && rows {
-			out = append(out, writer{id: id, kind: kind, path: path, rejectsOnly: rejectsOnly(run.Settings, id)})
+			out = append(out, newWriter(run.Settings, id, kind, path))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -2,6 +2,7 @@ package runreport
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,7 +64,8 @@ type Span struct {
 type sampler struct {
 	ctx     context.Context
 	tok     func() *tokenize.Tokenizer
-	want    map[[2]string]int // reject (stage, reason) → samples still wanted
+	want    map[[2]string]int    // reject (stage, reason) → samples still wanted
+	needle  map[[2]string][]byte // the reason as a JSON string
 	wantAll int
 	r       *Report
 }
@@ -72,13 +74,21 @@ type sampler struct {
 // accepted rows from each output, rejected rows for each reason Build
 // counted. tok gives the tokenizer that decodes training rows (nil: none).
 func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokenize.Tokenizer) {
-	s := &sampler{ctx: ctx, tok: tok, want: map[[2]string]int{}, r: r}
+	s := &sampler{ctx: ctx, tok: tok, want: map[[2]string]int{}, needle: map[[2]string][]byte{}, r: r}
 	for _, x := range r.Rejected {
-		s.want[[2]string{x.Stage, x.Reason}] = samplesPerReason
+		k := [2]string{x.Stage, x.Reason}
+		s.want[k] = samplesPerReason
+		s.needle[k] = []byte(`"` + x.Reason + `"`)
 		s.wantAll += samplesPerReason
 	}
 	for _, w := range ws {
 		accepted := samplesAccepted
+		if w.rejectsOnly {
+			accepted = 0
+		}
+		// An output of training rows alone is read for its accepted
+		// samples only: its first rows.
+		forRejects := w.takesRejects
 		take := func(rec *pipeline.Record) bool {
 			switch {
 			case rec.Reject != nil:
@@ -87,13 +97,13 @@ func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokeni
 				accepted--
 				r.Samples = append(r.Samples, s.sample(w.id, rec))
 			}
-			return accepted == 0 && s.wantAll == 0
+			return accepted == 0 && (s.wantAll == 0 || !forRejects)
 		}
 		var err error
 		if w.kind == "write-arrow" {
 			err = s.shards(w.path, take)
 		} else {
-			err = s.jsonl(w.path, take)
+			err = s.jsonl(w.path, func(line []byte) bool { return accepted > 0 || (forRejects && s.wanted(line)) }, take)
 		}
 		if err != nil && !errors.Is(err, errEnough) {
 			r.note("samples of %s: %v", w.id, err)
@@ -105,7 +115,7 @@ func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokeni
 		if s.wantAll == 0 {
 			break
 		}
-		err := s.jsonl(p, func(rec *pipeline.Record) bool {
+		err := s.jsonl(p, s.wanted, func(rec *pipeline.Record) bool {
 			if rec.Reject != nil {
 				s.rejected(filepath.Join("rejected", filepath.Base(p)), rec)
 			}
@@ -125,6 +135,22 @@ func (s *sampler) rejected(output string, rec *pipeline.Record) {
 	s.want[k]--
 	s.wantAll--
 	s.r.Samples = append(s.r.Samples, s.sample(output, rec))
+}
+
+// wanted reports whether a line may be a rejected record of a reason that
+// still wants samples: it holds the reason as a JSON string. Only such
+// lines are decoded (decoding is the cost: ~15 MB/s of whole records, a
+// substring search GB/s).
+func (s *sampler) wanted(line []byte) bool {
+	if s.wantAll == 0 {
+		return false
+	}
+	for k, n := range s.want {
+		if n > 0 && bytes.Contains(line, s.needle[k]) {
+			return true
+		}
+	}
+	return false
 }
 
 // errEnough ends a read that has all the samples it wants.
@@ -171,9 +197,20 @@ func trainedSpans(tok *tokenize.Tokenizer, t *pipeline.Tokens) []Span {
 		}
 	}
 	for i := range out {
-		out[i].Text = clip(out[i].Text)
+		out[i].Text = clipMiddle(out[i].Text)
 	}
 	return out
+}
+
+// clipMiddle keeps a long span's start and end (where the turn's markers
+// are: <think>, </think>, <|im_end|>) and says what it left out.
+func clipMiddle(s string) string {
+	r := []rune(s)
+	if len(r) <= sampleTextRunes {
+		return s
+	}
+	half := sampleTextRunes / 2
+	return string(r[:half]) + " [… " + num(float64(len(r)-2*half)) + " more characters …] " + string(r[len(r)-half:])
 }
 
 func clip(s string) string {
@@ -183,8 +220,9 @@ func clip(s string) string {
 	return s
 }
 
-// jsonl reads a commit log's committed records until take says enough.
-func (s *sampler) jsonl(path string, take func(*pipeline.Record) bool) error {
+// jsonl reads a commit log's committed records until take says enough;
+// only the lines that may matter (may) are decoded.
+func (s *sampler) jsonl(path string, may func([]byte) bool, take func(*pipeline.Record) bool) error {
 	_, size, err := commitlog.Committed(path)
 	if err != nil {
 		return err
@@ -200,7 +238,7 @@ func (s *sampler) jsonl(path string, take func(*pipeline.Record) bool) error {
 	br := bufio.NewReaderSize(io.LimitReader(f, min(size, sampleScanBytes)), 1<<20)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(line) > 1 && line[len(line)-1] == '\n' {
+		if len(line) > 1 && line[len(line)-1] == '\n' && may(line) {
 			var rec pipeline.Record
 			if json.Unmarshal(line, &rec) == nil && take(&rec) {
 				return errEnough

@@ -45,6 +45,13 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  %-28s mean %s, peak %s, last %s\n", s.Name+":", rate(mean), rate(peak), rate(s.Points[len(s.Points)-1].Y))
 		}
 	}
+	for _, s := range r.Tokens {
+		if len(s.Points) == 0 {
+			continue
+		}
+		mean, peak := meanPeak(s.Points)
+		fmt.Fprintf(w, "  %-28s mean %s, peak %s\n", "output tokens/s, "+s.Name+":", rate(mean), rate(peak))
+	}
 	for _, o := range r.Outputs {
 		fmt.Fprintf(w, "\n  output %s (%s, %s): %s", o.Stage, o.Kind, pipeline.DisplayPath(o.Path), plural(o.Rows, "row"))
 		if o.RejectedRows > 0 {
