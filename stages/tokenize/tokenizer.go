@@ -174,40 +174,6 @@ func (t *Tokenizer) SpecialTokenVars() map[string]any {
 	return m
 }
 
-// tokenizerFile is the subset of tokenizer.json this package understands;
-// anything else that would change ids is rejected by parseTokenizerJSON.
-type tokenizerFile struct {
-	AddedTokens []struct {
-		ID         int    `json:"id"`
-		Content    string `json:"content"`
-		SingleWord bool   `json:"single_word"`
-		LStrip     bool   `json:"lstrip"`
-		RStrip     bool   `json:"rstrip"`
-		Normalized bool   `json:"normalized"`
-		Special    bool   `json:"special"`
-	} `json:"added_tokens"`
-	Normalizer    json.RawMessage `json:"normalizer"`
-	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
-	PostProcessor json.RawMessage `json:"post_processor"`
-	Decoder       json.RawMessage `json:"decoder"`
-	Model         tokenizerModel
-}
-
-type tokenizerModel struct {
-	Type                    string
-	Dropout                 *float64
-	UnkToken                *string
-	ContinuingSubwordPrefix *string
-	EndOfWordSuffix         *string
-	ByteFallback            bool
-	FuseUnk                 bool
-	IgnoreMerges            bool
-	Vocab                   map[string]int
-	vocabEmpty              bool // {} (or not an object)
-	vocabNotObject          bool
-	vocabRaw                []byte // CheckFile: the vocab object, not decoded
-}
-
 // The split patterns whose semantics pretokenize.go implements, keyed by the
 // exact regex in tokenizer.json, valued by the maximum digits per piece.
 var knownPatterns = map[string]int{
