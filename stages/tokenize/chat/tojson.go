@@ -1,8 +1,6 @@
 package chat
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -10,194 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
+	"github.com/go-json-experiment/json/jsontext"
 )
-
-// fromJSON decodes JSON into a template value the way Python's json.loads
-// does: objects keep key order, integers stay ints and numbers with a
-// fraction or exponent become floats. It is a small hand-written parser:
-// encoding/json's token API made rendering several times slower.
-func fromJSON(b []byte) (jinja.Value, error) {
-	p := jsonParser{data: b}
-	v, err := p.value()
-	if err != nil {
-		return jinja.Undefined(), err
-	}
-	if p.ws(); p.pos != len(p.data) {
-		return jinja.Undefined(), p.errorf("data after the JSON value")
-	}
-	return v, nil
-}
-
-type jsonParser struct {
-	data []byte
-	pos  int
-}
-
-func (p *jsonParser) errorf(format string, args ...any) error {
-	return fmt.Errorf("JSON byte %d: %s", p.pos, fmt.Sprintf(format, args...))
-}
-
-func (p *jsonParser) ws() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
-	}
-}
-
-func (p *jsonParser) value() (jinja.Value, error) {
-	p.ws()
-	if p.pos >= len(p.data) {
-		return jinja.Undefined(), p.errorf("unexpected end")
-	}
-	switch c := p.data[p.pos]; {
-	case c == '{':
-		p.pos++
-		d := jinja.NewDict()
-		dict := d.AsDict()
-		if p.ws(); p.pos < len(p.data) && p.data[p.pos] == '}' {
-			p.pos++
-			return d, nil
-		}
-		for {
-			p.ws()
-			k, err := p.str()
-			if err != nil {
-				return jinja.Undefined(), err
-			}
-			if p.ws(); p.pos >= len(p.data) || p.data[p.pos] != ':' {
-				return jinja.Undefined(), p.errorf("want ':' after object key")
-			}
-			p.pos++
-			v, err := p.value()
-			if err != nil {
-				return jinja.Undefined(), err
-			}
-			dict.Set(k, v)
-			if done, err := p.next('}'); err != nil || done {
-				return d, err
-			}
-		}
-	case c == '[':
-		p.pos++
-		var items []jinja.Value
-		if p.ws(); p.pos < len(p.data) && p.data[p.pos] == ']' {
-			p.pos++
-			return jinja.NewList(items), nil
-		}
-		for {
-			v, err := p.value()
-			if err != nil {
-				return jinja.Undefined(), err
-			}
-			items = append(items, v)
-			if done, err := p.next(']'); err != nil || done {
-				return jinja.NewList(items), err
-			}
-		}
-	case c == '"':
-		s, err := p.str()
-		return jinja.NewString(s), err
-	case c == 't' && bytes.HasPrefix(p.data[p.pos:], []byte("true")):
-		p.pos += 4
-		return jinja.NewBool(true), nil
-	case c == 'f' && bytes.HasPrefix(p.data[p.pos:], []byte("false")):
-		p.pos += 5
-		return jinja.NewBool(false), nil
-	case c == 'n' && bytes.HasPrefix(p.data[p.pos:], []byte("null")):
-		p.pos += 4
-		return jinja.None(), nil
-	case c == '-' || (c >= '0' && c <= '9'):
-		start := p.pos
-		isFloat := false
-		for p.pos < len(p.data) {
-			c := p.data[p.pos]
-			if c == '.' || c == 'e' || c == 'E' {
-				isFloat = true
-			} else if !(c == '-' || c == '+' || (c >= '0' && c <= '9')) {
-				break
-			}
-			p.pos++
-		}
-		num := p.data[start:p.pos]
-		if !json.Valid(num) {
-			return jinja.Undefined(), p.errorf("bad number %q", num)
-		}
-		if !isFloat {
-			if n, err := strconv.ParseInt(string(num), 10, 64); err == nil {
-				return jinja.NewInt(n), nil
-			}
-		}
-		f, err := strconv.ParseFloat(string(num), 64)
-		if err != nil {
-			return jinja.Undefined(), p.errorf("number %s: %v", num, err)
-		}
-		return jinja.NewFloat(f), nil
-	}
-	return jinja.Undefined(), p.errorf("unexpected %q", p.data[p.pos])
-}
-
-// next consumes ',' (returning false) or the closing byte (returning true).
-func (p *jsonParser) next(closing byte) (bool, error) {
-	p.ws()
-	if p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			return false, nil
-		case closing:
-			p.pos++
-			return true, nil
-		}
-	}
-	return true, p.errorf("want ',' or %q", closing)
-}
-
-// str reads a JSON string; one without escapes (and valid UTF-8) is
-// converted directly, others go through encoding/json, which also replaces
-// invalid UTF-8 with U+FFFD.
-func (p *jsonParser) str() (string, error) {
-	if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-		return "", p.errorf("want a string")
-	}
-	start := p.pos
-	p.pos++
-	plain := true
-	for {
-		if p.pos >= len(p.data) {
-			return "", p.errorf("unterminated string")
-		}
-		c := p.data[p.pos]
-		if c == '"' {
-			p.pos++
-			break
-		}
-		if c == '\\' {
-			plain = false
-			p.pos += 2
-			continue
-		}
-		if c < 0x20 {
-			return "", p.errorf("control character in string")
-		}
-		p.pos++
-	}
-	raw := p.data[start:p.pos]
-	if plain && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1]), nil
-	}
-	var out string
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return "", p.errorf("bad string: %v", err)
-	}
-	return out, nil
-}
 
 // tojson is Hugging Face's tojson filter: Python's json.dumps(x,
 // ensure_ascii=False, indent=None, separators=None, sort_keys=False) with
@@ -240,6 +54,7 @@ func tojson(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, err
 
 type jsonPrinter struct {
 	sb                 strings.Builder
+	buf                []byte // str's scratch
 	itemSep, keySep    string
 	indent             string
 	indented, sortKeys bool
@@ -322,43 +137,28 @@ func (p *jsonPrinter) value(v jinja.Value, level int) error {
 }
 
 // str writes s as Python's json.dumps does: short escapes for " \ \n \r \t
-// \b \f, \u00XX for other control characters, everything else as is (or
-// \uXXXX with surrogate pairs under ensure_ascii).
+// \b \f, \u00XX for other control characters, everything else as is —
+// which is jsontext's quoting — or, under ensure_ascii, \uXXXX (surrogate
+// pairs above U+FFFF) for everything outside space..~.
 func (p *jsonPrinter) str(s string) {
-	p.sb.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			p.sb.WriteString(`\"`)
-		case '\\':
-			p.sb.WriteString(`\\`)
-		case '\n':
-			p.sb.WriteString(`\n`)
-		case '\r':
-			p.sb.WriteString(`\r`)
-		case '\t':
-			p.sb.WriteString(`\t`)
-		case '\b':
-			p.sb.WriteString(`\b`)
-		case '\f':
-			p.sb.WriteString(`\f`)
+	// Invalid UTF-8 (which a Python str cannot hold) becomes U+FFFD.
+	q, _ := jsontext.AppendQuote(p.buf[:0], s)
+	p.buf = q
+	if !p.ensureASCII {
+		p.sb.Write(q)
+		return
+	}
+	for _, r := range string(q) {
+		switch {
+		case r < 0x7f:
+			p.sb.WriteRune(r)
+		case r > 0xFFFF:
+			a, b := utf16.EncodeRune(r)
+			fmt.Fprintf(&p.sb, `\u%04x\u%04x`, a, b)
 		default:
-			switch {
-			case r < 0x20:
-				fmt.Fprintf(&p.sb, `\u%04x`, r)
-			case p.ensureASCII && r > 0x7e:
-				if r > 0xFFFF {
-					a, b := utf16.EncodeRune(r)
-					fmt.Fprintf(&p.sb, `\u%04x\u%04x`, a, b)
-				} else {
-					fmt.Fprintf(&p.sb, `\u%04x`, r)
-				}
-			default:
-				p.sb.WriteRune(r)
-			}
+			fmt.Fprintf(&p.sb, `\u%04x`, r)
 		}
 	}
-	p.sb.WriteByte('"')
 }
 
 // pyFloat formats f as Python's repr(float): the shortest round-trip digits,
