@@ -22,21 +22,39 @@ func tojson(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, err
 		return jinja.Undefined(), errors.New("tojson: no value")
 	}
 	p := jsonPrinter{itemSep: ", ", keySep: ": "}
-	if v, ok := kwargs["indent"]; ok && !v.IsNone() && !v.IsUndefined() {
+	if err := p.setOptions(kwargs); err != nil {
+		return jinja.Undefined(), err
+	}
+	if err := p.value(args[0], 0); err != nil {
+		return jinja.Undefined(), err
+	}
+	return jinja.NewString(p.sb.String()), nil
+}
+
+// given is a keyword argument that is set and not None.
+func given(kwargs map[string]jinja.Value, key string) (jinja.Value, bool) {
+	v, ok := kwargs[key]
+	return v, ok && !v.IsNone() && !v.IsUndefined()
+}
+
+// setOptions takes json.dumps' indent, separators, sort_keys and
+// ensure_ascii.
+func (p *jsonPrinter) setOptions(kwargs map[string]jinja.Value) error {
+	if v, ok := given(kwargs, "indent"); ok {
 		switch {
 		case v.IsInt():
 			p.indent = strings.Repeat(" ", int(v.AsInt()))
 		case v.IsString():
 			p.indent = v.AsString()
 		default:
-			return jinja.Undefined(), errors.New("tojson: indent must be an int or a string")
+			return errors.New("tojson: indent must be an int or a string")
 		}
 		p.indented = true
 		p.itemSep = ","
 	}
-	if v, ok := kwargs["separators"]; ok && !v.IsNone() && !v.IsUndefined() {
+	if v, ok := given(kwargs, "separators"); ok {
 		if !v.IsList() || v.AsList().Len() != 2 || !v.AsList().Get(0).IsString() || !v.AsList().Get(1).IsString() {
-			return jinja.Undefined(), errors.New("tojson: separators must be two strings")
+			return errors.New("tojson: separators must be two strings")
 		}
 		p.itemSep, p.keySep = v.AsList().Get(0).AsString(), v.AsList().Get(1).AsString()
 	}
@@ -46,10 +64,7 @@ func tojson(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, err
 	if v, ok := kwargs["ensure_ascii"]; ok {
 		p.ensureASCII = v.IsTruthy()
 	}
-	if err := p.value(args[0], 0); err != nil {
-		return jinja.Undefined(), err
-	}
-	return jinja.NewString(p.sb.String()), nil
+	return nil
 }
 
 type jsonPrinter struct {
@@ -75,11 +90,7 @@ func (p *jsonPrinter) value(v jinja.Value, level int) error {
 	case v.IsNone() || v.IsUndefined():
 		p.sb.WriteString("null")
 	case v.IsBool():
-		if v.AsBool() {
-			p.sb.WriteString("true")
-		} else {
-			p.sb.WriteString("false")
-		}
+		p.sb.WriteString(strconv.FormatBool(v.AsBool()))
 	case v.IsInt():
 		p.sb.WriteString(strconv.FormatInt(v.AsInt(), 10))
 	case v.IsFloat():
@@ -87,52 +98,60 @@ func (p *jsonPrinter) value(v jinja.Value, level int) error {
 	case v.IsString():
 		p.str(v.AsString())
 	case v.IsList():
-		items := v.AsList().Items
-		if len(items) == 0 {
-			p.sb.WriteString("[]")
-			return nil
-		}
-		p.sb.WriteByte('[')
-		for i, it := range items {
-			if i > 0 {
-				p.sb.WriteString(p.itemSep)
-			}
-			p.newline(level + 1)
-			if err := p.value(it, level+1); err != nil {
-				return err
-			}
-		}
-		p.newline(level)
-		p.sb.WriteByte(']')
+		return p.list(v.AsList().Items, level)
 	case v.IsDict():
-		d := v.AsDict()
-		keys := d.OrderedKeys()
-		if len(keys) == 0 {
-			p.sb.WriteString("{}")
-			return nil
-		}
-		if p.sortKeys {
-			keys = append([]string(nil), keys...)
-			sort.Strings(keys) // Python sorts by code point; Go by bytes: the same order for valid UTF-8
-		}
-		p.sb.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				p.sb.WriteString(p.itemSep)
-			}
-			p.newline(level + 1)
-			p.str(k)
-			p.sb.WriteString(p.keySep)
-			val, _ := d.Get(k)
-			if err := p.value(val, level+1); err != nil {
-				return err
-			}
-		}
-		p.newline(level)
-		p.sb.WriteByte('}')
+		return p.dict(v.AsDict(), level)
 	default:
 		return fmt.Errorf("tojson: cannot serialise a %s", v.String())
 	}
+	return nil
+}
+
+func (p *jsonPrinter) list(items []jinja.Value, level int) error {
+	if len(items) == 0 {
+		p.sb.WriteString("[]")
+		return nil
+	}
+	p.sb.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			p.sb.WriteString(p.itemSep)
+		}
+		p.newline(level + 1)
+		if err := p.value(it, level+1); err != nil {
+			return err
+		}
+	}
+	p.newline(level)
+	p.sb.WriteByte(']')
+	return nil
+}
+
+func (p *jsonPrinter) dict(d *jinja.Dict, level int) error {
+	keys := d.OrderedKeys()
+	if len(keys) == 0 {
+		p.sb.WriteString("{}")
+		return nil
+	}
+	if p.sortKeys {
+		keys = append([]string(nil), keys...)
+		sort.Strings(keys) // Python sorts by code point; Go by bytes: the same order for valid UTF-8
+	}
+	p.sb.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			p.sb.WriteString(p.itemSep)
+		}
+		p.newline(level + 1)
+		p.str(k)
+		p.sb.WriteString(p.keySep)
+		val, _ := d.Get(k)
+		if err := p.value(val, level+1); err != nil {
+			return err
+		}
+	}
+	p.newline(level)
+	p.sb.WriteByte('}')
 	return nil
 }
 
