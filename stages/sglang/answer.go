@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -465,19 +466,28 @@ var figureKeys = map[string]bool{
 // nothing from a body that is not JSON (parseResult rejected it).
 func droppedFigures(body []byte) []string {
 	var names []string
-	dec := jsontext.NewDecoder(bytes.NewReader(body), answerOpts)
+	w := walkers.Get().(*walker)
+	defer w.done()
+	// A bytes.Buffer is read in place: the decoder keeps no copy of body.
+	w.buf = *bytes.NewBuffer(body)
+	w.dec.Reset(&w.buf, answerOpts)
+	dec := &w.dec
 	for {
 		depth := dec.StackDepth()
 		kind, length := dec.StackIndex(depth)
-		tok, err := dec.ReadToken()
+		if kind != '{' || length%2 != 0 || depth > 5 || dec.PeekKind() == '}' {
+			// Not a member name in an object we look at.
+			if _, err := dec.ReadToken(); err != nil {
+				return names
+			}
+			continue
+		}
+		// The name as a value: its bytes are looked up without a copy.
+		v, err := dec.ReadValue()
 		if err != nil {
 			return names
 		}
-		if kind != '{' || length%2 != 0 || depth > 5 {
-			continue // not a member name in an object we look at
-		}
-		name := tok.String()
-		isCount, isFigure := figureKeys[name]
+		isCount, isFigure := figureKeys[string(v[1:len(v)-1])] // raw: figure names have no escapes
 		if !isFigure {
 			continue
 		}
@@ -491,12 +501,28 @@ func droppedFigures(body []byte) []string {
 		default:
 			continue // null, true, false: absent, not dropped
 		}
-		v, err := dec.ReadToken()
+		name := string(v[1 : len(v)-1])
+		fv, err := dec.ReadToken()
 		if err != nil {
 			return names
 		}
-		if f := parseFigure(v.String()); !f.ok || (isCount && !countInRange(f.f)) {
+		if f := parseFigure(fv.String()); !f.ok || (isCount && !countInRange(f.f)) {
 			names = append(names, name)
 		}
 	}
 }
+
+// walker is droppedFigures' decoder, reused.
+type walker struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+// done drops the body and returns w to the pool.
+func (w *walker) done() {
+	w.buf = bytes.Buffer{}
+	w.dec.Reset(&w.buf)
+	walkers.Put(w)
+}
+
+var walkers = sync.Pool{New: func() any { return new(walker) }}

@@ -11,7 +11,7 @@ import (
 
 // The response parser's oracle: the same reading of the protocol done with
 // encoding/json into structs, as the first version of the client did. The
-// scanner-based parseResult must agree with it on every body.
+// go-json-experiment-based parseResult (answer.go) must agree with it on every body.
 
 // stdNativeResponse is POST /generate's answer; unknown fields are ignored and
 // every optional field may be missing.

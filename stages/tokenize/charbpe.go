@@ -83,14 +83,7 @@ func (t *Tokenizer) charSymbols(word string, sym, lens []int32) ([]int32, []int3
 			}
 			s = word[i : i+size]
 		} else {
-			key = key[:0]
-			if i > 0 {
-				key = append(key, m.prefix...)
-			}
-			key = append(key, word[i:i+size]...)
-			if i+size == len(word) {
-				key = append(key, m.suffix...)
-			}
+			key = m.affixed(key[:0], word, i, size)
 			s = string(key)
 			var v int
 			v, ok = t.vocab[s]
@@ -105,22 +98,13 @@ func (t *Tokenizer) charSymbols(word string, sym, lens []int32) ([]int32, []int3
 			sym, lens = append(sym, id), append(lens, int32(size))
 			continue
 		}
-		if m.byteFallback {
-			all := true
+		if m.byteFallback && m.hasBytes(s) {
+			// As in merge_word, a pending unknown token is not flushed
+			// first: it lands after these bytes.
 			for k := 0; k < len(s); k++ {
-				if m.byteID[s[k]] < 0 {
-					all = false
-					break
-				}
+				sym, lens = append(sym, m.byteID[s[k]]), append(lens, 1)
 			}
-			if all {
-				// As in merge_word, a pending unknown token is not flushed
-				// first: it lands after these bytes.
-				for k := 0; k < len(s); k++ {
-					sym, lens = append(sym, m.byteID[s[k]]), append(lens, 1)
-				}
-				continue
-			}
+			continue
 		}
 		switch {
 		case unkID >= 0 && m.fuseUnk:
@@ -136,6 +120,29 @@ func (t *Tokenizer) charSymbols(word string, sym, lens []int32) ([]int32, []int3
 		sym, lens = append(sym, unkID), append(lens, unkLen)
 	}
 	return sym, lens
+}
+
+// affixed appends to key the character word[i:i+size] with the continuing
+// prefix (not first) and the end-of-word suffix (last).
+func (m *charModel) affixed(key []byte, word string, i, size int) []byte {
+	if i > 0 {
+		key = append(key, m.prefix...)
+	}
+	key = append(key, word[i:i+size]...)
+	if i+size == len(word) {
+		key = append(key, m.suffix...)
+	}
+	return key
+}
+
+// hasBytes reports whether every byte of s has a byte-fallback token.
+func (m *charModel) hasBytes(s string) bool {
+	for k := 0; k < len(s); k++ {
+		if m.byteID[s[k]] < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // charBPE returns the ids of word and their lengths in bytes of word,
@@ -186,9 +193,7 @@ func (t *Tokenizer) mergeWithLens(sym, lens []int32, sc *bpeScratch) ([]int32, [
 	}
 	next[n-1] = -1
 	for i := 0; i+1 < n; i++ {
-		if r, _, ok := t.merges.get(sym[i], sym[i+1]); ok {
-			h = heapPush(h, uint64(r)<<32|uint64(i))
-		}
+		h = t.pushMerge(h, sym, int32(i), int32(i+1))
 	}
 	for len(h) > 0 {
 		var top uint64
@@ -210,14 +215,10 @@ func (t *Tokenizer) mergeWithLens(sym, lens []int32, sc *bpeScratch) ([]int32, [
 			prev[next[nx]] = pos
 		}
 		if p := prev[pos]; p >= 0 {
-			if r, _, ok := t.merges.get(sym[p], sym[pos]); ok {
-				h = heapPush(h, uint64(r)<<32|uint64(p))
-			}
+			h = t.pushMerge(h, sym, p, pos)
 		}
 		if q := next[pos]; q >= 0 {
-			if r, _, ok := t.merges.get(sym[pos], sym[q]); ok {
-				h = heapPush(h, uint64(r)<<32|uint64(pos))
-			}
+			h = t.pushMerge(h, sym, pos, q)
 		}
 	}
 	sc.prev, sc.next, sc.heap = prev, next, h
@@ -227,6 +228,15 @@ func (t *Tokenizer) mergeWithLens(sym, lens []int32, sc *bpeScratch) ([]int32, [
 		k++
 	}
 	return sym[:k], lens[:k]
+}
+
+// pushMerge pushes the merge of symbols a and b (its right neighbour), if
+// there is one, by rank then position.
+func (t *Tokenizer) pushMerge(h []uint64, sym []int32, a, b int32) []uint64 {
+	if r, _, ok := t.merges.get(sym[a], sym[b]); ok {
+		h = heapPush(h, uint64(r)<<32|uint64(a))
+	}
+	return h
 }
 
 // mergeScanWithLens is mergeWithLens for short words: after each merge,

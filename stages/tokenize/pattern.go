@@ -132,14 +132,13 @@ func foldCase(pattern string) string {
 			}
 		case c == '[':
 			inClass = true
-			if i+1 < len(rs) && rs[i+1] == ']' { // "[]...]": a literal ] first
-				sb.WriteString("[]")
-				i++
-				continue
-			}
+			n := classOpenLen(rs, i)
+			sb.WriteString(string(rs[i : i+n]))
+			i += n - 1
+			continue
 		case c == '(':
 			depth++
-			if foldFrom < 0 && strings.HasPrefix(string(rs[i:]), "(?i:") {
+			if foldFrom < 0 && opensFold(rs, i) {
 				foldFrom = depth
 				sb.WriteString("(?i:")
 				i += 3
@@ -158,6 +157,16 @@ func foldCase(pattern string) string {
 	}
 	return sb.String()
 }
+
+// classOpenLen is 2 for "[]...]" (a literal ] first), else 1.
+func classOpenLen(rs []rune, i int) int {
+	if i+1 < len(rs) && rs[i+1] == ']' {
+		return 2
+	}
+	return 1
+}
+
+func opensFold(rs []rune, i int) bool { return strings.HasPrefix(string(rs[i:]), "(?i:") }
 
 // orbitClass is "[...]" of every rune that case-folds together with c.
 func orbitClass(c rune) string {

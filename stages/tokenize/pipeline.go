@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -119,33 +118,12 @@ func parseNormalizer(raw json.RawMessage, where string) (normalizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f, ok := unicodeForms[c.Type]; ok {
+		return unicodeForm{f}, nil
+	}
 	switch c.Type {
 	case "Sequence":
-		var seq normSequence
-		for i, r := range c.Normalizers {
-			n, err := parseNormalizer(r, fmt.Sprintf("%s.normalizers[%d]", where, i))
-			if err != nil {
-				return nil, err
-			}
-			if n != nil {
-				seq = append(seq, n)
-			}
-		}
-		switch len(seq) {
-		case 0:
-			return nil, nil
-		case 1:
-			return seq[0], nil
-		}
-		return seq, nil
-	case "NFC":
-		return unicodeForm{norm.NFC}, nil
-	case "NFD":
-		return unicodeForm{norm.NFD}, nil
-	case "NFKC":
-		return unicodeForm{norm.NFKC}, nil
-	case "NFKD":
-		return unicodeForm{norm.NFKD}, nil
+		return parseNormSequence(c, where)
 	case "Lowercase":
 		return lowercase{}, nil
 	case "Strip":
@@ -168,6 +146,30 @@ func parseNormalizer(raw json.RawMessage, where string) (normalizer, error) {
 	return nil, fmt.Errorf("%s: type %q is not supported (supported: %s)", where, c.Type, supportedNormalizers)
 }
 
+var unicodeForms = map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}
+
+// parseNormSequence returns nil for an empty Sequence, its one normalizer
+// for a Sequence of one.
+func parseNormSequence(c component, where string) (normalizer, error) {
+	var seq normSequence
+	for i, r := range c.Normalizers {
+		n, err := parseNormalizer(r, fmt.Sprintf("%s.normalizers[%d]", where, i))
+		if err != nil {
+			return nil, err
+		}
+		if n != nil {
+			seq = append(seq, n)
+		}
+	}
+	switch len(seq) {
+	case 0:
+		return nil, nil
+	case 1:
+		return seq[0], nil
+	}
+	return seq, nil
+}
+
 // parsePreTokenizer returns the pre-tokenizer and whether its last step is
 // ByteLevel (then the model encodes bytes). ByteLevel anywhere else is
 // refused: later steps would see its byte-level characters.
@@ -181,66 +183,80 @@ func parsePreTokenizer(raw json.RawMessage, where string) (pt preTokenizer, byte
 	}
 	switch c.Type {
 	case "Sequence":
-		var seq preSequence
-		for i, r := range c.Pretokenizers {
-			w := fmt.Sprintf("%s.pretokenizers[%d]", where, i)
-			if byteLevel {
-				return nil, false, fmt.Errorf("%s: ByteLevel must be the last pre-tokenizer; this one follows it", w)
-			}
-			p, bl, err := parsePreTokenizer(r, w)
-			if err != nil {
-				return nil, false, err
-			}
-			byteLevel = bl
-			if p != nil {
-				seq = append(seq, p)
-			}
-		}
-		if len(seq) == 1 {
-			return seq[0], byteLevel, nil
-		}
-		if len(seq) == 0 {
-			return nil, byteLevel, nil
-		}
-		return seq, byteLevel, nil
+		return parsePreSequence(c, where)
 	case "ByteLevel":
-		bl := byteLevelPre{addPrefixSpace: c.AddPrefix != nil && *c.AddPrefix}
-		if c.UseRegex == nil || *c.UseRegex { // use_regex defaults to true
-			re, err := compileRegex(gpt2Pattern)
-			if err != nil {
-				return nil, false, err
-			}
-			bl.regex = &re
-		}
-		return bl, true, nil
+		bl, err := parseByteLevelPre(c)
+		return bl, true, err
 	case "Split":
 		p, err := parsePattern(c, where)
 		if err != nil {
 			return nil, false, err
 		}
-		b, ok := behaviors[c.Behavior]
-		if !ok {
-			return nil, false, fmt.Errorf("%s: behavior %q is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", where, c.Behavior)
-		}
-		return splitPre{pattern: p, behavior: b, invert: c.Invert}, false, nil
+		b, err := behaviorNamed(c.Behavior, where)
+		return splitPre{pattern: p, behavior: b, invert: c.Invert}, false, err
 	case "Metaspace":
 		m, err := parseMetaspace(c, where)
 		return m, false, err
 	case "Digits":
 		return digits{individual: c.Individual}, false, nil
 	case "Punctuation":
-		b := isolated
-		if c.Behavior != "" {
-			var ok bool
-			if b, ok = behaviors[c.Behavior]; !ok {
-				return nil, false, fmt.Errorf("%s: behavior %q is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", where, c.Behavior)
-			}
+		if c.Behavior == "" {
+			return punctuation{isolated}, false, nil
 		}
-		return punctuation{b}, false, nil
+		b, err := behaviorNamed(c.Behavior, where)
+		return punctuation{b}, false, err
 	case "WhitespaceSplit":
 		return whitespaceSplit{}, false, nil
 	}
 	return nil, false, fmt.Errorf("%s: type %q is not supported (supported: %s)", where, c.Type, supportedPreTokenizers)
+}
+
+// parsePreSequence parses a Sequence of pre-tokenizers, of which only the
+// last may be ByteLevel.
+func parsePreSequence(c component, where string) (pt preTokenizer, byteLevel bool, err error) {
+	var seq preSequence
+	for i, r := range c.Pretokenizers {
+		w := fmt.Sprintf("%s.pretokenizers[%d]", where, i)
+		if byteLevel {
+			return nil, false, fmt.Errorf("%s: ByteLevel must be the last pre-tokenizer; this one follows it", w)
+		}
+		p, bl, err := parsePreTokenizer(r, w)
+		if err != nil {
+			return nil, false, err
+		}
+		byteLevel = bl
+		if p != nil {
+			seq = append(seq, p)
+		}
+	}
+	switch len(seq) {
+	case 0:
+		return nil, byteLevel, nil
+	case 1:
+		return seq[0], byteLevel, nil
+	}
+	return seq, byteLevel, nil
+}
+
+func parseByteLevelPre(c component) (byteLevelPre, error) {
+	bl := byteLevelPre{addPrefixSpace: c.AddPrefix != nil && *c.AddPrefix}
+	if c.UseRegex == nil || *c.UseRegex { // use_regex defaults to true
+		re, err := compileRegex(gpt2Pattern)
+		if err != nil {
+			return bl, err
+		}
+		bl.regex = &re
+	}
+	return bl, nil
+}
+
+// behaviorNamed is a Split or Punctuation behavior by name.
+func behaviorNamed(name, where string) (behavior, error) {
+	b, ok := behaviors[name]
+	if !ok {
+		return b, fmt.Errorf("%s: behavior %q is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", where, name)
+	}
+	return b, nil
 }
 
 // parseMetaspace reads replacement, prepend_scheme (default "always"; the
@@ -291,15 +307,7 @@ func parseDecoder(raw json.RawMessage, where string, top bool) (decoder, error) 
 		}
 		return byteLevelDec{}, nil
 	case "Sequence":
-		var seq decSequence
-		for i, r := range c.Decoders {
-			d, err := parseDecoder(r, fmt.Sprintf("%s.decoders[%d]", where, i), false)
-			if err != nil {
-				return nil, err
-			}
-			seq = append(seq, d)
-		}
-		return seq, nil
+		return parseDecSequence(c, where)
 	case "Metaspace":
 		m, err := parseMetaspace(c, where)
 		return metaspaceDec{replacement: m.replacement, scheme: m.scheme}, err
@@ -308,12 +316,11 @@ func parseDecoder(raw json.RawMessage, where string, top bool) (decoder, error) 
 	case "Fuse":
 		return fuseDec{}, nil
 	case "Strip":
-		d := stripDec{start: c.Start, stop: c.Stop}
 		if c.Content == nil || utf8.RuneCountInString(*c.Content) != 1 {
 			return nil, fmt.Errorf("%s: Strip needs a one-character \"content\"", where)
 		}
-		d.content, _ = utf8.DecodeRuneInString(*c.Content)
-		return d, nil
+		r, _ := utf8.DecodeRuneInString(*c.Content)
+		return stripDec{start: c.Start, stop: c.Stop, content: r}, nil
 	case "Replace":
 		p, err := parsePattern(c, where)
 		if err != nil {
@@ -327,11 +334,18 @@ func parseDecoder(raw json.RawMessage, where string, top bool) (decoder, error) 
 	return nil, fmt.Errorf("%s: type %q is not supported (supported: %s)", where, c.Type, supportedDecoders)
 }
 
-// fastPath reports whether the file is one the hand-made path encodes
-// exactly: NFC or no normalizer, Sequence[Split(Qwen or Llama-3 pattern,
-// Isolated), ByteLevel without prefix space or regex], and added tokens
-// that are all matched as written (normalized=false, or no normalizer) with
-// no lstrip, rstrip or single_word. It returns the pattern's digit count.
+func parseDecSequence(c component, where string) (decoder, error) {
+	var seq decSequence
+	for i, r := range c.Decoders {
+		d, err := parseDecoder(r, fmt.Sprintf("%s.decoders[%d]", where, i), false)
+		if err != nil {
+			return nil, err
+		}
+		seq = append(seq, d)
+	}
+	return seq, nil
+}
+
 // fastPath reports whether the file is one the hand-made path encodes
 // exactly: NFC or no normalizer, Sequence[Split(a hand-made pattern,
 // Isolated), ByteLevel without prefix space or regex], and added tokens
@@ -339,30 +353,10 @@ func parseDecoder(raw json.RawMessage, where string, top bool) (decoder, error) 
 // no lstrip, rstrip or single_word. It returns the Qwen/Llama-3 pattern's
 // digit count, or the other tiling matcher (gpt-oss).
 func fastPath(f *tokenizerFile) (digits int, tile tiling, nfc bool, ok bool) {
-	if !isNull(f.Normalizer) {
-		var n component
-		if json.Unmarshal(f.Normalizer, &n) != nil || n.Type != "NFC" {
-			return 0, nil, false, false
-		}
-		nfc = true
-	}
-	var pre component
-	if isNull(f.PreTokenizer) || json.Unmarshal(f.PreTokenizer, &pre) != nil || pre.Type != "Sequence" || len(pre.Pretokenizers) != 2 {
+	if nfc, ok = fastNormalizer(f.Normalizer); !ok {
 		return 0, nil, false, false
 	}
-	var split, bl component
-	if json.Unmarshal(pre.Pretokenizers[0], &split) != nil || json.Unmarshal(pre.Pretokenizers[1], &bl) != nil {
-		return 0, nil, false, false
-	}
-	if split.Type != "Split" || split.Behavior != "Isolated" || split.Invert || len(split.Pattern) != 1 {
-		return 0, nil, false, false
-	}
-	digits, ok = knownPatterns[split.Pattern["Regex"]]
-	if !ok {
-		// A hand-made tiling matcher (gpt-oss) serves the fast path as well.
-		tile, ok = handPatterns[split.Pattern["Regex"]].(tiling)
-	}
-	if !ok || bl.Type != "ByteLevel" || (bl.AddPrefix != nil && *bl.AddPrefix) || bl.UseRegex == nil || *bl.UseRegex {
+	if digits, tile, ok = fastPreTokenizer(f.PreTokenizer); !ok {
 		return 0, nil, false, false
 	}
 	for _, a := range f.AddedTokens {
@@ -371,6 +365,50 @@ func fastPath(f *tokenizerFile) (digits int, tile tiling, nfc bool, ok bool) {
 		}
 	}
 	return digits, tile, nfc, true
+}
+
+// fastNormalizer: none, or NFC.
+func fastNormalizer(raw json.RawMessage) (nfc, ok bool) {
+	if isNull(raw) {
+		return false, true
+	}
+	var n component
+	if json.Unmarshal(raw, &n) != nil || n.Type != "NFC" {
+		return false, false
+	}
+	return true, true
+}
+
+// fastPreTokenizer: Sequence[Split(a hand-made pattern, Isolated),
+// ByteLevel without prefix space or regex].
+func fastPreTokenizer(raw json.RawMessage) (digits int, tile tiling, ok bool) {
+	var pre component
+	if isNull(raw) || json.Unmarshal(raw, &pre) != nil || pre.Type != "Sequence" || len(pre.Pretokenizers) != 2 {
+		return 0, nil, false
+	}
+	var split, bl component
+	if json.Unmarshal(pre.Pretokenizers[0], &split) != nil || json.Unmarshal(pre.Pretokenizers[1], &bl) != nil {
+		return 0, nil, false
+	}
+	if !split.isolatedSplit() || !bl.plainByteLevel() {
+		return 0, nil, false
+	}
+	digits, ok = knownPatterns[split.Pattern["Regex"]]
+	if !ok {
+		// A hand-made tiling matcher (gpt-oss) serves the fast path as well.
+		tile, ok = handPatterns[split.Pattern["Regex"]].(tiling)
+	}
+	return digits, tile, ok
+}
+
+// isolatedSplit: Split with one pattern, Isolated, not inverted.
+func (c *component) isolatedSplit() bool {
+	return c.Type == "Split" && c.Behavior == "Isolated" && !c.Invert && len(c.Pattern) == 1
+}
+
+// plainByteLevel: ByteLevel without prefix space, use_regex false.
+func (c *component) plainByteLevel() bool {
+	return c.Type == "ByteLevel" && (c.AddPrefix == nil || !*c.AddPrefix) && c.UseRegex != nil && !*c.UseRegex
 }
 
 // checkModel refuses BPE options this package does not reproduce.
@@ -392,12 +430,4 @@ func checkModel(m *tokenizerModel, byteLevel bool) error {
 		return errors.New("model.continuing_subword_prefix/end_of_word_suffix with a ByteLevel pre-tokenizer are not supported")
 	}
 	return nil
-}
-
-func describe(r json.RawMessage) string {
-	s := strings.TrimSpace(string(r))
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -58,67 +59,91 @@ func splitBy(p piece, pat splitPattern, b behavior, invert bool, emit func(piece
 	if p.s == "" {
 		return
 	}
+	for _, s := range applyBehavior(findSpans(p.s, pat, invert), b) {
+		if !s.match && s.b > s.a {
+			emit(p.slice(s.a, s.b))
+		}
+	}
+}
+
+// findSpans cuts s into the pattern's matches and the runs between them
+// (find_matches); match is flipped with invert.
+func findSpans(s string, pat splitPattern, invert bool) []span {
 	var spans []span
 	prev := 0
-	for _, m := range pat.find(p.s, nil) {
+	for _, m := range pat.find(s, nil) {
 		if prev != m[0] {
 			spans = append(spans, span{prev, m[0], invert})
 		}
 		spans = append(spans, span{m[0], m[1], !invert})
 		prev = m[1]
 	}
-	if prev != len(p.s) {
-		spans = append(spans, span{prev, len(p.s), invert})
+	if prev != len(s) {
+		spans = append(spans, span{prev, len(s), invert})
 	}
-	var out []span
+	return spans
+}
+
+// applyBehavior keeps, drops (match left true) or glues spans to a
+// neighbour as b says.
+func applyBehavior(spans []span, b behavior) []span {
 	switch b {
 	case isolated:
-		out = spans
-		for i := range out {
-			out[i].match = false
+		for i := range spans {
+			spans[i].match = false
 		}
-	case removed:
-		out = spans
 	case contiguous:
-		previous := false
-		for _, s := range spans {
-			if s.match == previous && len(out) > 0 {
-				out[len(out)-1].b = s.b
-			} else {
-				out = append(out, span{s.a, s.b, false})
-			}
-			previous = s.match
-		}
+		return mergeContiguous(spans)
 	case mergedWithPrevious:
-		previous := false
-		for _, s := range spans {
-			if s.match && !previous && len(out) > 0 {
-				out[len(out)-1].b = s.b
-			} else {
-				out = append(out, span{s.a, s.b, false})
-			}
-			previous = s.match
-		}
+		return mergeWithPrevious(spans)
 	case mergedWithNext:
-		previous := false
-		for i := len(spans) - 1; i >= 0; i-- {
-			s := spans[i]
-			if s.match && !previous && len(out) > 0 {
-				out[len(out)-1].a = s.a
-			} else {
-				out = append(out, span{s.a, s.b, false})
-			}
-			previous = s.match
-		}
-		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-			out[i], out[j] = out[j], out[i]
-		}
+		return mergeWithNext(spans)
 	}
-	for _, s := range out {
-		if !s.match && s.b > s.a {
-			emit(p.slice(s.a, s.b))
+	return spans // removed
+}
+
+func mergeContiguous(spans []span) []span {
+	var out []span
+	previous := false
+	for _, s := range spans {
+		if s.match == previous && len(out) > 0 {
+			out[len(out)-1].b = s.b
+		} else {
+			out = append(out, span{s.a, s.b, false})
 		}
+		previous = s.match
 	}
+	return out
+}
+
+func mergeWithPrevious(spans []span) []span {
+	var out []span
+	previous := false
+	for _, s := range spans {
+		if s.match && !previous && len(out) > 0 {
+			out[len(out)-1].b = s.b
+		} else {
+			out = append(out, span{s.a, s.b, false})
+		}
+		previous = s.match
+	}
+	return out
+}
+
+func mergeWithNext(spans []span) []span {
+	var out []span
+	previous := false
+	for i := len(spans) - 1; i >= 0; i-- {
+		s := spans[i]
+		if s.match && !previous && len(out) > 0 {
+			out[len(out)-1].a = s.a
+		} else {
+			out = append(out, span{s.a, s.b, false})
+		}
+		previous = s.match
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // splitPre is the Split pre-tokenizer.

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -140,7 +139,14 @@ var (
 // testCorpus is the shared corpus of the reference tests and the benchmark.
 func testCorpus(t testing.TB) []string {
 	t.Helper()
-	corpusOnce.Do(func() { corpusTexts, corpusErr = corpus.Build(runtime.GOROOT(), cjkDir()) })
+	corpusOnce.Do(func() {
+		goroot, err := corpus.GoRoot()
+		if err != nil {
+			corpusErr = err
+			return
+		}
+		corpusTexts, corpusErr = corpus.Build(goroot, cjkDir())
+	})
 	if corpusErr != nil {
 		t.Fatal(corpusErr)
 	}

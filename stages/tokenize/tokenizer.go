@@ -174,40 +174,6 @@ func (t *Tokenizer) SpecialTokenVars() map[string]any {
 	return m
 }
 
-// tokenizerFile is the subset of tokenizer.json this package understands;
-// anything else that would change ids is rejected by parseTokenizerJSON.
-type tokenizerFile struct {
-	AddedTokens []struct {
-		ID         int    `json:"id"`
-		Content    string `json:"content"`
-		SingleWord bool   `json:"single_word"`
-		LStrip     bool   `json:"lstrip"`
-		RStrip     bool   `json:"rstrip"`
-		Normalized bool   `json:"normalized"`
-		Special    bool   `json:"special"`
-	} `json:"added_tokens"`
-	Normalizer    json.RawMessage `json:"normalizer"`
-	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
-	PostProcessor json.RawMessage `json:"post_processor"`
-	Decoder       json.RawMessage `json:"decoder"`
-	Model         tokenizerModel
-}
-
-type tokenizerModel struct {
-	Type                    string
-	Dropout                 *float64
-	UnkToken                *string
-	ContinuingSubwordPrefix *string
-	EndOfWordSuffix         *string
-	ByteFallback            bool
-	FuseUnk                 bool
-	IgnoreMerges            bool
-	Vocab                   map[string]int
-	vocabEmpty              bool // {} (or not an object)
-	vocabNotObject          bool
-	vocabRaw                []byte // CheckFile: the vocab object, not decoded
-}
-
 // The split patterns whose semantics pretokenize.go implements, keyed by the
 // exact regex in tokenizer.json, valued by the maximum digits per piece.
 var knownPatterns = map[string]int{
@@ -320,13 +286,25 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	t.ignoreMerges = m.IgnoreMerges
+	addedIDs := assignAddedIDs(&f)
+	if err := t.setVocab(m, addedIDs); err != nil {
+		return nil, err
+	}
+	if err := t.setModel(m, merges); err != nil {
+		return nil, err
+	}
+	t.setAddedTokens(&f, addedIDs)
+	t.cache.init()
+	return t, nil
+}
 
-	// Ids: model vocab plus added tokens; the table is as long as the largest id.
+// setVocab fills the id tables from the model's vocabulary; they are as
+// long as the largest id, added tokens' included.
+func (t *Tokenizer) setVocab(m *tokenizerModel, addedIDs []int) error {
 	maxID := -1
 	for _, id := range m.Vocab {
 		maxID = max(maxID, id)
 	}
-	addedIDs := assignAddedIDs(&f)
 	for _, id := range addedIDs {
 		maxID = max(maxID, id)
 	}
@@ -335,85 +313,76 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	t.vocab = m.Vocab
 	for tok, id := range m.Vocab {
 		if id < 0 {
-			return nil, fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
+			return fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
 		}
-		// tokenBytes is what a token covers of the text the model saw: raw
-		// bytes with ByteLevel, else the token as written (a <0xXX> byte
-		// token: its byte).
-		b, ok := tok, true
-		if t.byteLevel {
-			b, ok = byteLevelDecode(tok)
-		} else if c, isByte := byteToken(tok); isByte && m.ByteFallback {
-			b = string([]byte{c})
-		}
-		if !ok {
-			// Model tokens outside the byte-level alphabet can never be
-			// produced by encoding; keep them decodable as written.
-			b = tok
-		}
-		t.tokenBytes[id] = b
+		t.tokenBytes[id] = t.coveredBytes(m, tok)
 		t.tokens[id] = tok
 	}
+	return nil
+}
+
+// coveredBytes is what a token covers of the text the model saw: raw bytes
+// with ByteLevel, else the token as written (a <0xXX> byte token: its
+// byte). Model tokens outside the byte-level alphabet can never be
+// produced by encoding; they stay decodable as written.
+func (t *Tokenizer) coveredBytes(m *tokenizerModel, tok string) string {
+	if t.byteLevel {
+		if b, ok := byteLevelDecode(tok); ok {
+			return b
+		}
+		return tok
+	}
+	if c, isByte := byteToken(tok); isByte && m.ByteFallback {
+		return string([]byte{c})
+	}
+	return tok
+}
+
+// setModel sets the byte ids (ByteLevel) or the character model, and the
+// merges.
+func (t *Tokenizer) setModel(m *tokenizerModel, merges [][2]string) error {
 	if t.byteLevel {
 		for b := 0; b < 256; b++ {
 			id, ok := m.Vocab[string(byteToRune[b])]
 			if !ok {
-				return nil, fmt.Errorf("model.vocab has no token for byte 0x%02x (%q); a ByteLevel pre-tokenizer needs all 256", b, string(byteToRune[b]))
+				return fmt.Errorf("model.vocab has no token for byte 0x%02x (%q); a ByteLevel pre-tokenizer needs all 256", b, string(byteToRune[b]))
 			}
 			t.byteID[b] = int32(id)
 		}
 	} else if err := t.initCharModel(m); err != nil {
-		return nil, err
+		return err
 	}
 	prefix := ""
 	if m.ContinuingSubwordPrefix != nil {
 		prefix = *m.ContinuingSubwordPrefix
 	}
 	if err := t.setMerges(merges, m.Vocab, prefix); err != nil {
-		return nil, err
+		return err
 	}
-	if c := t.char; c != nil {
-		_, hasMeta := c.charID[meta]
-		c.splitAtMeta = hasMeta && !t.ignoreMerges && c.prefix == "" && c.suffix == ""
-		c.unsafePrev = map[rune]bool{}
-		for _, p := range merges {
-			c.noteMerge(p[0] + p[1])
-		}
-		c.fallbackSafe = !c.unsafePrev['>']
-		if m.UnkToken != nil {
-			r, _ := utf8.DecodeLastRuneInString(*m.UnkToken)
-			c.fallbackSafe = c.fallbackSafe && !c.unsafePrev[r]
-		}
+	if t.char != nil {
+		t.char.noteMerges(m, merges, t.ignoreMerges)
 	}
+	return nil
+}
 
-	t.added.ids = map[string]int{}
-	t.added.content = map[int]string{}
-	t.added.decodeForm = map[int]string{}
-	// A later entry with the same content replaces an earlier one's options
-	// (AddedVocabulary::add_tokens).
-	var tokens []addedToken
-	at := map[int]int{} // id -> index in tokens
-	normalized := map[int]bool{}
-	for i, a := range f.AddedTokens {
-		id := addedIDs[i]
-		if id < 0 {
-			continue // empty content: Hugging Face skips it
-		}
-		t.added.ids[a.Content] = id
-		t.added.content[id] = a.Content
-		t.tokenBytes[id] = a.Content
-		if a.Special {
-			t.special[id] = true
-		}
-		tok := addedToken{content: a.Content, id: id, lstrip: a.LStrip, rstrip: a.RStrip, singleWord: a.SingleWord}
-		normalized[id] = a.Normalized
-		if k, ok := at[id]; ok {
-			tokens[k] = tok
-			continue
-		}
-		at[id] = len(tokens)
-		tokens = append(tokens, tok)
+// noteMerges records what the character model must know of the merges.
+func (c *charModel) noteMerges(m *tokenizerModel, merges [][2]string, ignoreMerges bool) {
+	_, hasMeta := c.charID[meta]
+	c.splitAtMeta = hasMeta && !ignoreMerges && c.prefix == "" && c.suffix == ""
+	c.unsafePrev = map[rune]bool{}
+	for _, p := range merges {
+		c.noteMerge(p[0] + p[1])
 	}
+	c.fallbackSafe = !c.unsafePrev['>']
+	if m.UnkToken != nil {
+		r, _ := utf8.DecodeLastRuneInString(*m.UnkToken)
+		c.fallbackSafe = c.fallbackSafe && !c.unsafePrev[r]
+	}
+}
+
+// setAddedTokens builds the added-token tables and matchers.
+func (t *Tokenizer) setAddedTokens(f *tokenizerFile, addedIDs []int) {
+	tokens, normalized := t.addedTokens(f, addedIDs)
 	var raw, normd []addedToken
 	for _, tok := range tokens {
 		if t.pipe == nil {
@@ -451,8 +420,40 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		t.pipe.raw.build(raw)
 		t.pipe.norm.build(normd)
 	}
-	t.cache.init()
-	return t, nil
+}
+
+// addedTokens fills the added-token id tables and returns the tokens, one
+// per id, with whether each is matched in normalized text. A later entry
+// with the same content replaces an earlier one's options
+// (AddedVocabulary::add_tokens).
+func (t *Tokenizer) addedTokens(f *tokenizerFile, addedIDs []int) ([]addedToken, map[int]bool) {
+	t.added.ids = map[string]int{}
+	t.added.content = map[int]string{}
+	t.added.decodeForm = map[int]string{}
+	var tokens []addedToken
+	at := map[int]int{} // id -> index in tokens
+	normalized := map[int]bool{}
+	for i, a := range f.AddedTokens {
+		id := addedIDs[i]
+		if id < 0 {
+			continue // empty content: Hugging Face skips it
+		}
+		t.added.ids[a.Content] = id
+		t.added.content[id] = a.Content
+		t.tokenBytes[id] = a.Content
+		if a.Special {
+			t.special[id] = true
+		}
+		tok := addedToken{content: a.Content, id: id, lstrip: a.LStrip, rstrip: a.RStrip, singleWord: a.SingleWord}
+		normalized[id] = a.Normalized
+		if k, ok := at[id]; ok {
+			tokens[k] = tok
+			continue
+		}
+		at[id] = len(tokens)
+		tokens = append(tokens, tok)
+	}
+	return tokens, normalized
 }
 
 // assignAddedIDs gives each added token the id Hugging Face gives it when
@@ -557,42 +558,8 @@ func (t *Tokenizer) loadConfig(dir string) error {
 	case err != nil:
 		return err
 	default:
-		var cfg map[string]json.RawMessage
-		if err := json.Unmarshal(data, &cfg); err != nil {
-			return fmt.Errorf("%s: not a JSON object: %w", path, err)
-		}
-		if raw, ok := cfg["chat_template"]; ok && string(raw) != "null" {
-			tmpl, err := parseChatTemplateField(raw)
-			if err != nil {
-				return fmt.Errorf("%s: chat_template: %w", path, err)
-			}
-			t.chatTemplate = tmpl
-		}
-		for _, key := range []string{"bos_token", "eos_token", "unk_token", "pad_token"} {
-			raw, ok := cfg[key]
-			if !ok || string(raw) == "null" {
-				continue
-			}
-			s, err := specialTokenContent(raw)
-			if err != nil {
-				return fmt.Errorf("%s: %s: %w", path, key, err)
-			}
-			t.specialVars[key] = s
-		}
-		if raw, ok := cfg["additional_special_tokens"]; ok && string(raw) != "null" {
-			var list []json.RawMessage
-			if err := json.Unmarshal(raw, &list); err != nil {
-				return fmt.Errorf("%s: additional_special_tokens: want a list: %w", path, err)
-			}
-			var names []any
-			for i, r := range list {
-				s, err := specialTokenContent(r)
-				if err != nil {
-					return fmt.Errorf("%s: additional_special_tokens[%d]: %w", path, i, err)
-				}
-				names = append(names, s)
-			}
-			t.specialVars["additional_special_tokens"] = names
+		if err := t.readConfig(path, data); err != nil {
+			return err
 		}
 	}
 	jpath := filepath.Join(dir, "chat_template.jinja")
@@ -602,6 +569,59 @@ func (t *Tokenizer) loadConfig(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// readConfig takes the chat template and the special tokens' names from
+// tokenizer_config.json (at path).
+func (t *Tokenizer) readConfig(path string, data []byte) error {
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return fmt.Errorf("%s: not a JSON object: %w", path, err)
+	}
+	if raw, ok := cfg["chat_template"]; ok && string(raw) != "null" {
+		tmpl, err := parseChatTemplateField(raw)
+		if err != nil {
+			return fmt.Errorf("%s: chat_template: %w", path, err)
+		}
+		t.chatTemplate = tmpl
+	}
+	for _, key := range []string{"bos_token", "eos_token", "unk_token", "pad_token"} {
+		raw, ok := cfg[key]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		s, err := specialTokenContent(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", path, key, err)
+		}
+		t.specialVars[key] = s
+	}
+	if raw, ok := cfg["additional_special_tokens"]; ok && string(raw) != "null" {
+		names, err := specialTokenList(raw)
+		if err != nil {
+			return fmt.Errorf("%s: additional_special_tokens%w", path, err)
+		}
+		t.specialVars["additional_special_tokens"] = names
+	}
+	return nil
+}
+
+// specialTokenList reads additional_special_tokens; its errors start with
+// the element's index, or ": want a list".
+func specialTokenList(raw json.RawMessage) ([]any, error) {
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf(": want a list: %w", err)
+	}
+	var names []any
+	for i, r := range list {
+		s, err := specialTokenContent(r)
+		if err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
+		}
+		names = append(names, s)
+	}
+	return names, nil
 }
 
 // parseChatTemplateField accepts a template string or the list form

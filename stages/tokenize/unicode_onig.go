@@ -65,22 +65,9 @@ func onigPattern(pattern string) string {
 		c := pattern[i]
 		switch {
 		case c == '\\' && i+1 < len(pattern):
-			if pattern[i+1] == 'p' && i+2 < len(pattern) && pattern[i+2] == '{' {
-				if end := strings.IndexByte(pattern[i:], '}'); end > 0 {
-					name := pattern[i+3 : i+end]
-					if t, ok := onigExtra[name]; ok {
-						if !inClass {
-							sb.WriteByte('[')
-						}
-						sb.WriteString(pattern[i : i+end+1])
-						writeRanges(&sb, t)
-						if !inClass {
-							sb.WriteByte(']')
-						}
-						i += end
-						continue
-					}
-				}
+			if n := writeOnigClass(&sb, pattern[i:], inClass); n > 0 {
+				i += n - 1
+				continue
 			}
 			sb.WriteByte(c)
 			sb.WriteByte(pattern[i+1])
@@ -90,20 +77,51 @@ func onigPattern(pattern string) string {
 			inClass = false
 		case !inClass && c == '[':
 			inClass = true
-			sb.WriteByte(c)
-			if i+1 < len(pattern) && pattern[i+1] == '^' {
-				sb.WriteByte('^')
-				i++
-			}
-			if i+1 < len(pattern) && pattern[i+1] == ']' { // a literal ] first
-				sb.WriteByte(']')
-				i++
-			}
+			i += writeClassOpen(&sb, pattern[i:]) - 1
 			continue
 		}
 		sb.WriteByte(c)
 	}
 	return sb.String()
+}
+
+// writeOnigClass writes s's leading \p{X}, when X has additions, with
+// them, and returns its length; 0 (nothing written) for any other escape.
+func writeOnigClass(sb *strings.Builder, s string, inClass bool) int {
+	if !strings.HasPrefix(s, `\p{`) {
+		return 0
+	}
+	end := strings.IndexByte(s, '}')
+	if end <= 0 {
+		return 0
+	}
+	t, ok := onigExtra[s[3:end]]
+	if !ok {
+		return 0
+	}
+	if !inClass {
+		sb.WriteByte('[')
+	}
+	sb.WriteString(s[:end+1])
+	writeRanges(sb, t)
+	if !inClass {
+		sb.WriteByte(']')
+	}
+	return end + 1
+}
+
+// writeClassOpen writes the start of the class s begins with: "[", "[^",
+// with a literal "]" first if there is one; it returns the bytes written.
+func writeClassOpen(sb *strings.Builder, s string) int {
+	n := 1
+	if n < len(s) && s[n] == '^' {
+		n++
+	}
+	if n < len(s) && s[n] == ']' {
+		n++
+	}
+	sb.WriteString(s[:n])
+	return n
 }
 
 func writeRanges(sb *strings.Builder, t *unicode.RangeTable) {

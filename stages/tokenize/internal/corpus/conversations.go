@@ -83,47 +83,48 @@ func Conversations(n int) []Conversation {
 	}
 	out := make([]Conversation, 0, n)
 	for i := 0; i < n; i++ {
-		var msgs []any
-		var tools []any
-		if rng.IntN(4) == 0 {
-			tools = []any{toolSchema(rng, "get_weather"), toolSchema(rng, "search_web")}
-		}
-		if rng.IntN(2) == 0 {
-			msgs = append(msgs, obj{{"role", "system"}, {"content", pick()}})
-		}
-		turns := 1 + rng.IntN(4)
-		for t := 0; t < turns; t++ {
-			msgs = append(msgs, obj{{"role", "user"}, {"content", pick()}})
-			if tools != nil && rng.IntN(2) == 0 {
-				msgs = append(msgs, toolCallTurn(rng, pick()))
-				for k, m := 0, 1+rng.IntN(2); k < m; k++ {
-					msgs = append(msgs, obj{{"role", "tool"}, {"content", fmt.Sprintf(`{"result": %d, "note": %q}`, rng.IntN(100), pick())}})
-				}
-			}
-			if t == turns-1 && rng.IntN(4) == 0 {
-				break // ends on a user turn: a generation prompt
-			}
-			msgs = append(msgs, assistantTurn(rng, pick(), pick()))
-		}
-		c := Conversation{AddGenerationPrompt: rng.IntN(4) == 0}
-		switch rng.IntN(3) {
-		case 1:
-			c.EnableThinking = new(bool)
-			*c.EnableThinking = true
-		case 2:
-			c.EnableThinking = new(bool)
-		}
-		c.Messages, _ = json.Marshal(msgs)
-		if tools != nil {
-			c.Tools, _ = json.Marshal(tools)
-		}
-		out = append(out, c)
+		out = append(out, conversation(rng, pick))
 	}
 	return out
 }
 
-func validEnd(s string) bool {
-	return json.Valid([]byte(fmt.Sprintf("%q", s))) && strings.ToValidUTF8(s, "\uFFFD") == s
+// conversation draws one conversation from rng, its texts from pick.
+func conversation(rng *rand.Rand, pick func() string) Conversation {
+	var msgs []any
+	var tools []any
+	if rng.IntN(4) == 0 {
+		tools = []any{toolSchema(rng, "get_weather"), toolSchema(rng, "search_web")}
+	}
+	if rng.IntN(2) == 0 {
+		msgs = append(msgs, obj{{"role", "system"}, {"content", pick()}})
+	}
+	turns := 1 + rng.IntN(4)
+	for t := 0; t < turns; t++ {
+		msgs = append(msgs, obj{{"role", "user"}, {"content", pick()}})
+		if tools != nil && rng.IntN(2) == 0 {
+			msgs = append(msgs, toolCallTurn(rng, pick()))
+			for k, m := 0, 1+rng.IntN(2); k < m; k++ {
+				msgs = append(msgs, obj{{"role", "tool"}, {"content", fmt.Sprintf(`{"result": %d, "note": %q}`, rng.IntN(100), pick())}})
+			}
+		}
+		if t == turns-1 && rng.IntN(4) == 0 {
+			break // ends on a user turn: a generation prompt
+		}
+		msgs = append(msgs, assistantTurn(rng, pick(), pick()))
+	}
+	c := Conversation{AddGenerationPrompt: rng.IntN(4) == 0}
+	switch rng.IntN(3) {
+	case 1:
+		c.EnableThinking = new(bool)
+		*c.EnableThinking = true
+	case 2:
+		c.EnableThinking = new(bool)
+	}
+	c.Messages, _ = json.Marshal(msgs)
+	if tools != nil {
+		c.Tools, _ = json.Marshal(tools)
+	}
+	return c
 }
 
 func assistantTurn(rng *rand.Rand, answer, thinking string) obj {

@@ -11,25 +11,45 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
 )
 
+// GoRoot is the GOROOT of the go command on PATH (`go env GOROOT`), whose
+// sources the corpus reads; runtime.GOROOT is deprecated, and says where
+// the test binary was built, not where Go is.
+func GoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return "", fmt.Errorf("corpus: go env GOROOT: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // Build returns the corpus. goroot is a Go installation (its src/ and doc/
 // are read); cjkDir, if not empty, is a directory of *-utf8.txt files such as
 // Python's Lib/test/cjkencodings. Every string is valid UTF-8.
 func Build(goroot, cjkDir string) ([]string, error) {
+	src, err := goSources(goroot)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	add := func(s string) {
+	for _, s := range slices.Concat(src, goDocs(goroot), cjkTexts(cjkDir)) {
 		if s != "" && utf8.ValidString(s) {
 			out = append(out, s)
 		}
 	}
+	return append(out, Generated(1200)...), nil
+}
 
-	// Go sources: every 6th file in lexical order, cut to at most 12 KB at a
-	// line boundary, so the corpus is a few MB of real code and comments.
+// goSources: every 6th file in lexical order, cut to at most 12 KB at a
+// line boundary, so the corpus is a few MB of real code and comments.
+func goSources(goroot string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(filepath.Join(goroot, "src"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -44,43 +64,47 @@ func Build(goroot, cjkDir string) ([]string, error) {
 		return nil, fmt.Errorf("corpus: reading Go sources: %w", err)
 	}
 	sort.Strings(files)
+	var out []string
 	for i := 0; i < len(files); i += 6 {
 		data, err := os.ReadFile(files[i])
 		if err != nil {
 			return nil, err
 		}
-		add(cut(string(data), 12<<10))
+		out = append(out, cut(string(data), 12<<10))
 	}
+	return out, nil
+}
 
-	// Prose: the Go spec and memory model in ~6 KB chunks.
+// goDocs: prose, the Go spec and memory model in ~6 KB chunks.
+func goDocs(goroot string) []string {
+	var out []string
 	for _, name := range []string{"go_spec.html", "go_mem.html", "godebug.md", "asm.html"} {
 		data, err := os.ReadFile(filepath.Join(goroot, "doc", name))
 		if err != nil {
 			continue
 		}
-		for _, chunk := range chunks(string(data), 6<<10) {
-			add(chunk)
-		}
+		out = append(out, chunks(string(data), 6<<10)...)
 	}
+	return out
+}
 
-	// CJK prose, by paragraph and whole.
-	if cjkDir != "" {
-		names, _ := filepath.Glob(filepath.Join(cjkDir, "*-utf8.txt"))
-		sort.Strings(names)
-		for _, name := range names {
-			data, err := os.ReadFile(name)
-			if err != nil {
-				continue
-			}
-			add(string(data))
-			for _, para := range strings.Split(string(data), "\n\n") {
-				add(para)
-			}
-		}
+// cjkTexts: CJK prose, by paragraph and whole; none without a directory.
+func cjkTexts(dir string) []string {
+	if dir == "" {
+		return nil
 	}
-
-	out = append(out, Generated(1200)...)
-	return out, nil
+	var out []string
+	names, _ := filepath.Glob(filepath.Join(dir, "*-utf8.txt"))
+	sort.Strings(names)
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		out = append(out, string(data))
+		out = append(out, strings.Split(string(data), "\n\n")...)
+	}
+	return out
 }
 
 // cut returns s up to max bytes, ending at a newline when there is one.

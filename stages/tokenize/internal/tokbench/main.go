@@ -28,31 +28,61 @@ import (
 	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )
 
+// writeJSONL writes texts to path as JSON strings, one a line.
+func writeJSONL(path string, texts []string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, s := range texts {
+		b, _ := json.Marshal(s)
+		w.Write(b)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// encodeAll encodes texts into ids, on GOMAXPROCS goroutines if parallel.
+func encodeAll(tok *tokenize.Tokenizer, texts []string, ids [][]int, parallel bool) {
+	if !parallel {
+		for i, s := range texts {
+			ids[i] = tok.Encode(s)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(texts); i = int(next.Add(1) - 1) {
+				ids[i] = tok.Encode(texts[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func main() {
 	model := flag.String("tokenizer", "", "model directory")
 	writeCorpus := flag.String("write-corpus", "", "write the corpus as JSONL to this file and exit")
 	parallel := flag.Bool("parallel", false, "encode on GOMAXPROCS goroutines")
 	rounds := flag.Int("rounds", 3, "passes over the corpus; the best is reported")
 	flag.Parse()
-	texts, err := corpus.Build(runtime.GOROOT(), cjkDir())
+	goroot, err := corpus.GoRoot()
+	if err != nil {
+		fail(err)
+	}
+	texts, err := corpus.Build(goroot, cjkDir())
 	if err != nil {
 		fail(err)
 	}
 	if *writeCorpus != "" {
-		f, err := os.Create(*writeCorpus)
-		if err != nil {
-			fail(err)
-		}
-		w := bufio.NewWriter(f)
-		for _, s := range texts {
-			b, _ := json.Marshal(s)
-			w.Write(b)
-			w.WriteByte('\n')
-		}
-		if err := w.Flush(); err != nil {
-			fail(err)
-		}
-		if err := f.Close(); err != nil {
+		if err := writeJSONL(*writeCorpus, texts); err != nil {
 			fail(err)
 		}
 		return
@@ -70,24 +100,7 @@ func main() {
 	for r := 0; r < *rounds; r++ {
 		cpu0 := cpuSeconds()
 		t0 := time.Now()
-		if *parallel {
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			for range runtime.GOMAXPROCS(0) {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := int(next.Add(1) - 1); i < len(texts); i = int(next.Add(1) - 1) {
-						ids[i] = tok.Encode(texts[i])
-					}
-				}()
-			}
-			wg.Wait()
-		} else {
-			for i, s := range texts {
-				ids[i] = tok.Encode(s)
-			}
-		}
+		encodeAll(tok, texts, ids, *parallel)
 		bestWall = min(bestWall, time.Since(t0).Seconds())
 		bestCPU = min(bestCPU, cpuSeconds()-cpu0)
 	}
