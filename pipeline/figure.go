@@ -175,10 +175,9 @@ func formatNumber(v float64, unit string) string {
 	return FormatCount(v)
 }
 
-// FormatCount shows a count exactly below 100000 and as 1.23M above.
-//
-// Deprecated: use internal/numfmt.Count; number formatting is the
-// commands' business, not the pipeline's.
+// FormatCount shows a count exactly below 100000 and as 1.23M above. It
+// is numfmt.Count, where number formatting now lives; it goes once live
+// calls that.
 func FormatCount(v float64) string { return numfmt.Count(v) }
 
 // splitLabels are labels that tell apart parts of one figure (errors by
