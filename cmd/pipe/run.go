@@ -454,6 +454,92 @@ type runSettings struct {
 	hashCheck bool
 }
 
+// serveMetrics serves the Prometheus metrics on addr (--metrics-addr),
+// if given, and says where; nil when not asked for.
+func serveMetrics(errOut io.Writer, rl *runLog, addr string) (*runMetrics, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	metrics, err := startMetrics(addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(errOut, "pipe: metrics on http://%s/metrics\n", metrics.Addr())
+	rl.Info("serving metrics", "addr", metrics.Addr())
+	if w := metricsExposure(addr); w != "" {
+		fmt.Fprintf(errOut, "pipe: warning: %s\n", w)
+		rl.Warn(w)
+	}
+	return metrics, nil
+}
+
+// signalActions is what the signals of a run do: the first Ctrl-C (or
+// SIGTERM) drains, the second (or pipe stop --now) stops at once, the
+// third gives up waiting.
+type signalActions struct {
+	detached bool   // started by --detach: pipe stop, not Ctrl-C
+	runDir   string // for the pipe stop --now hint
+	done     <-chan struct{}
+	drain    func() // stop intake, commit what was processed
+	now      func() // stop at once
+	giveUp   func() // return without waiting for the run
+}
+
+// handleSignals runs the actions for the signals and stop requests of
+// std, until a.done is closed or it gave up.
+func handleSignals(std *stdio, errOut io.Writer, a signalActions) {
+	n := 0
+	stopAtOnce := func() {
+		fmt.Fprintln(errOut, "\npipe: stopping at once")
+		a.now()
+	}
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-std.StopNow:
+			// pipe stop --now: at once, however often asked.
+			if n < 2 {
+				if n == 0 {
+					a.drain() // commit what was processed first
+				}
+				n = 2
+				stopAtOnce()
+			}
+		case <-std.Signals:
+			n++
+			switch n {
+			case 1:
+				again := "press Ctrl-C again to stop at once"
+				if a.detached {
+					again = "pipe stop --now " + shellJoin([]string{pipeline.DisplayPath(a.runDir)}) + " stops at once"
+				}
+				fmt.Fprintf(errOut, "\npipe: stopping intake and draining in-flight work; %s\n", again)
+				a.drain()
+			case 2:
+				stopAtOnce()
+			default:
+				a.giveUp()
+				return
+			}
+		}
+	}
+}
+
+// endState is the state a run ended in, for status.json and the
+// notifications.
+func endState(sum *pipeline.Summary, runErr error) string {
+	switch {
+	case runErr != nil && errors.Is(runErr, pipeline.ErrStopped):
+		return stateStopped
+	case runErr != nil:
+		return stateFailed
+	case sum.Drained:
+		return stateStopped
+	}
+	return stateFinished
+}
+
 // statusEvery is how often status.json is replaced during a run.
 const statusEvery = 2 * time.Second
 
@@ -540,21 +626,15 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		errOut = term
 	}
 	fmt.Fprintf(errOut, "pipe: running %s; log in %s\n", plan.File.Path, logPath)
-	var metrics *runMetrics
-	if rs.metricsAddr != "" {
-		if metrics, err = startMetrics(rs.metricsAddr); err != nil {
-			if term != nil {
-				term.stop(nil)
-			}
-			return &exitError{code: exitUsage, err: err}
+	metrics, err := serveMetrics(errOut, rl, rs.metricsAddr)
+	if err != nil {
+		if term != nil {
+			term.stop(nil)
 		}
+		return &exitError{code: exitUsage, err: err}
+	}
+	if metrics != nil {
 		defer metrics.close()
-		fmt.Fprintf(errOut, "pipe: metrics on http://%s/metrics\n", metrics.Addr())
-		rl.Info("serving metrics", "addr", metrics.Addr())
-		if w := metricsExposure(rs.metricsAddr); w != "" {
-			fmt.Fprintf(errOut, "pipe: warning: %s\n", w)
-			rl.Warn(w)
-		}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -570,45 +650,15 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	defer grace.Stop()
 	sigDone := make(chan struct{})
 	defer close(sigDone)
-	go func() {
-		n := 0
-		stopAtOnce := func() {
-			fmt.Fprintln(errOut, "\npipe: stopping at once")
+	go handleSignals(std, errOut, signalActions{
+		detached: rs.detached, runDir: plan.File.RunDir, done: sigDone,
+		drain: func() { close(stop) },
+		now: func() {
 			cancel()
 			grace.Reset(stopGrace)
-		}
-		for {
-			select {
-			case <-sigDone:
-				return
-			case <-std.StopNow:
-				// pipe stop --now: at once, however often asked.
-				if n < 2 {
-					if n == 0 {
-						close(stop) // commit what was processed first
-					}
-					n = 2
-					stopAtOnce()
-				}
-			case <-std.Signals:
-				n++
-				switch n {
-				case 1:
-					again := "press Ctrl-C again to stop at once"
-					if rs.detached {
-						again = "pipe stop --now " + shellJoin([]string{pipeline.DisplayPath(plan.File.RunDir)}) + " stops at once"
-					}
-					fmt.Fprintf(errOut, "\npipe: stopping intake and draining in-flight work; %s\n", again)
-					close(stop)
-				case 2:
-					stopAtOnce()
-				default:
-					closeGiveUp()
-					return
-				}
-			}
-		}
-	}()
+		},
+		giveUp: closeGiveUp,
+	})
 
 	lv := newLive(plan)
 	status := newStatusWriter(plan, rs.fingerprint)
@@ -727,15 +777,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	openedOnce.Do(func() { close(opened) })
 	starting.Wait() // no "running" after the final state
 	sum, runErr := res.sum, res.err
-	state := stateFinished
-	switch {
-	case runErr != nil && errors.Is(runErr, pipeline.ErrStopped):
-		state = stateStopped
-	case runErr != nil:
-		state = stateFailed
-	case sum.Drained:
-		state = stateStopped
-	}
+	state := endState(sum, runErr)
 	lv.add(sum)
 	ls := lv.status()
 	nowStatus.Store(ls)
