@@ -3,11 +3,12 @@ package pipeline
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pipe-dev/pipe/internal/numfmt"
 )
 
 // FigureKind says how a figure behaves, and so how the terminal, status.json,
@@ -184,26 +185,10 @@ func formatNumber(v float64, unit string) string {
 	return FormatCount(v)
 }
 
-// FormatCount shows a count exactly below 100000 and as 1.23M above;
-// fractions with at most two decimals.
-func FormatCount(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 1e9:
-		return strconv.FormatFloat(v/1e9, 'f', 2, 64) + "G"
-	case a >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'f', 2, 64) + "M"
-	case a >= 1e5:
-		return strconv.FormatFloat(v/1e3, 'f', 1, 64) + "K"
-	case v == math.Trunc(v):
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
-}
+// FormatCount shows a count exactly below 100000 and as 1.23M above. It
+// is numfmt.Count, where number formatting now lives; it goes once live
+// calls that.
+func FormatCount(v float64) string { return numfmt.Count(v) }
 
 // splitLabels are labels that tell apart parts of one figure (errors by
 // class, rows by source) rather than the thing it is about (a server): they

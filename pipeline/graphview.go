@@ -6,20 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pipe-dev/pipe/internal/numfmt"
 )
 
-// HumanBytes is n bytes for a person: "12.3 MiB".
-func HumanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+// HumanBytes is n bytes for a person: "12.3 MiB". It is numfmt.Bytes,
+// where number formatting now lives; it goes once inspect, live, verify
+// and upload-s3 call that.
+func HumanBytes(n int64) string { return numfmt.Bytes(n) }
 
 // DisplayPath shows an absolute path relative to the working directory when
 // it lies below it, so output is short and the same on every machine.

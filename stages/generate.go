@@ -152,9 +152,9 @@ type generateConfig struct {
 	HeadersEnv map[string]string `toml:"headers_env" op:"true" doc:"extra headers sent with every request to every server, each value read from an environment variable: {\"X-Header-Name\" = \"VAR\"}; unset or empty fails the run at start; not Authorization (use api_key_env) nor the headers the client sets itself (default: none)"`
 	// Concurrency is the requests in flight per server, or "auto".
 	// Default 48.
-	Concurrency concurrencySetting `toml:"concurrency" op:"true" default:"48" doc:"requests in flight per server, 1..4096, or \"auto\": each server's limit follows what it can run (raised while its queue stays empty, lowered when it queues or answers 503, within its max_running_requests), from 16 up to max_concurrency (default 48)"`
+	Concurrency concurrencySetting `toml:"concurrency" op:"true" default:"48" doc:"requests in flight per server, 1..4096, or \"auto\": each server's limit follows what it can run (raised while its queue stays empty, lowered when it queues or answers 503, within its max_running_requests), from 16 up to max_concurrency"`
 	// MaxConcurrency is the ceiling of concurrency = "auto".
-	MaxConcurrency int `toml:"max_concurrency" op:"true" default:"256" min:"1" max:"4096" doc:"with concurrency = \"auto\": the most requests in flight per server (default 256)"`
+	MaxConcurrency int `toml:"max_concurrency" op:"true" default:"256" min:"1" max:"4096" doc:"with concurrency = \"auto\": the most requests in flight per server"`
 	// API is "chat" (default) or "generate".
 	API string `toml:"api" default:"chat" enum:"chat|generate" doc:"\"chat\": /v1/chat/completions, the server renders the template (default); \"generate\": native /generate with input_ids rendered from tokenizer"`
 	// Model is the model name sent on the chat API. Default: the servers'.
@@ -178,20 +178,20 @@ type generateConfig struct {
 	PresencePenalty   *float64 `toml:"presence_penalty" min:"-2" max:"2" doc:"presence penalty (default: the server's)"`
 	FrequencyPenalty  *float64 `toml:"frequency_penalty" min:"-2" max:"2" doc:"frequency penalty (default: the server's)"`
 	// EnableThinking turns the model's thinking on. Default true.
-	EnableThinking bool `toml:"enable_thinking" default:"true" doc:"let the model think before answering (default true)"`
+	EnableThinking bool `toml:"enable_thinking" default:"true" doc:"let the model think before answering"`
 	// SystemPrompt is prepended to conversations without a system message.
 	SystemPrompt string `toml:"system_prompt" doc:"system message for conversations that have none (default: none); recorded with each completion"`
 	// Turns is "last" (default) or "all".
 	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the last user turn, history as given (default); \"all\": regenerate every assistant turn in order on one server, each appended with its answer only"`
 
-	MaxAttempts     int               `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed (default 5)"`
-	RequestTimeout  pipeline.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones (default 30m)"`
-	StallTimeout    pipeline.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers (default 5m)"`
-	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run (default 10m)"`
-	ProbeInterval   pipeline.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission (default 5s)"`
-	BackoffMin      pipeline.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter (default 100ms)"`
-	BackoffMax      pipeline.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"longest retry wait (default 10s)"`
-	BreakerFailures int               `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds (default 5)"`
+	MaxAttempts     int               `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed"`
+	RequestTimeout  pipeline.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones"`
+	StallTimeout    pipeline.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers"`
+	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run"`
+	ProbeInterval   pipeline.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission"`
+	BackoffMin      pipeline.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter"`
+	BackoffMax      pipeline.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"longest retry wait"`
+	BreakerFailures int               `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds"`
 }
 
 func (c *generateConfig) Validate() []error {

@@ -95,7 +95,7 @@ type ReadCompletionsConfig struct {
 	// Endpoint, Region and ForcePathStyle are for an s3:// path, as upload-s3 takes them.
 	Endpoint       string `toml:"endpoint" op:"true" doc:"with an s3:// path: the S3 endpoint URL of an S3-compatible server (default: AWS, or AWS_ENDPOINT_URL_S3)"`
 	Region         string `toml:"region" op:"true" doc:"with an s3:// path: the region (default: the AWS configuration's, else us-east-1)"`
-	ForcePathStyle bool   `toml:"force_path_style" op:"true" doc:"with an s3:// path: address the bucket as ENDPOINT/BUCKET (default false)"`
+	ForcePathStyle bool   `toml:"force_path_style" default:"false" op:"true" doc:"with an s3:// path: address the bucket as ENDPOINT/BUCKET"`
 	// OnBadLine is "fail" (default) or "skip".
 	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"what a malformed line does: stop the run with file:line, or be counted and set aside"`
 	// RequireCompletion makes a line without a completion a bad line. Default true.

@@ -75,7 +75,7 @@ type readPromptsConfig struct {
 	// Limit stops after this many prompts; 0 (default) reads all.
 	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many prompts; 0 reads all"`
 	// AllowEmpty lets a file with no prompt end the run well. Default false.
-	AllowEmpty bool `toml:"allow_empty" op:"true" default:"false" doc:"a file with no prompt is fine (default false: it fails the run, as an empty or truncated input usually is a mistake)"`
+	AllowEmpty bool `toml:"allow_empty" op:"true" default:"false" doc:"a file with no prompt is fine; else it fails the run, as an empty or truncated input usually is a mistake"`
 }
 
 type readPrompts struct {

@@ -27,6 +27,11 @@ func TestEveryKindHasSummaryAndValidExample(t *testing.T) {
 				if f.Doc == "" {
 					t.Errorf("key %q has no doc", f.Key)
 				}
+				// A default is stated once, in the default tag, which
+				// pipe stages shows beside the doc.
+				if strings.Contains(f.Doc, "(default ") {
+					t.Errorf("key %q: its doc restates the default (%s): keep it in the default tag alone", f.Key, f.Doc)
+				}
 			}
 			dir := t.TempDir()
 			path := filepath.Join(dir, "example.toml")

@@ -104,15 +104,15 @@ type uploadS3Config struct {
 	URI              string `toml:"uri" op:"true" required:"true" shard:"prefix" doc:"destination \"s3://bucket/prefix\"; a shard goes to PREFIX/DIRNAME/NAME, DIRNAME being its shard directory's name; a resume may change it (every committed shard is then uploaded there)"`
 	Endpoint         string `toml:"endpoint" op:"true" doc:"S3 endpoint URL for S3-compatible servers, e.g. \"http://127.0.0.1:7070\" (default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)"`
 	Region           string `toml:"region" op:"true" doc:"region requests are signed for (default: the AWS configuration's, e.g. AWS_REGION, else \"us-east-1\")"`
-	ForcePathStyle   bool   `toml:"force_path_style" op:"true" doc:"address buckets as ENDPOINT/BUCKET rather than BUCKET.ENDPOINT; most S3-compatible servers need it (default false)"`
-	PartSize         int64  `toml:"part_size" op:"true" default:"67108864" min:"5242880" max:"5368709120" doc:"bytes per part of a multipart upload, and the size above which one is used; raised so an object has at most 10,000 parts (default 67108864, 64 MiB)"`
-	PartConcurrency  int    `toml:"part_concurrency" op:"true" default:"4" min:"1" max:"64" doc:"parts of one shard uploaded at once (default 4)"`
-	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once (default 2)"`
-	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request by the SDK, with exponential backoff, before upload_timeout's wait takes over (default 5)"`
+	ForcePathStyle   bool   `toml:"force_path_style" default:"false" op:"true" doc:"address buckets as ENDPOINT/BUCKET rather than BUCKET.ENDPOINT; most S3-compatible servers need it"`
+	PartSize         int64  `toml:"part_size" op:"true" default:"67108864" min:"5242880" max:"5368709120" doc:"bytes per part of a multipart upload, and the size above which one is used; raised so an object has at most 10,000 parts"`
+	PartConcurrency  int    `toml:"part_concurrency" op:"true" default:"4" min:"1" max:"64" doc:"parts of one shard uploaded at once"`
+	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once"`
+	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request by the SDK, with exponential backoff, before upload_timeout's wait takes over"`
 	// UploadTimeout bounds the wait through an outage. Default 30m.
-	UploadTimeout pipeline.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1 (default 30m)"`
-	DeleteLocal   bool              `toml:"delete_local_after_upload" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays (default false)"`
-	AllowInsecure bool              `toml:"allow_insecure" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted (default false)"`
+	UploadTimeout pipeline.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1"`
+	DeleteLocal   bool              `toml:"delete_local_after_upload" default:"false" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays"`
+	AllowInsecure bool              `toml:"allow_insecure" default:"false" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted"`
 }
 
 func (c *uploadS3Config) Validate() []error {

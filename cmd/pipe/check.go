@@ -22,8 +22,9 @@ func init() {
 		Long: `Check decodes each file and reports every problem at once, one per line,
 position first: unknown keys, wrong types, out-of-range values, unknown kinds,
 duplicate ids, dangling inputs, unknown ports, cycles, unconnected outputs,
-record fields no upstream stage produces, missing input files and output
-paths that cannot be created. It prints "FILE: OK" for a clean file and exits
+record fields no upstream stage produces, missing input files, output
+paths that cannot be created, and what only a stage's constructor (which
+has no side effects) rejects. It prints "FILE: OK" for a clean file and exits
 2 if any file has a problem.
 
 --data also reads every input file the way its reader will, without building

@@ -6,14 +6,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
 // count shows a record or token count compactly.
-func count(n int64) string { return pipeline.FormatCount(float64(n)) }
+func count(n int64) string { return numfmt.Count(float64(n)) }
 
 // rate shows a per-second rate.
-func rate(r float64) string { return pipeline.FormatCount(r) + "/s" }
+func rate(r float64) string { return numfmt.Count(r) + "/s" }
 
 // inputLine: "prompts: 412.3K of ~914.0K read (45% of 2.6 GiB)".
 func inputLine(in *liveInput) string {
@@ -21,7 +22,7 @@ func inputLine(in *liveInput) string {
 	if in.Complete || in.Counted {
 		total = count(in.Estimated)
 	}
-	return fmt.Sprintf("%s: %s of %s read (%s of %s)", in.Stage, count(in.Records), total, pct(in.Share), pipeline.HumanBytes(in.Bytes))
+	return fmt.Sprintf("%s: %s of %s read (%s of %s)", in.Stage, count(in.Records), total, pct(in.Share), numfmt.Bytes(in.Bytes))
 }
 
 // etaLine: "ETA 1h23m: 501.7K left at 98.3/s".
@@ -76,7 +77,7 @@ func waitingOf(st liveStage) string {
 // fleetLine: "gen: in flight 336/336, output 12.3K tok/s 1m, 11.9K tok/s 15m; tiny answers 2%".
 func fleetLine(f *liveFleet) string {
 	s := fmt.Sprintf("%s: in flight %d/%d, output %s tok/s 1m, %s tok/s 15m, %s tokens", f.Stage, f.InFlight, f.Capacity,
-		pipeline.FormatCount(f.Tokens1m), pipeline.FormatCount(f.Tokens15m), count(f.Tokens))
+		numfmt.Count(f.Tokens1m), numfmt.Count(f.Tokens15m), count(f.Tokens))
 	if f.Answers > 0 {
 		s += fmt.Sprintf("; tiny answers %s", pct(float64(f.Tiny)/float64(f.Answers)))
 	}
@@ -178,7 +179,7 @@ func progressLine(ls *liveStatus) string {
 			fmt.Fprintf(&b, " WAITING: %s", w)
 		}
 		if f := ls.Fleet; f != nil && f.Stage == st.ID {
-			fmt.Fprintf(&b, " in flight %d/%d %s tok/s", f.InFlight, f.Capacity, pipeline.FormatCount(f.Tokens1m))
+			fmt.Fprintf(&b, " in flight %d/%d %s tok/s", f.InFlight, f.Capacity, numfmt.Count(f.Tokens1m))
 			ready := 0
 			for _, s := range f.Servers {
 				if s.State == "ready" {

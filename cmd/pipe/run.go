@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/redact"
-	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -28,33 +28,42 @@ import (
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
+// runCmd is pipe run: its flags, and the steps of a run as methods.
+type runCmd struct {
+	dryRun       bool
+	runDir       string
+	sim          int
+	drainTimeout time.Duration
+	progress     time.Duration
+	commitEvery  time.Duration
+	noJournal    bool
+	fresh        bool
+	forceNew     bool
+	shard        string
+	sets         setFlags
+	metricsAddr  string
+	logFormat    string
+	limits       warnLimits
+	diskFreeGiB  float64
+	detach       bool
+	notify       setFlags
+	verifyShards bool
+	from         string
+}
+
 func init() {
-	var (
-		dryRun       bool
-		runDir       string
-		sim          int
-		drainTimeout time.Duration
-		progress     time.Duration
-		commitEvery  time.Duration
-		noJournal    bool
-		fresh        bool
-		forceNew     bool
-		shard        string
-		sets         setFlags
-		metricsAddr  string
-		logFormat    string
-		limits       warnLimits
-		diskFreeGiB  float64
-		detach       bool
-		notify       setFlags
-		verifyShards bool
-		from         string
-	)
+	c := &runCmd{}
 	register(&command{
 		Name:      "run",
 		UsageLine: "pipe run [--dry-run] [--set STAGE.KEY=VALUE]... [--run-dir DIR] [--sim N] [--shard I/N] [--from STAGE=RUN_DIR] FILE",
 		Short:     "run a pipeline (or plan it with --dry-run)",
-		Long: `Run checks the file, then runs the graph until every input is processed.
+		Long:      runLong,
+		SetFlags:  c.setFlags,
+		Run:       c.run,
+	})
+}
+
+const runLong = `Run checks the file, then runs the graph until every input is processed.
 Progress is printed to stderr and appended to RUN_DIR/run.log; the summary shows,
 per stage, in = out + rejected + failed. Rejected and failed records that no
 stage takes are kept in RUN_DIR/rejected/ and RUN_DIR/failed/.
@@ -114,160 +123,201 @@ continues); 2 usage, pipeline file, changed settings, a refusal such as
 wrong S3 credentials or every server refusing the key, or bad data — more rejects than [pipeline]
 max_rejected, an output of accepted records with 0 rows — (not retryable
 until the file, the command, the credentials or the cause is fixed); 130
-interrupted by a signal (retryable: the same command continues).`,
-		SetFlags: func(fs *flag.FlagSet) {
-			sets, notify = nil, nil
-			fs.BoolVar(&dryRun, "dry-run", false, "check, resolve paths, print the graph and plan; do no work")
-			fs.StringVar(&runDir, "run-dir", "", "run directory (overrides [pipeline] run_dir)")
-			fs.IntVar(&sim, "sim", 0, "replace every generate stage's servers with `N` simulated servers started in-process")
-			fs.DurationVar(&drainTimeout, "drain-timeout", 10*time.Minute, "after the first Ctrl-C, how long in-flight work may take before stopping at once")
-			fs.DurationVar(&progress, "progress-every", 30*time.Second, "without a terminal, how often a progress line is printed (and logged)")
-			fs.DurationVar(&progress, "progress", 30*time.Second, "the same as --progress-every")
-			fs.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` (e.g. 127.0.0.1:9090) at /metrics")
-			fs.StringVar(&logFormat, "log-format", "text", "RUN_DIR/run.log format: text or json")
-			limits = warnLimits{RejectShare: 0.2, TinyShare: 0.2, FailShare: 0.05}
-			fs.Var((*shareFlag)(&limits.RejectShare), "warn-rejects", "warn when a stage rejects this share of records (since the start or in the last minute); 0 turns it off")
-			fs.Var((*shareFlag)(&limits.TinyShare), "warn-tiny", "warn when this share of generated answers is tiny (under 8 characters); 0 turns it off")
-			fs.Var((*shareFlag)(&limits.FailShare), "warn-failures", "warn when a stage fails this share of records in a minute; 0 turns it off")
-			fs.Float64Var(&diskFreeGiB, "warn-disk-free", 2, "warn when the disk of the run directory or an output has less than this many GiB free (or under 2%)")
-			fs.DurationVar(&commitEvery, "commit-every", time.Minute, "how often outputs commit what they have (a stop commits at once)")
-			fs.BoolVar(&noJournal, "no-journal", false, "do not journal completions (for measuring its cost: a crash then loses completions not yet committed)")
-			fs.BoolVar(&fresh, "fresh", false, "start over: move an existing run directory and its outputs aside (PATH.prev-TIME)")
-			fs.StringVar(&shard, "shard", "", "take only shard `I/N` of the input (0 <= I < N; overrides [pipeline] shard)")
-			fs.BoolVar(&forceNew, "force-new-config", false, "resume even though the settings that define the data changed (recorded in RUN_DIR/run.json)")
-			addSetFlag(fs, &sets)
-			fs.Var(&notify, "notify", "say each warning (at most one per 10 minutes), the stop, a failure and the end to `TARGET`: an http(s) URL (JSON POSTed, Slack's text included) or a shell command (the JSON on its stdin); repeatable; added to [pipeline] notify")
-			fs.BoolVar(&verifyShards, "verify-shards", false, "before building on committed shards, check their SHA-256, not only their sizes (done anyway after a run that did not end cleanly)")
-			fs.StringVar(&from, "from", "", "replay `STAGE=RUN_DIR`: STAGE and its upstream read what STAGE produced in that run; the rest runs as the file says, in a run directory of its own")
-			fs.BoolVar(&detach, "detach", false, "run in the background, in its own session (survives the terminal and SSH session); output to RUN_DIR/detached.log; see pipe stop")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() != 1 {
-				return usageErrorf("usage: pipe run [flags] FILE")
-			}
-			path := fs.Arg(0)
-			// A detached child (its notify descriptor set) never detaches
-			// again, whatever spelling of --detach it was handed.
-			detached := os.Getenv(detachNotifyEnv) != ""
-			if detach && !dryRun && !detached {
-				return startDetached(std, std.Args)
-			}
-			all := append([]string(nil), sets...)
-			if sim > 0 {
-				ids, err := stageIDsOfKind(path, "generate")
-				if err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				for _, id := range ids {
-					all = append(all, fmt.Sprintf(`%s.servers=["sim:%d"]`, id, sim))
-				}
-			}
-			plan, probs := loadShardPlan(path, all, runDir, shard, from)
-			if len(probs) > 0 {
-				return &exitError{code: exitUsage, err: probs}
-			}
-			if dryRun {
-				return dryRunPlan(ctx, std, plan)
-			}
-			if progress <= 0 {
-				return usageErrorf("--progress-every must be more than 0, got %s", progress)
-			}
-			if metricsAddr != "" {
-				addr, err := metricsListenAddr(metricsAddr)
-				if err != nil {
-					return usageErrorf("%v", err)
-				}
-				metricsAddr = addr
-			}
-			if logFormat != "text" && logFormat != "json" {
-				return usageErrorf("--log-format must be text or json, got %q", logFormat)
-			}
-			limits.MinFree = int64(diskFreeGiB * (1 << 30))
-			for _, t := range notify {
-				if err := pipeline.ParseNotify(t); err != nil {
-					return usageErrorf("--%v", err)
-				}
-			}
-			if err := rundir.CheckShardLayout(plan.File.RunDir, plan.File.Shard); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			if fresh {
-				// Never move aside the outputs of another live run.
-				guard, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
-				var busy *rundir.OutputBusyError
-				if err != nil && !(errors.As(err, &busy) && busy.RunDir == absPath(plan.File.RunDir)) {
-					return err
-				} // a run in this run directory: MoveAside says so
-				moved, err := rundir.MoveAside(plan.File.RunDir, outputPaths(plan))
-				guard.Release() // taken again below: some lock files may have moved
-				for _, m := range moved {
-					fmt.Fprintf(std.Err, "pipe: --fresh: kept %s\n", m)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			lock, err := rundir.Lock(plan.File.RunDir)
-			if err != nil {
-				return err
-			}
-			defer lock.Release()
-			// Two runs in different run directories must not write one
-			// output either.
-			outLocks, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
-			if err != nil {
-				return err
-			}
-			defer outLocks.Release()
-			if lock.TookOver != "" {
-				fmt.Fprintf(std.Err, "pipe: %s\n", lock.TookOver)
-			}
-			// Recorded in run.json and shown as the resume command: never
-			// with a password given in a server URL on the command line.
-			typed := append([]string{"pipe"}, std.Args...)
-			if detached && len(typed) > 1 {
-				// As the user typed it: the child was started without
-				// --detach, which the same command needs to continue alike.
-				typed = append([]string{"pipe", typed[1], "--detach"}, typed[2:]...)
-			}
-			cmdline, redacted := redact.Args(typed)
-			cmdline, redactedNotify := redactNotifyFlags(cmdline)
-			r, diffs, err := rundir.Check(plan.File.RunDir, plan, forceNew, cmdline)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			switch {
-			case len(diffs) > 0 && forceNew:
-				fmt.Fprintf(std.Err, "pipe: --force-new-config: continuing with changed settings (recorded in run.json):\n  %s\n", strings.Join(diffs, "\n  "))
-			case len(diffs) > 0:
-				fmt.Fprintf(std.Err, "pipe: the settings changed, but nothing was done under the old ones: using the new ones (recorded in run.json):\n  %s\n", strings.Join(diffs, "\n  "))
-			}
-			if len(r.History) > 1 {
-				fmt.Fprintf(std.Err, "pipe: resuming the run in %s (started %s; this is start %d)\n",
-					pipeline.DisplayPath(plan.File.RunDir), r.Created.Local().Format(time.DateTime), len(r.History))
-			}
-			if err := notifyDetached(plan.File.RunDir); err != nil {
-				return err
-			}
-			again := shellJoin(resumeCommand(cmdline))
-			switch {
-			case redacted && redactedNotify:
-				again += "   (with the credentials you gave in server URLs and the --notify URLs, removed here)"
-			case redacted:
-				again += "   (with the credentials you gave in server URLs, removed here)"
-			case redactedNotify:
-				again += "   (with the --notify URLs you gave, removed here)"
-			}
-			return runPlan(ctx, std, plan, runSettings{
-				drainTimeout: drainTimeout, progressEvery: progress, commitEvery: commitEvery, noJournal: noJournal,
-				again: again, metricsAddr: metricsAddr, logFormat: logFormat, warn: limits,
-				fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
-				notify:    append(append([]string(nil), plan.File.Notify...), notify...),
-				detached:  detached,
-				hashCheck: verifyShards || lock.TookOver != "",
-			})
-		},
+interrupted by a signal (retryable: the same command continues).`
+
+func (c *runCmd) setFlags(fs *flag.FlagSet) {
+	c.sets, c.notify = nil, nil
+	fs.BoolVar(&c.dryRun, "dry-run", false, "check, resolve paths, print the graph and plan; do no work")
+	fs.StringVar(&c.runDir, "run-dir", "", "run directory (overrides [pipeline] run_dir)")
+	fs.IntVar(&c.sim, "sim", 0, "replace every generate stage's servers with `N` simulated servers started in-process")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Minute, "after the first Ctrl-C, how long in-flight work may take before stopping at once")
+	fs.DurationVar(&c.progress, "progress-every", 30*time.Second, "without a terminal, how often a progress line is printed (and logged)")
+	fs.DurationVar(&c.progress, "progress", 30*time.Second, "the same as --progress-every")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` (e.g. 127.0.0.1:9090) at /metrics")
+	fs.StringVar(&c.logFormat, "log-format", "text", "RUN_DIR/run.log format: text or json")
+	c.limits = warnLimits{RejectShare: 0.2, TinyShare: 0.2, FailShare: 0.05}
+	fs.Var((*shareFlag)(&c.limits.RejectShare), "warn-rejects", "warn when a stage rejects this share of records (since the start or in the last minute); 0 turns it off")
+	fs.Var((*shareFlag)(&c.limits.TinyShare), "warn-tiny", "warn when this share of generated answers is tiny (under 8 characters); 0 turns it off")
+	fs.Var((*shareFlag)(&c.limits.FailShare), "warn-failures", "warn when a stage fails this share of records in a minute; 0 turns it off")
+	fs.Float64Var(&c.diskFreeGiB, "warn-disk-free", 2, "warn when the disk of the run directory or an output has less than this many GiB free (or under 2%)")
+	fs.DurationVar(&c.commitEvery, "commit-every", time.Minute, "how often outputs commit what they have (a stop commits at once)")
+	fs.BoolVar(&c.noJournal, "no-journal", false, "do not journal completions (for measuring its cost: a crash then loses completions not yet committed)")
+	fs.BoolVar(&c.fresh, "fresh", false, "start over: move an existing run directory and its outputs aside (PATH.prev-TIME)")
+	fs.StringVar(&c.shard, "shard", "", "take only shard `I/N` of the input (0 <= I < N; overrides [pipeline] shard)")
+	fs.BoolVar(&c.forceNew, "force-new-config", false, "resume even though the settings that define the data changed (recorded in RUN_DIR/run.json)")
+	addSetFlag(fs, &c.sets)
+	fs.Var(&c.notify, "notify", "say each warning (at most one per 10 minutes), the stop, a failure and the end to `TARGET`: an http(s) URL (JSON POSTed, Slack's text included) or a shell command (the JSON on its stdin); repeatable; added to [pipeline] notify")
+	fs.BoolVar(&c.verifyShards, "verify-shards", false, "before building on committed shards, check their SHA-256, not only their sizes (done anyway after a run that did not end cleanly)")
+	fs.StringVar(&c.from, "from", "", "replay `STAGE=RUN_DIR`: STAGE and its upstream read what STAGE produced in that run; the rest runs as the file says, in a run directory of its own")
+	fs.BoolVar(&c.detach, "detach", false, "run in the background, in its own session (survives the terminal and SSH session); output to RUN_DIR/detached.log; see pipe stop")
+}
+
+// run is pipe run FILE: load the plan, check the flags, take the run
+// directory and the outputs, record the run, then run it (runPlan).
+func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() != 1 {
+		return usageErrorf("usage: pipe run [flags] FILE")
+	}
+	// A detached child (its notify descriptor set) never detaches
+	// again, whatever spelling of --detach it was handed.
+	detached := os.Getenv(detachNotifyEnv) != ""
+	if c.detach && !c.dryRun && !detached {
+		return startDetached(std, std.Args)
+	}
+	plan, err := c.loadPlan(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if c.dryRun {
+		return dryRunPlan(ctx, std, plan)
+	}
+	if err := c.checkFlags(); err != nil {
+		return err
+	}
+	if err := rundir.CheckShardLayout(plan.File.RunDir, plan.File.Shard); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if c.fresh {
+		if err := moveAside(std, plan); err != nil {
+			return err
+		}
+	}
+	lock, err := rundir.Lock(plan.File.RunDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	// Two runs in different run directories must not write one
+	// output either.
+	outLocks, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
+	if err != nil {
+		return err
+	}
+	defer outLocks.Release()
+	if lock.TookOver != "" {
+		fmt.Fprintf(std.Err, "pipe: %s\n", lock.TookOver)
+	}
+	cmdline, again := commandLine(std.Args, detached)
+	r, err := c.record(std, plan, cmdline)
+	if err != nil {
+		return err
+	}
+	if err := notifyDetached(plan.File.RunDir); err != nil {
+		return err
+	}
+	return runPlan(ctx, std, plan, runSettings{
+		drainTimeout: c.drainTimeout, progressEvery: c.progress, commitEvery: c.commitEvery, noJournal: c.noJournal,
+		again: again, metricsAddr: c.metricsAddr, logFormat: c.logFormat, warn: c.limits,
+		fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
+		notify:    append(append([]string(nil), plan.File.Notify...), c.notify...),
+		detached:  detached,
+		hashCheck: c.verifyShards || lock.TookOver != "",
 	})
+}
+
+// loadPlan loads and checks the file with the flags that change it (--set,
+// --sim, --run-dir, --shard, --from).
+func (c *runCmd) loadPlan(path string) (*pipeline.Plan, error) {
+	all := append([]string(nil), c.sets...)
+	if c.sim > 0 {
+		ids, err := stageIDsOfKind(path, "generate")
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		for _, id := range ids {
+			all = append(all, fmt.Sprintf(`%s.servers=["sim:%d"]`, id, c.sim))
+		}
+	}
+	plan, probs := loadShardPlan(path, all, c.runDir, c.shard, c.from)
+	if len(probs) > 0 {
+		return nil, &exitError{code: exitUsage, err: probs}
+	}
+	return plan, nil
+}
+
+// checkFlags checks the flags a real run uses (a dry run ignores them).
+func (c *runCmd) checkFlags() error {
+	if c.progress <= 0 {
+		return usageErrorf("--progress-every must be more than 0, got %s", c.progress)
+	}
+	if c.metricsAddr != "" {
+		addr, err := metricsListenAddr(c.metricsAddr)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		c.metricsAddr = addr
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return usageErrorf("--log-format must be text or json, got %q", c.logFormat)
+	}
+	c.limits.MinFree = int64(c.diskFreeGiB * (1 << 30))
+	for _, t := range c.notify {
+		if err := pipeline.ParseNotify(t); err != nil {
+			return usageErrorf("--%v", err)
+		}
+	}
+	return nil
+}
+
+// moveAside is --fresh: the run directory and the outputs are moved aside
+// (PATH.prev-TIME), never those of another live run.
+func moveAside(std *stdio, plan *pipeline.Plan) error {
+	guard, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
+	var busy *rundir.OutputBusyError
+	if err != nil && !(errors.As(err, &busy) && busy.RunDir == absPath(plan.File.RunDir)) {
+		return err
+	} // a run in this run directory: MoveAside says so
+	moved, err := rundir.MoveAside(plan.File.RunDir, outputPaths(plan))
+	guard.Release() // taken again by the run: some lock files may have moved
+	for _, m := range moved {
+		fmt.Fprintf(std.Err, "pipe: --fresh: kept %s\n", m)
+	}
+	return err
+}
+
+// commandLine is the command as recorded in run.json and the command that
+// continues the run, shown to the user: never with a password given in a
+// server URL or a --notify URL on the command line.
+func commandLine(args []string, detached bool) (cmdline []string, again string) {
+	typed := append([]string{"pipe"}, args...)
+	if detached && len(typed) > 1 {
+		// As the user typed it: the child was started without
+		// --detach, which the same command needs to continue alike.
+		typed = append([]string{"pipe", typed[1], "--detach"}, typed[2:]...)
+	}
+	cmdline, redacted := redact.Args(typed)
+	cmdline, redactedNotify := redactNotifyFlags(cmdline)
+	again = shellJoin(resumeCommand(cmdline))
+	switch {
+	case redacted && redactedNotify:
+		again += "   (with the credentials you gave in server URLs and the --notify URLs, removed here)"
+	case redacted:
+		again += "   (with the credentials you gave in server URLs, removed here)"
+	case redactedNotify:
+		again += "   (with the --notify URLs you gave, removed here)"
+	}
+	return cmdline, again
+}
+
+// record checks the run directory's settings against the plan's
+// (--force-new-config) and records this start; it says what changed and
+// whether the run resumes.
+func (c *runCmd) record(std *stdio, plan *pipeline.Plan, cmdline []string) (*rundir.Run, error) {
+	r, diffs, err := rundir.Check(plan.File.RunDir, plan, c.forceNew, cmdline)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	switch {
+	case len(diffs) > 0 && c.forceNew:
+		fmt.Fprintf(std.Err, "pipe: --force-new-config: continuing with changed settings (recorded in run.json):\n  %s\n", strings.Join(diffs, "\n  "))
+	case len(diffs) > 0:
+		fmt.Fprintf(std.Err, "pipe: the settings changed, but nothing was done under the old ones: using the new ones (recorded in run.json):\n  %s\n", strings.Join(diffs, "\n  "))
+	}
+	if len(r.History) > 1 {
+		fmt.Fprintf(std.Err, "pipe: resuming the run in %s (started %s; this is start %d)\n",
+			pipeline.DisplayPath(plan.File.RunDir), r.Created.Local().Format(time.DateTime), len(r.History))
+	}
+	return r, nil
 }
 
 // stageIDsOfKind lists the ids of a file's stages of one kind.
@@ -357,7 +407,7 @@ func describePath(u pipeline.PathUse) string {
 	switch u.Mode {
 	case "in", "indir", "inany":
 		if err == nil && !st.IsDir() {
-			return "input, " + pipeline.HumanBytes(st.Size())
+			return "input, " + numfmt.Bytes(st.Size())
 		}
 		return "input"
 	case "out":
@@ -365,9 +415,9 @@ func describePath(u pipeline.PathUse) string {
 		case err != nil:
 			return "output, will be created"
 		case fileExists(commitlog.IndexPath(u.Path)):
-			return fmt.Sprintf("output, %s committed; continued", pipeline.HumanBytes(st.Size()))
+			return fmt.Sprintf("output, %s committed; continued", numfmt.Bytes(st.Size()))
 		}
-		return fmt.Sprintf("output; the existing %s file, not written by pipe, will be kept as PATH.prev-TIME", pipeline.HumanBytes(st.Size()))
+		return fmt.Sprintf("output; the existing %s file, not written by pipe, will be kept as PATH.prev-TIME", numfmt.Bytes(st.Size()))
 	default:
 		if err == nil {
 			return "directory, exists"
@@ -402,6 +452,92 @@ type runSettings struct {
 	// hashCheck: writers check the SHA-256 of the shards they build on
 	// (asked, or the previous run did not end cleanly).
 	hashCheck bool
+}
+
+// serveMetrics serves the Prometheus metrics on addr (--metrics-addr),
+// if given, and says where; nil when not asked for.
+func serveMetrics(errOut io.Writer, rl *runLog, addr string) (*runMetrics, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	metrics, err := startMetrics(addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(errOut, "pipe: metrics on http://%s/metrics\n", metrics.Addr())
+	rl.Info("serving metrics", "addr", metrics.Addr())
+	if w := metricsExposure(addr); w != "" {
+		fmt.Fprintf(errOut, "pipe: warning: %s\n", w)
+		rl.Warn(w)
+	}
+	return metrics, nil
+}
+
+// signalActions is what the signals of a run do: the first Ctrl-C (or
+// SIGTERM) drains, the second (or pipe stop --now) stops at once, the
+// third gives up waiting.
+type signalActions struct {
+	detached bool   // started by --detach: pipe stop, not Ctrl-C
+	runDir   string // for the pipe stop --now hint
+	done     <-chan struct{}
+	drain    func() // stop intake, commit what was processed
+	now      func() // stop at once
+	giveUp   func() // return without waiting for the run
+}
+
+// handleSignals runs the actions for the signals and stop requests of
+// std, until a.done is closed or it gave up.
+func handleSignals(std *stdio, errOut io.Writer, a signalActions) {
+	n := 0
+	stopAtOnce := func() {
+		fmt.Fprintln(errOut, "\npipe: stopping at once")
+		a.now()
+	}
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-std.StopNow:
+			// pipe stop --now: at once, however often asked.
+			if n < 2 {
+				if n == 0 {
+					a.drain() // commit what was processed first
+				}
+				n = 2
+				stopAtOnce()
+			}
+		case <-std.Signals:
+			n++
+			switch n {
+			case 1:
+				again := "press Ctrl-C again to stop at once"
+				if a.detached {
+					again = "pipe stop --now " + shellJoin([]string{pipeline.DisplayPath(a.runDir)}) + " stops at once"
+				}
+				fmt.Fprintf(errOut, "\npipe: stopping intake and draining in-flight work; %s\n", again)
+				a.drain()
+			case 2:
+				stopAtOnce()
+			default:
+				a.giveUp()
+				return
+			}
+		}
+	}
+}
+
+// endState is the state a run ended in, for status.json and the
+// notifications.
+func endState(sum *pipeline.Summary, runErr error) string {
+	switch {
+	case runErr != nil && errors.Is(runErr, pipeline.ErrStopped):
+		return stateStopped
+	case runErr != nil:
+		return stateFailed
+	case sum.Drained:
+		return stateStopped
+	}
+	return stateFinished
 }
 
 // statusEvery is how often status.json is replaced during a run.
@@ -490,21 +626,15 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		errOut = term
 	}
 	fmt.Fprintf(errOut, "pipe: running %s; log in %s\n", plan.File.Path, logPath)
-	var metrics *runMetrics
-	if rs.metricsAddr != "" {
-		if metrics, err = startMetrics(rs.metricsAddr); err != nil {
-			if term != nil {
-				term.stop(nil)
-			}
-			return &exitError{code: exitUsage, err: err}
+	metrics, err := serveMetrics(errOut, rl, rs.metricsAddr)
+	if err != nil {
+		if term != nil {
+			term.stop(nil)
 		}
+		return &exitError{code: exitUsage, err: err}
+	}
+	if metrics != nil {
 		defer metrics.close()
-		fmt.Fprintf(errOut, "pipe: metrics on http://%s/metrics\n", metrics.Addr())
-		rl.Info("serving metrics", "addr", metrics.Addr())
-		if w := metricsExposure(rs.metricsAddr); w != "" {
-			fmt.Fprintf(errOut, "pipe: warning: %s\n", w)
-			rl.Warn(w)
-		}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -520,45 +650,15 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	defer grace.Stop()
 	sigDone := make(chan struct{})
 	defer close(sigDone)
-	go func() {
-		n := 0
-		stopAtOnce := func() {
-			fmt.Fprintln(errOut, "\npipe: stopping at once")
+	go handleSignals(std, errOut, signalActions{
+		detached: rs.detached, runDir: plan.File.RunDir, done: sigDone,
+		drain: func() { close(stop) },
+		now: func() {
 			cancel()
 			grace.Reset(stopGrace)
-		}
-		for {
-			select {
-			case <-sigDone:
-				return
-			case <-std.StopNow:
-				// pipe stop --now: at once, however often asked.
-				if n < 2 {
-					if n == 0 {
-						close(stop) // commit what was processed first
-					}
-					n = 2
-					stopAtOnce()
-				}
-			case <-std.Signals:
-				n++
-				switch n {
-				case 1:
-					again := "press Ctrl-C again to stop at once"
-					if rs.detached {
-						again = "pipe stop --now " + shellJoin([]string{pipeline.DisplayPath(plan.File.RunDir)}) + " stops at once"
-					}
-					fmt.Fprintf(errOut, "\npipe: stopping intake and draining in-flight work; %s\n", again)
-					close(stop)
-				case 2:
-					stopAtOnce()
-				default:
-					closeGiveUp()
-					return
-				}
-			}
-		}
-	}()
+		},
+		giveUp: closeGiveUp,
+	})
 
 	lv := newLive(plan)
 	status := newStatusWriter(plan, rs.fingerprint)
@@ -686,15 +786,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	openedOnce.Do(func() { close(opened) })
 	starting.Wait() // no "running" after the final state
 	sum, runErr := res.sum, res.err
-	state := stateFinished
-	switch {
-	case runErr != nil && errors.Is(runErr, pipeline.ErrStopped):
-		state = stateStopped
-	case runErr != nil:
-		state = stateFailed
-	case sum.Drained:
-		state = stateStopped
-	}
+	state := endState(sum, runErr)
 	lv.add(sum)
 	ls := lv.status()
 	ls.State = state
@@ -877,15 +969,6 @@ func countsByValue(m map[string]int64) string {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-func isTerminal(w io.Writer) bool {
-	f, ok := termsafe.Unwrap(w).(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
 
 func indentLines(s, prefix string) string {
 	if s == "" {

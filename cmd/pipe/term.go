@@ -10,7 +10,7 @@ import (
 
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
@@ -205,6 +205,13 @@ func canDraw(w io.Writer) bool {
 	if !ok || !isTerminal(w) {
 		return false
 	}
-	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
-	return err == nil && ws.Row > 0 && ws.Col > 0
+	cols, rows, err := term.GetSize(int(f.Fd()))
+	return err == nil && rows > 0 && cols > 0
+}
+
+// isTerminal reports whether w is a terminal (golang.org/x/term asks the
+// terminal driver): /dev/null, a character device too, is not one.
+func isTerminal(w io.Writer) bool {
+	f, ok := termsafe.Unwrap(w).(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

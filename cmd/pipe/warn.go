@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/stages"
 )
@@ -228,7 +229,7 @@ func (w *warner) disks(elapsed time.Duration) {
 		ok := free >= 2*w.limits.MinFree && float64(free) >= 0.04*float64(total)
 		w.condition("disk:"+d, low, ok, func() {
 			w.warn(elapsed, "disk", "disk of %s is filling: %s free of %s; the run fails when it is full (what is committed is kept)",
-				pipeline.DisplayPath(d), pipeline.HumanBytes(free), pipeline.HumanBytes(total))
+				pipeline.DisplayPath(d), numfmt.Bytes(free), numfmt.Bytes(total))
 		})
 	}
 }
