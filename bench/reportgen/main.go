@@ -42,6 +42,13 @@ func main() {
 	}
 }
 
+// output is one JSONL output of the seed and its copy.
+type output struct {
+	lines [][]byte
+	ids   []string
+	log   *commitlog.Log
+}
+
 func gen(from, to string, maxBytes, maxIDs int64, vary int) error {
 	run, err := rundir.ReadRun(from)
 	if err != nil || run == nil {
@@ -51,52 +58,69 @@ func gen(from, to string, maxBytes, maxIDs int64, vary int) error {
 		return err
 	}
 	to, _ = filepath.Abs(to)
-	type output struct {
-		lines [][]byte
-		ids   []string
-		log   *commitlog.Log
-	}
 	var outs []*output
 	for i, o := range run.Outputs {
 		if !strings.HasSuffix(o.Path, ".jsonl") {
 			continue
 		}
-		src := o.Path
-		if _, err := os.Stat(src); err != nil {
-			src = filepath.Join(from, filepath.Base(src)) // a seed moved from where it ran
-		}
-		lines, err := committedLines(src)
+		out, err := openOutput(from, to, o.Path)
 		if err != nil {
 			return err
 		}
-		// Each line starts with its id (as pipe writes records), which a
-		// copy's prefix goes in front of.
-		ids := make([]string, len(lines))
-		for j, line := range lines {
-			id, err := pipeline.RecordLineID(line)
-			if err != nil || !bytes.HasPrefix(line, []byte(`{"id":"`+id+`"`)) {
-				return fmt.Errorf("%s:%d does not start with a plain id", o.Path, j+1)
-			}
-			ids[j] = id
-		}
-		dst := filepath.Join(to, filepath.Base(o.Path))
-		l, err := commitlog.Open(dst, pipeline.RecordLineID)
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		outs = append(outs, &output{lines, ids, l})
-		run.Outputs[i].Path = dst
+		defer out.log.Close()
+		outs = append(outs, out)
+		dst := out.log.Path()
 		for _, s := range run.Settings {
 			if m, ok := s.(map[string]any); ok && m["path"] == o.Path {
 				m["path"] = dst
 			}
 		}
+		run.Outputs[i].Path = dst
 	}
 	if len(outs) == 0 {
 		return fmt.Errorf("%s has no JSONL output", from)
 	}
-	var written, nids int64
+	written, nids, err := repeat(outs, maxBytes, maxIDs, vary)
+	if err != nil {
+		return err
+	}
+	if err := run.Write(to); err != nil {
+		return err
+	}
+	fmt.Printf("%s: %d ids, the first output %.2f GiB\n", to, nids, float64(written)/(1<<30))
+	return nil
+}
+
+// openOutput reads the seed's output at path and opens its copy in to.
+func openOutput(from, to, path string) (*output, error) {
+	src := path
+	if _, err := os.Stat(src); err != nil {
+		src = filepath.Join(from, filepath.Base(src)) // a seed moved from where it ran
+	}
+	lines, err := committedLines(src)
+	if err != nil {
+		return nil, err
+	}
+	// Each line starts with its id (as pipe writes records), which a
+	// copy's prefix goes in front of.
+	ids := make([]string, len(lines))
+	for j, line := range lines {
+		id, err := pipeline.RecordLineID(line)
+		if err != nil || !bytes.HasPrefix(line, []byte(`{"id":"`+id+`"`)) {
+			return nil, fmt.Errorf("%s:%d does not start with a plain id", src, j+1)
+		}
+		ids[j] = id
+	}
+	l, err := commitlog.Open(filepath.Join(to, filepath.Base(path)), pipeline.RecordLineID)
+	if err != nil {
+		return nil, err
+	}
+	return &output{lines, ids, l}, nil
+}
+
+// repeat writes copies of every output until the first holds maxBytes or
+// all maxIDs ids, committing each copy.
+func repeat(outs []*output, maxBytes, maxIDs int64, vary int) (written, nids int64, err error) {
 	var buf bytes.Buffer
 	for k := 0; (maxBytes <= 0 || written < maxBytes) && (maxIDs <= 0 || nids < maxIDs); k++ {
 		prefix := fmt.Sprintf(`{"id":"k%d-`, k)
@@ -105,15 +129,9 @@ func gen(from, to string, maxBytes, maxIDs int64, vary int) error {
 				if maxIDs > 0 && nids >= maxIDs {
 					break
 				}
-				buf.Reset()
-				buf.WriteString(prefix)
-				buf.Write(line[len(`{"id":"`):])
-				b := buf.Bytes()
-				if oi == 0 && vary > 0 && j%vary == 0 && !bytes.Contains(b, []byte(`"reject":`)) {
-					b = append(b[:len(b)-1], `,"reject":{"stage":"check","reason":"bench_varied"}}`...)
-				}
+				b := copyLine(&buf, prefix, line, oi == 0 && vary > 0 && j%vary == 0)
 				if err := o.log.Append(fmt.Sprintf("k%d-%s", k, o.ids[j]), b); err != nil {
-					return err
+					return written, nids, err
 				}
 				if oi == 0 {
 					written += int64(len(b)) + 1
@@ -121,15 +139,24 @@ func gen(from, to string, maxBytes, maxIDs int64, vary int) error {
 				nids++
 			}
 			if err := o.log.Commit(); err != nil {
-				return err
+				return written, nids, err
 			}
 		}
 	}
-	if err := run.Write(to); err != nil {
-		return err
+	return written, nids, nil
+}
+
+// copyLine is line with prefix in place of `{"id":"`, and with a
+// rejection it did not have if reject.
+func copyLine(buf *bytes.Buffer, prefix string, line []byte, reject bool) []byte {
+	buf.Reset()
+	buf.WriteString(prefix)
+	buf.Write(line[len(`{"id":"`):])
+	b := buf.Bytes()
+	if reject && !bytes.Contains(b, []byte(`"reject":`)) {
+		b = append(b[:len(b)-1], `,"reject":{"stage":"check","reason":"bench_varied"}}`...)
 	}
-	fmt.Printf("%s: %d ids, the first output %.2f GiB\n", to, nids, float64(written)/(1<<30))
-	return nil
+	return b
 }
 
 // committedLines are the committed lines of the commit log at path.

@@ -93,109 +93,36 @@ func (l *idsList) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 // jsonl reads the committed lines of a commit log (lines past its last
 // commit are not the output's yet), handing each to take in file order.
 func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
-	_, size, err := commitlog.Committed(path)
-	if err != nil {
-		return err
-	}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	f, size, err := rd.openCommitted(path)
+	if f == nil || err != nil {
 		return err
 	}
 	defer f.Close()
-	if _, ierr := os.Stat(commitlog.IndexPath(path)); errors.Is(ierr, os.ErrNotExist) {
-		if st, err := f.Stat(); err == nil && st.Size() > 0 {
-			// Copied or restored without its hidden index: nothing in it is
-			// known to be committed.
-			rd.r.note("%s has %d bytes but no commit index (%s): not counted", path, st.Size(), filepath.Base(commitlog.IndexPath(path)))
-		}
-	}
 	if !rd.verdictsOnly {
 		rd.tokenizer() // loaded once, before the workers share it
 	}
-	type chunk struct {
-		data  []byte
-		line  int // of data's first line
-		rows  []row
-		err   error
-		ready chan struct{}
-	}
 	workers := max(1, min(jsonlWorkers, runtime.GOMAXPROCS(0)))
-	todo := make(chan *chunk, workers)
-	inOrder := make(chan *chunk, 2*workers)
-	stop := make(chan struct{})
-	defer close(stop)
-	// Taken chunks' buffers are used again (a fresh 1 MB a chunk keeps the
-	// collector busy).
-	free := make(chan []byte, 3*workers+1)
+	cr := &chunkReader{
+		r: io.LimitReader(f, size), todo: make(chan *chunk, workers), inOrder: make(chan *chunk, 2*workers),
+		stop: make(chan struct{}), free: make(chan []byte, 3*workers+1), readErr: make(chan error, 1),
+	}
+	defer close(cr.stop)
 	for range workers {
 		go func() {
 			p := rd.newLineParser()
-			for c := range todo {
+			for c := range cr.todo {
 				c.rows, c.err = p.chunk(path, c.data, c.line, c.rows[:0])
 				close(c.ready)
 			}
 		}()
 	}
-	// The reader cuts the file into chunks of whole lines.
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(inOrder)
-		defer close(todo)
-		r := io.LimitReader(f, size)
-		var carry []byte
-		line := 1
-		for {
-			var buf []byte
-			select {
-			case buf = <-free:
-			default:
-			}
-			if need := max(jsonlChunk, 2*len(carry)); cap(buf) < need {
-				buf = make([]byte, 0, need)
-			}
-			buf = append(buf[:0], carry...)
-			n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+n]
-			last := err != nil
-			end := len(buf)
-			if !last {
-				end = bytes.LastIndexByte(buf, '\n') + 1 // 0: a line longer than the chunk
-			}
-			carry = append(carry[:0:0], buf[end:]...)
-			if end > 0 {
-				c := &chunk{data: buf[:end], line: line, ready: make(chan struct{})}
-				line += bytes.Count(c.data, []byte{'\n'})
-				select {
-				case inOrder <- c:
-				case <-stop:
-					return
-				}
-				select {
-				case todo <- c:
-				case <-stop:
-					return
-				}
-			}
-			if last {
-				if err != io.EOF && err != io.ErrUnexpectedEOF {
-					readErr <- err
-				}
-				return
-			}
-		}
-	}()
-	for c := range inOrder {
+	go cr.cut()
+	for c := range cr.inOrder {
 		<-c.ready
 		for i := range c.rows {
 			take(rd, &c.rows[i])
 		}
-		select {
-		case free <- c.data[:0]:
-		default:
-		}
+		cr.reuse(c.data)
 		if c.err != nil {
 			return c.err
 		}
@@ -204,10 +131,115 @@ func (rd *reader) jsonl(path string, take func(*reader, *row)) error {
 		}
 	}
 	select {
-	case err := <-readErr:
+	case err := <-cr.readErr:
 		return err
 	default:
 		return nil
+	}
+}
+
+// openCommitted opens the commit log at path and says how many bytes of it
+// are committed; a missing log is nil, nil.
+func (rd *reader) openCommitted(path string) (*os.File, int64, error) {
+	_, size, err := commitlog.Committed(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, ierr := os.Stat(commitlog.IndexPath(path)); errors.Is(ierr, os.ErrNotExist) {
+		if st, err := f.Stat(); err == nil && st.Size() > 0 {
+			// Copied or restored without its hidden index: nothing in it is
+			// known to be committed.
+			rd.r.note("%s has %d bytes but no commit index (%s): not counted", path, st.Size(), filepath.Base(commitlog.IndexPath(path)))
+		}
+	}
+	return f, size, nil
+}
+
+// A chunk is whole lines of a file, parsed by a worker into rows.
+type chunk struct {
+	data  []byte
+	line  int // of data's first line
+	rows  []row
+	err   error
+	ready chan struct{} // closed when rows and err are set
+}
+
+// chunkReader cuts a file into chunks of whole lines, handed to the
+// workers (todo) and, in file order, to the taker (inOrder).
+type chunkReader struct {
+	r             io.Reader
+	todo, inOrder chan *chunk
+	stop          chan struct{} // the taker is gone
+	// free holds taken chunks' buffers, used again (a fresh 1 MB a chunk
+	// keeps the collector busy).
+	free    chan []byte
+	readErr chan error
+}
+
+func (cr *chunkReader) reuse(b []byte) {
+	select {
+	case cr.free <- b[:0]:
+	default:
+	}
+}
+
+func (cr *chunkReader) cut() {
+	defer close(cr.inOrder)
+	defer close(cr.todo)
+	var carry []byte
+	line := 1
+	for {
+		buf := cr.buffer(max(jsonlChunk, 2*len(carry)))
+		buf = append(buf, carry...)
+		n, err := io.ReadFull(cr.r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		end := len(buf)
+		if err == nil {
+			end = bytes.LastIndexByte(buf, '\n') + 1 // 0: a line longer than the chunk
+		}
+		carry = append(carry[:0:0], buf[end:]...)
+		if end > 0 {
+			c := &chunk{data: buf[:end], line: line, ready: make(chan struct{})}
+			line += bytes.Count(c.data, []byte{'\n'})
+			if !cr.send(cr.inOrder, c) || !cr.send(cr.todo, c) {
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF && err != io.ErrUnexpectedEOF {
+				cr.readErr <- err
+			}
+			return
+		}
+	}
+}
+
+// buffer is an empty buffer of at least need bytes.
+func (cr *chunkReader) buffer(need int) []byte {
+	var buf []byte
+	select {
+	case buf = <-cr.free:
+	default:
+	}
+	if cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	return buf[:0]
+}
+
+func (cr *chunkReader) send(to chan *chunk, c *chunk) bool {
+	select {
+	case to <- c:
+		return true
+	case <-cr.stop:
+		return false
 	}
 }
 
@@ -286,49 +318,7 @@ const outputIDsList = 1 // idLists[outputIDsList] is output_ids
 // holds, with a string in each lifted list's place). The output ids are
 // counted in the same pass.
 func (p *lineParser) line(line []byte, x *row) error {
-	var lifted [len(idLists)][2]int // [ and past ], by idLists index
-	var got [len(idLists)]bool
-	var cuts [len(idLists)]int
-	ncut := 0
-	var ids idCount
-	for pos := 0; ncut < len(idLists); {
-		i := bytes.IndexByte(line[pos:], '[')
-		if i < 0 {
-			break
-		}
-		at := pos + i
-		pos = at + 1
-		k := p.listKey(line, at)
-		if k < 0 || got[k] {
-			continue
-		}
-		got[k] = true
-		var end int
-		if k == outputIDsList && p.endID >= 0 {
-			end = p.countIDs(line[at+1:], &ids)
-		} else {
-			end = intsEnd(line[at+1:])
-		}
-		if end < 0 {
-			continue // not plain integers: decoded as they are
-		}
-		lifted[k] = [2]int{at, at + 1 + end + 1}
-		cuts[ncut] = k
-		ncut++
-		pos = lifted[k][1]
-	}
-	dec := line
-	if ncut > 0 {
-		// The scan found the lists in line order.
-		b, prev := p.buf[:0], 0
-		for _, k := range cuts[:ncut] {
-			b = append(b, line[prev:lifted[k][0]]...)
-			b = append(b, strippedMark...)
-			prev = lifted[k][1]
-		}
-		p.buf = append(b, line[prev:]...)
-		dec = p.buf
-	}
+	dec, ids := p.lift(line)
 	if p.rd.verdictsOnly {
 		var l verdictLine
 		if err := json.Unmarshal(dec, &l, lineOptions); err != nil {
@@ -381,6 +371,54 @@ func (x *row) setVerdict(j *pipeline.Rejection, fl *pipeline.Failure) {
 	if fl != nil {
 		x.failStage, x.failed = fl.Stage, fl.Error
 	}
+}
+
+// lift returns line with its id lists lifted (p.buf, or line itself when
+// none is) and the output ids counted (with a tokenizer).
+func (p *lineParser) lift(line []byte) ([]byte, idCount) {
+	var lifted [len(idLists)][2]int // [ and past ], by idLists index
+	var got [len(idLists)]bool
+	var cuts [len(idLists)]int
+	ncut := 0
+	var ids idCount
+	for pos := 0; ncut < len(idLists); {
+		i := bytes.IndexByte(line[pos:], '[')
+		if i < 0 {
+			break
+		}
+		at := pos + i
+		pos = at + 1
+		k := p.listKey(line, at)
+		if k < 0 || got[k] {
+			continue
+		}
+		got[k] = true
+		var end int
+		if k == outputIDsList && p.endID >= 0 {
+			end = p.countIDs(line[at+1:], &ids)
+		} else {
+			end = intsEnd(line[at+1:])
+		}
+		if end < 0 {
+			continue // not plain integers: decoded as they are
+		}
+		lifted[k] = [2]int{at, at + 1 + end + 1}
+		cuts[ncut] = k
+		ncut++
+		pos = lifted[k][1]
+	}
+	if ncut == 0 {
+		return line, ids
+	}
+	// The scan found the lists in line order.
+	b, prev := p.buf[:0], 0
+	for _, k := range cuts[:ncut] {
+		b = append(b, line[prev:lifted[k][0]]...)
+		b = append(b, strippedMark...)
+		prev = lifted[k][1]
+	}
+	p.buf = append(b, line[prev:]...)
+	return p.buf, ids
 }
 
 // listKey is the idLists index of the key whose list opens at line[at]
