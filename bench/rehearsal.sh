@@ -14,6 +14,11 @@
 #   bench/rehearsal.sh
 #   N=913786 ROUNDS=1 bench/rehearsal.sh
 #   NEW=1c7c715 bench/rehearsal.sh    # a commit instead of the working tree
+#   SHAPE=jsonl REF=fbb1b4f N=913786 ROUNDS=1 bench/rehearsal.sh
+#
+# SHAPE=jsonl is the issue-23 cost shape, which a commit from before
+# dedupe and Parquet (fbb1b4f) also runs: no dedupe, the training rows to
+# train.jsonl instead of Parquet shards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -21,6 +26,7 @@ N=${N:-200000}
 ROUNDS=${ROUNDS:-2}
 REF=${REF:-05cb071}
 NEW=${NEW:-}
+SHAPE=${SHAPE:-parquet}
 scripts/fetch-qwen3.sh >/dev/null
 
 T=$(mktemp -d)
@@ -59,18 +65,38 @@ sed -e "s|^servers .*|servers           = [\"sim:7?speed=1000000\&faults=empty-a
 	-e "s|\"runs/demo/|\"run/|" \
 	pipelines/demo.toml >"$T/rehearsal.toml"
 grep -q "sim:7" "$T/rehearsal.toml" || { echo "rehearsal.sh: could not adapt pipelines/demo.toml" >&2; exit 1; }
+if [ "$SHAPE" = jsonl ]; then
+	# Drop the dedupe stage (generate reads the prompts) and write the
+	# training rows as JSONL.
+	awk '
+		/^\[\[stage\]\]/ { flush(); buf = $0 "\n"; next }
+		{ buf = buf $0 "\n" }
+		END { flush() }
+		function flush() {
+			if (buf ~ /kind *= *"dedupe-against-progress"/) { buf = ""; return }
+			gsub(/input *= *"todo"/, "input             = \"prompts\"", buf)
+			if (buf ~ /id *= *"train"/) buf = "[[stage]]\nid    = \"train\"\nkind  = \"write-jsonl\"\ninput = \"tok\"\npath  = \"run/train.jsonl\"\n\n"
+			printf "%s", buf; buf = ""
+		}' "$T/rehearsal.toml" >"$T/rehearsal.jsonl.toml"
+	mv "$T/rehearsal.jsonl.toml" "$T/rehearsal.toml"
+	grep -q 'path  = "run/train.jsonl"' "$T/rehearsal.toml" || { echo "rehearsal.sh: could not make the JSONL shape" >&2; exit 1; }
+fi
 
-echo "$N prompts, demo graph, sim:7 × 48; ${NEW:-this tree} vs $REF, $ROUNDS rounds"
+echo "$N prompts, demo graph ($SHAPE), sim:7 × 48; ${NEW:-this tree} vs $REF, $ROUNDS rounds"
 : >"$T/rounds"
 for round in $(seq "$ROUNDS"); do
 	for v in new ref; do
 		rm -rf "$T/run"
 		/usr/bin/time -f '%e %U %S %M' -o "$T/$v.time" "$T/pipe-$v" run "$T/rehearsal.toml" >"$T/$v.out" 2>&1 ||
 			{ echo "pipe ($v) failed:" >&2; tail -20 "$T/$v.out" >&2; exit 1; }
-		# The manifest is in .pipe/ since pipe-row-2, beside the shards before.
-		manifest="$T/run/train/.pipe/manifest.json"
-		[ -f "$manifest" ] || manifest="$T/run/train/manifest.json"
-		rows=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"])' "$manifest")
+		if [ "$SHAPE" = jsonl ]; then
+			rows=$(wc -l <"$T/run/train.jsonl")
+		else
+			# The manifest is in .pipe/ since pipe-row-2, beside the shards before.
+			manifest="$T/run/train/.pipe/manifest.json"
+			[ -f "$manifest" ] || manifest="$T/run/train/manifest.json"
+			rows=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"])' "$manifest")
+		fi
 		read -r wall user sys rss <"$T/$v.time"
 		echo "round $round $v: ${wall}s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN {printf "%.1f", u + s}')s CPU, peak RSS $((rss / 1024)) MB, $rows training rows"
 		echo "$v $wall $user $sys $rss" >>"$T/rounds"

@@ -76,14 +76,14 @@ func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly boo
 	first := 0
 	if lastOnly {
 		first = len(messages)
-		for first > 0 && messages[first-1].Role() != "assistant" {
+		for first > 0 && role(items[first-1]) != "assistant" {
 			first--
 		}
 		first = max(first-1, 0)
 	}
 	var turns []Turn
 	for k := first; k < len(messages); k++ {
-		if messages[k].Role() != "assistant" {
+		if role(items[k]) != "assistant" {
 			continue
 		}
 		turn, err := t.turn(messages, items, k, opts, full)
@@ -182,16 +182,9 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 // of messages: the one place where rendering with the sentinel appended to
 // that content differs, and differs by exactly the sentinel.
 func (t *Template) contentEnd(messages []Message, items []jinja.Value, k int, opts Options, full string) (int, error) {
-	raw := messages[k].Get("content")
-	var content string
-	if len(raw) > 0 && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &content); err != nil {
-			return 0, fmt.Errorf("content must be a string to find the turn's end")
-		}
-	}
-	v, err := fromJSON(messages[k].With("content", content+sentinel).object())
-	if err != nil {
-		return 0, err
+	v, ok := withContentSuffix(items[k], sentinel)
+	if !ok {
+		return 0, fmt.Errorf("content must be a string to find the turn's end")
 	}
 	probe := append([]jinja.Value(nil), items...)
 	probe[k] = v
@@ -204,6 +197,47 @@ func (t *Template) contentEnd(messages []Message, items []jinja.Value, k int, op
 		return 0, fmt.Errorf("the template changes the end of the content as it renders it, so the turn's end cannot be found by message")
 	}
 	return d, nil
+}
+
+// role is a converted message's "role" string ("" if absent or not a
+// string), as Message.Role gives it without parsing the message again.
+func role(item jinja.Value) string {
+	if item.IsDict() {
+		if r, ok := item.AsDict().Get("role"); ok && r.IsString() {
+			return r.AsString()
+		}
+	}
+	return ""
+}
+
+// withContentSuffix is message item (a converted Message) with suffix
+// appended to its content, a missing or null content taken as "" (a key
+// added last): the value Message.With("content", content+suffix) converts
+// to, built without encoding the message to JSON and parsing it back,
+// which cost more than the renders of a long reply's turn. ok is false
+// when the content is neither a string nor null.
+func withContentSuffix(item jinja.Value, suffix string) (v jinja.Value, ok bool) {
+	if !item.IsDict() {
+		return item, false
+	}
+	d := item.AsDict()
+	content := ""
+	if c, has := d.Get("content"); has && !c.IsNone() {
+		if !c.IsString() {
+			return item, false
+		}
+		content = c.AsString()
+	}
+	// A shallow copy: the other values are shared with item, and rendering
+	// never changes a value it is given.
+	v = jinja.NewDict()
+	cp := v.AsDict()
+	cp.Keys = append(cp.Keys, d.Keys...)
+	for key, val := range d.Data {
+		cp.Data[key] = val
+	}
+	cp.Set("content", jinja.NewString(content+suffix))
+	return v, true
 }
 
 // nextStart finds where message j's rendering begins in full, the
