@@ -13,9 +13,15 @@
 // (messages, max_tokens / max_completion_tokens, chat_template_kwargs.
 // enable_thinking, separate_reasoning, stream, stream_options.include_usage),
 // GET /health, /health_generate, /get_model_info and /model_info,
-// /get_server_info and /server_info, /v1/models, /metrics. Errors use
-// SGLang's bodies: {"error":{"message"}} on /generate, {"object":"error",
-// "message","type","param","code"} on /v1, {"detail"} for unknown routes.
+// /get_server_info and /server_info, /v1/models, /metrics. /health and
+// /health_generate are one handler, as in SGLang 2026: a 1-token
+// generation, 200 as soon as the server progresses (that generation done,
+// or any running request producing a token), 503 after HealthCheckTimeout
+// (20 simulated seconds) without progress, and during warm-up. Errors use
+// SGLang's bodies: {"error":{"message"}} for a refused /generate (400),
+// {"object":"error","message","type":"<status>","param":null,"code"} for
+// its 5xx (HTTPException), {"object":"error","message","type","param",
+// "code"} on /v1, {"detail"} for unknown routes.
 // With Config.APIKey every request but OPTIONS, /health… and /metrics…
 // needs "Authorization: Bearer KEY" (the scheme in any case) or
 // "x-api-key: KEY", else 401 {"error":"Unauthorized"}, as SGLang's

@@ -44,11 +44,10 @@ func (l *life) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if method(http.MethodPost) {
 			l.chat(w, r)
 		}
-	case "/health":
-		if method(http.MethodGet, http.MethodHead) {
-			l.health(w)
-		}
-	case "/health_generate":
+	case "/health", "/health_generate":
+		// One handler for both, as in SGLang 2026 (http_server.py):
+		// a 1-token generation (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION
+		// defaults on).
 		if method(http.MethodGet, http.MethodHead) {
 			l.healthGenerate(w, r)
 		}
@@ -124,11 +123,24 @@ func writeError(w http.ResponseWriter, a api, status int, msg string) {
 	b := getBuf()
 	defer putBuf(b)
 	out := *b
-	if a == apiNative {
+	switch {
+	case a == apiNative && status < 500:
+		// A ValueError: {"error": {"message"}} (http_server.py).
 		out = append(out, `{"error":{"message":`...)
 		out = appendJSONString(out, msg)
 		out = append(out, `}}`...)
-	} else {
+	case a == apiNative:
+		// An HTTPException (503 queue full or waiting timeout, 500):
+		// SGLang 2026's ORJSONResponse {"object":"error","message",
+		// "type":"<status>","param":null,"code":<status>}.
+		out = append(out, `{"object":"error","message":`...)
+		out = appendJSONString(out, msg)
+		out = append(out, `,"type":"`...)
+		out = strconv.AppendInt(out, int64(status), 10)
+		out = append(out, `","param":null,"code":`...)
+		out = strconv.AppendInt(out, int64(status), 10)
+		out = append(out, '}')
+	default:
 		typ := "BadRequestError"
 		switch {
 		case status == http.StatusServiceUnavailable:
