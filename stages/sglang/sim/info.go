@@ -152,6 +152,9 @@ func (l *life) models(w http.ResponseWriter) {
 // fraction of): room for every running slot at 4096 tokens, and at least one
 // full context.
 func (l *life) kvCapacity() int {
+	if l.cfg.KVTokens > 0 {
+		return l.cfg.KVTokens
+	}
 	return max(l.cfg.ContextLength, l.cfg.MaxRunning*4096)
 }
 
@@ -186,10 +189,8 @@ func (l *life) metrics(w http.ResponseWriter) {
 	metric("max_total_num_tokens", "gauge", "Maximum total number of tokens.", float64(l.kvCapacity()))
 	// No sglang:max_running_requests: SGLang dropped it in 2024
 	// (metrics/collector.py); clients read /server_info.
-	// Retraction is not simulated (doc.go): the gauge and the counter
-	// stay 0.
-	metric("num_retracted_reqs", "gauge", "The number of retracted requests.", 0)
-	metric("num_retracted_requests_total", "counter", "Total number of retracted requests due to insufficient KV cache.", 0)
+	metric("num_retracted_reqs", "gauge", "The number of retracted requests.", float64(l.retractedNow.Load()))
+	metric("num_retracted_requests_total", "counter", "Total number of retracted requests due to insufficient KV cache.", float64(l.retracted.Load()))
 	metric("cache_hit_rate", "gauge", "The cache hit rate.", 0)
 	if l.cfg.SpecAcceptMean > 0 {
 		metric("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", l.cfg.SpecAcceptMean)

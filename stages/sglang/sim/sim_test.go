@@ -1186,3 +1186,41 @@ func TestHealthGeneratesOrTimesOut(t *testing.T) {
 		t.Errorf("/health of a server decoding with its one slot taken: %d, want 200", r.status)
 	}
 }
+
+// A KV cache too small for the running batch retracts requests one at a
+// time: each still answers in full, some say num_retractions > 0, and
+// /metrics counts them (num_retracted_requests_total).
+func TestRetraction(t *testing.T) {
+	f := startFleet(t, Config{Speed: 20, MaxRunning: 8, KVTokens: 8 * 150, ThinkTokensMean: 200, AnswerTokensMean: 60})
+	c := client(t)
+	u := f.URLs()[0]
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	retracted, answered := 0, 0
+	for i := range 24 {
+		wg.Go(func() {
+			r := do(context.Background(), c, http.MethodPost, u+"/generate", gen(fmt.Sprintf("q%d", i), 30000))
+			mu.Lock()
+			defer mu.Unlock()
+			if r.status != 200 || str(r.obj, "meta_info.finish_reason.type") != "stop" {
+				t.Errorf("q%d: %d %s", i, r.status, r.body)
+				return
+			}
+			answered++
+			if num(r.obj, "meta_info.num_retractions") > 0 {
+				retracted++
+			}
+		})
+	}
+	wg.Wait()
+	if answered != 24 || retracted == 0 {
+		t.Errorf("%d answered, %d retracted; want 24 and some", answered, retracted)
+	}
+	if got := metric(t, c, u, "num_retracted_requests_total"); got < float64(retracted) {
+		t.Errorf("num_retracted_requests_total %g, want at least %d", got, retracted)
+	}
+	if got := metric(t, c, u, "token_usage"); got != 0 {
+		t.Errorf("token_usage %g after every request ended, want 0", got)
+	}
+	t.Logf("%d of 24 retracted", retracted)
+}

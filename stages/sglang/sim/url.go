@@ -87,6 +87,8 @@ func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, e
 			cfg.Speed, err = strconv.ParseFloat(v, 64)
 		case "max_running":
 			cfg.MaxRunning, err = strconv.Atoi(v)
+		case "kv_tokens":
+			cfg.KVTokens, err = strconv.Atoi(v)
 		case "context_length":
 			cfg.ContextLength, err = strconv.Atoi(v)
 		case "think_mean":
@@ -126,7 +128,7 @@ func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, e
 				cfg.Faults = append(cfg.Faults, f)
 			}
 		default:
-			errs = append(errs, fmt.Sprintf("unknown sim option %q (speed, max_running, context_length, think_mean, answer_mean, spec_accept, model, seed, faults, api_key_env)", k))
+			errs = append(errs, fmt.Sprintf("unknown sim option %q (speed, max_running, kv_tokens, context_length, think_mean, answer_mean, spec_accept, model, seed, faults, api_key_env)", k))
 		}
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("sim option %s=%q: %v", k, v, err))
