@@ -224,6 +224,7 @@ type server struct {
 	queuedSeen bool
 	window     adaptState
 	cooldown   int
+	kvCap      int // > 0: the capacity retractions showed (adapt.go)
 	// Routing (route.go): tokens of the requests on their way or being
 	// answered, how many of those, and the queue it last reported.
 	tokens, sending atomic.Int64
