@@ -345,25 +345,11 @@ func decodeServer(it any) (serverEntry, error) {
 }
 
 func (e *serverEntry) parse() error {
-	if rest, ok := strings.CutPrefix(e.URL, "sim:"); ok {
-		count, query, _ := strings.Cut(rest, "?")
-		n, err := strconv.Atoi(count)
-		if err != nil || n < 1 || n > 64 {
-			return fmt.Errorf(`%q: want "sim:N" with N in 1..64`, e.URL)
-		}
-		e.Sim = n
-		q, err := parseSimQuery(query)
+	if n, q, ok, err := sim.ParseURL(e.URL); ok {
 		if err != nil {
-			return fmt.Errorf("%q: %v", e.URL, err)
+			return err
 		}
-		if _, err := simConfig(n, q, nil); err != nil {
-			shown := e.URL
-			if q.Has("api_key_env") {
-				shown = "sim:" + count // its value may be a key given by mistake
-			}
-			return fmt.Errorf("%q: %v", shown, err)
-		}
-		e.SimQuery = q
+		e.Sim, e.SimQuery = n, q
 		return nil
 	}
 	// Messages name the URL without user:password, even one that does not
@@ -390,29 +376,6 @@ func (e *serverEntry) parse() error {
 	return nil
 }
 
-// parseSimQuery reads the options of "sim:N?k=v&k=v". Unlike a URL query,
-// '+' is itself, not a space: fault windows are written "die@1h+5m".
-// %XX escapes are decoded.
-func parseSimQuery(query string) (url.Values, error) {
-	q := url.Values{}
-	for _, kv := range strings.Split(query, "&") {
-		if kv == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(kv, "=")
-		key, err := url.PathUnescape(k)
-		if err != nil {
-			return nil, fmt.Errorf("option %q: %v", k, err)
-		}
-		val, err := url.PathUnescape(v)
-		if err != nil {
-			return nil, fmt.Errorf("option %s: %v", key, err)
-		}
-		q.Add(key, val)
-	}
-	return q, nil
-}
-
 // describeEnvName shows a bad api_key_env value in a message: a string that
 // is no variable name may be the key itself, so it is not repeated.
 func describeEnvName(v any) string {
@@ -420,106 +383,6 @@ func describeEnvName(v any) string {
 		return "a string that is not one (give the variable's name, not the key)"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// simConfig turns "sim:N?speed=…&faults=…" options into a fleet config.
-// lookup reads the environment for api_key_env; nil (at check time) only
-// checks the variable's name.
-func simConfig(n int, q url.Values, lookup func(string) (string, bool)) (sim.Config, error) {
-	cfg := sim.Config{Count: n}
-	var errs []string
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		v := q.Get(k)
-		if vs := q[k]; len(vs) > 1 {
-			errs = append(errs, fmt.Sprintf("sim option %s is given %d times", k, len(vs)))
-			continue
-		}
-		var err error
-		switch k {
-		case "speed":
-			cfg.Speed, err = strconv.ParseFloat(v, 64)
-		case "max_running":
-			cfg.MaxRunning, err = strconv.Atoi(v)
-		case "context_length":
-			cfg.ContextLength, err = strconv.Atoi(v)
-		case "think_mean":
-			cfg.ThinkTokensMean, err = strconv.Atoi(v)
-		case "answer_mean":
-			cfg.AnswerTokensMean, err = strconv.Atoi(v)
-		case "spec_accept":
-			cfg.SpecAcceptMean, err = strconv.ParseFloat(v, 64)
-		case "model":
-			cfg.Model = v
-		case "forced_thinking":
-			cfg.ForcedThinking, err = strconv.ParseBool(v)
-		case "seed":
-			var s uint64
-			s, err = strconv.ParseUint(v, 10, 64)
-			cfg.Seed = s
-		case "api_key_env":
-			if !envNameRe.MatchString(v) {
-				errs = append(errs, "sim option api_key_env: not an environment variable name (give the variable's name, not the key)")
-				continue
-			}
-			if lookup != nil {
-				key, kerr := envValue(lookup, v)
-				if kerr != nil {
-					errs = append(errs, fmt.Sprintf("sim option api_key_env: %v", kerr))
-					continue
-				}
-				cfg.APIKey = key
-			}
-		case "faults":
-			for _, fs := range splitFaults(v) {
-				f, ferr := sim.ParseFault(fs)
-				if ferr != nil {
-					errs = append(errs, ferr.Error())
-					continue
-				}
-				cfg.Faults = append(cfg.Faults, f)
-			}
-		default:
-			errs = append(errs, fmt.Sprintf("unknown sim option %q (speed, max_running, context_length, think_mean, answer_mean, spec_accept, model, seed, faults, api_key_env)", k))
-		}
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("sim option %s=%q: %v", k, v, err))
-		}
-	}
-	if len(errs) > 0 {
-		return cfg, errors.New(strings.Join(errs, "; "))
-	}
-	// Means above the default caps raise the caps with them.
-	if cfg.ThinkTokensMean > sim.DefaultThinkTokensMax {
-		cfg.ThinkTokensMax = min(cfg.ThinkTokensMean*4, 1<<16)
-	}
-	if cfg.AnswerTokensMean > sim.DefaultAnswerTokensMax {
-		cfg.AnswerTokensMax = min(cfg.AnswerTokensMean*4, 1<<16)
-	}
-	return cfg, nil
-}
-
-// splitFaults splits the faults option at commas, keeping a fault's list
-// of servers whole: "503:0.1,die@1h+5m#0,1" is two faults, the second on
-// servers 0 and 1.
-func splitFaults(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if n := len(out); n > 0 && strings.Contains(out[n-1], "#") && isServerIndex(p) {
-			out[n-1] += "," + p
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-func isServerIndex(s string) bool {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return false
-	}
-	_, err := strconv.Atoi(s)
-	return err == nil
 }
 
 type generate struct {
@@ -716,7 +579,7 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 			key += " tokenizer=" + g.cfg.Tokenizer
 		}
 		v, err := env.Resources.Get(key, func() (any, func() error, error) {
-			cfg, err := simConfig(s.Sim, s.SimQuery, os.LookupEnv)
+			cfg, err := sim.ConfigFromQuery(s.Sim, s.SimQuery, func(name string) (string, error) { return envValue(os.LookupEnv, name) })
 			if err != nil {
 				return nil, nil, err
 			}

@@ -8,28 +8,30 @@ package sglang
 // max_running_requests) and, when reachable, /metrics (token_usage,
 // num_retracted_reqs; see metrics.go), never needing /metrics:
 //
-//   - it starts at the server's running capacity plus a small headroom when
-//     /server_info gives one (the server runs that many at once by its own
+//   - it starts at the server's running capacity when /server_info gives
+//     one (the server runs that many at once by its own
 //     account), else at the configured or default start;
 //   - the answers of a window (a quarter of the limit's worth of
 //     completions: every answer of a round reports about the same load)
 //     are summed, and the limit moves once per window;
-//   - a queue beyond the headroom through the whole window drops the limit
-//     by the excess, and the next window waits until that many
-//     completions drained it;
-//   - capacity known (reported, or the most it ran once it queued), below
-//     it plus the headroom and with idle slots or a short queue: the limit
-//     goes there, at most doubling per window; capacity unknown and the
-//     server running what it is sent with an empty queue: it doubles;
+//   - a queue through the whole window with the limit above the capacity,
+//     or beyond the headroom, drops the limit by the excess, and the next
+//     window waits until that many completions drained it;
+//   - capacity known (reported, or the most it ran once it queued) and the
+//     limit below it: the limit goes there, at most doubling per window;
+//     capacity unknown and the server running what it is sent with an
+//     empty queue: it doubles;
 //   - a 503 (queue full, the server's waiting timeout) cuts it to 3/4; a
 //     retraction (the server ran out of KV cache and preempted a request:
 //     meta_info num_retractions, or /metrics' rising
 //     num_retracted_requests_total) to 7/8, at most once per limit's worth
-//     of completions; token_usage at or above 0.95 holds it (no growth);
-//   - it stays within 1 … min(MaxConcurrency, capacity + headroom):
-//     requests beyond what the server runs only wait in its queue, the
-//     headroom keeps a freed running slot from idling while the next
-//     request travels.
+//     of completions, and the capacity counts as that limit until two
+//     rounds pass without a retraction (then one more per window);
+//     token_usage at or above 0.95 holds it (no growth);
+//   - it stays within 1 … min(MaxConcurrency, capacity + headroom), and
+//     above the capacity only while it has not queued: requests beyond
+//     what the server runs only wait in its queue, which adds their wait
+//     to the latency and gains no tokens.
 //
 // A server that reports no load keeps its starting limit (raised only by
 // nothing, lowered by 503s and retractions).
@@ -50,10 +52,15 @@ func headroomOf(maxRunning int) int { return max(2, maxRunning/16) }
 // capacityLocked is s's running capacity: /server_info's, else the most
 // running requests it reported (0: not known yet).
 func (s *server) capacityLocked() int {
+	c := s.peakRunning
 	if s.info != nil && s.info.MaxRunningRequests > 0 {
-		return s.info.MaxRunningRequests
+		c = s.info.MaxRunningRequests
 	}
-	return s.peakRunning
+	if s.kvCap > 0 && c > 0 {
+		// Retractions said its KV cache holds fewer.
+		c = min(c, s.kvCap)
+	}
+	return c
 }
 
 // startAdaptiveLocked sets an adaptive s's limit from its reported
@@ -103,13 +110,16 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 		w.minWaiting = r.WaitingReqs
 	}
 	w.n++
-	w.idle += max(0, mr-r.RunningReqs-r.WaitingReqs)
 	w.running += r.RunningReqs
 	if w.n < max(s.cooldown, adaptWindow(s.limit)) {
 		return
 	}
+	if s.kvCap > 0 && s.sinceBackoff >= 2*s.limit {
+		// Two rounds without a retraction: try one more.
+		s.kvCap++
+		s.sinceBackoff = s.limit
+	}
 	h := headroomOf(mr)
-	meanIdle := (w.idle + w.n/2) / w.n
 	meanRunning := w.running / w.n
 	minWaiting := w.minWaiting
 	*w = adaptState{}
@@ -140,11 +150,6 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 	case mr > 0 && s.limit < mr:
 		// Below its capacity: go there, at most doubling per window.
 		s.limit = min(s.maxLimit, mr, 2*s.limit)
-	case mr > 0 && s.limit < mr+h && meanIdle >= 1 && minWaiting == 0:
-		// At capacity and still idle slots with an empty queue: the
-		// refills are slow on the way (a remote or busy client); one more
-		// per window, up to the headroom.
-		s.limit++
 	default:
 		return
 	}
@@ -161,7 +166,7 @@ func (c *Client) backOffLocked(s *server) {
 
 // adaptState sums the answers of one window (see adaptWindow).
 type adaptState struct {
-	n, minWaiting, idle, running int
+	n, minWaiting, running int
 }
 
 // retractedLocked cuts s's limit after a retraction, at most once per
@@ -172,5 +177,8 @@ func (c *Client) retractedLocked(s *server) {
 		return
 	}
 	s.limit = max(1, s.limit*7/8)
+	// What it runs without retracting is at most that, until rounds
+	// without retractions say more.
+	s.kvCap = s.limit
 	s.sinceBackoff, s.window = 0, adaptState{}
 }

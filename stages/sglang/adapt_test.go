@@ -1,6 +1,7 @@
 package sglang
 
 import (
+	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"testing"
 )
 
@@ -61,5 +62,32 @@ func TestParseMetrics(t *testing.T) {
 		if _, ok := parseMetrics([]byte(bad)); ok {
 			t.Errorf("%q read as metrics", bad)
 		}
+	}
+}
+
+// A server whose KV cache holds fewer requests than it would run (pipe sim
+// KVTokens) retracts some: the adaptive limit backs off from the
+// max_running_requests it started at.
+func TestAdaptiveBacksOffOnRetractions(t *testing.T) {
+	cfg := sim.Config{Count: 1, Speed: 40, MaxRunning: 32, KVTokens: 12 * 260, ThinkTokensMean: 200, AnswerTokensMean: 60}
+	f := startSim(t, cfg)
+	c := startClient(t, []ServerSpec{{URL: f.URLs()[0], MaxConcurrency: 256}}, testOptions(APIGenerate))
+	results, errs := runAll(t, c, 400, APIGenerate)
+	retracted := 0
+	for i, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if results[i].Retractions > 0 {
+			retracted++
+		}
+	}
+	st := c.Stats().Servers[0]
+	t.Logf("%d of 400 retracted; limit %d at the end", retracted, st.Concurrency)
+	if retracted == 0 {
+		t.Fatal("no retraction: the test's KV cache is not small enough")
+	}
+	if st.Concurrency >= 32 {
+		t.Errorf("limit %d at the end, want below the 32 it started at", st.Concurrency)
 	}
 }

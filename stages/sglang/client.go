@@ -173,8 +173,10 @@ type Client struct {
 
 	ridPrefix string
 	ridSeq    atomic.Uint64
-	bufs      sync.Pool
-	budget    answerBudget // bytes of answers in flight, fleet-wide
+	// meanWeight is the fleet's mean request weight in tokens (route.go).
+	meanWeight atomic.Int64
+	bufs       sync.Pool
+	budget     answerBudget // bytes of answers in flight, fleet-wide
 
 	// ctx ends the probes at Close.
 	ctx     context.Context
@@ -222,6 +224,11 @@ type server struct {
 	queuedSeen bool
 	window     adaptState
 	cooldown   int
+	kvCap      int // > 0: the capacity retractions showed (adapt.go)
+	// Routing (route.go): tokens of the requests on their way or being
+	// answered, how many of those, and the queue it last reported.
+	tokens, sending atomic.Int64
+	waiting         int
 	// ctx is cancelled with errEjected when the server is ejected, which
 	// aborts its requests in flight so they are re-sent elsewhere.
 	ctx    context.Context
@@ -754,9 +761,9 @@ func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*s
 	}
 }
 
-// pickLocked returns the least-loaded admitted server with a free slot
-// that is not suspect; avoid only when no other has one, and never when
-// strict.
+// pickLocked returns the least-loaded admitted server (loadLocked) with a
+// free slot that is not suspect; avoid only when no other has one, and
+// never when strict.
 func (c *Client) pickLocked(avoid *server, strict bool) *server {
 	var best, fallback *server
 	n := len(c.servers)
@@ -771,8 +778,7 @@ func (c *Client) pickLocked(avoid *server, strict bool) *server {
 			}
 			continue
 		}
-		// s.outstanding/s.limit < best.outstanding/best.limit
-		if best == nil || s.outstanding*best.limit < best.outstanding*s.limit {
+		if best == nil || c.loadLocked(s) < c.loadLocked(best) {
 			best = s
 		}
 	}
@@ -948,6 +954,7 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	defer c.putBuf(respBuf)
 	rid := c.ridPrefix + strconv.FormatUint(c.ridSeq.Add(1), 10)
 	*reqBuf = c.st.appendBody((*reqBuf)[:0], req, rid)
+	defer c.inFlight(s, req)()
 	start := time.Now()
 	status, held, err := c.postJSON(ctx, sctx, s, c.st.path(), *reqBuf, c.opts.RequestTimeout, respBuf)
 	defer c.budget.give(held)
@@ -987,6 +994,9 @@ func (c *Client) putBuf(b *[]byte) {
 func (c *Client) succeeded(s *server, r *Result) {
 	c.mu.Lock()
 	s.failures = 0
+	if r.LoadReported {
+		s.waiting = r.WaitingReqs
+	}
 	c.adaptLocked(s, r)
 	c.mu.Unlock()
 	s.stats.completed(r)

@@ -42,6 +42,13 @@ type Config struct {
 	// one more gets 503 "The request queue is full.". Default 1024; a
 	// negative value means no limit.
 	MaxQueued int
+	// KVTokens is the KV cache size in tokens (max_total_num_tokens): when
+	// the running requests' prompts and outputs exceed it, one of them is
+	// retracted at a time (it leaves the batch, waits for a slot again and
+	// re-prefills; meta_info num_retractions, /metrics
+	// num_retracted_requests_total). Default max(ContextLength,
+	// MaxRunning × 4096).
+	KVTokens int
 	// WarmUp is how long /health answers 503 (and generation requests are
 	// refused with 503) after a server starts or revives. Default 0.
 	WarmUp time.Duration
@@ -181,6 +188,7 @@ func (c Config) withDefaults() (Config, error) {
 	check(c.ContextLength >= 16, "context length must be at least 16, got %d", c.ContextLength)
 	check(c.ReasoningParser == "qwen3" || c.ReasoningParser == "none", "reasoning parser must be qwen3 or none, got %q", c.ReasoningParser)
 	check(c.MaxRunning >= 1, "max running must be at least 1, got %d", c.MaxRunning)
+	check(c.KVTokens >= 0, "KV tokens must not be negative, got %d", c.KVTokens)
 	check(c.WarmUp >= 0, "warm-up must not be negative, got %v", c.WarmUp)
 	check(c.Speed > 0, "speed must be positive, got %g", c.Speed)
 	check(c.PrefillLatency >= 0, "prefill latency must not be negative, got %v", c.PrefillLatency)

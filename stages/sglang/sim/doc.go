@@ -13,9 +13,15 @@
 // (messages, max_tokens / max_completion_tokens, chat_template_kwargs.
 // enable_thinking, separate_reasoning, stream, stream_options.include_usage),
 // GET /health, /health_generate, /get_model_info and /model_info,
-// /get_server_info and /server_info, /v1/models, /metrics. Errors use
-// SGLang's bodies: {"error":{"message"}} on /generate, {"object":"error",
-// "message","type","param","code"} on /v1, {"detail"} for unknown routes.
+// /get_server_info and /server_info, /v1/models, /metrics. /health and
+// /health_generate are one handler, as in SGLang 2026: a 1-token
+// generation, 200 as soon as the server progresses (that generation done,
+// or any running request producing a token), 503 after HealthCheckTimeout
+// (20 simulated seconds) without progress, and during warm-up. Errors use
+// SGLang's bodies: {"error":{"message"}} for a refused /generate (400),
+// {"object":"error","message","type":"<status>","param":null,"code"} for
+// its 5xx (HTTPException), {"object":"error","message","type","param",
+// "code"} on /v1, {"detail"} for unknown routes.
 // With Config.APIKey every request but OPTIONS, /health… and /metrics…
 // needs "Authorization: Bearer KEY" (the scheme in any case) or
 // "x-api-key: KEY", else 401 {"error":"Unauthorized"}, as SGLang's
@@ -28,7 +34,10 @@
 // A running request waits out prefill (PrefillLatency + prompt tokens /
 // PrefillTokensPerSec), then decodes at DecodeTokensPerSec / (1 +
 // (running-1)/BatchHalfSpeed) tokens/s, re-read as the batch changes, so a
-// server's throughput rises with the batch and saturates. Speed divides all
+// server's throughput rises with the batch and saturates. When the running
+// requests' tokens exceed KVTokens, one /generate request at a time is
+// retracted: it leaves the batch, queues again, re-prefills its prompt and
+// output so far and decodes on (meta_info num_retractions counts it). Speed divides all
 // of it; latencies in responses stay in simulated seconds. A client that
 // closes its connection aborts its request and frees its slot.
 //
@@ -52,7 +61,7 @@
 //
 // stop strings and stop_token_ids, ignore_eos, min_new_tokens, n > 1,
 // logprobs, tools, batch requests (a list in text or input_ids is refused
-// with 400), prefix caching (cached_tokens is 0), retractions
-// (num_retractions is 0), and any effect of temperature or other sampling
-// parameters on the output.
+// with 400), prefix caching (cached_tokens is 0), retractions of streamed
+// requests and of chat requests' meta_info, and any effect of temperature
+// or other sampling parameters on the output.
 package sim

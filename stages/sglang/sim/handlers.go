@@ -44,11 +44,10 @@ func (l *life) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if method(http.MethodPost) {
 			l.chat(w, r)
 		}
-	case "/health":
-		if method(http.MethodGet, http.MethodHead) {
-			l.health(w)
-		}
-	case "/health_generate":
+	case "/health", "/health_generate":
+		// One handler for both, as in SGLang 2026 (http_server.py):
+		// a 1-token generation (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION
+		// defaults on).
 		if method(http.MethodGet, http.MethodHead) {
 			l.healthGenerate(w, r)
 		}
@@ -124,11 +123,24 @@ func writeError(w http.ResponseWriter, a api, status int, msg string) {
 	b := getBuf()
 	defer putBuf(b)
 	out := *b
-	if a == apiNative {
+	switch {
+	case a == apiNative && status < 500:
+		// A ValueError: {"error": {"message"}} (http_server.py).
 		out = append(out, `{"error":{"message":`...)
 		out = appendJSONString(out, msg)
 		out = append(out, `}}`...)
-	} else {
+	case a == apiNative:
+		// An HTTPException (503 queue full or waiting timeout, 500):
+		// SGLang 2026's ORJSONResponse {"object":"error","message",
+		// "type":"<status>","param":null,"code":<status>}.
+		out = append(out, `{"object":"error","message":`...)
+		out = appendJSONString(out, msg)
+		out = append(out, `,"type":"`...)
+		out = strconv.AppendInt(out, int64(status), 10)
+		out = append(out, `","param":null,"code":`...)
+		out = strconv.AppendInt(out, int64(status), 10)
+		out = append(out, '}')
+	default:
 		typ := "BadRequestError"
 		switch {
 		case status == http.StatusServiceUnavailable:
@@ -343,7 +355,12 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 		}
 		return
 	}
-	defer l.adm.release()
+	held := true // a running slot
+	defer func() {
+		if held {
+			l.adm.release()
+		}
+	}()
 	l.requests.Add(1)
 	l.promptTokens.Add(int64(j.promptTokens))
 	l.kvTokens.Add(int64(j.promptTokens))
@@ -359,8 +376,36 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 		l.stream(ctx, w, &res, decodeFrom)
 		return
 	}
-	if err := l.decode(ctx, n, decodeFrom, nil); err != nil {
-		return
+	// A retracted request leaves the batch and the KV cache, waits for a
+	// slot again, prefills its prompt and what it had decoded (SGLang
+	// keeps the output so far), and decodes on from there.
+	for done := 0; ; {
+		d, err := l.decodeN(ctx, n-done, decodeFrom, nil)
+		if !errors.Is(err, errRetracted) {
+			if err != nil {
+				return
+			}
+			break
+		}
+		done += d
+		res.retractions++
+		l.kvTokens.Add(-int64(j.promptTokens))
+		held = false
+		l.adm.release()
+		l.retractedNow.Add(1)
+		err = l.adm.acquire(ctx, l.dead)
+		l.retractedNow.Add(-1)
+		if err != nil {
+			return
+		}
+		held = true
+		l.kvTokens.Add(int64(j.promptTokens))
+		if decodeFrom, err = l.prefill(ctx, j.promptTokens+done); err != nil {
+			return
+		}
+		// Its decoded tokens are back in the cache until it ends.
+		l.kvTokens.Add(int64(done))
+		defer l.kvTokens.Add(-int64(done))
 	}
 	b := getBuf()
 	defer putBuf(b)
@@ -422,6 +467,9 @@ type result struct {
 	speed float64
 	reset bool
 	adm   *admission // the server's load, reported with the answer
+	// retractions is how often the request was retracted (meta_info
+	// num_retractions).
+	retractions int
 }
 
 func (res *result) latency() float64 { return time.Since(res.start).Seconds() * res.speed }
@@ -453,7 +501,8 @@ func (res *result) appendNative(b []byte, done int, final bool) []byte {
 	b = strconv.AppendInt(b, int64(res.job.promptTokens), 10)
 	b = append(b, `,"weight_version":"default","completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(done), 10)
-	b = append(b, `,"cached_tokens":0,"num_retractions":0`...)
+	b = append(b, `,"cached_tokens":0,"num_retractions":`...)
+	b = strconv.AppendInt(b, int64(res.retractions), 10)
 	b = res.appendMeta(b, done)
 	return append(b, `}}`...)
 }

@@ -1,49 +1,73 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// health answers 200 with an empty body when ready, 503 during warm-up, as
-// newer SGLang builds do.
-func (l *life) health(w http.ResponseWriter) {
-	w.Header()["Content-Length"] = []string{"0"}
-	if l.warming() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-}
+// HealthCheckTimeout is how long /health waits for its 1-token generation
+// before answering 503 (SGLang's SGLANG_HEALTH_CHECK_TIMEOUT, 20 s), in
+// simulated time.
+const HealthCheckTimeout = 20 * time.Second
 
-// healthGenerate runs a one-token generation through the queue, so it is as
-// slow as the server is busy, and answers 200 once it is done.
+// healthGenerate is /health and /health_generate, as http_server.py's
+// health_generate (SGLang 2026): 503 while warming up; else it submits a
+// 1-token generation (through the queue) and answers 200 as soon as the
+// server makes any progress — that generation done, or any running request
+// producing a token (SGLang returns on any scheduler output, polled every
+// second) — and 503 when nothing progressed within HealthCheckTimeout.
 func (l *life) healthGenerate(w http.ResponseWriter, r *http.Request) {
-	if l.warming() {
+	answer := func(status int) {
 		w.Header()["Content-Length"] = []string{"0"}
-		w.WriteHeader(http.StatusServiceUnavailable)
+		w.WriteHeader(status)
+	}
+	if l.warming() {
+		answer(http.StatusServiceUnavailable)
 		return
 	}
-	ctx := r.Context()
-	if err := l.adm.acquire(ctx, l.dead); err != nil {
-		if err == errQueueFull {
-			writeError(w, apiNative, http.StatusServiceUnavailable, err.Error())
+	ctx, cancel := context.WithTimeout(r.Context(), l.cfg.wall(HealthCheckTimeout))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		err := l.adm.acquire(ctx, l.dead)
+		if err == nil {
+			var from time.Time
+			from, err = l.prefill(ctx, 1)
+			if err == nil {
+				err = l.decode(ctx, 1, from, nil)
+			}
+			l.adm.release()
 		}
-		return
+		done <- err
+	}()
+	base := l.genTokens.Load()
+	poll := time.NewTicker(max(time.Millisecond, min(l.cfg.wall(time.Second), 50*time.Millisecond)))
+	defer poll.Stop()
+	for {
+		select {
+		case err := <-done:
+			switch {
+			case err == nil:
+				answer(http.StatusOK)
+			case errors.Is(err, errQueueFull), r.Context().Err() == nil && ctx.Err() != nil:
+				answer(http.StatusServiceUnavailable)
+			}
+			return
+		case <-poll.C:
+			if l.genTokens.Load() > base {
+				cancel() // the 1-token request is not needed any more
+				<-done
+				answer(http.StatusOK)
+				return
+			}
+		}
 	}
-	from, err := l.prefill(ctx, 1)
-	if err == nil {
-		err = l.decode(ctx, 1, from, nil)
-	}
-	l.adm.release()
-	if err != nil {
-		return
-	}
-	w.Header()["Content-Length"] = []string{"0"}
-	w.WriteHeader(http.StatusOK)
 }
 
 func (l *life) modelInfo(w http.ResponseWriter) {
@@ -128,6 +152,9 @@ func (l *life) models(w http.ResponseWriter) {
 // fraction of): room for every running slot at 4096 tokens, and at least one
 // full context.
 func (l *life) kvCapacity() int {
+	if l.cfg.KVTokens > 0 {
+		return l.cfg.KVTokens
+	}
 	return max(l.cfg.ContextLength, l.cfg.MaxRunning*4096)
 }
 
@@ -162,7 +189,8 @@ func (l *life) metrics(w http.ResponseWriter) {
 	metric("max_total_num_tokens", "gauge", "Maximum total number of tokens.", float64(l.kvCapacity()))
 	// No sglang:max_running_requests: SGLang dropped it in 2024
 	// (metrics/collector.py); clients read /server_info.
-	metric("num_retracted_reqs", "gauge", "The number of retracted requests.", 0)
+	metric("num_retracted_reqs", "gauge", "The number of retracted requests.", float64(l.retractedNow.Load()))
+	metric("num_retracted_requests_total", "counter", "Total number of retracted requests due to insufficient KV cache.", float64(l.retracted.Load()))
 	metric("cache_hit_rate", "gauge", "The cache hit rate.", 0)
 	if l.cfg.SpecAcceptMean > 0 {
 		metric("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", l.cfg.SpecAcceptMean)

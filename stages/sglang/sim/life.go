@@ -36,6 +36,11 @@ type life struct {
 	// SGLang's: for tests that bound how much work a client had redone).
 	completed atomic.Int64
 	kvTokens  atomic.Int64 // prompt + generated tokens of running requests
+	// kvMu serializes retraction decisions; retracted counts them
+	// (num_retracted_requests_total), retractedNow the retracted requests
+	// waiting to run again (num_retracted_reqs).
+	kvMu                    sync.Mutex
+	retracted, retractedNow atomic.Int64
 }
 
 func newLife(s *Server, ln net.Listener) *life {
@@ -131,12 +136,42 @@ func (l *life) prefill(ctx context.Context, promptTokens int) (time.Time, error)
 	return start.Add(d), l.sleep(ctx, d)
 }
 
+// errRetracted ends a decode whose request was retracted (retractLocked).
+var errRetracted = errors.New("retracted")
+
+// retract decides whether a request that decoded reported tokens gives
+// way: when the running requests' tokens exceed the KV cache (KVTokens) and
+// others run, it leaves the cache (its tokens are taken out here, under
+// kvMu, so that one retraction at a time relieves the pressure), as
+// SGLang's scheduler retracts decoding requests when the cache runs out
+// (managers/scheduler.py, retract_decode).
+func (l *life) retract(reported int) bool {
+	if l.kvTokens.Load() <= int64(l.kvCapacity()) {
+		return false
+	}
+	l.kvMu.Lock()
+	defer l.kvMu.Unlock()
+	if running, _ := l.adm.counts(); running <= 1 || l.kvTokens.Load() <= int64(l.kvCapacity()) {
+		return false
+	}
+	l.kvTokens.Add(-int64(reported))
+	l.retracted.Add(1)
+	return true
+}
+
 // decode waits out the decoding of n tokens at the batch-dependent speed,
 // counting from the instant from (the end of prefill), and calls progress
 // (if not nil) with the tokens done so far whenever that grows; a progress
 // error stops decoding. Decoded tokens count in kvTokens until decode
-// returns.
+// returns. Without progress (a whole answer), a request may be retracted
+// when the KV cache is full: decode then returns the tokens it decoded and
+// errRetracted.
 func (l *life) decode(ctx context.Context, n int, from time.Time, progress func(done int) error) error {
+	_, err := l.decodeN(ctx, n, from, progress)
+	return err
+}
+
+func (l *life) decodeN(ctx context.Context, n int, from time.Time, progress func(done int) error) (int, error) {
 	done := 0.0
 	reported := 0
 	defer func() { l.kvTokens.Add(-int64(reported)) }() // the request leaves the KV cache
@@ -156,12 +191,17 @@ func (l *life) decode(ctx context.Context, n int, from time.Time, progress func(
 			reported = d
 			if progress != nil {
 				if err := progress(d); err != nil {
-					return err
+					return reported, err
 				}
 			}
 		}
 		if reported >= n {
-			return nil
+			return reported, nil
+		}
+		if progress == nil && l.retract(reported) {
+			done := reported
+			reported = 0 // taken out of kvTokens by retract
+			return done, errRetracted
 		}
 		remain := time.Duration((float64(n) - done) / r * float64(time.Second))
 		if remain < minSleep {
@@ -170,7 +210,7 @@ func (l *life) decode(ctx context.Context, n int, from time.Time, progress func(
 			continue
 		}
 		if err := l.sleep(ctx, min(remain, q)); err != nil {
-			return err
+			return reported, err
 		}
 	}
 }

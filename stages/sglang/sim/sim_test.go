@@ -451,8 +451,8 @@ func TestInfoEndpoints(t *testing.T) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	if want := fmt.Sprintf("sglang:generation_tokens_total{model_name=%q} %d\n", DefaultModel, n+1); !bytes.Contains(r.body, []byte(want)) {
-		t.Errorf("/metrics: want %q in\n%s", want, r.body) // n tokens plus the 1 of health_generate
+	if want := fmt.Sprintf("sglang:generation_tokens_total{model_name=%q} %d\n", DefaultModel, n+2); !bytes.Contains(r.body, []byte(want)) {
+		t.Errorf("/metrics: want %q in\n%s", want, r.body) // n tokens plus the 1 each of /health and /health_generate
 	}
 }
 
@@ -482,7 +482,7 @@ func TestWarmUp(t *testing.T) {
 	h := get(t, c, u+"/health")
 	g := post(t, c, u+"/generate", gen("x", 1))
 	if time.Since(start) < 300*time.Millisecond {
-		if h.status != 503 || g.status != 503 || str(g.obj, "error.message") == "" {
+		if h.status != 503 || g.status != 503 || str(g.obj, "message") == "" || num(g.obj, "code") != 503 {
 			t.Errorf("during warm-up: health %d, generate %d %s", h.status, g.status, g.body)
 		}
 		if hg := get(t, c, u+"/health_generate"); hg.status != 503 && time.Since(start) < 300*time.Millisecond {
@@ -535,7 +535,7 @@ func TestQueueing(t *testing.T) {
 	launch(49)
 	waitFor(t, "50th queued", func() bool { return s.Stats().Queued == 2 })
 	r := post(t, c, u+"/generate", gen("one too many", 10))
-	if r.status != 503 || str(r.obj, "error.message") != "The request queue is full." {
+	if r.status != 503 || str(r.obj, "message") != "The request queue is full." || str(r.obj, "object") != "error" {
 		t.Errorf("beyond max queued: %d %s", r.status, r.body)
 	}
 	// Nothing has finished: every launched request is still waiting.
@@ -741,7 +741,17 @@ func TestFaultsShape(t *testing.T) {
 	type check func(t *testing.T, native, chat reply)
 	errShape := func(status int) check {
 		return func(t *testing.T, native, chat reply) {
-			if native.status != status || str(native.obj, "error.message") == "" {
+			// A ValueError (400) is {"error":{"message"}}; an
+			// HTTPException (5xx) {"object":"error","message","type",
+			// "param","code"} (http_server.py, SGLang 2026).
+			msg := str(native.obj, "error.message")
+			if status >= 500 {
+				msg = str(native.obj, "message")
+				if num(native.obj, "code") != status || str(native.obj, "type") != fmt.Sprint(status) {
+					t.Errorf("native: %d %s", native.status, native.body)
+				}
+			}
+			if native.status != status || msg == "" {
 				t.Errorf("native: %d %s", native.status, native.body)
 			}
 			if chat.status != status || num(chat.obj, "code") != status || str(chat.obj, "message") == "" {
@@ -756,7 +766,7 @@ func TestFaultsShape(t *testing.T) {
 		{FaultServerError, errShape(500)},
 		{FaultQueueFull, func(t *testing.T, native, chat reply) {
 			errShape(503)(t, native, chat)
-			if str(native.obj, "error.message") != "The request queue is full." {
+			if str(native.obj, "message") != "The request queue is full." {
 				t.Errorf("message %s", native.body)
 			}
 		}},
@@ -1156,4 +1166,77 @@ func TestThroughputFollowsTheBatchModel(t *testing.T) {
 	if lat1 < 4 || lat4 < 7 || lat4 < lat1*1.5 {
 		t.Errorf("per-request latency 1 running %.2f s (want ≈4.0), 4 running %.2f s (want ≈7.0)", lat1, lat4)
 	}
+}
+
+// /health is SGLang 2026's health_generate behind both paths: 200 at once
+// while the server makes progress (a request decoding), 503 once nothing
+// progressed for HealthCheckTimeout (20 simulated seconds): here the one
+// running slot is held by a request in a long prefill, which produces no
+// token, and the health generation cannot get a slot.
+func TestHealthGeneratesOrTimesOut(t *testing.T) {
+	f := startFleet(t, Config{Speed: 100, MaxRunning: 1, MaxQueued: -1, PrefillTokensPerSec: 10})
+	c := client(t)
+	u := f.URLs()[0]
+	if r := get(t, c, u+"/health"); r.status != 200 {
+		t.Fatalf("/health of an idle server: %d", r.status)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// About 2000 prompt tokens: 200 simulated seconds of prefill.
+	go do(ctx, c, http.MethodPost, u+"/generate", gen(strings.Repeat("a long prompt ", 600), 10))
+	waitFor(t, "the long request running", func() bool { return f.Servers()[0].Stats().Running == 1 })
+	start := time.Now()
+	r := get(t, c, u+"/health")
+	el := time.Since(start)
+	if r.status != 503 {
+		t.Errorf("/health of a server that cannot generate: %d, want 503", r.status)
+	}
+	if wall := time.Duration(float64(HealthCheckTimeout) / 100); el < wall || el > 20*wall {
+		t.Errorf("/health answered after %v, want about %v (20 simulated seconds)", el, wall)
+	}
+	// A server busy decoding answers at once.
+	busy := startFleet(t, Config{Speed: 100, MaxRunning: 1, MaxQueued: -1})
+	go do(ctx, c, http.MethodPost, busy.URLs()[0]+"/generate", gen("a long answer", 30000))
+	waitFor(t, "the busy request running", func() bool { return busy.Servers()[0].Stats().Running == 1 })
+	if r := get(t, c, busy.URLs()[0]+"/health"); r.status != 200 {
+		t.Errorf("/health of a server decoding with its one slot taken: %d, want 200", r.status)
+	}
+}
+
+// A KV cache too small for the running batch retracts requests one at a
+// time: each still answers in full, some say num_retractions > 0, and
+// /metrics counts them (num_retracted_requests_total).
+func TestRetraction(t *testing.T) {
+	f := startFleet(t, Config{Speed: 20, MaxRunning: 8, KVTokens: 8 * 150, ThinkTokensMean: 200, AnswerTokensMean: 60})
+	c := client(t)
+	u := f.URLs()[0]
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	retracted, answered := 0, 0
+	for i := range 24 {
+		wg.Go(func() {
+			r := do(context.Background(), c, http.MethodPost, u+"/generate", gen(fmt.Sprintf("q%d", i), 30000))
+			mu.Lock()
+			defer mu.Unlock()
+			if r.status != 200 || str(r.obj, "meta_info.finish_reason.type") != "stop" {
+				t.Errorf("q%d: %d %s", i, r.status, r.body)
+				return
+			}
+			answered++
+			if num(r.obj, "meta_info.num_retractions") > 0 {
+				retracted++
+			}
+		})
+	}
+	wg.Wait()
+	if answered != 24 || retracted == 0 {
+		t.Errorf("%d answered, %d retracted; want 24 and some", answered, retracted)
+	}
+	if got := metric(t, c, u, "num_retracted_requests_total"); got < float64(retracted) {
+		t.Errorf("num_retracted_requests_total %g, want at least %d", got, retracted)
+	}
+	if got := metric(t, c, u, "token_usage"); got != 0 {
+		t.Errorf("token_usage %g after every request ended, want 0", got)
+	}
+	t.Logf("%d of 24 retracted", retracted)
 }
