@@ -191,11 +191,11 @@ func termRows(w io.Writer) int {
 	if !ok {
 		return 0
 	}
-	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	_, rows, err := term.GetSize(int(f.Fd()))
 	if err != nil {
 		return 0
 	}
-	return int(ws.Row)
+	return rows
 }
 
 // canDraw reports whether w is a terminal with a size: a pseudo-terminal
