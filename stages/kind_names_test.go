@@ -17,13 +17,7 @@ import (
 // kindNameLeaks are the files outside stages/ still deciding by a kind's
 // name, each with the Spec-level call that replaces it (issue 23). The
 // list only shrinks: a new file here is a kind's knowledge leaking out.
-var kindNameLeaks = map[string]string{
-	"cmd/pipe/live.go":                 "generate's figures: Spec.Expensive, or a typed view (viewer, issue 24)",
-	"cmd/pipe/run.go":                  "generate's stage ids: Spec.Expensive (engine)",
-	"internal/runreport/read.go":       "an output's format: pipeline.OutputOf(kind).Committed(path).Format, or its Each (scale)",
-	"internal/runreport/report.go":     "which stages are writers: pipeline.HoldsRecords(kind) (scale)",
-	"internal/runreport/throughput.go": "writers and generate: pipeline.HoldsRecords(kind), Spec.Expensive (scale)",
-}
+var kindNameLeaks = map[string]string{}
 
 // TestNoKindNameOutsideStages: no Go file outside stages/ (tests aside)
 // holds a string that is a registered kind's name, or the start of one

@@ -28,8 +28,8 @@ done), so a stopped replay continues where it was committed.`,
 		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysJournal, Config: func(runDir, stage, _, _ string) map[string]any {
 			return map[string]any{"run_dir": runDir, "stage": stage}
 		}},
-		Outputs:       []string{"out", pipeline.RejectedPort},
-		Produces:      []string{pipeline.FieldMessages, pipeline.FieldCompletion},
+		Outputs:  []string{"out", pipeline.RejectedPort},
+		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},
 		KeySettings: pipeline.SettingsFor(func(cfg *ReadJournalConfig) string {
 			return fmt.Sprintf("%s of %s", cfg.Stage, pipeline.DisplayPath(cfg.RunDir))
 		}),

@@ -68,7 +68,7 @@ in the bucket again (HeadObject: size, pipe-sha256 and the server's
 checksum), not taken from this run's record: what is missing or different
 is uploaded again from the local shard. A shard in neither place fails the
 run, named.`,
-		Verify:    pipeline.VerifyFor(verifyUploads),
+		Verify: pipeline.VerifyFor(verifyUploads),
 		// Its objects are the writer's shards: PREFIX/DIRNAME/NAME.
 		Output:    &pipeline.OutputSpec{CopyOf: uploadedURL},
 		MaxInputs: 1,

@@ -220,7 +220,7 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 func (c *runCmd) loadPlan(path string) (*pipeline.Plan, error) {
 	all := append([]string(nil), c.sets...)
 	if c.sim > 0 {
-		ids, err := stageIDsOfKind(path, "generate")
+		ids, err := serverStageIDs(path)
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
@@ -321,19 +321,21 @@ func (c *runCmd) record(std *stdio, plan *pipeline.Plan, cmdline []string) (*run
 }
 
 // stageIDsOfKind lists the ids of a file's stages of one kind.
-func stageIDsOfKind(path, kind string) ([]string, error) {
+// serverStageIDs are the ids of path's stages whose kind calls servers
+// (Spec.Expensive: its work is GPU time), which --sim points at pipe sim.
+func serverStageIDs(path string) ([]string, error) {
 	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
 	if f == nil {
 		return nil, probs
 	}
 	var ids []string
 	for _, s := range f.Stages {
-		if s.Kind == kind {
+		if spec := pipeline.DefaultRegistry.Lookup(s.Kind); spec != nil && spec.Expensive {
 			ids = append(ids, s.ID)
 		}
 	}
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("%s: --sim given, but the pipeline has no %s stage", path, kind)
+		return nil, fmt.Errorf("%s: --sim given, but no stage of the pipeline calls servers", path)
 	}
 	return ids, nil
 }

@@ -100,7 +100,9 @@ func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokeni
 			return accepted == 0 && (s.wantAll == 0 || !forRejects)
 		}
 		var err error
-		if w.kind == "write-arrow" {
+		// A directory is a shard directory, a file a commit log of lines
+		// (as the figures read them: reader.output).
+		if st, serr := os.Stat(w.path); serr == nil && st.IsDir() {
 			err = s.shards(w.path, take)
 		} else {
 			err = s.jsonl(w.path, func(line []byte) bool { return accepted > 0 || (forRejects && s.wanted(line)) }, take)
