@@ -491,25 +491,33 @@ func droppedFigures(body []byte) []string {
 		if !isFigure {
 			continue
 		}
-		switch dec.PeekKind() {
-		case '0', '"':
-		case '{', '[':
-			if dec.SkipValue() != nil {
-				return names
-			}
-			continue // a container: absent, not dropped, not looked into
-		default:
-			continue // null, true, false: absent, not dropped
-		}
-		name := string(v[1 : len(v)-1])
-		fv, err := dec.ReadToken()
+		name := string(v[1 : len(v)-1]) // before the next read voids v
+		dropped, err := droppedValue(dec, isCount)
 		if err != nil {
 			return names
 		}
-		if f := parseFigure(fv.String()); !f.ok || (isCount && !countInRange(f.f)) {
+		if dropped {
 			names = append(names, name)
 		}
 	}
+}
+
+// droppedValue reads a figure's value and reports whether it is a number
+// or a string read as absent. Null, booleans and containers (skipped, not
+// looked into) are absent, not dropped.
+func droppedValue(dec *jsontext.Decoder, isCount bool) (bool, error) {
+	switch dec.PeekKind() {
+	case '0', '"':
+		fv, err := dec.ReadToken()
+		if err != nil {
+			return false, err
+		}
+		f := parseFigure(fv.String())
+		return !f.ok || (isCount && !countInRange(f.f)), nil
+	case '{', '[':
+		return false, dec.SkipValue()
+	}
+	return false, nil
 }
 
 // walker is droppedFigures' decoder, reused.
