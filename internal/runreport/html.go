@@ -35,6 +35,9 @@ func (r *Report) PlotNames() []string {
 		if len(r.Tokens) > 0 {
 			out = append(out, "tokens")
 		}
+		if len(r.Limits) > 0 {
+			out = append(out, "limits")
+		}
 	}
 	if len(r.Rejected) > 0 {
 		out = append(out, "rejected")
@@ -105,6 +108,8 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 {{else}}<p class="note">No timeline: {{.TimelineFile}} has fewer than two points.</p>
 {{end}}{{with .Plots.Tokens}}<h3>Output tokens per second, all servers and each</h3>
 <div class="grid-plots">{{.}}</div>
+{{end}}{{with .Plots.Limits}}<h3>Concurrency limit of each server</h3>
+<div class="grid-plots">{{.}}</div>
 {{end}}
 <h2>Rejections</h2>
 {{with .Plots.Rejected}}{{.}}
@@ -147,7 +152,7 @@ type pageData struct {
 	SmallBelow                              int
 	Headline                                []HeadLine
 	Glance                                  []glanceLine
-	Plots                                   struct{ Throughput, Finished, Tokens, Rejected template.HTML }
+	Plots                                   struct{ Throughput, Finished, Tokens, Limits, Rejected template.HTML }
 	Outputs                                 []outputPlots
 	Samples                                 []sampleGroup
 }
@@ -180,6 +185,9 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		d.Plots.Finished = template.HTML(linesSVG("finished", "finished ids", "ids", []Series{{Name: "finished ids", Points: tp.Finished}}, tp.Starts))
 		if len(r.Tokens) > 0 {
 			d.Plots.Tokens = template.HTML(linesSVG("tokens", "output tokens per second", "tokens/s", r.Tokens, tp.Starts))
+		}
+		if len(r.Limits) > 0 {
+			d.Plots.Limits = template.HTML(linesSVG("limits", "requests each server may hold", "requests", r.Limits, tp.Starts))
 		}
 	}
 	if len(r.Rejected) > 0 {

@@ -50,6 +50,8 @@ type Report struct {
 	// Tokens are output tokens per second over time, of the fleet and of
 	// each server (tokens.go).
 	Tokens []Series `json:"output_tokens_per_second,omitempty"`
+	// Limits are each server's concurrency limit over time (tokens.go).
+	Limits []Series `json:"concurrency_limits,omitempty"`
 	// Samples are a few accepted rows of each output and a few rejected
 	// rows of each reason (samples.go).
 	Samples []Sample `json:"samples,omitempty"`
@@ -142,6 +144,7 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		r.note("no throughput over time: %s has fewer than two points (runs of this pipe version write it)", TimelineFile)
 	} else {
 		r.Tokens = tokenRates(pts)
+		r.Limits = concurrencyLimits(pts)
 	}
 	rd := newReader(ctx, r, tokenizerDir(run.Settings, opts.Tokenizer))
 	rd.verdictsOnly = opts.VerdictsOnly

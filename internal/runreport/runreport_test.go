@@ -270,3 +270,34 @@ func TestWritersByTheirSpec(t *testing.T) {
 		}
 	}
 }
+
+// The report shows each server's concurrency limit over time from the
+// timeline (what concurrency = "auto" chose), summed over the stages
+// sharing a server; a server seen at one point only has no line.
+func TestConcurrencyLimitsOverTime(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	pt := func(sec int, limits ...map[string]int64) Point {
+		p := Point{T: t0.Add(time.Duration(sec) * time.Second)}
+		for i, l := range limits {
+			p.Stages = append(p.Stages, PointStage{ID: fmt.Sprint("gen", i), ServerLimits: l})
+		}
+		return p
+	}
+	got := concurrencyLimits([]Point{
+		pt(0, map[string]int64{"a:30000": 16, "b:30000": 16}),
+		pt(30, map[string]int64{"a:30000": 32, "b:30000": 24}, map[string]int64{"a:30000": 8}),
+		pt(60, map[string]int64{"a:30000": 128, "c:30000": 4}),
+	})
+	want := "a:30000 16 40 128; b:30000 16 24; "
+	var b strings.Builder
+	for _, s := range got {
+		b.WriteString(s.Name)
+		for _, p := range s.Points {
+			fmt.Fprintf(&b, " %.0f", p.Y)
+		}
+		b.WriteString("; ")
+	}
+	if b.String() != want {
+		t.Errorf("limits %q, want %q", b.String(), want)
+	}
+}

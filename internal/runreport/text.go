@@ -52,6 +52,13 @@ func (r *Report) WriteText(w io.Writer) {
 		mean, peak := meanPeak(s.Points)
 		fmt.Fprintf(w, "  %-28s mean %s, peak %s\n", "output tokens/s, "+s.Name+":", rate(mean), rate(peak))
 	}
+	for _, s := range r.Limits {
+		lo, hi := s.Points[0].Y, s.Points[0].Y
+		for _, p := range s.Points {
+			lo, hi = min(lo, p.Y), max(hi, p.Y)
+		}
+		fmt.Fprintf(w, "  %-28s first %.0f, last %.0f, %.0f–%.0f\n", "concurrency, "+s.Name+":", s.Points[0].Y, s.Points[len(s.Points)-1].Y, lo, hi)
+	}
 	for _, o := range r.Outputs {
 		fmt.Fprintf(w, "\n  output %s (%s, %s): %s", o.Stage, o.Kind, pipeline.DisplayPath(o.Path), plural(o.Rows, "row"))
 		if o.RejectedRows > 0 {

@@ -40,6 +40,9 @@ type PointStage struct {
 	// (stages.FleetView), ServerTokens each server's.
 	Tokens       int64            `json:"output_tokens,omitempty"`
 	ServerTokens map[string]int64 `json:"server_output_tokens,omitempty"`
+	// ServerLimits are each server's concurrency limit at the point: what
+	// concurrency = "auto" chose over time (a fixed number stays flat).
+	ServerLimits map[string]int64 `json:"server_concurrency,omitempty"`
 }
 
 var timelineLast sync.Map // run directory → time.Time of its last point
@@ -65,9 +68,10 @@ func RecordPoint(runDir string, s *pipeline.Summary, final bool) {
 	for _, st := range s.Stages {
 		ps := PointStage{ID: st.ID, Kind: st.Kind, In: st.In, Out: st.Out, Rejected: st.Rejected, Failed: st.Failed}
 		if v, ok := st.View.(stages.FleetView); ok {
-			ps.Tokens, ps.ServerTokens = v.Tokens, map[string]int64{}
+			ps.Tokens, ps.ServerTokens, ps.ServerLimits = v.Tokens, map[string]int64{}, map[string]int64{}
 			for _, s := range v.Servers {
 				ps.ServerTokens[s.Name] = s.Tokens
+				ps.ServerLimits[s.Name] = s.Concurrency
 			}
 		}
 		p.Stages = append(p.Stages, ps)

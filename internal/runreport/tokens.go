@@ -32,3 +32,29 @@ func tokenRates(points []Point) []Series {
 	}
 	return out
 }
+
+// concurrencyLimits are each server's concurrency limit over time, from the
+// timeline's points (issue 21: what concurrency = "auto" chose, and when;
+// runs before this pipe version recorded none). A server's value at a point
+// is the sum over the stages that use it.
+func concurrencyLimits(points []Point) []Series {
+	byServer := map[string][]XY{}
+	for _, p := range points {
+		at := map[string]float64{}
+		for _, s := range p.Stages {
+			for name, n := range s.ServerLimits {
+				at[name] += float64(n)
+			}
+		}
+		for name, n := range at {
+			byServer[name] = append(byServer[name], XY{p.T, n})
+		}
+	}
+	var out []Series
+	for _, name := range slices.Sorted(maps.Keys(byServer)) {
+		if len(byServer[name]) >= 2 {
+			out = append(out, Series{Name: name, Points: byServer[name]})
+		}
+	}
+	return out
+}
