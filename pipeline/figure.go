@@ -169,7 +169,7 @@ func (f Figure) FormatValue() string {
 func formatNumber(v float64, unit string) string {
 	switch unit {
 	case UnitBytes:
-		return HumanBytes(int64(v))
+		return numfmt.Bytes(int64(v))
 	case UnitSeconds:
 		d := time.Duration(v * float64(time.Second))
 		switch {
@@ -180,15 +180,10 @@ func formatNumber(v float64, unit string) string {
 		}
 		return d.Round(time.Millisecond).String()
 	case UnitPerSecond:
-		return FormatCount(v) + "/s"
+		return numfmt.Count(v) + "/s"
 	}
-	return FormatCount(v)
+	return numfmt.Count(v)
 }
-
-// FormatCount shows a count exactly below 100000 and as 1.23M above. It
-// is numfmt.Count, where number formatting now lives; it goes once live
-// calls that.
-func FormatCount(v float64) string { return numfmt.Count(v) }
 
 // splitLabels are labels that tell apart parts of one figure (errors by
 // class, rows by source) rather than the thing it is about (a server): they

@@ -6,14 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/pipe-dev/pipe/internal/numfmt"
 )
-
-// HumanBytes is n bytes for a person: "12.3 MiB". It is numfmt.Bytes,
-// where number formatting now lives; it goes once inspect, live, verify
-// and upload-s3 call that.
-func HumanBytes(n int64) string { return numfmt.Bytes(n) }
 
 // DisplayPath shows an absolute path relative to the working directory when
 // it lies below it, so output is short and the same on every machine.

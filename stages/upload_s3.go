@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/stages/s3up"
@@ -211,7 +212,7 @@ func (u *uploadS3) DryRun(ctx context.Context, _ *pipeline.Env) (string, error) 
 	}
 	defer c.Close()
 	return fmt.Sprintf("%s at %s (region %s): bucket %s reachable with credentials from %s; part size %s, %d parts and %d shards at once\n",
-		u.cfg.URI, c.Where(), c.Region(), c.Bucket, src, pipeline.HumanBytes(u.cfg.PartSize), u.cfg.PartConcurrency, u.cfg.ShardConcurrency), nil
+		u.cfg.URI, c.Where(), c.Region(), c.Bucket, src, numfmt.Bytes(u.cfg.PartSize), u.cfg.PartConcurrency, u.cfg.ShardConcurrency), nil
 }
 
 func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/readers"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -947,7 +948,7 @@ func TestWriteArrowMemoryBoundedByRowGroup(t *testing.T) {
 				}
 				peak[n] = mem.Peak()
 				t.Logf("%s: %d rows of 3,000 tokens, one shard of %s: allocator peak %s, Go heap peak %s", format, n,
-					pipeline.HumanBytes(m.Bytes), pipeline.HumanBytes(int64(peak[n])), pipeline.HumanBytes(int64(heapPeak[n])))
+					numfmt.Bytes(m.Bytes), numfmt.Bytes(int64(peak[n])), numfmt.Bytes(int64(heapPeak[n])))
 				os.RemoveAll(dir)
 			}
 			// A row group of 256 rows of 3,000 tokens is ~3.8 MB of

@@ -29,6 +29,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -1188,7 +1189,7 @@ func printShard(w io.Writer, s *shardReport, head bool) {
 	if s.Format == arrowrow.FormatArrow {
 		unit = "record batch"
 	}
-	kv(w, "format", "%s%s, %s, %s", s.Format, schema, plural(s.Groups, unit), pipeline.HumanBytes(s.Bytes))
+	kv(w, "format", "%s%s, %s, %s", s.Format, schema, plural(s.Groups, unit), numfmt.Bytes(s.Bytes))
 	kv(w, "rows", "%d", s.Rows)
 	kv(w, "tokens", "%d (trained on %d)", s.Tokens, s.LossTok)
 	parts := make([]string, len(s.Columns))
@@ -1240,7 +1241,7 @@ func printDir(w io.Writer, d *dirReport) {
 		kv(w, "format", "%s%s", d.Format, schema)
 		kv(w, "rows", "%d", d.Rows)
 		kv(w, "tokens", "%d", d.Tokens)
-		kv(w, "bytes", "%d (%s)", d.Bytes, pipeline.HumanBytes(d.Bytes))
+		kv(w, "bytes", "%d (%s)", d.Bytes, numfmt.Bytes(d.Bytes))
 		kv(w, "committed", "%s", plural(len(d.Shards), "shard"))
 	}
 	nameW := 0
@@ -1249,7 +1250,7 @@ func printDir(w io.Writer, d *dirReport) {
 	}
 	for _, s := range d.Shards {
 		fmt.Fprintf(w, "  %-*s  %8d rows  %10d tokens  %10s  sha256 %s  %s\n",
-			nameW, s.Name, s.Rows, s.Tokens, pipeline.HumanBytes(s.Bytes), short(s.SHA256), s.Status)
+			nameW, s.Name, s.Rows, s.Tokens, numfmt.Bytes(s.Bytes), short(s.SHA256), s.Status)
 	}
 	for _, n := range d.NotCommitted {
 		fmt.Fprintf(w, "  %s  not committed (not in %s; a writer that resumes here removes it)\n", n, commitlog.ManifestName)
@@ -1285,7 +1286,7 @@ func printJSONL(w io.Writer, j *jsonlReport) {
 	if j.Journal {
 		what = "journal"
 	}
-	kv(w, what, "%s (%s)", j.Path, pipeline.HumanBytes(j.Bytes))
+	kv(w, what, "%s (%s)", j.Path, numfmt.Bytes(j.Bytes))
 	kv(w, "lines", "%d", j.Lines)
 	if j.Committed != nil {
 		note := ""
@@ -1342,9 +1343,9 @@ func (o *outputReport) committedText() string {
 	case o.Unit == "":
 		return "nothing committed"
 	case o.Unit != "lines":
-		return fmt.Sprintf("%d rows, %d tokens in %s, %s", o.Rows, o.Tokens, plural(o.Files, strings.TrimSuffix(o.Unit, "s")), pipeline.HumanBytes(o.Bytes))
+		return fmt.Sprintf("%d rows, %d tokens in %s, %s", o.Rows, o.Tokens, plural(o.Files, strings.TrimSuffix(o.Unit, "s")), numfmt.Bytes(o.Bytes))
 	}
-	return fmt.Sprintf("%d committed, %s", o.Rows, pipeline.HumanBytes(o.Bytes))
+	return fmt.Sprintf("%d committed, %s", o.Rows, numfmt.Bytes(o.Bytes))
 }
 
 func printOutput(w io.Writer, o *outputReport) {
@@ -1406,7 +1407,7 @@ func printRun(w io.Writer, r *runReport) {
 	if len(r.Journal) > 0 {
 		fmt.Fprintln(w, "journal:")
 		for _, j := range r.Journal {
-			fmt.Fprintf(w, "  %s: %d entries, %s\n", j.Stage, j.Committed, pipeline.HumanBytes(j.Bytes))
+			fmt.Fprintf(w, "  %s: %d entries, %s\n", j.Stage, j.Committed, numfmt.Bytes(j.Bytes))
 		}
 	}
 	for _, class := range []struct {
@@ -1422,7 +1423,7 @@ func printRun(w io.Writer, r *runReport) {
 			if f.Committed != nil {
 				committed = fmt.Sprintf("%d committed", *f.Committed)
 			}
-			fmt.Fprintf(w, "  %s: %s, %s, %s\n", filepath.Base(f.Path), plural(int(f.Lines), "line"), committed, pipeline.HumanBytes(f.Bytes))
+			fmt.Fprintf(w, "  %s: %s, %s, %s\n", filepath.Base(f.Path), plural(int(f.Lines), "line"), committed, numfmt.Bytes(f.Bytes))
 			t := f.Rejected
 			if class.name == "failed" {
 				t = f.Failed

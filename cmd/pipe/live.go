@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/stages"
 )
@@ -346,7 +347,7 @@ func topReasons(st liveStage, n int) string {
 func pct(share float64) string {
 	switch {
 	case share >= 0.1:
-		return pipeline.FormatCount(math.Round(share*100)) + "%"
+		return numfmt.Count(math.Round(share*100)) + "%"
 	case share > 0:
 		return strconv.FormatFloat(share*100, 'f', 1, 64) + "%"
 	}
@@ -371,5 +372,5 @@ func formatETA(s float64) string {
 }
 
 func fmtDur(a time.Duration, au string, b time.Duration, bu string) string {
-	return pipeline.FormatCount(float64(a)) + au + pipeline.FormatCount(float64(b)) + bu
+	return numfmt.Count(float64(a)) + au + numfmt.Count(float64(b)) + bu
 }

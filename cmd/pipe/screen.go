@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/termsafe"
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -248,7 +248,7 @@ func tokensLine(ls *liveStatus) screenLine {
 		}
 		l[0].text += fmt.Sprintf(" of %s%s budget (%s)", approx, count(budget), pct(float64(f.Tokens)/float64(budget)))
 	}
-	l = append(l, p(plain, "%s tok/s 1m", pipeline.FormatCount(f.Tokens1m)),
+	l = append(l, p(plain, "%s tok/s 1m", numfmt.Count(f.Tokens1m)),
 		p(faint, "in flight %d/%d", f.InFlight, f.Capacity))
 	if f.Answers > 0 {
 		share := float64(f.Tiny) / float64(f.Answers)

@@ -12,8 +12,8 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/termsafe"
-	"github.com/pipe-dev/pipe/pipeline"
 )
 
 // termView is the live display on a terminal (github.com/vbauerster/mpb):
@@ -76,7 +76,7 @@ func (t *termView) update(ls *liveStatus) {
 			total = count(in.Estimated)
 		}
 		t.inText = fmt.Sprintf("%s %s of %s read", in.Stage, count(in.Records), total)
-		t.inTail = fmt.Sprintf("%s of %s", pct(in.Share), pipeline.HumanBytes(in.Bytes))
+		t.inTail = fmt.Sprintf("%s of %s", pct(in.Share), numfmt.Bytes(in.Bytes))
 	}
 	for len(t.lines) < len(lines) {
 		t.lines = append(t.lines, nil)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -221,7 +222,7 @@ func reportVerified(w io.Writer, res []*pipeline.Verified) error {
 		if unit == "" {
 			unit = "shards"
 		}
-		fmt.Fprintf(w, "%s: %s: %d %s, %s checked (%s)\n", state, name, v.Items, unit, pipeline.HumanBytes(v.Bytes), v.How)
+		fmt.Fprintf(w, "%s: %s: %d %s, %s checked (%s)\n", state, name, v.Items, unit, numfmt.Bytes(v.Bytes), v.How)
 		for _, r := range v.Repaired {
 			fmt.Fprintf(w, "  repaired: %s\n", r)
 		}
