@@ -84,7 +84,9 @@ func num(v float64) string {
 // histogramSVG draws a distribution's doubling bins as bars of the share of
 // rows, the bins below SmallBelow in their own colour.
 func histogramSVG(name string, d Dist) string {
-	const w, h, left, right, top, bottom = 460, 250, 46, 10, 40, 44
+	// top leaves room, under the title and its figures, for the share
+	// printed above a bar as tall as the plot (all rows in one bin).
+	const w, h, left, right, top, bottom = 460, 262, 46, 10, 52, 44
 	s := newSVG(name, d.Name+" per row", w, h)
 	pw, ph := float64(w-left-right), float64(h-top-bottom)
 	var peak float64
