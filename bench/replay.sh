@@ -13,12 +13,15 @@
 # end-of-run report; the replay's also its comparison with the original
 # (pipe report A B reads both runs' outputs).
 #
-# 2026-12-01, 2 cores shared with other jobs (figures vary ±20% run to run),
-# N=20000 (journal 318 MB: 16 KB a completion, most of it prompt and output
-# ids): generate 1.71 s wall / 0.88 s CPU per 1,000 (compressed sim time),
-# replay 1.17 s wall / 0.76 s CPU per 1,000 (0.68x wall, 0.86x CPU). In a
-# separate try, the comparison with the original took 9.8 s of a 39.6 s
-# replay (it reads both runs' outputs whole).
+# 2026-12-01, 2 cores shared by seven jobs (load 7-12 during generation,
+# 5-8 during the replay), N=900000 (journal 14 GB: 16 KB a completion, most
+# of it prompt and output ids): generate 2278.6 s wall / 1208.9 s CPU
+# (2.532 s / 1.343 s per 1,000, compressed sim time), replay 688.8 s /
+# 638.8 s (0.765 s / 0.710 s per 1,000): 0.30x wall, 0.53x CPU. The rule
+# moved no id (every accepted answer already had 20 tokens); pipe report
+# A B over the two runs: 6.5 s wall, 10.0 s CPU, 230 MB peak RSS. At
+# N=20000 (an earlier tree, whose comparison read both runs' outputs
+# whole): 0.68x wall, 0.86x CPU.
 #
 #   bench/replay.sh
 #   N=20000 bench/replay.sh
