@@ -59,7 +59,7 @@ func (c *countingAllocator) Free(b []byte) {
 func benchText(size int) string {
 	var text strings.Builder
 	for _, dir := range []string{"net/http", "runtime", "go/types", "encoding/json", "text/template"} {
-		fs, _ := filepath.Glob(filepath.Join(runtime.GOROOT(), "src", dir, "*.go"))
+		fs, _ := filepath.Glob(filepath.Join(goRoot(), "src", dir, "*.go"))
 		sort.Strings(fs)
 		for _, f := range fs {
 			if data, err := os.ReadFile(f); err == nil {

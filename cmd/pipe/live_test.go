@@ -298,7 +298,7 @@ func TestStatusDuringAndAfterRun(t *testing.T) {
 	}
 	got := status(runDir)
 	for _, want := range []string{
-		fmt.Sprintf("\nstate      running (updated "),
+		"\nstate      running (updated ",
 		fmt.Sprintf("\nprocess    pid %d on ", cmd.Process.Pid),
 		": alive, started ",
 		"\nconfig     " + doc.Fingerprint,

@@ -28,9 +28,8 @@ type termView struct {
 	rows   int // the terminal's height when the display started (0: unknown)
 	mu     sync.Mutex
 	in     *mpb.Bar
-	head   screenLine // above the input bar: state and ETA
-	inText string     // the input bar's text
-	inTail string     // after the bar: the share read
+	inText string // the input bar's text
+	inTail string // after the bar: the share read
 	// lines are the text lines' contents; bars their mpb rows (the
 	// first is head's).
 	lines []screenLine

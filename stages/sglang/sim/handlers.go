@@ -474,8 +474,6 @@ type result struct {
 
 func (res *result) latency() float64 { return time.Since(res.start).Seconds() * res.speed }
 
-func (res *result) finished(done int) bool { return done >= res.n }
-
 // appendNative renders the /generate body for the first done tokens; final
 // says whether finish_reason is known.
 func (res *result) appendNative(b []byte, done int, final bool) []byte {

@@ -229,6 +229,7 @@ type waiter struct {
 	granted bool // set under mu when a slot is handed over
 }
 
+//lint:ignore ST1005 SGLang's own message, word for word, as its clients see it
 var errQueueFull = errors.New("The request queue is full.")
 
 func (a *admission) init(maxRunning, maxQueued int) {
