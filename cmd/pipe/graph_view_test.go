@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,19 +19,12 @@ func TestGraphSVGLabelsDoNotOverlap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: chromium")
 	}
-	browser := chromium(t)
 	files, _ := filepath.Glob("../../pipelines/*.toml")
 	if len(files) == 0 {
 		t.Fatal("no pipelines/*.toml")
 	}
 	dir := t.TempDir()
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1600, 1200))...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	br := newBrowser(t, 1600, 1200, 2*time.Minute)
 	for _, f := range files {
 		var out, errb bytes.Buffer
 		if code := run([]string{"graph", "--format", "svg", f}, &stdio{Out: &out, Err: &errb}); code != 0 {
@@ -43,10 +35,8 @@ func TestGraphSVGLabelsDoNotOverlap(t *testing.T) {
 		if err := os.WriteFile(page, []byte("<!doctype html><html><body>"+out.String()+"</body></html>"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page), chromedp.WaitReady("body")); err != nil {
-			t.Fatalf("chromium: %v", err)
-		}
-		boxes, err := chromedp.Run(ctx, chromedp.Evaluate[textBoxes](textBoxesJS))
+		br.load(t, page)
+		boxes, err := chromedp.Run(br.ctx, chromedp.Evaluate[textBoxes](textBoxesJS))
 		if err != nil {
 			t.Fatalf("chromium: %v", err)
 		}
@@ -57,4 +47,5 @@ func TestGraphSVGLabelsDoNotOverlap(t *testing.T) {
 			t.Errorf("%s: labels of the graph overlap:\n  %s", f, strings.Join(boxes.Overlaps, "\n  "))
 		}
 	}
+	br.checkProblems(t)
 }

@@ -11,13 +11,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/pipe-dev/pipe/internal/runreport"
@@ -218,7 +214,7 @@ const plotsJS = `[...document.querySelectorAll('svg.plot')].map(s => {
 // the loss-token histogram's tallest bar below 16 tokens. The screenshot
 // is kept in bench/out/report.png.
 func testReportInBrowser(t *testing.T, runDir string) {
-	browser := chromium(t)
+	chromium(t) // missing: fail (PIPE_CI) or skip before the run
 	rep, err := runreport.Build(context.Background(), runDir, runreport.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -231,39 +227,9 @@ func testReportInBrowser(t *testing.T, runDir string) {
 	}
 	page := filepath.Join(runDir, runreport.HTMLFile)
 
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000))...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	var mu sync.Mutex
-	var problems []string
-	chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning || e.Type == runtime.ConsoleAPICalledTypeAssert {
-				problems = append(problems, fmt.Sprintf("console %s: %v", e.Type, e.Args))
-			}
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+e.ExceptionDetails.Text)
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError || e.Entry.Level == log.EntryLevelWarning {
-				problems = append(problems, fmt.Sprintf("log %s: %s %s", e.Entry.Level, e.Entry.Text, e.Entry.URL))
-			}
-		case *network.EventRequestWillBeSent:
-			if !strings.HasPrefix(e.Request.URL, "file://") && !strings.HasPrefix(e.Request.URL, "data:") {
-				problems = append(problems, "fetched "+e.Request.URL)
-			}
-		}
-	})
-	// chromedp enables the runtime, log and network domains itself.
-	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page), chromedp.WaitReady("body")); err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
+	br := newBrowser(t, 1400, 1000, 90*time.Second)
+	ctx := br.ctx
+	br.load(t, page)
 	plots, err := chromedp.Run(ctx, chromedp.Evaluate[[]plotInfo](plotsJS))
 	if err != nil {
 		t.Fatalf("chromium: %v", err)
@@ -289,11 +255,7 @@ func testReportInBrowser(t *testing.T, runDir string) {
 	}
 	t.Logf("screenshot of %s: %s (%d bytes)", page, shot, len(png))
 
-	mu.Lock()
-	if len(problems) > 0 {
-		t.Errorf("the page reported problems:\n  %s", strings.Join(problems, "\n  "))
-	}
-	mu.Unlock()
+	br.checkProblems(t)
 	if scripts != 0 {
 		t.Errorf("the page has %d scripts; it must need none", scripts)
 	}
