@@ -85,18 +85,25 @@ type Summary struct {
 	Unfinished int64
 }
 
+// StageCounts are the counts of one stage that status.json holds and every
+// reader of a run directory (inspect, the report, shard merges) shows: the
+// one declaration of them (StageSummary embeds it, so the JSON is flat).
+type StageCounts struct {
+	ID       string `json:"id"`
+	Kind     string `json:"kind"`
+	In       int64  `json:"in"`
+	Out      int64  `json:"out"`
+	Rejected int64  `json:"rejected"`
+	Failed   int64  `json:"failed"`
+	Skipped  int64  `json:"skipped"`
+}
+
 // StageSummary is one stage's accounting: In = Out + Rejected + Failed +
 // Skipped + Abandoned, where Abandoned counts records dropped by a stop or a
 // failure (the next run redoes them; zero when the run finished cleanly).
 type StageSummary struct {
-	ID        string `json:"id"`
-	Kind      string `json:"kind"`
-	In        int64  `json:"in"`
-	Out       int64  `json:"out"`
-	Rejected  int64  `json:"rejected"`
-	Failed    int64  `json:"failed"`
-	Skipped   int64  `json:"skipped"`
-	Abandoned int64  `json:"abandoned"`
+	StageCounts
+	Abandoned int64 `json:"abandoned"`
 	// NotStarted is the part of Abandoned that never reached an expensive
 	// stage's work (no request was sent for it); the rest was in flight at
 	// an expensive stage, or abandoned after one (taken from its journal
@@ -1040,9 +1047,10 @@ func (e *engine) summary() *Summary {
 	}
 	for _, n := range e.nodes {
 		ss := StageSummary{
-			ID: n.ps.ID(), Kind: n.ps.Spec.Kind,
-			In: n.in.Load(), Out: n.out.Load(), Rejected: n.rejected.Load(), Failed: n.failed.Load(),
-			Skipped: n.skipped.Load(), Abandoned: n.abandoned.Load(), NotStarted: n.notStarted.Load(), Replayed: n.replayed.Load(),
+			StageCounts: StageCounts{ID: n.ps.ID(), Kind: n.ps.Spec.Kind,
+				In: n.in.Load(), Out: n.out.Load(), Rejected: n.rejected.Load(), Failed: n.failed.Load(),
+				Skipped: n.skipped.Load()},
+			Abandoned: n.abandoned.Load(), NotStarted: n.notStarted.Load(), Replayed: n.replayed.Load(),
 		}
 		n.reasonsMu.Lock()
 		ss.Reasons = copyCounts(n.reasons)

@@ -819,15 +819,9 @@ type runReport struct {
 	Log      string         `json:"log,omitempty"`
 }
 
-type stageCounts struct {
-	ID       string `json:"id"`
-	Kind     string `json:"kind"`
-	In       int64  `json:"in"`
-	Out      int64  `json:"out"`
-	Rejected int64  `json:"rejected"`
-	Failed   int64  `json:"failed"`
-	Skipped  int64  `json:"skipped"`
-}
+// stageCounts are status.json's counts of a stage (declared once, in
+// package pipeline).
+type stageCounts = pipeline.StageCounts
 
 type lockReport struct {
 	PID      int       `json:"pid"`
@@ -876,23 +870,18 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, "status.json")); err == nil {
 		var st struct {
-			State      string `json:"state"`
-			Updated    string `json:"updated"`
-			PID        int    `json:"pid"`
-			Error      string `json:"error"`
-			Unfinished *int64 `json:"unfinished"`
-			Stages     []struct {
-				ID, Kind                           string
-				In, Out, Rejected, Failed, Skipped int64
-			} `json:"stages"`
+			State      string        `json:"state"`
+			Updated    string        `json:"updated"`
+			PID        int           `json:"pid"`
+			Error      string        `json:"error"`
+			Unfinished *int64        `json:"unfinished"`
+			Stages     []stageCounts `json:"stages"`
 		}
 		if err := json.Unmarshal(data, &st); err != nil {
 			return fmt.Errorf("pipe inspect: %s: %v", filepath.Join(dir, "status.json"), err)
 		}
 		rr.State, rr.Updated, rr.PID, rr.Error, rr.Unfinished = st.State, st.Updated, st.PID, st.Error, st.Unfinished
-		for _, s := range st.Stages {
-			rr.Stages = append(rr.Stages, stageCounts{s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped})
-		}
+		rr.Stages = st.Stages
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, rundir.LockFile)); err == nil {
 		var l lockReport

@@ -75,7 +75,7 @@ func (l *live) add(s *pipeline.Summary) {
 		// snapshot.
 		zero := sample{stages: make([]pipeline.StageSummary, len(s.Stages))}
 		for i, st := range s.Stages {
-			zero.stages[i] = pipeline.StageSummary{ID: st.ID, Kind: st.Kind}
+			zero.stages[i] = pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: st.ID, Kind: st.Kind}}
 		}
 		l.hist = append(l.hist, zero)
 	}

@@ -54,25 +54,16 @@ type notifyMessage struct {
 	State    string  `json:"state"` // running, draining, stopped, failed, finished
 	ElapsedS float64 `json:"elapsed_s"`
 	// Finished counts the ids the run directory has finished.
-	Finished   int             `json:"finished_ids"`
-	Stages     []notifyStage   `json:"stages"`
-	TopRejects []notifyRejects `json:"top_rejects,omitempty"`
-	Warning    *runWarning     `json:"warning,omitempty"`
+	Finished   int                    `json:"finished_ids"`
+	Stages     []pipeline.StageCounts `json:"stages"`
+	TopRejects []notifyRejects        `json:"top_rejects,omitempty"`
+	Warning    *runWarning            `json:"warning,omitempty"`
 	// WarningsHeld counts warnings not sent since the last message (at
 	// most one warning message goes out per notifyWarnEvery); all are in
 	// run.log.
 	WarningsHeld int    `json:"warnings_not_sent,omitempty"`
 	Error        string `json:"error,omitempty"`
 	ContinueWith string `json:"continue_with"`
-}
-
-type notifyStage struct {
-	ID       string `json:"id"`
-	Kind     string `json:"kind"`
-	In       int64  `json:"in"`
-	Out      int64  `json:"out"`
-	Rejected int64  `json:"rejected"`
-	Failed   int64  `json:"failed"`
 }
 
 type notifyRejects struct {
@@ -296,7 +287,7 @@ func (b *notifyBase) message(event, state string, ls *liveStatus, w *runWarning,
 	if ls != nil {
 		m.ElapsedS, m.Finished = ls.ElapsedS, ls.Finished
 		for _, st := range ls.Stages {
-			m.Stages = append(m.Stages, notifyStage{ID: st.ID, Kind: st.Kind, In: st.In, Out: st.Out, Rejected: st.Rejected, Failed: st.Failed})
+			m.Stages = append(m.Stages, st.StageCounts)
 			for r, c := range st.Reasons {
 				m.TopRejects = append(m.TopRejects, notifyRejects{Stage: st.ID, Reason: r, Count: c})
 			}

@@ -28,8 +28,8 @@ type warnRig struct {
 func newWarnRig(t *testing.T) *warnRig {
 	r := &warnRig{t: t, l: &live{expensive: map[string]bool{"gen": true}, upstream: map[string]bool{}},
 		free: 100 << 30, servers: map[string][3]string{"a:1": {"ready", "", "0"}}}
-	r.gen = pipeline.StageSummary{ID: "gen", Kind: "generate"}
-	r.check = pipeline.StageSummary{ID: "check", Kind: "validate-thinking"}
+	r.gen = pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate"}}
+	r.check = pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: "check", Kind: "validate-thinking"}}
 	r.w = newWarner(warnLimits{RejectShare: 0.2, TinyShare: 0.2, FailShare: 0.05, MinFree: 1 << 30}, []string{"/run"},
 		func(w runWarning) {
 			r.got = append(r.got, fmt.Sprintf("%s [%s]: %s", w.Kind, fmtElapsed(w.ElapsedS), w.Text))

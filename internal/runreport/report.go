@@ -62,16 +62,9 @@ type Report struct {
 	verdicts *verdicts // with Options.Verdicts
 }
 
-// StageCounts is one stage's accounting in the last start.
-type StageCounts struct {
-	ID       string `json:"id"`
-	Kind     string `json:"kind"`
-	In       int64  `json:"in"`
-	Out      int64  `json:"out"`
-	Rejected int64  `json:"rejected"`
-	Failed   int64  `json:"failed"`
-	Skipped  int64  `json:"skipped"`
-}
+// StageCounts is one stage's accounting in the last start, as status.json
+// holds it (declared once, in package pipeline).
+type StageCounts = pipeline.StageCounts
 
 // Output is one writer's committed output and the distributions of its rows.
 type Output struct {

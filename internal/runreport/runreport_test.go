@@ -189,7 +189,7 @@ func TestRecordPointPacing(t *testing.T) {
 }
 
 func recordPoints(t *testing.T, dir string) {
-	s := &pipeline.Summary{Elapsed: 2 * time.Second, Stages: []pipeline.StageSummary{{ID: "gen", Kind: "generate", Out: 1}}}
+	s := &pipeline.Summary{Elapsed: 2 * time.Second, Stages: []pipeline.StageSummary{{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate", Out: 1}}}}
 	RecordPoint(dir, s, false)
 	RecordPoint(dir, s, false)        // 2s/360 = 5.6ms: too soon
 	time.Sleep(10 * time.Millisecond) // the bubble's clock
