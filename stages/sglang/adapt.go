@@ -1,5 +1,7 @@
 package sglang
 
+import "time"
+
 // Adaptive concurrency: a server whose ServerSpec.MaxConcurrency is set
 // gets a limit that follows what it can run, from the signals it gives with
 // every answer (SGLang 2026's meta_info num_running_reqs/num_waiting_reqs,
@@ -28,6 +30,14 @@ package sglang
 //     of completions, and the capacity counts as that limit until two
 //     rounds pass without a retraction (then one more per window);
 //     token_usage at or above 0.95 holds it (no growth);
+//   - rising latency (latency.go): a window whose queue stayed empty
+//     measures the server's latency per output token; by Little's law its
+//     mean running count over that latency is its tokens/s. A batch
+//     server's latency per token grows with the batch, but slower than the
+//     batch while batching pays; when it grows so much faster that the
+//     estimate falls below 85% of the best one seen at a lower limit, the
+//     limit steps back to that one and grows past it only by one per two
+//     rounds whose estimate keeps up;
 //   - it stays within 1 … min(MaxConcurrency, capacity + headroom), and
 //     above the capacity only while it has not queued: requests beyond
 //     what the server runs only wait in its queue, which adds their wait
@@ -111,6 +121,7 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 	}
 	w.n++
 	w.running += r.RunningReqs
+	w.addLatency(r)
 	if w.n < max(s.cooldown, adaptWindow(s.limit)) {
 		return
 	}
@@ -122,9 +133,14 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 	h := headroomOf(mr)
 	meanRunning := w.running / w.n
 	minWaiting := w.minWaiting
+	est := w.tokensPerSecond()
 	*w = adaptState{}
 	s.cooldown = 0
 	full := s.outstanding >= s.limit-1
+	if minWaiting == 0 && s.latency.slower(s, est) {
+		c.broadcastLocked()
+		return
+	}
 	switch {
 	case mr > 0 && s.limit > mr+h:
 		// Above capacity + headroom (a start above what it runs).
@@ -141,7 +157,7 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 		cut := minWaiting - h
 		s.limit = max(1, s.limit-cut)
 		s.cooldown = cut
-	case !full || s.limit >= s.maxLimit || s.tokenUsage >= tokenUsageHold:
+	case !full || s.limit >= s.maxLimit || s.tokenUsage >= tokenUsageHold || s.latency.holds(s.limit):
 		return
 	case mr == 0 && minWaiting == 0 && meanRunning >= s.limit/2:
 		// Capacity unknown and the server runs what it is sent: double
@@ -152,6 +168,9 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 		s.limit = min(s.maxLimit, mr, 2*s.limit)
 	default:
 		return
+	}
+	if g := s.latency.ceiling; g > 0 {
+		s.limit = min(s.limit, g) // grows past a latency back-off one by one
 	}
 	c.broadcastLocked()
 }
@@ -167,6 +186,9 @@ func (c *Client) backOffLocked(s *server) {
 // adaptState sums the answers of one window (see adaptWindow).
 type adaptState struct {
 	n, minWaiting, running int
+	// latency and tokens sum the answers' latency and output tokens.
+	latency time.Duration
+	tokens  int
 }
 
 // retractedLocked cuts s's limit after a retraction, at most once per

@@ -1,8 +1,10 @@
 package sglang
 
 import (
-	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"testing"
+	"time"
+
+	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
 
 // An adaptive server's limit follows its real capacity on `pipe sim`
@@ -89,5 +91,67 @@ func TestAdaptiveBacksOffOnRetractions(t *testing.T) {
 	}
 	if st.Concurrency >= 32 {
 		t.Errorf("limit %d at the end, want below the 32 it started at", st.Concurrency)
+	}
+}
+
+// kneeServer answers like a batch server whose latency per output token
+// grows with the batch limit L as 1 + L/48 (batching pays: tokens/s rises
+// with L), and, when knee > 0, also by (L/knee)³ beyond knee: past it,
+// each added request slows all the others more than it adds, and tokens/s
+// falls. Its queue stays empty (it runs all it is sent).
+func kneeServer(limit, knee int) *Result {
+	step := 1 + float64(limit)/48
+	if knee > 0 && limit > knee {
+		f := float64(limit) / float64(knee)
+		step *= f * f * f
+	}
+	const tokens = 400
+	return &Result{LoadReported: true, RunningReqs: limit, CompletionTokens: tokens,
+		Latency: time.Duration(step * tokens * float64(10*time.Millisecond))}
+}
+
+// The controller steps back on latency rising faster than the batch and
+// settles near the server's best tokens/s, while plain batching (latency
+// per token growing slower than the batch) still grows it to the ceiling.
+func TestAdaptiveBacksOffOnRisingLatency(t *testing.T) {
+	for _, tc := range []struct {
+		knee   int
+		lo, hi int
+	}{
+		{knee: 0, lo: 256, hi: 256}, // no knee: up to max_concurrency
+		{knee: 96, lo: 88, hi: 104}, // knee at 96: tokens/s peaks there
+	} {
+		c := &Client{}
+		s := &server{limit: adaptStart, maxLimit: 256}
+		peak := 0
+		for range 6000 {
+			s.outstanding = s.limit
+			c.adaptLocked(s, kneeServer(s.limit, tc.knee))
+			peak = max(peak, s.limit)
+		}
+		if s.limit < tc.lo || s.limit > tc.hi {
+			t.Errorf("knee %d: limit %d at the end, want %d…%d", tc.knee, s.limit, tc.lo, tc.hi)
+		}
+		if tc.knee > 0 && peak > 2*tc.knee {
+			t.Errorf("knee %d: limit went up to %d", tc.knee, peak)
+		}
+		t.Logf("knee %d: limit %d at the end (peak %d, ceiling %d)", tc.knee, s.limit, peak, s.latency.ceiling)
+	}
+}
+
+// A window whose queue did not empty says nothing about the latency of
+// batching (its answers waited in the queue): the guard does not step back.
+func TestRisingLatencyIgnoresQueuedWindows(t *testing.T) {
+	c := &Client{}
+	s := &server{limit: 64, maxLimit: 256}
+	s.latency = latencyGuard{best: 1e6, bestLimit: 32}
+	for range 64 {
+		s.outstanding = s.limit
+		r := kneeServer(s.limit, 16)
+		r.WaitingReqs = 1
+		c.adaptLocked(s, r)
+	}
+	if s.latency.ceiling != 0 {
+		t.Errorf("stepped back to %d on queued windows", s.latency.ceiling)
 	}
 }

@@ -224,7 +224,8 @@ type server struct {
 	queuedSeen bool
 	window     adaptState
 	cooldown   int
-	kvCap      int // > 0: the capacity retractions showed (adapt.go)
+	kvCap      int          // > 0: the capacity retractions showed (adapt.go)
+	latency    latencyGuard // rising latency (latency.go)
 	// Routing (route.go): tokens of the requests on their way or being
 	// answered, how many of those, and the queue it last reported.
 	tokens, sending atomic.Int64
