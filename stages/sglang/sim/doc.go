@@ -35,9 +35,11 @@
 // PrefillTokensPerSec), then decodes at DecodeTokensPerSec / (1 +
 // (running-1)/BatchHalfSpeed) tokens/s, re-read as the batch changes, so a
 // server's throughput rises with the batch and saturates. When the running
-// requests' tokens exceed KVTokens, one /generate request at a time is
-// retracted: it leaves the batch, queues again, re-prefills its prompt and
-// output so far and decodes on (meta_info num_retractions counts it). Speed divides all
+// requests' tokens exceed KVTokens, one request at a time (of any kind:
+// /generate or chat, streamed or not) is retracted: it leaves the batch,
+// queues again, re-prefills its prompt and output so far and decodes on (a
+// stream's frames pause; meta_info num_retractions counts it, chat's with
+// return_meta_info too). Speed divides all
 // of it; latencies in responses stay in simulated seconds. A client that
 // closes its connection aborts its request and frees its slot.
 //
@@ -61,7 +63,6 @@
 //
 // stop strings and stop_token_ids, ignore_eos, min_new_tokens, n > 1,
 // logprobs, tools, batch requests (a list in text or input_ids is refused
-// with 400), prefix caching (cached_tokens is 0), retractions of streamed
-// requests and of chat requests' meta_info, and any effect of temperature
+// with 400), prefix caching (cached_tokens is 0), and any effect of temperature
 // or other sampling parameters on the output.
 package sim

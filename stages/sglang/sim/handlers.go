@@ -373,39 +373,11 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	n := min(out.total, j.maxNew)
 	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset), adm: &l.adm}
 	if j.stream {
-		l.stream(ctx, w, &res, decodeFrom)
+		l.stream(ctx, w, &res, decodeFrom, &held)
 		return
 	}
-	// A retracted request leaves the batch and the KV cache, waits for a
-	// slot again, prefills its prompt and what it had decoded (SGLang
-	// keeps the output so far), and decodes on from there.
-	for done := 0; ; {
-		d, err := l.decodeN(ctx, n-done, decodeFrom, nil)
-		if !errors.Is(err, errRetracted) {
-			if err != nil {
-				return
-			}
-			break
-		}
-		done += d
-		res.retractions++
-		l.kvTokens.Add(-int64(j.promptTokens))
-		held = false
-		l.adm.release()
-		l.retractedNow.Add(1)
-		err = l.adm.acquire(ctx, l.dead)
-		l.retractedNow.Add(-1)
-		if err != nil {
-			return
-		}
-		held = true
-		l.kvTokens.Add(int64(j.promptTokens))
-		if decodeFrom, err = l.prefill(ctx, j.promptTokens+done); err != nil {
-			return
-		}
-		// Its decoded tokens are back in the cache until it ends.
-		l.kvTokens.Add(int64(done))
-		defer l.kvTokens.Add(-int64(done))
+	if l.decodeAll(ctx, &res, decodeFrom, nil, &held) != nil {
+		return
 	}
 	b := getBuf()
 	defer putBuf(b)
@@ -600,7 +572,8 @@ func (res *result) appendChat(b []byte, model string) []byte {
 		b = strconv.AppendInt(b, int64(res.job.promptTokens), 10)
 		b = append(b, `,"completion_tokens":`...)
 		b = strconv.AppendInt(b, int64(res.n), 10)
-		b = append(b, `,"cached_tokens":0`...)
+		b = append(b, `,"cached_tokens":0,"num_retractions":`...)
+		b = strconv.AppendInt(b, int64(res.retractions), 10)
 		b = res.appendMeta(b, res.n)
 		b = append(b, '}')
 	}

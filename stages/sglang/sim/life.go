@@ -159,23 +159,31 @@ func (l *life) retract(reported int) bool {
 	return true
 }
 
+// retractChecked is retract, noting the check's time in *checked.
+func (l *life) retractChecked(checked *time.Time, now time.Time, reported int) bool {
+	*checked = now
+	return l.retract(reported)
+}
+
 // decode waits out the decoding of n tokens at the batch-dependent speed,
 // counting from the instant from (the end of prefill), and calls progress
 // (if not nil) with the tokens done so far whenever that grows; a progress
 // error stops decoding. Decoded tokens count in kvTokens until decode
-// returns. Without progress (a whole answer), a request may be retracted
-// when the KV cache is full: decode then returns the tokens it decoded and
-// errRetracted.
+// returns. It is never retracted (a health check's one token); requests
+// decode with decodeAll.
 func (l *life) decode(ctx context.Context, n int, from time.Time, progress func(done int) error) error {
-	_, err := l.decodeN(ctx, n, from, progress)
+	_, err := l.decodeN(ctx, n, from, progress, false)
 	return err
 }
 
-func (l *life) decodeN(ctx context.Context, n int, from time.Time, progress func(done int) error) (int, error) {
+// decodeN is decode; retractable lets the request be retracted when the KV
+// cache is full: it then returns the tokens it decoded and errRetracted.
+func (l *life) decodeN(ctx context.Context, n int, from time.Time, progress func(done int) error, retractable bool) (int, error) {
 	done := 0.0
 	reported := 0
 	defer func() { l.kvTokens.Add(-int64(reported)) }() // the request leaves the KV cache
 	last := from
+	var checked time.Time // the last retraction check
 	q := quantum
 	if progress != nil {
 		q = streamQuantum
@@ -198,7 +206,10 @@ func (l *life) decodeN(ctx context.Context, n int, from time.Time, progress func
 		if reported >= n {
 			return reported, nil
 		}
-		if progress == nil && l.retract(reported) {
+		// The cache is checked about once per quantum, however often a
+		// stream's frames go: streaming makes a request no likelier to
+		// be retracted.
+		if retractable && now.Sub(checked) >= quantum*9/10 && l.retractChecked(&checked, now, reported) {
 			done := reported
 			reported = 0 // taken out of kvTokens by retract
 			return done, errRetracted
@@ -297,4 +308,51 @@ func (a *admission) release() {
 		return
 	}
 	a.running--
+}
+
+// decodeAll decodes res.n tokens of a request from decodeFrom (the end of
+// its prefill), calling progress (if not nil) with the tokens done so far,
+// streamed or not. A request retracted (retract: the KV cache ran out)
+// leaves the batch and the cache, waits for a running slot again,
+// prefills its prompt and what it had decoded (SGLang keeps the output so
+// far: managers/scheduler.py retract_decode, then the request re-enters
+// the waiting queue), and decodes on from there; res.retractions counts
+// it, and a stream's frames simply pause meanwhile. *held says whether the
+// request holds a running slot (the caller releases it).
+func (l *life) decodeAll(ctx context.Context, res *result, decodeFrom time.Time, progress func(done int) error, held *bool) error {
+	prompt := int64(res.job.promptTokens)
+	done, inCache := 0, 0 // decoded so far; of those, back in the cache
+	defer func() { l.kvTokens.Add(-int64(inCache)) }()
+	for {
+		p := progress
+		if progress != nil {
+			base := done
+			p = func(d int) error { return progress(base + d) }
+		}
+		d, err := l.decodeN(ctx, res.n-done, decodeFrom, p, true)
+		if !errors.Is(err, errRetracted) {
+			return err
+		}
+		done += d
+		res.retractions++
+		// The prompt (the caller's to take out at the end) and the
+		// output so far leave the cache with the slot.
+		l.kvTokens.Add(-prompt - int64(inCache))
+		inCache = 0
+		*held = false
+		l.adm.release()
+		l.retractedNow.Add(1)
+		err = l.adm.acquire(ctx, l.dead)
+		l.retractedNow.Add(-1)
+		l.kvTokens.Add(prompt)
+		if err != nil {
+			return err
+		}
+		*held = true
+		if decodeFrom, err = l.prefill(ctx, res.job.promptTokens+done); err != nil {
+			return err
+		}
+		l.kvTokens.Add(int64(done))
+		inCache = done
+	}
 }

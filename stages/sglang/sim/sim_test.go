@@ -1240,3 +1240,129 @@ func TestRetraction(t *testing.T) {
 	}
 	t.Logf("%d of 24 retracted", retracted)
 }
+
+// Retraction applies to every kind of request the sim serves, as SGLang's
+// scheduler retracts a decoding request whatever its API: streamed
+// /generate, chat with return_meta_info, streamed chat. Each still answers
+// in full, as the same prompt does on a server with room (a retracted
+// request decodes on from its output so far, a stream's frames pause), the
+// server counts retractions while each kind runs (/metrics
+// num_retracted_requests_total), the answers that carry meta_info say
+// num_retractions > 0 for some, and the KV cache is empty at the end.
+func TestRetractionOfEveryKind(t *testing.T) {
+	cfg := Config{Speed: 20, MaxRunning: 8, KVTokens: 8 * 150, ThinkTokensMean: 200, AnswerTokensMean: 60}
+	f := startFleet(t, cfg)
+	cfg.KVTokens = 0
+	roomy := startFleet(t, cfg)
+	c := client(t)
+	u, ru := f.URLs()[0], roomy.URLs()[0]
+	msgs := func(i int) []map[string]any {
+		return []map[string]any{{"role": "user", "content": fmt.Sprintf("chat %d", i)}}
+	}
+	// answer returns a request's whole output and its num_retractions (-1:
+	// the kind carries none).
+	type answer struct {
+		text, finish string
+		retractions  int
+	}
+	kinds := []struct {
+		name  string
+		path  string
+		req   func(i int) map[string]any
+		read  func(r reply) answer
+		plain func(i int) map[string]any // the same request, not streamed
+		text  func(r reply) string
+	}{
+		{
+			name: "streamed /generate", path: "/generate",
+			req: func(i int) map[string]any {
+				req := gen(fmt.Sprintf("q%d", i), 30000)
+				req["stream"] = true
+				return req
+			},
+			read: func(r reply) answer {
+				frames := sseFrames(t, r.body)
+				var last map[string]any
+				if len(frames) < 2 || json.Unmarshal([]byte(frames[len(frames)-2]), &last) != nil {
+					return answer{}
+				}
+				return answer{str(last, "text"), str(last, "meta_info.finish_reason.type"), num(last, "meta_info.num_retractions")}
+			},
+			plain: func(i int) map[string]any { return gen(fmt.Sprintf("q%d", i), 30000) },
+			text:  func(r reply) string { return str(r.obj, "text") },
+		},
+		{
+			name: "chat with meta_info", path: "/v1/chat/completions",
+			req: func(i int) map[string]any { return map[string]any{"messages": msgs(i), "return_meta_info": true} },
+			read: func(r reply) answer {
+				return answer{str(r.obj, "choices.0.message.reasoning_content") + "|" + str(r.obj, "choices.0.message.content"),
+					str(r.obj, "choices.0.finish_reason"), num(r.obj, "choices.0.meta_info.num_retractions")}
+			},
+			plain: func(i int) map[string]any { return map[string]any{"messages": msgs(i)} },
+			text: func(r reply) string {
+				return str(r.obj, "choices.0.message.reasoning_content") + "|" + str(r.obj, "choices.0.message.content")
+			},
+		},
+		{
+			name: "streamed chat", path: "/v1/chat/completions",
+			req: func(i int) map[string]any { return map[string]any{"messages": msgs(i), "stream": true} },
+			read: func(r reply) answer {
+				var reasoning, content strings.Builder
+				finish := ""
+				for _, fr := range sseFrames(t, r.body) {
+					var obj map[string]any
+					if json.Unmarshal([]byte(fr), &obj) != nil {
+						continue // [DONE]
+					}
+					reasoning.WriteString(str(obj, "choices.0.delta.reasoning_content"))
+					content.WriteString(str(obj, "choices.0.delta.content"))
+					if s := str(obj, "choices.0.finish_reason"); s != "" {
+						finish = s
+					}
+				}
+				return answer{reasoning.String() + "|" + content.String(), finish, -1}
+			},
+			plain: func(i int) map[string]any { return map[string]any{"messages": msgs(i)} },
+			text: func(r reply) string {
+				return str(r.obj, "choices.0.message.reasoning_content") + "|" + str(r.obj, "choices.0.message.content")
+			},
+		},
+	}
+	for _, k := range kinds {
+		before := metric(t, c, u, "num_retracted_requests_total")
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		said := 0
+		for i := range 24 {
+			wg.Go(func() {
+				r := do(context.Background(), c, http.MethodPost, u+k.path, k.req(i))
+				want := do(context.Background(), c, http.MethodPost, ru+k.path, k.plain(i))
+				mu.Lock()
+				defer mu.Unlock()
+				if r.err != nil || r.status != 200 || want.status != 200 {
+					t.Errorf("%s %d: %d %v %s", k.name, i, r.status, r.err, r.body)
+					return
+				}
+				a := k.read(r)
+				if a.finish != "stop" || a.text != k.text(want) {
+					t.Errorf("%s %d: finish %q, output %.80q…, want stop and %.80q…", k.name, i, a.finish, a.text, k.text(want))
+				}
+				if a.retractions > 0 {
+					said++
+				}
+			})
+		}
+		wg.Wait()
+		n := metric(t, c, u, "num_retracted_requests_total") - before
+		if n == 0 {
+			t.Errorf("%s: no retraction while they ran", k.name)
+		}
+		if k.name != "streamed chat" && (said == 0 || float64(said) > n) {
+			t.Errorf("%s: %d answers say num_retractions > 0, the server counted %g", k.name, said, n)
+		}
+		if got := metric(t, c, u, "token_usage"); got != 0 {
+			t.Errorf("%s: token_usage %g after every request ended, want 0", k.name, got)
+		}
+		t.Logf("%s: %g retractions, %d answers say so", k.name, n, said)
+	}
+}

@@ -16,7 +16,10 @@ var errReset = errors.New("connection reset by fault")
 // null until the last); chat frames carry deltas of content and
 // reasoning_content, then a frame with finish_reason, an optional usage
 // frame, then "data: [DONE]".
-func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result, decodeFrom time.Time) {
+//
+// A retracted stream (decodeAll) pauses its frames until it decodes again;
+// native frames' meta_info num_retractions counts it.
+func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result, decodeFrom time.Time, held *bool) {
 	fl, _ := w.(http.Flusher)
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}
@@ -81,7 +84,7 @@ func (l *life) stream(ctx context.Context, w http.ResponseWriter, res *result, d
 		}
 		return nil
 	}
-	if err := l.decode(ctx, res.n, decodeFrom, emit); err != nil {
+	if err := l.decodeAll(ctx, res, decodeFrom, emit, held); err != nil {
 		return
 	}
 	if res.n == 0 { // decode reported no progress: send the one (final) frame
