@@ -24,12 +24,12 @@
 # The simulated servers batch like a GPU server: each running request
 # decodes at 60 / (1 + (running-1)/48) tokens/s, the rest queue.
 #
-#   bench/adaptive.sh                          # N=3000 SERVERS=2 SPEED=100
+#   bench/adaptive.sh                          # N=6000 SERVERS=2 SPEED=100
 #   CAPACITIES=128 SWEEP="48 128" bench/adaptive.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-N=${N:-3000}
+N=${N:-6000}
 SERVERS=${SERVERS:-2}
 # 100, not more: at 400 a wall millisecond of the client's is 0.4 simulated
 # seconds, and on a loaded machine the refills in transit, not the
