@@ -699,21 +699,9 @@ func (in *interpolator) expand(s string, stack []string) (string, error) {
 		}
 		ref := m[2 : len(m)-1]
 		if rest, ok := strings.CutPrefix(ref, "env:"); ok {
-			name, def, hasDef := strings.Cut(rest, ":-")
-			v, set := in.getenv(name)
-			switch {
-			case hasDef && strings.Contains(def, "${"):
-				if firstErr == nil {
-					firstErr = fmt.Errorf("${%s}: a default is plain text; ${...} inside it is not expanded", ref)
-				}
-			case hasDef && v == "":
-				return def
-			case !set:
-				if firstErr == nil {
-					firstErr = fmt.Errorf("environment variable %s is not set (used as ${env:%s}; ${env:%s:-DEFAULT} gives a default)", name, name, name)
-				}
-			case v == "":
-				in.noteEmpty("env:" + name)
+			v, err := in.env(ref, rest)
+			if err != nil && firstErr == nil {
+				firstErr = err
 			}
 			return v
 		}
@@ -730,6 +718,26 @@ func (in *interpolator) expand(s string, stack []string) (string, error) {
 		return v
 	})
 	return out, firstErr
+}
+
+// env expands ${env:NAME} or ${env:NAME:-DEFAULT} (ref, rest after
+// "env:"): the variable's value, the default where it is unset or empty;
+// an empty value is noted. The error is for a variable unset without a
+// default, or a default with ${...} in it.
+func (in *interpolator) env(ref, rest string) (string, error) {
+	name, def, hasDef := strings.Cut(rest, ":-")
+	v, set := in.getenv(name)
+	switch {
+	case hasDef && strings.Contains(def, "${"):
+		return v, fmt.Errorf("${%s}: a default is plain text; ${...} inside it is not expanded", ref)
+	case hasDef && v == "":
+		return def, nil
+	case !set:
+		return v, fmt.Errorf("environment variable %s is not set (used as ${env:%s}; ${env:%s:-DEFAULT} gives a default)", name, name, name)
+	case v == "":
+		in.noteEmpty("env:" + name)
+	}
+	return v, nil
 }
 
 // value interpolates every string inside a decoded TOML value.
