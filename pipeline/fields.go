@@ -219,6 +219,28 @@ func setFromRaw(v reflect.Value, raw any) error {
 		return nil
 	}
 	switch v.Kind() {
+	case reflect.Slice:
+		return setSliceFromRaw(v, raw, mismatch)
+	case reflect.Pointer:
+		e := reflect.New(v.Type().Elem())
+		if err := setFromRaw(e.Elem(), raw); err != nil {
+			return err
+		}
+		v.Set(e)
+		return nil
+	case reflect.Map:
+		return setMapFromRaw(v, raw, mismatch)
+	case reflect.Interface:
+		v.Set(reflect.ValueOf(raw))
+		return nil
+	}
+	return setScalarFromRaw(v, raw, mismatch)
+}
+
+// setScalarFromRaw sets a string, bool, integer or float v from raw;
+// mismatch is the error for a value of the wrong type.
+func setScalarFromRaw(v reflect.Value, raw any, mismatch func() error) error {
+	switch v.Kind() {
 	case reflect.String:
 		s, ok := raw.(string)
 		if !ok {
@@ -249,50 +271,52 @@ func setFromRaw(v reflect.Value, raw any) error {
 		default:
 			return mismatch()
 		}
-	case reflect.Slice:
-		var items []any
-		switch x := raw.(type) {
-		case []any:
-			items = x
-		case []map[string]any:
-			for _, m := range x {
-				items = append(items, m)
-			}
-		default:
-			return mismatch()
-		}
-		sl := reflect.MakeSlice(v.Type(), len(items), len(items))
-		for i, it := range items {
-			if err := setFromRaw(sl.Index(i), it); err != nil {
-				return fmt.Errorf("item %d %v", i+1, err)
-			}
-		}
-		v.Set(sl)
-	case reflect.Pointer:
-		e := reflect.New(v.Type().Elem())
-		if err := setFromRaw(e.Elem(), raw); err != nil {
-			return err
-		}
-		v.Set(e)
-	case reflect.Map:
-		m, ok := raw.(map[string]any)
-		if !ok || v.Type().Key().Kind() != reflect.String {
-			return mismatch()
-		}
-		out := reflect.MakeMapWithSize(v.Type(), len(m))
-		for k, it := range m {
-			e := reflect.New(v.Type().Elem()).Elem()
-			if err := setFromRaw(e, it); err != nil {
-				return fmt.Errorf("key %q %v", k, err)
-			}
-			out.SetMapIndex(reflect.ValueOf(k), e)
-		}
-		v.Set(out)
-	case reflect.Interface:
-		v.Set(reflect.ValueOf(raw))
 	default:
 		return fmt.Errorf("unsupported config type %s", v.Type())
 	}
+	return nil
+}
+
+// setSliceFromRaw sets a slice v from an array (of values or of tables),
+// each item by setFromRaw; an item's error names it (from 1).
+func setSliceFromRaw(v reflect.Value, raw any, mismatch func() error) error {
+	var items []any
+	switch x := raw.(type) {
+	case []any:
+		items = x
+	case []map[string]any:
+		for _, m := range x {
+			items = append(items, m)
+		}
+	default:
+		return mismatch()
+	}
+	sl := reflect.MakeSlice(v.Type(), len(items), len(items))
+	for i, it := range items {
+		if err := setFromRaw(sl.Index(i), it); err != nil {
+			return fmt.Errorf("item %d %v", i+1, err)
+		}
+	}
+	v.Set(sl)
+	return nil
+}
+
+// setMapFromRaw sets a map v with string keys from a table, each value by
+// setFromRaw; a value's error names its key.
+func setMapFromRaw(v reflect.Value, raw any, mismatch func() error) error {
+	m, ok := raw.(map[string]any)
+	if !ok || v.Type().Key().Kind() != reflect.String {
+		return mismatch()
+	}
+	out := reflect.MakeMapWithSize(v.Type(), len(m))
+	for k, it := range m {
+		e := reflect.New(v.Type().Elem()).Elem()
+		if err := setFromRaw(e, it); err != nil {
+			return fmt.Errorf("key %q %v", k, err)
+		}
+		out.SetMapIndex(reflect.ValueOf(k), e)
+	}
+	v.Set(out)
 	return nil
 }
 

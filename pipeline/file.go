@@ -148,39 +148,82 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	if err != nil {
 		return nil, Problems{{Pos: Pos{File: path}, Msg: err.Error()}}
 	}
-	pos := scanPositions(path, src)
-	f := &File{Path: path, Dir: filepath.Dir(abs), Vars: map[string]string{}}
-	var probs Problems
-	at := func(p Pos, format string, args ...any) {
-		probs = append(probs, Problem{Pos: p, Msg: fmt.Sprintf(format, args...)})
+	fp := &fileParser{doc: doc, pos: scanPositions(path, src), f: &File{Path: path, Dir: filepath.Dir(abs), Vars: map[string]string{}}}
+	fp.in = &interpolator{raw: map[string]string{}, done: fp.f.Vars, getenv: getenv, varEmpty: map[string][]string{}}
+	fp.checkTopKeys()
+	// [vars] first: everything else may use them.
+	rawVars := fp.readVars()
+	varPos, sets := fp.setVars(opts.Set)
+	// The shard first: ${shard} may be used anywhere else, [vars] included.
+	fp.f.parseShard(opts.Shard, header(doc), fp.pos, fp.in, fp.at)
+	fp.resolveVars(rawVars, varPos)
+	fp.parseHeader()
+	fp.parseStages()
+	if probs := fp.applyFlags(sets, opts); probs != nil {
+		return nil, probs
 	}
+	fp.f.defaultNames(path)
+	return fp.f, fp.probs
+}
 
-	for _, k := range sortedKeys(doc) {
+// fileParser is Parse's state: the decoded document, where its keys are,
+// the file so far, the vars and the problems found. Its methods are
+// Parse's steps, in order.
+type fileParser struct {
+	doc   map[string]any
+	pos   *positions
+	f     *File
+	in    *interpolator
+	probs Problems
+}
+
+// at is a problem at p.
+func (fp *fileParser) at(p Pos, format string, args ...any) {
+	fp.probs = append(fp.probs, Problem{Pos: p, Msg: fmt.Sprintf(format, args...)})
+}
+
+// interp interpolates the vars into v, a problem at p if one fails.
+func (fp *fileParser) interp(p Pos, v any) any {
+	out, err := fp.in.value(v)
+	if err != nil {
+		fp.at(p, "%v", err)
+	}
+	return out
+}
+
+func (fp *fileParser) checkTopKeys() {
+	for _, k := range sortedKeys(fp.doc) {
 		switch k {
 		case "pipeline", "vars", "stage":
 		default:
-			at(pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars] and [[stage]] tables%s", k, DidYouMean(k, []string{"pipeline", "vars", "stage"}))
+			fp.at(fp.pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars] and [[stage]] tables%s", k, DidYouMean(k, []string{"pipeline", "vars", "stage"}))
 		}
 	}
+}
 
-	// [vars] first: everything else may use them.
-	rawVars, _ := doc["vars"].(map[string]any)
-	if v, ok := doc["vars"]; ok && rawVars == nil {
-		at(pos.table("vars", ""), "[vars] must be a table, got %s", rawTypeName(v))
+// readVars takes [vars]'s strings as the interpolator's raw vars.
+func (fp *fileParser) readVars() map[string]any {
+	rawVars, _ := fp.doc["vars"].(map[string]any)
+	if v, ok := fp.doc["vars"]; ok && rawVars == nil {
+		fp.at(fp.pos.table("vars", ""), "[vars] must be a table, got %s", rawTypeName(v))
 	}
-	in := &interpolator{raw: map[string]string{}, done: f.Vars, getenv: getenv, varEmpty: map[string][]string{}}
 	for k, v := range rawVars {
 		s, ok := v.(string)
 		if !ok {
-			at(pos.table("vars", k), "var %q must be a string, got %s", k, rawTypeName(v))
+			fp.at(fp.pos.table("vars", k), "var %q must be a string, got %s", k, rawTypeName(v))
 			continue
 		}
-		in.raw[k] = s
+		fp.in.raw[k] = s
 	}
-	// --set vars.NAME=VALUE replaces a var before anything uses it.
-	varPos := map[string]Pos{}
-	var sets []string
-	for _, s := range opts.Set {
+	return rawVars
+}
+
+// setVars applies each --set vars.NAME=VALUE, which replaces a var before
+// anything uses it: varPos is where each replaced var was set; sets are
+// the other --set flags, applied after the file.
+func (fp *fileParser) setVars(set []string) (varPos map[string]Pos, sets []string) {
+	varPos = map[string]Pos{}
+	for _, s := range set {
 		lhs, value, hasValue := strings.Cut(s, "=")
 		name, isVar := strings.CutPrefix(lhs, "vars.")
 		if !isVar {
@@ -189,174 +232,191 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 		}
 		p := Pos{File: "--set " + redact.Userinfo(s)}
 		if !hasValue {
-			probs = append(probs, Problem{Pos: p, Msg: "want vars.NAME=VALUE", Structural: true})
+			fp.probs = append(fp.probs, Problem{Pos: p, Msg: "want vars.NAME=VALUE", Structural: true})
 			continue
 		}
-		if _, ok := in.raw[name]; !ok {
-			probs = append(probs, Problem{Pos: p, Msg: fmt.Sprintf("no variable %q to override%s", name, in.known(name)), Structural: true})
+		if _, ok := fp.in.raw[name]; !ok {
+			fp.probs = append(fp.probs, Problem{Pos: p, Msg: fmt.Sprintf("no variable %q to override%s", name, fp.in.known(name)), Structural: true})
 			continue
 		}
-		in.raw[name] = setVarValue(value)
+		fp.in.raw[name] = setVarValue(value)
 		varPos[name] = p
 	}
-	// The shard first: ${shard} may be used anywhere else, [vars] included.
-	f.parseShard(opts.Shard, header(doc), pos, in, at)
+	return varPos, sets
+}
+
+// resolveVars interpolates every var, a problem where it was set.
+func (fp *fileParser) resolveVars(rawVars map[string]any, varPos map[string]Pos) {
 	for _, k := range sortedKeys(rawVars) {
-		if _, ok := in.raw[k]; !ok {
+		if _, ok := fp.in.raw[k]; !ok {
 			continue
 		}
-		if _, err := in.resolveVar(k, nil); err != nil {
+		if _, err := fp.in.resolveVar(k, nil); err != nil {
 			p, ok := varPos[k]
 			if !ok {
-				p = pos.table("vars", k)
+				p = fp.pos.table("vars", k)
 			}
-			at(p, "%v", err)
+			fp.at(p, "%v", err)
 		}
 	}
-	interp := func(p Pos, v any) any {
-		out, err := in.value(v)
-		if err != nil {
-			at(p, "%v", err)
-		}
-		return out
-	}
+}
 
-	// [pipeline]
-	header := header(doc)
-	if v, ok := doc["pipeline"]; ok && header == nil {
-		at(pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
+var pipelineKeys = []string{"name", "run_dir", "description", "max_failed", "max_rejected", "keep_journal", "notify", "shard"}
+
+// parseHeader reads [pipeline] (but its shard, read first by parseShard).
+func (fp *fileParser) parseHeader() {
+	header := header(fp.doc)
+	if v, ok := fp.doc["pipeline"]; ok && header == nil {
+		fp.at(fp.pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
 	}
-	pipelineKeys := []string{"name", "run_dir", "description", "max_failed", "max_rejected", "keep_journal", "notify", "shard"}
-	f.MaxFailed = DefaultFailLimit
-	f.MaxRejected = DefaultRejectLimit
+	fp.f.MaxFailed = DefaultFailLimit
+	fp.f.MaxRejected = DefaultRejectLimit
 	for _, k := range sortedKeys(header) {
 		if k == "shard" {
 			continue // read first, by parseShard
 		}
-		p := pos.table("pipeline", k)
-		v := interp(p, header[k])
+		p := fp.pos.table("pipeline", k)
+		fp.headerKey(p, k, fp.interp(p, header[k]))
+	}
+}
+
+// headerKey sets [pipeline]'s key k to v, given at p.
+func (fp *fileParser) headerKey(p Pos, k string, v any) {
+	f := fp.f
+	var err error
+	switch k {
+	case "max_failed":
+		f.MaxFailed, err = ParseFailLimit(v)
+	case "notify":
+		f.Notify, err = notifyTargets(v)
+		f.NotifyPos = p
+	case "max_rejected":
+		f.MaxRejected, err = ParseRejectLimit(v)
+	case "keep_journal":
+		b, ok := v.(bool)
+		if !ok {
+			fp.at(p, "[pipeline]: keep_journal must be true or false, got %s", rawTypeName(v))
+		}
+		f.KeepJournal = b
+	case "name", "run_dir", "description":
 		s, isStr := v.(string)
+		if !isStr {
+			fp.at(p, "[pipeline]: %s must be a string, got %s", k, rawTypeName(v))
+		}
 		switch k {
-		case "max_failed":
-			l, err := ParseFailLimit(v)
-			if err != nil {
-				at(p, "[pipeline]: %v", err)
-			}
-			f.MaxFailed = l
-			continue
-		case "notify":
-			n, err := notifyTargets(v)
-			if err != nil {
-				at(p, "[pipeline]: %v", err)
-			}
-			f.Notify, f.NotifyPos = n, p
-			continue
-		case "max_rejected":
-			l, err := ParseRejectLimit(v)
-			if err != nil {
-				at(p, "[pipeline]: %v", err)
-			}
-			f.MaxRejected = l
-			continue
-		case "keep_journal":
-			b, ok := v.(bool)
-			if !ok {
-				at(p, "[pipeline]: keep_journal must be true or false, got %s", rawTypeName(v))
-			}
-			f.KeepJournal = b
-			continue
 		case "name":
 			f.Name = s
 		case "run_dir":
 			f.RunDir, f.RunDirPos = s, p
-		case "description":
-			f.Description = s
 		default:
-			at(p, "[pipeline]: unknown key %q; allowed: %s%s", k, strings.Join(pipelineKeys, ", "), DidYouMean(k, pipelineKeys))
-			continue
+			f.Description = s
 		}
-		if !isStr {
-			at(p, "[pipeline]: %s must be a string, got %s", k, rawTypeName(v))
-		}
+	default:
+		fp.at(p, "[pipeline]: unknown key %q; allowed: %s%s", k, strings.Join(pipelineKeys, ", "), DidYouMean(k, pipelineKeys))
 	}
+	if err != nil {
+		fp.at(p, "[pipeline]: %v", err)
+	}
+}
 
-	// [[stage]]
+// parseStages reads the [[stage]] tables.
+func (fp *fileParser) parseStages() {
 	var stages []map[string]any
-	switch x := doc["stage"].(type) {
+	switch x := fp.doc["stage"].(type) {
 	case nil:
 	case []map[string]any:
 		stages = x
 	default:
-		probs = append(probs, Problem{Pos: pos.top("stage"), Msg: fmt.Sprintf("stage must be an array of tables ([[stage]]), got %s", rawTypeName(x)), Structural: true})
+		fp.probs = append(fp.probs, Problem{Pos: fp.pos.top("stage"), Msg: fmt.Sprintf("stage must be an array of tables ([[stage]]), got %s", rawTypeName(x)), Structural: true})
 	}
 	for i, raw := range stages {
-		sd := &StageDecl{Pos: pos.stageHeader(i), Raw: map[string]any{}, KeyPos: pos.stageKeys(i), BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{}}
-		// Problems with a stage's id, kind or input are the graph's shape.
-		sprob := func(p Pos, format string, args ...any) {
-			probs = append(probs, Problem{Pos: p, Stage: sd.ID, Msg: fmt.Sprintf(format, args...), Structural: true})
-		}
-		if id, ok := raw["id"].(string); ok {
-			sd.ID = id
-			if !stageIDRe.MatchString(id) {
-				sprob(sd.KeyPosition("id"), "id must be letters, digits, '-' or '_' (used in inputs as id.port)")
-			}
-		} else if v, present := raw["id"]; present {
-			sprob(sd.KeyPosition("id"), "id must be a string, got %s", rawTypeName(v))
-		} else {
-			sprob(sd.Pos, "stage has no id")
-		}
-		if kind, ok := raw["kind"].(string); ok {
-			sd.Kind = kind
-		} else if v, present := raw["kind"]; present {
-			sprob(sd.KeyPosition("kind"), "kind must be a string, got %s", rawTypeName(v))
-		} else {
-			sprob(sd.Pos, "stage has no kind")
-		}
-		for k, v := range raw {
-			in.empty = nil
-			switch k {
-			case "id", "kind":
-			case "input":
-				sd.Inputs = inputsOf(interp(sd.KeyPosition(k), v), func(msg string) { sprob(sd.KeyPosition(k), "%s", msg) })
-			default:
-				n := len(probs)
-				sd.Raw[k] = interp(sd.KeyPosition(k), v)
-				if len(probs) > n {
-					sd.BadKeys[k] = true
-				}
-				if len(in.empty) > 0 {
-					sd.EmptyEnv[k] = in.empty
-				}
-			}
-		}
-		f.Stages = append(f.Stages, sd)
+		fp.f.Stages = append(fp.f.Stages, fp.parseStage(i, raw))
 	}
+}
 
+// parseStage reads the i-th [[stage]] table: its id, kind and input, and
+// its other keys, interpolated, for decodeConfig.
+func (fp *fileParser) parseStage(i int, raw map[string]any) *StageDecl {
+	sd := &StageDecl{Pos: fp.pos.stageHeader(i), Raw: map[string]any{}, KeyPos: fp.pos.stageKeys(i), BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{}}
+	// Problems with a stage's id, kind or input are the graph's shape.
+	sprob := func(p Pos, format string, args ...any) {
+		fp.probs = append(fp.probs, Problem{Pos: p, Stage: sd.ID, Msg: fmt.Sprintf(format, args...), Structural: true})
+	}
+	if id, ok := raw["id"].(string); ok {
+		sd.ID = id
+		if !stageIDRe.MatchString(id) {
+			sprob(sd.KeyPosition("id"), "id must be letters, digits, '-' or '_' (used in inputs as id.port)")
+		}
+	} else if v, present := raw["id"]; present {
+		sprob(sd.KeyPosition("id"), "id must be a string, got %s", rawTypeName(v))
+	} else {
+		sprob(sd.Pos, "stage has no id")
+	}
+	if kind, ok := raw["kind"].(string); ok {
+		sd.Kind = kind
+	} else if v, present := raw["kind"]; present {
+		sprob(sd.KeyPosition("kind"), "kind must be a string, got %s", rawTypeName(v))
+	} else {
+		sprob(sd.Pos, "stage has no kind")
+	}
+	for k, v := range raw {
+		fp.in.empty = nil
+		switch k {
+		case "id", "kind":
+		case "input":
+			sd.Inputs = inputsOf(fp.interp(sd.KeyPosition(k), v), func(msg string) { sprob(sd.KeyPosition(k), "%s", msg) })
+		default:
+			n := len(fp.probs)
+			sd.Raw[k] = fp.interp(sd.KeyPosition(k), v)
+			if len(fp.probs) > n {
+				sd.BadKeys[k] = true
+			}
+			if len(fp.in.empty) > 0 {
+				sd.EmptyEnv[k] = fp.in.empty
+			}
+		}
+	}
+	return sd
+}
+
+// applyFlags applies the other --set flags and --from, whose relative
+// paths resolve against opts.SetDir or the working directory. It returns
+// problems only when the working directory cannot be found (then Parse
+// fails with them); the flags' own problems are fp's.
+func (fp *fileParser) applyFlags(sets []string, opts LoadOptions) Problems {
 	setDir := opts.SetDir
+	var err error
 	if setDir == "" && len(sets) > 0 {
 		if setDir, err = os.Getwd(); err != nil {
-			return nil, Problems{{Pos: Pos{File: "--set " + redact.Userinfo(sets[0])}, Msg: err.Error()}}
+			return Problems{{Pos: Pos{File: "--set " + redact.Userinfo(sets[0])}, Msg: err.Error()}}
 		}
 	}
 	for _, s := range sets {
-		if err := f.applySet(s, in, setDir); err != nil {
-			probs = append(probs, Problem{Pos: Pos{File: "--set " + redact.Userinfo(s)}, Msg: err.Error(), Structural: true})
+		if err := fp.f.applySet(s, fp.in, setDir); err != nil {
+			fp.probs = append(fp.probs, Problem{Pos: Pos{File: "--set " + redact.Userinfo(s)}, Msg: err.Error(), Structural: true})
 		}
 	}
-	if opts.From != "" {
-		dir := setDir
-		if dir == "" {
-			if dir, err = os.Getwd(); err != nil {
-				return nil, Problems{{Pos: Pos{File: "--from " + opts.From}, Msg: err.Error()}}
-			}
-		}
-		fr, err := ParseFrom(opts.From, dir)
-		if err != nil {
-			probs = append(probs, Problem{Pos: Pos{File: "--from " + opts.From}, Msg: err.Error(), Structural: true})
-		}
-		f.From = fr
+	if opts.From == "" {
+		return nil
 	}
+	dir := setDir
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return Problems{{Pos: Pos{File: "--from " + opts.From}, Msg: err.Error()}}
+		}
+	}
+	fr, err := ParseFrom(opts.From, dir)
+	if err != nil {
+		fp.probs = append(fp.probs, Problem{Pos: Pos{File: "--from " + opts.From}, Msg: err.Error(), Structural: true})
+	}
+	fp.f.From = fr
+	return nil
+}
 
+// defaultNames gives the file its name (the file's base name) and run
+// directory (runs/NAME beside it) where it states none, resolves a relative
+// run directory against the file's, and names it after the shard.
+func (f *File) defaultNames(path string) {
 	if f.Name == "" {
 		f.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
@@ -369,7 +429,6 @@ func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
 	if f.Shard != nil {
 		f.RunDir = filepath.Clean(f.Shard.ShardPrefix(f.RunDir))
 	}
-	return f, probs
 }
 
 func inputsOf(v any, bad func(string)) []string {
@@ -431,53 +490,65 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 	}
 	p := Pos{File: "--set " + redact.Userinfo(s)}
 	if target == "pipeline" {
-		str, isStr := v.(string)
-		switch key {
-		case "name":
-			f.Name = str
-		case "run_dir":
-			if str != "" && !filepath.IsAbs(str) {
-				str = filepath.Join(dir, str)
-			}
-			f.RunDir, f.RunDirPos = str, p
-		case "max_failed":
-			l, err := ParseFailLimit(v)
-			if err != nil {
-				return err
-			}
-			f.MaxFailed = l
-			return nil
-		case "notify":
-			n, err := notifyTargets(v)
-			if err != nil {
-				return err
-			}
-			f.Notify, f.NotifyPos = n, p
-			return nil
-		case "max_rejected":
-			l, err := ParseRejectLimit(v)
-			if err != nil {
-				return err
-			}
-			f.MaxRejected = l
-			return nil
-		case "keep_journal":
-			b, ok := v.(bool)
-			if !ok {
-				return fmt.Errorf("pipeline.keep_journal must be true or false")
-			}
-			f.KeepJournal = b
-			return nil
-		case "shard":
-			return fmt.Errorf("the shard is chosen before anything else is read: use --shard I/N, not --set")
-		default:
-			return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected, keep_journal, notify (and --shard)", key)
-		}
-		if !isStr {
-			return fmt.Errorf("pipeline.%s must be a string", key)
-		}
-		return nil
+		return f.setPipelineKey(key, v, p, dir)
 	}
+	return f.setStageKey(target, key, v, p, in, dir)
+}
+
+// setPipelineKey applies --set pipeline.KEY=v, given at p; a relative
+// run_dir resolves against dir.
+func (f *File) setPipelineKey(key string, v any, p Pos, dir string) error {
+	str, isStr := v.(string)
+	switch key {
+	case "name":
+		f.Name = str
+	case "run_dir":
+		if str != "" && !filepath.IsAbs(str) {
+			str = filepath.Join(dir, str)
+		}
+		f.RunDir, f.RunDirPos = str, p
+	case "max_failed":
+		l, err := ParseFailLimit(v)
+		if err != nil {
+			return err
+		}
+		f.MaxFailed = l
+		return nil
+	case "notify":
+		n, err := notifyTargets(v)
+		if err != nil {
+			return err
+		}
+		f.Notify, f.NotifyPos = n, p
+		return nil
+	case "max_rejected":
+		l, err := ParseRejectLimit(v)
+		if err != nil {
+			return err
+		}
+		f.MaxRejected = l
+		return nil
+	case "keep_journal":
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("pipeline.keep_journal must be true or false")
+		}
+		f.KeepJournal = b
+		return nil
+	case "shard":
+		return fmt.Errorf("the shard is chosen before anything else is read: use --shard I/N, not --set")
+	default:
+		return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected, keep_journal, notify (and --shard)", key)
+	}
+	if !isStr {
+		return fmt.Errorf("pipeline.%s must be a string", key)
+	}
+	return nil
+}
+
+// setStageKey applies --set TARGET.KEY=v, given at p, to the stage whose
+// id is target; a relative path in v resolves against dir.
+func (f *File) setStageKey(target, key string, v any, p Pos, in *interpolator, dir string) error {
 	var ids []string
 	for _, sd := range f.Stages {
 		ids = append(ids, sd.ID)
@@ -628,21 +699,9 @@ func (in *interpolator) expand(s string, stack []string) (string, error) {
 		}
 		ref := m[2 : len(m)-1]
 		if rest, ok := strings.CutPrefix(ref, "env:"); ok {
-			name, def, hasDef := strings.Cut(rest, ":-")
-			v, set := in.getenv(name)
-			switch {
-			case hasDef && strings.Contains(def, "${"):
-				if firstErr == nil {
-					firstErr = fmt.Errorf("${%s}: a default is plain text; ${...} inside it is not expanded", ref)
-				}
-			case hasDef && v == "":
-				return def
-			case !set:
-				if firstErr == nil {
-					firstErr = fmt.Errorf("environment variable %s is not set (used as ${env:%s}; ${env:%s:-DEFAULT} gives a default)", name, name, name)
-				}
-			case v == "":
-				in.noteEmpty("env:" + name)
+			v, err := in.env(ref, rest)
+			if err != nil && firstErr == nil {
+				firstErr = err
 			}
 			return v
 		}
@@ -659,6 +718,26 @@ func (in *interpolator) expand(s string, stack []string) (string, error) {
 		return v
 	})
 	return out, firstErr
+}
+
+// env expands ${env:NAME} or ${env:NAME:-DEFAULT} (ref, rest after
+// "env:"): the variable's value, the default where it is unset or empty;
+// an empty value is noted. The error is for a variable unset without a
+// default, or a default with ${...} in it.
+func (in *interpolator) env(ref, rest string) (string, error) {
+	name, def, hasDef := strings.Cut(rest, ":-")
+	v, set := in.getenv(name)
+	switch {
+	case hasDef && strings.Contains(def, "${"):
+		return v, fmt.Errorf("${%s}: a default is plain text; ${...} inside it is not expanded", ref)
+	case hasDef && v == "":
+		return def, nil
+	case !set:
+		return v, fmt.Errorf("environment variable %s is not set (used as ${env:%s}; ${env:%s:-DEFAULT} gives a default)", name, name, name)
+	case v == "":
+		in.noteEmpty("env:" + name)
+	}
+	return v, nil
 }
 
 // value interpolates every string inside a decoded TOML value.

@@ -86,46 +86,12 @@ func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
 		prob("no stage %q%s", fr.Stage, DidYouMean(fr.Stage, ids))
 		return probs
 	}
-	if spec := reg.Lookup(target.Kind); spec != nil {
-		for _, p := range spec.Outputs {
-			if !contains(fromPorts, p) {
-				prob("stage %q (%s) has port %q; a replay reader has ports %s: replay from a stage upstream of it", fr.Stage, target.Kind, p, strings.Join(fromPorts, ", "))
-				return probs
-			}
-		}
+	if msg := replayablePorts(reg, target); msg != "" {
+		prob("%s", msg)
+		return probs
 	}
 
-	// STAGE and everything upstream of it.
-	gone := map[string]bool{}
-	var walk func(id string)
-	walk = func(id string) {
-		sd := byID[id]
-		if sd == nil || gone[id] {
-			return
-		}
-		gone[id] = true
-		for _, in := range sd.Inputs {
-			up, _, _ := strings.Cut(in, ".")
-			walk(up)
-		}
-	}
-	walk(fr.Stage)
-	var kept []*StageDecl
-	for _, sd := range f.Stages {
-		if gone[sd.ID] {
-			fr.Replaced = append(fr.Replaced, sd.ID)
-			if sd == target {
-				kept = append(kept, sd)
-			}
-			continue
-		}
-		for _, in := range sd.Inputs {
-			if up, _, _ := strings.Cut(in, "."); gone[up] && up != fr.Stage {
-				prob("stage %q reads %q, which --from %s replaces (it is upstream of %s): replay from a stage that feeds every stage kept", sd.ID, in, fr.Stage, fr.Stage)
-			}
-		}
-		kept = append(kept, sd)
-	}
+	kept := f.cutUpstream(target, byID, prob)
 	if len(probs) > 0 {
 		return probs
 	}
@@ -157,6 +123,59 @@ func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
 	return probs
 }
 
+// replayablePorts says why target's ports are not a replay reader's
+// (fromPorts), or "".
+func replayablePorts(reg *Registry, target *StageDecl) string {
+	spec := reg.Lookup(target.Kind)
+	if spec == nil {
+		return ""
+	}
+	for _, p := range spec.Outputs {
+		if !contains(fromPorts, p) {
+			return fmt.Sprintf("stage %q (%s) has port %q; a replay reader has ports %s: replay from a stage upstream of it", target.ID, target.Kind, p, strings.Join(fromPorts, ", "))
+		}
+	}
+	return ""
+}
+
+// cutUpstream returns f's stages without those upstream of target (target
+// itself kept, to be replaced by the reader), recording them in
+// f.From.Replaced; a kept stage reading one of them is a problem (prob).
+func (f *File) cutUpstream(target *StageDecl, byID map[string]*StageDecl, prob func(string, ...any)) []*StageDecl {
+	fr := f.From
+	gone := map[string]bool{}
+	var walk func(id string)
+	walk = func(id string) {
+		sd := byID[id]
+		if sd == nil || gone[id] {
+			return
+		}
+		gone[id] = true
+		for _, in := range sd.Inputs {
+			up, _, _ := strings.Cut(in, ".")
+			walk(up)
+		}
+	}
+	walk(fr.Stage)
+	var kept []*StageDecl
+	for _, sd := range f.Stages {
+		if gone[sd.ID] {
+			fr.Replaced = append(fr.Replaced, sd.ID)
+			if sd == target {
+				kept = append(kept, sd)
+			}
+			continue
+		}
+		for _, in := range sd.Inputs {
+			if up, _, _ := strings.Cut(in, "."); gone[up] && up != fr.Stage {
+				prob("stage %q reads %q, which --from %s replaces (it is upstream of %s): replay from a stage that feeds every stage kept", sd.ID, in, fr.Stage, fr.Stage)
+			}
+		}
+		kept = append(kept, sd)
+	}
+	return kept
+}
+
 // fromReader is the stage decl that reads what target produced in the
 // original run: its journal if it has one, else the committed output of a
 // writer fed by it alone (run.json's outputs name where it wrote).
@@ -174,39 +193,14 @@ func (f *File) fromReader(reg *Registry, target *StageDecl, byID map[string]*Sta
 	if err != nil {
 		return nil, err
 	}
-	useJournal := func() (*StageDecl, error) {
-		kind, rs := reg.replayer(ReplaysJournal)
-		if rs == nil {
-			return nil, fmt.Errorf("no stage kind replays a journal (a ReplaySpec reading %q)", ReplaysJournal)
-		}
-		sd.Kind = kind
-		for k, v := range rs.Config(fr.RunDir, fr.Stage, "", "") {
-			sd.Raw[k] = v
-		}
-		fr.Kind, fr.Source = sd.Kind, DisplayPath(journal)
-		if len(files) > 1 || (len(files) == 1 && files[0] != journal) {
-			fr.Source = DisplayPath(filepath.Join(fr.RunDir, "journal", fr.Stage)) + fmt.Sprintf(" (%d files)", len(files))
-		}
-		return sd, nil
-	}
 	if len(files) > 0 {
-		return useJournal()
+		return fr.journalReader(reg, sd, journal, files)
 	}
 	outs, err := recordedOutputs(fr.RunDir)
 	if err != nil && checkFiles {
 		return nil, err
 	}
-	for _, o := range outs {
-		w := byID[o.Stage]
-		if w == nil || !feedsOnly(w, fr.Stage) || strings.HasPrefix(o.Path, "s3://") {
-			continue
-		}
-		if out := reg.Output(o.Kind); out == nil || out.Each == nil {
-			continue // holds no records (an upload's copies)
-		}
-		if _, err := os.Stat(o.Path); err != nil {
-			continue
-		}
+	if o := replayableOutput(reg, outs, byID, fr.Stage); o != nil {
 		kind, rs := reg.replayer(ReplaysOutput)
 		if rs == nil {
 			return nil, fmt.Errorf("no stage kind replays a writer's output (a ReplaySpec reading %q)", ReplaysOutput)
@@ -219,12 +213,50 @@ func (f *File) fromReader(reg *Registry, target *StageDecl, byID map[string]*Sta
 		return sd, nil
 	}
 	if !checkFiles {
-		return useJournal() // a picture: what a run would find is its business
+		return fr.journalReader(reg, sd, journal, files) // a picture: what a run would find is its business
 	}
 	if _, err := os.Stat(fr.RunDir); err != nil {
 		return nil, fmt.Errorf("run directory %s: %s", fr.RunDir, describeReadError(err))
 	}
 	return nil, fmt.Errorf("%s has no journal of stage %q (%s) and no committed output of a writer fed by %s alone: nothing to replay (a run keeps what %s produced in a writer with input = %q, e.g. a write-arrow of every completion)", fr.RunDir, fr.Stage, journal, fr.Stage, fr.Stage, fr.Stage)
+}
+
+// journalReader makes sd the reader of the stage's journal (files, the
+// one file journal or its parts).
+func (fr *From) journalReader(reg *Registry, sd *StageDecl, journal string, files []string) (*StageDecl, error) {
+	kind, rs := reg.replayer(ReplaysJournal)
+	if rs == nil {
+		return nil, fmt.Errorf("no stage kind replays a journal (a ReplaySpec reading %q)", ReplaysJournal)
+	}
+	sd.Kind = kind
+	for k, v := range rs.Config(fr.RunDir, fr.Stage, "", "") {
+		sd.Raw[k] = v
+	}
+	fr.Kind, fr.Source = sd.Kind, DisplayPath(journal)
+	if len(files) > 1 || (len(files) == 1 && files[0] != journal) {
+		fr.Source = DisplayPath(filepath.Join(fr.RunDir, "journal", fr.Stage)) + fmt.Sprintf(" (%d files)", len(files))
+	}
+	return sd, nil
+}
+
+// replayableOutput is the first recorded output a replay of stage can
+// read: a local file that holds records, written by a writer fed by stage
+// alone; nil if none.
+func replayableOutput(reg *Registry, outs []recordedOutput, byID map[string]*StageDecl, stage string) *recordedOutput {
+	for i, o := range outs {
+		w := byID[o.Stage]
+		if w == nil || !feedsOnly(w, stage) || strings.HasPrefix(o.Path, "s3://") {
+			continue
+		}
+		if out := reg.Output(o.Kind); out == nil || out.Each == nil {
+			continue // holds no records (an upload's copies)
+		}
+		if _, err := os.Stat(o.Path); err != nil {
+			continue
+		}
+		return &outs[i]
+	}
+	return nil
 }
 
 // feedsOnly reports whether w reads stage's first port and nothing else.

@@ -7,6 +7,28 @@ import (
 	"strings"
 )
 
+// columns are the stages by rank, their longest path from a reader, each
+// column in plan order.
+func (p *Plan) columns() [][]*PlanStage {
+	rank := map[*PlanStage]int{}
+	for _, s := range p.Stages {
+		for _, e := range s.edgesOut() {
+			if e.To != nil && rank[e.To] < rank[s]+1 {
+				rank[e.To] = rank[s] + 1
+			}
+		}
+	}
+	var cols [][]*PlanStage
+	for _, s := range p.Stages {
+		r := rank[s]
+		for len(cols) <= r {
+			cols = append(cols, nil)
+		}
+		cols[r] = append(cols[r], s)
+	}
+	return cols
+}
+
 // WriteSVG draws the graph as SVG with a small layered layout of its own, for
 // machines without Graphviz: stages left to right by their longest path from
 // a reader (the DOT output's rankdir=LR), one column per rank, stacked in plan
@@ -24,22 +46,7 @@ func (p *Plan) WriteSVG(w io.Writer) error {
 		X, Y, W, H float64
 		Lines      []string
 	}
-	rank := map[*PlanStage]int{}
-	for _, s := range p.Stages {
-		for _, e := range s.edgesOut() {
-			if e.To != nil && rank[e.To] < rank[s]+1 {
-				rank[e.To] = rank[s] + 1
-			}
-		}
-	}
-	var cols [][]*PlanStage
-	for _, s := range p.Stages {
-		r := rank[s]
-		for len(cols) <= r {
-			cols = append(cols, nil)
-		}
-		cols[r] = append(cols[r], s)
-	}
+	cols := p.columns()
 	boxes := map[*PlanStage]*box{}
 	x, width, height := margin, 0.0, 0.0
 	for _, col := range cols {

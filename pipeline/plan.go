@@ -65,101 +65,137 @@ func BuildGraph(f *File, reg *Registry) (*Plan, Problems) {
 }
 
 func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
-	probs := f.replaceFrom(reg, checkFiles)
-	p := &Plan{File: f, byID: map[string]*PlanStage{}}
-	var all []*PlanStage
+	b := &planBuilder{f: f, reg: reg, checkFiles: checkFiles, p: &Plan{File: f, byID: map[string]*PlanStage{}}}
+	b.probs = f.replaceFrom(reg, checkFiles)
 	for _, sd := range f.Stages {
-		ps := &PlanStage{Decl: sd, Outputs: map[string][]Edge{}}
-		prob := func(pos Pos, format string, args ...any) {
-			probs = append(probs, Problem{Pos: pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...), Structural: true})
-		}
-		if sd.ID != "" {
-			if prev, dup := p.byID[sd.ID]; dup {
-				prob(sd.KeyPosition("id"), "duplicate stage id (first defined at %s)", prev.Decl.Pos)
-			} else {
-				p.byID[sd.ID] = ps
-			}
-		}
-		if sd.Kind != "" {
-			ps.Spec = reg.Lookup(sd.Kind)
-			if ps.Spec == nil {
-				probs = append(probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true,
-					Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, DidYouMean(sd.Kind, reg.Kinds()), strings.Join(reg.Kinds(), ", "))})
-			}
-		}
-		if old := reg.Lookup(sd.KindSetFrom); old != nil && ps.Spec != nil && old != ps.Spec {
-			if msg := swapProblem(old, ps.Spec); msg != "" {
-				probs = append(probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true, Msg: msg})
-			}
-		}
-		if ps.Spec != nil {
-			cfg, cprobs := decodeConfig(ps.Spec, sd, f.Dir, checkFiles, f.Shard)
-			ps.Config = cfg
-			probs = append(probs, cprobs...)
-		}
-		all = append(all, ps)
+		b.all = append(b.all, b.declare(sd))
 	}
-
-	// Wire inputs.
-	nprobs := len(probs)
-	for _, ps := range all {
-		sd := ps.Decl
-		kind := "" // not named when unknown: its own problem says so
-		if ps.Spec != nil {
-			kind = ps.Spec.Kind
-		}
-		prob := func(format string, args ...any) {
-			probs = append(probs, Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: kind, Msg: fmt.Sprintf(format, args...), Structural: true})
-		}
-		// A stage of unknown kind still takes its inputs, so the graph
-		// drawn around it is whole and its upstream outputs count as
-		// connected; only its own ports are unknown.
-		switch {
-		case ps.Spec == nil:
-		case ps.Spec.Source && len(sd.Inputs) > 0:
-			prob("a %s stage reads its own input and takes no input key", sd.Kind)
-			continue
-		case !ps.Spec.Source && len(sd.Inputs) == 0:
-			probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: `needs an input: add input = "STAGE" or "STAGE.PORT"`, Structural: true})
-		case ps.Spec.MaxInputs > 0 && len(sd.Inputs) > ps.Spec.MaxInputs:
-			prob("takes at most %d input(s), got %d", ps.Spec.MaxInputs, len(sd.Inputs))
-		}
-		for _, ref := range sd.Inputs {
-			id, port, _ := strings.Cut(ref, ".")
-			from := p.byID[id]
-			if from == nil {
-				prob("input %q: no stage %q%s", ref, id, DidYouMean(id, stageIDs(all)))
-				continue
-			}
-			if from == ps {
-				prob("input %q: a stage cannot read its own output", ref)
-				continue
-			}
-			if from.Spec == nil {
-				continue
-			}
-			if len(from.Spec.Outputs) == 0 {
-				prob("input %q: stage %q (%s) has no output ports", ref, id, from.Spec.Kind)
-				continue
-			}
-			if port == "" {
-				port = from.Spec.Outputs[0]
-			} else if !contains(from.Spec.Outputs, port) {
-				prob("input %q: stage %q (%s) has no port %q; its ports: %s%s", ref, id, from.Spec.Kind, port, strings.Join(from.Spec.Outputs, ", "), DidYouMean(port, from.Spec.Outputs))
-				continue
-			}
-			e := Edge{From: from, Port: port, To: ps}
-			ps.Inputs = append(ps.Inputs, e)
-			from.Outputs[port] = append(from.Outputs[port], e)
-		}
+	nprobs := len(b.probs)
+	for _, ps := range b.all {
+		b.wire(ps)
 	}
-
-	// Every output except "rejected" must lead somewhere: records never vanish.
 	// Skipped when an input could not be resolved: it was probably meant to
 	// connect one of them, and the input's message says what to fix.
-	inputsBroken := len(probs) > nprobs
-	for _, ps := range all {
-		if ps.Spec == nil || inputsBroken {
+	if len(b.probs) == nprobs {
+		b.checkConnected()
+	}
+	b.order()
+	if len(b.all) == 0 {
+		b.probs = append(b.probs, Problem{Pos: Pos{File: f.Path}, Msg: "no stages: add [[stage]] tables", Structural: true})
+	}
+	return b.p, b.probs
+}
+
+// planBuilder is build's state: the plan so far, its stages in file order
+// and the problems found. Its methods are build's steps, in order.
+type planBuilder struct {
+	f          *File
+	reg        *Registry
+	checkFiles bool
+	p          *Plan
+	all        []*PlanStage // in file order
+	probs      Problems
+}
+
+// declare makes the stage sd declares: its id (unique), its kind (known,
+// and able to stand in for the file's kind when --set changed it) and its
+// decoded config.
+func (b *planBuilder) declare(sd *StageDecl) *PlanStage {
+	ps := &PlanStage{Decl: sd, Outputs: map[string][]Edge{}}
+	if sd.ID != "" {
+		if prev, dup := b.p.byID[sd.ID]; dup {
+			b.probs = append(b.probs, Problem{Pos: sd.KeyPosition("id"), Stage: sd.ID, Kind: sd.Kind, Structural: true,
+				Msg: fmt.Sprintf("duplicate stage id (first defined at %s)", prev.Decl.Pos)})
+		} else {
+			b.p.byID[sd.ID] = ps
+		}
+	}
+	if sd.Kind != "" {
+		ps.Spec = b.reg.Lookup(sd.Kind)
+		if ps.Spec == nil {
+			b.probs = append(b.probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true,
+				Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, DidYouMean(sd.Kind, b.reg.Kinds()), strings.Join(b.reg.Kinds(), ", "))})
+		}
+	}
+	if old := b.reg.Lookup(sd.KindSetFrom); old != nil && ps.Spec != nil && old != ps.Spec {
+		if msg := swapProblem(old, ps.Spec); msg != "" {
+			b.probs = append(b.probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true, Msg: msg})
+		}
+	}
+	if ps.Spec != nil {
+		cfg, cprobs := decodeConfig(ps.Spec, sd, b.f.Dir, b.checkFiles, b.f.Shard)
+		ps.Config = cfg
+		b.probs = append(b.probs, cprobs...)
+	}
+	return ps
+}
+
+// wire connects ps's inputs to its upstream stages' ports. A stage of
+// unknown kind still takes its inputs, so the graph drawn around it is
+// whole and its upstream outputs count as connected; only its own ports
+// are unknown.
+func (b *planBuilder) wire(ps *PlanStage) {
+	sd := ps.Decl
+	kind := "" // not named when unknown: its own problem says so
+	if ps.Spec != nil {
+		kind = ps.Spec.Kind
+	}
+	prob := func(format string, args ...any) {
+		b.probs = append(b.probs, Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: kind, Msg: fmt.Sprintf(format, args...), Structural: true})
+	}
+	switch {
+	case ps.Spec == nil:
+	case ps.Spec.Source && len(sd.Inputs) > 0:
+		prob("a %s stage reads its own input and takes no input key", sd.Kind)
+		return
+	case !ps.Spec.Source && len(sd.Inputs) == 0:
+		b.probs = append(b.probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: `needs an input: add input = "STAGE" or "STAGE.PORT"`, Structural: true})
+	case ps.Spec.MaxInputs > 0 && len(sd.Inputs) > ps.Spec.MaxInputs:
+		prob("takes at most %d input(s), got %d", ps.Spec.MaxInputs, len(sd.Inputs))
+	}
+	for _, ref := range sd.Inputs {
+		from, port, msg := b.resolveInput(ps, ref)
+		if msg != "" {
+			prob("%s", msg)
+		}
+		if from == nil {
+			continue
+		}
+		e := Edge{From: from, Port: port, To: ps}
+		ps.Inputs = append(ps.Inputs, e)
+		from.Outputs[port] = append(from.Outputs[port], e)
+	}
+}
+
+// resolveInput finds the stage and port input ref of ps names ("STAGE" is
+// its first port). from is nil when there is nothing to connect: then msg
+// says why, or is "" when the upstream stage's kind is unknown (its own
+// problem says so).
+func (b *planBuilder) resolveInput(ps *PlanStage, ref string) (from *PlanStage, port, msg string) {
+	id, port, _ := strings.Cut(ref, ".")
+	from = b.p.byID[id]
+	switch {
+	case from == nil:
+		return nil, "", fmt.Sprintf("input %q: no stage %q%s", ref, id, DidYouMean(id, stageIDs(b.all)))
+	case from == ps:
+		return nil, "", fmt.Sprintf("input %q: a stage cannot read its own output", ref)
+	case from.Spec == nil:
+		return nil, "", ""
+	case len(from.Spec.Outputs) == 0:
+		return nil, "", fmt.Sprintf("input %q: stage %q (%s) has no output ports", ref, id, from.Spec.Kind)
+	case port == "":
+		return from, from.Spec.Outputs[0], ""
+	case !contains(from.Spec.Outputs, port):
+		return nil, "", fmt.Sprintf("input %q: stage %q (%s) has no port %q; its ports: %s%s", ref, id, from.Spec.Kind, port, strings.Join(from.Spec.Outputs, ", "), DidYouMean(port, from.Spec.Outputs))
+	}
+	return from, port, ""
+}
+
+// checkConnected finds the outputs that lead nowhere: every output except
+// "rejected" (and a kind's optional ones) must, as records never vanish.
+func (b *planBuilder) checkConnected() {
+	for _, ps := range b.all {
+		if ps.Spec == nil {
 			continue
 		}
 		for _, port := range ps.Spec.Outputs {
@@ -170,33 +206,33 @@ func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
 			if port != ps.Spec.Outputs[0] {
 				ref += "." + port
 			}
-			probs = append(probs, Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
+			b.probs = append(b.probs, Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
 				Msg: fmt.Sprintf("output port %q is not connected: add a stage with input = %q (e.g. a write-jsonl)", port, ref)})
 		}
 	}
+}
 
-	order, cycle := topoSort(all)
-	if len(cycle) > 0 {
-		ids := stageIDs(cycle)
-		sort.Strings(ids)
-		first := cycle[0]
-		for _, c := range cycle {
-			if c.Decl.Pos.Line < first.Decl.Pos.Line {
-				first = c
-			}
-		}
-		probs = append(probs, Problem{Pos: first.Decl.KeyPosition("input"), Stage: first.Decl.ID, Kind: first.Decl.Kind, Structural: true,
-			Msg: "cycle in the graph through stages " + strings.Join(ids, ", ")})
-		order = all
-	}
-	p.Stages = order
+// order puts the plan's stages in topological order and checks the fields
+// records need along it; a cycle is a problem at its first stage in the
+// file, and leaves the stages in file order.
+func (b *planBuilder) order() {
+	order, cycle := topoSort(b.all)
 	if len(cycle) == 0 {
-		probs = append(probs, checkFields(order)...)
+		b.p.Stages = order
+		b.probs = append(b.probs, checkFields(order)...)
+		return
 	}
-	if len(all) == 0 {
-		probs = append(probs, Problem{Pos: Pos{File: f.Path}, Msg: "no stages: add [[stage]] tables", Structural: true})
+	ids := stageIDs(cycle)
+	sort.Strings(ids)
+	first := cycle[0]
+	for _, c := range cycle {
+		if c.Decl.Pos.Line < first.Decl.Pos.Line {
+			first = c
+		}
 	}
-	return p, probs
+	b.probs = append(b.probs, Problem{Pos: first.Decl.KeyPosition("input"), Stage: first.Decl.ID, Kind: first.Decl.Kind, Structural: true,
+		Msg: "cycle in the graph through stages " + strings.Join(ids, ", ")})
+	b.p.Stages = b.all
 }
 
 // swapProblem says why kind to cannot stand in for kind from (--set
@@ -305,44 +341,14 @@ func onCycles(all []*PlanStage, done map[*PlanStage]bool) []*PlanStage {
 func checkFields(order []*PlanStage) Problems {
 	var probs Problems
 	avail := map[*PlanStage]map[string]bool{}
-	producers := map[string][]string{}
-	for _, ps := range order {
-		if ps.Spec == nil {
-			continue
-		}
-		_, produces := ps.fields()
-		for _, f := range produces {
-			if !contains(producers[f], ps.Spec.Kind) {
-				producers[f] = append(producers[f], ps.Spec.Kind)
-			}
-		}
-	}
+	producers := fieldProducers(order)
 	for _, ps := range order {
 		if ps.Spec == nil {
 			avail[ps] = nil
 			continue
 		}
 		needs, produces := ps.fields()
-		var have map[string]bool
-		for i, e := range ps.Inputs {
-			up := avail[e.From]
-			if i == 0 {
-				have = map[string]bool{}
-				for k := range up {
-					have[k] = true
-				}
-				continue
-			}
-			for k := range have {
-				if !up[k] {
-					delete(have, k)
-				}
-			}
-		}
-		if have == nil {
-			have = map[string]bool{}
-		}
-		have[FieldID] = true
+		have := fieldsIn(ps, avail)
 		for _, n := range needs {
 			if have[n] {
 				continue
@@ -362,6 +368,50 @@ func checkFields(order []*PlanStage) Problems {
 	return probs
 }
 
+// fieldProducers maps each record field to the kinds in the plan that
+// produce it, for the hint of a missing one.
+func fieldProducers(order []*PlanStage) map[string][]string {
+	producers := map[string][]string{}
+	for _, ps := range order {
+		if ps.Spec == nil {
+			continue
+		}
+		_, produces := ps.fields()
+		for _, f := range produces {
+			if !contains(producers[f], ps.Spec.Kind) {
+				producers[f] = append(producers[f], ps.Spec.Kind)
+			}
+		}
+	}
+	return producers
+}
+
+// fieldsIn is the set of fields every record reaching ps has: those
+// available on all its inputs (avail, by upstream stage), and the id.
+func fieldsIn(ps *PlanStage, avail map[*PlanStage]map[string]bool) map[string]bool {
+	var have map[string]bool
+	for i, e := range ps.Inputs {
+		up := avail[e.From]
+		if i == 0 {
+			have = map[string]bool{}
+			for k := range up {
+				have[k] = true
+			}
+			continue
+		}
+		for k := range have {
+			if !up[k] {
+				delete(have, k)
+			}
+		}
+	}
+	if have == nil {
+		have = map[string]bool{}
+	}
+	have[FieldID] = true
+	return have
+}
+
 func (ps *PlanStage) fields() (needs, produces []string) {
 	needs, produces = ps.Spec.Needs, ps.Spec.Produces
 	if ps.Spec.Fields != nil && ps.Config != nil {
@@ -377,21 +427,7 @@ func (ps *PlanStage) fields() (needs, produces []string) {
 // the shard's name where they do not have it yet (Shard.ShardPath,
 // Shard.ShardPrefix).
 func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool, shard *Shard) (any, Problems) {
-	var probs Problems
-	prob := func(key, format string, args ...any) {
-		probs = append(probs, Problem{Pos: sd.KeyPosition(key), Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf(format, args...)})
-	}
-	// probEach reports err about key, or each error it joins (one per bad
-	// item of a list) as a problem of its own.
-	probEach := func(key string, err error) {
-		errs := []error{err}
-		if joined, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = joined.Unwrap()
-		}
-		for _, e := range errs {
-			prob(key, "%s %v", key, e)
-		}
-	}
+	d := &configDecoder{sd: sd, dir: dir, checkFiles: checkFiles, shard: shard}
 	t := reflect.TypeOf(spec.Config)
 	fields, _ := fieldsOf(t) // checked at Register
 	ptr := reflect.New(t)
@@ -403,78 +439,129 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool, shard 
 			_ = setFromDefault(v.Field(f.Index), f.Default)
 		}
 	}
+	d.unknownKeys(keys)
+	for i := range fields {
+		d.field(&fields[i], v.Field(fields[i].Index))
+	}
+	if val, ok := ptr.Interface().(Validator); ok {
+		for _, err := range val.Validate() {
+			if fe, ok := err.(*FieldError); ok {
+				d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
+			} else {
+				d.atStage(err)
+			}
+		}
+	}
+	// The constructor has no side effects, so what only it can judge is
+	// found here, by pipe check, and not when the run starts.
+	if len(d.probs) == 0 {
+		if _, err := spec.New.Stage(ptr.Interface()); err != nil {
+			d.stageError(err)
+		}
+	}
+	return ptr.Interface(), d.probs
+}
+
+// configDecoder is decodeConfig's state: the stage declared, where its
+// paths resolve, and the problems found.
+type configDecoder struct {
+	sd         *StageDecl
+	dir        string
+	checkFiles bool
+	shard      *Shard
+	probs      Problems
+}
+
+// prob is a problem at key.
+func (d *configDecoder) prob(key, format string, args ...any) {
+	d.probs = append(d.probs, Problem{Pos: d.sd.KeyPosition(key), Stage: d.sd.ID, Kind: d.sd.Kind, Msg: fmt.Sprintf(format, args...)})
+}
+
+// probEach reports err about key, or each error it joins (one per bad
+// item of a list) as a problem of its own.
+func (d *configDecoder) probEach(key string, err error) {
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		d.prob(key, "%s %v", key, e)
+	}
+}
+
+// stageError reports an error of Validate or the constructor: at its key
+// for a *FieldError, else at the stage.
+func (d *configDecoder) stageError(err error) {
+	if fe := (*FieldError)(nil); errors.As(err, &fe) {
+		d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
+		return
+	}
+	d.atStage(err)
+}
+
+// atStage is a problem at the stage's table.
+func (d *configDecoder) atStage(err error) {
+	d.probs = append(d.probs, Problem{Pos: d.sd.Pos, Stage: d.sd.ID, Kind: d.sd.Kind, Msg: err.Error()})
+}
+
+// unknownKeys reports each key of the stage not in keys (the kind's, after
+// id, kind and input).
+func (d *configDecoder) unknownKeys(keys []string) {
+	sd := d.sd
 	for _, k := range sortedKeys(sd.Raw) {
 		if contains(keys, k) {
 			continue
 		}
 		if inner := tableKeyOf(sd.Raw[k], keys); inner != "" {
 			// `gen.concurrency = 0` inside gen's [[stage]] makes a table "gen".
-			prob(k, "unknown key \"%s.%s\": a dotted key makes a table %q; did you mean %s = …?", k, inner, k, inner)
+			d.prob(k, "unknown key \"%s.%s\": a dotted key makes a table %q; did you mean %s = …?", k, inner, k, inner)
 			continue
 		}
-		prob(k, "unknown key %q%s; %s takes: %s", k, DidYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
+		d.prob(k, "unknown key %q%s; %s takes: %s", k, DidYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
 	}
-	for _, f := range fields {
-		raw, set := sd.Raw[f.Key]
-		fv := v.Field(f.Index)
-		if sd.BadKeys[f.Key] {
-			continue // its interpolation failed and was reported
+}
+
+// field decodes field f into fv: required, in range, a path resolved (and
+// checked), then given the shard's name where it is an output or a prefix.
+func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
+	sd := d.sd
+	raw, set := sd.Raw[f.Key]
+	if sd.BadKeys[f.Key] {
+		return // its interpolation failed and was reported
+	}
+	if !set {
+		if f.Required {
+			d.probs = append(d.probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
 		}
-		if !set {
-			if f.Required {
-				probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
+		return
+	}
+	if err := setFromRaw(fv, raw); err != nil {
+		d.probEach(f.Key, err)
+		return
+	}
+	if err := f.checkRange(fv); err != nil {
+		d.prob(f.Key, "%s %v", f.Key, err)
+		return
+	}
+	if f.Path != "" {
+		if msgs := emptyPath(fv, f, sd.EmptyEnv[f.Key]); len(msgs) > 0 {
+			for _, m := range msgs {
+				d.prob(f.Key, "%s", m)
 			}
-			continue
+			return
 		}
-		if err := setFromRaw(fv, raw); err != nil {
-			probEach(f.Key, err)
-			continue
-		}
-		if err := f.checkRange(fv); err != nil {
-			prob(f.Key, "%s %v", f.Key, err)
-			continue
-		}
-		if f.Path != "" {
-			if msgs := emptyPath(fv, &f, sd.EmptyEnv[f.Key]); len(msgs) > 0 {
-				for _, m := range msgs {
-					prob(f.Key, "%s", m)
-				}
-				continue
-			}
-			if err := resolvePaths(fv, sd.pathDir(f.Key, dir), f.Path, f.Contains, checkFiles); err != nil {
-				probEach(f.Key, err)
-			}
-		}
-		if shard != nil && fv.Kind() == reflect.String {
-			switch {
-			case f.Path == "out" || f.Path == "dir":
-				fv.SetString(shard.ShardPath(fv.String()))
-			case f.ShardPrefix:
-				fv.SetString(shard.ShardPrefix(fv.String()))
-			}
+		if err := resolvePaths(fv, sd.pathDir(f.Key, d.dir), f.Path, f.Contains, d.checkFiles); err != nil {
+			d.probEach(f.Key, err)
 		}
 	}
-	if val, ok := ptr.Interface().(Validator); ok {
-		for _, err := range val.Validate() {
-			if fe, ok := err.(*FieldError); ok {
-				prob(fe.Key, "%s %s", fe.Key, fe.Msg)
-			} else {
-				probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: err.Error()})
-			}
+	if d.shard != nil && fv.Kind() == reflect.String {
+		switch {
+		case f.Path == "out" || f.Path == "dir":
+			fv.SetString(d.shard.ShardPath(fv.String()))
+		case f.ShardPrefix:
+			fv.SetString(d.shard.ShardPrefix(fv.String()))
 		}
 	}
-	// The constructor has no side effects, so what only it can judge is
-	// found here, by pipe check, and not when the run starts.
-	if len(probs) == 0 {
-		if _, err := spec.New.Stage(ptr.Interface()); err != nil {
-			if fe := (*FieldError)(nil); errors.As(err, &fe) {
-				prob(fe.Key, "%s %s", fe.Key, fe.Msg)
-			} else {
-				probs = append(probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: err.Error()})
-			}
-		}
-	}
-	return ptr.Interface(), probs
 }
 
 // tableKeyOf returns the first known key inside v, if v is a table: what
@@ -521,6 +608,12 @@ func resolvePaths(v reflect.Value, dir, mode string, contains []string, check bo
 	if !check || (mode != "in" && mode != "indir" && mode != "inany") {
 		return nil
 	}
+	return checkInputPath(p, mode, contains)
+}
+
+// checkInputPath checks that input path p exists and is what mode wants
+// (in: a file, indir: a directory holding each of contains, inany: either).
+func checkInputPath(p, mode string, contains []string) error {
 	st, err := os.Stat(p)
 	switch {
 	case err != nil:

@@ -110,11 +110,7 @@ func scanLine(line string, depth int, inMulti string) (int, string) {
 				i += 2
 				continue
 			}
-			for i++; i < len(line) && line[i] != c; i++ {
-				if c == '"' && line[i] == '\\' {
-					i++
-				}
-			}
+			i = stringEnd(line, i)
 		case '[', '{':
 			depth++
 		case ']', '}':
@@ -124,6 +120,18 @@ func scanLine(line string, depth int, inMulti string) (int, string) {
 		}
 	}
 	return depth, inMulti
+}
+
+// stringEnd is the index of the quote closing the one-line string that
+// opens at i of line (len(line) when it is not closed).
+func stringEnd(line string, i int) int {
+	c := line[i]
+	for i++; i < len(line) && line[i] != c; i++ {
+		if c == '"' && line[i] == '\\' {
+			i++
+		}
+	}
+	return i
 }
 
 func (p *positions) top(key string) Pos {

@@ -97,6 +97,14 @@ func settingValue(v reflect.Value) any {
 			return strconv.FormatFloat(f, 'g', -1, 64) // JSON has no NaN or Inf
 		}
 		return f
+	}
+	return compositeSetting(v)
+}
+
+// compositeSetting is settingValue of a slice, array, map or struct (its
+// exported fields), item by item; anything else is printed.
+func compositeSetting(v reflect.Value) any {
+	switch v.Kind() {
 	case reflect.Slice, reflect.Array:
 		// nil and empty are the same setting: none.
 		out := make([]any, v.Len())

@@ -48,72 +48,106 @@ func checkTOMLShape(src []byte) (line, col int, msg string, ok bool) {
 	if len(src) > MaxFileBytes {
 		return 0, 0, fmt.Sprintf("larger than %d bytes, the most a pipeline file may be", MaxFileBytes), false
 	}
-	line, lineStart := 1, 0
-	depth, dots, elements := 0, 0, 0
-	here := func(i int) (int, int) { return line, i - lineStart + 1 }
-	isDigit := func(i int) bool { return i >= 0 && i < len(src) && src[i] >= '0' && src[i] <= '9' }
+	s := &shapeScan{src: src, line: 1}
 	for i := 0; i < len(src); i++ {
-		switch src[i] {
-		case '=', '.', '[', '{', ',':
-			if elements++; elements > MaxElements {
-				l, c := here(i)
-				return l, c, fmt.Sprintf("more than %d keys, tables and values, the most a pipeline file may have", MaxElements), false
-			}
+		if msg := s.at(i); msg != "" {
+			return s.line, i - s.lineStart + 1, msg, false
 		}
-		switch c := src[i]; c {
-		case '\n':
-			line, lineStart, dots = line+1, i+1, 0
-		case '#':
-			for i+1 < len(src) && src[i+1] != '\n' {
-				i++
-			}
-		case '"', '\'':
-			// A string, basic or literal, one line or multi-line ("""…""").
-			quote := string([]byte{c, c, c})
-			multi := i+2 < len(src) && string(src[i:i+3]) == quote
-			if multi {
-				i += 2
-			}
-			for i++; i < len(src); i++ {
-				if src[i] == '\n' {
-					line, lineStart = line+1, i+1
-					if !multi {
-						break
-					}
-				}
-				if c == '"' && src[i] == '\\' {
-					i++
-					continue
-				}
-				if src[i] == c && (!multi || (i+2 < len(src) && string(src[i:i+3]) == quote)) {
-					if multi {
-						i += 2
-						for i+1 < len(src) && src[i+1] == c { // """"" ends with quotes in the string
-							i++
-						}
-					}
-					break
-				}
-			}
-		case '[', '{':
-			depth++
-			if depth > MaxNesting {
-				l, c := here(i)
-				return l, c, fmt.Sprintf("nested more than %d levels deep (tables and arrays), the most a pipeline file may nest", MaxNesting), false
-			}
-		case ']', '}':
-			depth--
-		case '.':
-			// A dot between digits is in a number (1.5) or a time; any
-			// other is between a dotted key's parts.
-			if isDigit(i-1) && isDigit(i+1) {
-				continue
-			}
-			if dots++; dots >= MaxKeyParts {
-				l, c := here(i)
-				return l, c, fmt.Sprintf("a dotted key of more than %d parts, the most a pipeline file may have", MaxKeyParts), false
-			}
-		}
+		i = s.skip(i)
 	}
 	return 0, 0, "", true
+}
+
+// shapeScan is checkTOMLShape's state: where the current line starts, and
+// the nesting, dotted-key parts and elements seen so far.
+type shapeScan struct {
+	src                   []byte
+	line, lineStart       int
+	depth, dots, elements int
+}
+
+// at counts the byte at i (not in a string or comment) and returns the
+// limit it goes beyond, or "".
+func (s *shapeScan) at(i int) string {
+	switch s.src[i] {
+	case '=', '.', '[', '{', ',':
+		if s.elements++; s.elements > MaxElements {
+			return fmt.Sprintf("more than %d keys, tables and values, the most a pipeline file may have", MaxElements)
+		}
+	}
+	switch s.src[i] {
+	case '\n':
+		s.line, s.lineStart, s.dots = s.line+1, i+1, 0
+	case '[', '{':
+		if s.depth++; s.depth > MaxNesting {
+			return fmt.Sprintf("nested more than %d levels deep (tables and arrays), the most a pipeline file may nest", MaxNesting)
+		}
+	case ']', '}':
+		s.depth--
+	case '.':
+		// A dot between digits is in a number (1.5) or a time; any
+		// other is between a dotted key's parts.
+		if s.isDigit(i-1) && s.isDigit(i+1) {
+			return ""
+		}
+		if s.dots++; s.dots >= MaxKeyParts {
+			return fmt.Sprintf("a dotted key of more than %d parts, the most a pipeline file may have", MaxKeyParts)
+		}
+	}
+	return ""
+}
+
+func (s *shapeScan) isDigit(i int) bool {
+	return i >= 0 && i < len(s.src) && s.src[i] >= '0' && s.src[i] <= '9'
+}
+
+// skip returns the index of the last byte of the comment or string that
+// starts at i, or i itself when none does.
+func (s *shapeScan) skip(i int) int {
+	src := s.src
+	switch src[i] {
+	case '#':
+		for i+1 < len(src) && src[i+1] != '\n' {
+			i++
+		}
+		return i
+	case '"', '\'':
+		return s.skipString(i)
+	}
+	return i
+}
+
+// skipString returns the index of the closing quote of the string, basic
+// or literal, one line or multi-line ("""…"""), that opens at i (or of the
+// newline ending an unclosed one-line string, or len(src)), counting the
+// lines it crosses.
+func (s *shapeScan) skipString(i int) int {
+	src, c := s.src, s.src[i]
+	quote := string([]byte{c, c, c})
+	multi := i+2 < len(src) && string(src[i:i+3]) == quote
+	if multi {
+		i += 2
+	}
+	for i++; i < len(src); i++ {
+		if src[i] == '\n' {
+			s.line, s.lineStart = s.line+1, i+1
+			if !multi {
+				return i
+			}
+		}
+		if c == '"' && src[i] == '\\' {
+			i++
+			continue
+		}
+		if src[i] == c && (!multi || (i+2 < len(src) && string(src[i:i+3]) == quote)) {
+			if multi {
+				i += 2
+				for i+1 < len(src) && src[i+1] == c { // """"" ends with quotes in the string
+					i++
+				}
+			}
+			return i
+		}
+	}
+	return i
 }

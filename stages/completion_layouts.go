@@ -85,18 +85,7 @@ func (l *foreignLine) toRecord() (*pipeline.Record, string, error) {
 	case rec.Completion != nil:
 		return rec, layoutPipe, nil
 	case l.Response != nil || l.CustomID != "":
-		if l.Response == nil {
-			return nil, layoutBatch, fmt.Errorf("batch output %q has no response (error: %s)", l.CustomID, errorText(l.Error))
-		}
-		if l.Response.StatusCode != 200 || l.Response.Body == nil {
-			return nil, layoutBatch, fmt.Errorf("batch output %q: the request failed (status %d): %s", l.CustomID, l.Response.StatusCode, errorText(l.Error))
-		}
-		if rec.ID == "" || strings.HasPrefix(rec.ID, "batch_req_") {
-			rec.ID = l.CustomID // the Batch API's own line id names no prompt
-		}
-		c, err := l.Response.Body.completion()
-		rec.Completion = c
-		return rec, layoutBatch, err
+		return l.batchRecord()
 	case len(l.Choices) > 0 || l.Object == "chat.completion":
 		c, err := l.chatCompletion.completion()
 		rec.Completion = c
@@ -111,22 +100,58 @@ func (l *foreignLine) toRecord() (*pipeline.Record, string, error) {
 	}
 	turns := rec.Messages
 	if len(l.Conversations) > 0 {
-		turns = make([]pipeline.Message, len(l.Conversations))
-		for i, t := range l.Conversations {
-			role := t.Role
-			if role == "" {
-				role = shareGPTRoles[strings.ToLower(t.From)]
-				if role == "" && t.From != "" {
-					return nil, layout, fmt.Errorf("turn %d: unknown \"from\" %q (want human, gpt, system or tool)", i+1, t.From)
-				}
-			}
-			content := t.Content
-			if content == "" {
-				content = t.Value
-			}
-			turns[i] = pipeline.Message{Role: role, Content: content, ReasoningContent: t.ReasoningContent}
+		var err error
+		if turns, err = l.conversationTurns(); err != nil {
+			return nil, layout, err
 		}
 	}
+	return l.lastTurnRecord(turns, layout)
+}
+
+// batchRecord is the record of an OpenAI/vLLM batch output line: custom_id
+// names the prompt, response.body is a chat completion.
+func (l *foreignLine) batchRecord() (*pipeline.Record, string, error) {
+	rec := &l.Record
+	if l.Response == nil {
+		return nil, layoutBatch, fmt.Errorf("batch output %q has no response (error: %s)", l.CustomID, errorText(l.Error))
+	}
+	if l.Response.StatusCode != 200 || l.Response.Body == nil {
+		return nil, layoutBatch, fmt.Errorf("batch output %q: the request failed (status %d): %s", l.CustomID, l.Response.StatusCode, errorText(l.Error))
+	}
+	if rec.ID == "" || strings.HasPrefix(rec.ID, "batch_req_") {
+		rec.ID = l.CustomID // the Batch API's own line id names no prompt
+	}
+	c, err := l.Response.Body.completion()
+	rec.Completion = c
+	return rec, layoutBatch, err
+}
+
+// conversationTurns are the line's ShareGPT (from/value) or OpenAI
+// (role/content) conversations as messages.
+func (l *foreignLine) conversationTurns() ([]pipeline.Message, error) {
+	turns := make([]pipeline.Message, len(l.Conversations))
+	for i, t := range l.Conversations {
+		role := t.Role
+		if role == "" {
+			role = shareGPTRoles[strings.ToLower(t.From)]
+			if role == "" && t.From != "" {
+				return nil, fmt.Errorf("turn %d: unknown \"from\" %q (want human, gpt, system or tool)", i+1, t.From)
+			}
+		}
+		content := t.Content
+		if content == "" {
+			content = t.Value
+		}
+		turns[i] = pipeline.Message{Role: role, Content: content, ReasoningContent: t.ReasoningContent}
+	}
+	return turns, nil
+}
+
+// lastTurnRecord makes the record of a conversation ending with the
+// assistant's answer: the turns before it are the prompt, it the
+// completion.
+func (l *foreignLine) lastTurnRecord(turns []pipeline.Message, layout string) (*pipeline.Record, string, error) {
+	rec := &l.Record
 	if len(turns) == 0 {
 		return nil, "", errors.New(`no completion: want "completion" (pipe's records), "conversations" or "messages" ending with an assistant turn, "choices" (a chat completion) or "custom_id" and "response" (batch output)`)
 	}

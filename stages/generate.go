@@ -215,6 +215,21 @@ func (c *generateConfig) Validate() []error {
 	if c.APIKeyEnv != "" && !envNameRe.MatchString(c.APIKeyEnv) {
 		errs = append(errs, &pipeline.FieldError{Key: "api_key_env", Msg: "must be an environment variable name (letters, digits and _): give the variable's name, not the key"})
 	}
+	errs = append(errs, c.checkHeadersEnv()...)
+	for i, s := range c.Servers.Items {
+		if s.userinfo && c.keyEnv(s) != "" {
+			errs = append(errs, &pipeline.FieldError{Key: "servers", Msg: fmt.Sprintf(
+				"item %d: %s has user:password (sent as Basic auth) and an API key (api_key_env, sent as Bearer); only one Authorization header can be sent: drop one (api_key_env = \"\" in the server's table sends no key to it)", i+1, s.URL)})
+		}
+	}
+	return errs
+}
+
+// checkHeadersEnv checks headers_env: each name an HTTP header the client
+// does not set itself (Authorization has keys of its own), each value an
+// environment variable's name.
+func (c *generateConfig) checkHeadersEnv() []error {
+	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(c.HeadersEnv)) {
 		env := c.HeadersEnv[name]
 		switch {
@@ -226,12 +241,6 @@ func (c *generateConfig) Validate() []error {
 			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s is set by the client itself", name)})
 		case !envNameRe.MatchString(env):
 			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s: the value must be an environment variable name (letters, digits and _): give the variable's name, not the header's value", name)})
-		}
-	}
-	for i, s := range c.Servers.Items {
-		if s.userinfo && c.keyEnv(s) != "" {
-			errs = append(errs, &pipeline.FieldError{Key: "servers", Msg: fmt.Sprintf(
-				"item %d: %s has user:password (sent as Basic auth) and an API key (api_key_env, sent as Bearer); only one Authorization header can be sent: drop one (api_key_env = \"\" in the server's table sends no key to it)", i+1, s.URL)})
 		}
 	}
 	return errs
@@ -314,34 +323,42 @@ func decodeServer(it any) (serverEntry, error) {
 	case string:
 		e.URL = x
 	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(x)) {
-			if k != "url" && k != "concurrency" && k != "api_key_env" {
-				return e, fmt.Errorf("unknown key %q (a server table has url, concurrency and api_key_env)", k)
-			}
-		}
-		u, ok := x["url"].(string)
-		if !ok {
-			return e, fmt.Errorf("a server table needs url = \"http://…\"")
-		}
-		e.URL = u
-		if c, ok := x["concurrency"]; ok {
-			n, ok := c.(int64)
-			if !ok || n < 1 || n > 4096 {
-				return e, fmt.Errorf("concurrency must be 1..4096, got %v", c)
-			}
-			e.Concurrency = int(n)
-		}
-		if v, ok := x["api_key_env"]; ok {
-			name, ok := v.(string)
-			if !ok || (name != "" && !envNameRe.MatchString(name)) {
-				return e, fmt.Errorf("api_key_env must be an environment variable name (or \"\" for no key), got %s", describeEnvName(v))
-			}
-			e.APIKeyEnv = &name
+		if err := e.fromTable(x); err != nil {
+			return e, err
 		}
 	default:
 		return e, fmt.Errorf("must be a URL string or a table {url, concurrency, api_key_env}")
 	}
 	return e, e.parse()
+}
+
+// fromTable reads a server table {url, concurrency, api_key_env}.
+func (e *serverEntry) fromTable(x map[string]any) error {
+	for _, k := range slices.Sorted(maps.Keys(x)) {
+		if k != "url" && k != "concurrency" && k != "api_key_env" {
+			return fmt.Errorf("unknown key %q (a server table has url, concurrency and api_key_env)", k)
+		}
+	}
+	u, ok := x["url"].(string)
+	if !ok {
+		return fmt.Errorf("a server table needs url = \"http://…\"")
+	}
+	e.URL = u
+	if c, ok := x["concurrency"]; ok {
+		n, ok := c.(int64)
+		if !ok || n < 1 || n > 4096 {
+			return fmt.Errorf("concurrency must be 1..4096, got %v", c)
+		}
+		e.Concurrency = int(n)
+	}
+	if v, ok := x["api_key_env"]; ok {
+		name, ok := v.(string)
+		if !ok || (name != "" && !envNameRe.MatchString(name)) {
+			return fmt.Errorf("api_key_env must be an environment variable name (or \"\" for no key), got %s", describeEnvName(v))
+		}
+		e.APIKeyEnv = &name
+	}
+	return nil
 }
 
 func (e *serverEntry) parse() error {
@@ -359,6 +376,18 @@ func (e *serverEntry) parse() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf(`%q is not a server URL: want "http://HOST:PORT" (or "sim:N")`, shown)
 	}
+	if err := checkBaseURL(u, shown); err != nil {
+		return err
+	}
+	e.dial = strings.TrimRight(e.URL, "/")
+	e.userinfo = u.User != nil
+	e.URL = u.Scheme + "://" + u.Host
+	return nil
+}
+
+// checkBaseURL checks that u, shown as shown, is a base URL: a port in
+// range, no path, query or fragment.
+func checkBaseURL(u *url.URL, shown string) error {
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return fmt.Errorf(`%q: port %s is out of range: want 1..65535`, shown, p)
@@ -370,9 +399,6 @@ func (e *serverEntry) parse() error {
 	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
 		return fmt.Errorf(`%q: give the base URL without a query or fragment (e.g. "%s://%s")`, shown, u.Scheme, u.Host)
 	}
-	e.dial = strings.TrimRight(e.URL, "/")
-	e.userinfo = u.User != nil
-	e.URL = u.Scheme + "://" + u.Host
 	return nil
 }
 

@@ -56,6 +56,19 @@ type inputPos struct {
 	lines atomic.Int64
 }
 
+// advance counts line, read with error err, as read (with its newline
+// unless it was the last); p may be nil (nothing to count).
+func (p *inputPos) advance(line []byte, err error) {
+	if p == nil {
+		return
+	}
+	n := int64(len(line))
+	if err == nil {
+		n++ // its newline
+	}
+	p.read.Add(n)
+}
+
 // figures reports the position as input_bytes_read of input_bytes, and
 // input_lines once counted.
 func (p *inputPos) figures() []pipeline.Figure {
@@ -147,13 +160,7 @@ func (s *jsonlSource) eachLine(ctx context.Context, fn func(lineNo int, line []b
 			}
 		}
 		line, err := readLine(br)
-		if s.Pos != nil {
-			n := int64(len(line))
-			if err == nil {
-				n++ // its newline
-			}
-			s.Pos.read.Add(n)
-		}
+		s.Pos.advance(line, err)
 		if err == io.EOF && len(line) == 0 {
 			return nil
 		}
@@ -201,19 +208,7 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 				return false, err
 			}
 		case prob.Reason == reasonBadLine:
-			if s.OnBadLine != "skip" {
-				if s.Halt != nil {
-					s.Halt(s.badLineError(lineNo, prob))
-					return false, nil
-				}
-				return false, s.badLineError(lineNo, prob)
-			}
-			bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
-			if err := out.Reject(bad, reasonBadLine, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
-				return false, err
-			}
-			out.Took(1)
-			return true, nil
+			return s.badLine(lineNo, line, prob, out)
 		default:
 			if err := out.Reject(rec, prob.Reason, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
 				return false, err
@@ -227,6 +222,25 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		return s.emptyError()
 	}
 	return err
+}
+
+// badLine handles a line that makes no record: it stops the run (by
+// s.Halt where set), or with on_bad_line = "skip" is rejected, as a record
+// naming the line, and taken. It returns what Read's line function does.
+func (s *jsonlSource) badLine(lineNo int, line []byte, prob *lineProblem, out pipeline.Emitter) (bool, error) {
+	if s.OnBadLine != "skip" {
+		if s.Halt != nil {
+			s.Halt(s.badLineError(lineNo, prob))
+			return false, nil
+		}
+		return false, s.badLineError(lineNo, prob)
+	}
+	bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
+	if err := out.Reject(bad, reasonBadLine, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
+		return false, err
+	}
+	out.Took(1)
+	return true, nil
 }
 
 // checkAll judges every line the reader would take, without making

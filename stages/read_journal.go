@@ -113,23 +113,8 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 				return nil
 			}
 			seen[h] = struct{}{}
-			if r.done != nil && r.done.Has(rec.ID) {
-				if err := out.Skip(rec, "done"); err != nil {
-					return err
-				}
-				out.Took(1)
-				return nil
-			}
-			if jl.Port == pipeline.RejectedPort && rec.Reject != nil {
-				// The replaced stage's own verdict stands: it is what it produced.
-				if err := out.Reject(rec, rec.Reject.Reason, rec.Reject.Detail); err != nil {
-					return err
-				}
-			} else {
-				rec.Reject = nil
-				if err := out.Emit("out", rec); err != nil {
-					return err
-				}
+			if err := r.send(&jl, out); err != nil {
+				return err
 			}
 			out.Took(1)
 			return nil
@@ -139,4 +124,19 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 		}
 	}
 	return nil
+}
+
+// send passes on the record of one journal entry: skipped when its id is
+// finished; rejected again when the replaced stage rejected it (its own
+// verdict stands: it is what it produced); else out.
+func (r *readJournal) send(jl *journalLine, out pipeline.Emitter) error {
+	rec := jl.Record
+	if r.done != nil && r.done.Has(rec.ID) {
+		return out.Skip(rec, "done")
+	}
+	if jl.Port == pipeline.RejectedPort && rec.Reject != nil {
+		return out.Reject(rec, rec.Reject.Reason, rec.Reject.Detail)
+	}
+	rec.Reject = nil
+	return out.Emit("out", rec)
 }

@@ -149,103 +149,18 @@ func (r *readPrompts) CheckInput(ctx context.Context, _ *pipeline.Env) (*pipelin
 // what is wrong with a line that is not JSON is said in encoding/json's
 // words.
 func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Record, string, *lineProblem) {
-	bad := func(format string, a ...any) (*pipeline.Record, string, *lineProblem) {
-		return nil, "", &lineProblem{reasonBadLine, fmt.Sprintf(format, a...)}
-	}
-	var shapes [3][]byte // messages, conversations, prompt
-	var idRaw, customID, body []byte
-	err := eachIn(line, '{', func(key string, v []byte) bool {
-		for i, name := range promptShapes {
-			if key == name {
-				shapes[i] = v
-			}
-		}
-		switch key {
-		case idField:
-			idRaw = v
-		case "custom_id":
-			customID = v
-		case "body":
-			body = v
-		}
-		return true
-	})
-	switch {
-	case err == nil:
-	case json.Valid(line):
-		return bad("not a JSON object")
-	default:
-		return bad("invalid JSON: %s", syntaxError(line))
-	}
-	shape := -1
-	for i := range shapes {
-		if shapes[i] != nil {
-			shape = i
-			break
-		}
-	}
-	// An OpenAI/vLLM batch input line: {"custom_id", "method", "url",
-	// "body": {"model", "messages", ...}} (the Batch API's request input
-	// object); custom_id is the id, body.messages the prompt.
-	batch := shape == -1 && body != nil
-	if batch {
-		if kind(body) != '{' {
-			return bad(`"body" must be an object (a batch request's body)`)
-		}
-		var bodyPrompt []byte
-		eachIn(body, '{', func(key string, v []byte) bool {
-			switch key {
-			case "messages":
-				shapes[0] = v
-			case "prompt":
-				bodyPrompt = v
-			}
-			return true
-		})
-		switch {
-		case shapes[0] != nil:
-			shape = 0
-		case bodyPrompt != nil:
-			return bad(`batch request: body has "prompt", not "messages": a /v1/completions request is not supported; want /v1/chat/completions requests (body.messages)`)
-		default:
-			return bad(`batch request: body has no "messages"; want /v1/chat/completions requests (body.messages)`)
-		}
-		if idRaw == nil && idField == "id" {
-			idRaw = customID
-		}
+	pf, prob := scanPromptLine(line, idField)
+	if prob != nil {
+		return nil, "", prob
 	}
 	var buf [4]turnSpan
-	turns := buf[:0]
-	switch shape {
-	case -1:
-		return bad(`no prompt: want "messages", "conversations" or "prompt" (or a batch request's "body"."messages")`)
-	case 2:
-		if k := kind(shapes[2]); k != '"' && k != 'n' {
-			return bad(`"prompt" must be a string`)
-		}
-		turns = append(turns, turnSpan{role: "user", content: shapes[2]})
-	default:
-		var err error
-		if turns, err = parseTurns(shapes[shape], turns); err != nil {
-			return bad("%v", err)
-		}
-		if len(turns) == 0 {
-			return bad("%q is empty", promptShapes[shape])
-		}
+	turns, prob := pf.turns(buf[:0])
+	if prob != nil {
+		return nil, "", prob
 	}
-	var idText []byte // the given id, if any
-	if idRaw != nil && kind(idRaw) != 'n' {
-		switch kind(idRaw) {
-		case '"':
-			idText = stringText(idRaw)
-		case '0':
-			idText = idRaw
-		default:
-			return bad("%q must be a string or a number", idField)
-		}
-		if len(idText) == 0 {
-			return bad("%q is empty", idField)
-		}
+	idText, prob := promptID(pf.idRaw, idField)
+	if prob != nil {
+		return nil, "", prob
 	}
 	var id string
 	if build || needID {
@@ -253,40 +168,14 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 	}
 	var rec *pipeline.Record
 	if build || (needID && idText == nil) {
-		rec = &pipeline.Record{ID: id, Messages: make([]pipeline.Message, len(turns))}
-		for i, t := range turns {
-			rec.Messages[i] = pipeline.Message{Role: t.role, Content: string(turnText(t.content)), ReasoningContent: string(turnText(t.reasoning))}
-		}
+		rec = turnsRecord(id, turns)
 		if idText == nil {
 			id = contentID(rec.Messages)
 			rec.ID = id
 		}
 	}
 	if build {
-		eachIn(line, '{', func(key string, v []byte) bool {
-			if key == idField || key == promptShapes[shape] || (batch && key == "custom_id") {
-				return true
-			}
-			if batch && key == "body" {
-				// The request's settings, without the prompt already taken.
-				var b map[string]json.RawMessage
-				if json.Unmarshal(v, &b) == nil {
-					delete(b, "messages")
-					if rest, err := json.Marshal(b); err == nil {
-						if rec.Meta == nil {
-							rec.Meta = map[string]any{}
-						}
-						rec.Meta["body"] = json.RawMessage(rest)
-					}
-				}
-				return true
-			}
-			if rec.Meta == nil {
-				rec.Meta = map[string]any{}
-			}
-			rec.Meta[key] = json.RawMessage(bytes.Clone(v))
-			return true
-		})
+		pf.keepMeta(rec, line, idField)
 	} else {
 		rec = nil
 	}
@@ -299,6 +188,178 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 		}
 	}
 	return rec, id, nil
+}
+
+// badLine is a reasonBadLine problem.
+func badLine(format string, a ...any) *lineProblem {
+	return &lineProblem{reasonBadLine, fmt.Sprintf(format, a...)}
+}
+
+// promptFields are the raw JSON values of a prompt line's keys that
+// promptLine reads: the prompt under each shape, the id, and a batch
+// request's custom_id and body.
+type promptFields struct {
+	shapes                [3][]byte // messages, conversations, prompt
+	idRaw, customID, body []byte
+	shape                 int  // the index in shapes of the prompt; -1: none
+	batch                 bool // an OpenAI/vLLM batch input line
+}
+
+// scanPromptLine reads the keys of line, a JSON object, that promptLine
+// needs, and finds the prompt's shape.
+func scanPromptLine(line []byte, idField string) (*promptFields, *lineProblem) {
+	pf := &promptFields{shape: -1}
+	err := eachIn(line, '{', func(key string, v []byte) bool {
+		for i, name := range promptShapes {
+			if key == name {
+				pf.shapes[i] = v
+			}
+		}
+		switch key {
+		case idField:
+			pf.idRaw = v
+		case "custom_id":
+			pf.customID = v
+		case "body":
+			pf.body = v
+		}
+		return true
+	})
+	switch {
+	case err == nil:
+	case json.Valid(line):
+		return nil, badLine("not a JSON object")
+	default:
+		return nil, badLine("invalid JSON: %s", syntaxError(line))
+	}
+	for i := range pf.shapes {
+		if pf.shapes[i] != nil {
+			pf.shape = i
+			break
+		}
+	}
+	// An OpenAI/vLLM batch input line: {"custom_id", "method", "url",
+	// "body": {"model", "messages", ...}} (the Batch API's request input
+	// object); custom_id is the id, body.messages the prompt.
+	pf.batch = pf.shape == -1 && pf.body != nil
+	if pf.batch {
+		if prob := pf.batchPrompt(idField); prob != nil {
+			return nil, prob
+		}
+	}
+	return pf, nil
+}
+
+// batchPrompt takes a batch request's body.messages as the prompt, and
+// its custom_id as the id unless the line has its own "id".
+func (pf *promptFields) batchPrompt(idField string) *lineProblem {
+	if kind(pf.body) != '{' {
+		return badLine(`"body" must be an object (a batch request's body)`)
+	}
+	var bodyPrompt []byte
+	eachIn(pf.body, '{', func(key string, v []byte) bool {
+		switch key {
+		case "messages":
+			pf.shapes[0] = v
+		case "prompt":
+			bodyPrompt = v
+		}
+		return true
+	})
+	switch {
+	case pf.shapes[0] != nil:
+		pf.shape = 0
+	case bodyPrompt != nil:
+		return badLine(`batch request: body has "prompt", not "messages": a /v1/completions request is not supported; want /v1/chat/completions requests (body.messages)`)
+	default:
+		return badLine(`batch request: body has no "messages"; want /v1/chat/completions requests (body.messages)`)
+	}
+	if pf.idRaw == nil && idField == "id" {
+		pf.idRaw = pf.customID
+	}
+	return nil
+}
+
+// turns checks the prompt and appends its turns to turns: a "prompt"
+// string is one user turn.
+func (pf *promptFields) turns(turns []turnSpan) ([]turnSpan, *lineProblem) {
+	switch pf.shape {
+	case -1:
+		return nil, badLine(`no prompt: want "messages", "conversations" or "prompt" (or a batch request's "body"."messages")`)
+	case 2:
+		if k := kind(pf.shapes[2]); k != '"' && k != 'n' {
+			return nil, badLine(`"prompt" must be a string`)
+		}
+		return append(turns, turnSpan{role: "user", content: pf.shapes[2]}), nil
+	}
+	turns, err := parseTurns(pf.shapes[pf.shape], turns)
+	if err != nil {
+		return nil, badLine("%v", err)
+	}
+	if len(turns) == 0 {
+		return nil, badLine("%q is empty", promptShapes[pf.shape])
+	}
+	return turns, nil
+}
+
+// promptID is the text of the line's id (a string or a number), nil when
+// it gives none.
+func promptID(idRaw []byte, idField string) ([]byte, *lineProblem) {
+	if idRaw == nil || kind(idRaw) == 'n' {
+		return nil, nil
+	}
+	var idText []byte
+	switch kind(idRaw) {
+	case '"':
+		idText = stringText(idRaw)
+	case '0':
+		idText = idRaw
+	default:
+		return nil, badLine("%q must be a string or a number", idField)
+	}
+	if len(idText) == 0 {
+		return nil, badLine("%q is empty", idField)
+	}
+	return idText, nil
+}
+
+// turnsRecord is the record of id with turns as its messages.
+func turnsRecord(id string, turns []turnSpan) *pipeline.Record {
+	rec := &pipeline.Record{ID: id, Messages: make([]pipeline.Message, len(turns))}
+	for i, t := range turns {
+		rec.Messages[i] = pipeline.Message{Role: t.role, Content: string(turnText(t.content)), ReasoningContent: string(turnText(t.reasoning))}
+	}
+	return rec
+}
+
+// keepMeta keeps the line's other keys in rec.Meta, as raw JSON: all but
+// the id and the prompt; of a batch request, its body's settings without
+// the prompt already taken.
+func (pf *promptFields) keepMeta(rec *pipeline.Record, line []byte, idField string) {
+	eachIn(line, '{', func(key string, v []byte) bool {
+		if key == idField || key == promptShapes[pf.shape] || (pf.batch && key == "custom_id") {
+			return true
+		}
+		if pf.batch && key == "body" {
+			// The request's settings, without the prompt already taken.
+			var b map[string]json.RawMessage
+			if json.Unmarshal(v, &b) == nil {
+				delete(b, "messages")
+				if rest, err := json.Marshal(b); err == nil {
+					if rec.Meta == nil {
+						rec.Meta = map[string]any{}
+					}
+					rec.Meta["body"] = json.RawMessage(rest)
+				}
+			}
+			return true
+		}
+		if rec.Meta == nil {
+			rec.Meta = map[string]any{}
+		}
+		rec.Meta[key] = json.RawMessage(bytes.Clone(v))
+		return true
+	})
 }
 
 // promptShapes are the keys a prompt can be under, in order of precedence.
@@ -327,67 +388,82 @@ func parseTurns(raw []byte, turns []turnSpan) ([]turnSpan, error) {
 	}
 	var err error
 	eachIn(raw, '[', func(_ string, el []byte) bool {
-		n := len(turns) + 1
-		if kind(el) != '{' {
-			err = errTurns
+		var t turnSpan
+		if t, err = parseTurn(len(turns)+1, el); err != nil {
 			return false
 		}
-		var role, from, content, value, reasoning []byte
-		eachIn(el, '{', func(key string, v []byte) bool {
-			switch {
-			case strings.EqualFold(key, "role"):
-				role = v
-			case strings.EqualFold(key, "from"):
-				from = v
-			case strings.EqualFold(key, "content"):
-				content = v
-			case strings.EqualFold(key, "value"):
-				value = v
-			case strings.EqualFold(key, "reasoning_content"):
-				reasoning = v
-			}
-			return true
-		})
-		var name []byte
-		for _, r := range [2][]byte{role, from} {
-			switch kind(r) {
-			case 0, 'n':
-				continue
-			case '"':
-			default:
-				err = fmt.Errorf("turn %d: role must be a string", n)
-				return false
-			}
-			if name = stringText(r); len(name) > 0 {
-				break
-			}
-		}
-		norm, ok := shareGPTRoles[string(name)]
-		if !ok {
-			norm, ok = shareGPTRoles[strings.ToLower(string(name))]
-		}
-		if !ok {
-			err = fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
-			return false
-		}
-		if content == nil {
-			content = value
-		}
-		if e := checkContent(content); e != nil {
-			err = fmt.Errorf("turn %d: %v", n, e)
-			return false
-		}
-		if k := kind(reasoning); k != 0 && k != '"' && k != 'n' {
-			err = fmt.Errorf("turn %d: reasoning_content must be a string", n)
-			return false
-		}
-		turns = append(turns, turnSpan{role: norm, content: content, reasoning: reasoning})
+		turns = append(turns, t)
 		return true
 	})
 	if err != nil {
 		return nil, err
 	}
 	return turns, nil
+}
+
+// parseTurn checks el, the n-th turn (from 1), an OpenAI (role/content)
+// or ShareGPT (from/value) object, and returns its role (normalized),
+// content and reasoning.
+func parseTurn(n int, el []byte) (turnSpan, error) {
+	if kind(el) != '{' {
+		return turnSpan{}, errTurns
+	}
+	var role, from, content, value, reasoning []byte
+	eachIn(el, '{', func(key string, v []byte) bool {
+		switch {
+		case strings.EqualFold(key, "role"):
+			role = v
+		case strings.EqualFold(key, "from"):
+			from = v
+		case strings.EqualFold(key, "content"):
+			content = v
+		case strings.EqualFold(key, "value"):
+			value = v
+		case strings.EqualFold(key, "reasoning_content"):
+			reasoning = v
+		}
+		return true
+	})
+	norm, err := turnRole(n, role, from)
+	if err != nil {
+		return turnSpan{}, err
+	}
+	if content == nil {
+		content = value
+	}
+	if e := checkContent(content); e != nil {
+		return turnSpan{}, fmt.Errorf("turn %d: %v", n, e)
+	}
+	if k := kind(reasoning); k != 0 && k != '"' && k != 'n' {
+		return turnSpan{}, fmt.Errorf("turn %d: reasoning_content must be a string", n)
+	}
+	return turnSpan{role: norm, content: content, reasoning: reasoning}, nil
+}
+
+// turnRole is the n-th turn's role, normalized: the first non-empty of its
+// role and from (raw JSON strings, or absent or null).
+func turnRole(n int, role, from []byte) (string, error) {
+	var name []byte
+	for _, r := range [2][]byte{role, from} {
+		switch kind(r) {
+		case 0, 'n':
+			continue
+		case '"':
+		default:
+			return "", fmt.Errorf("turn %d: role must be a string", n)
+		}
+		if name = stringText(r); len(name) > 0 {
+			break
+		}
+	}
+	norm, ok := shareGPTRoles[string(name)]
+	if !ok {
+		norm, ok = shareGPTRoles[strings.ToLower(string(name))]
+	}
+	if !ok {
+		return "", fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
+	}
+	return norm, nil
 }
 
 var errContent = errors.New("content must be a string or a list of text parts")

@@ -252,16 +252,9 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 	s.systemMu.Unlock()
 
 	hasIDs := len(c.PromptIDs) > 0 && len(c.OutputIDs) > 0
-	useIDs := hasIDs && s.cfg.Source != "text"
-	switch {
-	case s.cfg.Source == "ids" && !hasIDs:
-		return nil, ReasonNoOutputIDs, fmt.Sprintf("source = \"ids\" but the completion has %d prompt ids and %d output ids", len(c.PromptIDs), len(c.OutputIDs))
-	case useIDs && system != genSystem:
-		// The ids carry generation's system prompt, not the configured one.
-		useIDs = false
-		s.textSystemDiffers.Add(1)
-	case !useIDs && s.cfg.Source == "auto":
-		s.textNoIDs.Add(1)
+	useIDs, reason, detail := s.chooseIDs(c, hasIDs, system != genSystem)
+	if reason != "" {
+		return nil, reason, detail
 	}
 
 	rec.Meta["loss_mask_convention"] = s.convention
@@ -290,34 +283,69 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 		row = newRow(ids, mask, "ids")
 		s.fromIDs.Add(1)
 		if textRow != nil {
-			if at := firstDifference(row, textRow); at >= 0 {
-				s.differs.Add(1)
-				rec.Meta["retokenized_differs_at"] = at
-				s.logDifference(rec.ID, row, textRow, at)
-			}
+			s.compareRows(rec, row, textRow)
 		}
 	} else {
 		row = textRow
 		s.fromText.Add(1)
 	}
 
-	if s.cfg.MaxLength > 0 && row.NumTokens > s.cfg.MaxLength {
-		if s.cfg.OnTooLong == "reject" {
-			return nil, ReasonTooLong, fmt.Sprintf("%d tokens, max_length %d", row.NumTokens, s.cfg.MaxLength)
-		}
-		row.InputIDs = row.InputIDs[:s.cfg.MaxLength]
-		row.LossMask = row.LossMask[:s.cfg.MaxLength]
-		row.NumTokens = s.cfg.MaxLength
-		row.NumLossTokens = 0
-		for _, m := range row.LossMask {
-			row.NumLossTokens += int(m)
-		}
-		s.truncated.Add(1)
+	if reason, detail := s.fitLength(row); reason != "" {
+		return nil, reason, detail
 	}
 	if run := longestRun(row.LossMask); run < s.cfg.MinAdjacentLossTokens {
 		return nil, ReasonTooFewLossTokens, fmt.Sprintf("%d loss tokens, longest run %d, need a run of %d", row.NumLossTokens, run, s.cfg.MinAdjacentLossTokens)
 	}
 	return row, "", ""
+}
+
+// compareRows notes where the row built from the ids differs from the
+// one built from the text (compare_text), if it does.
+func (s *tokenizeAndMask) compareRows(rec *pipeline.Record, row, textRow *pipeline.Tokens) {
+	if at := firstDifference(row, textRow); at >= 0 {
+		s.differs.Add(1)
+		rec.Meta["retokenized_differs_at"] = at
+		s.logDifference(rec.ID, row, textRow, at)
+	}
+}
+
+// chooseIDs says whether the row is built from the generation's ids
+// (hasIDs: the completion has prompt and output ids; systemDiffers: the
+// row's system prompt is not the one generation used), counting why not,
+// or rejects the record when source = "ids" and it has none.
+func (s *tokenizeAndMask) chooseIDs(c *pipeline.Completion, hasIDs, systemDiffers bool) (useIDs bool, reason, detail string) {
+	useIDs = hasIDs && s.cfg.Source != "text"
+	switch {
+	case s.cfg.Source == "ids" && !hasIDs:
+		return false, ReasonNoOutputIDs, fmt.Sprintf("source = \"ids\" but the completion has %d prompt ids and %d output ids", len(c.PromptIDs), len(c.OutputIDs))
+	case useIDs && systemDiffers:
+		// The ids carry generation's system prompt, not the configured one.
+		useIDs = false
+		s.textSystemDiffers.Add(1)
+	case !useIDs && s.cfg.Source == "auto":
+		s.textNoIDs.Add(1)
+	}
+	return useIDs, "", ""
+}
+
+// fitLength applies max_length to row: a longer row is rejected
+// (on_too_long = "reject") or cut to it, its loss tokens counted again.
+func (s *tokenizeAndMask) fitLength(row *pipeline.Tokens) (reason, detail string) {
+	if s.cfg.MaxLength <= 0 || row.NumTokens <= s.cfg.MaxLength {
+		return "", ""
+	}
+	if s.cfg.OnTooLong == "reject" {
+		return ReasonTooLong, fmt.Sprintf("%d tokens, max_length %d", row.NumTokens, s.cfg.MaxLength)
+	}
+	row.InputIDs = row.InputIDs[:s.cfg.MaxLength]
+	row.LossMask = row.LossMask[:s.cfg.MaxLength]
+	row.NumTokens = s.cfg.MaxLength
+	row.NumLossTokens = 0
+	for _, m := range row.LossMask {
+		row.NumLossTokens += int(m)
+	}
+	s.truncated.Add(1)
+	return "", ""
 }
 
 // systemPrompts returns the prompt turns without a leading system turn, the

@@ -405,12 +405,9 @@ func (u *uploadS3) record(id string, line uploadLine, path string) error {
 	u.logged[id+" "+line.URL] = true
 	u.mu.Unlock()
 	if !dup && !line.Deleted {
-		// Logged by an earlier run, for the same place?
-		if prev, ok, err := u.log.Lookup(id); err != nil {
+		var err error
+		if dup, err = u.loggedBefore(id, line.URL); err != nil {
 			return err
-		} else if ok {
-			var p uploadLine
-			dup = json.Unmarshal(prev, &p) == nil && p.URL == line.URL
 		}
 	}
 	if !dup || line.Deleted {
@@ -426,18 +423,35 @@ func (u *uploadS3) record(id string, line uploadLine, path string) error {
 		}
 	}
 	if line.Deleted {
-		// Noted first: the writer then knows the missing file for moved,
-		// not damaged (its rows are not written again).
-		if err := commitlog.MarkMoved(filepath.Dir(path), filepath.Base(path), line.URL); err != nil {
-			return err
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing the uploaded shard: %w", err)
-		}
-		u.mu.Lock()
-		u.deleted++
-		u.mu.Unlock()
+		return u.removeUploaded(path, line.URL)
 	}
+	return nil
+}
+
+// loggedBefore reports whether an earlier run logged the upload of id to
+// the same place, url.
+func (u *uploadS3) loggedBefore(id, url string) (bool, error) {
+	prev, ok, err := u.log.Lookup(id)
+	if err != nil || !ok {
+		return false, err
+	}
+	var p uploadLine
+	return json.Unmarshal(prev, &p) == nil && p.URL == url, nil
+}
+
+// removeUploaded removes the local shard at path, uploaded to url and
+// verified there. Its move is noted first: the writer then knows the
+// missing file for moved, not damaged (its rows are not written again).
+func (u *uploadS3) removeUploaded(path, url string) error {
+	if err := commitlog.MarkMoved(filepath.Dir(path), filepath.Base(path), url); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the uploaded shard: %w", err)
+	}
+	u.mu.Lock()
+	u.deleted++
+	u.mu.Unlock()
 	return nil
 }
 
@@ -494,34 +508,50 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 			rows += sh.Rows
 			continue
 		}
-		u.mu.Lock()
-		was := u.inBucket[key]
-		u.mu.Unlock()
-		ref := pipeline.ShardRef{Path: path, Dir: dir, Name: sh.Name, Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
-		res, err := u.upload(ctx, key, &ref)
-		if err != nil {
+		if err := u.reupload(ctx, dir, key, path, sh, obj); err != nil {
 			return err
 		}
-		what := "was not in the bucket"
-		if obj != nil {
-			what = fmt.Sprintf("in the bucket had %d bytes and pipe-sha256 %q", obj.Size, obj.SHA256)
-		}
-		if was {
-			what += " though this run had uploaded and verified it"
-		}
-		fmt.Fprintf(u.notice, "%s %s: uploaded again from %s (%s)\n", u.client.URL(key), what, path, res.Verified)
-		if err := u.record("shard:"+path, uploadLine{Key: key, Bytes: res.Bytes, SHA256: sh.SHA256, Parts: res.Parts, Verified: res.Verified + " (again at the end)"}, path); err != nil {
-			return err
-		}
-		u.mu.Lock()
-		u.reuploaded++
-		u.uploaded++
-		u.upBytes += res.Bytes
-		u.mu.Unlock()
 	}
 	if err := u.removeStale(ctx, dir, &m); err != nil {
 		return err
 	}
+	return u.putManifest(ctx, dir, mpath, data, &m, missing, rows)
+}
+
+// reupload uploads the shard sh at path again to key, where the bucket
+// has obj (nil: nothing) instead of it, and says so.
+func (u *uploadS3) reupload(ctx context.Context, dir, key, path string, sh commitlog.ShardInfo, obj *s3up.Object) error {
+	u.mu.Lock()
+	was := u.inBucket[key]
+	u.mu.Unlock()
+	ref := pipeline.ShardRef{Path: path, Dir: dir, Name: sh.Name, Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
+	res, err := u.upload(ctx, key, &ref)
+	if err != nil {
+		return err
+	}
+	what := "was not in the bucket"
+	if obj != nil {
+		what = fmt.Sprintf("in the bucket had %d bytes and pipe-sha256 %q", obj.Size, obj.SHA256)
+	}
+	if was {
+		what += " though this run had uploaded and verified it"
+	}
+	fmt.Fprintf(u.notice, "%s %s: uploaded again from %s (%s)\n", u.client.URL(key), what, path, res.Verified)
+	if err := u.record("shard:"+path, uploadLine{Key: key, Bytes: res.Bytes, SHA256: sh.SHA256, Parts: res.Parts, Verified: res.Verified + " (again at the end)"}, path); err != nil {
+		return err
+	}
+	u.mu.Lock()
+	u.reuploaded++
+	u.uploaded++
+	u.upBytes += res.Bytes
+	u.mu.Unlock()
+	return nil
+}
+
+// putManifest uploads dir's manifest (data, read from mpath) unless the
+// bucket has it already; missing lists the shards neither in the bucket
+// nor in dir (rows in all), which fail the upload.
+func (u *uploadS3) putManifest(ctx context.Context, dir, mpath string, data []byte, m *commitlog.Manifest, missing []string, rows int64) error {
 	key := u.shardKey(dir, commitlog.ManifestName)
 	if len(missing) > 0 {
 		list := strings.Join(missing, ", ")

@@ -217,6 +217,8 @@ func (v *validateThinking) Process(ctx context.Context, rec *pipeline.Record, ou
 }
 
 // check returns the reason code and detail of the first rule rec fails, or "".
+// The rules run in a fixed order, in groups; a disabled rule (fail gives
+// "") passes, and the next one is tried.
 func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 	c := rec.Completion
 	if c == nil {
@@ -226,39 +228,90 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 	forced := thinking && (v.forced || requestForced(c.Request))
 	// Ids that do not spell the text are said as such before any rule
 	// reads either: every thinking rule would be wrong about them.
-	if len(c.OutputIDs) > 0 && v.tok != nil {
-		out := v.tok.Decode(c.OutputIDs)
-		for _, part := range []struct{ name, text string }{{"answer", c.Answer}, {"thinking", c.Reasoning}} {
-			if t := strings.TrimSpace(part.text); !strings.Contains(out, t) {
-				if r, d := v.fail(ReasonIDsTextMismatch, fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part.name, truncate(out, 120))); r != "" {
-					return r, d
-				}
-				break
-			}
+	if r, d := v.idsRule(c); r != "" {
+		return r, d
+	}
+	if r, d := v.finishRule(c); r != "" {
+		return r, d
+	}
+	if r, d := v.markerRules(c, thinking, forced, why); r != "" {
+		return r, d
+	}
+	if r, d := v.contentRules(c, thinking, why); r != "" {
+		return r, d
+	}
+	if r, d := v.historyRules(rec); r != "" {
+		return r, d
+	}
+	if r, d := v.lengthRules(c, thinking); r != "" {
+		return r, d
+	}
+	return v.repetitionRule(c)
+}
+
+// idsRule: the output ids, decoded, contain the answer and the thinking
+// (only the first part that does not is tested against the rule).
+func (v *validateThinking) idsRule(c *pipeline.Completion) (string, string) {
+	if len(c.OutputIDs) == 0 || v.tok == nil {
+		return "", ""
+	}
+	out := v.tok.Decode(c.OutputIDs)
+	for _, part := range []struct{ name, text string }{{"answer", c.Answer}, {"thinking", c.Reasoning}} {
+		if t := strings.TrimSpace(part.text); !strings.Contains(out, t) {
+			return v.fail(ReasonIDsTextMismatch, fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part.name, truncate(out, 120)))
 		}
 	}
+	return "", ""
+}
+
+// finishRule: the completion was neither cut at its length nor aborted.
+func (v *validateThinking) finishRule(c *pipeline.Completion) (string, string) {
 	switch c.FinishReason {
 	case "length":
-		if r, d := v.fail(ReasonTruncated, fmt.Sprintf("finish_reason length after %d completion tokens", c.CompletionTokens)); r != "" {
-			return r, d
-		}
+		return v.fail(ReasonTruncated, fmt.Sprintf("finish_reason length after %d completion tokens", c.CompletionTokens))
 	case "abort":
-		if r, d := v.fail(ReasonAborted, "finish_reason abort"); r != "" {
-			return r, d
+		return v.fail(ReasonAborted, "finish_reason abort")
+	}
+	return "", ""
+}
+
+// markerCounts counts the think markers in the output ids; -1, -1 when
+// they are not known (no ids, or no end marker id).
+func (v *validateThinking) markerCounts(c *pipeline.Completion) (starts, ends int) {
+	if len(c.OutputIDs) == 0 || v.endID < 0 {
+		return -1, -1
+	}
+	for _, id := range c.OutputIDs {
+		switch id {
+		case v.startID:
+			starts++
+		case v.endID:
+			ends++
 		}
 	}
-	starts, ends := -1, -1 // marker counts in the output ids; -1: not known
-	if len(c.OutputIDs) > 0 && v.endID >= 0 {
-		starts, ends = 0, 0
-		for _, id := range c.OutputIDs {
-			switch id {
-			case v.startID:
-				starts++
-			case v.endID:
-				ends++
-			}
-		}
+	return starts, ends
+}
+
+// markerRules: the thinking is closed once, opened at most once (not at
+// all when the prompt forced it open), and no marker is left in the text.
+func (v *validateThinking) markerRules(c *pipeline.Completion, thinking, forced bool, why string) (string, string) {
+	starts, ends := v.markerCounts(c)
+	if r, d := v.openCloseRules(c, thinking, forced, why, starts, ends); r != "" {
+		return r, d
 	}
+	if r, d := v.markerTextRules(c); r != "" {
+		return r, d
+	}
+	if starts > 1 || ends > 1 {
+		return v.fail(ReasonThinkRepeated, fmt.Sprintf("output ids have %d %s and %d %s", starts, v.cfg.ThinkStart, ends, v.cfg.ThinkEnd))
+	}
+	return "", ""
+}
+
+// openCloseRules: with thinking on, the output closes it (in the ids, or,
+// without ids, by an answer after the reasoning), and does not open it
+// again when the prompt forced it open. starts and ends are markerCounts.
+func (v *validateThinking) openCloseRules(c *pipeline.Completion, thinking, forced bool, why string, starts, ends int) (string, string) {
 	if thinking && ends == 0 {
 		if r, d := v.fail(ReasonThinkUnclosed, fmt.Sprintf("thinking on (%s) but the output ids have no %s", why, v.cfg.ThinkEnd)); r != "" {
 			return r, d
@@ -276,21 +329,25 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 			return r, d
 		}
 	}
+	return "", ""
+}
+
+// markerTextRules: neither the answer nor the thinking text has a marker.
+func (v *validateThinking) markerTextRules(c *pipeline.Completion) (string, string) {
 	if m := v.markerIn(c.Answer); m != "" {
 		if r, d := v.fail(ReasonThinkLeaked, fmt.Sprintf("answer contains %s at byte %d", m, strings.Index(c.Answer, m))); r != "" {
 			return r, d
 		}
 	}
 	if m := v.markerIn(c.Reasoning); m != "" {
-		if r, d := v.fail(ReasonThinkRepeated, fmt.Sprintf("thinking contains %s at byte %d", m, strings.Index(c.Reasoning, m))); r != "" {
-			return r, d
-		}
+		return v.fail(ReasonThinkRepeated, fmt.Sprintf("thinking contains %s at byte %d", m, strings.Index(c.Reasoning, m)))
 	}
-	if starts > 1 || ends > 1 {
-		if r, d := v.fail(ReasonThinkRepeated, fmt.Sprintf("output ids have %d %s and %d %s", starts, v.cfg.ThinkStart, ends, v.cfg.ThinkEnd)); r != "" {
-			return r, d
-		}
-	}
+	return "", ""
+}
+
+// contentRules: the thinking (when on) and the answer are not empty, and
+// the answer is not a placeholder.
+func (v *validateThinking) contentRules(c *pipeline.Completion, thinking bool, why string) (string, string) {
 	if thinking && strings.TrimSpace(c.Reasoning) == "" {
 		if r, d := v.fail(ReasonEmptyThinking, fmt.Sprintf("thinking on (%s) but the thinking is empty (%d bytes)", why, len(c.Reasoning))); r != "" {
 			return r, d
@@ -303,12 +360,15 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 		}
 	}
 	if v.placeholders[strings.ToLower(strings.TrimSpace(c.Answer))] {
-		if r, d := v.fail(ReasonPlaceholderAnswer, fmt.Sprintf("answer is the placeholder %q", strings.TrimSpace(c.Answer))); r != "" {
-			return r, d
-		}
+		return v.fail(ReasonPlaceholderAnswer, fmt.Sprintf("answer is the placeholder %q", strings.TrimSpace(c.Answer)))
 	}
-	// Earlier assistant turns (given, or regenerated with turns = "all") are
-	// trained on as well with mask = "assistant".
+	return "", ""
+}
+
+// historyRules: earlier assistant turns (given, or regenerated with turns
+// = "all") are trained on as well with mask = "assistant", so none has a
+// marker or is empty.
+func (v *validateThinking) historyRules(rec *pipeline.Record) (string, string) {
 	for i, m := range rec.Messages {
 		if m.Role != "assistant" {
 			continue
@@ -324,6 +384,12 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 			}
 		}
 	}
+	return "", ""
+}
+
+// lengthRules: the thinking (when on) and the answer are at least as long
+// as the minimums configured.
+func (v *validateThinking) lengthRules(c *pipeline.Completion, thinking bool) (string, string) {
 	if v.cfg.MinThinkingLength > 0 && thinking {
 		if n, unit := v.length(c.Reasoning); n < v.cfg.MinThinkingLength {
 			if r, d := v.fail(ReasonThinkingTooShort, fmt.Sprintf("thinking has %d %s, minimum %d", n, unit, v.cfg.MinThinkingLength)); r != "" {
@@ -333,18 +399,23 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 	}
 	if v.cfg.MinAnswerLength > 0 {
 		if n, unit := v.length(c.Answer); n < v.cfg.MinAnswerLength {
-			if r, d := v.fail(ReasonAnswerTooShort, fmt.Sprintf("answer has %d %s, minimum %d", n, unit, v.cfg.MinAnswerLength)); r != "" {
-				return r, d
-			}
+			return v.fail(ReasonAnswerTooShort, fmt.Sprintf("answer has %d %s, minimum %d", n, unit, v.cfg.MinAnswerLength))
 		}
 	}
-	if !v.off[ReasonRepetition] {
-		for _, part := range []struct{ name, text string }{{"thinking", c.Reasoning}, {"answer", c.Answer}} {
-			share, words := repeatedShare(part.text, v.cfg.RepetitionNgram, v.cfg.RepetitionMinWords)
-			if share > v.cfg.MaxRepetition {
-				return ReasonRepetition, fmt.Sprintf("%s: %.0f%% of its %d-grams repeat (%d words; max %.0f%%)",
-					part.name, 100*share, v.cfg.RepetitionNgram, words, 100*v.cfg.MaxRepetition)
-			}
+	return "", ""
+}
+
+// repetitionRule: neither the thinking nor the answer repeats more of its
+// n-grams than max_repetition.
+func (v *validateThinking) repetitionRule(c *pipeline.Completion) (string, string) {
+	if v.off[ReasonRepetition] {
+		return "", ""
+	}
+	for _, part := range []struct{ name, text string }{{"thinking", c.Reasoning}, {"answer", c.Answer}} {
+		share, words := repeatedShare(part.text, v.cfg.RepetitionNgram, v.cfg.RepetitionMinWords)
+		if share > v.cfg.MaxRepetition {
+			return ReasonRepetition, fmt.Sprintf("%s: %.0f%% of its %d-grams repeat (%d words; max %.0f%%)",
+				part.name, 100*share, v.cfg.RepetitionNgram, words, 100*v.cfg.MaxRepetition)
 		}
 	}
 	return "", ""

@@ -205,15 +205,8 @@ func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 			return fmt.Errorf("taking out the damaged shards %v: %w", damaged, err)
 		}
 	}
-	// Every row still to be written again leaves the finished set, at
-	// each start: a crash between a Drop and this left them in done.ids.
-	if redo := w.shards.Redo(); len(redo) > 0 {
-		if env == nil || env.Unfinish == nil {
-			return fmt.Errorf("%s: %d rows of damaged shards need a run to be written again", w.cfg.Path, len(redo))
-		}
-		if err := env.Unfinish(redo); err != nil {
-			return err
-		}
+	if err := w.unfinishRedo(env); err != nil {
+		return err
 	}
 	if len(damaged) == 0 {
 		return nil
@@ -225,6 +218,20 @@ func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 	fmt.Fprintf(notice, "%s: %d damaged committed shards (%v, checked by %s) moved aside as %s/NAME%s; their %d rows are written again from the journal (or generated again where its segments are gone: [pipeline] keep_journal = true keeps them)\n",
 		pipeline.DisplayPath(w.cfg.Path), len(damaged), damaged, how, commitlog.MetaDir, commitlog.DamagedSuffix, len(ids))
 	return nil
+}
+
+// unfinishRedo takes every row still to be written again out of the
+// finished set, at each start: a crash between a Drop and this left them
+// in done.ids.
+func (w *writeArrow) unfinishRedo(env *pipeline.Env) error {
+	redo := w.shards.Redo()
+	if len(redo) == 0 {
+		return nil
+	}
+	if env == nil || env.Unfinish == nil {
+		return fmt.Errorf("%s: %d rows of damaged shards need a run to be written again", w.cfg.Path, len(redo))
+	}
+	return env.Unfinish(redo)
 }
 
 func (w *writeArrow) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {

@@ -126,12 +126,9 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 	if f.modelDir == "" && f.prompts != "" {
-		dir, from, err := serversTokenizer(ctx, servers)
-		if err != nil {
-			return &exitError{code: exitUsage, err: fmt.Errorf("--model-dir is required: the model directory with tokenizer.json (its chat template makes the training rows); %v", err)}
+		if f.modelDir, err = modelDirFromServers(ctx, std, servers); err != nil {
+			return err
 		}
-		fmt.Fprintf(std.Err, "pipe init: no --model-dir: using %s, the tokenizer path %s reports (it has tokenizer.json here)\n", dir, from)
-		f.modelDir = dir
 	}
 	if err := f.check(); err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -174,19 +171,7 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 	if err != nil {
 		return err
 	}
-	// O_EXCL: a file that is there, even one created a moment ago, stays.
-	w, err := os.OpenFile(f.out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, os.ErrExist) {
-		return &exitError{code: exitUsage, err: fmt.Errorf("%s already exists; not overwriting it (give another file with -o, or remove it)", f.out)}
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(buf.Bytes()); err != nil {
-		w.Close()
-		return err
-	}
-	if err := w.Close(); err != nil {
+	if err := writeNewFile(f.out, buf.Bytes()); err != nil {
 		return err
 	}
 	if _, probs := loadPlan(f.out, nil, ""); len(probs) > 0 {
@@ -198,6 +183,34 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 	return nil
 }
 
+// modelDirFromServers is the model directory the servers report, for a
+// missing --model-dir, if it has tokenizer.json here.
+func modelDirFromServers(ctx context.Context, std *stdio, servers []string) (string, error) {
+	dir, from, err := serversTokenizer(ctx, servers)
+	if err != nil {
+		return "", &exitError{code: exitUsage, err: fmt.Errorf("--model-dir is required: the model directory with tokenizer.json (its chat template makes the training rows); %v", err)}
+	}
+	fmt.Fprintf(std.Err, "pipe init: no --model-dir: using %s, the tokenizer path %s reports (it has tokenizer.json here)\n", dir, from)
+	return dir, nil
+}
+
+// writeNewFile writes data to path, which must not exist: O_EXCL, so a
+// file that is there, even one created a moment ago, stays.
+func writeNewFile(path string, data []byte) error {
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s already exists; not overwriting it (give another file with -o, or remove it)", path)}
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
 // serverList is --servers or --ports as server URLs.
 func (f initFlags) serverList() ([]string, error) {
 	switch {
@@ -206,24 +219,7 @@ func (f initFlags) serverList() ([]string, error) {
 	case f.servers == "" && f.ports == "":
 		return nil, errors.New("no servers: give --servers http://host:30000,http://host:30001 or --ports 30000-30006 (or --servers sim:2 to rehearse)")
 	case f.servers != "":
-		var out []string
-		all := strings.Join(append([]string{f.servers}, f.moreServers...), ",")
-		for _, s := range strings.FieldsFunc(all, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
-			s = strings.TrimSpace(s)
-			if strings.HasPrefix(s, "sim:") {
-				out = append(out, s)
-				continue
-			}
-			u, err := url.Parse(s)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return nil, fmt.Errorf("--servers %q: want http://HOST:PORT or https://HOST:PORT (or sim:N), comma-separated", s)
-			}
-			if u.User != nil {
-				return nil, fmt.Errorf("--servers %q: no credentials in the file; servers that want a key get it from the environment (api_key_env, see the README)", u.Redacted())
-			}
-			out = append(out, strings.TrimRight(s, "/"))
-		}
-		return out, nil
+		return f.serverURLs()
 	}
 	ports, err := parsePorts(f.ports)
 	if err != nil {
@@ -235,6 +231,29 @@ func (f initFlags) serverList() ([]string, error) {
 	out := make([]string, len(ports))
 	for i, p := range ports {
 		out[i] = fmt.Sprintf("http://%s:%d", f.host, p)
+	}
+	return out, nil
+}
+
+// serverURLs is --servers (and the servers after it) as server URLs: each
+// http(s)://HOST:PORT, without credentials, or sim:N.
+func (f initFlags) serverURLs() ([]string, error) {
+	var out []string
+	all := strings.Join(append([]string{f.servers}, f.moreServers...), ",")
+	for _, s := range strings.FieldsFunc(all, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
+		s = strings.TrimSpace(s)
+		if strings.HasPrefix(s, "sim:") {
+			out = append(out, s)
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--servers %q: want http://HOST:PORT or https://HOST:PORT (or sim:N), comma-separated", s)
+		}
+		if u.User != nil {
+			return nil, fmt.Errorf("--servers %q: no credentials in the file; servers that want a key get it from the environment (api_key_env, see the README)", u.Redacted())
+		}
+		out = append(out, strings.TrimRight(s, "/"))
 	}
 	return out, nil
 }

@@ -113,37 +113,9 @@ func revalidateText(plan *pipeline.Plan, dir, runDir string) ([]byte, error) {
 			fmt.Fprintf(&b, "# (in the run: %s)\n", strings.Join(fr.Replaced, " → "))
 		}
 		fmt.Fprintf(&b, "[[stage]]\nid   = %q\nkind = %q\n", sd.ID, ps.Spec.Kind)
-		if len(sd.Inputs) == 1 {
-			fmt.Fprintf(&b, "input = %q\n", sd.Inputs[0])
-		} else if len(sd.Inputs) > 1 {
-			q := make([]string, len(sd.Inputs))
-			for i, in := range sd.Inputs {
-				q[i] = fmt.Sprintf("%q", in)
-			}
-			fmt.Fprintf(&b, "input = [%s]\n", strings.Join(q, ", "))
-		}
-		keys := make([]string, 0, len(sd.Raw))
-		for k := range sd.Raw {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			v := sd.Raw[k]
-			if p, ok := paths[[2]string{sd.ID, k}]; ok {
-				if _, isList := v.([]any); isList {
-					v = p
-				} else {
-					v = p[0]
-				}
-			}
-			var kv bytes.Buffer
-			if err := toml.NewEncoder(&kv).Encode(map[string]any{k: v}); err != nil {
-				return nil, fmt.Errorf("stage %q: key %s: %v", sd.ID, k, err)
-			}
-			if bytes.HasPrefix(bytes.TrimSpace(kv.Bytes()), []byte("[")) {
-				return nil, fmt.Errorf("stage %q: key %s is a table, which this file cannot write inline; copy it from %s", sd.ID, k, plan.File.Path)
-			}
-			b.Write(kv.Bytes())
+		writeInputs(&b, sd.Inputs)
+		if err := writeStageKeys(&b, plan, sd, paths); err != nil {
+			return nil, err
 		}
 		// The rules left at their defaults, to change here.
 		if sd.ID != fr.Stage {
@@ -156,6 +128,48 @@ func revalidateText(plan *pipeline.Plan, dir, runDir string) ([]byte, error) {
 		}
 	}
 	return b.Bytes(), nil
+}
+
+// writeInputs writes a stage's input key: one input, or a list.
+func writeInputs(b *bytes.Buffer, inputs []string) {
+	if len(inputs) == 1 {
+		fmt.Fprintf(b, "input = %q\n", inputs[0])
+	} else if len(inputs) > 1 {
+		q := make([]string, len(inputs))
+		for i, in := range inputs {
+			q[i] = fmt.Sprintf("%q", in)
+		}
+		fmt.Fprintf(b, "input = [%s]\n", strings.Join(q, ", "))
+	}
+}
+
+// writeStageKeys writes the keys the file gives stage sd, sorted, as TOML;
+// its paths (by stage and key) are those of paths, relative.
+func writeStageKeys(b *bytes.Buffer, plan *pipeline.Plan, sd *pipeline.StageDecl, paths map[[2]string][]string) error {
+	keys := make([]string, 0, len(sd.Raw))
+	for k := range sd.Raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := sd.Raw[k]
+		if p, ok := paths[[2]string{sd.ID, k}]; ok {
+			if _, isList := v.([]any); isList {
+				v = p
+			} else {
+				v = p[0]
+			}
+		}
+		var kv bytes.Buffer
+		if err := toml.NewEncoder(&kv).Encode(map[string]any{k: v}); err != nil {
+			return fmt.Errorf("stage %q: key %s: %v", sd.ID, k, err)
+		}
+		if bytes.HasPrefix(bytes.TrimSpace(kv.Bytes()), []byte("[")) {
+			return fmt.Errorf("stage %q: key %s is a table, which this file cannot write inline; copy it from %s", sd.ID, k, plan.File.Path)
+		}
+		b.Write(kv.Bytes())
+	}
+	return nil
 }
 
 func docLine(s string) string {

@@ -181,24 +181,36 @@ func (ins *inspector) inspect(path string) (*inspectDoc, error) {
 	}
 	doc := &inspectDoc{Path: path}
 	if st.IsDir() {
-		has := func(name string) bool { _, err := os.Stat(filepath.Join(path, name)); return err == nil }
-		switch {
-		case hasManifest(path):
-			doc.Kind = "shards"
-			return doc, ins.shardDir(doc, path)
-		case has(rundir.RunFile) || has("done.ids"):
-			doc.Kind = "run"
-			return doc, ins.runDir(doc, path)
-		case len(partFiles(path)) > 0:
-			doc.Kind = "shards" // shards without a manifest: none committed
-			return doc, ins.shardDir(doc, path)
-		}
-		if kind, o := pipeline.DefaultRegistry.OutputAt(path); o != nil {
-			return ins.output(doc, kind, o, path)
-		}
-		return nil, usageErrorf("pipe inspect: %s: a directory with neither %s nor %s nor done.ids nor part files; PATH is %s",
-			path, commitlog.ManifestName, rundir.RunFile, inspectAccepts)
+		return ins.inspectDir(doc, path)
 	}
+	return ins.inspectFile(doc, path)
+}
+
+// inspectDir reads the directory path: shards, a run directory, or a
+// writer kind's output.
+func (ins *inspector) inspectDir(doc *inspectDoc, path string) (*inspectDoc, error) {
+	has := func(name string) bool { _, err := os.Stat(filepath.Join(path, name)); return err == nil }
+	switch {
+	case hasManifest(path):
+		doc.Kind = "shards"
+		return doc, ins.shardDir(doc, path)
+	case has(rundir.RunFile) || has("done.ids"):
+		doc.Kind = "run"
+		return doc, ins.runDir(doc, path)
+	case len(partFiles(path)) > 0:
+		doc.Kind = "shards" // shards without a manifest: none committed
+		return doc, ins.shardDir(doc, path)
+	}
+	if kind, o := pipeline.DefaultRegistry.OutputAt(path); o != nil {
+		return ins.output(doc, kind, o, path)
+	}
+	return nil, usageErrorf("pipe inspect: %s: a directory with neither %s nor %s nor done.ids nor part files; PATH is %s",
+		path, commitlog.ManifestName, rundir.RunFile, inspectAccepts)
+}
+
+// inspectFile reads the file path: a shard, a manifest, a run.json, a
+// JSONL file, or a writer kind's output.
+func (ins *inspector) inspectFile(doc *inspectDoc, path string) (*inspectDoc, error) {
 	mdir, isManifest := commitlog.ManifestDir(path)
 	switch base := filepath.Base(path); {
 	case isShardName(base):
@@ -433,21 +445,7 @@ func (ins *inspector) parquetFile(path string, sr *shardReport, n int, take func
 		if sr.Rows == 0 {
 			return nil
 		}
-		rr, err := fr.GetRecordReader(ins.ctx, cols, nil)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		defer rr.Release()
-		for rr.Next() {
-			more, err := fn(rr.RecordBatch())
-			if err != nil || !more {
-				return err
-			}
-		}
-		if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		return nil
+		return ins.readParquet(fr, path, cols, fn)
 	}
 	if len(cols) > 0 {
 		if err := read(cols, func(b arrow.RecordBatch) (bool, error) { sr.sumTokens(b); return true, nil }); err != nil {
@@ -463,6 +461,26 @@ func (ins *inspector) parquetFile(path string, sr *shardReport, n int, take func
 		got += int(b.NumRows())
 		return got < n, take(b)
 	})
+}
+
+// readParquet reads the columns cols (nil: all) of the Parquet file at
+// path in batches, passing each to fn until it returns false or an error.
+func (ins *inspector) readParquet(fr *pqarrow.FileReader, path string, cols []int, fn func(arrow.RecordBatch) (bool, error)) error {
+	rr, err := fr.GetRecordReader(ins.ctx, cols, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer rr.Release()
+	for rr.Next() {
+		more, err := fn(rr.RecordBatch())
+		if err != nil || !more {
+			return err
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 func (ins *inspector) arrowFile(path string, sr *shardReport, take func(arrow.RecordBatch) error) error {
@@ -536,24 +554,7 @@ func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
 		dr.Format, dr.Schema, dr.Rows, dr.Tokens, dr.Bytes, dr.Updated = m.Format, m.Schema, m.Rows, m.Tokens, m.Bytes, m.Updated
 		for _, sh := range m.Shards {
 			named[sh.Name] = true
-			e := shardEntry{ShardInfo: sh, Status: "ok"}
-			p := filepath.Join(dir, sh.Name)
-			st, err := os.Stat(p)
-			switch {
-			case err != nil && errors.Is(err, fs.ErrNotExist):
-				e.Status = "missing"
-			case err != nil:
-				e.Status = err.Error()
-			case st.Size() != sh.Bytes:
-				e.Status = fmt.Sprintf("size %d, manifest says %d", st.Size(), sh.Bytes)
-			case ins.opts.verify:
-				sum, err := fileSHA256(p)
-				if err != nil {
-					e.Status = err.Error()
-				} else if sum != sh.SHA256 {
-					e.Status = fmt.Sprintf("sha256 %s, manifest says %s", short(sum), short(sh.SHA256))
-				}
-			}
+			e := shardEntry{ShardInfo: sh, Status: shardStatus(filepath.Join(dir, sh.Name), sh, ins.opts.verify)}
 			if e.Status != "ok" {
 				doc.Problems = append(doc.Problems, sh.Name+": "+e.Status)
 			}
@@ -565,12 +566,7 @@ func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
 			dr.NotCommitted = append(dr.NotCommitted, name)
 		}
 	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if n := e.Name(); strings.HasPrefix(n, ".part-") && strings.HasSuffix(n, ".tmp") {
-			dr.Temporary = append(dr.Temporary, n)
-		}
-	}
+	dr.Temporary = temporaryParts(dir)
 	for _, e := range dr.Shards { // rows of the first shard that checks out
 		if e.Status != "ok" {
 			continue
@@ -581,6 +577,40 @@ func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
 		return err
 	}
 	return nil
+}
+
+// shardStatus checks the shard file at p against its manifest entry sh:
+// "ok", "missing", or what differs (its size; with verify, its SHA-256).
+func shardStatus(p string, sh commitlog.ShardInfo, verify bool) string {
+	st, err := os.Stat(p)
+	switch {
+	case err != nil && errors.Is(err, fs.ErrNotExist):
+		return "missing"
+	case err != nil:
+		return err.Error()
+	case st.Size() != sh.Bytes:
+		return fmt.Sprintf("size %d, manifest says %d", st.Size(), sh.Bytes)
+	case verify:
+		sum, err := fileSHA256(p)
+		if err != nil {
+			return err.Error()
+		} else if sum != sh.SHA256 {
+			return fmt.Sprintf("sha256 %s, manifest says %s", short(sum), short(sh.SHA256))
+		}
+	}
+	return "ok"
+}
+
+// temporaryParts lists dir's shards being written (.part-*.tmp).
+func temporaryParts(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, ".part-") && strings.HasSuffix(n, ".tmp") {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func fileSHA256(path string) (string, error) {
@@ -659,28 +689,15 @@ func (ins *inspector) jsonlFile(path string, n int) (*jsonlReport, []rowReport, 
 				return jr, nil, err
 			}
 		}
-		line = line[:0]
 		var rerr error
-		for {
-			chunk, err := r.ReadSlice('\n')
-			line = append(line, chunk...)
-			if err != bufio.ErrBufferFull {
-				rerr = err
-				break
-			}
-		}
+		line, rerr = readWholeLine(r, line[:0])
 		if t := bytes.TrimSpace(line); len(t) > 0 {
 			jr.Lines++
 			if jr.Lines == 1 && bytes.HasPrefix(t, []byte(`{"port":`)) {
 				jr.Journal = true
 			}
 			if len(first) < n {
-				rec, err := decodeLine(t, jr.Journal)
-				if err != nil {
-					bad[len(first)] = fmt.Sprintf("line %d is not a record: %v", jr.Lines, err)
-					rec = &pipeline.Record{}
-				}
-				first = append(first, rec)
+				first = jr.takeRecord(first, t, bad)
 			}
 			jr.scan(t, rejects, fails)
 		}
@@ -697,6 +714,29 @@ func (ins *inspector) jsonlFile(path string, n int) (*jsonlReport, []rowReport, 
 		rows[i] = rowReport{Unreadable: why}
 	}
 	return jr, rows, nil
+}
+
+// readWholeLine appends the next line of r, however long, to line; err is
+// r's error after it (io.EOF at the end).
+func readWholeLine(r *bufio.Reader, line []byte) ([]byte, error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
+}
+
+// takeRecord appends the record of line, the jr.Lines-th, to first; a
+// line that is not one is an empty record, and bad says why at its index.
+func (jr *jsonlReport) takeRecord(first []*pipeline.Record, line []byte, bad map[int]string) []*pipeline.Record {
+	rec, err := decodeLine(line, jr.Journal)
+	if err != nil {
+		bad[len(first)] = fmt.Sprintf("line %d is not a record: %v", jr.Lines, err)
+		rec = &pipeline.Record{}
+	}
+	return append(first, rec)
 }
 
 func decodeLine(line []byte, journal bool) (*pipeline.Record, error) {
@@ -868,60 +908,17 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 		rr.Pipeline, rr.Created, rr.Starts = run.Pipeline, run.Created, run.History
 		rr.Outputs = runOutputs(run)
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "status.json")); err == nil {
-		var st struct {
-			State      string        `json:"state"`
-			Updated    string        `json:"updated"`
-			PID        int           `json:"pid"`
-			Error      string        `json:"error"`
-			Unfinished *int64        `json:"unfinished"`
-			Stages     []stageCounts `json:"stages"`
-		}
-		if err := json.Unmarshal(data, &st); err != nil {
-			return fmt.Errorf("pipe inspect: %s: %v", filepath.Join(dir, "status.json"), err)
-		}
-		rr.State, rr.Updated, rr.PID, rr.Error, rr.Unfinished = st.State, st.Updated, st.PID, st.Error, st.Unfinished
-		rr.Stages = st.Stages
+	if err := rr.readStatus(dir); err != nil {
+		return err
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, rundir.LockFile)); err == nil {
-		var l lockReport
-		if json.Unmarshal(data, &l) == nil && l.PID > 0 {
-			if host, _ := os.Hostname(); host == l.Host && l.Released.IsZero() {
-				alive := syscall.Kill(l.PID, 0) == nil || errors.Is(syscall.Kill(l.PID, 0), syscall.EPERM)
-				l.Alive = &alive
-			}
-			rr.Lock = &l
-		}
-	}
+	rr.Lock = readLock(dir)
 	if n, err := commitlog.CountIDs(filepath.Join(dir, "done.ids")); err != nil {
 		return fmt.Errorf("pipe inspect: %w", err)
 	} else {
 		rr.Finished = n
 	}
-	// A stage's journal: segments journal/STAGE/NNNNN.jsonl (those whose
-	// ids are all finished are deleted), after an earlier pipe's single
-	// journal/STAGE.jsonl.
-	journalDir := filepath.Join(dir, "journal")
-	byStage := map[string]int{}
-	for _, p := range commitlog.JournalFiles(journalDir, "") {
-		ids, err := commitlog.ReadIDs(p)
-		if err != nil {
-			return fmt.Errorf("pipe inspect: %w", err)
-		}
-		stage, at := strings.TrimSuffix(filepath.Base(p), ".jsonl"), p
-		if filepath.Dir(p) != journalDir {
-			stage, at = filepath.Base(filepath.Dir(p)), filepath.Dir(p)
-		}
-		i, ok := byStage[stage]
-		if !ok {
-			i = len(rr.Journal)
-			byStage[stage] = i
-			rr.Journal = append(rr.Journal, fileCount{Stage: stage, Path: at})
-		}
-		rr.Journal[i].Committed += int64(len(ids))
-		if st, err := os.Stat(p); err == nil {
-			rr.Journal[i].Bytes += st.Size()
-		}
+	if rr.Journal, err = readJournals(dir); err != nil {
+		return err
 	}
 	for _, class := range []string{"rejected", "failed"} {
 		for _, p := range jsonlIn(filepath.Join(dir, class)) {
@@ -940,6 +937,77 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 		rr.Log = filepath.Join(dir, "run.log")
 	}
 	return nil
+}
+
+// readStatus takes the state and counts of the last run from dir's
+// status.json, if it has one.
+func (rr *runReport) readStatus(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "status.json"))
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		State      string        `json:"state"`
+		Updated    string        `json:"updated"`
+		PID        int           `json:"pid"`
+		Error      string        `json:"error"`
+		Unfinished *int64        `json:"unfinished"`
+		Stages     []stageCounts `json:"stages"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("pipe inspect: %s: %v", filepath.Join(dir, "status.json"), err)
+	}
+	rr.State, rr.Updated, rr.PID, rr.Error, rr.Unfinished = st.State, st.Updated, st.PID, st.Error, st.Unfinished
+	rr.Stages = st.Stages
+	return nil
+}
+
+// readLock reads dir's lock file; on this host, an unreleased lock says
+// whether its process is alive. nil when there is none (or it is unreadable).
+func readLock(dir string) *lockReport {
+	data, err := os.ReadFile(filepath.Join(dir, rundir.LockFile))
+	if err != nil {
+		return nil
+	}
+	var l lockReport
+	if json.Unmarshal(data, &l) != nil || l.PID <= 0 {
+		return nil
+	}
+	if host, _ := os.Hostname(); host == l.Host && l.Released.IsZero() {
+		alive := syscall.Kill(l.PID, 0) == nil || errors.Is(syscall.Kill(l.PID, 0), syscall.EPERM)
+		l.Alive = &alive
+	}
+	return &l
+}
+
+// readJournals counts the entries and bytes of each stage's journal in
+// dir: segments journal/STAGE/NNNNN.jsonl (those whose ids are all
+// finished are deleted), after an earlier pipe's single journal/STAGE.jsonl.
+func readJournals(dir string) ([]fileCount, error) {
+	journalDir := filepath.Join(dir, "journal")
+	var out []fileCount
+	byStage := map[string]int{}
+	for _, p := range commitlog.JournalFiles(journalDir, "") {
+		ids, err := commitlog.ReadIDs(p)
+		if err != nil {
+			return out, fmt.Errorf("pipe inspect: %w", err) // what was read is shown
+		}
+		stage, at := strings.TrimSuffix(filepath.Base(p), ".jsonl"), p
+		if filepath.Dir(p) != journalDir {
+			stage, at = filepath.Base(filepath.Dir(p)), filepath.Dir(p)
+		}
+		i, ok := byStage[stage]
+		if !ok {
+			i = len(out)
+			byStage[stage] = i
+			out = append(out, fileCount{Stage: stage, Path: at})
+		}
+		out[i].Committed += int64(len(ids))
+		if st, err := os.Stat(p); err == nil {
+			out[i].Bytes += st.Size()
+		}
+	}
+	return out, nil
 }
 
 // jsonlIn lists dir's *.jsonl files (not the hidden indexes), sorted.
@@ -1365,7 +1433,22 @@ func printRun(w io.Writer, r *runReport) {
 	if r.Error != "" {
 		kv(w, "error", "%s", firstRunes(strings.ReplaceAll(r.Error, "\n", " "), 300))
 	}
-	if l := r.Lock; l != nil {
+	printRunLock(w, r.Lock)
+	unfinished := ""
+	if r.Unfinished != nil && *r.Unfinished > 0 {
+		unfinished = fmt.Sprintf("; %d unfinished in the last run", *r.Unfinished)
+	}
+	kv(w, "finished", "%d ids (done.ids)%s", r.Finished, unfinished)
+	printRunStages(w, r)
+	printRunFiles(w, r)
+	if r.Log != "" {
+		kv(w, "log", "%s", r.Log)
+	}
+}
+
+// printRunLock says who holds the run directory's lock, if anyone.
+func printRunLock(w io.Writer, l *lockReport) {
+	if l != nil {
 		switch {
 		case !l.Released.IsZero():
 			kv(w, "lock", "free (pid %d on %s released it %s)", l.PID, l.Host, l.Released.UTC().Format(time.RFC3339))
@@ -1377,11 +1460,10 @@ func printRun(w io.Writer, r *runReport) {
 			kv(w, "lock", "pid %d on %s since %s, not released (another host: not checked)", l.PID, l.Host, l.Started.UTC().Format(time.RFC3339))
 		}
 	}
-	unfinished := ""
-	if r.Unfinished != nil && *r.Unfinished > 0 {
-		unfinished = fmt.Sprintf("; %d unfinished in the last run", *r.Unfinished)
-	}
-	kv(w, "finished", "%d ids (done.ids)%s", r.Finished, unfinished)
+}
+
+// printRunStages writes the last run's counts per stage (status.json).
+func printRunStages(w io.Writer, r *runReport) {
 	if len(r.Stages) > 0 {
 		fmt.Fprintln(w, "last run (status.json):")
 		idW, kindW := len("stage"), len("kind")
@@ -1393,6 +1475,11 @@ func printRun(w io.Writer, r *runReport) {
 			fmt.Fprintf(w, "  %-*s  %-*s  %9d  %9d  %9d  %9d  %9d\n", idW, s.ID, kindW, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped)
 		}
 	}
+}
+
+// printRunFiles writes the run's journal, rejected/ and failed/ files and
+// outputs.
+func printRunFiles(w io.Writer, r *runReport) {
 	if len(r.Journal) > 0 {
 		fmt.Fprintln(w, "journal:")
 		for _, j := range r.Journal {
@@ -1427,9 +1514,6 @@ func printRun(w io.Writer, r *runReport) {
 		for _, o := range r.Outputs {
 			fmt.Fprintf(w, "  %s (%s): %s: %s\n", o.Stage, o.Kind, o.Path, o.committedText())
 		}
-	}
-	if r.Log != "" {
-		kv(w, "log", "%s", r.Log)
 	}
 }
 

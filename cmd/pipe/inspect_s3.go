@@ -41,27 +41,7 @@ func (ins *inspector) s3Dir(doc *inspectDoc, uri string) error {
 	defer os.RemoveAll(tmp)
 	first := ""
 	for _, sh := range m.Shards {
-		e := shardEntry{ShardInfo: sh, Status: "ok"}
-		obj, err := c.Head(ins.ctx, c.Key(sh.Name))
-		switch {
-		case err != nil:
-			e.Status = err.Error()
-		case obj == nil:
-			e.Status = "missing"
-		case obj.Size != sh.Bytes:
-			e.Status = fmt.Sprintf("size %d, manifest says %d", obj.Size, sh.Bytes)
-		case obj.SHA256 != "" && obj.SHA256 != sh.SHA256:
-			e.Status = fmt.Sprintf("sha256 %s recorded at upload, manifest says %s", short(obj.SHA256), short(sh.SHA256))
-		case ins.opts.verify || first == "":
-			local := filepath.Join(tmp, sh.Name)
-			if err := c.Download(ins.ctx, c.Key(sh.Name), local, sh.SHA256); err != nil {
-				e.Status = err.Error()
-			} else if first == "" {
-				first = local
-			} else {
-				os.Remove(local)
-			}
-		}
+		e := shardEntry{ShardInfo: sh, Status: ins.s3ShardStatus(c, sh, tmp, &first)}
 		if e.Status != "ok" {
 			doc.Problems = append(doc.Problems, sh.Name+": "+e.Status)
 		}
@@ -73,4 +53,32 @@ func (ins *inspector) s3Dir(doc *inspectDoc, uri string) error {
 		return err
 	}
 	return nil
+}
+
+// s3ShardStatus checks the object of shard sh against the manifest: "ok",
+// "missing", or what differs (its size, the sha256 recorded at upload; with
+// --verify, the download's). The first shard that checks out is downloaded
+// into tmp, its path set in *first, for its rows.
+func (ins *inspector) s3ShardStatus(c *s3up.Client, sh commitlog.ShardInfo, tmp string, first *string) string {
+	obj, err := c.Head(ins.ctx, c.Key(sh.Name))
+	switch {
+	case err != nil:
+		return err.Error()
+	case obj == nil:
+		return "missing"
+	case obj.Size != sh.Bytes:
+		return fmt.Sprintf("size %d, manifest says %d", obj.Size, sh.Bytes)
+	case obj.SHA256 != "" && obj.SHA256 != sh.SHA256:
+		return fmt.Sprintf("sha256 %s recorded at upload, manifest says %s", short(obj.SHA256), short(sh.SHA256))
+	case ins.opts.verify || *first == "":
+		local := filepath.Join(tmp, sh.Name)
+		if err := c.Download(ins.ctx, c.Key(sh.Name), local, sh.SHA256); err != nil {
+			return err.Error()
+		} else if *first == "" {
+			*first = local
+		} else {
+			os.Remove(local)
+		}
+	}
+	return "ok"
 }

@@ -66,24 +66,9 @@ scheduler's merge step can wait and run it again.`,
 			if err := enc.Encode(m); err != nil {
 				return err
 			}
-			where := filepath.Join(out, shardrun.MergedName)
-			if strings.HasPrefix(out, "s3://") {
-				c, err := s3up.New(ctx, s3up.Config{URI: out, Endpoint: endpoint, Region: region, PathStyle: pathStyle})
-				if err != nil {
-					return usageErrorf("pipe merge: %v", err)
-				}
-				defer c.Close()
-				if _, err := c.PutBytes(ctx, c.Key(shardrun.MergedName), buf.Bytes(), "application/json"); err != nil {
-					return fmt.Errorf("pipe merge: %w", err)
-				}
-				where = c.URL(c.Key(shardrun.MergedName))
-			} else {
-				if err := os.MkdirAll(out, 0o755); err != nil {
-					return fmt.Errorf("pipe merge: %w", err)
-				}
-				if err := commitlog.WriteFileAtomic(where, buf.Bytes()); err != nil {
-					return fmt.Errorf("pipe merge: %w", err)
-				}
+			where, err := writeMerged(ctx, out, buf.Bytes(), s3up.Config{URI: out, Endpoint: endpoint, Region: region, PathStyle: pathStyle})
+			if err != nil {
+				return err
 			}
 			var rows int64
 			for _, o := range m.Outputs {
@@ -104,6 +89,30 @@ scheduler's merge step can wait and run it again.`,
 			return nil
 		},
 	})
+}
+
+// writeMerged writes merged.json (data) into out, a directory or, with
+// s3 as its client's settings, an s3:// prefix; where names what it wrote.
+func writeMerged(ctx context.Context, out string, data []byte, s3 s3up.Config) (where string, err error) {
+	if !strings.HasPrefix(out, "s3://") {
+		where = filepath.Join(out, shardrun.MergedName)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return "", fmt.Errorf("pipe merge: %w", err)
+		}
+		if err := commitlog.WriteFileAtomic(where, data); err != nil {
+			return "", fmt.Errorf("pipe merge: %w", err)
+		}
+		return where, nil
+	}
+	c, err := s3up.New(ctx, s3)
+	if err != nil {
+		return "", usageErrorf("pipe merge: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.PutBytes(ctx, c.Key(shardrun.MergedName), data, "application/json"); err != nil {
+		return "", fmt.Errorf("pipe merge: %w", err)
+	}
+	return c.URL(c.Key(shardrun.MergedName)), nil
 }
 
 // exitIncomplete is pipe merge's exit code when shards are missing or not

@@ -177,26 +177,11 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 	if err := rundir.CheckShardLayout(plan.File.RunDir, plan.File.Shard); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	if c.fresh {
-		if err := moveAside(std, plan); err != nil {
-			return err
-		}
-	}
-	lock, err := rundir.Lock(plan.File.RunDir)
+	lock, release, err := c.takeRunDir(std, plan)
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
-	// Two runs in different run directories must not write one
-	// output either.
-	outLocks, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
-	if err != nil {
-		return err
-	}
-	defer outLocks.Release()
-	if lock.TookOver != "" {
-		fmt.Fprintf(std.Err, "pipe: %s\n", lock.TookOver)
-	}
+	defer release()
 	cmdline, again := commandLine(std.Args, detached)
 	r, err := c.record(std, plan, cmdline)
 	if err != nil {
@@ -213,6 +198,31 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 		detached:  detached,
 		hashCheck: c.verifyShards || lock.TookOver != "",
 	})
+}
+
+// takeRunDir moves the run directory aside for --fresh, then locks it and
+// the outputs; release unlocks both.
+func (c *runCmd) takeRunDir(std *stdio, plan *pipeline.Plan) (lock *rundir.Locked, release func(), err error) {
+	if c.fresh {
+		if err := moveAside(std, plan); err != nil {
+			return nil, nil, err
+		}
+	}
+	lock, err = rundir.Lock(plan.File.RunDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Two runs in different run directories must not write one
+	// output either.
+	outLocks, err := rundir.LockOutputs(plan.File.RunDir, outputPaths(plan))
+	if err != nil {
+		lock.Release()
+		return nil, nil, err
+	}
+	if lock.TookOver != "" {
+		fmt.Fprintf(std.Err, "pipe: %s\n", lock.TookOver)
+	}
+	return lock, func() { outLocks.Release(); lock.Release() }, nil
 }
 
 // loadPlan loads and checks the file with the flags that change it (--set,
@@ -340,29 +350,12 @@ func serverStageIDs(path string) ([]string, error) {
 	return ids, nil
 }
 
+// dryRunPlan is pipe run --dry-run: the plan, the paths it uses, the run
+// directory and the input, and each stage's own dry run; what would stop
+// the run fails it.
 func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	plan.WriteText(std.Out)
-	fmt.Fprintln(std.Out, "\nplan:")
-	var busy []string
-	for _, u := range plan.Paths() {
-		who := "pipeline"
-		if u.Stage != "" {
-			who = "stage " + u.Stage
-		}
-		fmt.Fprintf(std.Out, "  %-22s %-8s %s  (%s)\n", who, u.Key, u.Path, describePath(u))
-		if (u.Mode == "out" || u.Mode == "dir") && u.Stage != "" {
-			if w := rundir.OutputWriter(u.Path); w != nil && w.RunDir != absPath(plan.File.RunDir) {
-				fmt.Fprintf(std.Out, "    REFUSED: %v\n", w)
-				busy = append(busy, w.Error())
-			}
-		}
-	}
-	if sh := plan.File.Shard; sh != nil {
-		fmt.Fprintf(std.Out, "\nshard: %s: only input records whose id hashes there; %s is in the run directory and every output\n", sh, sh.Name())
-		if err := rundir.CheckShardLayout(plan.File.RunDir, sh); err != nil {
-			fmt.Fprintf(std.Out, "  REFUSED: %v\n", err)
-		}
-	}
+	busy := dryRunPaths(std.Out, plan)
 	fmt.Fprintf(std.Out, "\nrun directory: %s\n", indentLines(rundir.Describe(plan.File.RunDir, plan), "  ")[2:])
 	// The input is read as the run will read it: what would stop the run
 	// fails the dry run.
@@ -375,25 +368,11 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	if inputs.Len() > 0 {
 		fmt.Fprintf(std.Out, "input:\n%s", indentLines(inputs.String(), "  "))
 	}
-	refused := false
-	for _, s := range plan.Stages {
-		st, err := s.Spec.New.Stage(s.Config)
-		if err != nil {
-			return &pipeline.StageError{Stage: s.ID(), Kind: s.Spec.Kind, Err: err}
-		}
-		dr, ok := st.(pipeline.DryRunner)
-		if !ok {
-			continue
-		}
-		res := pipeline.NewResources()
-		out, err := dr.DryRun(ctx, &pipeline.Env{StageID: s.ID(), RunDir: plan.File.RunDir, Log: io.Discard, Resources: res})
-		res.Close()
-		fmt.Fprintf(std.Out, "\nstage %s (%s):\n%s", s.ID(), s.Spec.Kind, indentLines(out, "  "))
-		if err != nil {
-			failed = append(failed, fmt.Sprintf("stage %q (%s): %v", s.ID(), s.Spec.Kind, err))
-			refused = refused || pipeline.IsPermanent(err)
-		}
+	stageFailed, refused, err := dryRunStages(ctx, std.Out, plan)
+	if err != nil {
+		return err
 	}
+	failed = append(failed, stageFailed...)
 	if len(failed) > 0 {
 		if refused { // the run would be refused the same way: exit 2
 			return &exitError{code: exitUsage, err: errors.New(strings.Join(failed, "\n"))}
@@ -402,6 +381,57 @@ func dryRunPlan(ctx context.Context, std *stdio, plan *pipeline.Plan) error {
 	}
 	fmt.Fprintln(std.Out, "\ndry run: nothing was done. Run without --dry-run to start.")
 	return nil
+}
+
+// dryRunPaths writes the paths the plan uses and its shard; it returns the
+// outputs another run directory's run is writing (the run would be refused).
+func dryRunPaths(out io.Writer, plan *pipeline.Plan) (busy []string) {
+	fmt.Fprintln(out, "\nplan:")
+	for _, u := range plan.Paths() {
+		who := "pipeline"
+		if u.Stage != "" {
+			who = "stage " + u.Stage
+		}
+		fmt.Fprintf(out, "  %-22s %-8s %s  (%s)\n", who, u.Key, u.Path, describePath(u))
+		if (u.Mode == "out" || u.Mode == "dir") && u.Stage != "" {
+			if w := rundir.OutputWriter(u.Path); w != nil && w.RunDir != absPath(plan.File.RunDir) {
+				fmt.Fprintf(out, "    REFUSED: %v\n", w)
+				busy = append(busy, w.Error())
+			}
+		}
+	}
+	if sh := plan.File.Shard; sh != nil {
+		fmt.Fprintf(out, "\nshard: %s: only input records whose id hashes there; %s is in the run directory and every output\n", sh, sh.Name())
+		if err := rundir.CheckShardLayout(plan.File.RunDir, sh); err != nil {
+			fmt.Fprintf(out, "  REFUSED: %v\n", err)
+		}
+	}
+	return busy
+}
+
+// dryRunStages runs the dry run of each stage that has one and writes what
+// it says. failed lists the stages that would fail; refused is true when one
+// of them would be refused as permanent. err is a stage that cannot be built.
+func dryRunStages(ctx context.Context, w io.Writer, plan *pipeline.Plan) (failed []string, refused bool, err error) {
+	for _, s := range plan.Stages {
+		st, err := s.Spec.New.Stage(s.Config)
+		if err != nil {
+			return nil, false, &pipeline.StageError{Stage: s.ID(), Kind: s.Spec.Kind, Err: err}
+		}
+		dr, ok := st.(pipeline.DryRunner)
+		if !ok {
+			continue
+		}
+		res := pipeline.NewResources()
+		out, err := dr.DryRun(ctx, &pipeline.Env{StageID: s.ID(), RunDir: plan.File.RunDir, Log: io.Discard, Resources: res})
+		res.Close()
+		fmt.Fprintf(w, "\nstage %s (%s):\n%s", s.ID(), s.Spec.Kind, indentLines(out, "  "))
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("stage %q (%s): %v", s.ID(), s.Spec.Kind, err))
+			refused = refused || pipeline.IsPermanent(err)
+		}
+	}
+	return failed, refused, nil
 }
 
 func describePath(u pipeline.PathUse) string {
@@ -581,10 +611,7 @@ func resumeCommand(args []string) []string {
 func shellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
-				('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
-		}) < 0 {
+		if a != "" && strings.IndexFunc(a, needsShellQuote) < 0 {
 			q[i] = a
 			continue
 		}
@@ -593,6 +620,19 @@ func shellJoin(args []string) string {
 	return strings.Join(q, " ")
 }
 
+// needsShellQuote reports a rune outside the letters, digits and
+// punctuation a POSIX shell takes literally in a word.
+func needsShellQuote(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("-_./=:,@+", r)
+}
+
+// runPlan runs plan to its end: the log, notifications, live display,
+// status.json and metrics around pipeline.Run, then the summary, the report,
+// the verification of the outputs and the exit status.
 func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSettings) error {
 	// A closed terminal or SSH session (SIGHUP) and a closed stdout/stderr
 	// (EPIPE instead of SIGPIPE) must not end a two-day run.
@@ -600,48 +640,25 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	if err := os.MkdirAll(plan.File.RunDir, 0o755); err != nil {
 		return fmt.Errorf("run directory: %w", err)
 	}
-	logPath := filepath.Join(plan.File.RunDir, "run.log")
-	rl, err := openRunLog(logPath, rs.logFormat)
+	r, err := openRunSession(std, plan, rs)
 	if err != nil {
 		return err
 	}
-	defer rl.Close()
-	log := rl.Writer(slog.LevelInfo)
-	rl.Info("run started", "pipeline", plan.File.Name, "file", plan.File.Path, "run_dir", plan.File.RunDir,
-		"pid", os.Getpid(), "config_fingerprint", rs.fingerprint)
-	host, _ := os.Hostname()
-	about := &notifyBase{plan: plan, again: rs.again, host: host, pid: os.Getpid()}
-	notes := newNotifier(rs.notify, func(msg string, args ...any) { rl.Warn(msg, args...) })
-	defer notes.close(notifyTimeout)
-	if notes != nil {
-		shown := make([]string, len(rs.notify))
-		for i, t := range rs.notify {
-			shown[i] = redactTarget(t)
-		}
-		rl.Info("notifying of warnings, the stop, a failure and the end", "targets", strings.Join(shown, " | "))
-	}
-	// errOut is the terminal: on one, lines go above the live display.
-	errOut := std.Err
-	var term *termView
-	if rs.terminal {
-		term = newTermView(std.Err)
-		errOut = term
-	}
-	fmt.Fprintf(errOut, "pipe: running %s; log in %s\n", plan.File.Path, logPath)
-	metrics, err := serveMetrics(errOut, rl, rs.metricsAddr)
-	if err != nil {
-		if term != nil {
-			term.stop(nil)
+	defer r.rl.Close()
+	defer r.notes.close(notifyTimeout)
+	if r.metrics, err = serveMetrics(r.errOut, r.rl, rs.metricsAddr); err != nil {
+		if r.term != nil {
+			r.term.stop(nil)
 		}
 		return &exitError{code: exitUsage, err: err}
 	}
-	if metrics != nil {
-		defer metrics.close()
+	if r.metrics != nil {
+		defer r.metrics.close()
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := make(chan struct{})
+	r.stop = make(chan struct{})
 	// giveUp is closed when a stage ignores the second Ctrl-C for
 	// stopGrace, or on a third one: the command then returns without waiting
 	// for the run (what was committed stays committed).
@@ -652,9 +669,9 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	defer grace.Stop()
 	sigDone := make(chan struct{})
 	defer close(sigDone)
-	go handleSignals(std, errOut, signalActions{
+	go handleSignals(std, r.errOut, signalActions{
 		detached: rs.detached, runDir: plan.File.RunDir, done: sigDone,
-		drain: func() { close(stop) },
+		drain: func() { close(r.stop) },
 		now: func() {
 			cancel()
 			grace.Reset(stopGrace)
@@ -662,200 +679,295 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		giveUp: closeGiveUp,
 	})
 
-	lv := newLive(plan)
-	status := newStatusWriter(plan, rs.fingerprint)
-	// Until the stages are open (generate waits for its servers, minutes on
-	// a real fleet) no snapshot comes: say "running" meanwhile, every few
-	// seconds, so pipe status sees this start, not the previous one's end.
-	opened := make(chan struct{})
-	var openedOnce sync.Once
-	var starting sync.WaitGroup
-	starting.Add(1)
+	r.status = newStatusWriter(plan, rs.fingerprint)
+	r.opened = make(chan struct{})
+	r.starting.Add(1)
+	go r.sayRunning(sigDone)
+	r.warner = newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), r.warned)
+	done := make(chan runResult, 1)
 	go func() {
-		defer starting.Done()
-		t := time.NewTicker(statusEvery)
-		defer t.Stop()
-		for {
-			if err := status.write(stateRunning, nil, nil); err != nil {
-				rl.Warn("status.json not written", "err", err)
-			}
-			select {
-			case <-opened:
-				return
-			case <-sigDone:
-				return
-			case <-t.C:
-			}
-		}
+		sum, err := pipeline.Run(runCtx, plan, r.runOptions())
+		done <- runResult{sum, err}
 	}()
+	select {
+	case res := <-done:
+		r.markOpened()
+		r.starting.Wait() // no "running" after the final state
+		return r.finish(ctx, res.sum, res.err)
+	case <-giveUp:
+		return r.gaveUp()
+	}
+}
+
+// runResult is what pipeline.Run returned.
+type runResult struct {
+	sum *pipeline.Summary
+	err error
+}
+
+// runSession is one pipe run's state around pipeline.Run: where its lines,
+// snapshots and notifications go. Its methods are runPlan's steps.
+type runSession struct {
+	std  *stdio
+	plan *pipeline.Plan
+	rs   runSettings
+
+	rl      *runLog
+	logPath string
+	log     io.Writer // rl at level info, for the summary and the report
+	about   *notifyBase
+	notes   *notifier
+	// errOut is the terminal: on one, lines go above the live display.
+	errOut  io.Writer
+	term    *termView // nil when not on a terminal
+	metrics *runMetrics
+	lv      *live
+	status  *statusWriter
+	warner  *warner
+
+	stop chan struct{} // closed by the first Ctrl-C: drain
+	// opened is closed by the first snapshot (the stages are open) or the
+	// end; starting is the goroutine saying "running" until then.
+	opened     chan struct{}
+	openedOnce sync.Once
+	starting   sync.WaitGroup
+
 	// nowStatus and nowState are the figures the warnings are judged on,
 	// for their notifications.
 	// (atomic: the give-up path reads them while the run may still run).
-	var nowStatus atomic.Pointer[liveStatus]
-	var nowState atomic.Value
-	nowState.Store(stateRunning)
-	warner := newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), func(w runWarning) {
-		fmt.Fprintf(errOut, "pipe: warning [%s]: %s\n", fmtElapsed(w.ElapsedS), w.Text)
-		rl.Warn(w.Text, "kind", w.Kind, "elapsed_s", math.Round(w.ElapsedS*10)/10)
-		notes.warning(about.message(notifyWarning, nowState.Load().(string), nowStatus.Load(), &w, nil))
-	})
-	var lastLine, lastStatus time.Duration
-	type result struct {
-		sum *pipeline.Summary
-		err error
+	nowStatus            atomic.Pointer[liveStatus]
+	nowState             atomic.Value
+	lastLine, lastStatus time.Duration
+}
+
+// openRunSession opens the run log, says where it is, and sets up the
+// notifier and the terminal display.
+func openRunSession(std *stdio, plan *pipeline.Plan, rs runSettings) (*runSession, error) {
+	r := &runSession{std: std, plan: plan, rs: rs, logPath: filepath.Join(plan.File.RunDir, "run.log")}
+	rl, err := openRunLog(r.logPath, rs.logFormat)
+	if err != nil {
+		return nil, err
 	}
-	done := make(chan result, 1)
-	go func() {
-		sum, err := pipeline.Run(runCtx, plan, pipeline.RunOptions{
-			Stop:         stop,
-			DrainTimeout: rs.drainTimeout,
-			CommitEvery:  rs.commitEvery,
-			NoJournal:    rs.noJournal,
-			HashCheck:    rs.hashCheck,
-			Log:          log,
-			// The stages' own warnings (a stalled or never-ready server)
-			// take the warner's path: terminal, log, status.json, notify.
-			Warn: func(stage, kind, text string) {
-				elapsed := time.Duration(0)
-				if ls := nowStatus.Load(); ls != nil {
-					elapsed = time.Duration(ls.ElapsedS * float64(time.Second))
-				}
-				warner.warn(elapsed, kind, "stage %q: %s", stage, text)
-			},
-			Notice: writerFunc(func(p []byte) (int, error) {
-				errOut.Write(p) // a closed terminal is not an error
-				return rl.Writer(slog.LevelWarn).Write(p)
-			}),
-			// Snapshots every second feed the display, the warnings,
-			// status.json (every statusEvery) and the metrics; the progress
-			// line is written every rs.progressEvery.
-			ProgressEvery: min(time.Second, rs.progressEvery),
-			Progress: func(s *pipeline.Summary) {
-				openedOnce.Do(func() { close(opened) })
-				lv.add(s)
-				ls := lv.status()
-				state := stateRunning
-				if s.Drained {
-					state = stateDraining
-				}
-				nowStatus.Store(ls)
-				nowState.Store(state)
-				warner.check(lv, ls)
-				ls.Warnings = warner.recent()
-				if term != nil {
-					term.update(ls)
-				}
-				if s.Elapsed-lastLine >= rs.progressEvery {
-					lastLine = s.Elapsed
-					line := progressLine(ls)
-					if term == nil {
-						fmt.Fprintln(std.Err, line)
-					}
-					rl.Info(line)
-				}
-				if s.Elapsed-lastStatus >= statusEvery {
-					lastStatus = s.Elapsed
-					if err := status.write(state, ls, nil); err != nil {
-						rl.Warn("status.json not written", "err", err)
-					}
-				}
-				if metrics != nil {
-					metrics.set(state, ls)
-				}
-				recordTimeline(plan, s)
-			},
-		})
-		done <- result{sum, err}
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-giveUp:
-		if term != nil {
-			term.stop(nil)
+	r.rl = rl
+	r.log = rl.Writer(slog.LevelInfo)
+	rl.Info("run started", "pipeline", plan.File.Name, "file", plan.File.Path, "run_dir", plan.File.RunDir,
+		"pid", os.Getpid(), "config_fingerprint", rs.fingerprint)
+	host, _ := os.Hostname()
+	r.about = &notifyBase{plan: plan, again: rs.again, host: host, pid: os.Getpid()}
+	r.notes = newNotifier(rs.notify, func(msg string, args ...any) { rl.Warn(msg, args...) })
+	if r.notes != nil {
+		shown := make([]string, len(rs.notify))
+		for i, t := range rs.notify {
+			shown[i] = redactTarget(t)
 		}
-		fmt.Fprintf(std.Err, "pipe: a stage did not stop within %s of the second Ctrl-C; exiting without waiting for it. Outputs committed so far are kept.\n", stopGrace)
-		rl.Warn("gave up waiting for the run to stop")
-		openedOnce.Do(func() { close(opened) })
-		starting.Wait()
-		gaveUp := errors.New("gave up waiting for a stage to stop")
-		if err := status.write(stateStopped, nil, gaveUp); err != nil {
-			rl.Warn("status.json not written", "err", err)
-		}
-		notes.send(about.message(notifyStopped, stateStopped, nowStatus.Load(), nil, gaveUp))
-		return &exitError{code: exitInterrupted}
+		rl.Info("notifying of warnings, the stop, a failure and the end", "targets", strings.Join(shown, " | "))
 	}
-	openedOnce.Do(func() { close(opened) })
-	starting.Wait() // no "running" after the final state
-	sum, runErr := res.sum, res.err
+	r.errOut = std.Err
+	if rs.terminal {
+		r.term = newTermView(std.Err)
+		r.errOut = r.term
+	}
+	fmt.Fprintf(r.errOut, "pipe: running %s; log in %s\n", plan.File.Path, r.logPath)
+	r.lv = newLive(plan)
+	r.nowState.Store(stateRunning)
+	return r, nil
+}
+
+// writeStatus writes status.json; a failure is logged, not fatal.
+func (r *runSession) writeStatus(state string, ls *liveStatus, err error) {
+	if werr := r.status.write(state, ls, err); werr != nil {
+		r.rl.Warn("status.json not written", "err", werr)
+	}
+}
+
+func (r *runSession) markOpened() { r.openedOnce.Do(func() { close(r.opened) }) }
+
+// sayRunning writes a "running" status.json every statusEvery until the
+// stages are open (generate waits for its servers, minutes on a real fleet)
+// and snapshots come, so pipe status sees this start, not the previous
+// one's end.
+func (r *runSession) sayRunning(sigDone <-chan struct{}) {
+	defer r.starting.Done()
+	t := time.NewTicker(statusEvery)
+	defer t.Stop()
+	for {
+		r.writeStatus(stateRunning, nil, nil)
+		select {
+		case <-r.opened:
+			return
+		case <-sigDone:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// warned shows, logs and notifies one warning.
+func (r *runSession) warned(w runWarning) {
+	fmt.Fprintf(r.errOut, "pipe: warning [%s]: %s\n", fmtElapsed(w.ElapsedS), w.Text)
+	r.rl.Warn(w.Text, "kind", w.Kind, "elapsed_s", math.Round(w.ElapsedS*10)/10)
+	r.notes.warning(r.about.message(notifyWarning, r.nowState.Load().(string), r.nowStatus.Load(), &w, nil))
+}
+
+func (r *runSession) runOptions() pipeline.RunOptions {
+	return pipeline.RunOptions{
+		Stop:         r.stop,
+		DrainTimeout: r.rs.drainTimeout,
+		CommitEvery:  r.rs.commitEvery,
+		NoJournal:    r.rs.noJournal,
+		HashCheck:    r.rs.hashCheck,
+		Log:          r.log,
+		// The stages' own warnings (a stalled or never-ready server)
+		// take the warner's path: terminal, log, status.json, notify.
+		Warn: func(stage, kind, text string) {
+			elapsed := time.Duration(0)
+			if ls := r.nowStatus.Load(); ls != nil {
+				elapsed = time.Duration(ls.ElapsedS * float64(time.Second))
+			}
+			r.warner.warn(elapsed, kind, "stage %q: %s", stage, text)
+		},
+		Notice: writerFunc(func(p []byte) (int, error) {
+			r.errOut.Write(p) // a closed terminal is not an error
+			return r.rl.Writer(slog.LevelWarn).Write(p)
+		}),
+		// Snapshots every second feed the display, the warnings,
+		// status.json (every statusEvery) and the metrics; the progress
+		// line is written every rs.progressEvery.
+		ProgressEvery: min(time.Second, r.rs.progressEvery),
+		Progress:      r.progress,
+	}
+}
+
+// progress takes one snapshot of the running pipeline.
+func (r *runSession) progress(s *pipeline.Summary) {
+	r.markOpened()
+	r.lv.add(s)
+	ls := r.lv.status()
+	state := stateRunning
+	if s.Drained {
+		state = stateDraining
+	}
+	r.nowStatus.Store(ls)
+	r.nowState.Store(state)
+	r.warner.check(r.lv, ls)
+	ls.Warnings = r.warner.recent()
+	if r.term != nil {
+		r.term.update(ls)
+	}
+	if s.Elapsed-r.lastLine >= r.rs.progressEvery {
+		r.lastLine = s.Elapsed
+		line := progressLine(ls)
+		if r.term == nil {
+			fmt.Fprintln(r.std.Err, line)
+		}
+		r.rl.Info(line)
+	}
+	if s.Elapsed-r.lastStatus >= statusEvery {
+		r.lastStatus = s.Elapsed
+		r.writeStatus(state, ls, nil)
+	}
+	if r.metrics != nil {
+		r.metrics.set(state, ls)
+	}
+	recordTimeline(r.plan, s)
+}
+
+// gaveUp ends the command while a stage still runs: a stage ignored the
+// second Ctrl-C for stopGrace, or a third came.
+func (r *runSession) gaveUp() error {
+	if r.term != nil {
+		r.term.stop(nil)
+	}
+	fmt.Fprintf(r.std.Err, "pipe: a stage did not stop within %s of the second Ctrl-C; exiting without waiting for it. Outputs committed so far are kept.\n", stopGrace)
+	r.rl.Warn("gave up waiting for the run to stop")
+	r.markOpened()
+	r.starting.Wait()
+	gaveUp := errors.New("gave up waiting for a stage to stop")
+	r.writeStatus(stateStopped, nil, gaveUp)
+	r.notes.send(r.about.message(notifyStopped, stateStopped, r.nowStatus.Load(), nil, gaveUp))
+	return &exitError{code: exitInterrupted}
+}
+
+// finish records the run's end (status, notification, metrics, display),
+// prints the summary and the report, verifies the outputs of a finished
+// run, and returns the command's outcome.
+func (r *runSession) finish(ctx context.Context, sum *pipeline.Summary, runErr error) error {
 	state := endState(sum, runErr)
-	lv.add(sum)
-	ls := lv.status()
+	ls := r.recordEnd(state, sum, runErr)
+	if state != stateFailed || sum.Started() {
+		printSummary(r.std.Err, r.plan, sum)
+		printSummary(r.log, r.plan, sum)
+	}
+	r.report(ctx, state, sum)
+	if state == stateFinished {
+		// Finished means complete: every output checked against its
+		// manifest, here and in a bucket, before exit 0.
+		if err := verifyAtEnd(ctx, r.std.Err, r.log, r.plan); err != nil {
+			r.rl.Error("outputs not verified", "err", err)
+			r.writeStatus(stateFailed, ls, err)
+			return err
+		}
+		r.rl.Info("outputs verified")
+	}
+	return r.outcome(state, sum, runErr)
+}
+
+// recordEnd takes the final snapshot and tells everyone of the end state:
+// notifications, status.json, the metrics, the display and runEnded.
+func (r *runSession) recordEnd(state string, sum *pipeline.Summary, runErr error) *liveStatus {
+	r.lv.add(sum)
+	ls := r.lv.status()
 	ls.State = state
-	nowStatus.Store(ls)
-	nowState.Store(state)
-	warner.check(lv, ls)
-	ls.Warnings = warner.recent()
+	r.nowStatus.Store(ls)
+	r.nowState.Store(state)
+	r.warner.check(r.lv, ls)
+	ls.Warnings = r.warner.recent()
 	ls.Dead = sum.DeadLetters
 	event := map[string]string{stateFinished: notifyFinished, stateStopped: notifyStopped, stateFailed: notifyFailed}[state]
 	var failure error
 	if state == stateFailed {
 		failure = runErr
 	}
-	notes.send(about.message(event, state, ls, nil, failure))
-	if err := status.write(state, ls, runErr); err != nil {
-		rl.Warn("status.json not written", "err", err)
+	r.notes.send(r.about.message(event, state, ls, nil, failure))
+	r.writeStatus(state, ls, runErr)
+	addr := ""
+	if r.metrics != nil {
+		r.metrics.set(state, ls)
+		addr = r.metrics.Addr()
 	}
-	if metrics != nil {
-		metrics.set(state, ls)
-	}
-	if term != nil {
-		term.stop(ls)
+	if r.term != nil {
+		r.term.stop(ls)
 	}
 	if runEnded != nil {
-		addr := ""
-		if metrics != nil {
-			addr = metrics.Addr()
-		}
 		runEnded(addr)
 	}
-	if state != stateFailed || sum.Started() {
-		printSummary(std.Err, plan, sum)
-		printSummary(log, plan, sum)
-	}
-	// The report reads every output, minutes for a large run: a signal
-	// (Ctrl-C, pipe stop) ends it; the run itself is over and committed.
+	return ls
+}
+
+// report writes the end-of-run report. It reads every output, minutes for
+// a large run: a signal (Ctrl-C, pipe stop) ends it; the run itself is over
+// and committed.
+func (r *runSession) report(ctx context.Context, state string, sum *pipeline.Summary) {
 	repCtx, repCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer repCancel()
 	go func() {
 		select {
-		case <-stop:
+		case <-r.stop:
 			repCancel()
 		case <-repCtx.Done():
 		}
 	}()
-	reportAtEnd(repCtx, std.Err, log, plan, state, sum)
-	repCancel()
-	if state == stateFinished {
-		// Finished means complete: every output checked against its
-		// manifest, here and in a bucket, before exit 0.
-		if err := verifyAtEnd(ctx, std.Err, log, plan); err != nil {
-			rl.Error("outputs not verified", "err", err)
-			if serr := status.write(stateFailed, ls, err); serr != nil {
-				rl.Warn("status.json not written", "err", serr)
-			}
-			return err
-		}
-		rl.Info("outputs verified")
-	}
+	reportAtEnd(repCtx, r.std.Err, r.log, r.plan, state, sum)
+}
+
+// outcome is the command's result for a run that ended in state.
+func (r *runSession) outcome(state string, sum *pipeline.Summary, runErr error) error {
 	switch state {
 	case stateFailed:
-		rl.Error("run failed", "err", runErr)
+		r.rl.Error("run failed", "err", runErr)
 		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
-			runErr, sum.Finished, logPath, rs.again)
-		// A refusal (every server refusing the credentials too), or bad
-		// data: running the same command again is refused again, or makes
-		// the same rejects, so a scheduler must not retry it.
-		if ae := (*sglang.AuthError)(nil); errors.As(runErr, &ae) || pipeline.IsPermanent(runErr) || errors.Is(runErr, pipeline.ErrTooManyRejected) || errors.Is(runErr, pipeline.ErrNoTrainingRows) {
+			runErr, sum.Finished, r.logPath, r.rs.again)
+		if notRetryable(runErr) {
 			return &exitError{code: exitUsage, err: err}
 		}
 		return err
@@ -864,27 +976,58 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		if runErr != nil {
 			what = "stopped at once; everything processed was committed, requests in flight were abandoned"
 		}
-		fmt.Fprintf(std.Err, "pipe: interrupted (%s). To continue where it stopped: %s\n", what, rs.again)
-		rl.Info("interrupted", "what", what, "continue_with", rs.again)
+		fmt.Fprintf(r.std.Err, "pipe: interrupted (%s). To continue where it stopped: %s\n", what, r.rs.again)
+		r.rl.Info("interrupted", "what", what, "continue_with", r.rs.again)
 		return &exitError{code: exitInterrupted}
 	}
-	rl.Info("done")
+	r.rl.Info("done")
 	return nil
 }
 
+// notRetryable reports a failure that running the same command again
+// repeats: a refusal (every server refusing the credentials too), or bad
+// data (the same rejects), so a scheduler must not retry it.
+func notRetryable(runErr error) bool {
+	ae := (*sglang.AuthError)(nil)
+	return errors.As(runErr, &ae) || pipeline.IsPermanent(runErr) ||
+		errors.Is(runErr, pipeline.ErrTooManyRejected) || errors.Is(runErr, pipeline.ErrNoTrainingRows)
+}
+
+// printSummary writes the end-of-run summary: the stage table, then what
+// was left for the next run, per-stage notes, and the totals.
 func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 	if s == nil || len(s.Stages) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\nsummary of %s after %s:\n", plan.File.Name, s.Elapsed.Round(time.Millisecond))
+	printStageTable(w, s)
+	var notStarted int64
+	for _, st := range s.Stages {
+		notStarted += st.NotStarted
+	}
+	expensive := expensiveStages(plan)
+	if notStarted > 0 {
+		where := ""
+		if len(expensive) > 0 {
+			where = " (never reached " + strings.Join(expensive, ", ") + ")"
+		}
+		fmt.Fprintf(w, "not started: %d records%s when the run stopped; the next run does them\n", notStarted, where)
+	}
+	for _, st := range s.Stages {
+		printStageNotes(w, plan, st, expensive)
+	}
+	printTotals(w, plan, s, notStarted)
+}
+
+// printStageTable writes one row of counts per stage.
+// in = out + rejected + failed + skipped + abandoned: in counts every
+// record that reached the stage, abandoned ones too.
+func printStageTable(w io.Writer, s *pipeline.Summary) {
 	idw, kw := len("stage"), len("kind")
 	for _, st := range s.Stages {
 		idw, kw = max(idw, len(st.ID)), max(kw, len(st.Kind))
 	}
 	fmt.Fprintf(w, "  %-*s  %-*s  %9s  %9s  %9s  %9s  %9s  %s\n", idw, "stage", kw, "kind", "in", "out", "rejected", "failed", "skipped", "balanced")
-	// in = out + rejected + failed + skipped + abandoned: in counts every
-	// record that reached the stage, abandoned ones too.
-	var notStarted int64
 	for _, st := range s.Stages {
 		bal := "yes"
 		switch {
@@ -894,46 +1037,51 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 			bal = fmt.Sprintf("yes (%d abandoned)", st.Abandoned)
 		}
 		fmt.Fprintf(w, "  %-*s  %-*s  %9d  %9d  %9d  %9d  %9d  %s\n", idw, st.ID, kw, st.Kind, st.In, st.Out, st.Rejected, st.Failed, st.Skipped, bal)
-		notStarted += st.NotStarted
 	}
+}
+
+// expensiveStages lists the ids of the stages whose work costs (generate).
+func expensiveStages(plan *pipeline.Plan) []string {
 	var expensive []string
 	for _, ps := range plan.Stages {
 		if ps.Spec.Expensive {
 			expensive = append(expensive, ps.ID())
 		}
 	}
-	if notStarted > 0 {
-		where := ""
-		if len(expensive) > 0 {
-			where = " (never reached " + strings.Join(expensive, ", ") + ")"
-		}
-		fmt.Fprintf(w, "not started: %d records%s when the run stopped; the next run does them\n", notStarted, where)
+	return expensive
+}
+
+// printStageNotes writes one stage's lines under the table: abandoned and
+// replayed records, reject and skip reasons, its figures.
+func printStageNotes(w io.Writer, plan *pipeline.Plan, st pipeline.StageSummary, expensive []string) {
+	switch lost := st.Abandoned - st.NotStarted; {
+	case lost <= 0:
+	case plan.Lookup(st.ID) != nil && plan.Lookup(st.ID).Spec.Expensive:
+		fmt.Fprintf(w, "%s: %d records in flight were abandoned; the next run does them again\n", st.ID, lost)
+	default:
+		fmt.Fprintf(w, "%s: %d records abandoned after %s; the next run takes them from the journal\n", st.ID, lost, strings.Join(expensive, ", "))
 	}
-	for _, st := range s.Stages {
-		switch lost := st.Abandoned - st.NotStarted; {
-		case lost <= 0:
-		case plan.Lookup(st.ID) != nil && plan.Lookup(st.ID).Spec.Expensive:
-			fmt.Fprintf(w, "%s: %d records in flight were abandoned; the next run does them again\n", st.ID, lost)
-		default:
-			fmt.Fprintf(w, "%s: %d records abandoned after %s; the next run takes them from the journal\n", st.ID, lost, strings.Join(expensive, ", "))
-		}
-		if st.Replayed > 0 {
-			fmt.Fprintf(w, "%s: %d records taken from its journal (done by an earlier run, not redone)\n", st.ID, st.Replayed)
-		}
-		if len(st.Reasons) > 0 {
-			fmt.Fprintf(w, "rejected by %s: %s (%.1f%% of %d)\n", st.ID, countsByValue(st.Reasons), 100*float64(st.Rejected)/float64(max(st.In, 1)), st.In)
-		}
-		if len(st.Skips) > 0 {
-			fmt.Fprintf(w, "skipped by %s: %s\n", st.ID, countsByValue(st.Skips))
-		}
-		for _, line := range pipeline.FigureLines(st.Figures) {
-			who := st.ID
-			if line.Subject != "" {
-				who += ": " + line.Subject
-			}
-			fmt.Fprintf(w, "%s: %s\n", who, strings.Join(line.Parts, ", "))
-		}
+	if st.Replayed > 0 {
+		fmt.Fprintf(w, "%s: %d records taken from its journal (done by an earlier run, not redone)\n", st.ID, st.Replayed)
 	}
+	if len(st.Reasons) > 0 {
+		fmt.Fprintf(w, "rejected by %s: %s (%.1f%% of %d)\n", st.ID, countsByValue(st.Reasons), 100*float64(st.Rejected)/float64(max(st.In, 1)), st.In)
+	}
+	if len(st.Skips) > 0 {
+		fmt.Fprintf(w, "skipped by %s: %s\n", st.ID, countsByValue(st.Skips))
+	}
+	for _, line := range pipeline.FigureLines(st.Figures) {
+		who := st.ID
+		if line.Subject != "" {
+			who += ": " + line.Subject
+		}
+		fmt.Fprintf(w, "%s: %s\n", who, strings.Join(line.Parts, ", "))
+	}
+}
+
+// printTotals writes the dead letters kept, the finished ids, the failed
+// records and what was read but not finished.
+func printTotals(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary, notStarted int64) {
 	for _, p := range s.DeadLetters {
 		fmt.Fprintf(w, "kept: %s\n", p)
 	}

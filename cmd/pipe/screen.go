@@ -127,20 +127,12 @@ func headLine(ls *liveStatus) screenLine {
 	return l
 }
 
-// rejectLine: "rejected 29 = 24% of 122 done; of rejects: empty_answer 72%, no_think_end 21%".
-// Every stage's rejects count, of the records the expensive stage (else
-// the first) finished plus what stages before it rejected: a record is
-// rejected once.
-func rejectLine(ls *liveStatus) screenLine {
-	var rejected, failed, of int64
-	reasons := map[string]int64{}
+// rejectBase is what rejectLine's share is of: the records the expensive
+// stage (else the first) finished plus what stages before it rejected or
+// failed.
+func rejectBase(ls *liveStatus) int64 {
 	base := -1
 	for i, st := range ls.Stages {
-		rejected += st.Rejected
-		failed += st.Failed
-		for k, v := range st.Reasons {
-			reasons[k] += v
-		}
 		if base < 0 && st.Expensive {
 			base = i
 		}
@@ -148,6 +140,7 @@ func rejectLine(ls *liveStatus) screenLine {
 	if base < 0 {
 		base = 0
 	}
+	var of int64
 	for i, st := range ls.Stages {
 		switch {
 		case i == base:
@@ -156,21 +149,13 @@ func rejectLine(ls *liveStatus) screenLine {
 			of += st.Rejected + st.Failed
 		}
 	}
-	if len(ls.Stages) == 0 {
-		return nil
-	}
-	share := 0.0
-	if of > 0 {
-		share = float64(rejected) / float64(of)
-	}
-	tn := plain
-	if share >= 0.1 {
-		tn = caution
-	}
-	if share >= 0.5 {
-		tn = bad
-	}
-	line := screenLine{p(tn, "rejected %s = %s of %s done", count(rejected), pct(share), count(of))}
+	return of
+}
+
+// topRejects is the three largest reasons, each as a share of rejected:
+// "; of rejects: empty_answer 72%, no_think_end 21%".
+func topRejects(reasons map[string]int64, rejected int64) screenLine {
+	var line screenLine
 	keys := slices.Sorted(maps.Keys(reasons))
 	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(reasons[b], reasons[a]) })
 	for i, k := range keys {
@@ -183,6 +168,40 @@ func rejectLine(ls *liveStatus) screenLine {
 			break
 		}
 	}
+	return line
+}
+
+// rejectLine: "rejected 29 = 24% of 122 done; of rejects: empty_answer 72%, no_think_end 21%".
+// Every stage's rejects count, of the records the expensive stage (else
+// the first) finished plus what stages before it rejected: a record is
+// rejected once.
+func rejectLine(ls *liveStatus) screenLine {
+	var rejected, failed int64
+	reasons := map[string]int64{}
+	for _, st := range ls.Stages {
+		rejected += st.Rejected
+		failed += st.Failed
+		for k, v := range st.Reasons {
+			reasons[k] += v
+		}
+	}
+	if len(ls.Stages) == 0 {
+		return nil
+	}
+	of := rejectBase(ls)
+	share := 0.0
+	if of > 0 {
+		share = float64(rejected) / float64(of)
+	}
+	tn := plain
+	if share >= 0.1 {
+		tn = caution
+	}
+	if share >= 0.5 {
+		tn = bad
+	}
+	line := screenLine{p(tn, "rejected %s = %s of %s done", count(rejected), pct(share), count(of))}
+	line = append(line, topRejects(reasons, rejected)...)
 	if failed > 0 {
 		line = append(line[:1], append(screenLine{p(bad, "FAILED %s", count(failed))}, line[1:]...)...)
 	}

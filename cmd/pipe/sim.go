@@ -168,25 +168,30 @@ func warmNote(d time.Duration) string {
 	return fmt.Sprintf(", warm-up %v", d)
 }
 
+// simPortAddrs is --ports (FROM-TO or a comma list) as local addresses.
+func simPortAddrs(ports string) ([]string, error) {
+	var out []string
+	for _, part := range strings.Split(ports, ",") {
+		from, to, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(from)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(to)
+		}
+		if err != nil || a < 1 || b > 65535 || b < a || b-a >= 1024 {
+			return nil, fmt.Errorf("--ports %q: want FROM-TO or a comma list of ports in 1..65535 (at most 1024)", ports)
+		}
+		for p := a; p <= b; p++ {
+			out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		}
+	}
+	return out, nil
+}
+
 // simAddrs turns --ports or --listen/--count into listen addresses.
 func simAddrs(ports, listen string, count int) ([]string, error) {
 	if ports != "" {
-		var out []string
-		for _, part := range strings.Split(ports, ",") {
-			from, to, isRange := strings.Cut(strings.TrimSpace(part), "-")
-			a, err := strconv.Atoi(from)
-			b := a
-			if err == nil && isRange {
-				b, err = strconv.Atoi(to)
-			}
-			if err != nil || a < 1 || b > 65535 || b < a || b-a >= 1024 {
-				return nil, fmt.Errorf("--ports %q: want FROM-TO or a comma list of ports in 1..65535 (at most 1024)", ports)
-			}
-			for p := a; p <= b; p++ {
-				out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			}
-		}
-		return out, nil
+		return simPortAddrs(ports)
 	}
 	if count < 1 || count > 1024 {
 		return nil, fmt.Errorf("--count must be 1..1024, got %d", count)

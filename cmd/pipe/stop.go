@@ -79,6 +79,16 @@ func stopRun(std *stdio, dir string, now bool, poll time.Duration) error {
 	}
 	fmt.Fprintf(std.Err, "pipe stop: asked the run in %s (pid %d) to %s; waiting for it to exit (Ctrl-C stops waiting, not the stop)\n",
 		pipeline.DisplayPath(dir), pid, what)
+	if err := waitForExit(std, dir, pid, poll); err != nil {
+		return err
+	}
+	printStopped(std, dir, pid)
+	return nil
+}
+
+// waitForExit waits, checking every poll, until pid no longer holds dir's
+// lock; a signal (Ctrl-C) stops the waiting, not the stop.
+func waitForExit(std *stdio, dir string, pid int, poll time.Duration) error {
 	for {
 		select {
 		case <-std.Signals:
@@ -91,11 +101,9 @@ func stopRun(std *stdio, dir string, now bool, poll time.Duration) error {
 			return fmt.Errorf("%s: %w", dir, err)
 		}
 		if h == nil || !h.Alive || h.PID != pid {
-			break
+			return nil
 		}
 	}
-	printStopped(std, dir, pid)
-	return nil
 }
 
 // liveHolder is the process holding dir's lock, or an error a user can act

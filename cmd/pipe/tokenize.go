@@ -137,6 +137,40 @@ func (c *tokenizeCmd) run(ctx context.Context, in io.Reader, out io.Writer) erro
 	}
 }
 
+// loadTemplate loads the chat template at the first messages row, and
+// whether it forces thinking.
+func (c *tokenizeCmd) loadTemplate() error {
+	if c.tmpl != nil {
+		return nil
+	}
+	tmpl, err := c.tok.Chat(c.templateName)
+	if err != nil {
+		return err
+	}
+	forced, _, err := tmpl.ThinkingForced("<think>", "</think>")
+	if err != nil {
+		return err
+	}
+	c.tmpl, c.forced = tmpl, forced
+	return nil
+}
+
+// rowOptions are the render options for row: the flags', with the row's
+// own add_generation_prompt, enable_thinking and tools where it has them.
+func (c *tokenizeCmd) rowOptions(row *tokenizeRow) chat.Options {
+	opts := c.defaults
+	if row.AddGenerationPrompt != nil {
+		opts.AddGenerationPrompt = *row.AddGenerationPrompt
+	}
+	if row.EnableThinking != nil {
+		opts.EnableThinking = row.EnableThinking
+	}
+	if len(row.Tools) > 0 && string(row.Tools) != "null" {
+		opts.Tools = row.Tools
+	}
+	return opts
+}
+
 func (c *tokenizeCmd) row(w *bufio.Writer, data []byte) error {
 	var row tokenizeRow
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -157,27 +191,10 @@ func (c *tokenizeCmd) row(w *bufio.Writer, data []byte) error {
 	case row.Messages == nil:
 		return errors.New(`a row needs "text" (a string) or "messages" (a list)`)
 	}
-	if c.tmpl == nil {
-		tmpl, err := c.tok.Chat(c.templateName)
-		if err != nil {
-			return err
-		}
-		forced, _, err := tmpl.ThinkingForced("<think>", "</think>")
-		if err != nil {
-			return err
-		}
-		c.tmpl, c.forced = tmpl, forced
+	if err := c.loadTemplate(); err != nil {
+		return err
 	}
-	opts := c.defaults
-	if row.AddGenerationPrompt != nil {
-		opts.AddGenerationPrompt = *row.AddGenerationPrompt
-	}
-	if row.EnableThinking != nil {
-		opts.EnableThinking = row.EnableThinking
-	}
-	if len(row.Tools) > 0 && string(row.Tools) != "null" {
-		opts.Tools = row.Tools
-	}
+	opts := c.rowOptions(&row)
 	if c.renderOnly {
 		rendered, err := c.tmpl.Render(row.Messages, opts)
 		if err != nil {

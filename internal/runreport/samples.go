@@ -82,36 +82,48 @@ func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokeni
 		s.wantAll += samplesPerReason
 	}
 	for _, w := range ws {
-		accepted := samplesAccepted
-		if w.rejectsOnly {
-			accepted = 0
-		}
-		// An output of training rows alone is read for its accepted
-		// samples only: its first rows.
-		forRejects := w.takesRejects
-		take := func(rec *pipeline.Record) bool {
-			switch {
-			case rec.Reject != nil:
-				s.rejected(w.id, rec)
-			case rec.Failure == nil && accepted > 0:
-				accepted--
-				r.Samples = append(r.Samples, s.sample(w.id, rec))
-			}
-			return accepted == 0 && (s.wantAll == 0 || !forRejects)
-		}
-		var err error
-		// A directory is a shard directory, a file a commit log of lines
-		// (as the figures read them: reader.output).
-		if st, serr := os.Stat(w.path); serr == nil && st.IsDir() {
-			err = s.shards(w.path, take)
-		} else {
-			err = s.jsonl(w.path, func(line []byte) bool { return accepted > 0 || (forRejects && s.wanted(line)) }, take)
-		}
-		if err != nil && !errors.Is(err, errEnough) {
-			r.note("samples of %s: %v", w.id, err)
-		}
+		s.fromOutput(w)
 	}
-	files, _ := filepath.Glob(filepath.Join(r.RunDir, "rejected", "*.jsonl"))
+	s.fromDeadLetters()
+}
+
+// fromOutput reads samples from the output of w: its first accepted rows,
+// and the rejected ones still wanted when it takes rejects.
+func (s *sampler) fromOutput(w writer) {
+	accepted := samplesAccepted
+	if w.rejectsOnly {
+		accepted = 0
+	}
+	// An output of training rows alone is read for its accepted
+	// samples only: its first rows.
+	forRejects := w.takesRejects
+	take := func(rec *pipeline.Record) bool {
+		switch {
+		case rec.Reject != nil:
+			s.rejected(w.id, rec)
+		case rec.Failure == nil && accepted > 0:
+			accepted--
+			s.r.Samples = append(s.r.Samples, s.sample(w.id, rec))
+		}
+		return accepted == 0 && (s.wantAll == 0 || !forRejects)
+	}
+	var err error
+	// A directory is a shard directory, a file a commit log of lines
+	// (as the figures read them: reader.output).
+	if st, serr := os.Stat(w.path); serr == nil && st.IsDir() {
+		err = s.shards(w.path, take)
+	} else {
+		err = s.jsonl(w.path, func(line []byte) bool { return accepted > 0 || (forRejects && s.wanted(line)) }, take)
+	}
+	if err != nil && !errors.Is(err, errEnough) {
+		s.r.note("samples of %s: %v", w.id, err)
+	}
+}
+
+// fromDeadLetters reads the rejected samples still wanted from the run
+// directory's rejected/ files.
+func (s *sampler) fromDeadLetters() {
+	files, _ := filepath.Glob(filepath.Join(s.r.RunDir, "rejected", "*.jsonl"))
 	sort.Strings(files)
 	for _, p := range files {
 		if s.wantAll == 0 {
@@ -124,7 +136,7 @@ func (r *Report) addSamples(ctx context.Context, ws []writer, tok func() *tokeni
 			return s.wantAll == 0
 		})
 		if err != nil && !errors.Is(err, errEnough) {
-			r.note("samples of %s: %v", p, err)
+			s.r.note("samples of %s: %v", p, err)
 		}
 	}
 }

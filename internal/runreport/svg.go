@@ -165,9 +165,48 @@ func linesSVG(name, title, ylabel string, series []Series, starts []time.Time) s
 	const perRow = 3
 	legendH := 16 * ((len(series) + perRow - 1) / perRow)
 	s := newSVG(name, title, w, h+legendH)
-	pw, ph := float64(w-left-right), float64(h-top-bottom)
-	var t0, t1 time.Time
+	lp := &linePlot{left: left, top: top, pw: float64(w - left - right), ph: float64(h - top - bottom)}
 	var peak float64
+	lp.t0, lp.t1, peak = seriesExtent(series)
+	lp.span = lp.t1.Sub(lp.t0)
+	if lp.span <= 0 {
+		lp.span = time.Second
+	}
+	ticks := niceTicks(peak, 4)
+	lp.ymax = ticks[len(ticks)-1]
+	if lp.ymax == 0 {
+		lp.ymax = 1
+	}
+	for _, t := range ticks {
+		s.add(`<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, left, w-right, lp.yOf(t), lp.yOf(t))
+		s.text(float64(left-4), lp.yOf(t)+4, "end", "tick", num(t))
+	}
+	lp.timeLabels(s)
+	for _, st := range starts {
+		if !st.Before(lp.t0) && !st.After(lp.t1) {
+			s.add(`<line class="restart" x1="%.1f" x2="%.1f" y1="%d" y2="%.1f"><title>a new start of the run</title></line>`, lp.xOf(st), lp.xOf(st), top, float64(top)+lp.ph)
+		}
+	}
+	for i, sr := range series {
+		if len(sr.Points) == 0 {
+			continue
+		}
+		color := palette[i%len(palette)]
+		lp.line(s, sr, color)
+		colW := lp.pw / perRow
+		lx, ly := float64(left)+float64(i%perRow)*colW, float64(h+(i/perRow)*16+4)
+		s.add(`<rect x="%.1f" y="%.1f" width="14" height="4" fill="%s"/>`, lx, ly-4, color)
+		s.text(lx+18, ly, "start", "tick", clipLabel(sr.Name, colW-24, 11))
+	}
+	s.add(`<line class="axis" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, left, w-right, float64(top)+lp.ph, float64(top)+lp.ph)
+	s.text(float64(left), 16, "start", "ptitle", title)
+	s.text(float64(w-right), 16, "end", "axislabel", ylabel)
+	return s.String()
+}
+
+// seriesExtent is the first and last time and the largest value of the
+// points of series.
+func seriesExtent(series []Series) (t0, t1 time.Time, peak float64) {
 	for _, sr := range series {
 		for _, p := range sr.Points {
 			if t0.IsZero() || p.X.Before(t0) {
@@ -179,28 +218,33 @@ func linesSVG(name, title, ylabel string, series []Series, starts []time.Time) s
 			peak = max(peak, p.Y)
 		}
 	}
-	span := t1.Sub(t0)
-	if span <= 0 {
-		span = time.Second
-	}
-	ticks := niceTicks(peak, 4)
-	ymax := ticks[len(ticks)-1]
-	if ymax == 0 {
-		ymax = 1
-	}
-	xOf := func(t time.Time) float64 { return float64(left) + pw*float64(t.Sub(t0))/float64(span) }
-	yOf := func(v float64) float64 { return float64(top) + ph - ph*v/ymax }
-	for _, t := range ticks {
-		s.add(`<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, left, w-right, yOf(t), yOf(t))
-		s.text(float64(left-4), yOf(t)+4, "end", "tick", num(t))
-	}
-	// Time labels: at most 5, fewer where they would touch.
+	return t0, t1, peak
+}
+
+// linePlot maps times and values to linesSVG's plot area: pw × ph px at
+// (left, top), t0 to t0+span across, 0 to ymax up.
+type linePlot struct {
+	left, top int
+	pw, ph    float64
+	t0, t1    time.Time
+	span      time.Duration
+	ymax      float64
+}
+
+func (lp *linePlot) xOf(t time.Time) float64 {
+	return float64(lp.left) + lp.pw*float64(t.Sub(lp.t0))/float64(lp.span)
+}
+func (lp *linePlot) yOf(v float64) float64 { return float64(lp.top) + lp.ph - lp.ph*v/lp.ymax }
+
+// timeLabels writes the time axis's labels: at most 5, fewer where they
+// would touch.
+func (lp *linePlot) timeLabels(s *svg) {
 	ticksX := 4
-	for ticksX > 1 && textWidth(clock(t1, span), 11)+12 > pw/float64(ticksX) {
+	for ticksX > 1 && textWidth(clock(lp.t1, lp.span), 11)+12 > lp.pw/float64(ticksX) {
 		ticksX--
 	}
 	for i := 0; i <= ticksX; i++ {
-		t := t0.Add(span * time.Duration(i) / time.Duration(ticksX))
+		t := lp.t0.Add(lp.span * time.Duration(i) / time.Duration(ticksX))
 		anchor := "middle"
 		switch i {
 		case 0:
@@ -208,40 +252,25 @@ func linesSVG(name, title, ylabel string, series []Series, starts []time.Time) s
 		case ticksX:
 			anchor = "end"
 		}
-		s.text(xOf(t), float64(top)+ph+16, anchor, "tick", clock(t, span))
+		s.text(lp.xOf(t), float64(lp.top)+lp.ph+16, anchor, "tick", clock(t, lp.span))
 	}
-	for _, st := range starts {
-		if !st.Before(t0) && !st.After(t1) {
-			s.add(`<line class="restart" x1="%.1f" x2="%.1f" y1="%d" y2="%.1f"><title>a new start of the run</title></line>`, xOf(st), xOf(st), top, float64(top)+ph)
+}
+
+// line draws one series in color: a path, and a dot when it has one point.
+func (lp *linePlot) line(s *svg, sr Series, color string) {
+	var d strings.Builder
+	for j, p := range sr.Points {
+		cmd := "L"
+		if j == 0 {
+			cmd = "M"
 		}
+		fmt.Fprintf(&d, "%s%.1f %.1f ", cmd, lp.xOf(p.X), lp.yOf(p.Y))
 	}
-	for i, sr := range series {
-		if len(sr.Points) == 0 {
-			continue
-		}
-		color := palette[i%len(palette)]
-		var d strings.Builder
-		for j, p := range sr.Points {
-			cmd := "L"
-			if j == 0 {
-				cmd = "M"
-			}
-			fmt.Fprintf(&d, "%s%.1f %.1f ", cmd, xOf(p.X), yOf(p.Y))
-		}
-		s.add(`<path class="line" d="%s" stroke="%s"><title>%s</title></path>`, strings.TrimSpace(d.String()), color, attr(sr.Name))
-		if len(sr.Points) == 1 {
-			p := sr.Points[0]
-			s.add(`<circle class="dot" cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, xOf(p.X), yOf(p.Y), color)
-		}
-		colW := pw / perRow
-		lx, ly := float64(left)+float64(i%perRow)*colW, float64(h+(i/perRow)*16+4)
-		s.add(`<rect x="%.1f" y="%.1f" width="14" height="4" fill="%s"/>`, lx, ly-4, color)
-		s.text(lx+18, ly, "start", "tick", clipLabel(sr.Name, colW-24, 11))
+	s.add(`<path class="line" d="%s" stroke="%s"><title>%s</title></path>`, strings.TrimSpace(d.String()), color, attr(sr.Name))
+	if len(sr.Points) == 1 {
+		p := sr.Points[0]
+		s.add(`<circle class="dot" cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, lp.xOf(p.X), lp.yOf(p.Y), color)
 	}
-	s.add(`<line class="axis" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, left, w-right, float64(top)+ph, float64(top)+ph)
-	s.text(float64(left), 16, "start", "ptitle", title)
-	s.text(float64(w-right), 16, "end", "axislabel", ylabel)
-	return s.String()
 }
 
 // textWidth is an upper bound of the width of s in px at a font size of

@@ -15,6 +15,25 @@ import (
 // histogram, with the sentence that matters ("most rows have fewer than 16
 // loss tokens") spelled out.
 func (r *Report) WriteText(w io.Writer) {
+	r.writeTitle(w)
+	for _, h := range r.Headline() {
+		fmt.Fprintf(w, "  %s\n", h.Text)
+	}
+	fmt.Fprintf(w, "  finished ids: %d\n", r.Finished)
+	fmt.Fprintf(w, "  rejected:     %d%s\n", r.RejectedAll, topReasons(r.Rejected, r.RejectedAll))
+	fmt.Fprintf(w, "  failed:       %d%s\n", r.FailedAll, topReasons(r.Failed, r.FailedAll))
+	r.writeRates(w)
+	for i := range r.Outputs {
+		writeOutputText(w, &r.Outputs[i])
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+}
+
+// writeTitle writes the report's first line: the run directory, its state,
+// when it was created and how often it started.
+func (r *Report) writeTitle(w io.Writer) {
 	fmt.Fprintf(w, "report of %s", pipeline.DisplayPath(r.RunDir))
 	var about []string
 	if r.State != "" {
@@ -30,12 +49,11 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " (%s)", strings.Join(about, ", "))
 	}
 	fmt.Fprintln(w)
-	for _, h := range r.Headline() {
-		fmt.Fprintf(w, "  %s\n", h.Text)
-	}
-	fmt.Fprintf(w, "  finished ids: %d\n", r.Finished)
-	fmt.Fprintf(w, "  rejected:     %d%s\n", r.RejectedAll, topReasons(r.Rejected, r.RejectedAll))
-	fmt.Fprintf(w, "  failed:       %d%s\n", r.FailedAll, topReasons(r.Failed, r.FailedAll))
+}
+
+// writeRates writes the throughput (mean, peak, last), the output tokens/s
+// and the concurrency limits over the run.
+func (r *Report) writeRates(w io.Writer) {
 	if tp := r.Throughput; tp != nil {
 		for _, s := range tp.Rates {
 			if len(s.Points) == 0 {
@@ -59,36 +77,36 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-28s first %.0f, last %.0f, %.0f–%.0f\n", "concurrency, "+s.Name+":", s.Points[0].Y, s.Points[len(s.Points)-1].Y, lo, hi)
 	}
-	for _, o := range r.Outputs {
-		fmt.Fprintf(w, "\n  output %s (%s, %s): %s", o.Stage, o.Kind, pipeline.DisplayPath(o.Path), plural(o.Rows, "row"))
-		if o.RejectedRows > 0 {
-			fmt.Fprintf(w, ", %d of them rejected", o.RejectedRows)
-		}
-		if len(o.FinishReasons) > 0 {
-			fmt.Fprintf(w, "; finish reasons: %s", countsText(o.FinishReasons))
-		}
-		fmt.Fprintln(w)
-		if len(o.Dists) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "    %-16s %8s %6s %6s %7s %7s %7s %7s %7s  %s\n", "per row", "rows", "zero", "<16", "p10", "median", "p90", "p99", "max", "histogram (bins 0, 1, 2-3, 4-7, … doubling)")
-		for _, d := range o.Dists {
-			fmt.Fprintf(w, "    %-16s %8d %6s %6s %7d %7d %7d %7d %7d  %s\n", d.Name, d.N,
-				pct(Share(d.Zero, d.N)), pct(Share(d.Small, d.N)), d.P10, d.P50, d.P90, d.P99, d.Max, Sparkline(d.Bins))
-		}
-		for _, d := range o.Dists {
-			if s := d.Glance(); s != "" {
-				fmt.Fprintf(w, "    %s\n", s)
-			}
-		}
-		for _, d := range o.Dists {
-			if d.Name == DistThinking && d.Note != "" {
-				fmt.Fprintf(w, "    thinking and answer tokens: %s\n", d.Note)
-			}
+}
+
+// writeOutputText writes one output's rows, finish reasons and
+// distributions: a table, then the sentences that matter.
+func writeOutputText(w io.Writer, o *Output) {
+	fmt.Fprintf(w, "\n  output %s (%s, %s): %s", o.Stage, o.Kind, pipeline.DisplayPath(o.Path), plural(o.Rows, "row"))
+	if o.RejectedRows > 0 {
+		fmt.Fprintf(w, ", %d of them rejected", o.RejectedRows)
+	}
+	if len(o.FinishReasons) > 0 {
+		fmt.Fprintf(w, "; finish reasons: %s", countsText(o.FinishReasons))
+	}
+	fmt.Fprintln(w)
+	if len(o.Dists) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "    %-16s %8s %6s %6s %7s %7s %7s %7s %7s  %s\n", "per row", "rows", "zero", "<16", "p10", "median", "p90", "p99", "max", "histogram (bins 0, 1, 2-3, 4-7, … doubling)")
+	for _, d := range o.Dists {
+		fmt.Fprintf(w, "    %-16s %8d %6s %6s %7d %7d %7d %7d %7d  %s\n", d.Name, d.N,
+			pct(Share(d.Zero, d.N)), pct(Share(d.Small, d.N)), d.P10, d.P50, d.P90, d.P99, d.Max, Sparkline(d.Bins))
+	}
+	for _, d := range o.Dists {
+		if s := d.Glance(); s != "" {
+			fmt.Fprintf(w, "    %s\n", s)
 		}
 	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
+	for _, d := range o.Dists {
+		if d.Name == DistThinking && d.Note != "" {
+			fmt.Fprintf(w, "    thinking and answer tokens: %s\n", d.Note)
+		}
 	}
 }
 

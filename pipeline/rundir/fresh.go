@@ -43,21 +43,8 @@ func MoveAside(dir string, outputs []string) ([]string, error) {
 		defer l.Release()
 		from = append(from, dir)
 	}
-	seen := map[string]bool{dir: true}
-	indexOf := map[string]string{} // index path → its data file
-	for _, out := range outputs {
-		if out == "" {
-			continue
-		}
-		idx := commitlog.IndexPath(out)
-		indexOf[idx] = out
-		for _, p := range []string{out, idx} {
-			if !seen[p] && exists(p) && !within(p, dir) {
-				seen[p] = true
-				from = append(from, p)
-			}
-		}
-	}
+	outs, indexOf := outputsToMove(dir, outputs)
+	from = append(from, outs...)
 	if len(from) == 0 {
 		return nil, nil
 	}
@@ -85,6 +72,27 @@ func MoveAside(dir string, outputs []string) ([]string, error) {
 		}
 	}
 	return moved, nil
+}
+
+// outputsToMove lists the outputs (and their commit indexes) that exist
+// outside dir, each once; indexOf maps each index path to its data file.
+func outputsToMove(dir string, outputs []string) (from []string, indexOf map[string]string) {
+	seen := map[string]bool{dir: true}
+	indexOf = map[string]string{} // index path → its data file
+	for _, out := range outputs {
+		if out == "" {
+			continue
+		}
+		idx := commitlog.IndexPath(out)
+		indexOf[idx] = out
+		for _, p := range []string{out, idx} {
+			if !seen[p] && exists(p) && !within(p, dir) {
+				seen[p] = true
+				from = append(from, p)
+			}
+		}
+	}
+	return from, indexOf
 }
 
 // freeSuffix returns ".prev-TIME", or ".prev-TIME-N", such that no path+suffix

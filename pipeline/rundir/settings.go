@@ -163,18 +163,20 @@ func equal(a, b any) bool {
 		return true
 	case json.Number:
 		y, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		if x == y {
-			return true
-		}
-		rx, okx := new(big.Rat).SetString(string(x))
-		ry, oky := new(big.Rat).SetString(string(y))
-		return okx && oky && rx.Cmp(ry) == 0
+		return ok && equalNumbers(x, y)
 	default:
 		return a == b
 	}
+}
+
+// equalNumbers compares JSON numbers by value (1.0 is 1, 1e3 is 1000).
+func equalNumbers(x, y json.Number) bool {
+	if x == y {
+		return true
+	}
+	rx, okx := new(big.Rat).SetString(string(x))
+	ry, oky := new(big.Rat).SetString(string(y))
+	return okx && oky && rx.Cmp(ry) == 0
 }
 
 func kindText(v any) string {
