@@ -30,12 +30,7 @@ type Point struct {
 
 // PointStage is one stage's counts since its start began.
 type PointStage struct {
-	ID       string `json:"id"`
-	Kind     string `json:"kind"`
-	In       int64  `json:"in"`
-	Out      int64  `json:"out"`
-	Rejected int64  `json:"rejected"`
-	Failed   int64  `json:"failed"`
+	pipeline.StageCounts
 	// Tokens are the output tokens of a stage with a fleet
 	// (stages.FleetView), ServerTokens each server's.
 	Tokens       int64            `json:"output_tokens,omitempty"`
@@ -66,7 +61,7 @@ func RecordPoint(runDir string, s *pipeline.Summary, final bool) {
 	timelineLast.Store(runDir, now)
 	p := Point{T: now.UTC(), PID: os.Getpid(), Elapsed: s.Elapsed.Seconds(), Finished: s.Finished}
 	for _, st := range s.Stages {
-		ps := PointStage{ID: st.ID, Kind: st.Kind, In: st.In, Out: st.Out, Rejected: st.Rejected, Failed: st.Failed}
+		ps := PointStage{StageCounts: st.StageCounts}
 		if v, ok := st.View.(stages.FleetView); ok {
 			ps.Tokens, ps.ServerTokens, ps.ServerLimits = v.Tokens, map[string]int64{}, map[string]int64{}
 			for _, s := range v.Servers {
