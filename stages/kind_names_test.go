@@ -14,11 +14,6 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
-// kindNameLeaks are the files outside stages/ still deciding by a kind's
-// name, each with the Spec-level call that replaces it (issue 23). The
-// list only shrinks: a new file here is a kind's knowledge leaking out.
-var kindNameLeaks = map[string]string{}
-
 // TestNoKindNameOutsideStages: no Go file outside stages/ (tests aside)
 // holds a string that is a registered kind's name, or the start of one
 // ("write-"): what a kind is, its Spec says (Output, Verify, Replay,
@@ -73,16 +68,7 @@ func TestNoKindNameOutsideStages(t *testing.T) {
 	}
 	sort.Strings(files)
 	for _, f := range files {
-		if why, known := kindNameLeaks[f]; known {
-			t.Logf("%s still names %s (known: %s)", f, strings.Join(found[f], ", "), why)
-			continue
-		}
 		t.Errorf("%s names the kind %s: ask its Spec instead (pipeline.OutputOf, HoldsRecords, Spec.Replay, Spec.Expensive)", f, strings.Join(found[f], ", "))
-	}
-	for f := range kindNameLeaks {
-		if _, still := found[f]; !still {
-			t.Logf("%s no longer names a kind: take it off kindNameLeaks", f)
-		}
 	}
 	if len(kinds) == 0 {
 		t.Fatal("no kind registered")
