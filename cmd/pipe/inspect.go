@@ -942,23 +942,20 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 // readStatus takes the state and counts of the last run from dir's
 // status.json, if it has one.
 func (rr *runReport) readStatus(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, "status.json"))
-	if err != nil {
+	st, err := rundir.ReadStatus[json.RawMessage](dir)
+	var unreadable *fs.PathError
+	switch {
+	case errors.As(err, &unreadable):
+		return nil // left out, as when there is none
+	case err != nil:
+		return fmt.Errorf("pipe inspect: %v", err)
+	case st == nil:
 		return nil
 	}
-	var st struct {
-		State      string        `json:"state"`
-		Updated    string        `json:"updated"`
-		PID        int           `json:"pid"`
-		Error      string        `json:"error"`
-		Unfinished *int64        `json:"unfinished"`
-		Stages     []stageCounts `json:"stages"`
+	rr.State, rr.Updated, rr.PID, rr.Error, rr.Unfinished = st.State, st.Updated, st.PID, st.Error, &st.Unfin
+	for _, s := range st.Stages {
+		rr.Stages = append(rr.Stages, s.StageCounts)
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("pipe inspect: %s: %v", filepath.Join(dir, "status.json"), err)
-	}
-	rr.State, rr.Updated, rr.PID, rr.Error, rr.Unfinished = st.State, st.Updated, st.PID, st.Error, st.Unfinished
-	rr.Stages = st.Stages
 	return nil
 }
 

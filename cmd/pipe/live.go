@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -138,52 +139,20 @@ func stageOf(s sample, i int) pipeline.StageSummary {
 // done is what a stage finished with: sent on, rejected or failed.
 func done(st pipeline.StageSummary) int64 { return st.Out + st.Rejected + st.Failed }
 
-// liveStatus is a run's live figures as status.json holds them; the
-// terminal and the progress line render from it too.
-type liveStatus struct {
-	// State is the run's (running, draining, and at the end finished,
-	// stopped or failed) for the display; status.json has its own.
-	State    string       `json:"-"`
-	ElapsedS float64      `json:"elapsed_s"`
-	Stages   []liveStage  `json:"stages"`
-	Input    *liveInput   `json:"input,omitempty"`
-	Fleet    *liveFleet   `json:"generation,omitempty"`
-	ETA      *liveETA     `json:"eta,omitempty"`
-	Edges    []liveEdge   `json:"edges,omitempty"`
-	Finished int          `json:"finished"`
-	Before   int          `json:"finished_before_this_run"`
-	Unfin    int64        `json:"unfinished"`
-	Commit   string       `json:"last_commit,omitempty"`
-	Dead     []string     `json:"dead_letters,omitempty"`
-	Warnings []runWarning `json:"warnings,omitempty"`
-}
+// liveStatus is a run's live figures as status.json holds them
+// (rundir.Live, declared once in pipeline/rundir), with the generation's
+// figures as liveFleet.
+type liveStatus = rundir.Live[liveFleet]
 
-type liveStage struct {
-	pipeline.StageSummary
-	// Done1m and Done15m are records finished (sent on, rejected or
-	// failed) a second over the last minute and 15 minutes.
-	Done1m  float64 `json:"done_per_second_1m"`
-	Done15m float64 `json:"done_per_second_15m"`
-	// RejectShare is rejected of what the stage finished, overall.
-	RejectShare float64 `json:"reject_share"`
-	// Expensive marks the stage whose work is the run's cost (its rate
-	// makes the ETA; what it finished is what rejects are a share of).
-	Expensive bool `json:"expensive,omitempty"`
-}
-
-type liveInput struct {
-	Stage     string  `json:"stage"`
-	BytesRead int64   `json:"bytes_read"`
-	Bytes     int64   `json:"bytes"`
-	Records   int64   `json:"records_read"`
-	Estimated int64   `json:"records_estimated"` // from the bytes read so far; exact once counted or read
-	Counted   bool    `json:"records_counted"`   // the file's lines were counted ahead of the reader
-	Complete  bool    `json:"read_complete"`
-	Share     float64 `json:"share_read"`
-}
+type (
+	liveStage = rundir.Stage
+	liveInput = rundir.Input
+	liveETA   = rundir.ETA
+	liveEdge  = rundir.Edge
+)
 
 // liveFleet is the generate stage's view (stages.FleetView) with the
-// rates the run measures over its snapshots.
+// rates the run measures over its snapshots: status.json's "generation".
 type liveFleet struct {
 	Stage string `json:"stage"`
 	stages.FleetView
@@ -192,19 +161,6 @@ type liveFleet struct {
 }
 
 type liveServer = stages.ServerView
-
-type liveETA struct {
-	Remaining int64   `json:"remaining"`
-	PerSecond float64 `json:"per_second"`
-	Seconds   float64 `json:"seconds"`
-	Estimated bool    `json:"estimated"` // the total is estimated from the input's bytes
-}
-
-type liveEdge struct {
-	From  string `json:"from"`
-	Port  string `json:"port"`
-	Depth int    `json:"depth"`
-}
 
 // status computes the live figures of the last snapshot.
 func (l *live) status() *liveStatus {

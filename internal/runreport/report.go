@@ -8,7 +8,6 @@ package runreport
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -177,25 +176,18 @@ func (r *Report) note(format string, args ...any) {
 }
 
 func (r *Report) readStatus() {
-	data, err := os.ReadFile(filepath.Join(r.RunDir, "status.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	// Field names match case-insensitively: {"ID": …} and {"id": …} alike.
-	var st struct {
-		State   string        `json:"state"`
-		Updated string        `json:"updated"`
-		Error   string        `json:"error"`
-		Stages  []StageCounts `json:"stages"`
-	}
-	if err == nil {
-		err = json.Unmarshal(data, &st)
-	}
+	st, err := rundir.ReadStatus[json.RawMessage](r.RunDir)
 	if err != nil {
-		r.note("status.json: %v", err)
+		r.note("%v", err) // it names the file
 		return
 	}
-	r.State, r.Updated, r.Error, r.Stages = st.State, st.Updated, st.Error, st.Stages
+	if st == nil {
+		return
+	}
+	r.State, r.Updated, r.Error = st.State, st.Updated, st.Error
+	for _, s := range st.Stages {
+		r.Stages = append(r.Stages, s.StageCounts)
+	}
 }
 
 // writer is a stage of the run that writes rows, from run.json.

@@ -144,7 +144,8 @@ func (s *Status[F]) UpdatedAt() time.Time {
 }
 
 // ReadStatus reads dir/status.json; it returns nil, nil when there is none
-// (a directory whose run never started).
+// (a directory whose run never started). A file it cannot read is
+// os.ReadFile's *fs.PathError; one that is not a status names its path.
 func ReadStatus[F any](dir string) (*Status[F], error) {
 	path := filepath.Join(dir, StatusFile)
 	data, err := os.ReadFile(path)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -28,27 +27,9 @@ type Run struct {
 	Live bool
 }
 
-// Status is the part of RUN_DIR/status.json (written by pipe run) a set
-// of shards is summed from.
-type Status struct {
-	State          string                  `json:"state"` // running, draining, finished, stopped, failed
-	Updated        string                  `json:"updated"`
-	PID            int                     `json:"pid"`
-	ElapsedS       float64                 `json:"elapsed_s"`
-	Finished       int64                   `json:"finished"`
-	FinishedBefore int64                   `json:"finished_before_this_run"`
-	Stages         []pipeline.StageSummary `json:"stages"`
-	Input          *struct {
-		Estimated int64 `json:"records_estimated"`
-		Counted   bool  `json:"records_counted"`
-		Complete  bool  `json:"read_complete"`
-	} `json:"input"`
-	ETA *struct {
-		PerSecond float64 `json:"per_second"`
-		Seconds   float64 `json:"seconds"`
-	} `json:"eta"`
-	Error string `json:"error"`
-}
+// Status is a shard's RUN_DIR/status.json (written by pipe run), which a
+// set of shards is summed from; the generation's figures are left as read.
+type Status = rundir.Status[json.RawMessage]
 
 // Open reads the run directory dir (or the run.json path inside it).
 func Open(dir string) (*Run, error) {
@@ -73,15 +54,7 @@ func Open(dir string) (*Run, error) {
 		}
 		run.Shard = pipeline.Shard{Index: r.Shard.Index, Count: r.Shard.Count}
 	}
-	b, err := os.ReadFile(filepath.Join(abs, "status.json"))
-	switch {
-	case err == nil:
-		var st Status
-		if err := json.Unmarshal(b, &st); err != nil {
-			return nil, fmt.Errorf("%s: status.json: %v", dir, err)
-		}
-		run.Status = &st
-	case !errors.Is(err, os.ErrNotExist):
+	if run.Status, err = rundir.ReadStatus[json.RawMessage](abs); err != nil {
 		return nil, err
 	}
 	h, err := rundir.ReadHolder(abs)
@@ -90,7 +63,7 @@ func Open(dir string) (*Run, error) {
 	}
 	var updated time.Time
 	if run.Status != nil {
-		updated, _ = time.Parse(time.RFC3339, run.Status.Updated)
+		updated = run.Status.UpdatedAt()
 	}
 	run.Live = h.Running(updated)
 	return run, nil
@@ -102,19 +75,17 @@ func Open(dir string) (*Run, error) {
 func (r *Run) State() string {
 	switch {
 	case r.Status == nil && r.Live:
-		return "running"
+		return rundir.StateRunning
 	case r.Status == nil:
 		return "not started"
-	case (r.Status.State == "running" || r.Status.State == "draining") && !r.Live:
-		return "process gone"
 	}
-	return r.Status.State
+	return rundir.ShownState(r.Status.State, r.Live)
 }
 
 // Done reports whether the shard's run finished all its input ("done" in
 // status.json before pipe status existed).
 func (r *Run) Done() bool {
-	return !r.Live && r.Status != nil && (r.Status.State == "finished" || r.Status.State == "done")
+	return !r.Live && r.Status != nil && (r.Status.State == rundir.StateFinished || r.Status.State == "done")
 }
 
 // OpenAll opens every directory; errors name each one that failed.

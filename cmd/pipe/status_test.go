@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipe-dev/pipe/pipeline/rundir"
+)
+
+// A status.json written by pipe run before its schema moved to
+// pipeline/rundir (that package's testdata, every field set) reads with
+// the generation's figures typed, writes back to the same bytes, and
+// shows in pipe status: the process gone (no lock here), the fleet's
+// servers, the warning.
+func TestStatusFixtureReadsTyped(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("..", "..", "pipeline", "rundir", "testdata", "status.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, rundir.StatusFile), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := readStatus(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := st.Doc.Fleet
+	if f == nil || f.Stage != "gen" || f.Capacity != 48 || len(f.Servers) != 2 || f.Servers[0].Errors["timeout"] != 2 || f.Tokens1m != 100.5 {
+		t.Fatalf("generation: %+v", f)
+	}
+	if st.State != stateGone || st.Alive {
+		t.Errorf("state %q, alive %v; want %q (no process holds the directory)", st.State, st.Alive, stateGone)
+	}
+	out := t.TempDir()
+	doc := st.Doc
+	doc.Raw = nil
+	if err := doc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(out, rundir.StatusFile)); !bytes.Equal(got, want) {
+		t.Errorf("written again:\n%s\nwant:\n%s", got, want)
+	}
+	var b strings.Builder
+	printStatus(&b, st)
+	for _, s := range []string{"process gone", "pid 4242 on gpu-node-7", "h2:30000", "server h2:30000 ejected", "900 ids (100 before this run)"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("pipe status shows no %q:\n%s", s, b.String())
+		}
+	}
+	b.Reset()
+	if err := printStatusJSON(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(b.String()), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw["state"] != stateGone || raw["state_written"] != stateDraining || raw["alive"] != false || raw["generation"] == nil {
+		t.Errorf("pipe status --json: %s", b.String())
+	}
+}
