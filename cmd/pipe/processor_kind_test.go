@@ -119,6 +119,9 @@ path  = "out/rows.jsonl"
 	// values are reported at their key, the constructor's judgement too.
 	pipe(0, "check", "cut.toml")
 	spec := pipeline.DefaultRegistry.Lookup("reject-long-answers")
+	if got := spec.OperationalKeys(); len(got) != 1 || got[0] != "workers" {
+		t.Errorf("operational keys %q, want workers alone", got)
+	}
 	writeFile(t, "example.toml", "[pipeline]\nname = \"example\"\nrun_dir = \"runs/example\"\n\n"+spec.Example)
 	writeFile(t, "completions.jsonl", "")
 	pipe(0, "check", "example.toml")
@@ -323,10 +326,12 @@ path  = "out/short.jsonl"
 	})
 }
 
+// longAnswersConfig: each key says whether a resume may change it (op),
+// as stages/operational_keys_test.go asks of a kind it does not pin.
 type longAnswersConfig struct {
-	Max     int    `toml:"max" default:"400" min:"1" doc:"the longest answer kept, in unit"`
-	Unit    string `toml:"unit" default:"runes" enum:"runes|bytes|words" doc:"what max counts"`
-	Reason  string `toml:"reason" default:"answer_too_long" doc:"the reason code of a rejection"`
+	Max     int    `toml:"max" default:"400" min:"1" op:"false" doc:"the longest answer kept, in unit"`
+	Unit    string `toml:"unit" default:"runes" enum:"runes|bytes|words" op:"false" doc:"what max counts"`
+	Reason  string `toml:"reason" default:"answer_too_long" op:"false" doc:"the reason code of a rejection"`
 	Workers int    `toml:"workers" default:"2" min:"1" op:"true" doc:"records checked at once"`
 }
 
