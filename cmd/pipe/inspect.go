@@ -18,7 +18,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -863,12 +862,15 @@ type runReport struct {
 // package pipeline).
 type stageCounts = pipeline.StageCounts
 
+// lockReport is the run directory's lock as pipe inspect shows it (read
+// by rundir.ReadHolder, the lock file's one reader).
 type lockReport struct {
 	PID      int       `json:"pid"`
 	Host     string    `json:"host"`
 	Started  time.Time `json:"started"`
 	Released time.Time `json:"released,omitzero"`
-	// Alive: the process is running (checked only on the same host).
+	// Alive: the process is running, holding the lock (checked only on
+	// the same host).
 	Alive *bool `json:"alive,omitempty"`
 }
 
@@ -959,22 +961,20 @@ func (rr *runReport) readStatus(dir string) error {
 	return nil
 }
 
-// readLock reads dir's lock file; on this host, an unreleased lock says
-// whether its process is alive. nil when there is none (or it is unreadable).
+// readLock is what dir's lock says (rundir.ReadHolder): on this host, an
+// unreleased lock also says whether its process is alive (holds it). nil
+// when there is none (or it is unreadable).
 func readLock(dir string) *lockReport {
-	data, err := os.ReadFile(filepath.Join(dir, rundir.LockFile))
-	if err != nil {
+	h, err := rundir.ReadHolder(dir)
+	if err != nil || h == nil || h.PID <= 0 {
 		return nil
 	}
-	var l lockReport
-	if json.Unmarshal(data, &l) != nil || l.PID <= 0 {
-		return nil
-	}
-	if host, _ := os.Hostname(); host == l.Host && l.Released.IsZero() {
-		alive := syscall.Kill(l.PID, 0) == nil || errors.Is(syscall.Kill(l.PID, 0), syscall.EPERM)
+	l := &lockReport{PID: h.PID, Host: h.Host, Started: h.Started, Released: h.Released}
+	if !h.Remote && l.Released.IsZero() {
+		alive := h.Alive
 		l.Alive = &alive
 	}
-	return &l
+	return l
 }
 
 // readJournals counts the entries and bytes of each stage's journal in

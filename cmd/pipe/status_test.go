@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,5 +63,44 @@ func TestStatusFixtureReadsTyped(t *testing.T) {
 	}
 	if raw["state"] != stateGone || raw["state_written"] != stateDraining || raw["alive"] != false || raw["generation"] == nil {
 		t.Errorf("pipe status --json: %s", b.String())
+	}
+}
+
+// pipe inspect reads the lock through rundir.ReadHolder: held by this
+// process, running; a lock file naming a live pid that holds no lock (a
+// pid reused after a crash), gone; released, free.
+func TestInspectLockThroughHolder(t *testing.T) {
+	dir := t.TempDir()
+	l, err := rundir.Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := readLock(dir); r == nil || r.PID != os.Getpid() || r.Alive == nil || !*r.Alive {
+		t.Errorf("held: %+v", r)
+	}
+	var b strings.Builder
+	printRunLock(&b, readLock(dir))
+	if !strings.Contains(b.String(), "running") {
+		t.Errorf("held: %s", b.String())
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if r := readLock(dir); r == nil || r.Released.IsZero() || r.Alive != nil {
+		t.Errorf("released: %+v", r)
+	}
+	host, _ := os.Hostname()
+	other := t.TempDir()
+	lock := fmt.Sprintf(`{"pid":%d,"host":%q,"started":"2026-11-30T08:00:00Z"}`, os.Getpid(), host)
+	if err := os.WriteFile(filepath.Join(other, rundir.LockFile), []byte(lock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	printRunLock(&b, readLock(other))
+	if !strings.Contains(b.String(), "is gone without releasing it") {
+		t.Errorf("a live pid that holds no lock: %s", b.String())
+	}
+	if readLock(t.TempDir()) != nil {
+		t.Error("no lock file: want nil")
 	}
 }
