@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/rundir/runfile"
 )
 
 // From is pipe run --from STAGE=RUN_DIR: the run replaces STAGE and every
@@ -242,7 +241,7 @@ func (fr *From) journalReader(reg *Registry, sd *StageDecl, journal string, file
 // replayableOutput is the first recorded output a replay of stage can
 // read: a local file that holds records, written by a writer fed by stage
 // alone; nil if none.
-func replayableOutput(reg *Registry, outs []recordedOutput, byID map[string]*StageDecl, stage string) *recordedOutput {
+func replayableOutput(reg *Registry, outs []runfile.Output, byID map[string]*StageDecl, stage string) *runfile.Output {
 	for i, o := range outs {
 		w := byID[o.Stage]
 		if w == nil || !feedsOnly(w, stage) || strings.HasPrefix(o.Path, "s3://") {
@@ -267,27 +266,12 @@ func feedsOnly(w *StageDecl, stage string) bool {
 	return w.Inputs[0] == stage || w.Inputs[0] == stage+".out"
 }
 
-// recordedOutput is an output as RUN_DIR/run.json records it (package
-// rundir writes it; it imports this one, so the few fields are read here).
-type recordedOutput struct {
-	Stage string `json:"stage"`
-	Kind  string `json:"kind"`
-	Path  string `json:"path"`
-}
-
-func recordedOutputs(runDir string) ([]recordedOutput, error) {
-	raw, err := os.ReadFile(filepath.Join(runDir, "run.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+// recordedOutputs are the outputs RUN_DIR/run.json records (nil without
+// one).
+func recordedOutputs(runDir string) ([]runfile.Output, error) {
+	r, err := runfile.Read(runDir)
+	if err != nil || r == nil {
 		return nil, err
-	}
-	var r struct {
-		Outputs []recordedOutput `json:"outputs"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(runDir, "run.json"), err)
 	}
 	return r.Outputs, nil
 }
