@@ -1051,18 +1051,11 @@ func runOutputs(run *rundir.Run) []outputReport {
 // settingsOutputs are the outputs of an older run.json, by stage id: the
 // stages whose kind keeps an output, at their "path".
 func settingsOutputs(settings map[string]any) []rundir.Output {
-	ids := make([]string, 0, len(settings))
-	for id := range settings {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
 	var out []rundir.Output
-	for _, id := range ids {
-		s, _ := settings[id].(map[string]any)
-		kind, _ := s["kind"].(string)
-		path, _ := s["path"].(string)
-		if spec := pipeline.OutputOf(kind); path != "" && spec != nil && spec.Committed != nil {
-			out = append(out, rundir.Output{Stage: id, Kind: kind, Path: path})
+	for _, s := range rundir.RecordedStages(settings) {
+		path := s.Str("path")
+		if spec := pipeline.OutputOf(s.Kind); path != "" && spec != nil && spec.Committed != nil {
+			out = append(out, rundir.Output{Stage: s.ID, Kind: s.Kind, Path: path})
 		}
 	}
 	return out
