@@ -180,11 +180,11 @@ func TestCompare(t *testing.T) {
 func TestRecordedStages(t *testing.T) {
 	dir := t.TempDir()
 	p := plan(t, dir, basePipeline)
-	r, _, err := rundir.Check(dir, p, false, []string{"pipe", "run"})
-	if err != nil {
+	if _, _, err := rundir.Check(dir, p, false, []string{"pipe", "run"}); err != nil {
 		t.Fatal(err)
 	}
-	if r, err = rundir.ReadRun(dir); err != nil || r == nil {
+	r, err := rundir.ReadRun(dir)
+	if err != nil || r == nil {
 		t.Fatal(r, err)
 	}
 	got := rundir.RecordedStages(r.Settings)
