@@ -18,18 +18,7 @@ import (
 // shows in pipe status: the process gone (no lock here), the fleet's
 // servers, the warning.
 func TestStatusFixtureReadsTyped(t *testing.T) {
-	want, err := os.ReadFile(filepath.Join("..", "..", "pipeline", "rundir", "testdata", "status.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, rundir.StatusFile), want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st, err := readStatus(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, want := readFixture(t, "status.json")
 	f := st.Doc.Fleet
 	if f == nil || f.Stage != "gen" || f.Capacity != 48 || len(f.Servers) != 2 || f.Servers[0].Errors["timeout"] != 2 || f.Tokens1m != 100.5 {
 		t.Fatalf("generation: %+v", f)
@@ -37,15 +26,7 @@ func TestStatusFixtureReadsTyped(t *testing.T) {
 	if st.State != stateGone || st.Alive {
 		t.Errorf("state %q, alive %v; want %q (no process holds the directory)", st.State, st.Alive, stateGone)
 	}
-	out := t.TempDir()
-	doc := st.Doc
-	doc.Raw = nil
-	if err := doc.Write(out); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(filepath.Join(out, rundir.StatusFile)); !bytes.Equal(got, want) {
-		t.Errorf("written again:\n%s\nwant:\n%s", got, want)
-	}
+	writesAgain(t, st, want)
 	var b strings.Builder
 	printStatus(&b, st)
 	for _, s := range []string{"process gone", "pid 4242 on gpu-node-7", "h2:30000", "server h2:30000 ejected", "900 ids (100 before this run)"} {
@@ -63,6 +44,61 @@ func TestStatusFixtureReadsTyped(t *testing.T) {
 	}
 	if raw["state"] != stateGone || raw["state_written"] != stateDraining || raw["alive"] != false || raw["generation"] == nil {
 		t.Errorf("pipe status --json: %s", b.String())
+	}
+}
+
+// A whole run's status.json from before (a sim run of 21f06c7): the
+// generation's servers typed, the same bytes written again, and pipe
+// status shows the stages and the fleet.
+func TestStatusOfAnEarlierRunReadsTyped(t *testing.T) {
+	st, want := readFixture(t, "status-sim-run.json")
+	if f := st.Doc.Fleet; f == nil || f.Stage != "gen" || len(f.Servers) != 2 || f.Tokens == 0 || f.Servers[0].Completions == 0 {
+		t.Fatalf("generation: %+v", f)
+	}
+	if st.State != stateFinished || len(st.Doc.Stages) != 5 || st.Doc.Stages[3].Kind != "validate-thinking" || st.Doc.Input == nil || !st.Doc.Input.Complete {
+		t.Errorf("status: %+v", st.Doc)
+	}
+	writesAgain(t, st, want)
+	var b strings.Builder
+	printStatus(&b, st)
+	for _, s := range []string{"state      finished", "finished   40 ids", "check    validate-thinking", "servers 2 of 2"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("pipe status shows no %q:\n%s", s, b.String())
+		}
+	}
+}
+
+// readFixture reads pipeline/rundir/testdata/NAME as a run directory's
+// status.json.
+func readFixture(t *testing.T, name string) (*runStatus, []byte) {
+	t.Helper()
+	want, err := os.ReadFile(filepath.Join("..", "..", "pipeline", "rundir", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, rundir.StatusFile), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := readStatus(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, want
+}
+
+// writesAgain: the status read, written by pipe run's type, is the bytes
+// read.
+func writesAgain(t *testing.T, st *runStatus, want []byte) {
+	t.Helper()
+	out := t.TempDir()
+	doc := st.Doc
+	doc.Raw = nil
+	if err := doc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(out, rundir.StatusFile)); !bytes.Equal(got, want) {
+		t.Errorf("written again:\n%s\nwant:\n%s", got, want)
 	}
 }
 

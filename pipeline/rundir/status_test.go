@@ -14,10 +14,12 @@ import (
 // testdata/status.json and status-starting.json were written by pipe run's
 // status writer as it was before this type (cmd/pipe statusDoc at
 // 21f06c7), every field set in the first, a start's first "running" in
-// the second: run directories written then must read the same, and a
-// status written again must be the same bytes.
+// the second; status-sim-run.json by a whole pipe run of that commit
+// against the simulator (read-prompts, dedupe-against-progress, generate,
+// validate-thinking, write-jsonl): run directories written then must read
+// the same, and a status written again must be the same bytes.
 func TestStatusReadsWhatEarlierPipeWrote(t *testing.T) {
-	for _, name := range []string{"status.json", "status-starting.json"} {
+	for _, name := range []string{"status.json", "status-starting.json", "status-sim-run.json"} {
 		t.Run(name, func(t *testing.T) {
 			want, err := os.ReadFile(filepath.Join("testdata", name))
 			if err != nil {
