@@ -193,7 +193,7 @@ func (ins *inspector) inspectDir(doc *inspectDoc, path string) (*inspectDoc, err
 	case hasManifest(path):
 		doc.Kind = "shards"
 		return doc, ins.shardDir(doc, path)
-	case has(rundir.RunFile) || has("done.ids"):
+	case has(rundir.RunFile) || has(pipeline.DoneFile):
 		doc.Kind = "run"
 		return doc, ins.runDir(doc, path)
 	case len(partFiles(path)) > 0:
@@ -914,7 +914,7 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 		return err
 	}
 	rr.Lock = readLock(dir)
-	if n, err := commitlog.CountIDs(filepath.Join(dir, "done.ids")); err != nil {
+	if n, err := commitlog.CountIDs(filepath.Join(dir, pipeline.DoneFile)); err != nil {
 		return fmt.Errorf("pipe inspect: %w", err)
 	} else {
 		rr.Finished = n
@@ -935,8 +935,8 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "run.log")); err == nil {
-		rr.Log = filepath.Join(dir, "run.log")
+	if _, err := os.Stat(filepath.Join(dir, runLogFile)); err == nil {
+		rr.Log = filepath.Join(dir, runLogFile)
 	}
 	return nil
 }

@@ -335,7 +335,7 @@ func notifyText(m notifyMessage) string {
 		if m.WarningsHeld == 1 {
 			what = "warning"
 		}
-		fmt.Fprintf(&b, "%d more %s since the last message, in %s\n", m.WarningsHeld, what, filepath.Join(dir, "run.log"))
+		fmt.Fprintf(&b, "%d more %s since the last message, in %s\n", m.WarningsHeld, what, filepath.Join(dir, runLogFile))
 	}
 	switch m.Event {
 	case notifyWarning:

@@ -743,7 +743,7 @@ type runSession struct {
 // openRunSession opens the run log, says where it is, and sets up the
 // notifier and the terminal display.
 func openRunSession(std *stdio, plan *pipeline.Plan, rs runSettings) (*runSession, error) {
-	r := &runSession{std: std, plan: plan, rs: rs, logPath: filepath.Join(plan.File.RunDir, "run.log")}
+	r := &runSession{std: std, plan: plan, rs: rs, logPath: filepath.Join(plan.File.RunDir, runLogFile)}
 	rl, err := openRunLog(r.logPath, rs.logFormat)
 	if err != nil {
 		return nil, err
