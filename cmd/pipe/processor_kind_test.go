@@ -30,9 +30,10 @@ import (
 // file:line:col), the dry run and pipe graph show it with its settings,
 // pipe run runs it against the simulator, the run's summary, status.json,
 // pipe status, the metrics, inspect and report count it and show its
-// figure, and a resume records its keys in run.json (a data key's change
-// refused, an operational one's taken): issue 23's "a new processor kind
-// needs one new file plus its test".
+// figure, a replay from it (--from) reads what it sent on back from the
+// writer it fed, and a resume records its keys in run.json (a data key's
+// change refused, an operational one's taken): issue 23's "a new processor
+// kind needs one new file plus its test".
 func TestNewProcessorKindNeedsNoOtherFile(t *testing.T) {
 	registerLongAnswers()
 	dir := t.TempDir()
@@ -255,6 +256,12 @@ path  = "out/rows.jsonl"
 	}
 	if len(rep.Rejected) != 1 || rep.Rejected[0] != (runreport.Reason{Stage: "cut", Reason: "answer_too_long", Count: int64(len(rejected))}) {
 		t.Errorf("report: rejected %+v", rep.Rejected)
+	}
+
+	// A replay from the stage (--from): what it sent on is read back from
+	// the writer it fed alone.
+	if out := pipe(0, "run", "--dry-run", "--from", "cut="+filepath.Join("runs", "cut"), "cut.toml"); !strings.Contains(out, "rows.jsonl (written by rows)") {
+		t.Errorf("a replay from cut does not read the output it fed:\n%s", out)
 	}
 
 	// A resume: its keys are in run.json's settings; a data key's change
