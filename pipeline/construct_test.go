@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // splitConfig is a config only its constructor can judge: whether sep
@@ -55,7 +56,7 @@ id = "out"
 kind = "collect"
 input = "s"
 `
-		f, probs := pipeline.Parse("p.toml", []byte(src), pipeline.LoadOptions{})
+		f, probs := pipefile.Parse("p.toml", []byte(src), pipefile.Options{})
 		if len(probs) > 0 {
 			t.Fatal(probs)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // Test-only kinds for the durability tests (panics, an expensive stage that
@@ -189,7 +190,7 @@ func durablePlan(t testing.TB, dir, src string) *pipeline.Plan {
 	if !strings.Contains(src, "[pipeline]") {
 		src = "[pipeline]\nrun_dir = \"run\"\n" + src
 	}
-	f, probs := pipeline.Parse(dir+"/test.toml", []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse(dir+"/test.toml", []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -1325,13 +1325,13 @@ func (e *engine) checkFailed(final bool) error {
 			ErrTooManyFailed, n.failed.Load(), n.in.Load(), n.ps.ID(), limit.Text, filepath.Join(e.plan.File.RunDir, "failed"))
 	}
 	if limit.Share == 0 { // a count is over the whole run
-		if limit.exceeded(total, total, final) {
+		if limit.Exceeded(total, total, final) {
 			return tooMany(worst)
 		}
 		return nil
 	}
 	for _, n := range e.nodes {
-		if limit.exceeded(n.failed.Load(), n.in.Load(), final) {
+		if limit.Exceeded(n.failed.Load(), n.in.Load(), final) {
 			return tooMany(n)
 		}
 	}

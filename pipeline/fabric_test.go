@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // burst emits n records as fast as its output takes them and counts those
@@ -150,7 +151,7 @@ input = ["a", "b"]
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				dir := t.TempDir()
-				f, probs := pipeline.Parse(dir+"/test.toml", []byte("[pipeline]\nrun_dir = \"run\"\n"+tc.graph), pipeline.LoadOptions{})
+				f, probs := pipefile.Parse(dir+"/test.toml", []byte("[pipeline]\nrun_dir = \"run\"\n"+tc.graph), pipefile.Options{})
 				if len(probs) > 0 {
 					t.Fatal(probs)
 				}

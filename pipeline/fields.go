@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pipe-dev/pipe/internal/suggest"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // Duration is a config value written as a Go duration string ("90s", "10m").
@@ -179,32 +181,13 @@ func withArticle(s string) string {
 	return "a " + s
 }
 
-// rawTypeName describes a decoded TOML value for messages.
-func rawTypeName(raw any) string {
-	switch x := raw.(type) {
-	case string:
-		return fmt.Sprintf("string %q", x)
-	case int64:
-		return fmt.Sprintf("integer %d", x)
-	case float64:
-		return fmt.Sprintf("number %v", x)
-	case bool:
-		return fmt.Sprintf("boolean %v", x)
-	case []any, []map[string]any:
-		return "array"
-	case map[string]any:
-		return "table"
-	}
-	return fmt.Sprintf("%T", raw)
-}
-
 // setFromRaw sets v from a decoded TOML value, checking its type.
 func setFromRaw(v reflect.Value, raw any) error {
 	if v.Addr().Type().Implements(configDecoderType) {
 		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(raw)
 	}
 	mismatch := func() error {
-		return fmt.Errorf("must be %s, got %s", withArticle(typeName(v.Type())), rawTypeName(raw))
+		return fmt.Errorf("must be %s, got %s", withArticle(typeName(v.Type())), pipefile.DescribeValue(raw))
 	}
 	if v.Type() == durationType {
 		s, ok := raw.(string)
@@ -341,7 +324,7 @@ func (f *fieldInfo) checkRange(v reflect.Value) error {
 					return nil
 				}
 			}
-			return fmt.Errorf("must be one of %s, got %q%s", quoteList(f.Enum), v.String(), DidYouMean(v.String(), f.Enum))
+			return fmt.Errorf("must be one of %s, got %q%s", quoteList(f.Enum), v.String(), suggest.DidYouMean(v.String(), f.Enum))
 		}
 		return nil
 	default:
@@ -372,43 +355,4 @@ func quoteList(xs []string) string {
 		q[i] = strconv.Quote(x)
 	}
 	return strings.Join(q, ", ")
-}
-
-// DidYouMean returns ` (did you mean "x"?)` when a candidate is close to s.
-func DidYouMean(s string, candidates []string) string {
-	best, bestD := "", math.MaxInt
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := 2
-	if len(s) > 8 {
-		limit = 3
-	}
-	if best == "" || bestD > limit || bestD >= len(s) {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

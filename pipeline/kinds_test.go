@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	_ "github.com/pipe-dev/pipe/stages" // the real kinds; tests reuse some
 )
 
@@ -129,7 +130,7 @@ func plan(t testing.TB, dir, src string) *pipeline.Plan {
 	if !strings.Contains(src, "[pipeline]") {
 		src = "[pipeline]\nrun_dir = \"run\"\n" + src
 	}
-	f, probs := pipeline.Parse(dir+"/test.toml", []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse(dir+"/test.toml", []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

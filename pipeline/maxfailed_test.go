@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // failEvery fails every k-th record (retries exhausted, as generate does).
@@ -51,7 +52,7 @@ kind = "write-jsonl"
 input = "gen"
 path = "out.jsonl"
 `, n, k)
-	f, probs := pipeline.Parse(dir+"/test.toml", []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse(dir+"/test.toml", []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // A panic while processing one record fails that record — it goes to
@@ -274,7 +275,7 @@ func panicSourceChild(t *testing.T, dir string) {
 	reg := durableRegistry()
 	reg.Register(pipeline.Spec{Kind: "panic-source", Summary: "test", Outputs: []string{"out"},
 		New: pipeline.NewSource(func(c *countConfig) (pipeline.Source, error) { return panicSource{}, nil })})
-	f, probs := pipeline.Parse(dir+"/test.toml", []byte(`
+	f, probs := pipefile.Parse(dir+"/test.toml", []byte(`
 [pipeline]
 run_dir = "run"
 
@@ -287,7 +288,7 @@ id = "out"
 kind = "write-jsonl"
 input = "src"
 path = "out.jsonl"
-`), pipeline.LoadOptions{})
+`), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // balanceIDs are n ids of one of the two kinds runs have: given ones
@@ -41,7 +42,7 @@ func TestShardsAreBalanced(t *testing.T) {
 		for _, n := range []int{2, 3, 4, 16} {
 			counts := make([]int, n)
 			for _, id := range ids {
-				counts[pipeline.ShardOf(id, n)]++
+				counts[pipefile.ShardOf(id, n)]++
 			}
 			want := float64(len(ids)) / float64(n)
 			for i, c := range counts {
@@ -66,18 +67,18 @@ func TestShardOfIsStable(t *testing.T) {
 		{"sha256:00112233445566778899aabbccddeeff", 16, 8}, {"", 16, 15}, {"a", 3, 0}, {"a", 1, 0},
 	}
 	for _, p := range pinned {
-		if got := pipeline.ShardOf(p.id, p.n); got != p.i {
+		if got := pipefile.ShardOf(p.id, p.n); got != p.i {
 			t.Errorf("ShardOf(%q, %d) = %d, pinned %d", p.id, p.n, got, p.i)
 		}
 	}
 	ids := balanceIDs("given", 100_000)
 	want := map[string]int{}
 	for _, id := range ids {
-		want[id] = pipeline.ShardOf(id, 16)
+		want[id] = pipefile.ShardOf(id, 16)
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	for _, id := range ids {
-		if got := pipeline.ShardOf(id, 16); got != want[id] {
+		if got := pipefile.ShardOf(id, 16); got != want[id] {
 			t.Fatalf("ShardOf(%q) = %d after shuffling the input, %d before", id, got, want[id])
 		}
 	}
@@ -91,7 +92,7 @@ func TestShardIndependentOfDoneHash(t *testing.T) {
 	for _, id := range ids {
 		b := commitlog.Hash(id) >> 60
 		inBucket[b]++
-		if pipeline.ShardOf(id, 16) == 5 {
+		if pipefile.ShardOf(id, 16) == 5 {
 			inShard[b]++
 		}
 	}
@@ -114,7 +115,7 @@ func TestParseShard(t *testing.T) {
 		{"/16", "", `shard must be "I/N" (shard I of N, counted from 0, e.g. "3/16"), got "/16"`},
 		{"3", "", `shard must be "I/N" (shard I of N, counted from 0, e.g. "3/16"), got "3"`},
 	} {
-		s, err := pipeline.ParseShard(tc.in)
+		s, err := pipefile.ParseShard(tc.in)
 		switch {
 		case tc.err != "" && (err == nil || err.Error() != tc.err):
 			t.Errorf("ParseShard(%q) error = %v, want %s", tc.in, err, tc.err)
@@ -122,7 +123,7 @@ func TestParseShard(t *testing.T) {
 			t.Errorf("ParseShard(%q) = %v, %v; want %s", tc.in, s, err, tc.want)
 		}
 	}
-	if got := (pipeline.Shard{Index: 3, Count: 16}).Name(); got != "shard-0003-of-0016" {
+	if got := (pipefile.Shard{Index: 3, Count: 16}).Name(); got != "shard-0003-of-0016" {
 		t.Errorf("Name = %q", got)
 	}
 }
@@ -140,11 +141,11 @@ shard = "${env:SLURM_ARRAY_TASK_ID}/16"
 [vars]
 tag = "part ${shard}"
 `
-	f, probs := pipeline.Parse("/p/a.toml", []byte(src), pipeline.LoadOptions{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "3"})})
+	f, probs := pipefile.Parse("/p/a.toml", []byte(src), pipefile.Options{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "3"})})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	if f.Shard == nil || *f.Shard != (pipeline.Shard{Index: 3, Count: 16}) {
+	if f.Shard == nil || *f.Shard != (pipefile.Shard{Index: 3, Count: 16}) {
 		t.Fatalf("Shard = %v, want 3/16", f.Shard)
 	}
 	if f.RunDir != "/p/runs/x/shard-0003-of-0016" {
@@ -155,16 +156,16 @@ tag = "part ${shard}"
 	}
 
 	own := strings.Replace(src, `"runs/x"`, `"runs/x-${shard}"`, 1)
-	f, _ = pipeline.Parse("/p/a.toml", []byte(own), pipeline.LoadOptions{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "3"}), Shard: "1/2"})
+	f, _ = pipefile.Parse("/p/a.toml", []byte(own), pipefile.Options{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "3"}), Shard: "1/2"})
 	if f.RunDir != "/p/runs/x-shard-0001-of-0002" {
 		t.Errorf("with ${shard} in run_dir and --shard 1/2: RunDir = %s", f.RunDir)
 	}
 
-	_, probs = pipeline.Parse("/p/a.toml", []byte(src), pipeline.LoadOptions{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "16"})})
+	_, probs = pipefile.Parse("/p/a.toml", []byte(src), pipefile.Options{Getenv: env(map[string]string{"SLURM_ARRAY_TASK_ID": "16"})})
 	if got := probs.Error(); !strings.Contains(got, `/p/a.toml:3:1: [pipeline]: shard index must be 0..15 (counted from 0) for 16 shards, got 16 in "16/16"`) {
 		t.Errorf("out-of-range index: %s", got)
 	}
-	_, probs = pipeline.Parse("/p/a.toml", []byte(src), pipeline.LoadOptions{Getenv: env(nil)})
+	_, probs = pipefile.Parse("/p/a.toml", []byte(src), pipefile.Options{Getenv: env(nil)})
 	if got := probs.Error(); !strings.Contains(got, `/p/a.toml:3:1: [pipeline]: shard: environment variable SLURM_ARRAY_TASK_ID is not set`) {
 		t.Errorf("unset variable: %s", got)
 	}
@@ -182,7 +183,7 @@ func TestShardsTakeEveryIDOnce(t *testing.T) {
 		key := fmt.Sprintf("%s/%d", dir, i)
 		src := "[pipeline]\nrun_dir = \"run\"\nshard = \"" + fmt.Sprintf("%d/%d", i, shards) + "\"\n" + resumeGraph(n, key)
 		p := durablePlan(t, dir, src)
-		sh := pipeline.Shard{Index: i, Count: shards}
+		sh := pipefile.Shard{Index: i, Count: shards}
 		runDir := filepath.Join(dir, "run", sh.Name())
 		if p.File.RunDir != runDir {
 			t.Fatalf("run dir %s, want %s", p.File.RunDir, runDir)
@@ -232,7 +233,7 @@ func BenchmarkShardOf(b *testing.B) {
 	ids := balanceIDs("content", 1024)
 	b.Run("ShardOf", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
-			pipeline.ShardOf(ids[i&1023], 16)
+			pipefile.ShardOf(ids[i&1023], 16)
 		}
 	})
 	b.Run("reference=commitlog.Hash", func(b *testing.B) {

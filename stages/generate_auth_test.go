@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // randomSecret is a distinctive value to grep for.
@@ -35,7 +36,7 @@ func genProblems(t *testing.T, keys string) string {
 	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(genPrompts(1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(keys)), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(keys)), pipefile.Options{})
 	if len(probs) == 0 {
 		_, probs = pipeline.Build(f, pipeline.DefaultRegistry)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
 
@@ -89,7 +90,7 @@ input = ["gen", "gen.rejected"]
 		reg.Register(*pipeline.DefaultRegistry.Lookup(k))
 	}
 	reg.Register(pipeline.Spec{Kind: "discard", Summary: "drop every record (benchmarks)", New: pipeline.NewProcessor(func(c *struct{}) (pipeline.Processor, error) { return discard{}, nil })})
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if len(probs) > 0 {
 		b.Fatal(probs)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
@@ -690,7 +691,7 @@ func TestGenerateConfig(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(genPrompts(1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f, probs := pipeline.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(tc.keys)), pipeline.LoadOptions{})
+		f, probs := pipefile.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(tc.keys)), pipefile.Options{})
 		if len(probs) == 0 {
 			var plan *pipeline.Plan
 			plan, probs = pipeline.Build(f, pipeline.DefaultRegistry)

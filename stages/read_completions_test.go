@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // runTestPipeline writes src as DIR/p.toml beside files (name → content),
@@ -37,7 +38,7 @@ func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files ma
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -232,7 +233,7 @@ func TestReadCompletionsStopInTheMiddle(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // BenchmarkResumeFirstRequest is the resume of a big run (issue 9): 1,000,000
@@ -93,7 +94,7 @@ func benchFirstRequest(b *testing.B, dir, path string, done int) {
 		b.StartTimer()
 
 		start := time.Now()
-		f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+		f, probs := pipefile.Load(path, pipefile.Options{})
 		if len(probs) > 0 {
 			b.Fatal(probs)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
@@ -183,7 +184,7 @@ func TestRevalidatePipeline(t *testing.T) {
 	if dir := os.Getenv("PIPE_QWEN3_DIR"); dir != "" {
 		sets = append(sets, "check.tokenizer="+quoteTOML(dir), "tok.tokenizer="+quoteTOML(dir))
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets})
+	f, probs := pipefile.Load(path, pipefile.Options{Set: sets})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
@@ -265,7 +266,7 @@ func testValidateConfig(t *testing.T) *ValidateThinkingConfig {
 func decodeTestConfig(t *testing.T, kind, keys string) any {
 	t.Helper()
 	src := "[[stage]]\nid = \"s\"\nkind = \"" + kind + "\"\ninput = \"x\"\n" + keys + "\n"
-	f, probs := pipeline.Parse("test.toml", []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse("test.toml", []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -309,7 +310,7 @@ func TestValidateThinkingLengthsInCharactersWithoutTokenizer(t *testing.T) {
 
 func TestValidateThinkingConfigErrors(t *testing.T) {
 	src := "[[stage]]\nid = \"s\"\nkind = \"validate-thinking\"\ninput = \"p\"\ndisable = [\"empty_anwser\"]\nmax_repetition = 1.5\nthinking = \"maybe\"\n"
-	f, probs := pipeline.Parse("test.toml", []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse("test.toml", []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // rotatePipeline is prompts → generate (simulated) → write-arrow with
@@ -185,7 +186,7 @@ func runInDir(t *testing.T, dir, src string, files map[string]string, opts pipel
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
@@ -262,7 +263,7 @@ func (c *runCmd) checkFlags() error {
 	}
 	c.limits.MinFree = int64(c.diskFreeGiB * (1 << 30))
 	for _, t := range c.notify {
-		if err := pipeline.ParseNotify(t); err != nil {
+		if err := pipefile.ParseNotify(t); err != nil {
 			return usageErrorf("--%v", err)
 		}
 	}
@@ -334,7 +335,7 @@ func (c *runCmd) record(std *stdio, plan *pipeline.Plan, cmdline []string) (*run
 // serverStageIDs are the ids of path's stages whose kind calls servers
 // (Spec.Expensive: its work is GPU time), which --sim points at pipe sim.
 func serverStageIDs(path string) ([]string, error) {
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if f == nil {
 		return nil, probs
 	}

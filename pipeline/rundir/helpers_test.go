@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // Fake kinds shaped like the real ones: a source with an operational path,
@@ -108,7 +109,7 @@ func plan(t testing.TB, dir, src string, edits ...string) *pipeline.Plan {
 	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"id":"a"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.Parse(filepath.Join(dir, "test.toml"), []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse(filepath.Join(dir, "test.toml"), []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // RunFile is run.json's name inside the run directory.
@@ -70,14 +71,14 @@ func outputs(plan *pipeline.Plan) []Output {
 type ShardSpec struct {
 	Index int    `json:"index"`
 	Count int    `json:"count"`
-	Hash  string `json:"hash"` // pipeline.ShardHash
+	Hash  string `json:"hash"` // pipefile.ShardHash
 }
 
-func shardSpec(s *pipeline.Shard) *ShardSpec {
+func shardSpec(s *pipefile.Shard) *ShardSpec {
 	if s == nil {
 		return nil
 	}
-	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipeline.ShardHash}
+	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipefile.ShardHash}
 }
 
 func (s *ShardSpec) String() string {

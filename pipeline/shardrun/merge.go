@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -88,7 +89,7 @@ func Merge(runs []*Run) (*Merged, error) {
 	var probs []string
 	first := runs[0]
 	n := first.Shard.Count
-	m := &Merged{Format: MergedFormat, Created: time.Now().UTC(), Shards: n, ShardHash: pipeline.ShardHash, Outputs: []Output{}}
+	m := &Merged{Format: MergedFormat, Created: time.Now().UTC(), Shards: n, ShardHash: pipefile.ShardHash, Outputs: []Output{}}
 	base := shardFree(first)
 	m.Settings = base
 	byIndex := map[int]*Run{}

@@ -1,4 +1,4 @@
-package pipeline
+package pipefile
 
 import (
 	"os"
@@ -28,7 +28,7 @@ func TestTOMLLimits(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.src), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, probs := LoadFile(path, LoadOptions{})
+			_, probs := Load(path, Options{})
 			if len(probs) != 1 || !strings.Contains(strings.ReplaceAll(probs.Error(), path, "p.toml"), tc.want) {
 				t.Fatalf("got %v, want %q", probs, tc.want)
 			}
@@ -55,7 +55,7 @@ func TestTOMLLimitsIgnoreStringsAndNumbers(t *testing.T) {
 
 // Every pipeline file the project ships is well within the limits.
 func TestShippedPipelinesWithinTOMLLimits(t *testing.T) {
-	files, _ := filepath.Glob("../pipelines/*.toml")
+	files, _ := filepath.Glob("../../pipelines/*.toml")
 	if len(files) == 0 {
 		t.Fatal("no pipelines/*.toml")
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package pipefile
 
 import (
 	"fmt"
@@ -15,13 +15,13 @@ func notifyTargets(v any) ([]string, error) {
 	case []any:
 		raw = x
 	default:
-		return nil, fmt.Errorf("notify must be a string or a list of strings (an http(s) URL or a shell command), got %s", rawTypeName(v))
+		return nil, fmt.Errorf("notify must be a string or a list of strings (an http(s) URL or a shell command), got %s", DescribeValue(v))
 	}
 	out := make([]string, 0, len(raw))
 	for _, r := range raw {
 		s, ok := r.(string)
 		if !ok {
-			return nil, fmt.Errorf("notify must be a string or a list of strings (an http(s) URL or a shell command), got a %s in the list", rawTypeName(r))
+			return nil, fmt.Errorf("notify must be a string or a list of strings (an http(s) URL or a shell command), got a %s in the list", DescribeValue(r))
 		}
 		if err := ParseNotify(s); err != nil {
 			return nil, err

@@ -1,10 +1,10 @@
-package pipeline_test
+package pipefile_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // [pipeline] notify takes a target or a list of them; a bad one is an
@@ -23,7 +23,7 @@ func TestPipelineNotify(t *testing.T) {
 		{src: `notify = [" "]`, err: `test.toml:2:1: [pipeline]: notify: empty target`},
 		{src: `notify = "https:///services/SECRET"`, err: `test.toml:2:1: [pipeline]: notify: https://…: not a URL with a host`},
 	} {
-		f, probs := pipeline.Parse("test.toml", []byte("[pipeline]\n"+tc.src+"\n[[stage]]\nid = \"s\"\nkind = \"count\"\n"), pipeline.LoadOptions{Set: tc.set, SetDir: "/"})
+		f, probs := pipefile.Parse("test.toml", []byte("[pipeline]\n"+tc.src+"\n[[stage]]\nid = \"s\"\nkind = \"count\"\n"), pipefile.Options{Set: tc.set, SetDir: "/"})
 		if tc.err != "" {
 			if len(probs) == 0 || !strings.HasPrefix(probs.Error(), tc.err) || strings.Contains(probs.Error(), "SECRET") {
 				t.Errorf("%s: got %v, want %q", tc.src, probs, tc.err)

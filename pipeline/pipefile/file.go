@@ -1,21 +1,24 @@
-package pipeline
+package pipefile
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/pipe-dev/pipe/internal/redact"
+	"github.com/pipe-dev/pipe/internal/suggest"
 )
 
 // File is a decoded pipeline file: strings interpolated, overrides applied,
-// positions kept; stage configs are not decoded yet (that is Build's job).
+// positions kept; stage configs are not decoded yet (that is pipeline.Build's job).
 type File struct {
 	Path        string // as given; used in messages
 	Dir         string // absolute directory of the file; relative paths resolve here
@@ -45,7 +48,7 @@ type File struct {
 	ShardPos Pos
 
 	// From, if set (pipe run --from STAGE=RUN_DIR), replays what STAGE
-	// produced in another run: Build replaces STAGE and its upstream.
+	// produced in another run: pipeline.Build replaces STAGE and its upstream.
 	From *From
 }
 
@@ -65,17 +68,17 @@ type StageDecl struct {
 	// var defined as "".
 	EmptyEnv map[string][]string
 	// KindSetFrom is the kind the file gives when --set STAGE.kind=…
-	// swapped it; Build allows only a kind with the same ports.
+	// swapped it; pipeline.Build allows only a kind with the same ports.
 	KindSetFrom string
-	// setDir maps keys given by --set to the directory their relative paths
+	// SetDir maps keys given by --set to the directory their relative paths
 	// resolve against (the working directory); other keys use File.Dir.
-	setDir map[string]string
+	SetDir map[string]string
 }
 
-// pathDir is the directory key's relative paths resolve against: the
+// PathDir is the directory key's relative paths resolve against: the
 // working directory for a value given on the command line, else fileDir.
-func (s *StageDecl) pathDir(key, fileDir string) string {
-	if d, ok := s.setDir[key]; ok {
+func (s *StageDecl) PathDir(key, fileDir string) string {
+	if d, ok := s.SetDir[key]; ok {
 		return d
 	}
 	return fileDir
@@ -89,8 +92,8 @@ func (s *StageDecl) KeyPosition(key string) Pos {
 	return s.Pos
 }
 
-// LoadOptions adjust how a file is read.
-type LoadOptions struct {
+// Options adjust how a file is read.
+type Options struct {
 	// Set are --set overrides, "STAGE.KEY=VALUE", "pipeline.KEY=VALUE" or
 	// "vars.NAME=VALUE"; VALUE is a TOML value, or a bare string. A
 	// relative path given this way resolves against SetDir.
@@ -108,16 +111,18 @@ type LoadOptions struct {
 	From string
 }
 
-// LoadFile reads and decodes the pipeline file at path.
-func LoadFile(path string, opts LoadOptions) (*File, Problems) {
+// Load reads and decodes the pipeline file at path.
+func Load(path string, opts Options) (*File, Problems) {
 	src, err := readPipelineFile(path)
 	if err != nil {
-		return nil, Problems{{Pos: Pos{File: path}, Msg: describeReadError(err)}}
+		return nil, Problems{{Pos: Pos{File: path}, Msg: DescribeReadError(err)}}
 	}
 	return Parse(path, src, opts)
 }
 
-func describeReadError(err error) string {
+// DescribeReadError is what a failed read of a file says: the cause
+// alone where the error repeats the path.
+func DescribeReadError(err error) string {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		return pe.Err.Error()
@@ -132,7 +137,7 @@ var (
 
 // Parse decodes a pipeline file's source. path is used for messages and to
 // resolve relative paths.
-func Parse(path string, src []byte, opts LoadOptions) (*File, Problems) {
+func Parse(path string, src []byte, opts Options) (*File, Problems) {
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.LookupEnv
@@ -192,11 +197,11 @@ func (fp *fileParser) interp(p Pos, v any) any {
 }
 
 func (fp *fileParser) checkTopKeys() {
-	for _, k := range sortedKeys(fp.doc) {
+	for _, k := range slices.Sorted(maps.Keys(fp.doc)) {
 		switch k {
 		case "pipeline", "vars", "stage":
 		default:
-			fp.at(fp.pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars] and [[stage]] tables%s", k, DidYouMean(k, []string{"pipeline", "vars", "stage"}))
+			fp.at(fp.pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars] and [[stage]] tables%s", k, suggest.DidYouMean(k, []string{"pipeline", "vars", "stage"}))
 		}
 	}
 }
@@ -205,12 +210,12 @@ func (fp *fileParser) checkTopKeys() {
 func (fp *fileParser) readVars() map[string]any {
 	rawVars, _ := fp.doc["vars"].(map[string]any)
 	if v, ok := fp.doc["vars"]; ok && rawVars == nil {
-		fp.at(fp.pos.table("vars", ""), "[vars] must be a table, got %s", rawTypeName(v))
+		fp.at(fp.pos.table("vars", ""), "[vars] must be a table, got %s", DescribeValue(v))
 	}
 	for k, v := range rawVars {
 		s, ok := v.(string)
 		if !ok {
-			fp.at(fp.pos.table("vars", k), "var %q must be a string, got %s", k, rawTypeName(v))
+			fp.at(fp.pos.table("vars", k), "var %q must be a string, got %s", k, DescribeValue(v))
 			continue
 		}
 		fp.in.raw[k] = s
@@ -247,7 +252,7 @@ func (fp *fileParser) setVars(set []string) (varPos map[string]Pos, sets []strin
 
 // resolveVars interpolates every var, a problem where it was set.
 func (fp *fileParser) resolveVars(rawVars map[string]any, varPos map[string]Pos) {
-	for _, k := range sortedKeys(rawVars) {
+	for _, k := range slices.Sorted(maps.Keys(rawVars)) {
 		if _, ok := fp.in.raw[k]; !ok {
 			continue
 		}
@@ -267,11 +272,11 @@ var pipelineKeys = []string{"name", "run_dir", "description", "max_failed", "max
 func (fp *fileParser) parseHeader() {
 	header := header(fp.doc)
 	if v, ok := fp.doc["pipeline"]; ok && header == nil {
-		fp.at(fp.pos.table("pipeline", ""), "[pipeline] must be a table, got %s", rawTypeName(v))
+		fp.at(fp.pos.table("pipeline", ""), "[pipeline] must be a table, got %s", DescribeValue(v))
 	}
 	fp.f.MaxFailed = DefaultFailLimit
 	fp.f.MaxRejected = DefaultRejectLimit
-	for _, k := range sortedKeys(header) {
+	for _, k := range slices.Sorted(maps.Keys(header)) {
 		if k == "shard" {
 			continue // read first, by parseShard
 		}
@@ -295,13 +300,13 @@ func (fp *fileParser) headerKey(p Pos, k string, v any) {
 	case "keep_journal":
 		b, ok := v.(bool)
 		if !ok {
-			fp.at(p, "[pipeline]: keep_journal must be true or false, got %s", rawTypeName(v))
+			fp.at(p, "[pipeline]: keep_journal must be true or false, got %s", DescribeValue(v))
 		}
 		f.KeepJournal = b
 	case "name", "run_dir", "description":
 		s, isStr := v.(string)
 		if !isStr {
-			fp.at(p, "[pipeline]: %s must be a string, got %s", k, rawTypeName(v))
+			fp.at(p, "[pipeline]: %s must be a string, got %s", k, DescribeValue(v))
 		}
 		switch k {
 		case "name":
@@ -312,7 +317,7 @@ func (fp *fileParser) headerKey(p Pos, k string, v any) {
 			f.Description = s
 		}
 	default:
-		fp.at(p, "[pipeline]: unknown key %q; allowed: %s%s", k, strings.Join(pipelineKeys, ", "), DidYouMean(k, pipelineKeys))
+		fp.at(p, "[pipeline]: unknown key %q; allowed: %s%s", k, strings.Join(pipelineKeys, ", "), suggest.DidYouMean(k, pipelineKeys))
 	}
 	if err != nil {
 		fp.at(p, "[pipeline]: %v", err)
@@ -327,7 +332,7 @@ func (fp *fileParser) parseStages() {
 	case []map[string]any:
 		stages = x
 	default:
-		fp.probs = append(fp.probs, Problem{Pos: fp.pos.top("stage"), Msg: fmt.Sprintf("stage must be an array of tables ([[stage]]), got %s", rawTypeName(x)), Structural: true})
+		fp.probs = append(fp.probs, Problem{Pos: fp.pos.top("stage"), Msg: fmt.Sprintf("stage must be an array of tables ([[stage]]), got %s", DescribeValue(x)), Structural: true})
 	}
 	for i, raw := range stages {
 		fp.f.Stages = append(fp.f.Stages, fp.parseStage(i, raw))
@@ -348,14 +353,14 @@ func (fp *fileParser) parseStage(i int, raw map[string]any) *StageDecl {
 			sprob(sd.KeyPosition("id"), "id must be letters, digits, '-' or '_' (used in inputs as id.port)")
 		}
 	} else if v, present := raw["id"]; present {
-		sprob(sd.KeyPosition("id"), "id must be a string, got %s", rawTypeName(v))
+		sprob(sd.KeyPosition("id"), "id must be a string, got %s", DescribeValue(v))
 	} else {
 		sprob(sd.Pos, "stage has no id")
 	}
 	if kind, ok := raw["kind"].(string); ok {
 		sd.Kind = kind
 	} else if v, present := raw["kind"]; present {
-		sprob(sd.KeyPosition("kind"), "kind must be a string, got %s", rawTypeName(v))
+		sprob(sd.KeyPosition("kind"), "kind must be a string, got %s", DescribeValue(v))
 	} else {
 		sprob(sd.Pos, "stage has no kind")
 	}
@@ -383,7 +388,7 @@ func (fp *fileParser) parseStage(i int, raw map[string]any) *StageDecl {
 // paths resolve against opts.SetDir or the working directory. It returns
 // problems only when the working directory cannot be found (then Parse
 // fails with them); the flags' own problems are fp's.
-func (fp *fileParser) applyFlags(sets []string, opts LoadOptions) Problems {
+func (fp *fileParser) applyFlags(sets []string, opts Options) Problems {
 	setDir := opts.SetDir
 	var err error
 	if setDir == "" && len(sets) > 0 {
@@ -440,14 +445,14 @@ func inputsOf(v any, bad func(string)) []string {
 		for _, it := range x {
 			s, ok := it.(string)
 			if !ok {
-				bad(fmt.Sprintf("input must be a string or an array of strings (\"stage\" or \"stage.port\"), got an item %s", rawTypeName(it)))
+				bad(fmt.Sprintf("input must be a string or an array of strings (\"stage\" or \"stage.port\"), got an item %s", DescribeValue(it)))
 				return nil
 			}
 			out = append(out, s)
 		}
 		return out
 	}
-	bad(fmt.Sprintf("input must be a string or an array of strings (\"stage\" or \"stage.port\"), got %s", rawTypeName(v)))
+	bad(fmt.Sprintf("input must be a string or an array of strings (\"stage\" or \"stage.port\"), got %s", DescribeValue(v)))
 	return nil
 }
 
@@ -578,15 +583,15 @@ func (f *File) setStageKey(target, key string, v any, p Pos, in *interpolator, d
 		default:
 			sd.Raw[key] = v
 			sd.EmptyEnv[key] = in.empty
-			if sd.setDir == nil {
-				sd.setDir = map[string]string{}
+			if sd.SetDir == nil {
+				sd.SetDir = map[string]string{}
 			}
-			sd.setDir[key] = dir
+			sd.SetDir[key] = dir
 		}
 		sd.KeyPos[key] = p
 		return nil
 	}
-	return fmt.Errorf("no stage %q%s", target, DidYouMean(target, ids))
+	return fmt.Errorf("no stage %q%s", target, suggest.DidYouMean(target, ids))
 }
 
 // syntaxProblem turns a TOML decode error into a positioned problem with the
@@ -642,7 +647,7 @@ type interpolator struct {
 // noteEmpty adds env names to in.empty, each once.
 func (in *interpolator) noteEmpty(names ...string) {
 	for _, n := range names {
-		if !contains(in.empty, n) {
+		if !slices.Contains(in.empty, n) {
 			in.empty = append(in.empty, n)
 		}
 	}
@@ -688,7 +693,7 @@ func (in *interpolator) known(name string) string {
 	if len(names) == 0 {
 		return "; [vars] defines none"
 	}
-	return "; [vars] defines " + strings.Join(names, ", ") + DidYouMean(name, names)
+	return "; [vars] defines " + strings.Join(names, ", ") + suggest.DidYouMean(name, names)
 }
 
 func (in *interpolator) expand(s string, stack []string) (string, error) {
@@ -777,15 +782,6 @@ func (in *interpolator) value(v any) (any, error) {
 	return v, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // header is the [pipeline] table, or nil.
 func header(doc map[string]any) map[string]any {
 	h, _ := doc["pipeline"].(map[string]any)
@@ -814,7 +810,7 @@ func (f *File) parseShard(flag string, header map[string]any, pos *positions, in
 		}
 		s, isStr := v.(string)
 		if !isStr {
-			at(p, "[pipeline]: shard must be a string \"I/N\", got %s", rawTypeName(raw))
+			at(p, "[pipeline]: shard must be a string \"I/N\", got %s", DescribeValue(raw))
 			return
 		}
 		text = s

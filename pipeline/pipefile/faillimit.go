@@ -1,7 +1,6 @@
-package pipeline
+package pipefile
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -24,9 +23,6 @@ var DefaultFailLimit = FailLimit{Share: 0.01, Text: "1%"}
 // minShareBase is how many records a stage must have taken in before a share
 // limit is judged during the run: 1 failure in the first 10 is not 10%.
 const minShareBase = 100
-
-// ErrTooManyFailed is the cause when failures passed max_failed.
-var ErrTooManyFailed = errors.New("too many failed records")
 
 // ParseFailLimit reads max_failed: a count (int or "25") or a share ("1%").
 func ParseFailLimit(v any) (FailLimit, error) {
@@ -51,12 +47,12 @@ func ParseFailLimit(v any) (FailLimit, error) {
 		}
 		return FailLimit{Count: n, Text: s}, nil
 	}
-	return FailLimit{}, fmt.Errorf("max_failed must be a count (25) or a share (\"1%%\"), got %s", rawTypeName(v))
+	return FailLimit{}, fmt.Errorf("max_failed must be a count (25) or a share (\"1%%\"), got %s", DescribeValue(v))
 }
 
-// exceeded says whether failed of in passes the limit; final applies a
+// Exceeded says whether failed of in passes the limit; final applies a
 // share however few records came in.
-func (l FailLimit) exceeded(failed, in int64, final bool) bool {
+func (l FailLimit) Exceeded(failed, in int64, final bool) bool {
 	switch {
 	case failed == 0:
 		return false
