@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	_ "github.com/pipe-dev/pipe/stages" // the real kinds; tests reuse some
 )
 
 // Test-only kinds, registered into a registry of the test's own together
-// with the real read-prompts and write-jsonl.
+// with the real read-prompts and write-jsonl. The engine's tests have the
+// same kinds (pipeline/engine/kinds_test.go), and run them.
 
 type countConfig struct {
 	N int64 `toml:"n" default:"10"`
@@ -122,30 +120,4 @@ func testRegistry() *pipeline.Registry {
 		return &collect{cfg: *c, ids: map[string]int{}, tags: map[string]int{}}, nil
 	})})
 	return reg
-}
-
-// plan builds a plan from TOML text in dir; it fails the test on any problem.
-func plan(t testing.TB, dir, src string) *pipeline.Plan {
-	t.Helper()
-	if !strings.Contains(src, "[pipeline]") {
-		src = "[pipeline]\nrun_dir = \"run\"\n" + src
-	}
-	f, probs := pipefile.Parse(dir+"/test.toml", []byte(src), pipefile.Options{})
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	p, probs := pipeline.Build(f, testRegistry())
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	return p
-}
-
-func sink(t testing.TB, id string) *collect {
-	t.Helper()
-	v, ok := sinks.Load(id)
-	if !ok {
-		t.Fatalf("sink %q never opened", id)
-	}
-	return v.(*collect)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
 )
 
 // Record is one unit of work flowing through the graph: a prompt, later its
@@ -33,9 +35,10 @@ type Record struct {
 	// per committed shard file.
 	Shard *ShardRef `json:"shard,omitempty"`
 
-	// ticket tracks where the copies of this record still have to be
-	// committed before its id counts as finished; shared by clones.
-	ticket *ticket
+	// Ticket is the engine's: it tracks where the copies of this record
+	// still have to be committed before its id counts as finished; shared
+	// by clones. Its type is internal: stages cannot use it.
+	Ticket *ticket.Ticket `json:"-"`
 }
 
 // Message is one conversation turn.

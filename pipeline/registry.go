@@ -39,7 +39,7 @@ type Spec struct {
 	// on one that is not connected is dropped (write-arrow's "shards").
 	OptionalOutputs []string
 	// PortBuffers sets the capacity of a port's edges where the run's
-	// default (RunOptions.EdgeBuffer) would hold too much: write-arrow's
+	// default (engine.Options.EdgeBuffer) would hold too much: write-arrow's
 	// "shards" holds one, so shards waiting for an upload stay few and a
 	// slow upload slows the writer instead of filling the disk.
 	PortBuffers map[string]int

@@ -57,7 +57,7 @@ type Finisher interface {
 // commit makes it durable: only then does the run directory count its id as
 // finished, so a crash before that redoes it (from the generation journal,
 // not the servers). Commit makes every record accepted so far durable. The
-// engine calls it every RunOptions.CommitEvery (a Batcher gets CommitDue
+// engine calls it every engine.Options.CommitEvery (a Batcher gets CommitDue
 // there instead), at once when a stop is requested, and when the writer's
 // input ends; never concurrently with Process. A writer that was handed a
 // record it already committed (a replay after a crash) reports it with
@@ -87,7 +87,7 @@ type Committer interface {
 // flight finished), makes everything durable: a stopped run ends with one
 // partial batch, not one at the stop and another after the drain. A batch
 // the writer commits on its own during Process (at max_rows) counts as soon
-// as Process returns. Without a journal (RunOptions.NoJournal) the engine
+// as Process returns. Without a journal (engine.Options.NoJournal) the engine
 // treats a Batcher as a plain Committer.
 //
 // Durable is how many of the records Process accepted since Open are
@@ -177,7 +177,7 @@ type Env struct {
 	// run goes on (e.g. a server that stalled or was never ready), with a
 	// kind naming it ("server_stalled"): the run's warner shows it on the
 	// terminal, in the run log, in status.json and in notifications
-	// (RunOptions.Warn). Nil: write it to Notice.
+	// (engine.Options.Warn). Nil: write it to Notice.
 	Warn func(kind, text string)
 	// Done is the set of ids this run directory had finished (committed in
 	// every output they reached, or rejected or failed for good) when the
@@ -197,7 +197,7 @@ type Env struct {
 	// the reader has not reached yet. Nil outside a run.
 	Halt func(err error)
 	// HashCheck asks a writer to check its committed outputs at Open by
-	// their SHA-256, not only their sizes (RunOptions.HashCheck).
+	// their SHA-256, not only their sizes (engine.Options.HashCheck).
 	HashCheck bool
 	// Unfinish, during Open only, takes ids (commitlog.Hash) out of the
 	// run directory's finished set, in memory and in done.ids: a writer
@@ -211,6 +211,10 @@ type DoneSet interface {
 	Has(id string) bool
 	Len() int
 }
+
+// DoneFile is the run directory's log of finished ids (see
+// commitlog.IDLog); Env.Done is what it held when the run started.
+const DoneFile = "done.ids"
 
 // ReasonDuplicate is the reason code for a record whose id an earlier record
 // of the same input already has. Rejecting a record with it never finishes

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -86,10 +87,10 @@ func TestGenerateAPIKeyInProcess(t *testing.T) {
 	key := randomSecret(t, "sk-")
 	t.Setenv("PIPE_TEST_SIM_KEY", key)
 	servers := `servers = ["sim:2?api_key_env=PIPE_TEST_SIM_KEY&speed=200&think_mean=60&answer_mean=20"]` + "\n"
-	run := func(keys string, n int) (string, *pipeline.Summary, error) {
+	run := func(keys string, n int) (string, *engine.Summary, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return runGenPipeline(t, ctx, genPipeline(servers+fastGenKeys+"ready_timeout = \"10m\"\n"+keys), genPrompts(n), pipeline.RunOptions{})
+		return runGenPipeline(t, ctx, genPipeline(servers+fastGenKeys+"ready_timeout = \"10m\"\n"+keys), genPrompts(n), engine.Options{})
 	}
 
 	start := time.Now()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
@@ -102,7 +103,7 @@ input = ["gen", "gen.rejected"]
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	start := time.Now()
-	sum, err := pipeline.Run(context.Background(), plan, pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), plan, engine.Options{})
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	b.StopTimer()

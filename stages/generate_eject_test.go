@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
 
@@ -64,7 +65,7 @@ func TestGenerateForbiddenServerIsEjectedAndTheRunCompletes(t *testing.T) {
 	const n = 300
 	var runLog lockedBuffer
 	dir, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), pipeline.RunOptions{Log: &runLog})
+		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), engine.Options{Log: &runLog})
 	if err != nil {
 		t.Fatalf("the run stopped: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 // The generate stage's typed view (what the live display reads) says what
@@ -14,7 +15,7 @@ func TestGenerateViewAgreesWithFigures(t *testing.T) {
 	f := startTestFleet(t, quickSim(2))
 	const n = 40
 	_, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), pipeline.RunOptions{})
+		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
@@ -83,7 +84,7 @@ func serversKey(urls []string) string {
 }
 
 // runGenPipeline checks and runs src beside prompts like pipe run does.
-func runGenPipeline(t *testing.T, ctx context.Context, src, prompts string, opts pipeline.RunOptions) (string, *pipeline.Summary, error) {
+func runGenPipeline(t *testing.T, ctx context.Context, src, prompts string, opts engine.Options) (string, *engine.Summary, error) {
 	t.Helper()
 	return runTestPipelineWith(t, ctx, src, map[string]string{"prompts.jsonl": prompts}, opts)
 }
@@ -105,7 +106,7 @@ func quickSim(n int) sim.Config {
 
 // mustAllOut checks that ids p0…p(n-1) each left on out exactly once with a
 // full completion, and that the stage's accounting balances.
-func mustAllOut(t *testing.T, dir string, sum *pipeline.Summary, n int) []*pipeline.Record {
+func mustAllOut(t *testing.T, dir string, sum *engine.Summary, n int) []*pipeline.Record {
 	t.Helper()
 	recs := readRecords(t, filepath.Join(dir, "out/completions.jsonl"))
 	seen := map[string]bool{}
@@ -135,7 +136,7 @@ func TestGenerateNormalRun(t *testing.T) {
 	f := startTestFleet(t, quickSim(3))
 	const n = 300
 	dir, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\ntemperature = 0.6\nsystem_prompt = \"Be brief.\"\n"), genPrompts(n), pipeline.RunOptions{})
+		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\ntemperature = 0.6\nsystem_prompt = \"Be brief.\"\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestGenerateMultiTurn(t *testing.T) {
 	for _, turns := range []string{"last", "all"} {
 		t.Run(turns, func(t *testing.T) {
 			dir, sum, err := runGenPipeline(t, context.Background(),
-				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"turns = \""+turns+"\"\n"), prompts, pipeline.RunOptions{})
+				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"turns = \""+turns+"\"\n"), prompts, engine.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,7 +241,7 @@ func TestGenerateBadRequestRejectedWithServerMessage(t *testing.T) {
 	cfg.ContextLength = 4000
 	f := startTestFleet(t, cfg)
 	prompts := genPrompts(50) + `{"id":"long","prompt":"` + strings.Repeat("a very long prompt ", 1500) + `"}` + "\n"
-	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey), prompts, pipeline.RunOptions{})
+	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey), prompts, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func TestGenerateSlowServerGetsFewerRecords(t *testing.T) {
 	const n, conc = 600, 8
 	dir, sum, err := runGenPipeline(t, context.Background(),
 		genPipeline(serversKey(append(ff.URLs(), fs.URLs()...))+fastGenKeys+readyKey+fmt.Sprintf("concurrency = %d\n", conc)), genPrompts(n),
-		pipeline.RunOptions{})
+		engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestGenerateAllServersDownAtStart(t *testing.T) {
 	f.Close()
 	start := time.Now()
 	_, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(urls)+fastGenKeys+"ready_timeout = \"300ms\"\n"), genPrompts(10), pipeline.RunOptions{})
+		genPipeline(serversKey(urls)+fastGenKeys+"ready_timeout = \"300ms\"\n"), genPrompts(10), engine.Options{})
 	var down *sglang.AllDownError
 	if !errors.As(err, &down) || !strings.Contains(err.Error(), `stage "gen" (generate): no server ready for 300ms`) ||
 		!strings.Contains(err.Error(), urls[0]+": unreachable") {
@@ -318,7 +319,7 @@ func TestGenerateAllServersDieMidRun(t *testing.T) {
 	killed := make(chan struct{})
 	dir, sum, err := runGenPipeline(t, context.Background(),
 		genPipeline(serversKey(f.URLs())+fastGenKeys+"ready_timeout = \"300ms\"\nconcurrency = 4\n"), genPrompts(2000),
-		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+		engine.Options{ProgressEvery: 5 * time.Millisecond, Progress: func(s *engine.Summary) {
 			if stageSummary(t, s, "gen").Out >= 10 {
 				once.Do(func() {
 					go func() {
@@ -353,12 +354,12 @@ func TestGenerateCancelInTheMiddle(t *testing.T) {
 	defer cancel()
 	var once sync.Once
 	_, sum, err := runGenPipeline(t, ctx, genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(1000),
-		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+		engine.Options{ProgressEvery: 5 * time.Millisecond, Progress: func(s *engine.Summary) {
 			if stageSummary(t, s, "gen").Out >= 20 {
 				once.Do(cancel)
 			}
 		}})
-	if !errors.Is(err, pipeline.ErrStopped) {
+	if !errors.Is(err, engine.ErrStopped) {
 		t.Fatalf("err = %v, want ErrStopped", err)
 	}
 	if g := stageSummary(t, sum, "gen"); g.Out >= 1000 || g.Out < 20 {
@@ -442,7 +443,7 @@ func TestGenerateFaultsAgainstPipeSim(t *testing.T) {
 	}
 	const n = 600
 	dir, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 8\nmax_attempts = 8\n"), genPrompts(n), pipeline.RunOptions{})
+		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 8\nmax_attempts = 8\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +478,7 @@ func TestGenerateServerKilledAndRevived(t *testing.T) {
 	defer wg.Wait()
 	dir, sum, err := runGenPipeline(t, context.Background(),
 		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 8\n"), genPrompts(n),
-		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+		engine.Options{ProgressEvery: 5 * time.Millisecond, Progress: func(s *engine.Summary) {
 			out := stageSummary(t, s, "gen").Out
 			switch {
 			case out >= n/5 && phase.CompareAndSwap(0, 1):
@@ -577,7 +578,7 @@ func TestGenerateWithOurTokens(t *testing.T) {
 	for _, api := range []string{"generate", "chat"} {
 		t.Run(api, func(t *testing.T) {
 			out, sum, err := runGenPipeline(t, context.Background(),
-				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"api = \""+api+"\"\ntokenizer = \""+dir+"\"\nenable_thinking = true\n"), prompts, pipeline.RunOptions{})
+				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"api = \""+api+"\"\ntokenizer = \""+dir+"\"\nenable_thinking = true\n"), prompts, engine.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -625,7 +626,7 @@ func TestGenerateExhaustedAttemptsAreFailedAndKept(t *testing.T) {
 	const n = 100
 	// max_failed allows them: this test is about where they go.
 	_, sum, err := runGenPipeline(t, context.Background(),
-		"[pipeline]\nmax_failed = \"100%\"\n"+genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"max_attempts = 2\nbreaker_failures = 1000\n"), genPrompts(n), pipeline.RunOptions{})
+		"[pipeline]\nmax_failed = \"100%\"\n"+genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"max_attempts = 2\nbreaker_failures = 1000\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,7 +652,7 @@ func TestGenerateExhaustedAttemptsAreFailedAndKept(t *testing.T) {
 func TestGenerateWithSimServers(t *testing.T) {
 	const n = 200
 	dir, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(`servers = ["sim:3?speed=200&think_mean=60&answer_mean=20&spec_accept=3"]`+"\n"+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), pipeline.RunOptions{})
+		genPipeline(`servers = ["sim:3?speed=200&think_mean=60&answer_mean=20&spec_accept=3"]`+"\n"+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -719,7 +720,7 @@ func TestGenerateDrainFinishesInFlight(t *testing.T) {
 	stop := make(chan struct{})
 	var once sync.Once
 	_, sum, err := runGenPipeline(t, context.Background(), genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(2000),
-		pipeline.RunOptions{Stop: stop, ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+		engine.Options{Stop: stop, ProgressEvery: 5 * time.Millisecond, Progress: func(s *engine.Summary) {
 			if stageSummary(t, s, "gen").Out >= 20 {
 				once.Do(func() { close(stop) })
 			}
@@ -739,7 +740,7 @@ func TestGenerateSimServersUseTheTokenizer(t *testing.T) {
 	dir := testenv.Qwen3Dir(t)
 	tok := testQwen3(t)
 	out, _, err := runGenPipeline(t, context.Background(),
-		genPipeline(`servers = ["sim:2?speed=200&think_mean=60&answer_mean=20"]`+"\n"+fastGenKeys+readyKey+"api = \"generate\"\ntokenizer = \""+dir+"\"\n"), genPrompts(10), pipeline.RunOptions{})
+		genPipeline(`servers = ["sim:2?speed=200&think_mean=60&answer_mean=20"]`+"\n"+fastGenKeys+readyKey+"api = \"generate\"\ntokenizer = \""+dir+"\"\n"), genPrompts(10), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

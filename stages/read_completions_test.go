@@ -12,18 +12,19 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // runTestPipeline writes src as DIR/p.toml beside files (name → content),
 // checks it like pipe check and runs it.
-func runTestPipeline(t *testing.T, src string, files map[string]string) (string, *pipeline.Summary, error) {
+func runTestPipeline(t *testing.T, src string, files map[string]string) (string, *engine.Summary, error) {
 	t.Helper()
-	return runTestPipelineWith(t, context.Background(), src, files, pipeline.RunOptions{})
+	return runTestPipelineWith(t, context.Background(), src, files, engine.Options{})
 }
 
 // runTestPipelineWith is runTestPipeline with a context and run options.
-func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files map[string]string, opts pipeline.RunOptions) (string, *pipeline.Summary, error) {
+func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files map[string]string, opts engine.Options) (string, *engine.Summary, error) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
@@ -47,7 +48,7 @@ func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files ma
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	sum, err := pipeline.Run(ctx, plan, opts)
+	sum, err := engine.Run(ctx, plan, opts)
 	return dir, sum, err
 }
 
@@ -75,7 +76,7 @@ func readRecords(t *testing.T, path string) []*pipeline.Record {
 	return out
 }
 
-func stageSummary(t *testing.T, sum *pipeline.Summary, id string) pipeline.StageSummary {
+func stageSummary(t *testing.T, sum *engine.Summary, id string) engine.StageSummary {
 	t.Helper()
 	for _, s := range sum.Stages {
 		if s.ID == id {
@@ -83,7 +84,7 @@ func stageSummary(t *testing.T, sum *pipeline.Summary, id string) pipeline.Stage
 		}
 	}
 	t.Fatalf("no stage %q in summary", id)
-	return pipeline.StageSummary{}
+	return engine.StageSummary{}
 }
 
 const readCompletionsPipeline = `
@@ -181,7 +182,7 @@ func TestReadCompletionsRequireOutputIDs(t *testing.T) {
 	_, sum, err := runTestPipeline(t, src, map[string]string{"c.jsonl": completionLine(t, noIDs) + "\n"})
 	// Its only record rejected, the output of accepted records is empty:
 	// the run did not make what it was for.
-	if !errors.Is(err, pipeline.ErrNoTrainingRows) {
+	if !errors.Is(err, engine.ErrNoTrainingRows) {
 		t.Fatalf("err = %v, want ErrNoTrainingRows", err)
 	}
 	if s := stageSummary(t, sum, "in"); s.Rejected != 1 || s.Out != 0 {
@@ -241,7 +242,7 @@ func TestReadCompletionsStopInTheMiddle(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	sum, err := pipeline.Run(context.Background(), plan, pipeline.RunOptions{Stop: stop, EdgeBuffer: 4})
+	sum, err := engine.Run(context.Background(), plan, engine.Options{Stop: stop, EdgeBuffer: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func (r *readJournal) Open(_ context.Context, env *pipeline.Env) error {
 }
 
 // journalLine is one line of a journal as the engine writes it
-// (pipeline/engine.go journalEntry): the port and the record sent on it.
+// (pipeline/engine/engine.go journalEntry): the port and the record sent on it.
 type journalLine struct {
 	Port   string           `json:"port"`
 	Record *pipeline.Record `json:"record"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
@@ -193,7 +194,7 @@ func TestRevalidatePipeline(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	sum, err := pipeline.Run(context.Background(), plan, pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), plan, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/specforgeref"
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -251,7 +252,7 @@ input = ["gen.rejected", "check.rejected", "tok.rejected"]
 path  = "out/rejected.jsonl"
 `, strings.Join(fleet.URLs(), `", "`), api, dir, dir, dir, dir)
 				var log lockedBuffer
-				out, _, err := runTestPipelineWith(t, context.Background(), src, map[string]string{"prompts.jsonl": prompts.String()}, pipeline.RunOptions{Log: &log})
+				out, _, err := runTestPipelineWith(t, context.Background(), src, map[string]string{"prompts.jsonl": prompts.String()}, engine.Options{Log: &log})
 				if err != nil {
 					t.Fatal(err)
 				}

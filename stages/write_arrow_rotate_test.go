@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -68,7 +69,7 @@ func TestWriteArrowShardsSpanCommitRounds(t *testing.T) {
 	f := startTestFleet(t, quickSim(2))
 	var mu sync.Mutex
 	var sawOpenShard bool
-	progress := func(s *pipeline.Summary) {
+	progress := func(s *engine.Summary) {
 		var in, committed int64
 		for _, st := range s.Stages {
 			if st.ID != "train" {
@@ -91,7 +92,7 @@ func TestWriteArrowShardsSpanCommitRounds(t *testing.T) {
 		}
 	}
 	dir, sum, err := runGenPipeline(t, context.Background(), rotatePipeline(f.URLs()), genPrompts(1050),
-		pipeline.RunOptions{CommitEvery: 2 * time.Millisecond, ProgressEvery: time.Millisecond, Progress: progress})
+		engine.Options{CommitEvery: 2 * time.Millisecond, ProgressEvery: time.Millisecond, Progress: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +123,8 @@ func TestWriteArrowStopCommitsPartialShardAndResumeContinues(t *testing.T) {
 	for run := 0; run < 20; run++ {
 		stop := make(chan struct{})
 		var once sync.Once
-		opts := pipeline.RunOptions{Stop: stop, CommitEvery: 2 * time.Millisecond, ProgressEvery: time.Millisecond,
-			Progress: func(s *pipeline.Summary) {
+		opts := engine.Options{Stop: stop, CommitEvery: 2 * time.Millisecond, ProgressEvery: time.Millisecond,
+			Progress: func(s *engine.Summary) {
 				for _, st := range s.Stages {
 					if st.ID == "train" && st.Out >= 230 {
 						once.Do(func() { close(stop) })
@@ -175,7 +176,7 @@ func TestWriteArrowStopCommitsPartialShardAndResumeContinues(t *testing.T) {
 
 // runInDir checks and runs src in dir, writing files there first (the same
 // directory again: a resume).
-func runInDir(t *testing.T, dir, src string, files map[string]string, opts pipeline.RunOptions) (*pipeline.Summary, error) {
+func runInDir(t *testing.T, dir, src string, files map[string]string, opts engine.Options) (*engine.Summary, error) {
 	t.Helper()
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -194,7 +195,7 @@ func runInDir(t *testing.T, dir, src string, files map[string]string, opts pipel
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	return pipeline.Run(context.Background(), plan, opts)
+	return engine.Run(context.Background(), plan, opts)
 }
 
 // CommitDue (a commit round) leaves a young shard open and commits one
@@ -259,7 +260,7 @@ input = "prompts"
 path  = "out/train"
 `
 	dir := t.TempDir()
-	sum, err := runInDir(t, dir, src, map[string]string{"prompts.jsonl": genPrompts(n)}, pipeline.RunOptions{CommitEvery: 5 * time.Millisecond})
+	sum, err := runInDir(t, dir, src, map[string]string{"prompts.jsonl": genPrompts(n)}, engine.Options{CommitEvery: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

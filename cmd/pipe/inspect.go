@@ -33,6 +33,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -861,7 +862,7 @@ type runReport struct {
 
 // stageCounts are status.json's counts of a stage (declared once, in
 // package pipeline).
-type stageCounts = pipeline.StageCounts
+type stageCounts = engine.StageCounts
 
 type lockReport struct {
 	PID      int       `json:"pid"`

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -13,8 +14,8 @@ func TestLiveETAOfAShard(t *testing.T) {
 	ls := &liveStatus{
 		Input: &liveInput{Estimated: 1000, Records: 100},
 		Stages: []liveStage{
-			{StageSummary: pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: "prompts", In: 100, Out: 25, Skipped: 75}}},
-			{StageSummary: pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: "gen", In: 25, Out: 20}}, Done1m: 2},
+			{StageSummary: engine.StageSummary{StageCounts: engine.StageCounts{ID: "prompts", In: 100, Out: 25, Skipped: 75}}},
+			{StageSummary: engine.StageSummary{StageCounts: engine.StageCounts{ID: "gen", In: 25, Out: 20}}, Done1m: 2},
 		},
 	}
 	for _, tc := range []struct {

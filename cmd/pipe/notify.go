@@ -18,6 +18,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -55,10 +56,10 @@ type notifyMessage struct {
 	State    string  `json:"state"` // running, draining, stopped, failed, finished
 	ElapsedS float64 `json:"elapsed_s"`
 	// Finished counts the ids the run directory has finished.
-	Finished   int                    `json:"finished_ids"`
-	Stages     []pipeline.StageCounts `json:"stages"`
-	TopRejects []notifyRejects        `json:"top_rejects,omitempty"`
-	Warning    *runWarning            `json:"warning,omitempty"`
+	Finished   int                  `json:"finished_ids"`
+	Stages     []engine.StageCounts `json:"stages"`
+	TopRejects []notifyRejects      `json:"top_rejects,omitempty"`
+	Warning    *runWarning          `json:"warning,omitempty"`
 	// WarningsHeld counts warnings not sent since the last message (at
 	// most one warning message goes out per notifyWarnEvery); all are in
 	// run.log.

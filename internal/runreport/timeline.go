@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -30,7 +30,7 @@ type Point struct {
 
 // PointStage is one stage's counts since its start began.
 type PointStage struct {
-	pipeline.StageCounts
+	engine.StageCounts
 	// Tokens are the output tokens of a stage with a fleet
 	// (stages.FleetView), ServerTokens each server's.
 	Tokens       int64            `json:"output_tokens,omitempty"`
@@ -47,7 +47,7 @@ var timelineLast sync.Map // run directory → time.Time of its last point
 // early on (elapsed/360), so a short run still has a curve. final writes
 // regardless. Errors are ignored: the timeline serves a report and must
 // never stop a run.
-func RecordPoint(runDir string, s *pipeline.Summary, final bool) {
+func RecordPoint(runDir string, s *engine.Summary, final bool) {
 	if s == nil {
 		return
 	}

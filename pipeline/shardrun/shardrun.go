@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
@@ -32,13 +32,13 @@ type Run struct {
 // Status is the part of RUN_DIR/status.json (written by pipe run) a set
 // of shards is summed from.
 type Status struct {
-	State          string                  `json:"state"` // running, draining, finished, stopped, failed
-	Updated        string                  `json:"updated"`
-	PID            int                     `json:"pid"`
-	ElapsedS       float64                 `json:"elapsed_s"`
-	Finished       int64                   `json:"finished"`
-	FinishedBefore int64                   `json:"finished_before_this_run"`
-	Stages         []pipeline.StageSummary `json:"stages"`
+	State          string                `json:"state"` // running, draining, finished, stopped, failed
+	Updated        string                `json:"updated"`
+	PID            int                   `json:"pid"`
+	ElapsedS       float64               `json:"elapsed_s"`
+	Finished       int64                 `json:"finished"`
+	FinishedBefore int64                 `json:"finished_before_this_run"`
+	Stages         []engine.StageSummary `json:"stages"`
 	Input          *struct {
 		Estimated int64 `json:"records_estimated"`
 		Counted   bool  `json:"records_counted"`

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 // Progress is one shard's progress, as WriteStatus shows it.
@@ -96,7 +97,7 @@ func Summarize(runs []*Run) ([]Progress, Totals) {
 }
 
 // sourceIn is what a run's source took: the most any stage took in.
-func sourceIn(stages []pipeline.StageSummary) int64 {
+func sourceIn(stages []engine.StageSummary) int64 {
 	var in int64
 	for _, s := range stages {
 		in = max(in, s.In)

@@ -1,4 +1,4 @@
-package pipeline
+package engine
 
 import (
 	"encoding/json"
@@ -9,7 +9,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
 )
 
 // deadLetters keeps records that leave a stage without a connected port —
@@ -22,7 +24,7 @@ type deadLetters struct {
 	dir     string
 	mu      sync.Mutex
 	logs    map[string]*commitlog.Log
-	pending []*ticket
+	pending []*ticket.Ticket
 	written map[string]bool // files this run wrote to
 }
 
@@ -36,7 +38,7 @@ func (d *deadLetters) Path(class, stage string) string {
 }
 
 // write appends rec; its ticket is released at the next commit.
-func (d *deadLetters) write(class, stage string, rec *Record) error {
+func (d *deadLetters) write(class, stage string, rec *pipeline.Record) error {
 	line, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encoding record %q: %w", rec.ID, err)
@@ -49,10 +51,10 @@ func (d *deadLetters) write(class, stage string, rec *Record) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if l, err = commitlog.Open(p, RecordLineID); errors.Is(err, commitlog.ErrNotALog) {
+		if l, err = commitlog.Open(p, pipeline.RecordLineID); errors.Is(err, commitlog.ErrNotALog) {
 			// Written by a version of pipe without commit logs: keep it.
-			if err = keepAside(p); err == nil {
-				l, err = commitlog.Open(p, RecordLineID)
+			if _, err = pipeline.KeepAside(p); err == nil {
+				l, err = commitlog.Open(p, pipeline.RecordLineID)
 			}
 		}
 		if err != nil {
@@ -60,7 +62,7 @@ func (d *deadLetters) write(class, stage string, rec *Record) error {
 		}
 		d.logs[p] = l
 	}
-	d.pending = append(d.pending, rec.ticket)
+	d.pending = append(d.pending, rec.Ticket)
 	if l.Has(rec.ID) {
 		return nil // committed by an earlier run (or earlier in this one)
 	}
@@ -69,7 +71,7 @@ func (d *deadLetters) write(class, stage string, rec *Record) error {
 }
 
 // commit makes every file durable and returns the tickets it released.
-func (d *deadLetters) commit() ([]*ticket, error) {
+func (d *deadLetters) commit() ([]*ticket.Ticket, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, l := range d.logs {

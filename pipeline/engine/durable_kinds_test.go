@@ -1,4 +1,4 @@
-package pipeline_test
+package engine_test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -220,7 +221,7 @@ func (l *logBuffer) String() string {
 }
 
 // stageByID returns the summary of one stage.
-func stageByID(t testing.TB, sum *pipeline.Summary, id string) pipeline.StageSummary {
+func stageByID(t testing.TB, sum *engine.Summary, id string) engine.StageSummary {
 	t.Helper()
 	for _, s := range sum.Stages {
 		if s.ID == id {
@@ -228,10 +229,10 @@ func stageByID(t testing.TB, sum *pipeline.Summary, id string) pipeline.StageSum
 		}
 	}
 	t.Fatalf("no stage %q in the summary", id)
-	return pipeline.StageSummary{}
+	return engine.StageSummary{}
 }
 
-func allBalanced(t testing.TB, sum *pipeline.Summary) {
+func allBalanced(t testing.TB, sum *engine.Summary) {
 	t.Helper()
 	for _, s := range sum.Stages {
 		if !s.Balanced() {

@@ -1,4 +1,4 @@
-package pipeline_test
+package engine_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -67,8 +68,8 @@ path = "out.jsonl"
 // (drains, commits) and ends with ErrTooManyFailed naming the stage.
 func TestEveryRecordFailingStopsTheRun(t *testing.T) {
 	dir := t.TempDir()
-	sum, err := pipeline.Run(context.Background(), maxFailedPlan(t, dir, 1_000_000, 1, ""), pipeline.RunOptions{})
-	if !errors.Is(err, pipeline.ErrTooManyFailed) {
+	sum, err := engine.Run(context.Background(), maxFailedPlan(t, dir, 1_000_000, 1, ""), engine.Options{})
+	if !errors.Is(err, engine.ErrTooManyFailed) {
 		t.Fatalf("err = %v, want ErrTooManyFailed", err)
 	}
 	gen := stageByID(t, sum, "gen")
@@ -97,8 +98,8 @@ func TestMaxFailedLimits(t *testing.T) {
 		{"share 10%", 200, 20, `"10%"`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sum, err := pipeline.Run(context.Background(), maxFailedPlan(t, t.TempDir(), tc.n, tc.k, tc.maxFailed), pipeline.RunOptions{})
-			if got := errors.Is(err, pipeline.ErrTooManyFailed); got != tc.wantErr {
+			sum, err := engine.Run(context.Background(), maxFailedPlan(t, t.TempDir(), tc.n, tc.k, tc.maxFailed), engine.Options{})
+			if got := errors.Is(err, engine.ErrTooManyFailed); got != tc.wantErr {
 				t.Fatalf("err = %v; want ErrTooManyFailed: %v (failed %d)", err, tc.wantErr, stageByID(t, sum, "gen").Failed)
 			}
 			if !tc.wantErr && err != nil {

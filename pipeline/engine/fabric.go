@@ -1,4 +1,4 @@
-package pipeline
+package engine
 
 import (
 	"github.com/reugn/go-streams"
@@ -9,7 +9,7 @@ import (
 // knows go-streams; the engine sees a stage's output ports (port) and its
 // inlet (a channel it drains until closed).
 //
-// A port of buffer N (RunOptions.EdgeBuffer, or the kind's
+// A port of buffer N (Options.EdgeBuffer, or the kind's
 // Spec.PortBuffers) holds at most N records on each edge it feeds, plus
 // what the reading stage's workers hold: a record sent through it waits
 // nowhere else. go-streams' PassThrough, FanOut and Merge each add a

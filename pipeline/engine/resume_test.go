@@ -1,4 +1,4 @@
-package pipeline_test
+package engine_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 // resumeGraph: N ids → dedupe-against-progress → an expensive stage (the
@@ -152,11 +153,11 @@ func testResumeAfterStop(t *testing.T, mode string, segmentBytes int64) {
 	defer cancel()
 	stop := make(chan struct{})
 	var stopped atomic.Bool
-	sum1, err := pipeline.Run(ctx, p, pipeline.RunOptions{
+	sum1, err := engine.Run(ctx, p, engine.Options{
 		Stop:        stop,
 		CommitEvery: 5 * time.Millisecond, JournalEvery: time.Millisecond, ProgressEvery: time.Millisecond,
 		JournalSegmentBytes: segmentBytes,
-		Progress: func(s *pipeline.Summary) {
+		Progress: func(s *engine.Summary) {
 			if s.Stages[2].Out >= n/3 && stopped.CompareAndSwap(false, true) {
 				if mode == "cancel" {
 					cancel()
@@ -168,7 +169,7 @@ func testResumeAfterStop(t *testing.T, mode string, segmentBytes int64) {
 	})
 	switch mode {
 	case "cancel":
-		if !errors.Is(err, pipeline.ErrStopped) {
+		if !errors.Is(err, engine.ErrStopped) {
 			t.Fatalf("run 1: err = %v, want ErrStopped (it was canceled)", err)
 		}
 	case "drain":
@@ -240,7 +241,7 @@ func testResumeAfterStop(t *testing.T, mode string, segmentBytes int64) {
 		exp1.In, exp1.Out, exp1.Abandoned, len(journal1), done1.Len(), wantReplay, inFlight1)
 
 	// Run 2: to the end.
-	sum2, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{CommitEvery: 5 * time.Millisecond, JournalSegmentBytes: segmentBytes})
+	sum2, err := engine.Run(context.Background(), p, engine.Options{CommitEvery: 5 * time.Millisecond, JournalSegmentBytes: segmentBytes})
 	if err != nil {
 		t.Fatalf("run 2: %v", err)
 	}
@@ -324,7 +325,7 @@ func testResumeAfterStop(t *testing.T, mode string, segmentBytes int64) {
 	}
 
 	// Run 3 has nothing to do.
-	sum3, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{})
+	sum3, err := engine.Run(context.Background(), p, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,10 +363,10 @@ input = "exp"
 path = "out.jsonl"
 `, n, key)
 	p := durablePlan(t, dir, src)
-	if _, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{}); err != nil {
+	if _, err := engine.Run(context.Background(), p, engine.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), p, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +392,7 @@ path = "out.jsonl"
 	}
 }
 
-// With the journal turned off (RunOptions.NoJournal), nothing is replayed:
+// With the journal turned off (Options.NoJournal), nothing is replayed:
 // the expensive stage does the work again for what was not finished.
 func TestNoJournalRedoesWork(t *testing.T) {
 	const n = 100
@@ -416,7 +417,7 @@ input = "exp"
 path = "out.jsonl"
 `, n, key))
 	for range 2 {
-		if _, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{NoJournal: true}); err != nil {
+		if _, err := engine.Run(context.Background(), p, engine.Options{NoJournal: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -463,7 +464,7 @@ input = "todo"
 path = "out.jsonl"
 `
 	}
-	sum, err := pipeline.Run(context.Background(), durablePlan(t, dir, graph(`"other.jsonl"`)), pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), durablePlan(t, dir, graph(`"other.jsonl"`)), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +480,7 @@ path = "out.jsonl"
 			"(finished %d, want 8; done.ids has %d ids) although the run never produced it", sum.Finished, done.Len())
 	}
 	// Without against, the two are done now.
-	_, err = pipeline.Run(context.Background(), durablePlan(t, dir, graph("")), pipeline.RunOptions{})
+	_, err = engine.Run(context.Background(), durablePlan(t, dir, graph("")), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,15 +500,15 @@ func TestRemovedJournalIsNamed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var once sync.Once
-	_, err := pipeline.Run(ctx, p, pipeline.RunOptions{
+	_, err := engine.Run(ctx, p, engine.Options{
 		CommitEvery: 5 * time.Millisecond, JournalEvery: time.Millisecond, ProgressEvery: time.Millisecond,
-		Progress: func(s *pipeline.Summary) {
+		Progress: func(s *engine.Summary) {
 			if s.Stages[2].Out >= n/3 {
 				once.Do(cancel)
 			}
 		},
 	})
-	if !errors.Is(err, pipeline.ErrStopped) {
+	if !errors.Is(err, engine.ErrStopped) {
 		t.Fatalf("run 1: %v", err)
 	}
 	runDir := filepath.Join(dir, "run")
@@ -518,7 +519,7 @@ func TestRemovedJournalIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var notice bytes.Buffer
-	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{CommitEvery: 5 * time.Millisecond, Notice: &notice})
+	sum, err := engine.Run(context.Background(), p, engine.Options{CommitEvery: 5 * time.Millisecond, Notice: &notice})
 	if err != nil {
 		t.Fatalf("run 2: %v", err)
 	}

@@ -1,4 +1,4 @@
-package pipeline_test
+package engine_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"go.uber.org/goleak"
 )
 
@@ -46,7 +47,7 @@ id = "sink-merged"
 kind = "collect"
 input = ["a", "b"]
 `)
-	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), p, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +93,8 @@ id = "sink-fail"
 kind = "collect"
 input = "flaky"
 `)
-	_, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{})
-	var se *pipeline.StageError
+	_, err := engine.Run(context.Background(), p, engine.Options{})
+	var se *engine.StageError
 	if !errors.As(err, &se) || se.Stage != "flaky" {
 		t.Fatalf("err = %v, want a StageError naming stage flaky", err)
 	}
@@ -138,7 +139,7 @@ delay = "1ms"
 	var once atomic.Bool
 	done := make(chan error, 1)
 	go func() {
-		_, err := pipeline.Run(ctx, p, pipeline.RunOptions{ProgressEvery: time.Millisecond, Progress: func(s *pipeline.Summary) {
+		_, err := engine.Run(ctx, p, engine.Options{ProgressEvery: time.Millisecond, Progress: func(s *engine.Summary) {
 			if s.Stages[3].In > 50 && once.CompareAndSwap(false, true) {
 				close(progressed)
 			}
@@ -149,7 +150,7 @@ delay = "1ms"
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, pipeline.ErrStopped) {
+		if !errors.Is(err, engine.ErrStopped) {
 			t.Fatalf("err = %v, want ErrStopped", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -181,8 +182,8 @@ input = "p"
 `)
 	stop := make(chan struct{})
 	var once atomic.Bool
-	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{Stop: stop, ProgressEvery: time.Millisecond,
-		Progress: func(s *pipeline.Summary) {
+	sum, err := engine.Run(context.Background(), p, engine.Options{Stop: stop, ProgressEvery: time.Millisecond,
+		Progress: func(s *engine.Summary) {
 			if s.Stages[2].In > 1000 && once.CompareAndSwap(false, true) {
 				close(stop)
 			}
@@ -298,7 +299,7 @@ func runPromptsThrough(t *testing.T, n int) throughput {
 		}
 	}()
 	start := time.Now()
-	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), p, engine.Options{})
 	elapsed := time.Since(start)
 	close(stopSampling)
 	<-sampled
@@ -379,7 +380,7 @@ func BenchmarkPassThroughGraph(b *testing.B) {
 	p := plan(b, dir, passThroughGraph(1))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{}); err != nil {
+		if _, err := engine.Run(context.Background(), p, engine.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package engine
 
 import (
 	"cmp"
@@ -7,20 +7,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
 	"golang.org/x/sync/errgroup"
 )
 
-// RunOptions control one run of a plan.
-type RunOptions struct {
+// Options control one run of a plan.
+type Options struct {
 	// Stop, when closed, stops intake: sources stop reading, records already
 	// read are processed, outputs are committed. Canceling Run's ctx instead
 	// stops at once (in-flight records are abandoned and will be redone).
@@ -39,7 +43,7 @@ type RunOptions struct {
 	// nil: they go to Notice.
 	Warn func(stage, kind, text string)
 	// Resources are shared by the stages; nil means a fresh set, closed at the end.
-	Resources *Resources
+	Resources *pipeline.Resources
 	// CommitEvery is how often sinks commit what they accepted (a Batcher:
 	// what is due, see Batcher) and the run directory records the ids that
 	// are finished. Zero means 1 minute. A stop request commits everything
@@ -117,8 +121,8 @@ type StageSummary struct {
 	Queued   int              `json:"queued"`            // records waiting on this stage's output edges
 	// QueuedByPort is Queued per connected output port (one edge, or the
 	// fan-out feeding several).
-	QueuedByPort map[string]int `json:"queued_by_port,omitempty"`
-	Figures      []Figure       `json:"figures,omitempty"`
+	QueuedByPort map[string]int    `json:"queued_by_port,omitempty"`
+	Figures      []pipeline.Figure `json:"figures,omitempty"`
 	// View is the stage's typed view of itself (see Viewer), nil when it
 	// exports none.
 	View any `json:"-"`
@@ -158,7 +162,7 @@ var ErrStopped = errors.New("stopped at once; records in flight were abandoned a
 
 // node is a running stage.
 type node struct {
-	ps       *PlanStage
+	ps       *pipeline.PlanStage
 	stage    any // the Source or Processor, for its optional interfaces
 	opened   bool
 	outs     map[string]*port // connected output ports
@@ -178,13 +182,13 @@ type node struct {
 	// committer is set for sinks that commit in batches; commitMu keeps
 	// Process and Commit apart, and pending holds the tickets of records
 	// accepted since the last commit.
-	committer Committer
+	committer pipeline.Committer
 	commitMu  sync.Mutex
-	pending   []*ticket
+	pending   []*ticket.Ticket
 	// batcher is the committer when it sizes its own batches; released
 	// counts the accepted records whose tickets were released (its pending
 	// are the rest, in the order accepted).
-	batcher  Batcher
+	batcher  pipeline.Batcher
 	released int64
 	// done is set, under commitMu, once the writer's last commit ran and its
 	// outputs are closed: no later commit round may send on them.
@@ -211,8 +215,8 @@ func (n *node) abandon(started bool) {
 }
 
 type engine struct {
-	plan      *Plan
-	opts      RunOptions
+	plan      *pipeline.Plan
+	opts      Options
 	nodes     []*node
 	dead      *deadLetters
 	ledger    *ledger
@@ -244,10 +248,10 @@ type engine struct {
 // failure there stops the run before any record moves), connect the stages
 // (fabric.go), run each on goroutines of its own until its input ends,
 // then commit what was processed and judge the run.
-func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
+func Run(ctx context.Context, p *pipeline.Plan, opts Options) (*Summary, error) {
 	opts.setDefaults()
 	if opts.Resources == nil {
-		opts.Resources = NewResources()
+		opts.Resources = pipeline.NewResources()
 		defer opts.Resources.Close()
 	}
 	e := &engine{plan: p, opts: opts, start: time.Now(), commitNow: make(chan struct{}, 1), tooMany: make(chan struct{})}
@@ -292,7 +296,7 @@ func Run(ctx context.Context, p *Plan, opts RunOptions) (*Summary, error) {
 }
 
 // setDefaults gives every zero option its documented default.
-func (o *RunOptions) setDefaults() {
+func (o *Options) setDefaults() {
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 10 * time.Minute
 	}
@@ -324,11 +328,11 @@ func (e *engine) build() error {
 			return &StageError{ps.ID(), ps.Spec.Kind, err}
 		}
 		n := &node{ps: ps, stage: st, reasons: map[string]int64{}, skips: map[string]int64{}}
-		n.committer, _ = st.(Committer)
+		n.committer, _ = st.(pipeline.Committer)
 		// Without a journal nothing keeps a batch's records between its
 		// commits: such a writer commits at every round.
 		if !e.opts.NoJournal {
-			n.batcher, _ = st.(Batcher)
+			n.batcher, _ = st.(pipeline.Batcher)
 		}
 		if l := e.plan.File.MaxRejected; l.Share > 0 {
 			n.recent = newRejectWindow(l.Window)
@@ -361,9 +365,9 @@ func (e *engine) closeJournals() {
 // request ends it.
 func (e *engine) open() error {
 	for _, n := range e.nodes {
-		if o, ok := n.stage.(Opener); ok {
-			env := &Env{StageID: n.ps.ID(), RunDir: e.plan.File.RunDir, Log: e.opts.Log, Notice: e.opts.Notice, Done: e.ledger, Resources: e.opts.Resources,
-				DuplicatesHandled: DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
+		if o, ok := n.stage.(pipeline.Opener); ok {
+			env := &pipeline.Env{StageID: n.ps.ID(), RunDir: e.plan.File.RunDir, Log: e.opts.Log, Notice: e.opts.Notice, Done: e.ledger, Resources: e.opts.Resources,
+				DuplicatesHandled: pipeline.DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
 				HashCheck: e.opts.HashCheck, Unfinish: e.ledger.unfinish}
 			if e.opts.Warn != nil {
 				id := n.ps.ID()
@@ -456,14 +460,14 @@ func (e *engine) finish() (*Summary, error) {
 func (e *engine) checkOutputRows(sum *Summary) error {
 	var bad int64
 	for _, s := range sum.Stages {
-		bad += s.Failed + s.Rejected - s.Reasons[ReasonDuplicate]
+		bad += s.Failed + s.Rejected - s.Reasons[pipeline.ReasonDuplicate]
 	}
 	if bad == 0 {
 		return nil
 	}
 	var empty []string
 	for _, n := range e.nodes {
-		rc, ok := n.stage.(RowCounter)
+		rc, ok := n.stage.(pipeline.RowCounter)
 		if !ok || !n.opened || !acceptedPath(n.ps) {
 			continue
 		}
@@ -475,18 +479,18 @@ func (e *engine) checkOutputRows(sum *Summary) error {
 		return nil
 	}
 	return fmt.Errorf("%w: output %s ended with 0 rows although the input had records: every record was rejected or failed on its way (see the summary's reasons; pipe inspect %s)",
-		ErrNoTrainingRows, strings.Join(empty, ", "), DisplayPath(e.plan.File.RunDir))
+		ErrNoTrainingRows, strings.Join(empty, ", "), pipeline.DisplayPath(e.plan.File.RunDir))
 }
 
 // acceptedPath reports whether records reach ps other than through a
 // rejected port: it is an output of accepted records (training data), not
 // only a collection of rejects.
-func acceptedPath(ps *PlanStage) bool {
+func acceptedPath(ps *pipeline.PlanStage) bool {
 	if ps.Spec.Source {
 		return true
 	}
 	for _, in := range ps.Inputs {
-		if in.Port != RejectedPort && acceptedPath(in.From) {
+		if in.Port != pipeline.RejectedPort && acceptedPath(in.From) {
 			return true
 		}
 	}
@@ -496,7 +500,7 @@ func acceptedPath(ps *PlanStage) bool {
 // wire connects the stages (see fabric.go): a port per connected output
 // port, with one edge per input it feeds, and each stage's inlet.
 func (e *engine) wire() {
-	byPS := map[*PlanStage]*node{}
+	byPS := map[*pipeline.PlanStage]*node{}
 	for _, n := range e.nodes {
 		byPS[n.ps] = n
 		n.outs = map[string]*port{}
@@ -506,7 +510,7 @@ func (e *engine) wire() {
 	}
 	inputs := map[*node][]chan any{}
 	for _, n := range e.nodes {
-		for _, name := range sortedKeys(n.ps.Outputs) {
+		for _, name := range slices.Sorted(maps.Keys(n.ps.Outputs)) {
 			size := e.opts.EdgeBuffer
 			if b, ok := n.ps.Spec.PortBuffers[name]; ok {
 				size = b
@@ -522,7 +526,7 @@ func (e *engine) wire() {
 		}
 	}
 	for _, n := range e.nodes {
-		if n.ps.Spec.Source && DuplicatesHandled(n.ps) {
+		if n.ps.Spec.Source && pipeline.DuplicatesHandled(n.ps) {
 			n.finishedBy = byPS[n.ps.Outputs[n.firstOut][0].To]
 		}
 		n.inlet = inlet(inputs[n])
@@ -531,7 +535,7 @@ func (e *engine) wire() {
 
 // markIntake marks expensive stages and their ancestors.
 func (e *engine) markIntake() {
-	byPS := map[*PlanStage]*node{}
+	byPS := map[*pipeline.PlanStage]*node{}
 	for _, n := range e.nodes {
 		byPS[n.ps] = n
 	}
@@ -580,7 +584,7 @@ func (e *engine) runNode(n *node) error {
 		}
 		n.commitMu.Unlock()
 	}()
-	if src, ok := n.stage.(Source); ok {
+	if src, ok := n.stage.(pipeline.Source); ok {
 		em := &emitter{e: e, n: n, ctx: e.intakeCtx}
 		err := e.guard(n, "reading", func() error { return src.Read(e.intakeCtx, em) })
 		if e.intakeCtx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -588,8 +592,8 @@ func (e *engine) runNode(n *node) error {
 		}
 		return e.fail(n, err)
 	}
-	first := e.process(n, n.stage.(Processor))
-	if fin, ok := n.stage.(Finisher); ok && !n.failedSelf.Load() {
+	first := e.process(n, n.stage.(pipeline.Processor))
+	if fin, ok := n.stage.(pipeline.Finisher); ok && !n.failedSelf.Load() {
 		em := &emitter{e: e, n: n, ctx: e.hardCtx}
 		first = cmp.Or(first, e.fail(n, e.guard(n, "finishing", func() error { return fin.Finish(e.hardCtx, em) })))
 	}
@@ -619,9 +623,9 @@ func (e *engine) fail(n *node, err error) error {
 
 // process feeds a processor its inlet on its workers (Parallel), until the
 // inlet closes; it returns the first failure.
-func (e *engine) process(n *node, proc Processor) error {
+func (e *engine) process(n *node, proc pipeline.Processor) error {
 	workers := 1
-	if par, ok := n.stage.(Parallel); ok && par.Workers() > 1 {
+	if par, ok := n.stage.(pipeline.Parallel); ok && par.Workers() > 1 {
 		workers = par.Workers()
 	}
 	// A writer's records end in it, whatever ports it has for side outputs.
@@ -631,7 +635,7 @@ func (e *engine) process(n *node, proc Processor) error {
 		g.Go(func() error {
 			var first error
 			for v := range n.inlet {
-				first = cmp.Or(first, e.handle(n, proc, v.(*Record), sink))
+				first = cmp.Or(first, e.handle(n, proc, v.(*pipeline.Record), sink))
 			}
 			return first
 		})
@@ -642,7 +646,7 @@ func (e *engine) process(n *node, proc Processor) error {
 // handle takes one record through the stage: abandoned when the run is
 // stopping, replayed from the journal when the stage did it before, else
 // processed; a sink's accepted record is then pending its commit.
-func (e *engine) handle(n *node, proc Processor, rec *Record, sink bool) error {
+func (e *engine) handle(n *node, proc pipeline.Processor, rec *pipeline.Record, sink bool) error {
 	n.in.Add(1)
 	if e.hardCtx.Err() != nil || n.failedSelf.Load() || (n.intake && e.intakeCtx.Err() != nil) {
 		n.abandon(false)
@@ -672,7 +676,7 @@ func (e *engine) handle(n *node, proc Processor, rec *Record, sink bool) error {
 		case sink && !em.touched.Load():
 			n.out.Add(1)
 			e.decided(n, "")
-			e.ledger.release(rec.ticket)
+			e.ledger.release(rec.Ticket)
 		}
 		return nil
 	}
@@ -682,7 +686,7 @@ func (e *engine) handle(n *node, proc Processor, rec *Record, sink bool) error {
 // handleWriter is handle's processing for a writer: Process and Commit
 // never run at once, and what it accepted is pending until a commit made
 // it durable (its ticket then released).
-func (e *engine) handleWriter(n *node, proc Processor, rec *Record, em *emitter) error {
+func (e *engine) handleWriter(n *node, proc pipeline.Processor, rec *pipeline.Record, em *emitter) error {
 	n.commitMu.Lock()
 	err := e.call(n, proc, rec, em)
 	switch {
@@ -693,16 +697,16 @@ func (e *engine) handleWriter(n *node, proc Processor, rec *Record, em *emitter)
 	case !em.touched.Load():
 		n.out.Add(1)
 		e.decided(n, "")
-		n.pending = append(n.pending, rec.ticket)
+		n.pending = append(n.pending, rec.Ticket)
 		switch {
-		case n.batcher != nil && len(n.pending) == MaxBatchRecords:
+		case n.batcher != nil && len(n.pending) == pipeline.MaxBatchRecords:
 			e.sealNext.Store(true)
 			e.requestCommit()
 		case n.batcher == nil && len(n.pending) == maxPending:
 			e.requestCommit() // bounds the memory tickets take
 		}
 	}
-	var done []*ticket
+	var done []*ticket.Ticket
 	if n.batcher != nil && err == nil {
 		done = n.takeDurable()
 	}
@@ -726,7 +730,7 @@ func (e *engine) guard(n *node, what string, f func() error) (err error) {
 
 // call calls the stage for one record. A panic fails that record (the
 // stack goes to the run log) instead of ending the run.
-func (e *engine) call(n *node, proc Processor, rec *Record, em *emitter) (err error) {
+func (e *engine) call(n *node, proc pipeline.Processor, rec *pipeline.Record, em *emitter) (err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -745,8 +749,8 @@ func (e *engine) call(n *node, proc Processor, rec *Record, em *emitter) (err er
 // journalEntry is one line of an expensive stage's journal: what it sent
 // out, and on which port.
 type journalEntry struct {
-	Port   string  `json:"port"`
-	Record *Record `json:"record"`
+	Port   string           `json:"port"`
+	Record *pipeline.Record `json:"record"`
 }
 
 // openJournal opens the journal of an expensive stage: segments in
@@ -756,7 +760,7 @@ type journalEntry struct {
 // whose ids are all finished are deleted, unless keep_journal, or unless a
 // record could reach the stage without passing a stage that drops finished
 // ids (then the journal is what spares a finished id its regeneration).
-func (e *engine) openJournal(ps *PlanStage) (*commitlog.Journal, error) {
+func (e *engine) openJournal(ps *pipeline.PlanStage) (*commitlog.Journal, error) {
 	dir := filepath.Join(e.plan.File.RunDir, "journal")
 	j, err := commitlog.OpenJournal(commitlog.JournalOptions{
 		Dir:          filepath.Join(dir, ps.ID()),
@@ -775,7 +779,7 @@ func (e *engine) openJournal(ps *PlanStage) (*commitlog.Journal, error) {
 
 // finishedDropped reports whether every record reaching ps passed a stage
 // that drops finished ids (Spec.DropsFinished) on its way.
-func finishedDropped(ps *PlanStage) bool {
+func finishedDropped(ps *pipeline.PlanStage) bool {
 	if ps.Spec.DropsFinished {
 		return true
 	}
@@ -793,7 +797,7 @@ func finishedDropped(ps *PlanStage) bool {
 // replay sends rec on as the journal recorded it, if the stage already did
 // the work for its id in an earlier run (which stopped before every output
 // committed it).
-func (e *engine) replay(n *node, rec *Record, em *emitter) (bool, error) {
+func (e *engine) replay(n *node, rec *pipeline.Record, em *emitter) (bool, error) {
 	line, ok, err := n.journal.Lookup(rec.ID)
 	if err != nil || !ok {
 		return false, err
@@ -805,7 +809,7 @@ func (e *engine) replay(n *node, rec *Record, em *emitter) (bool, error) {
 	em.replaying = true
 	n.replayed.Add(1)
 	out := je.Record
-	if je.Port == RejectedPort && out.Reject != nil {
+	if je.Port == pipeline.RejectedPort && out.Reject != nil {
 		return true, em.Reject(out, out.Reject.Reason, out.Reject.Detail)
 	}
 	return true, em.Emit(je.Port, out)
@@ -937,7 +941,7 @@ func (e *engine) commitNode(n *node, full bool) {
 		}
 		return n.committer.Commit(ctx, em)
 	})
-	var tickets []*ticket
+	var tickets []*ticket.Ticket
 	if err == nil {
 		if n.batcher != nil {
 			tickets = n.takeDurable()
@@ -956,7 +960,7 @@ func (e *engine) commitNode(n *node, full bool) {
 
 // takeDurable takes the tickets of the records a Batcher made durable since
 // the last call. The caller holds n.commitMu.
-func (n *node) takeDurable() []*ticket {
+func (n *node) takeDurable() []*ticket.Ticket {
 	k := int(n.batcher.Durable() - n.released)
 	if k <= 0 {
 		return nil
@@ -964,12 +968,12 @@ func (n *node) takeDurable() []*ticket {
 	k = min(k, len(n.pending)) // a writer counting more than it accepted
 	done := n.pending[:k:k]
 	// A copy, so the released part's backing array goes with it.
-	n.pending = append([]*ticket(nil), n.pending[k:]...)
+	n.pending = append([]*ticket.Ticket(nil), n.pending[k:]...)
 	n.released += int64(k)
 	return done
 }
 
-func (e *engine) releaseAll(tickets []*ticket) {
+func (e *engine) releaseAll(tickets []*ticket.Ticket) {
 	for _, t := range tickets {
 		e.ledger.release(t)
 	}
@@ -1028,7 +1032,7 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 func (e *engine) closeStages() {
 	for i := len(e.nodes) - 1; i >= 0; i-- {
 		n := e.nodes[i]
-		if c, ok := n.stage.(Closer); ok && n.opened {
+		if c, ok := n.stage.(pipeline.Closer); ok && n.opened {
 			if err := e.guard(n, "closing", c.Close); err != nil {
 				fmt.Fprintf(e.opts.Log, "stage %q: close: %v\n", n.ps.ID(), err)
 			}
@@ -1064,15 +1068,15 @@ func (e *engine) summary() *Summary {
 			}
 			ss.QueuedByPort[name] = q
 		}
-		if r, ok := n.stage.(Reporter); ok && n.opened {
+		if r, ok := n.stage.(pipeline.Reporter); ok && n.opened {
 			e.guard(n, "reporting", func() error { ss.Figures = r.Report(); return nil })
 		}
-		if v, ok := n.stage.(Viewer); ok && n.opened {
+		if v, ok := n.stage.(pipeline.Viewer); ok && n.opened {
 			e.guard(n, "reporting", func() error { ss.View = v.View(); return nil })
 		}
 		if n.journal != nil {
 			// What the outputs have not committed yet (finished segments go).
-			ss.Figures = append(ss.Figures, NewGauge("journal_bytes", float64(n.journal.Bytes())).In(UnitBytes))
+			ss.Figures = append(ss.Figures, pipeline.NewGauge("journal_bytes", float64(n.journal.Bytes())).In(pipeline.UnitBytes))
 		}
 		s.Stages = append(s.Stages, ss)
 	}
@@ -1097,7 +1101,7 @@ type emitter struct {
 	ctx context.Context
 	// in is the record being processed (nil for a source's Read or a
 	// Finish): what the stage sends on inherits its ticket.
-	in      *Record
+	in      *pipeline.Record
 	uses    atomic.Int32
 	touched atomic.Bool // a record was emitted, rejected, failed or skipped through it
 	// replaying is set when the record comes from the stage's journal, so
@@ -1110,22 +1114,22 @@ type emitter struct {
 // claim gives rec the ticket it travels with: the processed record's (one
 // more place to commit for each further record sent on), or a new one for
 // what a source reads.
-func (em *emitter) claim(rec *Record) {
+func (em *emitter) claim(rec *pipeline.Record) {
 	switch {
 	case em.in != nil:
-		t := em.in.ticket
+		t := em.in.Ticket
 		if em.uses.Add(1) > 1 && t != nil {
-			t.n.Add(1)
+			t.N.Add(1)
 		}
-		rec.ticket = t
-	case rec.ticket == nil:
-		rec.ticket = em.e.ledger.newTicket(rec.ID)
+		rec.Ticket = t
+	case rec.Ticket == nil:
+		rec.Ticket = em.e.ledger.newTicket(rec.ID)
 	}
 }
 
 // journal appends what an expensive stage sends on to its journal, before
 // anything downstream can see it.
-func (em *emitter) journal(port string, rec *Record) error {
+func (em *emitter) journal(port string, rec *pipeline.Record) error {
 	if em.n.journal == nil || em.replaying {
 		return nil
 	}
@@ -1136,7 +1140,7 @@ func (em *emitter) journal(port string, rec *Record) error {
 	return em.n.journal.Append(rec.ID, line)
 }
 
-func (em *emitter) Emit(port string, rec *Record) error {
+func (em *emitter) Emit(port string, rec *pipeline.Record) error {
 	if em.otherShard(rec) {
 		return nil
 	}
@@ -1144,20 +1148,20 @@ func (em *emitter) Emit(port string, rec *Record) error {
 	if port == "" {
 		port = em.n.firstOut
 	}
-	if port == RejectedPort {
+	if port == pipeline.RejectedPort {
 		return em.Reject(rec, "rejected", "")
 	}
 	p, ok := em.n.outs[port]
 	if !ok {
-		if contains(em.n.ps.Spec.OptionalOutputs, port) {
+		if slices.Contains(em.n.ps.Spec.OptionalOutputs, port) {
 			return nil // not connected: nobody wants it
 		}
 		return fmt.Errorf("emit to port %q: the kind declares ports %v", port, em.n.ps.Spec.Outputs)
 	}
-	fresh := em.in == nil && rec.ticket == nil
+	fresh := em.in == nil && rec.Ticket == nil
 	em.claim(rec)
-	if em.side && rec.ticket != nil {
-		rec.ticket.void.Store(true) // a side output finishes no prompt id
+	if em.side && rec.Ticket != nil {
+		rec.Ticket.Void.Store(true) // a side output finishes no prompt id
 	}
 	if err := em.journal(port, rec); err != nil {
 		return err
@@ -1178,9 +1182,9 @@ func (em *emitter) Emit(port string, rec *Record) error {
 
 // fanOut counts the copies a port's fan-out will make: each is one more
 // place the record must be committed.
-func (em *emitter) fanOut(p *port, rec *Record) {
-	if k := len(p.edges); k > 1 && rec.ticket != nil {
-		rec.ticket.n.Add(int32(k - 1))
+func (em *emitter) fanOut(p *port, rec *pipeline.Record) {
+	if k := len(p.edges); k > 1 && rec.Ticket != nil {
+		rec.Ticket.N.Add(int32(k - 1))
 	}
 }
 
@@ -1189,11 +1193,11 @@ func (em *emitter) fanOut(p *port, rec *Record) {
 // Once the first edge took it the others are sent with the run's hard
 // context: a stop request never gives a record to only some of a port's
 // readers.
-func (em *emitter) sendPort(p *port, rec *Record) error {
+func (em *emitter) sendPort(p *port, rec *pipeline.Record) error {
 	if len(p.edges) == 1 {
 		return send(em.ctx, p.edges[0], rec)
 	}
-	copies := make([]*Record, len(p.edges))
+	copies := make([]*pipeline.Record, len(p.edges))
 	for i := 1; i < len(copies); i++ {
 		copies[i] = rec.Clone()
 	}
@@ -1209,7 +1213,7 @@ func (em *emitter) sendPort(p *port, rec *Record) error {
 }
 
 // send blocks while ch is full, until ctx is done.
-func send(ctx context.Context, ch chan any, rec *Record) error {
+func send(ctx context.Context, ch chan any, rec *pipeline.Record) error {
 	select {
 	case ch <- rec:
 		return nil
@@ -1223,21 +1227,21 @@ func send(ctx context.Context, ch chan any, rec *Record) error {
 	}
 }
 
-func (em *emitter) Reject(rec *Record, reason, detail string) error {
+func (em *emitter) Reject(rec *pipeline.Record, reason, detail string) error {
 	if em.otherShard(rec) {
 		return nil
 	}
 	em.touched.Store(true)
-	fresh := em.in == nil && rec.ticket == nil
+	fresh := em.in == nil && rec.Ticket == nil
 	em.claim(rec)
-	if reason == ReasonDuplicate && rec.ticket != nil {
-		rec.ticket.void.Store(true)
+	if reason == pipeline.ReasonDuplicate && rec.Ticket != nil {
+		rec.Ticket.Void.Store(true)
 	}
-	rec.Reject = &Rejection{Stage: em.n.ps.ID(), Reason: reason, Detail: detail}
-	if err := em.journal(RejectedPort, rec); err != nil {
+	rec.Reject = &pipeline.Rejection{Stage: em.n.ps.ID(), Reason: reason, Detail: detail}
+	if err := em.journal(pipeline.RejectedPort, rec); err != nil {
 		return err
 	}
-	if p, ok := em.n.outs[RejectedPort]; ok {
+	if p, ok := em.n.outs[pipeline.RejectedPort]; ok {
 		em.fanOut(p, rec)
 		if err := em.sendPort(p, rec); err != nil {
 			if fresh {
@@ -1252,7 +1256,7 @@ func (em *emitter) Reject(rec *Record, reason, detail string) error {
 	em.n.reasonsMu.Lock()
 	em.n.reasons[reason]++
 	em.n.reasonsMu.Unlock()
-	if reason != ReasonDuplicate {
+	if reason != pipeline.ReasonDuplicate {
 		em.e.decided(em.n, reason)
 	}
 	return nil
@@ -1274,16 +1278,16 @@ func (e *engine) decided(n *node, reason string) {
 	e.halt(fmt.Errorf("%w: stage %q rejected %.0f%% of its last %d records (max_rejected = %s); top reasons: %s. "+
 		"Retrying regenerates the same: fix the cause (the servers' model and settings, the prompts, the stage's rules; pipe inspect %s shows the rejects) "+
 		"or raise [pipeline] max_rejected (e.g. --set pipeline.max_rejected=90%%, or off)",
-		ErrTooManyRejected, n.ps.ID(), 100*share, l.Window, l.Text, strings.Join(n.recent.top(3), ", "), DisplayPath(e.plan.File.RunDir)))
+		ErrTooManyRejected, n.ps.ID(), 100*share, l.Window, l.Text, strings.Join(n.recent.top(3), ", "), pipeline.DisplayPath(e.plan.File.RunDir)))
 }
 
-func (em *emitter) Fail(rec *Record, err error, attempts int) error {
+func (em *emitter) Fail(rec *pipeline.Record, err error, attempts int) error {
 	if em.otherShard(rec) {
 		return nil
 	}
 	em.touched.Store(true)
 	em.claim(rec)
-	rec.Failure = &Failure{Stage: em.n.ps.ID(), Error: err.Error(), Attempts: attempts}
+	rec.Failure = &pipeline.Failure{Stage: em.n.ps.ID(), Error: err.Error(), Attempts: attempts}
 	if werr := em.e.dead.write("failed", em.n.ps.ID(), rec); werr != nil {
 		return werr
 	}
@@ -1338,13 +1342,13 @@ func (e *engine) checkFailed(final bool) error {
 	return nil
 }
 
-func (em *emitter) Skip(rec *Record, reason string) error {
+func (em *emitter) Skip(rec *pipeline.Record, reason string) error {
 	em.touched.Store(true)
 	em.claim(rec)
-	if len(em.n.ps.Spec.Outputs) > 0 && rec.ticket != nil {
-		rec.ticket.void.Store(true)
+	if len(em.n.ps.Spec.Outputs) > 0 && rec.Ticket != nil {
+		rec.Ticket.Void.Store(true)
 	}
-	em.e.ledger.release(rec.ticket)
+	em.e.ledger.release(rec.Ticket)
 	em.n.skipped.Add(1)
 	em.n.reasonsMu.Lock()
 	em.n.skips[reason]++

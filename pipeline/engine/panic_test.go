@@ -1,4 +1,4 @@
-package pipeline_test
+package engine_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -49,7 +50,7 @@ input = "bad"
 path = "out.jsonl"
 `)
 	var log logBuffer
-	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{Log: &log})
+	sum, err := engine.Run(context.Background(), p, engine.Options{Log: &log})
 	if err != nil {
 		t.Fatalf("a panic on one record failed the run: %v", err)
 	}
@@ -104,7 +105,7 @@ path = "out.jsonl"
 	}
 
 	// A second run redoes nothing and does not write the failure again.
-	sum, err = pipeline.Run(context.Background(), p, pipeline.RunOptions{Log: &log})
+	sum, err = engine.Run(context.Background(), p, engine.Options{Log: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ input = "src"
 panic_on = "7"
 `)
 	var log logBuffer
-	sum, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{Log: &log})
+	sum, err := engine.Run(context.Background(), p, engine.Options{Log: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,8 +197,8 @@ input = "bad"
 path = "out.jsonl"
 `
 	}
-	_, err := pipeline.Run(context.Background(), durablePlan(t, dir, graph("42")), pipeline.RunOptions{})
-	var se *pipeline.StageError
+	_, err := engine.Run(context.Background(), durablePlan(t, dir, graph("42")), engine.Options{})
+	var se *engine.StageError
 	if !errors.As(err, &se) || se.Stage != "bad" || !strings.Contains(err.Error(), `panic after record "42" was sent on: boom after sending 42`) {
 		t.Fatalf("err = %v, want a StageError of stage bad about the panic", err)
 	}
@@ -223,7 +224,7 @@ path = "out.jsonl"
 		}
 	}
 
-	sum, err := pipeline.Run(context.Background(), durablePlan(t, dir, graph("")), pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), durablePlan(t, dir, graph("")), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ path = "out.jsonl"
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	_, err := pipeline.Run(context.Background(), p, pipeline.RunOptions{})
+	_, err := engine.Run(context.Background(), p, engine.Options{})
 	os.Stdout.WriteString("RUN RETURNED: " + errString(err) + "\n")
 }
 

@@ -1,4 +1,4 @@
-package pipeline_test
+package engine_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -161,10 +162,10 @@ input = ["a", "b"]
 					t.Fatal(probs)
 				}
 				done := make(chan error)
-				var sum *pipeline.Summary
+				var sum *engine.Summary
 				go func() {
 					var err error
-					sum, err = pipeline.Run(context.Background(), p, pipeline.RunOptions{EdgeBuffer: tc.buffer})
+					sum, err = engine.Run(context.Background(), p, engine.Options{EdgeBuffer: tc.buffer})
 					done <- err
 				}()
 				synctest.Wait() // every source is blocked on a full port

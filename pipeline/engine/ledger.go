@@ -1,49 +1,31 @@
-package pipeline
+package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-json-experiment/json/jsontext"
-
+	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
 )
 
-// DoneFile is the run directory's log of finished ids (see commitlog.IDLog).
-const DoneFile = "done.ids"
-
-// A ticket follows one record read by a source through the graph. Its count
-// is the number of places the record (and its fan-out copies) still has to
-// be committed; when it reaches zero the record's id is finished and goes
-// into the run directory's done log. A record abandoned by a stop never
-// reaches zero, so its id is redone by the next run.
-type ticket struct {
-	id string
-	n  atomic.Int32
-	// void tickets never finish their id (a duplicate of an earlier record).
-	void atomic.Bool
-}
-
-func (l *ledger) newTicket(id string) *ticket {
+func (l *ledger) newTicket(id string) *ticket.Ticket {
 	l.made.Add(1)
-	t := &ticket{id: id}
-	t.n.Store(1)
+	t := &ticket.Ticket{ID: id}
+	t.N.Store(1)
 	return t
 }
 
 // unmake takes back the ticket a source's record got for a send that a
 // stop cut short: the record was not read (the next run reads it).
-func (l *ledger) unmake(rec *Record) {
-	if rec.ticket != nil {
+func (l *ledger) unmake(rec *pipeline.Record) {
+	if rec.Ticket != nil {
 		l.made.Add(-1)
-		rec.ticket = nil
+		rec.Ticket = nil
 	}
 }
 
@@ -73,7 +55,7 @@ type ledger struct {
 }
 
 func openLedger(runDir string) (*ledger, error) {
-	log, hashes, err := commitlog.OpenIDLog(filepath.Join(runDir, DoneFile))
+	log, hashes, err := commitlog.OpenIDLog(filepath.Join(runDir, pipeline.DoneFile))
 	if err != nil {
 		return nil, fmt.Errorf("run directory state: %w", err)
 	}
@@ -91,15 +73,15 @@ func (l *ledger) Len() int { return l.atStart }
 func (l *ledger) finished() int { return l.atStart + int(l.added.Load()) }
 
 // release drops one of t's pending places; the last one finishes its id.
-func (l *ledger) release(t *ticket) {
-	if t == nil || t.n.Add(-1) != 0 {
+func (l *ledger) release(t *ticket.Ticket) {
+	if t == nil || t.N.Add(-1) != 0 {
 		return
 	}
-	if t.void.Load() {
+	if t.Void.Load() {
 		l.voided.Add(1)
 		return
 	}
-	h := commitlog.Hash(t.id)
+	h := commitlog.Hash(t.ID)
 	if l.set.Has(h) {
 		l.alreadyDone.Add(1)
 	} else {
@@ -153,70 +135,6 @@ func (l *ledger) commit() ([]uint64, error) {
 	return fresh, nil
 }
 func (l *ledger) close() error { return l.log.Close() }
-
-// RecordLineID is the commitlog.IDFunc of a file of records (one JSON
-// record per line, as write-jsonl and the rejected/failed files hold).
-//
-// It accepts exactly the lines encoding/json's Unmarshal into
-// struct{ ID *string `json:"id"` } accepts with a non-nil id, and gives the
-// same id (the last member named "id" in any case; invalid UTF-8 as
-// U+FFFD), in one pass over the line that decodes nothing but the id: the
-// end-of-run verification reads every line of a run's outputs, and
-// Unmarshal's validation pass plus its decoding pass over the token id
-// lists were a tenth of the CPU of a whole rehearsal.
-func RecordLineID(line []byte) (string, error) {
-	d := lineDecoders.Get().(*jsontext.Decoder)
-	defer lineDecoders.Put(d)
-	d.Reset(bytes.NewReader(line), lineOpts...)
-	id, ok := recordLineID(d)
-	d.Reset(bytes.NewReader(nil), lineOpts...) // drop the line
-	if !ok {
-		return "", errors.New("not a whole record")
-	}
-	return id, nil
-}
-
-var (
-	lineOpts     = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
-	lineDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil), lineOpts...) }}
-)
-
-func recordLineID(d *jsontext.Decoder) (id string, ok bool) {
-	if t, err := d.ReadToken(); err != nil || t.Kind() != '{' {
-		return "", false
-	}
-	has := false
-	for d.PeekKind() != '}' {
-		name, err := d.ReadToken()
-		if err != nil {
-			return "", false
-		}
-		if !strings.EqualFold(name.String(), "id") {
-			if d.SkipValue() != nil {
-				return "", false
-			}
-			continue
-		}
-		v, err := d.ReadToken()
-		switch {
-		case err != nil:
-			return "", false
-		case v.Kind() == 'n':
-			has = false // null leaves the pointer nil
-		case v.Kind() == '"':
-			id, has = v.String(), true
-		default:
-			return "", false // a number, bool or composite is not an id
-		}
-	}
-	if _, err := d.ReadToken(); err != nil { // the closing '}'
-		return "", false
-	}
-	if _, err := d.ReadToken(); err != io.EOF { // nothing after the record
-		return "", false
-	}
-	return id, has
-}
 
 // journalLineID is the commitlog.IDFunc of a journal.
 func journalLineID(line []byte) (string, error) {
