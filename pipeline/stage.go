@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"io"
+
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 // A stage kind's constructor (NewSource or NewProcessor) returns a Source
@@ -124,9 +126,19 @@ type Closer interface {
 // Reporter is implemented by stages with figures of their own (per-server
 // throughput, tokens, bytes committed) for the progress display,
 // status.json, the run summary and the metrics endpoint, which all render
-// them (see Figure). It must be safe to call concurrently with Process.
+// them (see figure.Figure). It must be safe to call concurrently with Process.
 type Reporter interface {
-	Report() []Figure
+	Report() []figure.Figure
+}
+
+// Viewer is implemented by stages that export a typed view of themselves
+// beside their figures, for a reader that shows more than figures can say
+// (the generate stage's fleet: stages.FleetView; an input's position:
+// stages.InputView). Readers type-assert the view; they never parse
+// figures back by name. View must be safe to call concurrently with
+// Process, and return a value the stage no longer writes to.
+type Viewer interface {
+	View() any
 }
 
 // Emitter moves records out of a stage. Every method blocks while downstream is

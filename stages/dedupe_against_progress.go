@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 func init() {
@@ -106,13 +107,13 @@ func (d *dedupe) Process(_ context.Context, rec *pipeline.Record, out pipeline.E
 	return out.Emit("out", rec)
 }
 
-func (d *dedupe) Report() []pipeline.Figure {
-	var st []pipeline.Figure
+func (d *dedupe) Report() []figure.Figure {
+	var st []figure.Figure
 	if d.done != nil {
-		st = append(st, pipeline.NewGauge("finished_before_this_run", float64(d.done.Len())))
+		st = append(st, figure.NewGauge("finished_before_this_run", float64(d.done.Len())))
 	}
 	if len(d.cfg.Against) > 0 {
-		st = append(st, pipeline.NewGauge("ids_in_other_outputs", float64(d.against.Len())))
+		st = append(st, figure.NewGauge("ids_in_other_outputs", float64(d.against.Len())))
 	}
 	return st
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
@@ -159,10 +160,10 @@ func TestGenerateNormalRun(t *testing.T) {
 		t.Errorf("records by server %v, want all three used", byServer)
 	}
 	stats := stageSummary(t, sum, "gen").Figures
-	if c, _ := pipeline.FindFigure(stats, "completions"); c.Value != float64(n) {
+	if c, _ := figure.Find(stats, "completions"); c.Value != float64(n) {
 		t.Errorf("fleet completions %v, want %d; figures %v", c.Value, n, stats)
 	}
-	if a, _ := pipeline.FindFigure(stats, "answers"); a.Value != float64(n) {
+	if a, _ := figure.Find(stats, "answers"); a.Value != float64(n) {
 		t.Errorf("answers %v, want %d", a.Value, n)
 	}
 	servers := 0
@@ -509,12 +510,12 @@ func TestGenerateServerKilledAndRevived(t *testing.T) {
 	}
 	figs := stageSummary(t, sum, "gen").Figures
 	t.Logf("%d records on the victim, %d re-sent; %v", onVictim, retried, figs)
-	if ej, _ := pipeline.FindFigure(figs, "ejections"); retried == 0 || ej.Value != 1 {
+	if ej, _ := figure.Find(figs, "ejections"); retried == 0 || ej.Value != 1 {
 		t.Errorf("the victim's requests were not re-sent or it was not ejected once: %v", figs)
 	}
 	victimName := strings.TrimPrefix(victim.url, "http://")
-	state, _ := pipeline.FindFigure(figs, "state", "server", victimName)
-	inFlight, _ := pipeline.FindFigure(figs, "in_flight", "server", victimName)
+	state, _ := figure.Find(figs, "state", "server", victimName)
+	inFlight, _ := figure.Find(figs, "in_flight", "server", victimName)
 	if state.Text != "ready" || inFlight.Value != 0 {
 		t.Errorf("victim not re-admitted: state %s, in flight %v", state.FormatValue(), inFlight.Value)
 	}
@@ -753,7 +754,7 @@ func TestGenerateSimServersUseTheTokenizer(t *testing.T) {
 }
 
 // fleetErrors lists the fleet's failed attempts by class: "http_503=3 transport=1".
-func fleetErrors(figs []pipeline.Figure) string {
+func fleetErrors(figs []figure.Figure) string {
 	var parts []string
 	for _, f := range figs {
 		if f.Name == "errors" && f.Label("server") == "" {

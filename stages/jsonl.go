@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 // jsonlSource is what read-prompts and read-completions share: stream a
@@ -71,13 +72,13 @@ func (p *inputPos) advance(line []byte, err error) {
 
 // figures reports the position as input_bytes_read of input_bytes, and
 // input_lines once counted.
-func (p *inputPos) figures() []pipeline.Figure {
-	figs := []pipeline.Figure{
-		pipeline.NewCounter("input_bytes_read", p.read.Load()).In(pipeline.UnitBytes),
-		pipeline.NewGauge("input_bytes", float64(p.size.Load())).In(pipeline.UnitBytes),
+func (p *inputPos) figures() []figure.Figure {
+	figs := []figure.Figure{
+		figure.NewCounter("input_bytes_read", p.read.Load()).In(figure.UnitBytes),
+		figure.NewGauge("input_bytes", float64(p.size.Load())).In(figure.UnitBytes),
 	}
 	if n := p.lines.Load(); n > 0 {
-		figs = append(figs, pipeline.NewGauge("input_lines", float64(n)))
+		figs = append(figs, figure.NewGauge("input_lines", float64(n)))
 	}
 	return figs
 }

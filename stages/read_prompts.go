@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 func init() {
@@ -95,7 +96,7 @@ var (
 )
 
 // Report gives how far into the file the read is.
-func (r *readPrompts) Report() []pipeline.Figure { return r.pos.figures() }
+func (r *readPrompts) Report() []figure.Figure { return r.pos.figures() }
 
 // View gives the same position typed (InputView).
 func (r *readPrompts) View() any { return r.pos.view() }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
@@ -556,20 +557,20 @@ func (s *tokenizeAndMask) logDifference(id string, ids, text *pipeline.Tokens, a
 }
 
 // Report gives the row sources, disagreements and token totals.
-func (s *tokenizeAndMask) Report() []pipeline.Figure {
-	stats := []pipeline.Figure{
-		pipeline.NewCounter("rows", s.fromIDs.Load(), "source", "ids"),
-		pipeline.NewCounter("rows", s.fromText.Load(), "source", "text"),
-		pipeline.NewCounter("text_rows_without_ids", s.textNoIDs.Load()),
-		pipeline.NewCounter("text_rows_system_prompt_differs", s.textSystemDiffers.Load()),
-		pipeline.NewCounter("tokens", s.tokens.Load()).In(pipeline.UnitTokens),
-		pipeline.NewCounter("loss_tokens", s.lossTokens.Load()).In(pipeline.UnitTokens),
+func (s *tokenizeAndMask) Report() []figure.Figure {
+	stats := []figure.Figure{
+		figure.NewCounter("rows", s.fromIDs.Load(), "source", "ids"),
+		figure.NewCounter("rows", s.fromText.Load(), "source", "text"),
+		figure.NewCounter("text_rows_without_ids", s.textNoIDs.Load()),
+		figure.NewCounter("text_rows_system_prompt_differs", s.textSystemDiffers.Load()),
+		figure.NewCounter("tokens", s.tokens.Load()).In(figure.UnitTokens),
+		figure.NewCounter("loss_tokens", s.lossTokens.Load()).In(figure.UnitTokens),
 	}
 	if s.cfg.CompareText && s.fromIDs.Load() > 0 {
-		stats = append(stats, pipeline.NewCounter("retokenized_text_differs", s.differs.Load()))
+		stats = append(stats, figure.NewCounter("retokenized_text_differs", s.differs.Load()))
 	}
 	if s.cfg.MaxLength > 0 {
-		stats = append(stats, pipeline.NewCounter("truncated_to_max_length", s.truncated.Load()))
+		stats = append(stats, figure.NewCounter("truncated_to_max_length", s.truncated.Load()))
 	}
 	s.systemMu.Lock()
 	prompts := make([]string, 0, len(s.systemUsed))
@@ -583,14 +584,14 @@ func (s *tokenizeAndMask) Report() []pipeline.Figure {
 			for _, q := range prompts[3:] {
 				others += s.systemUsed[q]
 			}
-			stats = append(stats, pipeline.NewCounter("rows_by_system_prompt", others, "prompt", fmt.Sprintf("%d others", len(prompts)-3)))
+			stats = append(stats, figure.NewCounter("rows_by_system_prompt", others, "prompt", fmt.Sprintf("%d others", len(prompts)-3)))
 			break
 		}
 		name := "none"
 		if p != "" {
 			name = fmt.Sprintf("%q", truncate(p, 60))
 		}
-		stats = append(stats, pipeline.NewCounter("rows_by_system_prompt", s.systemUsed[p], "prompt", name))
+		stats = append(stats, figure.NewCounter("rows_by_system_prompt", s.systemUsed[p], "prompt", name))
 	}
 	s.systemMu.Unlock()
 	return stats

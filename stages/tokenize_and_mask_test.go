@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
@@ -263,8 +264,8 @@ func TestTokenizeAndMaskFromIDs(t *testing.T) {
 		if !strings.Contains(log.String(), `"verse"`) || rec.Meta["retokenized_differs_at"] == nil {
 			t.Fatalf("disagreement not logged/recorded: %q, meta %v", log.String(), rec.Meta)
 		}
-		differs, _ := pipeline.FindFigure(s.Report(), "retokenized_text_differs")
-		fromIDs, _ := pipeline.FindFigure(s.Report(), "rows", "source", "ids")
+		differs, _ := figure.Find(s.Report(), "retokenized_text_differs")
+		fromIDs, _ := figure.Find(s.Report(), "rows", "source", "ids")
 		if differs.Value != 1 || fromIDs.Value != 1 {
 			t.Fatalf("report lacks the disagreement: %v", s.Report())
 		}

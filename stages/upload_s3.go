@@ -21,6 +21,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -658,7 +659,7 @@ func (u *uploadS3) Close() error {
 	return err
 }
 
-func (u *uploadS3) Report() []pipeline.Figure {
+func (u *uploadS3) Report() []figure.Figure {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.client == nil {
@@ -668,34 +669,34 @@ func (u *uploadS3) Report() []pipeline.Figure {
 	if u.active > 0 {
 		busy += time.Since(u.since)
 	}
-	stats := []pipeline.Figure{
-		pipeline.NewState("uri", u.cfg.URI, ""),
-		pipeline.NewCounter("uploaded_shards", int64(u.uploaded)),
-		pipeline.NewCounter("uploaded_bytes", u.upBytes).In(pipeline.UnitBytes),
-		pipeline.NewCounter("already_uploaded_shards", int64(u.skipped)),
-		pipeline.NewCounter("busy", 0).In(pipeline.UnitSeconds),
+	stats := []figure.Figure{
+		figure.NewState("uri", u.cfg.URI, ""),
+		figure.NewCounter("uploaded_shards", int64(u.uploaded)),
+		figure.NewCounter("uploaded_bytes", u.upBytes).In(figure.UnitBytes),
+		figure.NewCounter("already_uploaded_shards", int64(u.skipped)),
+		figure.NewCounter("busy", 0).In(figure.UnitSeconds),
 	}
 	stats[len(stats)-1].Value = busy.Seconds()
 	if u.uploaded > 0 && busy > 0 {
-		stats = append(stats, pipeline.NewGauge("upload_bytes_per_second_while_busy", float64(u.upBytes)/busy.Seconds()).In(pipeline.UnitPerSecond))
+		stats = append(stats, figure.NewGauge("upload_bytes_per_second_while_busy", float64(u.upBytes)/busy.Seconds()).In(figure.UnitPerSecond))
 	}
 	if u.deleted > 0 {
-		stats = append(stats, pipeline.NewCounter("local_shards_deleted", int64(u.deleted)))
+		stats = append(stats, figure.NewCounter("local_shards_deleted", int64(u.deleted)))
 	}
 	if u.reuploaded > 0 {
-		stats = append(stats, pipeline.NewCounter("shards_uploaded_again_at_the_end", int64(u.reuploaded)))
+		stats = append(stats, figure.NewCounter("shards_uploaded_again_at_the_end", int64(u.reuploaded)))
 	}
 	if since, waiting, outages, longest, last := u.wait.State(); !since.IsZero() {
-		stats = append(stats, pipeline.NewState("waiting", fmt.Sprintf("%d uploads, S3 failing for %s (upload_timeout %s); shards wait, generation goes on", waiting, time.Since(since).Round(time.Second), u.cfg.UploadTimeout.Duration), fmt.Sprint(last)))
+		stats = append(stats, figure.NewState("waiting", fmt.Sprintf("%d uploads, S3 failing for %s (upload_timeout %s); shards wait, generation goes on", waiting, time.Since(since).Round(time.Second), u.cfg.UploadTimeout.Duration), fmt.Sprint(last)))
 	} else if outages > 0 {
-		stats = append(stats, pipeline.NewCounter("outages_waited_out", int64(outages)), pipeline.NewCounter("longest_outage", 0).In(pipeline.UnitSeconds))
+		stats = append(stats, figure.NewCounter("outages_waited_out", int64(outages)), figure.NewCounter("longest_outage", 0).In(figure.UnitSeconds))
 		stats[len(stats)-1].Value = longest.Seconds()
 	}
 	for _, m := range u.manifests {
-		stats = append(stats, pipeline.NewState("manifest_uploaded", m, ""))
+		stats = append(stats, figure.NewState("manifest_uploaded", m, ""))
 	}
 	for _, m := range u.incomplete {
-		stats = append(stats, pipeline.NewState("manifest_held_back", m, ""))
+		stats = append(stats, figure.NewState("manifest_held_back", m, ""))
 	}
 	return stats
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -338,7 +339,7 @@ func writeOrder(t *testing.T, srv *testenv.S3) []string {
 	return keys
 }
 
-func reportText(figs []pipeline.Figure) string {
+func reportText(figs []figure.Figure) string {
 	var b strings.Builder
 	for _, s := range figs {
 		fmt.Fprintf(&b, "%s: %s\n", s.Name, s.FormatValue())

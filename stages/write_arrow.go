@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -380,21 +381,21 @@ func (w *writeArrow) Close() error {
 	return nil
 }
 
-func (w *writeArrow) Report() []pipeline.Figure {
+func (w *writeArrow) Report() []figure.Figure {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.shards == nil {
 		return nil
 	}
 	m := w.shards.Manifest()
-	return []pipeline.Figure{
-		pipeline.NewState("path", pipeline.DisplayPath(w.cfg.Path), w.cfg.Format+" shards"),
-		pipeline.NewCounter("committed_rows", m.Rows),
-		pipeline.NewCounter("committed_tokens", m.Tokens).In(pipeline.UnitTokens),
-		pipeline.NewCounter("committed_bytes", m.Bytes).In(pipeline.UnitBytes),
-		pipeline.NewCounter("committed_shards", int64(len(m.Shards))),
-		pipeline.NewGauge("uncommitted_rows", float64(w.rows)),
-		pipeline.NewGauge("rows_to_write_again", float64(w.shards.ToRedo())),
+	return []figure.Figure{
+		figure.NewState("path", pipeline.DisplayPath(w.cfg.Path), w.cfg.Format+" shards"),
+		figure.NewCounter("committed_rows", m.Rows),
+		figure.NewCounter("committed_tokens", m.Tokens).In(figure.UnitTokens),
+		figure.NewCounter("committed_bytes", m.Bytes).In(figure.UnitBytes),
+		figure.NewCounter("committed_shards", int64(len(m.Shards))),
+		figure.NewGauge("uncommitted_rows", float64(w.rows)),
+		figure.NewGauge("rows_to_write_again", float64(w.shards.ToRedo())),
 	}
 }
 

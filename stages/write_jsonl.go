@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -173,19 +174,19 @@ func (w *writeJSONL) Close() error {
 	return w.log.Close()
 }
 
-func (w *writeJSONL) Report() []pipeline.Figure {
+func (w *writeJSONL) Report() []figure.Figure {
 	if w.log == nil {
 		return nil
 	}
 	st := w.log.Stats()
-	stats := []pipeline.Figure{
-		pipeline.NewState("path", pipeline.DisplayPath(w.cfg.Path), ""),
-		pipeline.NewCounter("committed_records", st.Rows),
-		pipeline.NewCounter("committed_bytes", st.Bytes).In(pipeline.UnitBytes),
-		pipeline.NewGauge("uncommitted_records", float64(st.PendingRows)),
+	stats := []figure.Figure{
+		figure.NewState("path", pipeline.DisplayPath(w.cfg.Path), ""),
+		figure.NewCounter("committed_records", st.Rows),
+		figure.NewCounter("committed_bytes", st.Bytes).In(figure.UnitBytes),
+		figure.NewGauge("uncommitted_records", float64(st.PendingRows)),
 	}
 	if w.prev != "" {
-		stats = append(stats, pipeline.NewState("previous_file_kept_as", pipeline.DisplayPath(w.prev), ""))
+		stats = append(stats, figure.NewState("previous_file_kept_as", pipeline.DisplayPath(w.prev), ""))
 	}
 	return stats
 }

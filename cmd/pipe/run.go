@@ -23,6 +23,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages/sglang"
@@ -1072,7 +1073,7 @@ func printStageNotes(w io.Writer, plan *pipeline.Plan, st engine.StageSummary, e
 	if len(st.Skips) > 0 {
 		fmt.Fprintf(w, "skipped by %s: %s\n", st.ID, countsByValue(st.Skips))
 	}
-	for _, line := range pipeline.FigureLines(st.Figures) {
+	for _, line := range figure.Lines(st.Figures) {
 		who := st.ID
 		if line.Subject != "" {
 			who += ": " + line.Subject

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
 	"golang.org/x/sync/errgroup"
 )
@@ -121,8 +122,8 @@ type StageSummary struct {
 	Queued   int              `json:"queued"`            // records waiting on this stage's output edges
 	// QueuedByPort is Queued per connected output port (one edge, or the
 	// fan-out feeding several).
-	QueuedByPort map[string]int    `json:"queued_by_port,omitempty"`
-	Figures      []pipeline.Figure `json:"figures,omitempty"`
+	QueuedByPort map[string]int  `json:"queued_by_port,omitempty"`
+	Figures      []figure.Figure `json:"figures,omitempty"`
 	// View is the stage's typed view of itself (see Viewer), nil when it
 	// exports none.
 	View any `json:"-"`
@@ -1076,7 +1077,7 @@ func (e *engine) summary() *Summary {
 		}
 		if n.journal != nil {
 			// What the outputs have not committed yet (finished segments go).
-			ss.Figures = append(ss.Figures, pipeline.NewGauge("journal_bytes", float64(n.journal.Bytes())).In(pipeline.UnitBytes))
+			ss.Figures = append(ss.Figures, figure.NewGauge("journal_bytes", float64(n.journal.Bytes())).In(figure.UnitBytes))
 		}
 		s.Stages = append(s.Stages, ss)
 	}

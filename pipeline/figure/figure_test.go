@@ -1,4 +1,4 @@
-package pipeline
+package figure
 
 import (
 	"reflect"
@@ -27,7 +27,7 @@ func TestFigureFormatValue(t *testing.T) {
 
 // The summary's lines: one per subject (the stage, each server), a figure
 // split by class on one part.
-func TestFigureLines(t *testing.T) {
+func TestLines(t *testing.T) {
 	figs := []Figure{
 		NewCounter("completions", 7),
 		NewCounter("errors", 2, "class", "http_503"),
@@ -38,18 +38,18 @@ func TestFigureLines(t *testing.T) {
 		NewGauge("completions_per_second", 0.5, "server", "b:2").In(UnitPerSecond),
 		NewCounter("completions", 2, "server", "b:2"),
 	}
-	want := []FigureLine{
+	want := []Line{
 		{"", []string{"completions 7", "errors http_503 2"}},
 		{"server a:1", []string{"state ready", "completions 5", "errors http_503 2, transport 1"}},
 		{"server b:2", []string{"completions 0.50/s", "completions 2"}},
 	}
-	if got := FigureLines(figs); !reflect.DeepEqual(got, want) {
-		t.Errorf("FigureLines:\n%q\nwant\n%q", got, want)
+	if got := Lines(figs); !reflect.DeepEqual(got, want) {
+		t.Errorf("Lines:\n%q\nwant\n%q", got, want)
 	}
-	if f, ok := FindFigure(figs, "completions"); !ok || f.Value != 7 {
-		t.Errorf("FindFigure without labels: %+v", f)
+	if f, ok := Find(figs, "completions"); !ok || f.Value != 7 {
+		t.Errorf("Find without labels: %+v", f)
 	}
-	if f, ok := FindFigure(figs, "errors", "server", "a:1", "class", "transport"); !ok || f.Value != 1 {
-		t.Errorf("FindFigure with labels: %+v", f)
+	if f, ok := Find(figs, "errors", "server", "a:1", "class", "transport"); !ok || f.Value != 1 {
+		t.Errorf("Find with labels: %+v", f)
 	}
 }

@@ -1,4 +1,7 @@
-package pipeline
+// Package figure is what a stage reports about itself (pipeline.Reporter):
+// typed figures (counters, gauges, distributions, states) that the terminal,
+// status.json, the run summary and the metrics endpoint render alike.
+package figure
 
 import (
 	"fmt"
@@ -11,23 +14,23 @@ import (
 	"github.com/pipe-dev/pipe/internal/numfmt"
 )
 
-// FigureKind says how a figure behaves, and so how the terminal, status.json,
+// Kind says how a figure behaves, and so how the terminal, status.json,
 // the summary and the metrics endpoint show it.
-type FigureKind string
+type Kind string
 
 const (
 	// Counter is a total that only grows during a run: completions, tokens,
 	// bytes written. Rates are computed from it by whoever shows it.
-	Counter FigureKind = "counter"
+	Counter Kind = "counter"
 	// Gauge is a level now: requests in flight, a rate the stage measures
 	// itself, a mean.
-	Gauge FigureKind = "gauge"
+	Gauge Kind = "gauge"
 	// Quantiles is a distribution: Count observations summing to Value,
 	// and some of its quantiles (e.g. latency p50 and p95).
-	Quantiles FigureKind = "quantiles"
+	Quantiles Kind = "quantiles"
 	// State is a word in Text (a server's "ready", "ejected", "probing", a
 	// path kept aside), with Detail saying why.
-	State FigureKind = "state"
+	State Kind = "state"
 )
 
 // Units of figures. A figure without a unit counts records or things.
@@ -46,7 +49,7 @@ const (
 // {"class": "http_503"}.
 type Figure struct {
 	Name   string            `json:"name"`
-	Kind   FigureKind        `json:"kind"`
+	Kind   Kind              `json:"kind"`
 	Unit   string            `json:"unit,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// Value is the counter's or gauge's value, a distribution's sum.
@@ -58,16 +61,6 @@ type Figure struct {
 	// Text and Detail are a State's word and why.
 	Text   string `json:"text,omitempty"`
 	Detail string `json:"detail,omitempty"`
-}
-
-// Viewer is implemented by stages that export a typed view of themselves
-// beside their figures, for a reader that shows more than figures can say
-// (the generate stage's fleet: stages.FleetView; an input's position:
-// stages.InputView). Readers type-assert the view; they never parse
-// figures back by name. View must be safe to call concurrently with
-// Process, and return a value the stage no longer writes to.
-type Viewer interface {
-	View() any
 }
 
 // Quantile is one quantile of a distribution: Q in 0..1, its value V.
@@ -123,9 +116,9 @@ func (f Figure) Q(q float64) float64 {
 	return 0
 }
 
-// FindFigure returns the figure named name whose labels include every
+// Find returns the figure named name whose labels include every
 // key, value pair given.
-func FindFigure(figs []Figure, name string, labels ...string) (Figure, bool) {
+func Find(figs []Figure, name string, labels ...string) (Figure, bool) {
 	for _, f := range figs {
 		if f.Name != name {
 			continue
@@ -190,19 +183,19 @@ func formatNumber(v float64, unit string) string {
 // are shown inside one line, "errors http_503 2, transport 1".
 var splitLabels = []string{"class", "reason", "source", "prompt"}
 
-// FigureLine is a group of figures about one thing: Subject names it
+// Line is a group of figures about one thing: Subject names it
 // ("server 127.0.0.1:30000", or "" for the stage itself), Parts are
 // "name value" texts in the order reported.
-type FigureLine struct {
+type Line struct {
 	Subject string
 	Parts   []string
 }
 
-// FigureLines groups a stage's figures for reading: one line per subject
+// Lines groups a stage's figures for reading: one line per subject
 // (the figures' labels other than splitLabels), figures of one name and
 // subject merged into one part.
-func FigureLines(figs []Figure) []FigureLine {
-	var lines []FigureLine
+func Lines(figs []Figure) []Line {
+	var lines []Line
 	index := map[string]int{}
 	type partKey struct{ line, name string }
 	parts := map[partKey]int{}
@@ -212,7 +205,7 @@ func FigureLines(figs []Figure) []FigureLine {
 		if !ok {
 			li = len(lines)
 			index[subj] = li
-			lines = append(lines, FigureLine{Subject: subj})
+			lines = append(lines, Line{Subject: subj})
 		}
 		name := strings.ReplaceAll(f.Name, "_", " ")
 		if f.Unit == UnitPerSecond {
