@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"fmt"
+
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // OutputSpec is how a writer kind reads back what it committed, given the
@@ -23,7 +25,7 @@ type OutputSpec struct {
 	// Each calls fn with every committed record, in order, holding a
 	// bounded part of the output at a time (a line, a row group), never
 	// the whole of it. It stops at fn's first error and returns it.
-	Each func(ctx context.Context, path string, fn func(*Record) error) error
+	Each func(ctx context.Context, path string, fn func(*record.Record) error) error
 	// Claims reports whether path, named alone (pipe export PATH, pipe
 	// inspect PATH), is an output of this kind. Optional.
 	Claims func(path string) bool
@@ -91,7 +93,7 @@ func (r *Registry) OutputAt(path string) (string, *OutputSpec) {
 
 // EachCommitted calls fn with every committed record of the output of
 // kind at path (OutputSpec.Each); an error when kind holds no records.
-func (r *Registry) EachCommitted(ctx context.Context, kind, path string, fn func(*Record) error) error {
+func (r *Registry) EachCommitted(ctx context.Context, kind, path string, fn func(*record.Record) error) error {
 	o := r.Output(kind)
 	if o == nil || o.Each == nil {
 		return fmt.Errorf("%s: a %s output holds no records to read", DisplayPath(path), kind)

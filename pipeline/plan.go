@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/suggest"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Plan is a checked pipeline: every stage's config decoded and validated, the
@@ -411,7 +412,7 @@ func fieldsIn(ps *PlanStage, avail map[*PlanStage]map[string]bool) map[string]bo
 	if have == nil {
 		have = map[string]bool{}
 	}
-	have[FieldID] = true
+	have[record.FieldID] = true
 	return have
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // A stage kind's constructor (NewSource or NewProcessor) returns a Source
@@ -26,7 +27,7 @@ type Source interface {
 // implements Parallel. A returned error fails the whole run; a problem with
 // one record is reported with out.Reject or out.Fail instead.
 type Processor interface {
-	Process(ctx context.Context, rec *Record, out Emitter) error
+	Process(ctx context.Context, rec *record.Record, out Emitter) error
 }
 
 // Parallel is implemented by processors that handle several records at once,
@@ -146,20 +147,20 @@ type Viewer interface {
 // stage should then return that error.
 type Emitter interface {
 	// Emit sends rec out of the named output port ("" means the stage's first port).
-	Emit(port string, rec *Record) error
+	Emit(port string, rec *record.Record) error
 	// Reject sends rec out of the "rejected" port with a reason code, or, when
 	// that port is not connected, into the run directory's rejected/STAGE.jsonl.
-	Reject(rec *Record, reason, detail string) error
+	Reject(rec *record.Record, reason, detail string) error
 	// Fail records that rec could not be processed (e.g. retries exhausted);
 	// it is counted and written to the run directory's failed/STAGE.jsonl.
-	Fail(rec *Record, err error, attempts int) error
+	Fail(rec *record.Record, err error, attempts int) error
 	// Skip says rec needs no work: its id is already finished in this run
 	// directory or in another output (dedupe-against-progress), or this
 	// sink already committed it. It is counted as skipped (in = out +
 	// rejected + failed + skipped) and goes nowhere. A sink's skip counts
 	// as delivered (the record is in its output); any other stage's skip
 	// leaves the id's state as it was: it does not finish it here.
-	Skip(rec *Record, reason string) error
+	Skip(rec *record.Record, reason string) error
 	// SkipFinished is for sources: it reports whether the record with id
 	// needs no work because the run directory had finished it and the stage
 	// reading this output drops finished records. It is then counted there

@@ -13,6 +13,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 func init() {
@@ -92,7 +93,7 @@ func (d *dedupe) Open(_ context.Context, env *pipeline.Env) error {
 	return nil
 }
 
-func (d *dedupe) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (d *dedupe) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	h := commitlog.Hash(rec.ID)
 	if _, dup := d.seen[h]; dup {
 		return out.Reject(rec, pipeline.ReasonDuplicate, fmt.Sprintf("id %q was already read earlier in this input; the first one is kept", rec.ID))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -101,7 +102,7 @@ func committedJSONL(path string) (*pipeline.Committed, error) {
 // write-jsonl file (its committed lines: what its commit index counts; a
 // file without an index is read whole). It reads as read-completions does
 // (shardFiles, arrowrow.Records, jsonlSource), without its checks.
-func EachRecord(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+func EachRecord(ctx context.Context, path string, fn func(*record.Record) error) error {
 	shards, err := shardFiles(path)
 	if err != nil {
 		return err
@@ -113,7 +114,7 @@ func EachRecord(ctx context.Context, path string, fn func(*pipeline.Record) erro
 }
 
 // eachShardRecord is EachRecord of a shard directory (or shard file).
-func eachShardRecord(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+func eachShardRecord(ctx context.Context, path string, fn func(*record.Record) error) error {
 	shards, err := shardFiles(path)
 	if err != nil {
 		return err
@@ -124,7 +125,7 @@ func eachShardRecord(ctx context.Context, path string, fn func(*pipeline.Record)
 	return eachShardFile(ctx, shards, fn)
 }
 
-func eachShardFile(ctx context.Context, shards []string, fn func(*pipeline.Record) error) error {
+func eachShardFile(ctx context.Context, shards []string, fn func(*record.Record) error) error {
 	for _, sh := range shards {
 		err := arrowrow.ReadFile(ctx, sh, memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
 			recs, err := arrowrow.Records(batch)
@@ -147,7 +148,7 @@ func eachShardFile(ctx context.Context, shards []string, fn func(*pipeline.Recor
 
 // eachJSONLRecord is EachRecord of a JSONL file: its committed lines, or
 // every line of a file without a commit index.
-func eachJSONLRecord(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+func eachJSONLRecord(ctx context.Context, path string, fn func(*record.Record) error) error {
 	if st, err := os.Stat(path); err != nil {
 		return err
 	} else if st.IsDir() || slices.Contains([]string{".parquet", ".arrow"}, strings.ToLower(filepath.Ext(path))) {
@@ -179,12 +180,12 @@ func eachJSONLRecord(ctx context.Context, path string, fn func(*pipeline.Record)
 // parseLayoutLine reads a line of any write-jsonl layout back into a
 // record: pipe's record, or a trainer layout's (trainrow): top-level
 // input_ids and loss_mask become its tokens, conversations its messages.
-func parseLayoutLine(line []byte) (*pipeline.Record, error) {
+func parseLayoutLine(line []byte) (*record.Record, error) {
 	var v struct {
-		pipeline.Record
-		InputIDs      []int32            `json:"input_ids"`
-		LossMask      pipeline.LossMask  `json:"loss_mask"`
-		Conversations []pipeline.Message `json:"conversations"`
+		record.Record
+		InputIDs      []int32          `json:"input_ids"`
+		LossMask      record.LossMask  `json:"loss_mask"`
+		Conversations []record.Message `json:"conversations"`
 	}
 	if err := json.Unmarshal(line, &v); err != nil {
 		return nil, fmt.Errorf("%v", jsonErrText(err))
@@ -194,7 +195,7 @@ func parseLayoutLine(line []byte) (*pipeline.Record, error) {
 		return nil, errors.New(`no "id": not a line of write-jsonl`)
 	}
 	if rec.Tokens == nil && v.InputIDs != nil {
-		rec.Tokens = &pipeline.Tokens{InputIDs: v.InputIDs, LossMask: v.LossMask, NumTokens: len(v.InputIDs)}
+		rec.Tokens = &record.Tokens{InputIDs: v.InputIDs, LossMask: v.LossMask, NumTokens: len(v.InputIDs)}
 		for _, m := range v.LossMask {
 			rec.Tokens.NumLossTokens += int(m)
 		}

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -102,13 +103,13 @@ at start is left out with a warning (and probed) while the others work;
 when every server refuses, the run fails at once (exit 2). "sim:N?api_key_env=NAME" makes the
 simulated servers require the key in $NAME.`,
 		Outputs: []string{"out", pipeline.RejectedPort},
-		Needs:   []string{pipeline.FieldMessages},
+		Needs:   []string{record.FieldMessages},
 		Fields: pipeline.FieldsFor(func(c *generateConfig) (needs, produces []string) {
-			produces = []string{pipeline.FieldCompletion}
+			produces = []string{record.FieldCompletion}
 			if c.API == string(sglang.APIGenerate) {
-				produces = append(produces, pipeline.FieldOutputIDs)
+				produces = append(produces, record.FieldOutputIDs)
 			}
-			return []string{pipeline.FieldMessages}, produces
+			return []string{record.FieldMessages}, produces
 		}),
 		KeySettings: pipeline.SettingsFor(func(cfg *generateConfig) string {
 			n := 0
@@ -711,7 +712,7 @@ func (g *generate) Close() error {
 
 // Process generates the record's completion (and, with turns = "all", every
 // earlier assistant turn first), all on one server.
-func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if g.lazy {
 		if err := g.start(ctx); err != nil {
 			return err
@@ -747,9 +748,9 @@ func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 // generateAll generates the reply to the last user turn, and with turns =
 // "all" to every user turn before it, appending each earlier reply to the
 // history. It returns the history sent for the last turn and its completion.
-func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs []pipeline.Message, userTurns []int) ([]pipeline.Message, *pipeline.Completion, *pipeline.Rejection, error) {
+func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs []record.Message, userTurns []int) ([]record.Message, *record.Completion, *record.Rejection, error) {
 	last := userTurns[len(userTurns)-1]
-	var history []pipeline.Message
+	var history []record.Message
 	for i, m := range msgs {
 		history = append(history, m)
 		if m.Role != "user" || (i != last && g.cfg.Turns != "all") {
@@ -762,7 +763,7 @@ func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs [
 		if i == last {
 			return history, c, nil, nil
 		}
-		history = append(history, pipeline.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
+		history = append(history, record.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
 	}
 	return nil, nil, nil, errors.New("generate: conversation without its last user turn (a bug)")
 }
@@ -772,9 +773,9 @@ func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs [
 // to the last user turn (a trailing assistant reply is what is being
 // regenerated); with turns = "all" the system and user turns (assistant
 // turns are regenerated). userTurns are the indexes of the user turns.
-func (g *generate) conversation(in []pipeline.Message) (msgs []pipeline.Message, userTurns []int, err error) {
+func (g *generate) conversation(in []record.Message) (msgs []record.Message, userTurns []int, err error) {
 	if g.cfg.SystemPrompt != "" && (len(in) == 0 || in[0].Role != "system") {
-		msgs = append(msgs, pipeline.Message{Role: "system", Content: g.cfg.SystemPrompt})
+		msgs = append(msgs, record.Message{Role: "system", Content: g.cfg.SystemPrompt})
 	}
 	last := -1
 	for i, m := range in {
@@ -806,7 +807,7 @@ func (g *generate) conversation(in []pipeline.Message) (msgs []pipeline.Message,
 
 // generateTurn generates the assistant reply to history. A refusal by the
 // server (or by the context-length pre-check) comes back as a Rejection.
-func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, history []pipeline.Message) (*pipeline.Completion, *pipeline.Rejection, error) {
+func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, history []record.Message) (*record.Completion, *record.Rejection, error) {
 	req := &sglang.Request{}
 	var ids []int
 	if g.tmpl != nil {
@@ -819,11 +820,11 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 		think := g.cfg.EnableThinking
 		text, err := g.tmpl.Render(cm, chat.Options{AddGenerationPrompt: true, EnableThinking: &think})
 		if err != nil {
-			return nil, &pipeline.Rejection{Reason: "bad_prompt", Detail: err.Error()}, nil
+			return nil, &record.Rejection{Reason: "bad_prompt", Detail: err.Error()}, nil
 		}
 		ids = g.tok.Encode(text)
 		if n := len(ids); g.ctxLen > 0 && n+g.cfg.MaxOutputTokens >= g.ctxLen {
-			return nil, &pipeline.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
+			return nil, &record.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
 				"prompt is %d tokens; with max_output_tokens %d it does not fit the servers' context length %d", n, g.cfg.MaxOutputTokens, g.ctxLen)}, nil
 		}
 	}
@@ -839,11 +840,11 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 	if err != nil {
 		var se *sglang.Error
 		if errors.As(err, &se) && se.BadRequest() {
-			return nil, &pipeline.Rejection{Reason: se.RejectReason(), Detail: se.Message}, nil
+			return nil, &record.Rejection{Reason: se.RejectReason(), Detail: se.Message}, nil
 		}
 		return nil, nil, err
 	}
-	return &pipeline.Completion{
+	return &record.Completion{
 		Reasoning:        res.Reasoning,
 		Answer:           res.Answer,
 		FinishReason:     res.FinishReason,

@@ -12,6 +12,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
 
@@ -121,7 +122,7 @@ input = ["gen", "gen.rejected"]
 
 type discard struct{}
 
-func (discard) Process(context.Context, *pipeline.Record, pipeline.Emitter) error { return nil }
+func (discard) Process(context.Context, *record.Record, pipeline.Emitter) error { return nil }
 
 // cpuTime is the process's user + system CPU time so far.
 func cpuTime() time.Duration {

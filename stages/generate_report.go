@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
 
@@ -21,7 +22,7 @@ func tinyAnswer(answer string) bool {
 	return utf8.RuneCountInString(strings.TrimSpace(answer)) < TinyAnswerRunes
 }
 
-func (g *generate) countAnswer(c *pipeline.Completion) {
+func (g *generate) countAnswer(c *record.Completion) {
 	g.answers.Add(1)
 	if tinyAnswer(c.Answer) {
 		g.tinyAnswers.Add(1)

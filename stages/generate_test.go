@@ -22,6 +22,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
@@ -107,7 +108,7 @@ func quickSim(n int) sim.Config {
 
 // mustAllOut checks that ids p0…p(n-1) each left on out exactly once with a
 // full completion, and that the stage's accounting balances.
-func mustAllOut(t *testing.T, dir string, sum *engine.Summary, n int) []*pipeline.Record {
+func mustAllOut(t *testing.T, dir string, sum *engine.Summary, n int) []*record.Record {
 	t.Helper()
 	recs := readRecords(t, filepath.Join(dir, "out/completions.jsonl"))
 	seen := map[string]bool{}
@@ -196,11 +197,11 @@ func TestGenerateMultiTurn(t *testing.T) {
 			if g := stageSummary(t, sum, "gen"); g.Out != 2 {
 				t.Fatalf("gen %+v", g)
 			}
-			got := map[string]*pipeline.Record{}
+			got := map[string]*record.Record{}
 			for _, r := range readRecords(t, filepath.Join(dir, "out/completions.jsonl")) {
 				got[r.ID] = r
 			}
-			roles := func(r *pipeline.Record) string {
+			roles := func(r *record.Record) string {
 				var s []string
 				for _, m := range r.Messages {
 					s = append(s, m.Role)
@@ -228,7 +229,7 @@ func TestGenerateMultiTurn(t *testing.T) {
 					t.Errorf("m2 messages %+v", m2.Messages)
 				}
 			}
-			for _, r := range []*pipeline.Record{m1, m2} {
+			for _, r := range []*record.Record{m1, m2} {
 				if r.Completion == nil || r.Completion.Answer == "" || r.Messages[len(r.Messages)-1].Role != "user" {
 					t.Errorf("%s: %+v", r.ID, r.Completion)
 				}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -52,11 +53,11 @@ meta.previous_reject, so it can be judged again by today's rules.`,
 			return map[string]any{"path": path, "writer": writer}
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
-		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},
+		Produces: []string{record.FieldMessages, record.FieldCompletion},
 		Fields: pipeline.FieldsFor(func(c *ReadCompletionsConfig) (needs, produces []string) {
-			produces = []string{pipeline.FieldMessages, pipeline.FieldCompletion}
+			produces = []string{record.FieldMessages, record.FieldCompletion}
 			if c.RequireOutputIDs {
-				produces = append(produces, pipeline.FieldOutputIDs)
+				produces = append(produces, record.FieldOutputIDs)
 			}
 			return nil, produces
 		}),
@@ -146,7 +147,7 @@ var (
 // jsonl is a JSONL path as this stage reads it.
 func (r *readCompletions) jsonl() *jsonlSource {
 	return &jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, AllowEmpty: true,
-		Parse: func(line []byte, _, _ bool) (*pipeline.Record, string, *lineProblem) {
+		Parse: func(line []byte, _, _ bool) (*record.Record, string, *lineProblem) {
 			rec, err := r.parse(line)
 			if err != nil {
 				return nil, "", &lineProblem{reasonBadLine, err.Error()}
@@ -276,7 +277,7 @@ func (r *readCompletions) readWriter(ctx context.Context, out pipeline.Emitter) 
 	if r.notice != nil {
 		fmt.Fprintf(r.notice, "stage %q (read-completions): %s: the committed records of a %s output, read by its own reader\n", r.id, name, r.cfg.Writer)
 	}
-	err := pipeline.DefaultRegistry.EachCommitted(ctx, r.cfg.Writer, r.cfg.Path, func(rec *pipeline.Record) error {
+	err := pipeline.DefaultRegistry.EachCommitted(ctx, r.cfg.Writer, r.cfg.Path, func(rec *record.Record) error {
 		row++
 		return r.take(ctx, out, rec, name, row, &emitted)
 	})
@@ -308,7 +309,7 @@ func (r *readCompletions) readShard(ctx context.Context, out pipeline.Emitter, p
 // take emits rec, row row of name, a typed record (of shards or another
 // writer's output): skipped when finished, judged by check. It returns
 // errLimit once limit records went out.
-func (r *readCompletions) take(ctx context.Context, out pipeline.Emitter, rec *pipeline.Record, name string, row int, emitted *int64) error {
+func (r *readCompletions) take(ctx context.Context, out pipeline.Emitter, rec *record.Record, name string, row int, emitted *int64) error {
 	if r.cfg.Limit > 0 && *emitted >= r.cfg.Limit {
 		return errLimit
 	}
@@ -331,7 +332,7 @@ func (r *readCompletions) take(ctx context.Context, out pipeline.Emitter, rec *p
 			}
 			return err
 		}
-		bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", name, row), Meta: map[string]any{"row": row, "id": rec.ID}}
+		bad := &record.Record{ID: fmt.Sprintf("%s:%d", name, row), Meta: map[string]any{"row": row, "id": rec.ID}}
 		if err := out.Reject(bad, "bad_line", where+": "+cerr.Error()); err != nil {
 			return err
 		}
@@ -391,7 +392,7 @@ func shardFiles(path string) ([]string, error) {
 }
 
 // parse decodes one record line and checks it is a usable completion record.
-func (r *readCompletions) parse(line []byte) (*pipeline.Record, error) {
+func (r *readCompletions) parse(line []byte) (*record.Record, error) {
 	if line[0] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
@@ -436,7 +437,7 @@ func (r *readCompletions) saw(layout string) {
 
 // check says whether rec is a usable completion record, and keeps an
 // earlier verdict as history.
-func (r *readCompletions) check(rec *pipeline.Record) error {
+func (r *readCompletions) check(rec *record.Record) error {
 	switch {
 	case rec.ID == "":
 		return errors.New(`no "id"`)

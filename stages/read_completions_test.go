@@ -14,6 +14,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // runTestPipeline writes src as DIR/p.toml beside files (name → content),
@@ -53,18 +54,18 @@ func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files ma
 }
 
 // readRecords reads a JSONL file of records.
-func readRecords(t *testing.T, path string) []*pipeline.Record {
+func readRecords(t *testing.T, path string) []*record.Record {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []*pipeline.Record
+	var out []*record.Record
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		var r pipeline.Record
+		var r record.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -107,7 +108,7 @@ input = "in.rejected"
 path  = "out/bad.jsonl"
 `
 
-func completionLine(t *testing.T, rec *pipeline.Record) string {
+func completionLine(t *testing.T, rec *record.Record) string {
 	t.Helper()
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -123,7 +124,7 @@ func TestReadCompletions(t *testing.T) {
 	wasRejected := completionRecord(goodCompletion())
 	wasRejected.ID = "q-0002"
 	wasRejected.Completion.Answer = ""
-	wasRejected.Reject = &pipeline.Rejection{Stage: "check", Reason: "empty_answer", Detail: "answer is empty"}
+	wasRejected.Reject = &record.Rejection{Stage: "check", Reason: "empty_answer", Detail: "answer is empty"}
 	lines := []string{
 		completionLine(t, good),
 		"",
@@ -200,7 +201,7 @@ type stopAfter struct {
 
 type stopAfterConfig struct{}
 
-func (s *stopAfter) Process(_ context.Context, _ *pipeline.Record, _ pipeline.Emitter) error {
+func (s *stopAfter) Process(_ context.Context, _ *record.Record, _ pipeline.Emitter) error {
 	s.seen++
 	if s.seen == s.n {
 		close(s.stop)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 func init() {
@@ -29,7 +30,7 @@ done), so a stopped replay continues where it was committed.`,
 			return map[string]any{"run_dir": runDir, "stage": stage}
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
-		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},
+		Produces: []string{record.FieldMessages, record.FieldCompletion},
 		KeySettings: pipeline.SettingsFor(func(cfg *ReadJournalConfig) string {
 			return fmt.Sprintf("%s of %s", cfg.Stage, pipeline.DisplayPath(cfg.RunDir))
 		}),
@@ -87,8 +88,8 @@ func (r *readJournal) Open(_ context.Context, env *pipeline.Env) error {
 // journalLine is one line of a journal as the engine writes it
 // (pipeline/engine/engine.go journalEntry): the port and the record sent on it.
 type journalLine struct {
-	Port   string           `json:"port"`
-	Record *pipeline.Record `json:"record"`
+	Port   string         `json:"port"`
+	Record *record.Record `json:"record"`
 }
 
 func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {

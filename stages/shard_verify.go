@@ -7,6 +7,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // verifyShardDir is write-arrow's Verify: every shard its manifest names,
@@ -58,7 +59,7 @@ func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
 // against their index (see commitlog.CheckLog).
 func verifyJSONL(_ context.Context, c *writeJSONLConfig, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
 	path := c.Path
-	res, err := commitlog.CheckLog(path, env.Hash, pipeline.RecordLineID)
+	res, err := commitlog.CheckLog(path, env.Hash, record.LineID)
 	if err != nil {
 		return nil, err
 	}

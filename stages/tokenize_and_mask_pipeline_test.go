@@ -17,6 +17,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
@@ -32,7 +33,7 @@ func repoRoot() string {
 // and what pipelines/revalidate.toml must do with it.
 type fixtureCompletion struct {
 	id       string
-	msgs     []pipeline.Message
+	msgs     []record.Message
 	thinking bool
 	api      string // "generate" (ids) or "chat"
 	// output is the raw generated text (the think block and answer); the
@@ -46,10 +47,10 @@ type fixtureCompletion struct {
 }
 
 var (
-	fxUser   = []pipeline.Message{{Role: "user", Content: "How many r's are in the word \"strawberry\"?"}}
+	fxUser   = []record.Message{{Role: "user", Content: "How many r's are in the word \"strawberry\"?"}}
 	fxThink  = "Let me spell it out: s-t-r-a-w-b-e-r-r-y. The r's are at positions 3, 8 and 9. That's three."
 	fxAnswer = "There are **3** r's in \"strawberry\": s-t-**r**-a-w-b-e-**r**-**r**-y."
-	fxMulti  = []pipeline.Message{
+	fxMulti  = []record.Message{
 		{Role: "system", Content: "You answer in one short paragraph."},
 		{Role: "user", Content: "What is a goroutine?"},
 		{Role: "assistant", Content: "A goroutine is a function running concurrently with others in the same address space, scheduled by the Go runtime onto OS threads."},
@@ -106,7 +107,7 @@ func buildFixture(t *testing.T) []byte {
 	}
 	var buf bytes.Buffer
 	for i, fx := range fixtureCompletions {
-		c := &pipeline.Completion{Reasoning: fx.reasoning, Answer: fx.answer, FinishReason: fx.finish,
+		c := &record.Completion{Reasoning: fx.reasoning, Answer: fx.answer, FinishReason: fx.finish,
 			LatencySeconds: 3.2 + float64(i)/10, Server: "http://127.0.0.1:30000", Attempts: 1}
 		if c.FinishReason == "" {
 			c.FinishReason, c.MatchedStop = "stop", 151645
@@ -139,7 +140,7 @@ func buildFixture(t *testing.T) []byte {
 		case "chat":
 			c.Request = map[string]any{"api": "chat", "model": "Qwen/Qwen3-8B", "max_tokens": 4096, "chat_template_kwargs": map[string]any{"enable_thinking": fx.thinking}, "separate_reasoning": true}
 		}
-		rec := pipeline.Record{ID: fx.id, Messages: fx.msgs, Completion: c}
+		rec := record.Record{ID: fx.id, Messages: fx.msgs, Completion: c}
 		line, err := json.Marshal(rec)
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -74,7 +75,7 @@ run, named.`,
 		// Its objects are the writer's shards: PREFIX/DIRNAME/NAME.
 		Output:    &pipeline.OutputSpec{CopyOf: uploadedURL},
 		MaxInputs: 1,
-		Needs:     []string{pipeline.FieldShard},
+		Needs:     []string{record.FieldShard},
 		KeySettings: pipeline.SettingsFor(func(c *uploadS3Config) string {
 			return c.URI
 		}),
@@ -233,7 +234,7 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 		c.Close()
 		return err
 	}
-	l, err := commitlog.OpenLookup(path, pipeline.RecordLineID)
+	l, err := commitlog.OpenLookup(path, record.LineID)
 	if err != nil {
 		c.Close()
 		return err
@@ -271,7 +272,7 @@ func (u *uploadS3) head(ctx context.Context, key string) (*s3up.Object, error) {
 }
 
 // upload uploads the shard file, waiting out an outage.
-func (u *uploadS3) upload(ctx context.Context, key string, sh *pipeline.ShardRef) (*s3up.Uploaded, error) {
+func (u *uploadS3) upload(ctx context.Context, key string, sh *record.ShardRef) (*s3up.Uploaded, error) {
 	var res *s3up.Uploaded
 	u.busyStart()
 	err := u.wait.Do(ctx, "uploading "+sh.Path, func() (err error) {
@@ -296,7 +297,7 @@ func (u *uploadS3) shardKey(dir, name string) string {
 	return u.client.Key(filepath.Base(dir), name)
 }
 
-func (u *uploadS3) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (u *uploadS3) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if u.halted.Load() {
 		return out.Skip(rec, "s3_unreachable")
 	}
@@ -315,7 +316,7 @@ func (u *uploadS3) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 	return err
 }
 
-func (u *uploadS3) process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (u *uploadS3) process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	sh := rec.Shard
 	if sh == nil || sh.Path == "" || sh.Name == "" {
 		return out.Fail(rec, errors.New("not a shard record: upload-s3 reads a writer's shards port (input = \"WRITER.shards\")"), 1)
@@ -525,7 +526,7 @@ func (u *uploadS3) reupload(ctx context.Context, dir, key, path string, sh commi
 	u.mu.Lock()
 	was := u.inBucket[key]
 	u.mu.Unlock()
-	ref := pipeline.ShardRef{Path: path, Dir: dir, Name: sh.Name, Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
+	ref := record.ShardRef{Path: path, Dir: dir, Name: sh.Name, Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
 	res, err := u.upload(ctx, key, &ref)
 	if err != nil {
 		return err

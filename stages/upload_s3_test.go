@@ -28,6 +28,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -45,19 +46,19 @@ type s3Emitter struct {
 	failed  []string
 }
 
-func (e *s3Emitter) Emit(string, *pipeline.Record) error {
+func (e *s3Emitter) Emit(string, *record.Record) error {
 	return errors.New("upload-s3 has no outputs")
 }
-func (e *s3Emitter) Reject(*pipeline.Record, string, string) error {
+func (e *s3Emitter) Reject(*record.Record, string, string) error {
 	return errors.New("upload-s3 rejects nothing")
 }
-func (e *s3Emitter) Fail(r *pipeline.Record, err error, _ int) error {
+func (e *s3Emitter) Fail(r *record.Record, err error, _ int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.failed = append(e.failed, r.ID+": "+err.Error())
 	return nil
 }
-func (e *s3Emitter) Skip(r *pipeline.Record, reason string) error {
+func (e *s3Emitter) Skip(r *record.Record, reason string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.skipped = append(e.skipped, r.ID+":"+reason)
@@ -100,7 +101,7 @@ func newShardDir(t *testing.T, parent, name string) *shardDir {
 }
 
 // add commits a shard of size random bytes and returns its record.
-func (d *shardDir) add(size int) *pipeline.Record {
+func (d *shardDir) add(size int) *record.Record {
 	d.t.Helper()
 	name := fmt.Sprintf("part-%05d.parquet", len(d.m.Shards))
 	data := make([]byte, size)
@@ -120,11 +121,11 @@ func (d *shardDir) add(size int) *pipeline.Record {
 }
 
 // rec is the shards-port record of shard i.
-func (d *shardDir) rec(i int) *pipeline.Record {
+func (d *shardDir) rec(i int) *record.Record {
 	sh := d.m.Shards[i]
-	ref := pipeline.ShardRef{Path: filepath.Join(d.dir, sh.Name), Dir: d.dir, Name: sh.Name,
+	ref := record.ShardRef{Path: filepath.Join(d.dir, sh.Name), Dir: d.dir, Name: sh.Name,
 		Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
-	return &pipeline.Record{ID: "shard:" + ref.Path, Shard: &ref}
+	return &record.Record{ID: "shard:" + ref.Path, Shard: &ref}
 }
 
 func (d *shardDir) writeManifest() {
@@ -177,7 +178,7 @@ func mustOpenS3Stage(t *testing.T, cfg uploadS3Config, runDir string) *s3Stage {
 	return st
 }
 
-func (st *s3Stage) process(t *testing.T, recs ...*pipeline.Record) {
+func (st *s3Stage) process(t *testing.T, recs ...*record.Record) {
 	t.Helper()
 	for _, r := range recs {
 		if err := st.Process(context.Background(), r, st.em); err != nil {
@@ -256,7 +257,7 @@ func TestUploadS3SinglePartAndMultipart(t *testing.T) {
 	}
 
 	c := srv.Client(t)
-	for _, r := range []*pipeline.Record{small, large} {
+	for _, r := range []*record.Record{small, large} {
 		local, err := os.ReadFile(r.Shard.Path)
 		if err != nil {
 			t.Fatal(err)
@@ -305,7 +306,7 @@ func TestUploadS3SinglePartAndMultipart(t *testing.T) {
 	for _, l := range lines {
 		byID[l.ID] = l
 	}
-	for _, r := range []*pipeline.Record{small, large} {
+	for _, r := range []*record.Record{small, large} {
 		l := byID[r.ID]
 		if l.Key != "runs/r1/train/"+r.Shard.Name || l.Bytes != r.Shard.Bytes || l.SHA256 != r.Shard.SHA256 || l.Verified != "size, sha256" {
 			t.Errorf("upload log for %s: %+v", r.Shard.Name, l)
@@ -436,7 +437,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	if want := []string{a.ID + ":already_uploaded"}; !slices.Equal(st2.em.skipped, want) {
 		t.Fatalf("skipped %v, want %v", st2.em.skipped, want)
 	}
-	for _, r := range []*pipeline.Record{a, b} {
+	for _, r := range []*record.Record{a, b} {
 		if got := getObject(t, c, srv.Bucket, "p/train/"+r.Shard.Name); sha256Hex(got) != r.Shard.SHA256 {
 			t.Errorf("%s not in the bucket after the resume", r.Shard.Name)
 		}
@@ -628,7 +629,7 @@ func TestUploadS3CredentialsNeverWritten(t *testing.T) {
 	srv := testenv.StartS3(t)
 	srv.SetEnv(t)
 	d := newShardDir(t, t.TempDir(), "train")
-	recs := []*pipeline.Record{d.add(1000), d.add(6*mib + 5)}
+	recs := []*record.Record{d.add(1000), d.add(6*mib + 5)}
 	cfg := s3Config(srv, "p")
 	cfg.PartSize = s3up.MinPartSize
 	runDir := t.TempDir()
@@ -1130,7 +1131,7 @@ func TestUploadS3VerifyByServerChecksum(t *testing.T) {
 
 	// Forge both: other bytes, same size, the right pipe-sha256.
 	s3c := srv.Client(t)
-	for _, r := range []*pipeline.Record{small, large} {
+	for _, r := range []*record.Record{small, large} {
 		other := make([]byte, r.Shard.Bytes)
 		if _, err := s3c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("v/train/" + r.Shard.Name),
 			Body: bytes.NewReader(other), Metadata: map[string]string{s3up.MetaSHA256: r.Shard.SHA256}, ChecksumAlgorithm: "SHA256"}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -51,7 +52,7 @@ committed but not uploaded before a crash is uploaded on resume.`,
 		PortBuffers: map[string]int{"shards": shardBacklog},
 		Verify:      pipeline.VerifyFor(verifyShardDir),
 		Output:      shardOutput,
-		Produces:    []string{pipeline.FieldShard},
+		Produces:    []string{record.FieldShard},
 		KeySettings: pipeline.SettingsFor(func(cfg *writeArrowConfig) string {
 			return cfg.Format + " in " + pipeline.DisplayPath(cfg.Path)
 		}),
@@ -120,7 +121,7 @@ type writeArrow struct {
 	started time.Time
 	durable int64
 	// toSend are committed shards not yet sent on the shards port.
-	toSend []pipeline.ShardRef
+	toSend []record.ShardRef
 }
 
 var (
@@ -235,7 +236,7 @@ func (w *writeArrow) unfinishRedo(env *pipeline.Env) error {
 	return env.Unfinish(redo)
 }
 
-func (w *writeArrow) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (w *writeArrow) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.shards.Has(rec.ID) {
@@ -315,9 +316,9 @@ func (w *writeArrow) seal() error {
 	return nil
 }
 
-func (w *writeArrow) ref(sh commitlog.ShardInfo) pipeline.ShardRef {
+func (w *writeArrow) ref(sh commitlog.ShardInfo) record.ShardRef {
 	dir := w.shards.Dir()
-	return pipeline.ShardRef{Path: filepath.Join(dir, sh.Name), Dir: dir, Name: sh.Name,
+	return record.ShardRef{Path: filepath.Join(dir, sh.Name), Dir: dir, Name: sh.Name,
 		Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
 }
 
@@ -355,7 +356,7 @@ func (w *writeArrow) commit(out pipeline.Emitter, all bool) error {
 	// must not hold Process and Report (the progress display) with it.
 	sent := 0
 	for _, ref := range send {
-		if err := out.Emit("shards", &pipeline.Record{ID: "shard:" + ref.Path, Shard: &ref}); err != nil {
+		if err := out.Emit("shards", &record.Record{ID: "shard:" + ref.Path, Shard: &ref}); err != nil {
 			break // the run is stopping: the next run sends every committed shard
 		}
 		sent++

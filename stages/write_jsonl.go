@@ -11,6 +11,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -43,7 +44,7 @@ are rejected here with a reason instead.`,
 		// pipe check says so when the input cannot have them.
 		Fields: pipeline.FieldsFor(func(c *writeJSONLConfig) (needs, produces []string) {
 			if c.Layout == trainrow.SpecForge {
-				return []string{pipeline.FieldTokens}, nil
+				return []string{record.FieldTokens}, nil
 			}
 			return nil, nil
 		}),
@@ -126,14 +127,14 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 	if env != nil && env.Log != nil {
 		log = env.Log
 	}
-	l, err := commitlog.Open(w.cfg.Path, pipeline.RecordLineID)
+	l, err := commitlog.Open(w.cfg.Path, record.LineID)
 	if errors.Is(err, commitlog.ErrNotALog) {
 		// Outputs can hold days of GPU work: keep what is there.
 		if w.prev, err = pipeline.KeepAside(w.cfg.Path); err != nil {
 			return fmt.Errorf("keeping the existing %s: %w", w.cfg.Path, err)
 		}
 		fmt.Fprintf(log, "%s existed and was not written by this writer: kept as %s\n", w.cfg.Path, w.prev)
-		l, err = commitlog.Open(w.cfg.Path, pipeline.RecordLineID)
+		l, err = commitlog.Open(w.cfg.Path, record.LineID)
 	}
 	if err != nil {
 		return err
@@ -149,7 +150,7 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 	return nil
 }
 
-func (w *writeJSONL) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (w *writeJSONL) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if w.log.Has(rec.ID) {
 		return out.Skip(rec, "already_committed")
 	}

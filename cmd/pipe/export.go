@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
 	"github.com/pipe-dev/pipe/stages/trainrow"
@@ -95,7 +96,7 @@ bytes each), so memory grows with them, not with the rows.`,
 // it back (pipeline.OutputSpec.Each).
 type exportInput struct {
 	path string
-	each func(ctx context.Context, path string, fn func(*pipeline.Record) error) error
+	each func(ctx context.Context, path string, fn func(*record.Record) error) error
 }
 
 // exportInputs resolves the PATH arguments to outputs (files or shard
@@ -214,7 +215,7 @@ func (ex *exporter) run(ctx context.Context, out string, inputs []exportInput) (
 	ex.example = map[string]string{}
 	for _, input := range inputs {
 		in := input.path
-		err := input.each(ctx, in, func(rec *pipeline.Record) error {
+		err := input.each(ctx, in, func(rec *record.Record) error {
 			h := commitlog.Hash(rec.ID)
 			if _, dup := ex.seen[h]; dup {
 				ex.leaveOut(pipeline.ReasonDuplicate, rec.ID+" (already exported)")

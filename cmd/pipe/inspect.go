@@ -34,6 +34,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -264,9 +265,9 @@ func (ins *inspector) output(doc *inspectDoc, kind string, spec *pipeline.Output
 	if spec.Each == nil || ins.opts.rows == 0 {
 		return doc, nil
 	}
-	var recs []*pipeline.Record
+	var recs []*record.Record
 	errEnough := errors.New("enough rows")
-	err = spec.Each(ins.ctx, path, func(rec *pipeline.Record) error {
+	err = spec.Each(ins.ctx, path, func(rec *record.Record) error {
 		recs = append(recs, rec)
 		if len(recs) == ins.opts.rows {
 			return errEnough
@@ -331,7 +332,7 @@ func (ins *inspector) shardFile(path string, n int) (*shardReport, []rowReport, 
 		return nil, nil, err
 	}
 	sr := &shardReport{Path: path, Bytes: st.Size()}
-	var first []*pipeline.Record
+	var first []*record.Record
 	take := func(batch arrow.RecordBatch) error {
 		if len(first) >= n || !sr.PipeShard {
 			return nil
@@ -680,7 +681,7 @@ func (ins *inspector) jsonlFile(path string, n int) (*jsonlReport, []rowReport, 
 	}
 	rejects := map[[2]string]int64{}
 	fails := map[[2]string]int64{}
-	var first []*pipeline.Record
+	var first []*record.Record
 	bad := map[int]string{} // index in first: why the line did not decode
 	r := bufio.NewReaderSize(f, 1<<20)
 	var line []byte
@@ -731,26 +732,26 @@ func readWholeLine(r *bufio.Reader, line []byte) ([]byte, error) {
 
 // takeRecord appends the record of line, the jr.Lines-th, to first; a
 // line that is not one is an empty record, and bad says why at its index.
-func (jr *jsonlReport) takeRecord(first []*pipeline.Record, line []byte, bad map[int]string) []*pipeline.Record {
+func (jr *jsonlReport) takeRecord(first []*record.Record, line []byte, bad map[int]string) []*record.Record {
 	rec, err := decodeLine(line, jr.Journal)
 	if err != nil {
 		bad[len(first)] = fmt.Sprintf("line %d is not a record: %v", jr.Lines, err)
-		rec = &pipeline.Record{}
+		rec = &record.Record{}
 	}
 	return append(first, rec)
 }
 
-func decodeLine(line []byte, journal bool) (*pipeline.Record, error) {
+func decodeLine(line []byte, journal bool) (*record.Record, error) {
 	if journal {
 		var je struct {
-			Record *pipeline.Record `json:"record"`
+			Record *record.Record `json:"record"`
 		}
 		if err := json.Unmarshal(line, &je); err != nil || je.Record == nil {
 			return nil, errors.New("not a journal entry")
 		}
 		return je.Record, nil
 	}
-	var rec pipeline.Record
+	var rec record.Record
 	if err := json.Unmarshal(line, &rec); err != nil {
 		return nil, err
 	}
@@ -781,13 +782,13 @@ func (jr *jsonlReport) scan(line []byte, rejects, fails map[[2]string]int64) {
 		jr.LossTok += intAfter(rest, keyNumLoss)
 	}
 	if i := bytes.Index(line, keyReject); i >= 0 {
-		var rj pipeline.Rejection
+		var rj record.Rejection
 		if json.NewDecoder(bytes.NewReader(line[i+len(keyReject)-1:])).Decode(&rj) == nil {
 			rejects[[2]string{rj.Stage, rj.Reason}]++
 		}
 	}
 	if i := bytes.Index(line, keyFailure); i >= 0 {
-		var fl pipeline.Failure
+		var fl record.Failure
 		if json.NewDecoder(bytes.NewReader(line[i+len(keyFailure)-1:])).Decode(&fl) == nil {
 			fails[[2]string{fl.Stage, firstRunes(fl.Error, failureChars)}]++
 		}
@@ -1075,19 +1076,19 @@ func settingsOutputs(settings map[string]any) []rundir.Output {
 // ---- rows ----
 
 type rowReport struct {
-	ID           string              `json:"id"`
-	FinishReason string              `json:"finish_reason,omitempty"`
-	Reject       *pipeline.Rejection `json:"reject,omitempty"`
-	Failure      *pipeline.Failure   `json:"failure,omitempty"`
-	LastUser     string              `json:"last_user,omitempty"`
-	Answer       *string             `json:"answer,omitempty"`
-	Reasoning    string              `json:"reasoning,omitempty"`
-	PromptTok    int                 `json:"prompt_tokens,omitempty"`
-	CompTok      int                 `json:"completion_tokens,omitempty"`
-	HasTokens    bool                `json:"has_tokens"`
-	NumTokens    int                 `json:"num_tokens,omitempty"`
-	NumLossTok   int                 `json:"num_loss_tokens,omitempty"`
-	LossSpans    [][2]int            `json:"loss_spans,omitempty"`
+	ID           string            `json:"id"`
+	FinishReason string            `json:"finish_reason,omitempty"`
+	Reject       *record.Rejection `json:"reject,omitempty"`
+	Failure      *record.Failure   `json:"failure,omitempty"`
+	LastUser     string            `json:"last_user,omitempty"`
+	Answer       *string           `json:"answer,omitempty"`
+	Reasoning    string            `json:"reasoning,omitempty"`
+	PromptTok    int               `json:"prompt_tokens,omitempty"`
+	CompTok      int               `json:"completion_tokens,omitempty"`
+	HasTokens    bool              `json:"has_tokens"`
+	NumTokens    int               `json:"num_tokens,omitempty"`
+	NumLossTok   int               `json:"num_loss_tokens,omitempty"`
+	LossSpans    [][2]int          `json:"loss_spans,omitempty"`
 	// Unreadable says why a JSONL line shown is not a record.
 	Unreadable string `json:"unreadable,omitempty"`
 	// Decoded is input_ids as text (with --tokenizer), loss spans in ⟦ ⟧.
@@ -1101,7 +1102,7 @@ type decodedSeg struct {
 	masked bool
 }
 
-func (ins *inspector) rows(recs []*pipeline.Record) []rowReport {
+func (ins *inspector) rows(recs []*record.Record) []rowReport {
 	out := make([]rowReport, 0, len(recs))
 	for _, rec := range recs {
 		r := rowReport{ID: rec.ID, Reject: rec.Reject, Failure: rec.Failure}
@@ -1141,7 +1142,7 @@ func (ins *inspector) rows(recs []*pipeline.Record) []rowReport {
 }
 
 // lossSpans are the [from, to) index ranges where mask is 1.
-func lossSpans(mask pipeline.LossMask) [][2]int {
+func lossSpans(mask record.LossMask) [][2]int {
 	var out [][2]int
 	start := -1
 	for i, m := range mask {
@@ -1160,7 +1161,7 @@ func lossSpans(mask pipeline.LossMask) [][2]int {
 }
 
 // decode turns ids into runs of text that are trained on (mask 1) or not.
-func (ins *inspector) decode(ids []int32, mask pipeline.LossMask) []decodedSeg {
+func (ins *inspector) decode(ids []int32, mask record.LossMask) []decodedSeg {
 	var segs []decodedSeg
 	buf := make([]int, 0, len(ids))
 	cur := false

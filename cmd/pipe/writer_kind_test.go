@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/shardrun"
 )
 
@@ -212,12 +213,12 @@ func registerTSV() {
 					err := eachTSVLine(path, func(f []string) error { ids = append(ids, commitlog.Hash(f[0])); return nil })
 					return ids, err
 				},
-				Each: func(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+				Each: func(ctx context.Context, path string, fn func(*record.Record) error) error {
 					return eachTSVLine(path, func(f []string) error {
 						if err := ctx.Err(); err != nil {
 							return err
 						}
-						return fn(&pipeline.Record{ID: f[0], Messages: []pipeline.Message{{Role: "user", Content: f[1]}}, Completion: &pipeline.Completion{Answer: f[2]}})
+						return fn(&record.Record{ID: f[0], Messages: []record.Message{{Role: "user", Content: f[1]}}, Completion: &record.Completion{Answer: f[2]}})
 					})
 				},
 				Claims: func(path string) bool { return filepath.Ext(path) == ".tsv" },
@@ -275,7 +276,7 @@ func (w *tsvWriter) Open(context.Context, *pipeline.Env) error {
 	return nil
 }
 
-func (w *tsvWriter) Process(_ context.Context, rec *pipeline.Record, _ pipeline.Emitter) error {
+func (w *tsvWriter) Process(_ context.Context, rec *record.Record, _ pipeline.Emitter) error {
 	prompt, answer := "", ""
 	if len(rec.Messages) > 0 {
 		prompt = rec.Messages[len(rec.Messages)-1].Content

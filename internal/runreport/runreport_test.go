@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	_ "github.com/pipe-dev/pipe/stages" // the kinds a run.json names, as pipe registers them
 )
 
@@ -67,17 +67,17 @@ func writeRunDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	rec := func(id string, think, answer string, ct, rt, loss int, reject string) []byte {
-		r := pipeline.Record{ID: id, Completion: &pipeline.Completion{Reasoning: think, Answer: answer, FinishReason: "stop", PromptTokens: 10, CompletionTokens: ct, ReasoningTokens: rt}}
+		r := record.Record{ID: id, Completion: &record.Completion{Reasoning: think, Answer: answer, FinishReason: "stop", PromptTokens: 10, CompletionTokens: ct, ReasoningTokens: rt}}
 		if loss >= 0 {
-			r.Tokens = &pipeline.Tokens{NumLossTokens: loss, NumTokens: loss + 10}
+			r.Tokens = &record.Tokens{NumLossTokens: loss, NumTokens: loss + 10}
 		}
 		if reject != "" {
-			r.Reject = &pipeline.Rejection{Stage: "check", Reason: reject}
+			r.Reject = &record.Rejection{Stage: "check", Reason: reject}
 		}
 		b, _ := json.Marshal(r)
 		return b
 	}
-	l, err := commitlog.Open(out, pipeline.RecordLineID)
+	l, err := commitlog.Open(out, record.LineID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func writeRunDir(t *testing.T) string {
 	l.Close()
 	// The same rejection of c kept as a dead letter, and another one.
 	os.MkdirAll(filepath.Join(dir, "rejected"), 0o755)
-	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), pipeline.RecordLineID)
+	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), record.LineID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // deadLetters keeps records that leave a stage without a connected port —
@@ -38,7 +39,7 @@ func (d *deadLetters) Path(class, stage string) string {
 }
 
 // write appends rec; its ticket is released at the next commit.
-func (d *deadLetters) write(class, stage string, rec *pipeline.Record) error {
+func (d *deadLetters) write(class, stage string, rec *record.Record) error {
 	line, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encoding record %q: %w", rec.ID, err)
@@ -51,10 +52,10 @@ func (d *deadLetters) write(class, stage string, rec *pipeline.Record) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if l, err = commitlog.Open(p, pipeline.RecordLineID); errors.Is(err, commitlog.ErrNotALog) {
+		if l, err = commitlog.Open(p, record.LineID); errors.Is(err, commitlog.ErrNotALog) {
 			// Written by a version of pipe without commit logs: keep it.
 			if _, err = pipeline.KeepAside(p); err == nil {
-				l, err = commitlog.Open(p, pipeline.RecordLineID)
+				l, err = commitlog.Open(p, record.LineID)
 			}
 		}
 		if err != nil {

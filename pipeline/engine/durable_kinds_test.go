@@ -16,6 +16,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Test-only kinds for the durability tests (panics, an expensive stage that
@@ -35,7 +36,7 @@ type panicky struct{ cfg panickyConfig }
 
 func (p *panicky) Workers() int { return p.cfg.Workers }
 
-func (p *panicky) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (p *panicky) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if rec.ID == p.cfg.PanicOn && !p.cfg.AfterEmit {
 		panic("boom on " + rec.ID)
 	}
@@ -62,7 +63,7 @@ func (s *panicSink) Open(_ context.Context, env *pipeline.Env) error {
 	return nil
 }
 
-func (s *panicSink) Process(_ context.Context, rec *pipeline.Record, _ pipeline.Emitter) error {
+func (s *panicSink) Process(_ context.Context, rec *record.Record, _ pipeline.Emitter) error {
 	if rec.ID == s.cfg.PanicOn {
 		var m map[string]int
 		//lint:ignore SA5000 the panic is the point of this sink
@@ -121,7 +122,7 @@ func counterFor(key string) *counter {
 
 func (x *expensive) Workers() int { return x.cfg.Workers }
 
-func (x *expensive) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (x *expensive) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	x.c.mu.Lock()
 	x.c.calls[rec.ID]++
 	x.c.mu.Unlock()
@@ -132,7 +133,7 @@ func (x *expensive) Process(ctx context.Context, rec *pipeline.Record, out pipel
 			return ctx.Err() // abandoned in flight, like a request cut off
 		}
 	}
-	rec.Completion = &pipeline.Completion{Answer: "answer to " + rec.ID, FinishReason: "stop"}
+	rec.Completion = &record.Completion{Answer: "answer to " + rec.ID, FinishReason: "stop"}
 	var i int
 	fmt.Sscan(rec.ID, &i)
 	var err error
@@ -157,7 +158,7 @@ type delayConfig struct {
 // delay forwards each record after a pause: a slow branch.
 type delay struct{ cfg delayConfig }
 
-func (d *delay) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (d *delay) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	select {
 	case <-time.After(d.cfg.Delay.Duration):
 	case <-ctx.Done():
@@ -243,18 +244,18 @@ func allBalanced(t testing.TB, sum *engine.Summary) {
 }
 
 // readRecords reads a JSONL file of records (every line must be whole).
-func readRecords(t testing.TB, path string) []pipeline.Record {
+func readRecords(t testing.TB, path string) []record.Record {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []pipeline.Record
+	var out []record.Record
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for n := 1; sc.Scan(); n++ {
-		var r pipeline.Record
+		var r record.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s:%d: %v", path, n, err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -636,7 +637,7 @@ func (e *engine) process(n *node, proc pipeline.Processor) error {
 		g.Go(func() error {
 			var first error
 			for v := range n.inlet {
-				first = cmp.Or(first, e.handle(n, proc, v.(*pipeline.Record), sink))
+				first = cmp.Or(first, e.handle(n, proc, v.(*record.Record), sink))
 			}
 			return first
 		})
@@ -647,7 +648,7 @@ func (e *engine) process(n *node, proc pipeline.Processor) error {
 // handle takes one record through the stage: abandoned when the run is
 // stopping, replayed from the journal when the stage did it before, else
 // processed; a sink's accepted record is then pending its commit.
-func (e *engine) handle(n *node, proc pipeline.Processor, rec *pipeline.Record, sink bool) error {
+func (e *engine) handle(n *node, proc pipeline.Processor, rec *record.Record, sink bool) error {
 	n.in.Add(1)
 	if e.hardCtx.Err() != nil || n.failedSelf.Load() || (n.intake && e.intakeCtx.Err() != nil) {
 		n.abandon(false)
@@ -687,7 +688,7 @@ func (e *engine) handle(n *node, proc pipeline.Processor, rec *pipeline.Record, 
 // handleWriter is handle's processing for a writer: Process and Commit
 // never run at once, and what it accepted is pending until a commit made
 // it durable (its ticket then released).
-func (e *engine) handleWriter(n *node, proc pipeline.Processor, rec *pipeline.Record, em *emitter) error {
+func (e *engine) handleWriter(n *node, proc pipeline.Processor, rec *record.Record, em *emitter) error {
 	n.commitMu.Lock()
 	err := e.call(n, proc, rec, em)
 	switch {
@@ -731,7 +732,7 @@ func (e *engine) guard(n *node, what string, f func() error) (err error) {
 
 // call calls the stage for one record. A panic fails that record (the
 // stack goes to the run log) instead of ending the run.
-func (e *engine) call(n *node, proc pipeline.Processor, rec *pipeline.Record, em *emitter) (err error) {
+func (e *engine) call(n *node, proc pipeline.Processor, rec *record.Record, em *emitter) (err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -750,8 +751,8 @@ func (e *engine) call(n *node, proc pipeline.Processor, rec *pipeline.Record, em
 // journalEntry is one line of an expensive stage's journal: what it sent
 // out, and on which port.
 type journalEntry struct {
-	Port   string           `json:"port"`
-	Record *pipeline.Record `json:"record"`
+	Port   string         `json:"port"`
+	Record *record.Record `json:"record"`
 }
 
 // openJournal opens the journal of an expensive stage: segments in
@@ -798,7 +799,7 @@ func finishedDropped(ps *pipeline.PlanStage) bool {
 // replay sends rec on as the journal recorded it, if the stage already did
 // the work for its id in an earlier run (which stopped before every output
 // committed it).
-func (e *engine) replay(n *node, rec *pipeline.Record, em *emitter) (bool, error) {
+func (e *engine) replay(n *node, rec *record.Record, em *emitter) (bool, error) {
 	line, ok, err := n.journal.Lookup(rec.ID)
 	if err != nil || !ok {
 		return false, err
@@ -1102,7 +1103,7 @@ type emitter struct {
 	ctx context.Context
 	// in is the record being processed (nil for a source's Read or a
 	// Finish): what the stage sends on inherits its ticket.
-	in      *pipeline.Record
+	in      *record.Record
 	uses    atomic.Int32
 	touched atomic.Bool // a record was emitted, rejected, failed or skipped through it
 	// replaying is set when the record comes from the stage's journal, so
@@ -1115,7 +1116,7 @@ type emitter struct {
 // claim gives rec the ticket it travels with: the processed record's (one
 // more place to commit for each further record sent on), or a new one for
 // what a source reads.
-func (em *emitter) claim(rec *pipeline.Record) {
+func (em *emitter) claim(rec *record.Record) {
 	switch {
 	case em.in != nil:
 		t := em.in.Ticket
@@ -1130,7 +1131,7 @@ func (em *emitter) claim(rec *pipeline.Record) {
 
 // journal appends what an expensive stage sends on to its journal, before
 // anything downstream can see it.
-func (em *emitter) journal(port string, rec *pipeline.Record) error {
+func (em *emitter) journal(port string, rec *record.Record) error {
 	if em.n.journal == nil || em.replaying {
 		return nil
 	}
@@ -1141,7 +1142,7 @@ func (em *emitter) journal(port string, rec *pipeline.Record) error {
 	return em.n.journal.Append(rec.ID, line)
 }
 
-func (em *emitter) Emit(port string, rec *pipeline.Record) error {
+func (em *emitter) Emit(port string, rec *record.Record) error {
 	if em.otherShard(rec) {
 		return nil
 	}
@@ -1183,7 +1184,7 @@ func (em *emitter) Emit(port string, rec *pipeline.Record) error {
 
 // fanOut counts the copies a port's fan-out will make: each is one more
 // place the record must be committed.
-func (em *emitter) fanOut(p *port, rec *pipeline.Record) {
+func (em *emitter) fanOut(p *port, rec *record.Record) {
 	if k := len(p.edges); k > 1 && rec.Ticket != nil {
 		rec.Ticket.N.Add(int32(k - 1))
 	}
@@ -1194,11 +1195,11 @@ func (em *emitter) fanOut(p *port, rec *pipeline.Record) {
 // Once the first edge took it the others are sent with the run's hard
 // context: a stop request never gives a record to only some of a port's
 // readers.
-func (em *emitter) sendPort(p *port, rec *pipeline.Record) error {
+func (em *emitter) sendPort(p *port, rec *record.Record) error {
 	if len(p.edges) == 1 {
 		return send(em.ctx, p.edges[0], rec)
 	}
-	copies := make([]*pipeline.Record, len(p.edges))
+	copies := make([]*record.Record, len(p.edges))
 	for i := 1; i < len(copies); i++ {
 		copies[i] = rec.Clone()
 	}
@@ -1214,7 +1215,7 @@ func (em *emitter) sendPort(p *port, rec *pipeline.Record) error {
 }
 
 // send blocks while ch is full, until ctx is done.
-func send(ctx context.Context, ch chan any, rec *pipeline.Record) error {
+func send(ctx context.Context, ch chan any, rec *record.Record) error {
 	select {
 	case ch <- rec:
 		return nil
@@ -1228,7 +1229,7 @@ func send(ctx context.Context, ch chan any, rec *pipeline.Record) error {
 	}
 }
 
-func (em *emitter) Reject(rec *pipeline.Record, reason, detail string) error {
+func (em *emitter) Reject(rec *record.Record, reason, detail string) error {
 	if em.otherShard(rec) {
 		return nil
 	}
@@ -1238,7 +1239,7 @@ func (em *emitter) Reject(rec *pipeline.Record, reason, detail string) error {
 	if reason == pipeline.ReasonDuplicate && rec.Ticket != nil {
 		rec.Ticket.Void.Store(true)
 	}
-	rec.Reject = &pipeline.Rejection{Stage: em.n.ps.ID(), Reason: reason, Detail: detail}
+	rec.Reject = &record.Rejection{Stage: em.n.ps.ID(), Reason: reason, Detail: detail}
 	if err := em.journal(pipeline.RejectedPort, rec); err != nil {
 		return err
 	}
@@ -1282,13 +1283,13 @@ func (e *engine) decided(n *node, reason string) {
 		ErrTooManyRejected, n.ps.ID(), 100*share, l.Window, l.Text, strings.Join(n.recent.top(3), ", "), pipeline.DisplayPath(e.plan.File.RunDir)))
 }
 
-func (em *emitter) Fail(rec *pipeline.Record, err error, attempts int) error {
+func (em *emitter) Fail(rec *record.Record, err error, attempts int) error {
 	if em.otherShard(rec) {
 		return nil
 	}
 	em.touched.Store(true)
 	em.claim(rec)
-	rec.Failure = &pipeline.Failure{Stage: em.n.ps.ID(), Error: err.Error(), Attempts: attempts}
+	rec.Failure = &record.Failure{Stage: em.n.ps.ID(), Error: err.Error(), Attempts: attempts}
 	if werr := em.e.dead.write("failed", em.n.ps.ID(), rec); werr != nil {
 		return werr
 	}
@@ -1343,7 +1344,7 @@ func (e *engine) checkFailed(final bool) error {
 	return nil
 }
 
-func (em *emitter) Skip(rec *pipeline.Record, reason string) error {
+func (em *emitter) Skip(rec *record.Record, reason string) error {
 	em.touched.Store(true)
 	em.claim(rec)
 	if len(em.n.ps.Spec.Outputs) > 0 && rec.Ticket != nil {

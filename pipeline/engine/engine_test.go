@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"go.uber.org/goleak"
 )
 
@@ -213,7 +213,7 @@ input = "p"
 	if int64(len(lines)) != mid.Rejected || mid.Reasons["every_k"] != mid.Rejected {
 		t.Fatalf("%d rejected lines, summary says %d (%v)", len(lines), mid.Rejected, mid.Reasons)
 	}
-	var rec pipeline.Record
+	var rec record.Record
 	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil || rec.Reject == nil || rec.Reject.Reason != "every_k" || rec.Reject.Stage != "p" {
 		t.Fatalf("rejected record %s: %v", lines[0], err)
 	}
@@ -408,7 +408,7 @@ func BenchmarkPassThroughBaseline(b *testing.B) {
 		w := bufio.NewWriterSize(out, 1<<20)
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			var rec pipeline.Record
+			var rec record.Record
 			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 				b.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // burst emits n records as fast as its output takes them and counts those
@@ -29,7 +30,7 @@ func (b *burst) Open(_ context.Context, env *pipeline.Env) error {
 
 func (b *burst) Read(ctx context.Context, out pipeline.Emitter) error {
 	for i := range b.n {
-		if err := out.Emit("", &pipeline.Record{ID: fmt.Sprintf("%p-%d", b, i)}); err != nil {
+		if err := out.Emit("", &record.Record{ID: fmt.Sprintf("%p-%d", b, i)}); err != nil {
 			return err
 		}
 		out.Took(1)
@@ -44,7 +45,7 @@ type gate struct{ open <-chan struct{} }
 
 var gateOpen chan struct{}
 
-func (g *gate) Process(ctx context.Context, _ *pipeline.Record, _ pipeline.Emitter) error {
+func (g *gate) Process(ctx context.Context, _ *record.Record, _ pipeline.Emitter) error {
 	select {
 	case <-g.open:
 	case <-ctx.Done():

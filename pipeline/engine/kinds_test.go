@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	_ "github.com/pipe-dev/pipe/stages" // the real kinds; tests reuse some
 )
 
@@ -27,7 +28,7 @@ type countSource struct{ n int64 }
 
 func (s *countSource) Read(ctx context.Context, out pipeline.Emitter) error {
 	for i := int64(0); s.n < 0 || i < s.n; i++ {
-		if err := out.Emit("", &pipeline.Record{ID: fmt.Sprint(i), Meta: map[string]any{}}); err != nil {
+		if err := out.Emit("", &record.Record{ID: fmt.Sprint(i), Meta: map[string]any{}}); err != nil {
 			return err
 		}
 		out.Took(1)
@@ -52,7 +53,7 @@ type pass struct {
 
 func (p *pass) Workers() int { return p.cfg.Workers }
 
-func (p *pass) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (p *pass) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	n := p.seen.Add(1)
 	if n-1 == p.cfg.FailAt {
 		return errors.New("injected failure")
@@ -86,7 +87,7 @@ func (c *collect) Open(_ context.Context, env *pipeline.Env) error {
 	return nil
 }
 
-func (c *collect) Process(ctx context.Context, rec *pipeline.Record, _ pipeline.Emitter) error {
+func (c *collect) Process(ctx context.Context, rec *record.Record, _ pipeline.Emitter) error {
 	if c.cfg.Delay.Duration > 0 {
 		select {
 		case <-time.After(c.cfg.Delay.Duration):

@@ -11,6 +11,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 func (l *ledger) newTicket(id string) *ticket.Ticket {
@@ -22,7 +23,7 @@ func (l *ledger) newTicket(id string) *ticket.Ticket {
 
 // unmake takes back the ticket a source's record got for a send that a
 // stop cut short: the record was not read (the next run reads it).
-func (l *ledger) unmake(rec *pipeline.Record) {
+func (l *ledger) unmake(rec *record.Record) {
 	if rec.Ticket != nil {
 		l.made.Add(-1)
 		rec.Ticket = nil

@@ -10,6 +10,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // failEvery fails every k-th record (retries exhausted, as generate does).
@@ -19,7 +20,7 @@ type failEveryConfig struct {
 	K int64 `toml:"k" default:"1" min:"1"`
 }
 
-func (f *failEvery) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (f *failEvery) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if n, _ := strconv.ParseInt(rec.ID, 10, 64); n%f.k == 0 {
 		return out.Fail(rec, errors.New("server error after 5 attempts"), 5)
 	}

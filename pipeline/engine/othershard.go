@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/pipe-dev/pipe/pipeline"
+import "github.com/pipe-dev/pipe/pipeline/record"
 
 // ReasonOtherShard is the skip reason of records a source read that belong
 // to another shard.
@@ -10,7 +10,7 @@ const ReasonOtherShard = "other_shard"
 // the run: it counts as skipped (ReasonOtherShard) and gets no ticket, so it
 // is neither rejected, failed nor finished here — the shard owning it does
 // that. Records a stage sends on while processing are never dropped.
-func (em *emitter) otherShard(rec *pipeline.Record) bool {
+func (em *emitter) otherShard(rec *record.Record) bool {
 	sh := em.e.plan.File.Shard
 	if sh == nil || sh.Count == 1 || em.in != nil || !em.n.ps.Spec.Source || sh.Owns(rec.ID) {
 		return false

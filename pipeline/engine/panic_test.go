@@ -15,6 +15,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // A panic while processing one record fails that record — it goes to
@@ -305,7 +306,7 @@ type panicSource struct{}
 
 func (panicSource) Read(ctx context.Context, out pipeline.Emitter) error {
 	for _, id := range ids(100) {
-		if err := out.Emit("", &pipeline.Record{ID: id}); err != nil {
+		if err := out.Emit("", &record.Record{ID: id}); err != nil {
 			return err
 		}
 		out.Took(1)

@@ -18,6 +18,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // resumeGraph: N ids → dedupe-against-progress → an expensive stage (the
@@ -95,8 +96,8 @@ func journalFileIDs(t *testing.T, path string, out map[string]bool) {
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
 		var e struct {
-			Port   string          `json:"port"`
-			Record pipeline.Record `json:"record"`
+			Port   string        `json:"port"`
+			Record record.Record `json:"record"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("%s: %v", path, err)

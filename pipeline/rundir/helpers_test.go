@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Fake kinds shaped like the real ones: a source with an operational path,
@@ -47,7 +48,7 @@ type nopStage struct{}
 
 func (nopStage) Read(context.Context, pipeline.Emitter) error { return nil }
 
-func (nopStage) Process(context.Context, *pipeline.Record, pipeline.Emitter) error { return nil }
+func (nopStage) Process(context.Context, *record.Record, pipeline.Emitter) error { return nil }
 
 func newNop[C any](*C) (pipeline.Processor, error) { return nopStage{}, nil }
 

@@ -1,4 +1,4 @@
-package pipeline
+package record
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// unmarshalLineID is what RecordLineID must agree with: encoding/json's
+// unmarshalLineID is what LineID must agree with: encoding/json's
 // reading of a record line's id.
 func unmarshalLineID(line []byte) (string, bool) {
 	var r struct {
@@ -18,10 +18,10 @@ func unmarshalLineID(line []byte) (string, bool) {
 	return *r.ID, true
 }
 
-// RecordLineID accepts exactly the lines encoding/json does, with the same
+// LineID accepts exactly the lines encoding/json does, with the same
 // id: a line its one-pass reader took differently would be verified (or
 // adopted at resume) under another id than the one it was written with.
-func TestRecordLineIDAgreesWithUnmarshal(t *testing.T) {
+func TestLineIDAgreesWithUnmarshal(t *testing.T) {
 	long := `{"id":"r-1","completion":{"answer":"` + strings.Repeat(`x\"\u00e9`, 500) + `","output_ids":[` + strings.Repeat("151667,", 2000) + `1]},"meta":{"id":"inner"}}`
 	lines := []string{
 		`{"id":"a"}`,
@@ -60,21 +60,21 @@ func TestRecordLineIDAgreesWithUnmarshal(t *testing.T) {
 	}
 	for _, l := range lines {
 		want, wantOK := unmarshalLineID([]byte(l))
-		got, err := RecordLineID([]byte(l))
+		got, err := LineID([]byte(l))
 		if (err == nil) != wantOK || got != want {
-			t.Errorf("RecordLineID(%.60q) = %q, %v; encoding/json: %q, ok %v", l, got, err, want, wantOK)
+			t.Errorf("LineID(%.60q) = %q, %v; encoding/json: %q, ok %v", l, got, err, want, wantOK)
 		}
 	}
 }
 
-// BenchmarkRecordLineID reads the id of a training-row-sized line (2,000
+// BenchmarkLineID reads the id of a training-row-sized line (2,000
 // token ids and a reply), next to encoding/json's Unmarshal in the same run.
-func BenchmarkRecordLineID(b *testing.B) {
+func BenchmarkLineID(b *testing.B) {
 	line := []byte(`{"id":"r-0000001","messages":[{"role":"user","content":"Question 1"}],"completion":{"answer":"` + strings.Repeat("word ", 1500) + `","output_ids":[` + strings.Repeat("151667,", 2000) + `1]},"tokens":{"input_ids":[` + strings.Repeat("1234,", 2000) + `1],"loss_mask":[` + strings.Repeat("1,", 2000) + `1]}}`)
-	b.Run("RecordLineID", func(b *testing.B) {
+	b.Run("LineID", func(b *testing.B) {
 		b.SetBytes(int64(len(line)))
 		for b.Loop() {
-			if _, err := RecordLineID(line); err != nil {
+			if _, err := LineID(line); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,4 +1,7 @@
-package pipeline
+// Package record is what flows through a pipeline: the Record (a prompt,
+// later its completion and its training tokens), its JSON form, and the
+// field names stages declare they need and produce.
+package record
 
 import (
 	"encoding/json"

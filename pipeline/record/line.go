@@ -1,4 +1,4 @@
-package pipeline
+package record
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// RecordLineID is the commitlog.IDFunc of a file of records (one JSON
+// LineID is the commitlog.IDFunc of a file of records (one JSON
 // record per line, as write-jsonl and the rejected/failed files hold).
 //
 // It accepts exactly the lines encoding/json's Unmarshal into
@@ -20,7 +20,7 @@ import (
 // end-of-run verification reads every line of a run's outputs, and
 // Unmarshal's validation pass plus its decoding pass over the token id
 // lists were a tenth of the CPU of a whole rehearsal.
-func RecordLineID(line []byte) (string, error) {
+func LineID(line []byte) (string, error) {
 	d := lineDecoders.Get().(*jsontext.Decoder)
 	defer lineDecoders.Put(d)
 	d.Reset(bytes.NewReader(line), lineOpts...)
