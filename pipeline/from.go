@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/suggest"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -160,9 +161,9 @@ func fromReader(f *pipefile.File, reg *Registry, target *pipefile.StageDecl, byI
 		return nil, err
 	}
 	if o := replayableOutput(reg, outs, byID, fr.Stage); o != nil {
-		kind, rs := reg.replayer(ReplaysOutput)
+		kind, rs := reg.replayer(output.ReplaysOutput)
 		if rs == nil {
-			return nil, fmt.Errorf("no stage kind replays a writer's output (a ReplaySpec reading %q)", ReplaysOutput)
+			return nil, fmt.Errorf("no stage kind replays a writer's output (a ReplaySpec reading %q)", output.ReplaysOutput)
 		}
 		sd.Kind = kind
 		for k, v := range rs.Config(fr.RunDir, fr.Stage, o.Kind, o.Path) {
@@ -183,9 +184,9 @@ func fromReader(f *pipefile.File, reg *Registry, target *pipefile.StageDecl, byI
 // journalReader makes sd the reader of the stage's journal (files, the
 // one file journal or its parts).
 func journalReader(fr *pipefile.From, reg *Registry, sd *pipefile.StageDecl, journal string, files []string) (*pipefile.StageDecl, error) {
-	kind, rs := reg.replayer(ReplaysJournal)
+	kind, rs := reg.replayer(output.ReplaysJournal)
 	if rs == nil {
-		return nil, fmt.Errorf("no stage kind replays a journal (a ReplaySpec reading %q)", ReplaysJournal)
+		return nil, fmt.Errorf("no stage kind replays a journal (a ReplaySpec reading %q)", output.ReplaysJournal)
 	}
 	sd.Kind = kind
 	for k, v := range rs.Config(fr.RunDir, fr.Stage, "", "") {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+
+	"github.com/pipe-dev/pipe/pipeline/output"
 )
 
 // Spec describes a stage kind: one source for decoding, checking, `pipe
@@ -70,13 +72,13 @@ type Spec struct {
 	// against its own record of it (a manifest): pipe verify and the end
 	// of a run call it (VerifyFor types it). Nil: the kind keeps no output
 	// of its own.
-	Verify VerifyFunc
+	Verify output.VerifyFunc
 	// Output, for writers and uploads, reads back what the stage
-	// committed (see OutputSpec); nil: it keeps no output of its own.
-	Output *OutputSpec
+	// committed (see output.Spec); nil: it keeps no output of its own.
+	Output *output.Spec
 	// Replay, for a source that pipe run --from puts in place of a stage,
 	// says what it reads of the original run (see ReplaySpec).
-	Replay *ReplaySpec
+	Replay *output.ReplaySpec
 	// New builds the stage from a decoded, validated config: NewSource or
 	// NewProcessor, whose type parameter is the config struct.
 	New Constructor

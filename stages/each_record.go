@@ -15,13 +15,14 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
-// shardOutput is write-arrow's pipeline.OutputSpec: a shard directory,
+// shardOutput is write-arrow's output.Spec: a shard directory,
 // read by its manifest (.pipe/manifest.json) and id log (.pipe/ids).
-var shardOutput = &pipeline.OutputSpec{
+var shardOutput = &output.Spec{
 	Committed: committedShards,
 	IDs:       shardIDs,
 	Each:      eachShardRecord,
@@ -31,9 +32,9 @@ var shardOutput = &pipeline.OutputSpec{
 	},
 }
 
-// jsonlOutput is write-jsonl's pipeline.OutputSpec: a JSONL file, read by
+// jsonlOutput is write-jsonl's output.Spec: a JSONL file, read by
 // its commit index (the hidden .NAME.idx beside it).
-var jsonlOutput = &pipeline.OutputSpec{
+var jsonlOutput = &output.Spec{
 	Committed: committedJSONL,
 	IDs:       commitlog.ReadIDs,
 	Each:      eachJSONLRecord,
@@ -45,14 +46,14 @@ var jsonlOutput = &pipeline.OutputSpec{
 }
 
 // committedShards is what the manifest of the shard directory dir names.
-func committedShards(dir string) (*pipeline.Committed, error) {
+func committedShards(dir string) (*output.Committed, error) {
 	m, err := commitlog.ReadManifest(dir)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	c := &pipeline.Committed{Format: m.Format, Unit: "shards", Files: make([]pipeline.CommittedFile, 0, len(m.Shards))}
+	c := &output.Committed{Format: m.Format, Unit: "shards", Files: make([]output.File, 0, len(m.Shards))}
 	for _, s := range m.Shards {
-		c.Files = append(c.Files, pipeline.CommittedFile{Path: filepath.Join(dir, s.Name), Rows: s.Rows, Tokens: s.Tokens, Bytes: s.Bytes, SHA256: s.SHA256})
+		c.Files = append(c.Files, output.File{Path: filepath.Join(dir, s.Name), Rows: s.Rows, Tokens: s.Tokens, Bytes: s.Bytes, SHA256: s.SHA256})
 		c.Rows += s.Rows
 		c.Tokens += s.Tokens
 		c.Bytes += s.Bytes
@@ -84,7 +85,7 @@ func shardIDs(dir string) ([]uint64, error) {
 
 // committedJSONL is the committed part of the JSONL file path: its lines
 // up to the last commit.
-func committedJSONL(path string) (*pipeline.Committed, error) {
+func committedJSONL(path string) (*output.Committed, error) {
 	if _, err := os.Stat(commitlog.IndexPath(path)); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -92,8 +93,8 @@ func committedJSONL(path string) (*pipeline.Committed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pipeline.Committed{Format: "jsonl", Unit: "lines", Rows: int64(rows), Bytes: size,
-		Files: []pipeline.CommittedFile{{Path: path, Rows: int64(rows), Bytes: size}}}, nil
+	return &output.Committed{Format: "jsonl", Unit: "lines", Rows: int64(rows), Bytes: size,
+		Files: []output.File{{Path: path, Rows: int64(rows), Bytes: size}}}, nil
 }
 
 // EachRecord calls fn with every committed record of one output, in

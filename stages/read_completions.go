@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/s3up"
@@ -49,7 +50,7 @@ stops the run with its file and line or row (on_bad_line = "fail"), or is
 counted and set aside on the rejected port / RUN_DIR/rejected/STAGE.jsonl
 ("skip"). A record that was rejected before keeps that verdict in
 meta.previous_reject, so it can be judged again by today's rules.`,
-		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysOutput, Config: func(_, _, writer, path string) map[string]any {
+		Replay: &output.ReplaySpec{Reads: output.ReplaysOutput, Config: func(_, _, writer, path string) map[string]any {
 			return map[string]any{"path": path, "writer": writer}
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
@@ -107,7 +108,7 @@ type ReadCompletionsConfig struct {
 	// Limit stops after this many records; 0 (default) reads all.
 	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many records; 0 reads all"`
 	// Writer is the kind of the writer that made path: its committed
-	// records are read by that kind's own reader (pipeline.OutputSpec),
+	// records are read by that kind's own reader (output.Spec),
 	// whatever its format. pipe run --from sets it.
 	Writer string `toml:"writer" doc:"the kind of the writer whose output path is (e.g. as pipe run --from sets it): its committed records are read with that kind's own reader; \"\" reads path as JSONL or shards"`
 }
@@ -269,7 +270,7 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 }
 
 // readWriter emits the committed records of the output at path as its
-// writer's kind reads them (pipeline.OutputSpec.Each).
+// writer's kind reads them (output.Spec.Each).
 func (r *readCompletions) readWriter(ctx context.Context, out pipeline.Emitter) error {
 	var emitted int64
 	row := 0

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
@@ -26,7 +27,7 @@ An id the journal holds twice (a retried batch) is sent once, the first time.
 An id this run directory already finished is skipped (counted as skipped:
 done), so a stopped replay continues where it was committed.`,
 		DropsFinished: true,
-		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysJournal, Config: func(runDir, stage, _, _ string) map[string]any {
+		Replay: &output.ReplaySpec{Reads: output.ReplaysJournal, Config: func(runDir, stage, _, _ string) map[string]any {
 			return map[string]any{"run_dir": runDir, "stage": stage}
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
@@ -14,14 +15,14 @@ import (
 // by size and (env.Hash) SHA-256; rows of shards found damaged that were
 // never written again are lost, by id hash (the directory keeps only
 // hashes of ids).
-func verifyShardDir(_ context.Context, c *writeArrowConfig, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+func verifyShardDir(_ context.Context, c *writeArrowConfig, env *output.VerifyEnv) (*output.Verified, error) {
 	return VerifyShardDir(c.Path, env.Hash)
 }
 
 // VerifyShardDir checks the shard directory dir against its manifest (see
 // verifyShardDir); pipe verify PATH calls it for a directory alone.
-func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
-	v := &pipeline.Verified{Where: pipeline.DisplayPath(dir), Dir: dir, How: "size"}
+func VerifyShardDir(dir string, hash bool) (*output.Verified, error) {
+	v := &output.Verified{Where: pipeline.DisplayPath(dir), Dir: dir, How: "size"}
 	if hash {
 		v.How = "size, sha256"
 	}
@@ -57,13 +58,13 @@ func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
 
 // verifyJSONL is write-jsonl's Verify: the committed lines of its file
 // against their index (see commitlog.CheckLog).
-func verifyJSONL(_ context.Context, c *writeJSONLConfig, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+func verifyJSONL(_ context.Context, c *writeJSONLConfig, env *output.VerifyEnv) (*output.Verified, error) {
 	path := c.Path
 	res, err := commitlog.CheckLog(path, env.Hash, record.LineID)
 	if err != nil {
 		return nil, err
 	}
-	v := &pipeline.Verified{Where: pipeline.DisplayPath(path), Items: res.Rows, Unit: "lines", Bytes: res.Bytes, How: "size", Problems: res.Problems}
+	v := &output.Verified{Where: pipeline.DisplayPath(path), Items: res.Rows, Unit: "lines", Bytes: res.Bytes, How: "size", Problems: res.Problems}
 	if env.Hash {
 		v.How = "size, every committed line's id against the index"
 	}

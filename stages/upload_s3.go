@@ -22,6 +22,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -73,7 +74,7 @@ is uploaded again from the local shard. A shard in neither place fails the
 run, named.`,
 		Verify: pipeline.VerifyFor(verifyUploads),
 		// Its objects are the writer's shards: PREFIX/DIRNAME/NAME.
-		Output:    &pipeline.OutputSpec{CopyOf: uploadedURL},
+		Output:    &output.Spec{CopyOf: uploadedURL},
 		MaxInputs: 1,
 		Needs:     []string{record.FieldShard},
 		KeySettings: pipeline.SettingsFor(func(c *uploadS3Config) string {

@@ -28,6 +28,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -1098,9 +1099,9 @@ func TestUploadS3VerifyByServerChecksum(t *testing.T) {
 	st.process(t, small, large)
 	st.finish(t)
 
-	verify := func(repair bool) *pipeline.Verified {
+	verify := func(repair bool) *output.Verified {
 		t.Helper()
-		v, err := verifyUploads(context.Background(), &cfg, &pipeline.VerifyEnv{StageID: "up", Hash: true, Repair: repair, Inputs: []*pipeline.Verified{{Dir: d.dir}}})
+		v, err := verifyUploads(context.Background(), &cfg, &output.VerifyEnv{StageID: "up", Hash: true, Repair: repair, Inputs: []*output.Verified{{Dir: d.dir}}})
 		if err != nil {
 			t.Fatal(err)
 		}

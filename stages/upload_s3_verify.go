@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -17,14 +17,14 @@ import (
 // (env.Inputs), every shard its local manifest names must be in the bucket
 // at PREFIX/DIRNAME/NAME with its size and SHA-256 (see
 // s3up.CheckObject), and the manifest there must be the local one.
-func verifyUploads(ctx context.Context, c *uploadS3Config, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+func verifyUploads(ctx context.Context, c *uploadS3Config, env *output.VerifyEnv) (*output.Verified, error) {
 	u := &uploadS3{cfg: *c}
 	client, _, err := u.connect(ctx)
 	if err != nil {
 		return nil, refusal(err)
 	}
 	defer client.Close()
-	v := &pipeline.Verified{Stage: env.StageID, Where: u.cfg.URI, Covers: map[string]bool{}}
+	v := &output.Verified{Stage: env.StageID, Where: u.cfg.URI, Covers: map[string]bool{}}
 	for _, in := range env.Inputs {
 		if in.Dir == "" {
 			continue
@@ -76,7 +76,7 @@ func getIfThere(ctx context.Context, c *s3up.Client, key string) ([]byte, error)
 // adding to v; local is the shard directory ("" for none): with repair, a
 // shard missing or different in the bucket is uploaded again from it. The
 // manifest itself is the caller's.
-func VerifyObjects(ctx context.Context, c *s3up.Client, prefix string, m *commitlog.Manifest, local string, hash, repair bool, v *pipeline.Verified) error {
+func VerifyObjects(ctx context.Context, c *s3up.Client, prefix string, m *commitlog.Manifest, local string, hash, repair bool, v *output.Verified) error {
 	for _, sh := range m.Shards {
 		key := prefix + "/" + sh.Name
 		path := ""

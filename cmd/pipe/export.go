@@ -93,7 +93,7 @@ bytes each), so memory grows with them, not with the rows.`,
 }
 
 // exportInput is one output to export: its path and how its kind reads
-// it back (pipeline.OutputSpec.Each).
+// it back (output.Spec.Each).
 type exportInput struct {
 	path string
 	each func(ctx context.Context, path string, fn func(*record.Record) error) error

@@ -34,6 +34,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
@@ -245,9 +246,9 @@ func (ins *inspector) inspectFile(doc *inspectDoc, path string) (*inspectDoc, er
 }
 
 // output reports the output at path of a writer kind that claims it
-// (pipeline.OutputSpec.Claims) and has no view of its own here: what it
+// (output.Spec.Claims) and has no view of its own here: what it
 // committed, then its first rows, read by the kind's own reader.
-func (ins *inspector) output(doc *inspectDoc, kind string, spec *pipeline.OutputSpec, path string) (*inspectDoc, error) {
+func (ins *inspector) output(doc *inspectDoc, kind string, spec *output.Spec, path string) (*inspectDoc, error) {
 	doc.Kind = "output"
 	o := &outputReport{Kind: kind, Path: path, Exists: true}
 	doc.Output = o
@@ -886,7 +887,7 @@ type outputReport struct {
 	Kind   string `json:"kind"`
 	Path   string `json:"path"`
 	Exists bool   `json:"exists"`
-	// Format and Unit are as the kind says (pipeline.Committed): "parquet"
+	// Format and Unit are as the kind says (output.Committed): "parquet"
 	// in "shards", "jsonl" in "lines"; "" while nothing is committed.
 	Format string `json:"format,omitempty"`
 	Unit   string `json:"unit,omitempty"`
@@ -1025,7 +1026,7 @@ func jsonlIn(dir string) []string {
 }
 
 // runOutputs reads what each output of the run committed, as its kind
-// reads it (pipeline.OutputSpec): a manifest's shards, a commit index's
+// reads it (output.Spec): a manifest's shards, a commit index's
 // lines. The outputs are run.json's; one written before it recorded them
 // has its writers found in its settings (their "path").
 func runOutputs(run *rundir.Run) []outputReport {

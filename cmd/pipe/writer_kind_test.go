@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/shardrun"
 )
@@ -206,7 +207,7 @@ func registerTSV() {
 			Kind:    "write-tsv",
 			Summary: "write id, prompt and answer as tab-separated lines (a test's writer)",
 			Verify:  pipeline.VerifyFor(verifyTSV),
-			Output: &pipeline.OutputSpec{
+			Output: &output.Spec{
 				Committed: tsvCommitted,
 				IDs: func(path string) ([]uint64, error) {
 					var ids []uint64
@@ -314,7 +315,7 @@ func (w *tsvWriter) Close() error { return w.f.Close() }
 
 func (w *tsvWriter) CommittedRows() int64 { return w.state.Rows }
 
-func tsvCommitted(path string) (*pipeline.Committed, error) {
+func tsvCommitted(path string) (*output.Committed, error) {
 	b, err := os.ReadFile(path + ".committed")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -326,8 +327,8 @@ func tsvCommitted(path string) (*pipeline.Committed, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%s.committed: %v", path, err)
 	}
-	return &pipeline.Committed{Format: "tsv", Unit: "lines", Rows: s.Rows, Bytes: s.Bytes,
-		Files: []pipeline.CommittedFile{{Path: path, Rows: s.Rows, Bytes: s.Bytes}}}, nil
+	return &output.Committed{Format: "tsv", Unit: "lines", Rows: s.Rows, Bytes: s.Bytes,
+		Files: []output.File{{Path: path, Rows: s.Rows, Bytes: s.Bytes}}}, nil
 }
 
 // eachTSVLine calls fn with the fields of each committed line, one line
@@ -364,9 +365,9 @@ func eachTSVLine(path string, fn func([]string) error) error {
 	}
 }
 
-func verifyTSV(_ context.Context, c *tsvConfig, _ *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+func verifyTSV(_ context.Context, c *tsvConfig, _ *output.VerifyEnv) (*output.Verified, error) {
 	path := c.Path
-	v := &pipeline.Verified{Where: pipeline.DisplayPath(path), Unit: "lines", How: "size, lines"}
+	v := &output.Verified{Where: pipeline.DisplayPath(path), Unit: "lines", How: "size, lines"}
 	com, err := tsvCommitted(path)
 	if err != nil {
 		return nil, err
