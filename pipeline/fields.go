@@ -8,20 +8,9 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/internal/suggest"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
-
-// Duration is a config value written as a Go duration string ("90s", "10m").
-type Duration struct{ time.Duration }
-
-// ConfigDecoder is implemented (on the pointer) by config field types with a
-// shape of their own, e.g. a list of servers given as strings or tables. raw
-// is what TOML decoded: string, int64, float64, bool, []any, map[string]any.
-// An error joining several (errors.Join), e.g. one per bad item of a list,
-// is reported as one problem each.
-type ConfigDecoder interface {
-	DecodeConfig(raw any) error
-}
 
 // fieldInfo is one config key of a kind, read from struct tags.
 type fieldInfo struct {
@@ -47,8 +36,8 @@ type fieldInfo struct {
 }
 
 var (
-	durationType      = reflect.TypeOf(Duration{})
-	configDecoderType = reflect.TypeOf((*ConfigDecoder)(nil)).Elem()
+	durationType      = reflect.TypeOf(config.Duration{})
+	configDecoderType = reflect.TypeOf((*config.Decoder)(nil)).Elem()
 )
 
 func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
@@ -95,11 +84,11 @@ func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
 // setFromDefault sets v from a default tag: scalars as written, lists comma-separated.
 func setFromDefault(v reflect.Value, s string) error {
 	if v.Addr().Type().Implements(configDecoderType) {
-		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(s)
+		return v.Addr().Interface().(config.Decoder).DecodeConfig(s)
 	}
 	if v.Type() == durationType {
 		d, err := time.ParseDuration(s)
-		v.Set(reflect.ValueOf(Duration{d}))
+		v.Set(reflect.ValueOf(config.Duration{Duration: d}))
 		return err
 	}
 	switch v.Kind() {
@@ -141,15 +130,9 @@ func setFromDefault(v reflect.Value, s string) error {
 	return nil
 }
 
-// TypeNamer is implemented by ConfigDecoder types to name their shape in
-// documentation and messages, e.g. "array of URLs or tables".
-type TypeNamer interface {
-	ConfigTypeName() string
-}
-
 // typeName is a config type in the user's words.
 func typeName(t reflect.Type) string {
-	if tn, ok := reflect.New(t).Interface().(TypeNamer); ok {
+	if tn, ok := reflect.New(t).Interface().(config.TypeNamer); ok {
 		return tn.ConfigTypeName()
 	}
 	if t == durationType {
@@ -184,7 +167,7 @@ func withArticle(s string) string {
 // setFromRaw sets v from a decoded TOML value, checking its type.
 func setFromRaw(v reflect.Value, raw any) error {
 	if v.Addr().Type().Implements(configDecoderType) {
-		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(raw)
+		return v.Addr().Interface().(config.Decoder).DecodeConfig(raw)
 	}
 	mismatch := func() error {
 		return fmt.Errorf("must be %s, got %s", withArticle(typeName(v.Type())), pipefile.DescribeValue(raw))
@@ -198,7 +181,7 @@ func setFromRaw(v reflect.Value, raw any) error {
 		if err != nil {
 			return fmt.Errorf(`must be a duration like "90s" or "10m", got %q`, s)
 		}
-		v.Set(reflect.ValueOf(Duration{d}))
+		v.Set(reflect.ValueOf(config.Duration{Duration: d}))
 		return nil
 	}
 	switch v.Kind() {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pipe-dev/pipe/internal/suggest"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
@@ -447,9 +448,9 @@ func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles boo
 	for i := range fields {
 		d.field(&fields[i], v.Field(fields[i].Index))
 	}
-	if val, ok := ptr.Interface().(Validator); ok {
+	if val, ok := ptr.Interface().(config.Validator); ok {
 		for _, err := range val.Validate() {
-			if fe, ok := err.(*FieldError); ok {
+			if fe, ok := err.(*config.FieldError); ok {
 				d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
 			} else {
 				d.atStage(err)
@@ -494,9 +495,9 @@ func (d *configDecoder) probEach(key string, err error) {
 }
 
 // stageError reports an error of Validate or the constructor: at its key
-// for a *FieldError, else at the stage.
+// for a *config.FieldError, else at the stage.
 func (d *configDecoder) stageError(err error) {
-	if fe := (*FieldError)(nil); errors.As(err, &fe) {
+	if fe := (*config.FieldError)(nil); errors.As(err, &fe) {
 		d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
 		return
 	}

@@ -26,7 +26,7 @@ type Spec struct {
 	// names files the directory must hold; `op:"true"` marks an operational
 	// key (servers, timeouts, input limits: how the run goes, not what data
 	// it makes), which a resume may change (see PlanStage.Settings). A config
-	// type may implement Validator for checks across fields.
+	// type may implement config.Validator for checks across fields.
 	Config any
 	// Source is true for kinds that take no input (New is a NewSource), set
 	// by Register: a spec leaves it unset. Every other kind needs at least
@@ -83,21 +83,6 @@ type Spec struct {
 	// NewProcessor, whose type parameter is the config struct.
 	New Constructor
 }
-
-// Validator is implemented by config structs with checks across fields. Each
-// returned error is reported as a problem at the stage's position; a
-// FieldError names the key so the position is the key's.
-type Validator interface {
-	Validate() []error
-}
-
-// FieldError is a problem with one config key.
-type FieldError struct {
-	Key string
-	Msg string
-}
-
-func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
 
 // Registry maps kinds to specs. Tests build their own; stages register into
 // DefaultRegistry.

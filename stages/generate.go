@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
@@ -185,41 +186,41 @@ type generateConfig struct {
 	// Turns is "last" (default) or "all".
 	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the last user turn, history as given (default); \"all\": regenerate every assistant turn in order on one server, each appended with its answer only"`
 
-	MaxAttempts     int               `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed"`
-	RequestTimeout  pipeline.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones"`
-	StallTimeout    pipeline.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers"`
-	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run"`
-	ProbeInterval   pipeline.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission"`
-	BackoffMin      pipeline.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter"`
-	BackoffMax      pipeline.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"longest retry wait"`
-	BreakerFailures int               `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds"`
+	MaxAttempts     int             `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed"`
+	RequestTimeout  config.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones"`
+	StallTimeout    config.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers"`
+	ReadyTimeout    config.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run"`
+	ProbeInterval   config.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission"`
+	BackoffMin      config.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter"`
+	BackoffMax      config.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"longest retry wait"`
+	BreakerFailures int             `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds"`
 }
 
 func (c *generateConfig) Validate() []error {
 	var errs []error
 	if c.API == string(sglang.APIGenerate) && c.Tokenizer == "" {
-		errs = append(errs, &pipeline.FieldError{Key: "api", Msg: `"generate" needs tokenizer = "MODEL_DIR" to render input_ids (or use api = "chat")`})
+		errs = append(errs, &config.FieldError{Key: "api", Msg: `"generate" needs tokenizer = "MODEL_DIR" to render input_ids (or use api = "chat")`})
 	}
 	errs = append(errs, checkTokenizer("tokenizer", c.Tokenizer)...)
 	for _, d := range []struct {
 		key string
-		v   pipeline.Duration
+		v   config.Duration
 	}{{"request_timeout", c.RequestTimeout}, {"stall_timeout", c.StallTimeout}, {"ready_timeout", c.ReadyTimeout}, {"probe_interval", c.ProbeInterval},
 		{"backoff_min", c.BackoffMin}, {"backoff_max", c.BackoffMax}} {
 		if d.v.Duration <= 0 {
-			errs = append(errs, &pipeline.FieldError{Key: d.key, Msg: fmt.Sprintf("must be positive, got %v", d.v.Duration)})
+			errs = append(errs, &config.FieldError{Key: d.key, Msg: fmt.Sprintf("must be positive, got %v", d.v.Duration)})
 		}
 	}
 	if c.BackoffMax.Duration < c.BackoffMin.Duration {
-		errs = append(errs, &pipeline.FieldError{Key: "backoff_max", Msg: fmt.Sprintf("must be at least backoff_min (%v), got %v", c.BackoffMin.Duration, c.BackoffMax.Duration)})
+		errs = append(errs, &config.FieldError{Key: "backoff_max", Msg: fmt.Sprintf("must be at least backoff_min (%v), got %v", c.BackoffMin.Duration, c.BackoffMax.Duration)})
 	}
 	if c.APIKeyEnv != "" && !envNameRe.MatchString(c.APIKeyEnv) {
-		errs = append(errs, &pipeline.FieldError{Key: "api_key_env", Msg: "must be an environment variable name (letters, digits and _): give the variable's name, not the key"})
+		errs = append(errs, &config.FieldError{Key: "api_key_env", Msg: "must be an environment variable name (letters, digits and _): give the variable's name, not the key"})
 	}
 	errs = append(errs, c.checkHeadersEnv()...)
 	for i, s := range c.Servers.Items {
 		if s.userinfo && c.keyEnv(s) != "" {
-			errs = append(errs, &pipeline.FieldError{Key: "servers", Msg: fmt.Sprintf(
+			errs = append(errs, &config.FieldError{Key: "servers", Msg: fmt.Sprintf(
 				"item %d: %s has user:password (sent as Basic auth) and an API key (api_key_env, sent as Bearer); only one Authorization header can be sent: drop one (api_key_env = \"\" in the server's table sends no key to it)", i+1, s.URL)})
 		}
 	}
@@ -235,13 +236,13 @@ func (c *generateConfig) checkHeadersEnv() []error {
 		env := c.HeadersEnv[name]
 		switch {
 		case !sglang.ValidHeaderName(name):
-			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%q is not an HTTP header name", name)})
+			errs = append(errs, &config.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%q is not an HTTP header name", name)})
 		case strings.EqualFold(name, "Authorization"):
-			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: `Authorization: use api_key_env = "VAR" (sent as Bearer) or user:password in the URL (Basic)`})
+			errs = append(errs, &config.FieldError{Key: "headers_env", Msg: `Authorization: use api_key_env = "VAR" (sent as Bearer) or user:password in the URL (Basic)`})
 		case sglang.ReservedHeader(name):
-			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s is set by the client itself", name)})
+			errs = append(errs, &config.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s is set by the client itself", name)})
 		case !envNameRe.MatchString(env):
-			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s: the value must be an environment variable name (letters, digits and _): give the variable's name, not the header's value", name)})
+			errs = append(errs, &config.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s: the value must be an environment variable name (letters, digits and _): give the variable's name, not the header's value", name)})
 		}
 	}
 	return errs

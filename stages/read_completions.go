@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
@@ -124,7 +125,7 @@ func (c *ReadCompletionsConfig) Validate() []error {
 			kinds = append(kinds, k)
 		}
 	}
-	return []error{&pipeline.FieldError{Key: "writer", Msg: fmt.Sprintf("%q is not a kind whose output holds records (those are %s)", c.Writer, strings.Join(kinds, ", "))}}
+	return []error{&config.FieldError{Key: "writer", Msg: fmt.Sprintf("%q is not a kind whose output holds records (those are %s)", c.Writer, strings.Join(kinds, ", "))}}
 }
 
 type readCompletions struct {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -606,7 +607,7 @@ func checkTokenizer(key, dir string) []error {
 		return nil
 	}
 	if err := tokenize.CheckFile(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return []error{&pipeline.FieldError{Key: key, Msg: err.Error()}}
+		return []error{&config.FieldError{Key: key, Msg: err.Error()}}
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
@@ -114,17 +115,17 @@ type uploadS3Config struct {
 	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once"`
 	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request by the SDK, with exponential backoff, before upload_timeout's wait takes over"`
 	// UploadTimeout bounds the wait through an outage. Default 30m.
-	UploadTimeout pipeline.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1"`
-	DeleteLocal   bool              `toml:"delete_local_after_upload" default:"false" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays"`
-	AllowInsecure bool              `toml:"allow_insecure" default:"false" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted"`
+	UploadTimeout config.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1"`
+	DeleteLocal   bool            `toml:"delete_local_after_upload" default:"false" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays"`
+	AllowInsecure bool            `toml:"allow_insecure" default:"false" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted"`
 }
 
 func (c *uploadS3Config) Validate() []error {
 	if _, _, err := s3up.ParseURI(c.URI); err != nil {
-		return []error{&pipeline.FieldError{Key: "uri", Msg: err.Error()}}
+		return []error{&config.FieldError{Key: "uri", Msg: err.Error()}}
 	}
 	if err := s3up.CheckInsecure(c.Endpoint, c.AllowInsecure); err != nil {
-		return []error{&pipeline.FieldError{Key: "endpoint", Msg: err.Error()}}
+		return []error{&config.FieldError{Key: "endpoint", Msg: err.Error()}}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -148,11 +149,11 @@ func (c *ValidateThinkingConfig) Validate() []error {
 	var errs []error
 	for _, d := range c.Disable {
 		if !slices.Contains(validateReasons, d) {
-			errs = append(errs, &pipeline.FieldError{Key: "disable", Msg: fmt.Sprintf("unknown reason code %q; codes: %s", d, strings.Join(validateReasons, ", "))})
+			errs = append(errs, &config.FieldError{Key: "disable", Msg: fmt.Sprintf("unknown reason code %q; codes: %s", d, strings.Join(validateReasons, ", "))})
 		}
 	}
 	if c.ThinkStart == "" || c.ThinkEnd == "" {
-		errs = append(errs, &pipeline.FieldError{Key: "think_end", Msg: "think_start and think_end must not be empty"})
+		errs = append(errs, &config.FieldError{Key: "think_end", Msg: "think_start and think_end must not be empty"})
 	}
 	return append(errs, checkTokenizer("tokenizer", c.Tokenizer)...)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
@@ -84,7 +85,7 @@ type writeArrowConfig struct {
 	// MaxBytes rotates a shard at about this many bytes. Default 512 MiB.
 	MaxBytes int64 `toml:"max_bytes" op:"true" default:"536870912" min:"1048576" doc:"bytes per shard, about, at most"`
 	// MaxAge commits a shard this long after its first row. Default 30m.
-	MaxAge pipeline.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run"`
+	MaxAge config.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run"`
 	// RowGroupRows is the rows buffered before they are written. Default 1024.
 	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group / Arrow batch; bounds the memory"`
 }
@@ -92,10 +93,10 @@ type writeArrowConfig struct {
 func (c *writeArrowConfig) Validate() []error {
 	var errs []error
 	if c.Format == arrowrow.FormatArrow && c.Compression == "snappy" {
-		errs = append(errs, &pipeline.FieldError{Key: "compression", Msg: `"snappy" is for Parquet; Arrow IPC takes "zstd", "lz4" or "none"`})
+		errs = append(errs, &config.FieldError{Key: "compression", Msg: `"snappy" is for Parquet; Arrow IPC takes "zstd", "lz4" or "none"`})
 	}
 	if c.MaxAge.Duration <= 0 {
-		errs = append(errs, &pipeline.FieldError{Key: "max_age", Msg: fmt.Sprintf("must be positive, got %v", c.MaxAge.Duration)})
+		errs = append(errs, &config.FieldError{Key: "max_age", Msg: fmt.Sprintf("must be positive, got %v", c.MaxAge.Duration)})
 	}
 	return errs
 }

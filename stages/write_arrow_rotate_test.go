@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
@@ -205,7 +206,7 @@ func TestWriteArrowCommitDueHonoursMaxAge(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "out")
 	cfg := arrowCfg(dir, "parquet")
-	cfg.MaxAge = pipeline.Duration{Duration: time.Hour}
+	cfg.MaxAge = config.Duration{Duration: time.Hour}
 	cfg.MaxRows = 10
 	w := openArrow(t, cfg, memory.NewGoAllocator(), nil)
 	defer w.Close()

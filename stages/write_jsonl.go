@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/trainrow"
@@ -94,7 +95,7 @@ func (c *writeJSONLConfig) Validate() []error {
 		set bool
 	}{{"max_length", c.MaxLength > 0}, {"too_long", c.TooLong == "reject"}, {"trainer", c.Trainer == trainrow.TrainerDFlash}} {
 		if k.set {
-			errs = append(errs, &pipeline.FieldError{Key: k.key, Msg: `judges the rows of a trainer layout: set layout = "specforge" or "conversations" (the default, "records", writes every record as it is)`})
+			errs = append(errs, &config.FieldError{Key: k.key, Msg: `judges the rows of a trainer layout: set layout = "specforge" or "conversations" (the default, "records", writes every record as it is)`})
 		}
 	}
 	return errs

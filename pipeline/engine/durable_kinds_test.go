@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
@@ -77,9 +78,9 @@ func (s *panicSink) Process(_ context.Context, rec *record.Record, _ pipeline.Em
 
 type expensiveConfig struct {
 	// Key names the counter (see calls) the stage counts its work in.
-	Key     string            `toml:"key" required:"true"`
-	Workers int               `toml:"workers" default:"4"`
-	Delay   pipeline.Duration `toml:"delay"`
+	Key     string          `toml:"key" required:"true"`
+	Workers int             `toml:"workers" default:"4"`
+	Delay   config.Duration `toml:"delay"`
 	// RejectEvery rejects the ids i with (i+1) % RejectEvery == 0 (0: none),
 	// like generate rejecting a broken completion.
 	RejectEvery int `toml:"reject_every"`
@@ -152,7 +153,7 @@ func (x *expensive) Process(ctx context.Context, rec *record.Record, out pipelin
 }
 
 type delayConfig struct {
-	Delay pipeline.Duration `toml:"delay"`
+	Delay config.Duration `toml:"delay"`
 }
 
 // delay forwards each record after a pause: a slow branch.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	_ "github.com/pipe-dev/pipe/stages" // the real kinds; tests reuse some
@@ -68,7 +69,7 @@ func (p *pass) Process(ctx context.Context, rec *record.Record, out pipeline.Emi
 }
 
 type collectConfig struct {
-	Delay pipeline.Duration `toml:"delay"`
+	Delay config.Duration `toml:"delay"`
 }
 
 // collect is a sink that keeps ids (and tags) it saw and whether it committed.

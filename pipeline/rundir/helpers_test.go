@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
@@ -25,7 +26,7 @@ type srcConfig struct {
 type genConfig struct {
 	Servers        []string          `toml:"servers" op:"true"`
 	Concurrency    int               `toml:"concurrency" op:"true" default:"48"`
-	RequestTimeout pipeline.Duration `toml:"request_timeout" op:"true" default:"30m"`
+	RequestTimeout config.Duration   `toml:"request_timeout" op:"true" default:"30m"`
 	Model          string            `toml:"model"`
 	Temperature    *float64          `toml:"temperature"`
 	Seed           *int              `toml:"seed"`
