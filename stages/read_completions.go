@@ -16,10 +16,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -242,7 +242,7 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 	if err != nil {
 		return err
 	}
-	var m commitlog.Manifest
+	var m shardset.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("%s: %w", c.URL(key), err)
 	}
@@ -357,7 +357,7 @@ func shardFiles(path string) ([]string, error) {
 		return nil, err
 	}
 	dir := path
-	mdir, isManifest := commitlog.ManifestDir(path)
+	mdir, isManifest := shardset.ManifestDir(path)
 	switch {
 	case st.IsDir():
 	case isManifest:
@@ -367,7 +367,7 @@ func shardFiles(path string) ([]string, error) {
 	default:
 		return nil, nil
 	}
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +388,7 @@ func shardFiles(path string) ([]string, error) {
 		}
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no %s and no .parquet or .arrow shards in it", dir, commitlog.ManifestName)
+		return nil, fmt.Errorf("%s: no %s and no .parquet or .arrow shards in it", dir, shardset.ManifestName)
 	}
 	return files, nil // ReadDir sorts by name
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 )
 
 // verifyShardDir is write-arrow's Verify: every shard its manifest names,
@@ -26,15 +27,15 @@ func VerifyShardDir(dir string, hash bool) (*output.Verified, error) {
 	if hash {
 		v.How = "size, sha256"
 	}
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
 	if m == nil {
-		v.Problems = append(v.Problems, fmt.Sprintf("%s has no %s: nothing committed there", v.Where, commitlog.ManifestName))
+		v.Problems = append(v.Problems, fmt.Sprintf("%s has no %s: nothing committed there", v.Where, shardset.ManifestName))
 		return v, nil
 	}
-	res, err := commitlog.CheckShards(dir, m, hash)
+	res, err := shardset.Check(dir, m, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func VerifyShardDir(dir string, hash bool) (*output.Verified, error) {
 		}
 		v.Problems = append(v.Problems, fmt.Sprintf("%s %s (%d rows; pipe run --verify-shards writes them again from the journal)", filepath.Join(v.Where, p.Shard.Name), p.What, p.Shard.Rows))
 	}
-	redo, err := commitlog.ReadRedo(dir)
+	redo, err := shardset.ReadRedo(dir)
 	if err != nil {
 		return nil, err
 	}

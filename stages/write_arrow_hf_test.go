@@ -16,8 +16,8 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/readers"
 	"github.com/pipe-dev/pipe/internal/trainers"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -82,11 +82,11 @@ func TestWriteArrowDirectoryIsAnHFDataset(t *testing.T) {
 	}
 	// The checker sees the failure the old layout had: a manifest.json
 	// beside the shards goes to the Parquet reader.
-	if err := os.Rename(filepath.Join(dir, commitlog.ManifestName), filepath.Join(dir, commitlog.LegacyManifestName)); err != nil {
+	if err := os.Rename(filepath.Join(dir, shardset.ManifestName), filepath.Join(dir, shardset.LegacyManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	splits, err := trainers.DataFiles(dir)
-	if err != nil || !slices.Contains(splits["train"], commitlog.LegacyManifestName) {
+	if err != nil || !slices.Contains(splits["train"], shardset.LegacyManifestName) {
 		t.Fatalf("with manifest.json at the top, load_dataset takes %v (%v)", splits, err)
 	}
 }

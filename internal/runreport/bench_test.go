@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -52,7 +53,7 @@ func benchRunDir(b *testing.B, kind string, rows []*record.Record) (string, stri
 	if kind == "write-arrow" {
 		out = filepath.Join(dir, "train")
 		os.MkdirAll(out, 0o755)
-		sh, _, err := commitlog.OpenShards(out, arrowrow.FormatParquet, ".parquet", arrowrow.Version)
+		sh, _, err := shardset.Open(out, arrowrow.FormatParquet, ".parquet", arrowrow.Version)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func BenchmarkReport(b *testing.B) {
 			for b.Loop() {
 				got := 0
 				if kind == "write-arrow" {
-					m, _ := commitlog.ReadManifest(out)
+					m, _ := shardset.ReadManifest(out)
 					for _, sh := range m.Shards {
 						arrowrow.ReadFile(context.Background(), filepath.Join(out, sh.Name), memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
 							recs, err := arrowrow.Records(batch)

@@ -1,10 +1,12 @@
-package commitlog
+package shardset
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // MetaDir holds a shard directory's own files — its manifest, its id log,
@@ -27,7 +29,7 @@ const IDLogName = MetaDir + "/ids"
 
 // LegacyManifestName and legacyIDLog are where directories written before
 // MetaDir (pipe-row-1) keep them. They are read wherever a manifest is, and
-// OpenShards moves them into MetaDir.
+// Open moves them into MetaDir.
 const (
 	LegacyManifestName = "manifest.json"
 	legacyIDLog        = ".ids"
@@ -106,11 +108,11 @@ func migrateMeta(dir string) error {
 	if !moved {
 		return nil
 	}
-	if err := SyncDir(filepath.Join(dir, MetaDir)); err != nil {
+	if err := commitlog.SyncDir(filepath.Join(dir, MetaDir)); err != nil {
 		return err
 	}
-	return SyncDir(dir)
+	return commitlog.SyncDir(dir)
 }
 
-// idLogNext is the id log being replaced by a Drop (see Shards.Drop).
+// idLogNext is the id log being replaced by a Drop (see Set.Drop).
 const idLogNext = IDLogName + ".next"

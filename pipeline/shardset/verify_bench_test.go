@@ -1,4 +1,4 @@
-package commitlog
+package shardset
 
 import (
 	"crypto/rand"
@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// pipe verify's local check (CheckShards with hash) against a plain
+// pipe verify's local check (Check with hash) against a plain
 // crypto/sha256 of the same bytes held in memory, in the same run: the
 // ratio says what reading the files and the worker pool cost; GB/s per core
 // is the figure the issue asks for (>= 1). Files are in the page cache
 // (written just before), as a verify right after a run finds them.
 //
-//	go test ./pipeline/commitlog/ -run '^$' -bench VerifyShards -benchtime 5x -cpu 1,2
+//	go test ./pipeline/shardset/ -run '^$' -bench VerifyShards -benchtime 5x -cpu 1,2
 //
 // -cpu 1 is the per-core figure without other load; with more cores on a
 // shared machine the per-core figure also measures the neighbours.
@@ -51,11 +51,11 @@ func BenchmarkVerifyShards(b *testing.B) {
 		plain = time.Since(start) / time.Duration(b.N)
 		b.ReportMetric(float64(files*size)/plain.Seconds()/1e9, "GB/s/core")
 	})
-	b.Run(fmt.Sprintf("CheckShards-%dcores", procs), func(b *testing.B) {
+	b.Run(fmt.Sprintf("Check-%dcores", procs), func(b *testing.B) {
 		b.SetBytes(files * size)
 		start := time.Now()
 		for range b.N {
-			res, err := CheckShards(dir, m, true)
+			res, err := Check(dir, m, true)
 			if err != nil || len(res.Problems) > 0 || res.Hashed != files*size {
 				b.Fatal(err, res.Problems)
 			}

@@ -1,4 +1,4 @@
-package commitlog
+package shardset
 
 import (
 	"crypto/sha256"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 func dirNames(t *testing.T, dir string) []string {
@@ -24,7 +26,7 @@ func dirNames(t *testing.T, dir string) []string {
 }
 
 // commitShard writes data as the next shard with the rows ids.
-func commitShard(t *testing.T, s *Shards, data string, ids ...string) ShardInfo {
+func commitShard(t *testing.T, s *Set, data string, ids ...string) ShardInfo {
 	t.Helper()
 	p, err := s.Create()
 	if err != nil {
@@ -38,7 +40,7 @@ func commitShard(t *testing.T, s *Shards, data string, ids ...string) ShardInfo 
 	}
 	hashes := make([]uint64, len(ids))
 	for i, id := range ids {
-		hashes[i] = Hash(id)
+		hashes[i] = commitlog.Hash(id)
 	}
 	info, err := p.Commit(int64(len(ids)), 10*int64(len(ids)), hashes)
 	if err != nil {
@@ -53,7 +55,7 @@ func commitShard(t *testing.T, s *Shards, data string, ids ...string) ShardInfo 
 // once, naming its format.
 func TestWriteArrowShardsCommit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b")
-	s, removed, err := OpenShards(dir, "parquet", ".parquet", "v1")
+	s, removed, err := Open(dir, "parquet", ".parquet", "v1")
 	if err != nil || len(removed) > 0 {
 		t.Fatal(removed, err)
 	}
@@ -93,7 +95,7 @@ func TestWriteArrowShardsCommit(t *testing.T) {
 			t.Fatalf("%s: mode %v", sh.Name, st.Mode().Perm())
 		}
 	}
-	s, removed, err = OpenShards(dir, "parquet", ".parquet", "v1")
+	s, removed, err = Open(dir, "parquet", ".parquet", "v1")
 	if err != nil || len(removed) > 0 {
 		t.Fatal(removed, err)
 	}
@@ -114,7 +116,7 @@ func TestWriteArrowShardsCommit(t *testing.T) {
 // shards it did not write, and another format.
 func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 	dir := t.TempDir()
-	s, _, err := OpenShards(dir, "arrow", ".arrow", "v1")
+	s, _, err := Open(dir, "arrow", ".arrow", "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, MetaDir, ".manifest.json.123.tmp"), []byte("{"), 0o600)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not ours to remove"), 0o644)
 
-	s, removed, err := OpenShards(dir, "arrow", ".arrow", "v1")
+	s, removed, err := Open(dir, "arrow", ".arrow", "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 	if !s.Has("a") || !s.Has("b") || s.Has("c") || s.Has("e") {
 		t.Fatal("held ids are not those of the manifest's shards")
 	}
-	if st, _ := os.Stat(filepath.Join(dir, IDLogName)); st.Size() != int64(len(idsMagic)+8*2) {
+	if st, _ := os.Stat(filepath.Join(dir, IDLogName)); st.Size() != idLogSize(t, 2) {
 		t.Fatalf("id log of %d bytes, want the header and 2 ids", st.Size())
 	}
 	// The next shard takes the name of the removed one; the id log goes on
@@ -153,7 +155,7 @@ func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 		t.Fatalf("next shard %s", info.Name)
 	}
 	s.Close()
-	s, removed, err = OpenShards(dir, "arrow", ".arrow", "v1")
+	s, removed, err = Open(dir, "arrow", ".arrow", "v1")
 	if err != nil || len(removed) > 0 {
 		t.Fatal(removed, err)
 	}
@@ -162,18 +164,18 @@ func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 	}
 	s.Close()
 
-	if _, _, err := OpenShards(dir, "parquet", ".parquet", "v1"); err == nil || !strings.Contains(err.Error(), "holds arrow shards; this writer writes parquet") {
+	if _, _, err := Open(dir, "parquet", ".parquet", "v1"); err == nil || !strings.Contains(err.Error(), "holds arrow shards; this writer writes parquet") {
 		t.Fatalf("another format: %v", err)
 	}
 	// An id log shorter than the manifest says: damaged, refused.
-	os.Truncate(filepath.Join(dir, IDLogName), int64(len(idsMagic)+8*3))
-	if _, _, err := OpenShards(dir, "arrow", ".arrow", "v1"); err == nil || !strings.Contains(err.Error(), "damaged") {
+	commitlog.TruncateIDLog(filepath.Join(dir, IDLogName), 3)
+	if _, _, err := Open(dir, "arrow", ".arrow", "v1"); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("short id log: %v", err)
 	}
 
 	foreign := t.TempDir()
 	os.WriteFile(filepath.Join(foreign, "part-00000.parquet"), []byte("PAR1"), 0o644)
-	if _, _, err := OpenShards(foreign, "parquet", ".parquet", "v1"); err == nil || !strings.Contains(err.Error(), "holds shards but no "+ManifestName) {
+	if _, _, err := Open(foreign, "parquet", ".parquet", "v1"); err == nil || !strings.Contains(err.Error(), "holds shards but no "+ManifestName) {
 		t.Fatalf("shards without a manifest: %v", err)
 	}
 	if got := dirNames(t, foreign); !slices.Equal(got, []string{"part-00000.parquet"}) {
@@ -188,7 +190,7 @@ func TestWriteArrowShardsOpenAfterCrash(t *testing.T) {
 func TestShardsLegacyLayout(t *testing.T) {
 	legacy := func(t *testing.T) string {
 		dir := t.TempDir()
-		s, _, err := OpenShards(dir, "parquet", ".parquet", "v1")
+		s, _, err := Open(dir, "parquet", ".parquet", "v1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,10 +217,10 @@ func TestShardsLegacyLayout(t *testing.T) {
 		if err != nil || m == nil || m.Rows != 2 || len(m.Shards) != 1 {
 			t.Fatalf("legacy manifest read as %+v, %v", m, err)
 		}
-		if ids, err := ReadIDLog(IDLogPath(dir)); err != nil || len(ids) != 2 {
+		if ids, err := commitlog.ReadIDLog(IDLogPath(dir)); err != nil || len(ids) != 2 {
 			t.Fatalf("legacy id log: %d ids, %v", len(ids), err)
 		}
-		s, removed, err := OpenShards(dir, "parquet", ".parquet", "v1")
+		s, removed, err := Open(dir, "parquet", ".parquet", "v1")
 		if err != nil || len(removed) > 0 {
 			t.Fatal(removed, err)
 		}
@@ -239,4 +241,18 @@ func TestShardsLegacyLayout(t *testing.T) {
 			t.Errorf("ManifestDir(%s) = %q, %v; want %q", path, got, ok, want)
 		}
 	}
+}
+
+// idLogSize is the size of an id log holding n ids.
+func idLogSize(t *testing.T, n int) int64 {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ids")
+	if err := commitlog.WriteIDLog(p, make([]uint64, n)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
 }

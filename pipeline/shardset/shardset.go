@@ -1,4 +1,4 @@
-package commitlog
+package shardset
 
 import (
 	"crypto/sha256"
@@ -13,7 +13,7 @@ import (
 	"regexp"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // Manifest lists the committed shards of a directory. It is replaced
@@ -55,36 +55,36 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, &DamagedError{Path: path, Err: err}
+		return nil, &commitlog.DamagedError{Path: path, Err: err}
 	}
 	return &m, nil
 }
 
-// Shards is a directory of shard files (part-00000.EXT, …) with its manifest
+// Set is a directory of shard files (part-00000.EXT, …) with its manifest
 // and a hidden log of the ids of the rows it holds (.ids). The commit of a
 // shard: write it under a hidden temporary name, fsync, rename, fsync the
 // directory, append its ids to the log, replace the manifest. Open removes
 // what a crash left before the manifest named it; those rows were not
 // committed and are written again.
-type Shards struct {
+type Set struct {
 	dir, ext, format, schema string
 	m                        Manifest
-	ids                      *IDLog
-	held                     *Set // ids held when opened
-	next                     int  // number of the next shard
+	ids                      *commitlog.IDLog
+	held                     *commitlog.Set // ids held when opened
+	next                     int            // number of the next shard
 	redo                     map[uint64]bool
 }
 
 var partName = regexp.MustCompile(`^part-\d{5,}\.`)
 
-// OpenShards opens (creating) the shard directory dir for files of format
+// Open opens (creating) the shard directory dir for files of format
 // with extension ext ("parquet", ".parquet"). removed lists the files a
 // crash left that were not committed, now deleted.
-func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, err error) {
+func Open(dir, format, ext, schema string) (s *Set, removed []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	s = &Shards{dir: dir, ext: ext, format: format, schema: schema}
+	s = &Set{dir: dir, ext: ext, format: format, schema: schema}
 	if err := migrateMeta(dir); err != nil {
 		return nil, nil, err
 	}
@@ -117,7 +117,7 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 		}
 	}
 	idLog := filepath.Join(dir, IDLogName)
-	ids, hashes, err := OpenIDLog(idLog)
+	ids, hashes, err := commitlog.OpenIDLog(idLog)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,17 +125,17 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 	case int64(len(hashes)) > s.m.Rows: // a crash between the ids and the manifest
 		hashes = hashes[:s.m.Rows]
 		ids.Close()
-		if err := truncateIDLog(idLog, len(hashes)); err != nil {
+		if err := commitlog.TruncateIDLog(idLog, len(hashes)); err != nil {
 			return nil, nil, err
 		}
-		if ids, _, err = OpenIDLog(idLog); err != nil {
+		if ids, _, err = commitlog.OpenIDLog(idLog); err != nil {
 			return nil, nil, err
 		}
 	case int64(len(hashes)) < s.m.Rows:
 		ids.Close()
 		return nil, nil, fmt.Errorf("%s: the id log has %d ids for %d committed rows: it was damaged", dir, len(hashes), s.m.Rows)
 	}
-	s.ids, s.held = ids, NewSet(hashes)
+	s.ids, s.held = ids, commitlog.NewSet(hashes)
 	named := map[string]bool{}
 	for _, sh := range s.m.Shards {
 		named[sh.Name] = true
@@ -173,30 +173,26 @@ func OpenShards(dir, format, ext, schema string) (s *Shards, removed []string, e
 	return s, removed, nil
 }
 
-func truncateIDLog(path string, n int) error {
-	return os.Truncate(path, int64(len(idsMagic)+8*n))
-}
-
 // Has reports whether the directory held a row for id when it was opened.
-func (s *Shards) Has(id string) bool { return s.held.Has(Hash(id)) }
+func (s *Set) Has(id string) bool { return s.held.Has(commitlog.Hash(id)) }
 
 // Manifest returns a copy of the manifest as committed.
-func (s *Shards) Manifest() Manifest {
+func (s *Set) Manifest() Manifest {
 	m := s.m
 	m.Shards = append([]ShardInfo(nil), s.m.Shards...)
 	return m
 }
 
 // Dir is the shard directory.
-func (s *Shards) Dir() string { return s.dir }
+func (s *Set) Dir() string { return s.dir }
 
 // Close closes the id log.
-func (s *Shards) Close() error { return s.ids.Close() }
+func (s *Set) Close() error { return s.ids.Close() }
 
 // Pending is a shard being written: a hidden temporary file that becomes
 // part-NNNNN.EXT at Commit. Writes go through it (it counts and hashes).
 type Pending struct {
-	s    *Shards
+	s    *Set
 	f    *os.File
 	name string
 	h    hash.Hash
@@ -204,7 +200,7 @@ type Pending struct {
 }
 
 // Create starts the next shard.
-func (s *Shards) Create() (*Pending, error) {
+func (s *Set) Create() (*Pending, error) {
 	name := fmt.Sprintf("part-%05d%s", s.next, s.ext)
 	f, err := os.CreateTemp(filepath.Join(s.dir, MetaDir), "."+name+".*.tmp") // renamed into dir at Commit
 	if err != nil {
@@ -243,7 +239,7 @@ func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
 		p.Abort()
 		return ShardInfo{}, fmt.Errorf("committing %s: %w", filepath.Join(s.dir, p.name), err)
 	}
-	if err := p.f.Chmod(FileMode); err != nil { // CreateTemp makes it 0600
+	if err := p.f.Chmod(commitlog.FileMode); err != nil { // CreateTemp makes it 0600
 		return fail(err)
 	}
 	if err := p.f.Sync(); err != nil {
@@ -256,7 +252,7 @@ func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
 	if err := os.Rename(p.f.Name(), final); err != nil {
 		return fail(err)
 	}
-	if err := SyncDir(s.dir); err != nil {
+	if err := commitlog.SyncDir(s.dir); err != nil {
 		return ShardInfo{}, err
 	}
 	for _, h := range ids {
@@ -291,51 +287,7 @@ func writeManifest(dir string, m Manifest) error {
 	if err := os.MkdirAll(filepath.Join(dir, MetaDir), 0o755); err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'))
-}
-
-// FileMode is the mode of a file written through a temporary one: 0644
-// less the process's umask, as os.OpenFile would give it (umask 077 gives
-// 0600). The umask is read once, at start-up, before any goroutine could
-// create a file while it is briefly 0.
-var FileMode = func() os.FileMode {
-	m := unix.Umask(0)
-	unix.Umask(m)
-	return 0o644 &^ os.FileMode(m)
-}()
-
-// WriteFileAtomic replaces path with data: a hidden temporary file beside
-// it, fsynced, renamed over it, the directory fsynced. A reader sees the old
-// file or the new one, never a part; a crash leaves one of the two.
-func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	err = errors.Join(werr, f.Chmod(FileMode), f.Sync(), f.Close()) // CreateTemp makes it 0600
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return SyncDir(dir)
-}
-
-// SyncDir fsyncs a directory, so the names created or renamed in it last.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
+	return commitlog.WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'))
 }
 
 var _ io.Writer = (*Pending)(nil)
