@@ -1,5 +1,5 @@
 // Package ticket is the engine's bookkeeping that travels with a record
-// (pipeline.Record.Ticket); it is internal so that no stage can use it.
+// (record.Record.Ticket); it is internal so that no stage can use it.
 package ticket
 
 import "sync/atomic"
