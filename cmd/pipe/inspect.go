@@ -32,7 +32,11 @@ import (
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -204,13 +208,13 @@ func (ins *inspector) inspectDir(doc *inspectDoc, path string) (*inspectDoc, err
 		return ins.output(doc, kind, o, path)
 	}
 	return nil, usageErrorf("pipe inspect: %s: a directory with neither %s nor %s nor done.ids nor part files; PATH is %s",
-		path, commitlog.ManifestName, rundir.RunFile, inspectAccepts)
+		path, shardset.ManifestName, rundir.RunFile, inspectAccepts)
 }
 
 // inspectFile reads the file path: a shard, a manifest, a run.json, a
 // JSONL file, or a writer kind's output.
 func (ins *inspector) inspectFile(doc *inspectDoc, path string) (*inspectDoc, error) {
-	mdir, isManifest := commitlog.ManifestDir(path)
+	mdir, isManifest := shardset.ManifestDir(path)
 	switch base := filepath.Base(path); {
 	case isShardName(base):
 		doc.Kind = "shard"
@@ -242,9 +246,9 @@ func (ins *inspector) inspectFile(doc *inspectDoc, path string) (*inspectDoc, er
 }
 
 // output reports the output at path of a writer kind that claims it
-// (pipeline.OutputSpec.Claims) and has no view of its own here: what it
+// (output.Spec.Claims) and has no view of its own here: what it
 // committed, then its first rows, read by the kind's own reader.
-func (ins *inspector) output(doc *inspectDoc, kind string, spec *pipeline.OutputSpec, path string) (*inspectDoc, error) {
+func (ins *inspector) output(doc *inspectDoc, kind string, spec *output.Spec, path string) (*inspectDoc, error) {
 	doc.Kind = "output"
 	o := &outputReport{Kind: kind, Path: path, Exists: true}
 	doc.Output = o
@@ -262,9 +266,9 @@ func (ins *inspector) output(doc *inspectDoc, kind string, spec *pipeline.Output
 	if spec.Each == nil || ins.opts.rows == 0 {
 		return doc, nil
 	}
-	var recs []*pipeline.Record
+	var recs []*record.Record
 	errEnough := errors.New("enough rows")
-	err = spec.Each(ins.ctx, path, func(rec *pipeline.Record) error {
+	err = spec.Each(ins.ctx, path, func(rec *record.Record) error {
 		recs = append(recs, rec)
 		if len(recs) == ins.opts.rows {
 			return errEnough
@@ -329,7 +333,7 @@ func (ins *inspector) shardFile(path string, n int) (*shardReport, []rowReport, 
 		return nil, nil, err
 	}
 	sr := &shardReport{Path: path, Bytes: st.Size()}
-	var first []*pipeline.Record
+	var first []*record.Record
 	take := func(batch arrow.RecordBatch) error {
 		if len(first) >= n || !sr.PipeShard {
 			return nil
@@ -535,13 +539,13 @@ type dirReport struct {
 }
 
 type shardEntry struct {
-	commitlog.ShardInfo
+	shardset.ShardInfo
 	// Status: "ok", "missing", "size ..." or "sha256 ...".
 	Status string `json:"status"`
 }
 
 func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil {
 		return fmt.Errorf("pipe inspect: %w", err)
 	}
@@ -580,7 +584,7 @@ func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
 
 // shardStatus checks the shard file at p against its manifest entry sh:
 // "ok", "missing", or what differs (its size; with verify, its SHA-256).
-func shardStatus(p string, sh commitlog.ShardInfo, verify bool) string {
+func shardStatus(p string, sh shardset.ShardInfo, verify bool) string {
 	st, err := os.Stat(p)
 	switch {
 	case err != nil && errors.Is(err, fs.ErrNotExist):
@@ -678,7 +682,7 @@ func (ins *inspector) jsonlFile(path string, n int) (*jsonlReport, []rowReport, 
 	}
 	rejects := map[[2]string]int64{}
 	fails := map[[2]string]int64{}
-	var first []*pipeline.Record
+	var first []*record.Record
 	bad := map[int]string{} // index in first: why the line did not decode
 	r := bufio.NewReaderSize(f, 1<<20)
 	var line []byte
@@ -729,26 +733,26 @@ func readWholeLine(r *bufio.Reader, line []byte) ([]byte, error) {
 
 // takeRecord appends the record of line, the jr.Lines-th, to first; a
 // line that is not one is an empty record, and bad says why at its index.
-func (jr *jsonlReport) takeRecord(first []*pipeline.Record, line []byte, bad map[int]string) []*pipeline.Record {
+func (jr *jsonlReport) takeRecord(first []*record.Record, line []byte, bad map[int]string) []*record.Record {
 	rec, err := decodeLine(line, jr.Journal)
 	if err != nil {
 		bad[len(first)] = fmt.Sprintf("line %d is not a record: %v", jr.Lines, err)
-		rec = &pipeline.Record{}
+		rec = &record.Record{}
 	}
 	return append(first, rec)
 }
 
-func decodeLine(line []byte, journal bool) (*pipeline.Record, error) {
+func decodeLine(line []byte, journal bool) (*record.Record, error) {
 	if journal {
 		var je struct {
-			Record *pipeline.Record `json:"record"`
+			Record *record.Record `json:"record"`
 		}
 		if err := json.Unmarshal(line, &je); err != nil || je.Record == nil {
 			return nil, errors.New("not a journal entry")
 		}
 		return je.Record, nil
 	}
-	var rec pipeline.Record
+	var rec record.Record
 	if err := json.Unmarshal(line, &rec); err != nil {
 		return nil, err
 	}
@@ -779,13 +783,13 @@ func (jr *jsonlReport) scan(line []byte, rejects, fails map[[2]string]int64) {
 		jr.LossTok += intAfter(rest, keyNumLoss)
 	}
 	if i := bytes.Index(line, keyReject); i >= 0 {
-		var rj pipeline.Rejection
+		var rj record.Rejection
 		if json.NewDecoder(bytes.NewReader(line[i+len(keyReject)-1:])).Decode(&rj) == nil {
 			rejects[[2]string{rj.Stage, rj.Reason}]++
 		}
 	}
 	if i := bytes.Index(line, keyFailure); i >= 0 {
-		var fl pipeline.Failure
+		var fl record.Failure
 		if json.NewDecoder(bytes.NewReader(line[i+len(keyFailure)-1:])).Decode(&fl) == nil {
 			fails[[2]string{fl.Stage, firstRunes(fl.Error, failureChars)}]++
 		}
@@ -860,7 +864,7 @@ type runReport struct {
 
 // stageCounts are status.json's counts of a stage (declared once, in
 // package pipeline).
-type stageCounts = pipeline.StageCounts
+type stageCounts = engine.StageCounts
 
 // lockReport is the run directory's lock as pipe inspect shows it (read
 // by rundir.ReadHolder, the lock file's one reader).
@@ -886,7 +890,7 @@ type outputReport struct {
 	Kind   string `json:"kind"`
 	Path   string `json:"path"`
 	Exists bool   `json:"exists"`
-	// Format and Unit are as the kind says (pipeline.Committed): "parquet"
+	// Format and Unit are as the kind says (output.Committed): "parquet"
 	// in "shards", "jsonl" in "lines"; "" while nothing is committed.
 	Format string `json:"format,omitempty"`
 	Unit   string `json:"unit,omitempty"`
@@ -1020,7 +1024,7 @@ func jsonlIn(dir string) []string {
 }
 
 // runOutputs reads what each output of the run committed, as its kind
-// reads it (pipeline.OutputSpec): a manifest's shards, a commit index's
+// reads it (output.Spec): a manifest's shards, a commit index's
 // lines. The outputs are run.json's; one written before it recorded them
 // has its writers found in its settings (their "path").
 func runOutputs(run *rundir.Run) []outputReport {
@@ -1064,19 +1068,19 @@ func settingsOutputs(settings map[string]any) []rundir.Output {
 // ---- rows ----
 
 type rowReport struct {
-	ID           string              `json:"id"`
-	FinishReason string              `json:"finish_reason,omitempty"`
-	Reject       *pipeline.Rejection `json:"reject,omitempty"`
-	Failure      *pipeline.Failure   `json:"failure,omitempty"`
-	LastUser     string              `json:"last_user,omitempty"`
-	Answer       *string             `json:"answer,omitempty"`
-	Reasoning    string              `json:"reasoning,omitempty"`
-	PromptTok    int                 `json:"prompt_tokens,omitempty"`
-	CompTok      int                 `json:"completion_tokens,omitempty"`
-	HasTokens    bool                `json:"has_tokens"`
-	NumTokens    int                 `json:"num_tokens,omitempty"`
-	NumLossTok   int                 `json:"num_loss_tokens,omitempty"`
-	LossSpans    [][2]int            `json:"loss_spans,omitempty"`
+	ID           string            `json:"id"`
+	FinishReason string            `json:"finish_reason,omitempty"`
+	Reject       *record.Rejection `json:"reject,omitempty"`
+	Failure      *record.Failure   `json:"failure,omitempty"`
+	LastUser     string            `json:"last_user,omitempty"`
+	Answer       *string           `json:"answer,omitempty"`
+	Reasoning    string            `json:"reasoning,omitempty"`
+	PromptTok    int               `json:"prompt_tokens,omitempty"`
+	CompTok      int               `json:"completion_tokens,omitempty"`
+	HasTokens    bool              `json:"has_tokens"`
+	NumTokens    int               `json:"num_tokens,omitempty"`
+	NumLossTok   int               `json:"num_loss_tokens,omitempty"`
+	LossSpans    [][2]int          `json:"loss_spans,omitempty"`
 	// Unreadable says why a JSONL line shown is not a record.
 	Unreadable string `json:"unreadable,omitempty"`
 	// Decoded is input_ids as text (with --tokenizer), loss spans in ⟦ ⟧.
@@ -1090,7 +1094,7 @@ type decodedSeg struct {
 	masked bool
 }
 
-func (ins *inspector) rows(recs []*pipeline.Record) []rowReport {
+func (ins *inspector) rows(recs []*record.Record) []rowReport {
 	out := make([]rowReport, 0, len(recs))
 	for _, rec := range recs {
 		r := rowReport{ID: rec.ID, Reject: rec.Reject, Failure: rec.Failure}
@@ -1130,7 +1134,7 @@ func (ins *inspector) rows(recs []*pipeline.Record) []rowReport {
 }
 
 // lossSpans are the [from, to) index ranges where mask is 1.
-func lossSpans(mask pipeline.LossMask) [][2]int {
+func lossSpans(mask record.LossMask) [][2]int {
 	var out [][2]int
 	start := -1
 	for i, m := range mask {
@@ -1149,7 +1153,7 @@ func lossSpans(mask pipeline.LossMask) [][2]int {
 }
 
 // decode turns ids into runs of text that are trained on (mask 1) or not.
-func (ins *inspector) decode(ids []int32, mask pipeline.LossMask) []decodedSeg {
+func (ins *inspector) decode(ids []int32, mask record.LossMask) []decodedSeg {
 	var segs []decodedSeg
 	buf := make([]int, 0, len(ids))
 	cur := false
@@ -1278,9 +1282,9 @@ func wrapJoin(parts []string, sep string, width int) []string {
 
 func printDir(w io.Writer, d *dirReport) {
 	if !d.Manifest {
-		kv(w, "shards", "%s: no %s, so no shard here is committed", d.Dir, commitlog.ManifestName)
+		kv(w, "shards", "%s: no %s, so no shard here is committed", d.Dir, shardset.ManifestName)
 	} else {
-		kv(w, "shards", "%s (%s updated %s)", d.Dir, commitlog.ManifestName, d.Updated.UTC().Format(time.RFC3339))
+		kv(w, "shards", "%s (%s updated %s)", d.Dir, shardset.ManifestName, d.Updated.UTC().Format(time.RFC3339))
 		schema := ""
 		if d.Schema != "" {
 			schema = ", schema " + d.Schema
@@ -1300,7 +1304,7 @@ func printDir(w io.Writer, d *dirReport) {
 			nameW, s.Name, s.Rows, s.Tokens, numfmt.Bytes(s.Bytes), short(s.SHA256), s.Status)
 	}
 	for _, n := range d.NotCommitted {
-		fmt.Fprintf(w, "  %s  not committed (not in %s; a writer that resumes here removes it)\n", n, commitlog.ManifestName)
+		fmt.Fprintf(w, "  %s  not committed (not in %s; a writer that resumes here removes it)\n", n, shardset.ManifestName)
 	}
 	for _, n := range d.Temporary {
 		fmt.Fprintf(w, "  %s  being written (or left by a writer that stopped)\n", n)
@@ -1582,6 +1586,6 @@ func readable(s string, n int) string {
 
 // hasManifest reports whether dir has a manifest, under either name.
 func hasManifest(dir string) bool {
-	_, ok := commitlog.ManifestPath(dir)
+	_, ok := shardset.ManifestPath(dir)
 	return ok
 }

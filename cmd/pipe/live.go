@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
 )
@@ -27,13 +28,13 @@ type live struct {
 	// reject, fail or skip never reaches it.
 	upstream map[string]bool
 	hist     []sample
-	last     *pipeline.Summary
+	last     *engine.Summary
 }
 
 // sample is the counters of one snapshot, kept for rates over windows.
 type sample struct {
 	at     time.Duration
-	stages []pipeline.StageSummary // without figures
+	stages []engine.StageSummary // without figures
 	// tokens, answers and tiny are the fleet's output tokens and answers
 	// over every generate stage.
 	tokens, answers, tiny float64
@@ -69,18 +70,18 @@ func newLive(plan *pipeline.Plan) *live {
 
 // add records a snapshot. Samples older than 15 minutes (and one more, the
 // window's start) are dropped.
-func (l *live) add(s *pipeline.Summary) {
+func (l *live) add(s *engine.Summary) {
 	l.last = s
 	if len(l.hist) == 0 && s.Elapsed > 0 {
 		// The run started from zero: rates are right from the first
 		// snapshot.
-		zero := sample{stages: make([]pipeline.StageSummary, len(s.Stages))}
+		zero := sample{stages: make([]engine.StageSummary, len(s.Stages))}
 		for i, st := range s.Stages {
-			zero.stages[i] = pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: st.ID, Kind: st.Kind}}
+			zero.stages[i] = engine.StageSummary{StageCounts: engine.StageCounts{ID: st.ID, Kind: st.Kind}}
 		}
 		l.hist = append(l.hist, zero)
 	}
-	smp := sample{at: s.Elapsed, stages: make([]pipeline.StageSummary, len(s.Stages))}
+	smp := sample{at: s.Elapsed, stages: make([]engine.StageSummary, len(s.Stages))}
 	for i, st := range s.Stages {
 		st.Figures, st.View, st.Reasons, st.Skips, st.QueuedByPort = nil, nil, nil, nil, nil
 		smp.stages[i] = st
@@ -129,15 +130,15 @@ func (l *live) rate(w time.Duration, f func(sample) float64) float64 {
 	return (f(to) - f(from)) / dt
 }
 
-func stageOf(s sample, i int) pipeline.StageSummary {
+func stageOf(s sample, i int) engine.StageSummary {
 	if i < len(s.stages) {
 		return s.stages[i]
 	}
-	return pipeline.StageSummary{}
+	return engine.StageSummary{}
 }
 
 // done is what a stage finished with: sent on, rejected or failed.
-func done(st pipeline.StageSummary) int64 { return st.Out + st.Rejected + st.Failed }
+func done(st engine.StageSummary) int64 { return st.Out + st.Rejected + st.Failed }
 
 // liveStatus is a run's live figures as status.json holds them
 // (rundir.Live, declared once in pipeline/rundir), with the generation's
@@ -216,7 +217,7 @@ func sortedPorts(m map[string]int) []string {
 // inputOf is the input's position: the records read of the total, known
 // once the file is read or its lines counted, estimated from the bytes
 // read until then.
-func inputOf(st pipeline.StageSummary, v stages.InputView) *liveInput {
+func inputOf(st engine.StageSummary, v stages.InputView) *liveInput {
 	in := &liveInput{Stage: st.ID, Bytes: v.Bytes, BytesRead: min(v.BytesRead, v.Bytes), Records: st.In}
 	in.Complete = st.In > 0 && st.In == done(st)+st.Skipped && in.BytesRead >= in.Bytes
 	if in.Bytes > 0 {

@@ -18,6 +18,9 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/runreport"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -174,7 +177,7 @@ path  = "out/rows.jsonl"
 		}
 	}
 	for _, line := range rejected {
-		var rec struct{ Reject *pipeline.Rejection }
+		var rec struct{ Reject *record.Rejection }
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +203,7 @@ path  = "out/rows.jsonl"
 		cut.Reasons["answer_too_long"] != int64(len(rejected)) {
 		t.Fatalf("status.json's stage cut: %+v", cut)
 	}
-	if f, ok := pipeline.FindFigure(cut.Figures, "longest_answer"); !ok || f.Unit != "words" || f.Value <= maxWords {
+	if f, ok := figure.Find(cut.Figures, "longest_answer"); !ok || f.Unit != "words" || f.Value <= maxWords {
 		t.Errorf("status.json: the stage's figure longest_answer: %+v, %v", f, ok)
 	}
 	counts := fmt.Sprintf(`cut +reject-long-answers +in %d +out %d .*rejected %d = \d+%% \(answer_too_long`, n, len(kept), len(rejected))
@@ -286,7 +289,7 @@ path  = "out/rows.jsonl"
 
 func answerWords(t *testing.T, line string) int {
 	t.Helper()
-	var rec struct{ Completion *pipeline.Completion }
+	var rec struct{ Completion *record.Completion }
 	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Completion == nil {
 		t.Fatalf("%v: %s", err, line)
 	}
@@ -306,7 +309,7 @@ func registerLongAnswers() {
 or, when it is longer than max, to "rejected" with the reason code (a
 record without a completion too).`,
 			Outputs: []string{"out", pipeline.RejectedPort},
-			Needs:   []string{pipeline.FieldCompletion},
+			Needs:   []string{record.FieldCompletion},
 			KeySettings: pipeline.SettingsFor(func(c *longAnswersConfig) string {
 				return fmt.Sprintf("≤ %d %s", c.Max, c.Unit)
 			}),
@@ -347,7 +350,7 @@ var reasonCode = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 // newLongAnswers has no side effects: pipe check calls it.
 func newLongAnswers(c *longAnswersConfig) (pipeline.Processor, error) {
 	if !reasonCode.MatchString(c.Reason) {
-		return nil, &pipeline.FieldError{Key: "reason", Msg: fmt.Sprintf("%q: lower case letters, digits and _, as the other reason codes", c.Reason)}
+		return nil, &config.FieldError{Key: "reason", Msg: fmt.Sprintf("%q: lower case letters, digits and _, as the other reason codes", c.Reason)}
 	}
 	return &longAnswers{cfg: *c}, nil
 }
@@ -359,7 +362,7 @@ type longAnswers struct {
 
 func (l *longAnswers) Workers() int { return l.cfg.Workers }
 
-func (l *longAnswers) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (l *longAnswers) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if rec.Completion == nil {
 		return out.Reject(rec, l.cfg.Reason, "no completion")
 	}
@@ -384,8 +387,8 @@ func (l *longAnswers) Process(_ context.Context, rec *pipeline.Record, out pipel
 }
 
 // Report is the longest answer seen, in its unit.
-func (l *longAnswers) Report() []pipeline.Figure {
-	f := pipeline.NewGauge("longest_answer", float64(l.longest.Load()))
+func (l *longAnswers) Report() []figure.Figure {
+	f := figure.NewGauge("longest_answer", float64(l.longest.Load()))
 	f.Unit = l.cfg.Unit
-	return []pipeline.Figure{f}
+	return []figure.Figure{f}
 }

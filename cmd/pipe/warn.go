@@ -75,7 +75,7 @@ type warner struct {
 	diskAt    time.Duration
 	emit      func(runWarning)
 	// mu guards all and emit's calls: the stages warn from their own
-	// goroutines (RunOptions.Warn), check from the progress loop.
+	// goroutines (engine.Options.Warn), check from the progress loop.
 	mu sync.Mutex
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -63,7 +64,7 @@ type Report struct {
 
 // StageCounts is one stage's accounting in the last start, as status.json
 // holds it (declared once, in package pipeline).
-type StageCounts = pipeline.StageCounts
+type StageCounts = engine.StageCounts
 
 // Output is one writer's committed output and the distributions of its rows.
 type Output struct {

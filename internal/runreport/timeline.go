@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
 )
@@ -27,7 +27,7 @@ var timelineLast sync.Map // run directory → time.Time of its last point
 // early on (elapsed/360), so a short run still has a curve. final writes
 // regardless. Errors are ignored: the timeline serves a report and must
 // never stop a run.
-func RecordPoint(runDir string, s *pipeline.Summary, final bool) {
+func RecordPoint(runDir string, s *engine.Summary, final bool) {
 	if s == nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir/runfile"
 )
 
@@ -52,11 +53,11 @@ func outputs(plan *pipeline.Plan) []Output {
 	return out
 }
 
-func shardSpec(s *pipeline.Shard) *ShardSpec {
+func shardSpec(s *pipefile.Shard) *ShardSpec {
 	if s == nil {
 		return nil
 	}
-	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipeline.ShardHash}
+	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipefile.ShardHash}
 }
 
 // ShardChangedError refuses to run a run directory as another shard than

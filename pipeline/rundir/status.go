@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 // StatusFile is status.json's name inside the run directory.
@@ -87,9 +87,9 @@ type Live[F any] struct {
 	Warnings []Warning `json:"warnings,omitempty"`       // the recent ones
 }
 
-// Stage is one stage's accounting (pipeline.StageSummary) with its rates.
+// Stage is one stage's accounting (engine.StageSummary) with its rates.
 type Stage struct {
-	pipeline.StageSummary
+	engine.StageSummary
 	// Done1m and Done15m are records finished (sent on, rejected or
 	// failed) a second over the last minute and 15 minutes.
 	Done1m  float64 `json:"done_per_second_1m"`

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 // TimelineFile is RUN_DIR/timeline.jsonl: the run's counts over time, one
@@ -28,7 +28,7 @@ type Point struct {
 
 // PointStage is one stage's counts since its start began.
 type PointStage struct {
-	pipeline.StageCounts
+	engine.StageCounts
 	// Tokens are the output tokens of a stage with a fleet
 	// (stages.FleetView), ServerTokens each server's.
 	Tokens       int64            `json:"output_tokens,omitempty"`

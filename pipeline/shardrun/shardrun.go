@@ -1,5 +1,5 @@
 // Package shardrun reads the run directories of a sharded run (one per
-// shard, see pipeline.Shard) as a set: pipe merge joins their committed
+// shard, see pipefile.Shard) as a set: pipe merge joins their committed
 // outputs into one manifest, and their status sums their progress.
 package shardrun
 
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -20,7 +20,7 @@ import (
 type Run struct {
 	Dir   string // absolute
 	Run   *rundir.Run
-	Shard pipeline.Shard // 0/1 for an unsharded run
+	Shard pipefile.Shard // 0/1 for an unsharded run
 	// Status is status.json (nil before the first progress report).
 	Status *Status
 	// Live is true while a pipe run holds the directory's lock.
@@ -47,12 +47,12 @@ func Open(dir string) (*Run, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%s: not a run directory (no %s)", dir, rundir.RunFile)
 	}
-	run := &Run{Dir: abs, Run: r, Shard: pipeline.Shard{Index: 0, Count: 1}}
+	run := &Run{Dir: abs, Run: r, Shard: pipefile.Shard{Index: 0, Count: 1}}
 	if r.Shard != nil {
-		if r.Shard.Hash != pipeline.ShardHash {
-			return nil, fmt.Errorf("%s: its shards were chosen by %q; this pipe chooses by %q", dir, r.Shard.Hash, pipeline.ShardHash)
+		if r.Shard.Hash != pipefile.ShardHash {
+			return nil, fmt.Errorf("%s: its shards were chosen by %q; this pipe chooses by %q", dir, r.Shard.Hash, pipefile.ShardHash)
 		}
-		run.Shard = pipeline.Shard{Index: r.Shard.Index, Count: r.Shard.Count}
+		run.Shard = pipefile.Shard{Index: r.Shard.Index, Count: r.Shard.Count}
 	}
 	if run.Status, err = rundir.ReadStatus[json.RawMessage](abs); err != nil {
 		return nil, err

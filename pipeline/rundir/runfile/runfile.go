@@ -52,7 +52,7 @@ type Output struct {
 type ShardSpec struct {
 	Index int    `json:"index"`
 	Count int    `json:"count"`
-	Hash  string `json:"hash"` // pipeline.ShardHash
+	Hash  string `json:"hash"` // pipefile.ShardHash
 }
 
 func (s *ShardSpec) String() string {
