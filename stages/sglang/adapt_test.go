@@ -68,12 +68,16 @@ func TestParseMetrics(t *testing.T) {
 }
 
 // A server whose KV cache holds fewer requests than it would run (pipe sim
-// KVTokens) retracts some: the adaptive limit backs off from the
+// KVTokens) retracts some: it admits as many as their max_new_tokens
+// estimates fit (as SGLang does, sim's admission), and retracts when their
+// outputs outgrow the estimate; the adaptive limit backs off from the
 // max_running_requests it started at.
 func TestAdaptiveBacksOffOnRetractions(t *testing.T) {
-	cfg := sim.Config{Count: 1, Speed: 40, MaxRunning: 32, KVTokens: 12 * 260, ThinkTokensMean: 200, AnswerTokensMean: 60}
+	cfg := sim.Config{Count: 1, Speed: 40, MaxRunning: 32, KVTokens: 2400, ThinkTokensMean: 200, AnswerTokensMean: 60}
 	f := startSim(t, cfg)
-	c := startClient(t, []ServerSpec{{URL: f.URLs()[0], MaxConcurrency: 256}}, testOptions(APIGenerate))
+	opts := testOptions(APIGenerate)
+	opts.Sampling.MaxOutputTokens = 400
+	c := startClient(t, []ServerSpec{{URL: f.URLs()[0], MaxConcurrency: 256}}, opts)
 	results, errs := runAll(t, c, 400, APIGenerate)
 	retracted := 0
 	for i, err := range errs {

@@ -42,10 +42,14 @@ type Config struct {
 	// one more gets 503 "The request queue is full.". Default 1024; a
 	// negative value means no limit.
 	MaxQueued int
-	// KVTokens is the KV cache size in tokens (max_total_num_tokens): when
-	// the running requests' prompts and outputs exceed it, one of them is
-	// retracted at a time (it leaves the batch, waits for a slot again and
-	// re-prefills; meta_info num_retractions, /metrics
+	// KVTokens is the KV cache size in tokens (max_total_num_tokens). A
+	// waiting request is admitted only when, besides a running slot, its
+	// prompt and max_new_tokens (clipped at 4096) fit beyond the running
+	// requests' tokens and their reserved decode tokens, as SGLang's
+	// scheduler admits (see admission in life.go); when the running
+	// requests' prompts and outputs still exceed it, one of them is
+	// retracted at a time (it leaves the batch, waits until it fits again
+	// and re-prefills; meta_info num_retractions, /metrics
 	// num_retracted_requests_total). Default max(ContextLength,
 	// MaxRunning × 4096).
 	KVTokens int

@@ -35,14 +35,15 @@ func (l *life) healthGenerate(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		err := l.adm.acquire(ctx, l.dead)
+		t := newTicket(1, 1, l.kvCapacity()) // one token in, one out
+		err := l.adm.acquire(ctx, l.dead, t)
 		if err == nil {
 			var from time.Time
 			from, err = l.prefill(ctx, 1)
 			if err == nil {
 				err = l.decode(ctx, 1, from, nil)
 			}
-			l.adm.release()
+			l.adm.release(t)
 		}
 		done <- err
 	}()
