@@ -14,9 +14,9 @@
 # once more, and says whether auto met the goal: >= 95% of the best fixed
 # tokens/s both over the whole run and in the window (that is, within 3
 # simulated minutes), with a p95 no worse than that setting's (exit 1 when
-# not), auto's and that setting's figures being the means of their two
-# runs and "no worse" meaning within that setting's own two runs (see the
-# second round below for why).
+# not); auto's figures are the means of its two runs, the best fixed
+# tokens/s the most of any fixed run, and "no worse" is within that
+# setting's own two runs (see the second round below for why).
 # The window's figure is pipe's own: `pipe run --metrics-addr` serves the
 # fleet's pipe_generate_output_tokens_total beside pipe_run_elapsed_seconds,
 # both from one snapshot taken every --progress-every (100ms here, 10
@@ -154,31 +154,27 @@ for cap in $CAPACITIES; do
 	# setting differ (p95 by ~1.5%, tokens/s by a few % on a loaded
 	# machine), and at a capacity the server reports auto holds exactly
 	# that capacity, sending what the fixed setting at it sends: one run of
-	# each would decide "no worse" by a coin flip. Both figures of each
-	# become the mean of its two runs; auto's mean p95 must be no worse
-	# than the worse of the fixed setting's two.
+	# each would decide "no worse" by a coin flip. Auto's figures become the
+	# means of its two runs; the best fixed tokens/s stay the most any fixed
+	# run gave (the repeat included); auto's mean p95 must be no worse than
+	# the worse of the best fixed setting's two runs.
 	declare -A TPS2=() WIN2=() P952=() LEN2=()
 	for c in "$bestc" auto; do
 		read -r TPS2[$c] WIN2[$c] P952[$c] LEN2[$c] < <(run "$cap" "$c")
 		printf '  again %-11s %7s tokens/s             | %ss..80%%: %7s tokens/s             | p95 %6ss  run %5ss\n' \
 			"$c" "${TPS2[$c]}" "$WINDOW_FROM" "${WIN2[$c]}" "${P952[$c]}" "${LEN2[$c]}"
 	done
+	if [ "${TPS2[$bestc]}" -gt "$best" ]; then best=${TPS2[$bestc]}; fi
+	if [ "${WIN2[$bestc]}" -gt "$bestw" ]; then bestw=${WIN2[$bestc]}; fi
 	p95max=$(python3 -c "print(max(${P95[$bestc]}, ${P952[$bestc]}))")
-	for c in "$bestc" auto; do
-		TPS[$c]=$(((TPS[$c] + TPS2[$c]) / 2))
-		WIN[$c]=$(((WIN[$c] + WIN2[$c]) / 2))
-		P95[$c]=$(python3 -c "print(round((${P95[$c]} + ${P952[$c]}) / 2, 2))")
-	done
-	best=0 bestw=0
-	for c in $SWEEP; do
-		if [ "${TPS[$c]}" -gt "$best" ]; then best=${TPS[$c]}; fi
-		if [ "${WIN[$c]}" -gt "$bestw" ]; then bestw=${WIN[$c]}; fi
-	done
-	pct=$((100 * TPS[auto] / best))
-	wpct=$((100 * WIN[auto] / bestw))
+	tps=$(((TPS[auto] + TPS2[auto]) / 2))
+	win=$(((WIN[auto] + WIN2[auto]) / 2))
+	p95=$(python3 -c "print(round((${P95[auto]} + ${P952[auto]}) / 2, 2))")
+	pct=$((100 * tps / best))
+	wpct=$((100 * win / bestw))
 	verdict=met
-	if [ "$pct" -lt 95 ] || [ "$wpct" -lt 95 ] || python3 -c "import sys; sys.exit(not (${P95[auto]} > $p95max))"; then verdict="NOT met"; status=1; fi
-	echo "  auto (mean of 2 runs): ${pct}% of the best fixed over the run ($best tokens/s; $bestc: mean of 2 runs ${TPS[$bestc]}, ramp included), ${wpct}% of the best fixed from ${WINDOW_FROM}s to 80% of the run ($bestw tokens/s), p95 ${P95[auto]}s vs $bestc's ${P95[$bestc]}s (worse run $p95max s): goal $verdict"
+	if [ "$pct" -lt 95 ] || [ "$wpct" -lt 95 ] || python3 -c "import sys; sys.exit(not ($p95 > $p95max))"; then verdict="NOT met"; status=1; fi
+	echo "  auto, mean of 2 runs: $tps tokens/s = ${pct}% of the best fixed run over the run ($best tokens/s, ramp included), $win tokens/s = ${wpct}% of the best fixed run from ${WINDOW_FROM}s to 80% of the run ($bestw tokens/s), p95 ${p95}s vs ${P95[$bestc]}s and ${P952[$bestc]}s of $bestc, the best fixed setting of the sweep: goal $verdict"
 	unset TPS WIN P95 LEN TPS2 WIN2 P952 LEN2
 done
 exit $status
