@@ -440,7 +440,9 @@ func (a *admission) retracted(t *ticket) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.releaseLocked(t)
-	a.ratio = min(1, float64(a.decodedSum+retractDecodeSteps*a.running)/float64(a.maxNewSum+1))
+	// Below the floor it comes back to the floor at the next decode step
+	// (update_running_batch's max with min_new_token_ratio).
+	a.ratio = max(minNewTokenRatio, min(1, float64(a.decodedSum+retractDecodeSteps*a.running)/float64(a.maxNewSum+1)))
 	a.ratioAt = time.Now()
 	a.admitLocked()
 }
