@@ -41,6 +41,46 @@ func TestAdaptiveConcurrencyFollowsCapacity(t *testing.T) {
 	}
 }
 
+// The same on `pipe sim` servers whose /server_info does not say their
+// capacity (sim HideCapacity): the limit doubles from its start of 16 until
+// the server queues, then holds at the capacity plus at most the refills
+// in transit (adaptHeadroom), and the queue stays all but empty. Speed 100
+// and the benchmark's lengths, not fastSim's: at Speed 400 a loaded
+// machine cannot keep 128 short requests' simulated time, their latency
+// per token rises with the batch, and the latency guard (rightly, for
+// what it sees) steps the limit back below the capacity.
+func TestAdaptiveLearnsCapacityOnSim(t *testing.T) {
+	for _, capacity := range []int{128, 32} {
+		cfg := sim.Config{Count: 1, Speed: 100, ThinkTokensMean: 300, AnswerTokensMean: 100}
+		cfg.MaxRunning, cfg.HideCapacity = capacity, true
+		f := startSim(t, cfg)
+		c := startClient(t, []ServerSpec{{URL: f.URLs()[0], MaxConcurrency: 256}}, testOptions(APIGenerate))
+		if info := c.servers[0].info; info == nil || info.MaxRunningRequests != 0 {
+			t.Fatalf("capacity %d: /server_info read as %+v, want no capacity", capacity, info)
+		}
+		results, errs := runAll(t, c, 2000, APIGenerate)
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := c.Stats().Servers[0]
+		if st.Concurrency < capacity || st.Concurrency > capacity+2 {
+			t.Errorf("capacity %d: limit %d at the end, want %d…%d", capacity, st.Concurrency, capacity, capacity+2)
+		}
+		worst := 0
+		for _, r := range results[1300:] {
+			worst = max(worst, r.WaitingReqs)
+		}
+		if worst > 2 {
+			t.Errorf("capacity %d: the server queued up to %d requests after the limit learned its capacity", capacity, worst)
+		}
+		c.mu.Lock()
+		t.Logf("capacity %d: limit %d, worst queue %d in the last 700 (peak running %d, latency guard %+v)", capacity, st.Concurrency, worst, c.servers[0].peakRunning, c.servers[0].latency)
+		c.mu.Unlock()
+	}
+}
+
 // The figures the controller reads from /metrics, in `pipe sim`'s
 // Prometheus text (SGLang's names, metrics/collector.py); a body that is
 // not Prometheus text, or has no sglang: figure, is no reading.

@@ -38,6 +38,13 @@ type Config struct {
 
 	// MaxRunning is how many requests decode at once. Default 48.
 	MaxRunning int
+	// HideCapacity makes /server_info report max_running_requests null and
+	// leave effective_max_running_requests_per_dp out of internal_states,
+	// as a server started without --max-running-requests reports the
+	// argument, on a version whose internal_states lack the derived limit:
+	// a client must learn the capacity from the load its answers report.
+	// Default false.
+	HideCapacity bool
 	// MaxQueued is how many admitted requests may wait for a running slot;
 	// one more gets 503 "The request queue is full.". Default 1024; a
 	// negative value means no limit.
