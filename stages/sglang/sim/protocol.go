@@ -30,6 +30,10 @@ package sim
 //
 // Each server runs at most MaxRunning requests; more wait in a FIFO queue of
 // MaxQueued, beyond which a request gets 503 "The request queue is full.".
+// With KVTokens set, the head of the queue is admitted only when its prompt
+// and max_new_tokens also fit in the KV cache beside what the running
+// requests reserve for their decoding, as SGLang's PrefillAdder admits
+// (life.go).
 // A running request waits out prefill (PrefillLatency + prompt tokens /
 // PrefillTokensPerSec), then decodes at DecodeTokensPerSec / (1 +
 // (running-1)/BatchHalfSpeed) tokens/s, re-read as the batch changes, so a
