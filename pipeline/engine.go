@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -1129,12 +1130,19 @@ func (em *emitter) journal(port string, rec *Record) error {
 	if em.n.journal == nil || em.replaying {
 		return nil
 	}
-	line, err := json.Marshal(journalEntry{Port: port, Record: rec})
-	if err != nil {
+	// json.Marshal's bytes in a reused buffer (an Encoder adds only the
+	// newline): Append copies the line, so the buffer is free after it.
+	buf := journalBufs.Get().(*bytes.Buffer)
+	defer journalBufs.Put(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(journalEntry{Port: port, Record: rec}); err != nil {
 		return fmt.Errorf("journal: encoding record %q: %w", rec.ID, err)
 	}
-	return em.n.journal.Append(rec.ID, line)
+	line := buf.Bytes()
+	return em.n.journal.Append(rec.ID, line[:len(line)-1])
 }
+
+var journalBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func (em *emitter) Emit(port string, rec *Record) error {
 	if em.otherShard(rec) {

@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -151,13 +152,16 @@ func (t *Tokenizer) Decode(ids []int) string {
 			n += len(t.tokenBytes[id])
 		}
 	}
-	buf := make([]byte, 0, n)
+	// A Builder of the exact size: the text is made once, not once more
+	// by a string(buf) copy (half of a rehearsal's decoding allocations).
+	var buf strings.Builder
+	buf.Grow(n)
 	for _, id := range ids {
 		if id >= 0 && id < len(t.tokenBytes) {
-			buf = append(buf, t.tokenBytes[id]...)
+			buf.WriteString(t.tokenBytes[id])
 		}
 	}
-	return string(buf)
+	return buf.String()
 }
 
 // ChatTemplate is the model's chat template source ("" if it has none).

@@ -29,6 +29,7 @@
 package trainrow
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -98,9 +99,15 @@ func (r Rules) MinLossTokens() int {
 // Encode is rec as one line of layout (without its newline), or the
 // problem that keeps it out.
 func Encode(layout string, r Rules, rec *pipeline.Record) ([]byte, *Problem, error) {
+	return AppendEncode(nil, layout, r, rec)
+}
+
+// AppendEncode is Encode appending the line to dst[:0] (its bytes are
+// json.Marshal's): a writer that reuses dst makes no garbage per line.
+func AppendEncode(dst []byte, layout string, r Rules, rec *pipeline.Record) ([]byte, *Problem, error) {
 	switch layout {
 	case "", Records:
-		line, err := json.Marshal(rec)
+		line, err := appendJSON(dst, rec)
 		return line, nil, err
 	case SpecForge:
 		if rec.Tokens == nil {
@@ -110,7 +117,7 @@ func Encode(layout string, r Rules, rec *pipeline.Record) ([]byte, *Problem, err
 		if prob != nil {
 			return nil, prob, nil
 		}
-		line, err := json.Marshal(struct {
+		line, err := appendJSON(dst, struct {
 			ID       string            `json:"id"`
 			InputIDs []int32           `json:"input_ids"`
 			LossMask pipeline.LossMask `json:"loss_mask"`
@@ -126,13 +133,24 @@ func Encode(layout string, r Rules, rec *pipeline.Record) ([]byte, *Problem, err
 				return nil, prob, nil
 			}
 		}
-		line, err := json.Marshal(struct {
+		line, err := appendJSON(dst, struct {
 			ID            string    `json:"id"`
 			Conversations []Message `json:"conversations"`
 		}{rec.ID, conv})
 		return line, nil, err
 	}
 	return nil, nil, fmt.Errorf("unknown layout %q (%s)", layout, strings.Join(Layouts, ", "))
+}
+
+// appendJSON is json.Marshal(v) in dst[:0]: an Encoder writes the same
+// bytes (HTML escaped, as Marshal) and a newline, which is cut.
+func appendJSON(dst []byte, v any) ([]byte, error) {
+	buf := bytes.NewBuffer(dst[:0])
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return b[:len(b)-1], nil
 }
 
 // Judge applies the trainer's rules to a row: the ids and mask it trains
