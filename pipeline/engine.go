@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -1130,19 +1129,21 @@ func (em *emitter) journal(port string, rec *Record) error {
 	if em.n.journal == nil || em.replaying {
 		return nil
 	}
-	// json.Marshal's bytes in a reused buffer (an Encoder adds only the
-	// newline): Append copies the line, so the buffer is free after it.
-	buf := journalBufs.Get().(*bytes.Buffer)
+	// json.Marshal's bytes in a reused buffer: Append copies the line, so
+	// the buffer is free after it.
+	buf := journalBufs.Get().(*[]byte)
 	defer journalBufs.Put(buf)
-	buf.Reset()
-	if err := json.NewEncoder(buf).Encode(journalEntry{Port: port, Record: rec}); err != nil {
+	line, err := AppendJSON(*buf, journalEntry{Port: port, Record: rec})
+	if err != nil {
 		return fmt.Errorf("journal: encoding record %q: %w", rec.ID, err)
 	}
-	line := buf.Bytes()
-	return em.n.journal.Append(rec.ID, line[:len(line)-1])
+	if cap(line) <= 1<<20 {
+		*buf = line // kept for the next line (a huge one is not)
+	}
+	return em.n.journal.Append(rec.ID, line)
 }
 
-var journalBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var journalBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 func (em *emitter) Emit(port string, rec *Record) error {
 	if em.otherShard(rec) {

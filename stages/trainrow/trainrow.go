@@ -29,8 +29,6 @@
 package trainrow
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -142,16 +140,9 @@ func AppendEncode(dst []byte, layout string, r Rules, rec *pipeline.Record) ([]b
 	return nil, nil, fmt.Errorf("unknown layout %q (%s)", layout, strings.Join(Layouts, ", "))
 }
 
-// appendJSON is json.Marshal(v) in dst[:0]: an Encoder writes the same
-// bytes (HTML escaped, as Marshal) and a newline, which is cut.
-func appendJSON(dst []byte, v any) ([]byte, error) {
-	buf := bytes.NewBuffer(dst[:0])
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		return nil, err
-	}
-	b := buf.Bytes()
-	return b[:len(b)-1], nil
-}
+// appendJSON is json.Marshal(v) in dst[:0] (pipeline.AppendJSON: the
+// token id lists written fast).
+func appendJSON(dst []byte, v any) ([]byte, error) { return pipeline.AppendJSON(dst[:0], v) }
 
 // Judge applies the trainer's rules to a row: the ids and mask it trains
 // on (cut to MaxLength), or why it would be dropped.
