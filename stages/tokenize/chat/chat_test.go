@@ -67,6 +67,21 @@ func TestMessageKeepsKeyOrder(t *testing.T) {
 	}
 }
 
+// NewReply is the message NewMessage and With build, byte for byte.
+func TestNewReplyIsWith(t *testing.T) {
+	texts := []string{"", "hi", "<b>&amp;</b>", "\"q\"\\ \n\t\x01", "bad \xff utf-8", "\u2028 é 日本 😀", strings.Repeat("long ", 2000)}
+	for _, role := range []string{"assistant", "user", "<r>"} {
+		for _, content := range texts {
+			for _, reasoning := range texts {
+				got, want := NewReply(role, content, reasoning), NewMessage(role, content).With("reasoning_content", reasoning)
+				if string(got.raw) != string(want.raw) {
+					t.Fatalf("NewReply(%q, %.20q, %.20q) = %.200s, With gives %.200s", role, content, reasoning, got.raw, want.raw)
+				}
+			}
+		}
+	}
+}
+
 func TestTemplateLikeJinja2(t *testing.T) {
 	msgs := []Message{NewMessage("user", "a"), NewMessage("assistant", "b")}
 	// One trailing newline is dropped, as jinja2 does without keep_trailing_newline.

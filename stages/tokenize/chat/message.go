@@ -28,6 +28,20 @@ func NewMessage(role, content string) Message {
 	return Message{raw: b.Bytes()}
 }
 
+// NewReply returns {"role": role, "content": content, "reasoning_content":
+// reasoning}: NewMessage(role, content).With("reasoning_content",
+// reasoning), in one pass (With parses the message again, which cost as
+// much as a render for a long reply).
+func NewReply(role, content, reasoning string) Message {
+	r, _ := json.Marshal(role)
+	c, _ := json.Marshal(content)
+	rc, _ := json.Marshal(reasoning)
+	b := make([]byte, 0, len(r)+len(c)+len(rc)+len(`{"role":,"content":,"reasoning_content":}`))
+	b = append(append(append(b, `{"role":`...), r...), `,"content":`...)
+	b = append(append(append(b, c...), `,"reasoning_content":`...), rc...)
+	return Message{raw: append(b, '}')}
+}
+
 // With returns m with key set to value (replacing it in place if present,
 // else appended last). value is anything encoding/json marshals, or a
 // json.RawMessage; a value that cannot be marshalled is a programming error
