@@ -10,10 +10,14 @@
 # run (its ramp included) and over the steady window (from the 3rd simulated
 # minute, WINDOW_FROM seconds, to 80% of the run), each with its share of the
 # best fixed setting's, the p95 latency and the run's length (simulated
-# seconds), then whether auto met the goal: >= 95% of the best fixed
+# seconds); then runs the best fixed setting (over the whole run) and auto
+# once more, and says whether auto met the goal: >= 95% of the best fixed
 # tokens/s both over the whole run and in the window (that is, within 3
 # simulated minutes), with a p95 no worse than that setting's (exit 1 when
-# not).
+# not); auto's figures are the means of its two runs, the best fixed
+# tokens/s the most of any fixed run, and "no worse" compares auto's mean
+# p95 with the mean of that setting's two runs (see the second round below
+# for why).
 # The window's figure is pipe's own: `pipe run --metrics-addr` serves the
 # fleet's pipe_generate_output_tokens_total beside pipe_run_elapsed_seconds,
 # both from one snapshot taken every --progress-every (100ms here, 10
@@ -147,11 +151,31 @@ for cap in $CAPACITIES; do
 		printf '  concurrency %-5s %7s tokens/s %4s%% of best | %ss..80%%: %7s tokens/s %4s%% of best | p95 %6ss  run %5ss\n' \
 			"$c" "${TPS[$c]}" "$((100 * TPS[$c] / best))" "$WINDOW_FROM" "${WIN[$c]}" "$((100 * WIN[$c] / bestw))" "${P95[$c]}" "${LEN[$c]}"
 	done
-	pct=$((100 * TPS[auto] / best))
-	wpct=$((100 * WIN[auto] / bestw))
+	# A second run of the best fixed setting and of auto. Two runs of one
+	# setting differ (p95 by ~1.5%, tokens/s by a few % on a loaded
+	# machine), and at a capacity the server reports auto holds exactly
+	# that capacity, sending what the fixed setting at it sends: one run of
+	# each would decide "no worse" by a coin flip. Auto's figures become the
+	# means of its two runs; the best fixed tokens/s stay the most any fixed
+	# run gave (the repeat included); auto's mean p95 must be no worse than
+	# the mean p95 of the best fixed setting's two runs (two samples each).
+	declare -A TPS2=() WIN2=() P952=() LEN2=()
+	for c in "$bestc" auto; do
+		read -r TPS2[$c] WIN2[$c] P952[$c] LEN2[$c] < <(run "$cap" "$c")
+		printf '  again %-11s %7s tokens/s             | %ss..80%%: %7s tokens/s             | p95 %6ss  run %5ss\n' \
+			"$c" "${TPS2[$c]}" "$WINDOW_FROM" "${WIN2[$c]}" "${P952[$c]}" "${LEN2[$c]}"
+	done
+	if [ "${TPS2[$bestc]}" -gt "$best" ]; then best=${TPS2[$bestc]}; fi
+	if [ "${WIN2[$bestc]}" -gt "$bestw" ]; then bestw=${WIN2[$bestc]}; fi
+	p95ref=$(python3 -c "print(round((${P95[$bestc]} + ${P952[$bestc]}) / 2, 2))")
+	tps=$(((TPS[auto] + TPS2[auto]) / 2))
+	win=$(((WIN[auto] + WIN2[auto]) / 2))
+	p95=$(python3 -c "print(round((${P95[auto]} + ${P952[auto]}) / 2, 2))")
+	pct=$((100 * tps / best))
+	wpct=$((100 * win / bestw))
 	verdict=met
-	if [ "$pct" -lt 95 ] || [ "$wpct" -lt 95 ] || python3 -c "import sys; sys.exit(not (${P95[auto]} > ${P95[$bestc]}))"; then verdict="NOT met"; status=1; fi
-	echo "  auto: ${pct}% of the best fixed over the run ($bestc: $best tokens/s, ramp included), ${wpct}% of the best fixed from ${WINDOW_FROM}s to 80% of the run ($bestw tokens/s), p95 ${P95[auto]}s vs ${P95[$bestc]}s: goal $verdict"
-	unset TPS WIN P95 LEN
+	if [ "$pct" -lt 95 ] || [ "$wpct" -lt 95 ] || python3 -c "import sys; sys.exit(not ($p95 > $p95ref))"; then verdict="NOT met"; status=1; fi
+	echo "  auto, mean of 2 runs: $tps tokens/s = ${pct}% of the best fixed run over the run ($best tokens/s, ramp included), $win tokens/s = ${wpct}% of the best fixed run from ${WINDOW_FROM}s to 80% of the run ($bestw tokens/s), p95 ${p95}s vs ${p95ref}s (${P95[$bestc]}s and ${P952[$bestc]}s) of $bestc, the best fixed setting of the sweep: goal $verdict"
+	unset TPS WIN P95 LEN TPS2 WIN2 P952 LEN2
 done
 exit $status

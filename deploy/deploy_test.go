@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	_ "github.com/pipe-dev/pipe/stages" // registers the stage kinds
 )
 
@@ -142,11 +143,11 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		}
 		return "", false
 	}
-	f, probs := pipeline.Parse(filepath.Join(dir, "pipeline.toml"), []byte(text), pipeline.LoadOptions{Getenv: env})
+	f, probs := pipefile.Parse(filepath.Join(dir, "pipeline.toml"), []byte(text), pipefile.Options{Getenv: env})
 	if len(probs) > 0 {
 		t.Fatalf("pipeline in the ConfigMap:\n%v", probs)
 	}
-	if f.Shard == nil || *f.Shard != (pipeline.Shard{Index: 3, Count: n}) {
+	if f.Shard == nil || *f.Shard != (pipefile.Shard{Index: 3, Count: n}) {
 		t.Fatalf("pod 3's shard = %v, want 3/%d (the Job's completions)", f.Shard, n)
 	}
 	p, probs := pipeline.Build(f, pipeline.DefaultRegistry)

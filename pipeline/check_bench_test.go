@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // hundredStages is a 100-stage pipeline: a source, 98 pass-throughs in a
@@ -26,7 +27,7 @@ func BenchmarkCheck100Stages(b *testing.B) {
 	src := []byte(hundredStages())
 	reg := testRegistry()
 	for i := 0; i < b.N; i++ {
-		f, probs := pipeline.Parse("big.toml", src, pipeline.LoadOptions{})
+		f, probs := pipefile.Parse("big.toml", src, pipefile.Options{})
 		if len(probs) > 0 {
 			b.Fatal(probs)
 		}
@@ -37,7 +38,7 @@ func BenchmarkCheck100Stages(b *testing.B) {
 }
 
 func TestHundredStagesCheckClean(t *testing.T) {
-	f, probs := pipeline.Parse("big.toml", []byte(hundredStages()), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse("big.toml", []byte(hundredStages()), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+
+	"github.com/pipe-dev/pipe/pipeline/output"
 )
 
 // Constructor builds a kind's stage from its decoded, validated config.
@@ -53,8 +55,8 @@ func SettingsFor[C any](f func(*C) string) func(config any) string {
 }
 
 // VerifyFor types a Spec.Verify by the kind's config type.
-func VerifyFor[C any](f func(context.Context, *C, *VerifyEnv) (*Verified, error)) VerifyFunc {
-	return func(ctx context.Context, c any, env *VerifyEnv) (*Verified, error) {
+func VerifyFor[C any](f func(context.Context, *C, *output.VerifyEnv) (*output.Verified, error)) output.VerifyFunc {
+	return func(ctx context.Context, c any, env *output.VerifyEnv) (*output.Verified, error) {
 		cfg, err := configOf[C](c)
 		if err != nil {
 			return nil, err

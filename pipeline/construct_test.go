@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // splitConfig is a config only its constructor can judge: whether sep
@@ -18,7 +20,7 @@ type splitConfig struct {
 
 func newSplit(c *splitConfig) (pipeline.Processor, error) {
 	if c.Parts > 1 && c.Sep == "" {
-		return nil, &pipeline.FieldError{Key: "sep", Msg: fmt.Sprintf("must not be empty with parts = %d", c.Parts)}
+		return nil, &config.FieldError{Key: "sep", Msg: fmt.Sprintf("must not be empty with parts = %d", c.Parts)}
 	}
 	if c.Sep == "|" {
 		return nil, errors.New(`sep "|" is reserved`)
@@ -28,7 +30,7 @@ func newSplit(c *splitConfig) (pipeline.Processor, error) {
 
 // TestCheckCallsConstructor: pipe check (Build) reports what only a
 // constructor rejects, position first, at the key the constructor names
-// (a FieldError) or at the stage; a valid config builds.
+// (a config.FieldError) or at the stage; a valid config builds.
 func TestCheckCallsConstructor(t *testing.T) {
 	reg := testRegistry()
 	reg.Register(pipeline.Spec{Kind: "split", Summary: "test: constructor-checked config", Outputs: []string{"out"},
@@ -55,7 +57,7 @@ id = "out"
 kind = "collect"
 input = "s"
 `
-		f, probs := pipeline.Parse("p.toml", []byte(src), pipeline.LoadOptions{})
+		f, probs := pipefile.Parse("p.toml", []byte(src), pipefile.Options{})
 		if len(probs) > 0 {
 			t.Fatal(probs)
 		}

@@ -2,24 +2,15 @@ package pipeline
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pipe-dev/pipe/internal/suggest"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
-
-// Duration is a config value written as a Go duration string ("90s", "10m").
-type Duration struct{ time.Duration }
-
-// ConfigDecoder is implemented (on the pointer) by config field types with a
-// shape of their own, e.g. a list of servers given as strings or tables. raw
-// is what TOML decoded: string, int64, float64, bool, []any, map[string]any.
-// An error joining several (errors.Join), e.g. one per bad item of a list,
-// is reported as one problem each.
-type ConfigDecoder interface {
-	DecodeConfig(raw any) error
-}
 
 // fieldInfo is one config key of a kind, read from struct tags.
 type fieldInfo struct {
@@ -45,8 +36,8 @@ type fieldInfo struct {
 }
 
 var (
-	durationType      = reflect.TypeOf(Duration{})
-	configDecoderType = reflect.TypeOf((*ConfigDecoder)(nil)).Elem()
+	durationType      = reflect.TypeOf(config.Duration{})
+	configDecoderType = reflect.TypeOf((*config.Decoder)(nil)).Elem()
 )
 
 func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
@@ -93,11 +84,11 @@ func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
 // setFromDefault sets v from a default tag: scalars as written, lists comma-separated.
 func setFromDefault(v reflect.Value, s string) error {
 	if v.Addr().Type().Implements(configDecoderType) {
-		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(s)
+		return v.Addr().Interface().(config.Decoder).DecodeConfig(s)
 	}
 	if v.Type() == durationType {
 		d, err := time.ParseDuration(s)
-		v.Set(reflect.ValueOf(Duration{d}))
+		v.Set(reflect.ValueOf(config.Duration{Duration: d}))
 		return err
 	}
 	switch v.Kind() {
@@ -139,15 +130,9 @@ func setFromDefault(v reflect.Value, s string) error {
 	return nil
 }
 
-// TypeNamer is implemented by ConfigDecoder types to name their shape in
-// documentation and messages, e.g. "array of URLs or tables".
-type TypeNamer interface {
-	ConfigTypeName() string
-}
-
 // typeName is a config type in the user's words.
 func typeName(t reflect.Type) string {
-	if tn, ok := reflect.New(t).Interface().(TypeNamer); ok {
+	if tn, ok := reflect.New(t).Interface().(config.TypeNamer); ok {
 		return tn.ConfigTypeName()
 	}
 	if t == durationType {
@@ -179,32 +164,13 @@ func withArticle(s string) string {
 	return "a " + s
 }
 
-// rawTypeName describes a decoded TOML value for messages.
-func rawTypeName(raw any) string {
-	switch x := raw.(type) {
-	case string:
-		return fmt.Sprintf("string %q", x)
-	case int64:
-		return fmt.Sprintf("integer %d", x)
-	case float64:
-		return fmt.Sprintf("number %v", x)
-	case bool:
-		return fmt.Sprintf("boolean %v", x)
-	case []any, []map[string]any:
-		return "array"
-	case map[string]any:
-		return "table"
-	}
-	return fmt.Sprintf("%T", raw)
-}
-
 // setFromRaw sets v from a decoded TOML value, checking its type.
 func setFromRaw(v reflect.Value, raw any) error {
 	if v.Addr().Type().Implements(configDecoderType) {
-		return v.Addr().Interface().(ConfigDecoder).DecodeConfig(raw)
+		return v.Addr().Interface().(config.Decoder).DecodeConfig(raw)
 	}
 	mismatch := func() error {
-		return fmt.Errorf("must be %s, got %s", withArticle(typeName(v.Type())), rawTypeName(raw))
+		return fmt.Errorf("must be %s, got %s", withArticle(typeName(v.Type())), pipefile.DescribeValue(raw))
 	}
 	if v.Type() == durationType {
 		s, ok := raw.(string)
@@ -215,7 +181,7 @@ func setFromRaw(v reflect.Value, raw any) error {
 		if err != nil {
 			return fmt.Errorf(`must be a duration like "90s" or "10m", got %q`, s)
 		}
-		v.Set(reflect.ValueOf(Duration{d}))
+		v.Set(reflect.ValueOf(config.Duration{Duration: d}))
 		return nil
 	}
 	switch v.Kind() {
@@ -341,7 +307,7 @@ func (f *fieldInfo) checkRange(v reflect.Value) error {
 					return nil
 				}
 			}
-			return fmt.Errorf("must be one of %s, got %q%s", quoteList(f.Enum), v.String(), DidYouMean(v.String(), f.Enum))
+			return fmt.Errorf("must be one of %s, got %q%s", quoteList(f.Enum), v.String(), suggest.DidYouMean(v.String(), f.Enum))
 		}
 		return nil
 	default:
@@ -372,43 +338,4 @@ func quoteList(xs []string) string {
 		q[i] = strconv.Quote(x)
 	}
 	return strings.Join(q, ", ")
-}
-
-// DidYouMean returns ` (did you mean "x"?)` when a candidate is close to s.
-func DidYouMean(s string, candidates []string) string {
-	best, bestD := "", math.MaxInt
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := 2
-	if len(s) > 8 {
-		limit = 3
-	}
-	if best == "" || bestD > limit || bestD >= len(s) {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

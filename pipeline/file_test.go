@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // TestValuesFromTheCommandLine: ${env:NAME:-DEFAULT} follows the shell,
@@ -53,7 +54,7 @@ path = "${out}/b.jsonl"
 		t.Run(tc.name, func(t *testing.T) {
 			fileDir, cwd := t.TempDir(), t.TempDir()
 			getenv := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
-			f, probs := pipeline.Parse(fileDir+"/test.toml", []byte(src), pipeline.LoadOptions{Set: tc.set, SetDir: cwd, Getenv: getenv})
+			f, probs := pipefile.Parse(fileDir+"/test.toml", []byte(src), pipefile.Options{Set: tc.set, SetDir: cwd, Getenv: getenv})
 			if len(probs) > 0 {
 				t.Fatal(probs)
 			}
@@ -91,7 +92,7 @@ func TestCommandLineMistakes(t *testing.T) {
 		{src: "[vars]\na = \"1\"\n", set: []string{`vars.a="${nope}"`},
 			want: `--set vars.a="${nope}": unknown variable ${nope}; [vars] defines a`},
 	} {
-		_, probs := pipeline.Parse("test.toml", []byte(tc.src+"[[stage]]\nid = \"s\"\nkind = \"count\"\n"), pipeline.LoadOptions{Set: tc.set, SetDir: "/"})
+		_, probs := pipefile.Parse("test.toml", []byte(tc.src+"[[stage]]\nid = \"s\"\nkind = \"count\"\n"), pipefile.Options{Set: tc.set, SetDir: "/"})
 		if got := probs.Error(); got != tc.want {
 			t.Errorf("%q %q:\n got %s\nwant %s", tc.src, tc.set, got, tc.want)
 		}

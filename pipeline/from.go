@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,72 +8,33 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/pipe-dev/pipe/internal/suggest"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/rundir/runfile"
 )
-
-// From is pipe run --from STAGE=RUN_DIR: the run replaces STAGE and every
-// stage upstream of it with a reader of what STAGE produced in RUN_DIR, and
-// runs the rest of the file as written, in a run directory of its own.
-type From struct {
-	Stage  string
-	RunDir string // absolute: the original run
-	Pos    Pos    // "--from STAGE=RUN_DIR", for messages
-	// Set by the surgery (Build):
-	// Replaced are the ids of the stages taken out, in file order (STAGE
-	// among them: its id now names the reader).
-	Replaced []string
-	// Kind and Source are the reader put in STAGE's place and what it
-	// reads: a journal's files, or a writer's committed output.
-	Kind, Source string
-	// Redirected maps each output the file names (its stage and key) to
-	// where the replay writes it instead.
-	Redirected []Redirect
-	applied    bool
-}
-
-// Redirect is one output path --from moved into the replay's run directory.
-type Redirect struct {
-	Stage, Key, From, To string
-}
 
 // fromPorts are the ports the readers have: a stage with other ports
 // (validate-thinking's accepted) cannot be replaced by one.
 var fromPorts = []string{"out", RejectedPort}
-
-// ParseFrom reads "STAGE=RUN_DIR"; a relative RUN_DIR resolves against dir.
-func ParseFrom(s, dir string) (*From, error) {
-	stage, runDir, ok := strings.Cut(s, "=")
-	if !ok || stage == "" || runDir == "" {
-		return nil, fmt.Errorf("want --from STAGE=RUN_DIR (e.g. gen=runs/regenerate)")
-	}
-	if !filepath.IsAbs(runDir) {
-		runDir = filepath.Join(dir, runDir)
-	}
-	return &From{Stage: stage, RunDir: filepath.Clean(runDir), Pos: Pos{File: "--from " + s}}, nil
-}
-
-// ReplayRunDir is the default run directory of a replay: beside the
-// original, named after it and the stage (runs/regenerate-from-gen).
-func ReplayRunDir(orig, stage string) string {
-	return filepath.Clean(orig) + "-from-" + stage
-}
 
 // replaceFrom does the surgery of f.From on f's stages before the graph is
 // built: STAGE and its upstream out, a reader in STAGE's place (same id, so
 // every input naming it still does), the run directory and the outputs
 // moved beside the original run. With checkFiles the original run is
 // looked at to choose the reader; without, a journal is assumed.
-func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
+func replaceFrom(f *pipefile.File, reg *Registry, checkFiles bool) pipefile.Problems {
 	fr := f.From
-	if fr == nil || fr.applied {
+	if fr == nil || fr.Applied {
 		return nil
 	}
-	fr.applied = true
-	var probs Problems
+	fr.Applied = true
+	var probs pipefile.Problems
 	prob := func(format string, args ...any) {
-		probs = append(probs, Problem{Pos: fr.Pos, Msg: fmt.Sprintf(format, args...), Structural: true})
+		probs = append(probs, pipefile.Problem{Pos: fr.Pos, Msg: fmt.Sprintf(format, args...), Structural: true})
 	}
-	byID := map[string]*StageDecl{}
+	byID := map[string]*pipefile.StageDecl{}
 	var ids []string
 	for _, sd := range f.Stages {
 		byID[sd.ID] = sd
@@ -83,7 +42,7 @@ func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
 	}
 	target := byID[fr.Stage]
 	if target == nil {
-		prob("no stage %q%s", fr.Stage, DidYouMean(fr.Stage, ids))
+		prob("no stage %q%s", fr.Stage, suggest.DidYouMean(fr.Stage, ids))
 		return probs
 	}
 	if msg := replayablePorts(reg, target); msg != "" {
@@ -91,12 +50,12 @@ func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
 		return probs
 	}
 
-	kept := f.cutUpstream(target, byID, prob)
+	kept := cutUpstream(f, target, byID, prob)
 	if len(probs) > 0 {
 		return probs
 	}
 
-	reader, err := f.fromReader(reg, target, byID, checkFiles)
+	reader, err := fromReader(f, reg, target, byID, checkFiles)
 	if err != nil {
 		prob("%v", err)
 		return probs
@@ -110,7 +69,7 @@ func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
 
 	// The replay is a run of its own, beside the original.
 	if !strings.HasPrefix(f.RunDirPos.File, "--set ") {
-		f.RunDir = ReplayRunDir(fr.RunDir, fr.Stage)
+		f.RunDir = pipefile.ReplayRunDir(fr.RunDir, fr.Stage)
 		if f.Shard != nil {
 			f.RunDir = filepath.Clean(f.Shard.ShardPrefix(f.RunDir))
 		}
@@ -119,13 +78,13 @@ func (f *File) replaceFrom(reg *Registry, checkFiles bool) Problems {
 		prob("the replay would run in the original run directory %s: give it another (--run-dir DIR)", fr.RunDir)
 		return probs
 	}
-	probs = append(probs, f.redirectOutputs(reg)...)
+	probs = append(probs, redirectOutputs(f, reg)...)
 	return probs
 }
 
 // replayablePorts says why target's ports are not a replay reader's
 // (fromPorts), or "".
-func replayablePorts(reg *Registry, target *StageDecl) string {
+func replayablePorts(reg *Registry, target *pipefile.StageDecl) string {
 	spec := reg.Lookup(target.Kind)
 	if spec == nil {
 		return ""
@@ -141,7 +100,7 @@ func replayablePorts(reg *Registry, target *StageDecl) string {
 // cutUpstream returns f's stages without those upstream of target (target
 // itself kept, to be replaced by the reader), recording them in
 // f.From.Replaced; a kept stage reading one of them is a problem (prob).
-func (f *File) cutUpstream(target *StageDecl, byID map[string]*StageDecl, prob func(string, ...any)) []*StageDecl {
+func cutUpstream(f *pipefile.File, target *pipefile.StageDecl, byID map[string]*pipefile.StageDecl, prob func(string, ...any)) []*pipefile.StageDecl {
 	fr := f.From
 	gone := map[string]bool{}
 	var walk func(id string)
@@ -157,7 +116,7 @@ func (f *File) cutUpstream(target *StageDecl, byID map[string]*StageDecl, prob f
 		}
 	}
 	walk(fr.Stage)
-	var kept []*StageDecl
+	var kept []*pipefile.StageDecl
 	for _, sd := range f.Stages {
 		if gone[sd.ID] {
 			fr.Replaced = append(fr.Replaced, sd.ID)
@@ -179,9 +138,9 @@ func (f *File) cutUpstream(target *StageDecl, byID map[string]*StageDecl, prob f
 // fromReader is the stage decl that reads what target produced in the
 // original run: its journal if it has one, else the committed output of a
 // writer fed by it alone (run.json's outputs name where it wrote).
-func (f *File) fromReader(reg *Registry, target *StageDecl, byID map[string]*StageDecl, checkFiles bool) (*StageDecl, error) {
+func fromReader(f *pipefile.File, reg *Registry, target *pipefile.StageDecl, byID map[string]*pipefile.StageDecl, checkFiles bool) (*pipefile.StageDecl, error) {
 	fr := f.From
-	sd := &StageDecl{ID: target.ID, Pos: target.Pos, KeyPos: map[string]Pos{}, BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{},
+	sd := &pipefile.StageDecl{ID: target.ID, Pos: target.Pos, KeyPos: map[string]pipefile.Pos{}, BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{},
 		Raw: map[string]any{}}
 	for _, k := range []string{"id", "kind"} {
 		if p, ok := target.KeyPos[k]; ok {
@@ -194,16 +153,16 @@ func (f *File) fromReader(reg *Registry, target *StageDecl, byID map[string]*Sta
 		return nil, err
 	}
 	if len(files) > 0 {
-		return fr.journalReader(reg, sd, journal, files)
+		return journalReader(fr, reg, sd, journal, files)
 	}
 	outs, err := recordedOutputs(fr.RunDir)
 	if err != nil && checkFiles {
 		return nil, err
 	}
 	if o := replayableOutput(reg, outs, byID, fr.Stage); o != nil {
-		kind, rs := reg.replayer(ReplaysOutput)
+		kind, rs := reg.replayer(output.ReplaysOutput)
 		if rs == nil {
-			return nil, fmt.Errorf("no stage kind replays a writer's output (a ReplaySpec reading %q)", ReplaysOutput)
+			return nil, fmt.Errorf("no stage kind replays a writer's output (a ReplaySpec reading %q)", output.ReplaysOutput)
 		}
 		sd.Kind = kind
 		for k, v := range rs.Config(fr.RunDir, fr.Stage, o.Kind, o.Path) {
@@ -213,20 +172,20 @@ func (f *File) fromReader(reg *Registry, target *StageDecl, byID map[string]*Sta
 		return sd, nil
 	}
 	if !checkFiles {
-		return fr.journalReader(reg, sd, journal, files) // a picture: what a run would find is its business
+		return journalReader(fr, reg, sd, journal, files) // a picture: what a run would find is its business
 	}
 	if _, err := os.Stat(fr.RunDir); err != nil {
-		return nil, fmt.Errorf("run directory %s: %s", fr.RunDir, describeReadError(err))
+		return nil, fmt.Errorf("run directory %s: %s", fr.RunDir, pipefile.DescribeReadError(err))
 	}
 	return nil, fmt.Errorf("%s has no journal of stage %q (%s) and no committed output of a writer fed by %s alone: nothing to replay (a run keeps what %s produced in a writer with input = %q, e.g. a write-arrow of every completion)", fr.RunDir, fr.Stage, journal, fr.Stage, fr.Stage, fr.Stage)
 }
 
 // journalReader makes sd the reader of the stage's journal (files, the
 // one file journal or its parts).
-func (fr *From) journalReader(reg *Registry, sd *StageDecl, journal string, files []string) (*StageDecl, error) {
-	kind, rs := reg.replayer(ReplaysJournal)
+func journalReader(fr *pipefile.From, reg *Registry, sd *pipefile.StageDecl, journal string, files []string) (*pipefile.StageDecl, error) {
+	kind, rs := reg.replayer(output.ReplaysJournal)
 	if rs == nil {
-		return nil, fmt.Errorf("no stage kind replays a journal (a ReplaySpec reading %q)", ReplaysJournal)
+		return nil, fmt.Errorf("no stage kind replays a journal (a ReplaySpec reading %q)", output.ReplaysJournal)
 	}
 	sd.Kind = kind
 	for k, v := range rs.Config(fr.RunDir, fr.Stage, "", "") {
@@ -242,7 +201,7 @@ func (fr *From) journalReader(reg *Registry, sd *StageDecl, journal string, file
 // replayableOutput is the first recorded output a replay of stage can
 // read: a local file that holds records, written by a writer fed by stage
 // alone; nil if none.
-func replayableOutput(reg *Registry, outs []recordedOutput, byID map[string]*StageDecl, stage string) *recordedOutput {
+func replayableOutput(reg *Registry, outs []runfile.Output, byID map[string]*pipefile.StageDecl, stage string) *runfile.Output {
 	for i, o := range outs {
 		w := byID[o.Stage]
 		if w == nil || !feedsOnly(w, stage) || strings.HasPrefix(o.Path, "s3://") {
@@ -260,34 +219,19 @@ func replayableOutput(reg *Registry, outs []recordedOutput, byID map[string]*Sta
 }
 
 // feedsOnly reports whether w reads stage's first port and nothing else.
-func feedsOnly(w *StageDecl, stage string) bool {
+func feedsOnly(w *pipefile.StageDecl, stage string) bool {
 	if len(w.Inputs) != 1 {
 		return false
 	}
 	return w.Inputs[0] == stage || w.Inputs[0] == stage+".out"
 }
 
-// recordedOutput is an output as RUN_DIR/run.json records it (package
-// rundir writes it; it imports this one, so the few fields are read here).
-type recordedOutput struct {
-	Stage string `json:"stage"`
-	Kind  string `json:"kind"`
-	Path  string `json:"path"`
-}
-
-func recordedOutputs(runDir string) ([]recordedOutput, error) {
-	raw, err := os.ReadFile(filepath.Join(runDir, "run.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+// recordedOutputs are the outputs RUN_DIR/run.json records (nil without
+// one).
+func recordedOutputs(runDir string) ([]runfile.Output, error) {
+	r, err := runfile.Read(runDir)
+	if err != nil || r == nil {
 		return nil, err
-	}
-	var r struct {
-		Outputs []recordedOutput `json:"outputs"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(runDir, "run.json"), err)
 	}
 	return r.Outputs, nil
 }
@@ -296,8 +240,8 @@ func recordedOutputs(runDir string) ([]recordedOutput, error) {
 // replay's run directory (RUN_DIR/out/NAME), except those given with --set;
 // an upload's prefix is refused unless set, as it would land on the
 // original run's objects.
-func (f *File) redirectOutputs(reg *Registry) Problems {
-	var probs Problems
+func redirectOutputs(f *pipefile.File, reg *Registry) pipefile.Problems {
+	var probs pipefile.Problems
 	used := map[string]bool{}
 	for _, sd := range f.Stages {
 		spec := reg.Lookup(sd.Kind)
@@ -311,7 +255,7 @@ func (f *File) redirectOutputs(reg *Registry) Problems {
 			if !set || !isStr || s == "" {
 				continue
 			}
-			if _, byCommandLine := sd.setDir[fi.Key]; byCommandLine {
+			if _, byCommandLine := sd.SetDir[fi.Key]; byCommandLine {
 				continue
 			}
 			switch {
@@ -326,10 +270,10 @@ func (f *File) redirectOutputs(reg *Registry) Problems {
 				if !filepath.IsAbs(from) {
 					from = filepath.Join(f.Dir, from)
 				}
-				f.From.Redirected = append(f.From.Redirected, Redirect{Stage: sd.ID, Key: fi.Key, From: from, To: to})
+				f.From.Redirected = append(f.From.Redirected, pipefile.Redirect{Stage: sd.ID, Key: fi.Key, From: from, To: to})
 				sd.Raw[fi.Key] = to
 			case fi.ShardPrefix:
-				probs = append(probs, Problem{Pos: sd.KeyPosition(fi.Key), Stage: sd.ID, Kind: sd.Kind, Structural: true,
+				probs = append(probs, pipefile.Problem{Pos: sd.KeyPosition(fi.Key), Stage: sd.ID, Kind: sd.Kind, Structural: true,
 					Msg: fmt.Sprintf("--from does not move %s (%s): the replay would write over the original run's objects; give it its own with --set %s.%s=… (or leave the stage out of the file)", fi.Key, s, sd.ID, fi.Key)})
 			}
 		}
@@ -341,7 +285,7 @@ func (f *File) redirectOutputs(reg *Registry) Problems {
 // --dry-run and pipe graph; nothing without --from.
 func (p *Plan) WriteFrom(w io.Writer) {
 	fr := p.File.From
-	if fr == nil || !fr.applied || fr.Kind == "" {
+	if fr == nil || !fr.Applied || fr.Kind == "" {
 		return
 	}
 	fmt.Fprintf(w, "replaced by --from %s=%s: %s\n", fr.Stage, DisplayPath(fr.RunDir), strings.Join(fr.Replaced, ", "))

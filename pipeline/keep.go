@@ -23,6 +23,4 @@ func KeepAside(path string) (string, error) {
 	return prev, nil
 }
 
-func keepAside(path string) error { _, err := KeepAside(path); return err }
-
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

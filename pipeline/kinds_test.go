@@ -4,18 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	_ "github.com/pipe-dev/pipe/stages" // the real kinds; tests reuse some
 )
 
 // Test-only kinds, registered into a registry of the test's own together
-// with the real read-prompts and write-jsonl.
+// with the real read-prompts and write-jsonl. The engine's tests have the
+// same kinds (pipeline/engine/kinds_test.go), and run them.
 
 type countConfig struct {
 	N int64 `toml:"n" default:"10"`
@@ -26,7 +27,7 @@ type countSource struct{ n int64 }
 
 func (s *countSource) Read(ctx context.Context, out pipeline.Emitter) error {
 	for i := int64(0); s.n < 0 || i < s.n; i++ {
-		if err := out.Emit("", &pipeline.Record{ID: fmt.Sprint(i), Meta: map[string]any{}}); err != nil {
+		if err := out.Emit("", &record.Record{ID: fmt.Sprint(i), Meta: map[string]any{}}); err != nil {
 			return err
 		}
 		out.Took(1)
@@ -51,7 +52,7 @@ type pass struct {
 
 func (p *pass) Workers() int { return p.cfg.Workers }
 
-func (p *pass) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (p *pass) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	n := p.seen.Add(1)
 	if n-1 == p.cfg.FailAt {
 		return errors.New("injected failure")
@@ -66,7 +67,7 @@ func (p *pass) Process(ctx context.Context, rec *pipeline.Record, out pipeline.E
 }
 
 type collectConfig struct {
-	Delay pipeline.Duration `toml:"delay"`
+	Delay config.Duration `toml:"delay"`
 }
 
 // collect is a sink that keeps ids (and tags) it saw and whether it committed.
@@ -85,7 +86,7 @@ func (c *collect) Open(_ context.Context, env *pipeline.Env) error {
 	return nil
 }
 
-func (c *collect) Process(ctx context.Context, rec *pipeline.Record, _ pipeline.Emitter) error {
+func (c *collect) Process(ctx context.Context, rec *record.Record, _ pipeline.Emitter) error {
 	if c.cfg.Delay.Duration > 0 {
 		select {
 		case <-time.After(c.cfg.Delay.Duration):
@@ -121,30 +122,4 @@ func testRegistry() *pipeline.Registry {
 		return &collect{cfg: *c, ids: map[string]int{}, tags: map[string]int{}}, nil
 	})})
 	return reg
-}
-
-// plan builds a plan from TOML text in dir; it fails the test on any problem.
-func plan(t testing.TB, dir, src string) *pipeline.Plan {
-	t.Helper()
-	if !strings.Contains(src, "[pipeline]") {
-		src = "[pipeline]\nrun_dir = \"run\"\n" + src
-	}
-	f, probs := pipeline.Parse(dir+"/test.toml", []byte(src), pipeline.LoadOptions{})
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	p, probs := pipeline.Build(f, testRegistry())
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	return p
-}
-
-func sink(t testing.TB, id string) *collect {
-	t.Helper()
-	v, ok := sinks.Load(id)
-	if !ok {
-		t.Fatalf("sink %q never opened", id)
-	}
-	return v.(*collect)
 }

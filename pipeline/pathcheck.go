@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // emptyPath reports a path key that is set but empty after interpolation,
@@ -78,7 +80,7 @@ func emptyWhy(refs []string) string {
 // and with symlinks resolved as far as they exist. Each conflict is reported
 // once, at the later output in the file (or at the output, against an
 // input), naming the other use and its position. It creates nothing.
-func (p *Plan) CheckPathConflicts() Problems {
+func (p *Plan) CheckPathConflicts() pipefile.Problems {
 	uses := p.Paths()
 	sort.SliceStable(uses, func(i, j int) bool { return posBefore(p.File.Path, uses[i].Pos, uses[j].Pos) })
 	var runDir PathUse
@@ -91,9 +93,9 @@ func (p *Plan) CheckPathConflicts() Problems {
 	}
 	runCanon := canonical(runDir.Path)
 
-	var probs Problems
+	var probs pipefile.Problems
 	prob := func(u PathUse, format string, args ...any) {
-		probs = append(probs, Problem{Pos: u.Pos, Stage: u.Stage, Kind: u.Kind, Msg: fmt.Sprintf(format, args...)})
+		probs = append(probs, pipefile.Problem{Pos: u.Pos, Stage: u.Stage, Kind: u.Kind, Msg: fmt.Sprintf(format, args...)})
 	}
 	isOut := func(u PathUse) bool { return u.Mode == "out" || u.Mode == "dir" }
 	written := map[string]PathUse{} // canonical path -> first output there
@@ -132,7 +134,7 @@ func describeUse(u PathUse) string {
 // posBefore orders positions as the file is read: positions in file (by
 // line and column) before --set overrides and other files, which keep their
 // order.
-func posBefore(file string, a, b Pos) bool {
+func posBefore(file string, a, b pipefile.Pos) bool {
 	ina, inb := a.File == file, b.File == file
 	if ina != inb {
 		return ina

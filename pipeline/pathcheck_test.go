@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // filesConfig has one path key of each mode, for the path checks.
@@ -311,7 +312,7 @@ path = "p.jsonl"
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-			f, probs := pipeline.Parse(filepath.Join(dir, "test.toml"), []byte(src+strings.TrimPrefix(tc.toml, "\n")), pipeline.LoadOptions{Set: tc.set, SetDir: dir, Getenv: getenv})
+			f, probs := pipefile.Parse(filepath.Join(dir, "test.toml"), []byte(src+strings.TrimPrefix(tc.toml, "\n")), pipefile.Options{Set: tc.set, SetDir: dir, Getenv: getenv})
 			if f == nil {
 				t.Fatal(probs)
 			}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,7 +16,7 @@ type PathUse struct {
 	Kind       string // the stage's kind; "" for the run directory
 	Mode       string // "in", "indir", "out", "dir", or "run_dir"
 	Path       string // absolute
-	Pos        Pos
+	Pos        pipefile.Pos
 }
 
 // Paths lists every path the plan uses: the run directory, then each stage's
@@ -24,7 +25,7 @@ type PathUse struct {
 func (p *Plan) Paths() []PathUse {
 	out := []PathUse{{Key: "run_dir", Mode: "dir", Path: p.File.RunDir, Pos: p.File.RunDirPos}}
 	if out[0].Pos.File == "" {
-		out[0].Pos = Pos{File: p.File.Path}
+		out[0].Pos = pipefile.Pos{File: p.File.Path}
 	}
 	for _, s := range p.Stages {
 		if s.Spec == nil || s.Config == nil {
@@ -59,14 +60,14 @@ func (p *Plan) Paths() []PathUse {
 // CheckOutputs verifies that every output file and directory can be created:
 // its nearest existing ancestor is a writable directory, and nothing in the
 // way is a file. It creates nothing.
-func (p *Plan) CheckOutputs() Problems {
-	var probs Problems
+func (p *Plan) CheckOutputs() pipefile.Problems {
+	var probs pipefile.Problems
 	for _, u := range p.Paths() {
 		if u.Mode != "out" && u.Mode != "dir" {
 			continue
 		}
 		if err := creatable(u.Path, u.Mode == "dir"); err != nil {
-			pr := Problem{Pos: u.Pos, Msg: fmt.Sprintf("%s %v", u.Key, err)}
+			pr := pipefile.Problem{Pos: u.Pos, Msg: fmt.Sprintf("%s %v", u.Key, err)}
 			if s := p.Lookup(u.Stage); s != nil && u.Stage != "" {
 				pr.Stage, pr.Kind = s.ID(), s.kind()
 			}

@@ -8,19 +8,24 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/pipe-dev/pipe/internal/suggest"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Plan is a checked pipeline: every stage's config decoded and validated, the
 // graph wired and acyclic. Run executes it; graph views print it.
 type Plan struct {
-	File   *File
+	File   *pipefile.File
 	Stages []*PlanStage // in topological order
 	byID   map[string]*PlanStage
 }
 
 // PlanStage is one stage of a plan.
 type PlanStage struct {
-	Decl   *StageDecl
+	Decl   *pipefile.StageDecl
 	Spec   *Spec
 	Config any // pointer to the kind's config struct
 	// Inputs are the edges into this stage, in the order written.
@@ -49,7 +54,7 @@ const RejectedPort = "rejected"
 // Build checks a decoded file against the registry and wires the graph. It
 // reports every problem it finds, not only the first. Input paths are
 // checked to exist.
-func Build(f *File, reg *Registry) (*Plan, Problems) {
+func Build(f *pipefile.File, reg *Registry) (*Plan, pipefile.Problems) {
 	return build(f, reg, true)
 }
 
@@ -59,14 +64,14 @@ func Build(f *File, reg *Registry) (*Plan, Problems) {
 // for the key settings a picture shows; their problems, and paths (made
 // absolute, never looked at), are left to Build. The plan is for drawing,
 // not for running.
-func BuildGraph(f *File, reg *Registry) (*Plan, Problems) {
+func BuildGraph(f *pipefile.File, reg *Registry) (*Plan, pipefile.Problems) {
 	p, probs := build(f, reg, false)
 	return p, probs.Structural()
 }
 
-func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
+func build(f *pipefile.File, reg *Registry, checkFiles bool) (*Plan, pipefile.Problems) {
 	b := &planBuilder{f: f, reg: reg, checkFiles: checkFiles, p: &Plan{File: f, byID: map[string]*PlanStage{}}}
-	b.probs = f.replaceFrom(reg, checkFiles)
+	b.probs = replaceFrom(f, reg, checkFiles)
 	for _, sd := range f.Stages {
 		b.all = append(b.all, b.declare(sd))
 	}
@@ -81,7 +86,7 @@ func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
 	}
 	b.order()
 	if len(b.all) == 0 {
-		b.probs = append(b.probs, Problem{Pos: Pos{File: f.Path}, Msg: "no stages: add [[stage]] tables", Structural: true})
+		b.probs = append(b.probs, pipefile.Problem{Pos: pipefile.Pos{File: f.Path}, Msg: "no stages: add [[stage]] tables", Structural: true})
 	}
 	return b.p, b.probs
 }
@@ -89,22 +94,22 @@ func build(f *File, reg *Registry, checkFiles bool) (*Plan, Problems) {
 // planBuilder is build's state: the plan so far, its stages in file order
 // and the problems found. Its methods are build's steps, in order.
 type planBuilder struct {
-	f          *File
+	f          *pipefile.File
 	reg        *Registry
 	checkFiles bool
 	p          *Plan
 	all        []*PlanStage // in file order
-	probs      Problems
+	probs      pipefile.Problems
 }
 
 // declare makes the stage sd declares: its id (unique), its kind (known,
 // and able to stand in for the file's kind when --set changed it) and its
 // decoded config.
-func (b *planBuilder) declare(sd *StageDecl) *PlanStage {
+func (b *planBuilder) declare(sd *pipefile.StageDecl) *PlanStage {
 	ps := &PlanStage{Decl: sd, Outputs: map[string][]Edge{}}
 	if sd.ID != "" {
 		if prev, dup := b.p.byID[sd.ID]; dup {
-			b.probs = append(b.probs, Problem{Pos: sd.KeyPosition("id"), Stage: sd.ID, Kind: sd.Kind, Structural: true,
+			b.probs = append(b.probs, pipefile.Problem{Pos: sd.KeyPosition("id"), Stage: sd.ID, Kind: sd.Kind, Structural: true,
 				Msg: fmt.Sprintf("duplicate stage id (first defined at %s)", prev.Decl.Pos)})
 		} else {
 			b.p.byID[sd.ID] = ps
@@ -113,13 +118,13 @@ func (b *planBuilder) declare(sd *StageDecl) *PlanStage {
 	if sd.Kind != "" {
 		ps.Spec = b.reg.Lookup(sd.Kind)
 		if ps.Spec == nil {
-			b.probs = append(b.probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true,
-				Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, DidYouMean(sd.Kind, b.reg.Kinds()), strings.Join(b.reg.Kinds(), ", "))})
+			b.probs = append(b.probs, pipefile.Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true,
+				Msg: fmt.Sprintf("unknown kind %q%s; known kinds: %s", sd.Kind, suggest.DidYouMean(sd.Kind, b.reg.Kinds()), strings.Join(b.reg.Kinds(), ", "))})
 		}
 	}
 	if old := b.reg.Lookup(sd.KindSetFrom); old != nil && ps.Spec != nil && old != ps.Spec {
 		if msg := swapProblem(old, ps.Spec); msg != "" {
-			b.probs = append(b.probs, Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true, Msg: msg})
+			b.probs = append(b.probs, pipefile.Problem{Pos: sd.KeyPosition("kind"), Stage: sd.ID, Structural: true, Msg: msg})
 		}
 	}
 	if ps.Spec != nil {
@@ -141,7 +146,7 @@ func (b *planBuilder) wire(ps *PlanStage) {
 		kind = ps.Spec.Kind
 	}
 	prob := func(format string, args ...any) {
-		b.probs = append(b.probs, Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: kind, Msg: fmt.Sprintf(format, args...), Structural: true})
+		b.probs = append(b.probs, pipefile.Problem{Pos: sd.KeyPosition("input"), Stage: sd.ID, Kind: kind, Msg: fmt.Sprintf(format, args...), Structural: true})
 	}
 	switch {
 	case ps.Spec == nil:
@@ -149,7 +154,7 @@ func (b *planBuilder) wire(ps *PlanStage) {
 		prob("a %s stage reads its own input and takes no input key", sd.Kind)
 		return
 	case !ps.Spec.Source && len(sd.Inputs) == 0:
-		b.probs = append(b.probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: `needs an input: add input = "STAGE" or "STAGE.PORT"`, Structural: true})
+		b.probs = append(b.probs, pipefile.Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: `needs an input: add input = "STAGE" or "STAGE.PORT"`, Structural: true})
 	case ps.Spec.MaxInputs > 0 && len(sd.Inputs) > ps.Spec.MaxInputs:
 		prob("takes at most %d input(s), got %d", ps.Spec.MaxInputs, len(sd.Inputs))
 	}
@@ -176,7 +181,7 @@ func (b *planBuilder) resolveInput(ps *PlanStage, ref string) (from *PlanStage, 
 	from = b.p.byID[id]
 	switch {
 	case from == nil:
-		return nil, "", fmt.Sprintf("input %q: no stage %q%s", ref, id, DidYouMean(id, stageIDs(b.all)))
+		return nil, "", fmt.Sprintf("input %q: no stage %q%s", ref, id, suggest.DidYouMean(id, stageIDs(b.all)))
 	case from == ps:
 		return nil, "", fmt.Sprintf("input %q: a stage cannot read its own output", ref)
 	case from.Spec == nil:
@@ -186,7 +191,7 @@ func (b *planBuilder) resolveInput(ps *PlanStage, ref string) (from *PlanStage, 
 	case port == "":
 		return from, from.Spec.Outputs[0], ""
 	case !contains(from.Spec.Outputs, port):
-		return nil, "", fmt.Sprintf("input %q: stage %q (%s) has no port %q; its ports: %s%s", ref, id, from.Spec.Kind, port, strings.Join(from.Spec.Outputs, ", "), DidYouMean(port, from.Spec.Outputs))
+		return nil, "", fmt.Sprintf("input %q: stage %q (%s) has no port %q; its ports: %s%s", ref, id, from.Spec.Kind, port, strings.Join(from.Spec.Outputs, ", "), suggest.DidYouMean(port, from.Spec.Outputs))
 	}
 	return from, port, ""
 }
@@ -206,7 +211,7 @@ func (b *planBuilder) checkConnected() {
 			if port != ps.Spec.Outputs[0] {
 				ref += "." + port
 			}
-			b.probs = append(b.probs, Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
+			b.probs = append(b.probs, pipefile.Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
 				Msg: fmt.Sprintf("output port %q is not connected: add a stage with input = %q (e.g. a write-jsonl)", port, ref)})
 		}
 	}
@@ -230,7 +235,7 @@ func (b *planBuilder) order() {
 			first = c
 		}
 	}
-	b.probs = append(b.probs, Problem{Pos: first.Decl.KeyPosition("input"), Stage: first.Decl.ID, Kind: first.Decl.Kind, Structural: true,
+	b.probs = append(b.probs, pipefile.Problem{Pos: first.Decl.KeyPosition("input"), Stage: first.Decl.ID, Kind: first.Decl.Kind, Structural: true,
 		Msg: "cycle in the graph through stages " + strings.Join(ids, ", ")})
 	b.p.Stages = b.all
 }
@@ -338,8 +343,8 @@ func onCycles(all []*PlanStage, done map[*PlanStage]bool) []*PlanStage {
 
 // checkFields verifies that each stage's needed record fields are produced by
 // every path into it.
-func checkFields(order []*PlanStage) Problems {
-	var probs Problems
+func checkFields(order []*PlanStage) pipefile.Problems {
+	var probs pipefile.Problems
 	avail := map[*PlanStage]map[string]bool{}
 	producers := fieldProducers(order)
 	for _, ps := range order {
@@ -357,7 +362,7 @@ func checkFields(order []*PlanStage) Problems {
 			if kinds := producers[n]; len(kinds) > 0 {
 				hint = " (produced here by " + strings.Join(kinds, ", ") + ", but not upstream of this stage)"
 			}
-			probs = append(probs, Problem{Pos: ps.Decl.KeyPosition("input"), Stage: ps.Decl.ID, Kind: ps.Decl.Kind,
+			probs = append(probs, pipefile.Problem{Pos: ps.Decl.KeyPosition("input"), Stage: ps.Decl.ID, Kind: ps.Decl.Kind,
 				Msg: fmt.Sprintf("needs record field %q, which no stage upstream produces%s", n, hint)})
 		}
 		for _, f := range produces {
@@ -408,7 +413,7 @@ func fieldsIn(ps *PlanStage, avail map[*PlanStage]map[string]bool) map[string]bo
 	if have == nil {
 		have = map[string]bool{}
 	}
-	have[FieldID] = true
+	have[record.FieldID] = true
 	return have
 }
 
@@ -426,7 +431,7 @@ func (ps *PlanStage) fields() (needs, produces []string) {
 // are checked to exist. With a shard, output paths and shard prefixes get
 // the shard's name where they do not have it yet (Shard.ShardPath,
 // Shard.ShardPrefix).
-func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool, shard *Shard) (any, Problems) {
+func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles bool, shard *pipefile.Shard) (any, pipefile.Problems) {
 	d := &configDecoder{sd: sd, dir: dir, checkFiles: checkFiles, shard: shard}
 	t := reflect.TypeOf(spec.Config)
 	fields, _ := fieldsOf(t) // checked at Register
@@ -443,9 +448,9 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool, shard 
 	for i := range fields {
 		d.field(&fields[i], v.Field(fields[i].Index))
 	}
-	if val, ok := ptr.Interface().(Validator); ok {
+	if val, ok := ptr.Interface().(config.Validator); ok {
 		for _, err := range val.Validate() {
-			if fe, ok := err.(*FieldError); ok {
+			if fe, ok := err.(*config.FieldError); ok {
 				d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
 			} else {
 				d.atStage(err)
@@ -465,16 +470,16 @@ func decodeConfig(spec *Spec, sd *StageDecl, dir string, checkFiles bool, shard 
 // configDecoder is decodeConfig's state: the stage declared, where its
 // paths resolve, and the problems found.
 type configDecoder struct {
-	sd         *StageDecl
+	sd         *pipefile.StageDecl
 	dir        string
 	checkFiles bool
-	shard      *Shard
-	probs      Problems
+	shard      *pipefile.Shard
+	probs      pipefile.Problems
 }
 
 // prob is a problem at key.
 func (d *configDecoder) prob(key, format string, args ...any) {
-	d.probs = append(d.probs, Problem{Pos: d.sd.KeyPosition(key), Stage: d.sd.ID, Kind: d.sd.Kind, Msg: fmt.Sprintf(format, args...)})
+	d.probs = append(d.probs, pipefile.Problem{Pos: d.sd.KeyPosition(key), Stage: d.sd.ID, Kind: d.sd.Kind, Msg: fmt.Sprintf(format, args...)})
 }
 
 // probEach reports err about key, or each error it joins (one per bad
@@ -490,9 +495,9 @@ func (d *configDecoder) probEach(key string, err error) {
 }
 
 // stageError reports an error of Validate or the constructor: at its key
-// for a *FieldError, else at the stage.
+// for a *config.FieldError, else at the stage.
 func (d *configDecoder) stageError(err error) {
-	if fe := (*FieldError)(nil); errors.As(err, &fe) {
+	if fe := (*config.FieldError)(nil); errors.As(err, &fe) {
 		d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
 		return
 	}
@@ -501,7 +506,7 @@ func (d *configDecoder) stageError(err error) {
 
 // atStage is a problem at the stage's table.
 func (d *configDecoder) atStage(err error) {
-	d.probs = append(d.probs, Problem{Pos: d.sd.Pos, Stage: d.sd.ID, Kind: d.sd.Kind, Msg: err.Error()})
+	d.probs = append(d.probs, pipefile.Problem{Pos: d.sd.Pos, Stage: d.sd.ID, Kind: d.sd.Kind, Msg: err.Error()})
 }
 
 // unknownKeys reports each key of the stage not in keys (the kind's, after
@@ -517,7 +522,7 @@ func (d *configDecoder) unknownKeys(keys []string) {
 			d.prob(k, "unknown key \"%s.%s\": a dotted key makes a table %q; did you mean %s = …?", k, inner, k, inner)
 			continue
 		}
-		d.prob(k, "unknown key %q%s; %s takes: %s", k, DidYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
+		d.prob(k, "unknown key %q%s; %s takes: %s", k, suggest.DidYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
 	}
 }
 
@@ -531,7 +536,7 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 	}
 	if !set {
 		if f.Required {
-			d.probs = append(d.probs, Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
+			d.probs = append(d.probs, pipefile.Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
 		}
 		return
 	}
@@ -550,7 +555,7 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 			}
 			return
 		}
-		if err := resolvePaths(fv, sd.pathDir(f.Key, d.dir), f.Path, f.Contains, d.checkFiles); err != nil {
+		if err := resolvePaths(fv, sd.PathDir(f.Key, d.dir), f.Path, f.Contains, d.checkFiles); err != nil {
 			d.probEach(f.Key, err)
 		}
 	}
@@ -617,7 +622,7 @@ func checkInputPath(p, mode string, contains []string) error {
 	st, err := os.Stat(p)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s: %s", p, describeReadError(err))
+		return fmt.Errorf("%s: %s", p, pipefile.DescribeReadError(err))
 	case mode == "inany":
 		return nil
 	case mode == "in" && st.IsDir():
@@ -650,4 +655,13 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+
+	"github.com/pipe-dev/pipe/pipeline/output"
 )
 
 // Spec describes a stage kind: one source for decoding, checking, `pipe
@@ -24,7 +26,7 @@ type Spec struct {
 	// names files the directory must hold; `op:"true"` marks an operational
 	// key (servers, timeouts, input limits: how the run goes, not what data
 	// it makes), which a resume may change (see PlanStage.Settings). A config
-	// type may implement Validator for checks across fields.
+	// type may implement config.Validator for checks across fields.
 	Config any
 	// Source is true for kinds that take no input (New is a NewSource), set
 	// by Register: a spec leaves it unset. Every other kind needs at least
@@ -39,7 +41,7 @@ type Spec struct {
 	// on one that is not connected is dropped (write-arrow's "shards").
 	OptionalOutputs []string
 	// PortBuffers sets the capacity of a port's edges where the run's
-	// default (RunOptions.EdgeBuffer) would hold too much: write-arrow's
+	// default (engine.Options.EdgeBuffer) would hold too much: write-arrow's
 	// "shards" holds one, so shards waiting for an upload stay few and a
 	// slow upload slows the writer instead of filling the disk.
 	PortBuffers map[string]int
@@ -70,32 +72,17 @@ type Spec struct {
 	// against its own record of it (a manifest): pipe verify and the end
 	// of a run call it (VerifyFor types it). Nil: the kind keeps no output
 	// of its own.
-	Verify VerifyFunc
+	Verify output.VerifyFunc
 	// Output, for writers and uploads, reads back what the stage
-	// committed (see OutputSpec); nil: it keeps no output of its own.
-	Output *OutputSpec
+	// committed (see output.Spec); nil: it keeps no output of its own.
+	Output *output.Spec
 	// Replay, for a source that pipe run --from puts in place of a stage,
 	// says what it reads of the original run (see ReplaySpec).
-	Replay *ReplaySpec
+	Replay *output.ReplaySpec
 	// New builds the stage from a decoded, validated config: NewSource or
 	// NewProcessor, whose type parameter is the config struct.
 	New Constructor
 }
-
-// Validator is implemented by config structs with checks across fields. Each
-// returned error is reported as a problem at the stage's position; a
-// FieldError names the key so the position is the key's.
-type Validator interface {
-	Validate() []error
-}
-
-// FieldError is a problem with one config key.
-type FieldError struct {
-	Key string
-	Msg string
-}
-
-func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
 
 // Registry maps kinds to specs. Tests build their own; stages register into
 // DefaultRegistry.

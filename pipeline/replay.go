@@ -1,28 +1,10 @@
 package pipeline
 
-// ReplaySpec marks a source kind that pipe run --from STAGE=RUN_DIR puts
-// in place of STAGE: it reads what STAGE produced in the original run,
-// either STAGE's journal or the committed output of a writer fed by STAGE
-// alone (read with its kind's OutputSpec). The surgery (File.replaceFrom)
-// finds the reader here, so it names no kind.
-type ReplaySpec struct {
-	// Reads is ReplaysJournal or ReplaysOutput.
-	Reads string
-	// Config is the reader's keys to read, in runDir, the journal of
-	// stage (ReplaysJournal), or the output at path written by a stage of
-	// kind writer (ReplaysOutput).
-	Config func(runDir, stage, writer, path string) map[string]any
-}
-
-// What a ReplaySpec reads.
-const (
-	ReplaysJournal = "journal"
-	ReplaysOutput  = "output"
-)
+import "github.com/pipe-dev/pipe/pipeline/output"
 
 // replayer is the kind that replays what (ReplaysJournal or
 // ReplaysOutput), first in kind order; "" when none is registered.
-func (r *Registry) replayer(what string) (string, *ReplaySpec) {
+func (r *Registry) replayer(what string) (string, *output.ReplaySpec) {
 	for _, k := range r.Kinds() {
 		if s := r.Lookup(k); s.Replay != nil && s.Replay.Reads == what {
 			return k, s.Replay

@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+
+	"github.com/pipe-dev/pipe/pipeline/config"
 )
 
 // Settings returns the stage's decoded config as key → value, every key of
 // its kind (defaults included), with values JSON can hold: strings, bools,
-// int64, float64, nil (an unset pointer), []any, map[string]any. A Duration
+// int64, float64, nil (an unset pointer), []any, map[string]any. A config.Duration
 // is its string ("30m0s"), a fmt.Stringer its String(), another struct a map
 // of its exported fields. Paths are as resolved (absolute).
 //
@@ -67,7 +69,7 @@ func settingValue(v reflect.Value) any {
 		return nil
 	}
 	if v.Type() == durationType {
-		return v.Interface().(Duration).String()
+		return v.Interface().(config.Duration).String()
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:

@@ -3,6 +3,9 @@ package pipeline
 import (
 	"context"
 	"io"
+
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // A stage kind's constructor (NewSource or NewProcessor) returns a Source
@@ -24,7 +27,7 @@ type Source interface {
 // implements Parallel. A returned error fails the whole run; a problem with
 // one record is reported with out.Reject or out.Fail instead.
 type Processor interface {
-	Process(ctx context.Context, rec *Record, out Emitter) error
+	Process(ctx context.Context, rec *record.Record, out Emitter) error
 }
 
 // Parallel is implemented by processors that handle several records at once,
@@ -57,7 +60,7 @@ type Finisher interface {
 // commit makes it durable: only then does the run directory count its id as
 // finished, so a crash before that redoes it (from the generation journal,
 // not the servers). Commit makes every record accepted so far durable. The
-// engine calls it every RunOptions.CommitEvery (a Batcher gets CommitDue
+// engine calls it every engine.Options.CommitEvery (a Batcher gets CommitDue
 // there instead), at once when a stop is requested, and when the writer's
 // input ends; never concurrently with Process. A writer that was handed a
 // record it already committed (a replay after a crash) reports it with
@@ -87,7 +90,7 @@ type Committer interface {
 // flight finished), makes everything durable: a stopped run ends with one
 // partial batch, not one at the stop and another after the drain. A batch
 // the writer commits on its own during Process (at max_rows) counts as soon
-// as Process returns. Without a journal (RunOptions.NoJournal) the engine
+// as Process returns. Without a journal (engine.Options.NoJournal) the engine
 // treats a Batcher as a plain Committer.
 //
 // Durable is how many of the records Process accepted since Open are
@@ -124,9 +127,19 @@ type Closer interface {
 // Reporter is implemented by stages with figures of their own (per-server
 // throughput, tokens, bytes committed) for the progress display,
 // status.json, the run summary and the metrics endpoint, which all render
-// them (see Figure). It must be safe to call concurrently with Process.
+// them (see figure.Figure). It must be safe to call concurrently with Process.
 type Reporter interface {
-	Report() []Figure
+	Report() []figure.Figure
+}
+
+// Viewer is implemented by stages that export a typed view of themselves
+// beside their figures, for a reader that shows more than figures can say
+// (the generate stage's fleet: stages.FleetView; an input's position:
+// stages.InputView). Readers type-assert the view; they never parse
+// figures back by name. View must be safe to call concurrently with
+// Process, and return a value the stage no longer writes to.
+type Viewer interface {
+	View() any
 }
 
 // Emitter moves records out of a stage. Every method blocks while downstream is
@@ -134,20 +147,20 @@ type Reporter interface {
 // stage should then return that error.
 type Emitter interface {
 	// Emit sends rec out of the named output port ("" means the stage's first port).
-	Emit(port string, rec *Record) error
+	Emit(port string, rec *record.Record) error
 	// Reject sends rec out of the "rejected" port with a reason code, or, when
 	// that port is not connected, into the run directory's rejected/STAGE.jsonl.
-	Reject(rec *Record, reason, detail string) error
+	Reject(rec *record.Record, reason, detail string) error
 	// Fail records that rec could not be processed (e.g. retries exhausted);
 	// it is counted and written to the run directory's failed/STAGE.jsonl.
-	Fail(rec *Record, err error, attempts int) error
+	Fail(rec *record.Record, err error, attempts int) error
 	// Skip says rec needs no work: its id is already finished in this run
 	// directory or in another output (dedupe-against-progress), or this
 	// sink already committed it. It is counted as skipped (in = out +
 	// rejected + failed + skipped) and goes nowhere. A sink's skip counts
 	// as delivered (the record is in its output); any other stage's skip
 	// leaves the id's state as it was: it does not finish it here.
-	Skip(rec *Record, reason string) error
+	Skip(rec *record.Record, reason string) error
 	// SkipFinished is for sources: it reports whether the record with id
 	// needs no work because the run directory had finished it and the stage
 	// reading this output drops finished records. It is then counted there
@@ -177,7 +190,7 @@ type Env struct {
 	// run goes on (e.g. a server that stalled or was never ready), with a
 	// kind naming it ("server_stalled"): the run's warner shows it on the
 	// terminal, in the run log, in status.json and in notifications
-	// (RunOptions.Warn). Nil: write it to Notice.
+	// (engine.Options.Warn). Nil: write it to Notice.
 	Warn func(kind, text string)
 	// Done is the set of ids this run directory had finished (committed in
 	// every output they reached, or rejected or failed for good) when the
@@ -197,7 +210,7 @@ type Env struct {
 	// the reader has not reached yet. Nil outside a run.
 	Halt func(err error)
 	// HashCheck asks a writer to check its committed outputs at Open by
-	// their SHA-256, not only their sizes (RunOptions.HashCheck).
+	// their SHA-256, not only their sizes (engine.Options.HashCheck).
 	HashCheck bool
 	// Unfinish, during Open only, takes ids (commitlog.Hash) out of the
 	// run directory's finished set, in memory and in done.ids: a writer
@@ -211,6 +224,10 @@ type DoneSet interface {
 	Has(id string) bool
 	Len() int
 }
+
+// DoneFile is the run directory's log of finished ids (see
+// commitlog.IDLog); Env.Done is what it held when the run started.
+const DoneFile = "done.ids"
 
 // ReasonDuplicate is the reason code for a record whose id an earlier record
 // of the same input already has. Rejecting a record with it never finishes

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // The layouts read-completions reads, by the name it reports.
@@ -32,7 +32,7 @@ var layoutText = map[string]string{
 // foreignLine is one line of any layout read-completions knows: pipe's
 // record fields, and those of the others.
 type foreignLine struct {
-	pipeline.Record
+	record.Record
 	// ShareGPT ("from"/"value") or OpenAI ("role"/"content") turns.
 	Conversations []foreignTurn `json:"conversations"`
 	// SpecForge's regenerate_train_data.py (call_sglang, set_skipped):
@@ -79,7 +79,7 @@ type foreignTurn struct {
 }
 
 // toRecord turns the line into pipe's record, and names its layout.
-func (l *foreignLine) toRecord() (*pipeline.Record, string, error) {
+func (l *foreignLine) toRecord() (*record.Record, string, error) {
 	rec := &l.Record
 	switch {
 	case rec.Completion != nil:
@@ -110,7 +110,7 @@ func (l *foreignLine) toRecord() (*pipeline.Record, string, error) {
 
 // batchRecord is the record of an OpenAI/vLLM batch output line: custom_id
 // names the prompt, response.body is a chat completion.
-func (l *foreignLine) batchRecord() (*pipeline.Record, string, error) {
+func (l *foreignLine) batchRecord() (*record.Record, string, error) {
 	rec := &l.Record
 	if l.Response == nil {
 		return nil, layoutBatch, fmt.Errorf("batch output %q has no response (error: %s)", l.CustomID, errorText(l.Error))
@@ -128,8 +128,8 @@ func (l *foreignLine) batchRecord() (*pipeline.Record, string, error) {
 
 // conversationTurns are the line's ShareGPT (from/value) or OpenAI
 // (role/content) conversations as messages.
-func (l *foreignLine) conversationTurns() ([]pipeline.Message, error) {
-	turns := make([]pipeline.Message, len(l.Conversations))
+func (l *foreignLine) conversationTurns() ([]record.Message, error) {
+	turns := make([]record.Message, len(l.Conversations))
 	for i, t := range l.Conversations {
 		role := t.Role
 		if role == "" {
@@ -142,7 +142,7 @@ func (l *foreignLine) conversationTurns() ([]pipeline.Message, error) {
 		if content == "" {
 			content = t.Value
 		}
-		turns[i] = pipeline.Message{Role: role, Content: content, ReasoningContent: t.ReasoningContent}
+		turns[i] = record.Message{Role: role, Content: content, ReasoningContent: t.ReasoningContent}
 	}
 	return turns, nil
 }
@@ -150,7 +150,7 @@ func (l *foreignLine) conversationTurns() ([]pipeline.Message, error) {
 // lastTurnRecord makes the record of a conversation ending with the
 // assistant's answer: the turns before it are the prompt, it the
 // completion.
-func (l *foreignLine) lastTurnRecord(turns []pipeline.Message, layout string) (*pipeline.Record, string, error) {
+func (l *foreignLine) lastTurnRecord(turns []record.Message, layout string) (*record.Record, string, error) {
 	rec := &l.Record
 	if len(turns) == 0 {
 		return nil, "", errors.New(`no completion: want "completion" (pipe's records), "conversations" or "messages" ending with an assistant turn, "choices" (a chat completion) or "custom_id" and "response" (batch output)`)
@@ -171,7 +171,7 @@ func (l *foreignLine) lastTurnRecord(turns []pipeline.Message, layout string) (*
 }
 
 // completion is the first choice of a chat completion.
-func (c *chatCompletion) completion() (*pipeline.Completion, error) {
+func (c *chatCompletion) completion() (*record.Completion, error) {
 	switch len(c.Choices) {
 	case 0:
 		return nil, errors.New("chat completion has no choices")
@@ -198,8 +198,8 @@ func (c *chatCompletion) completion() (*pipeline.Completion, error) {
 // parser's reasoning_content), or inside <think>…</think> at the start of
 // the content, as a server without a reasoning parser returns it. An
 // unclosed <think> is left in the answer, where validate-thinking rejects it.
-func splitThink(content, reasoning string) *pipeline.Completion {
-	c := &pipeline.Completion{Answer: content, Reasoning: reasoning}
+func splitThink(content, reasoning string) *record.Completion {
+	c := &record.Completion{Answer: content, Reasoning: reasoning}
 	if reasoning != "" {
 		return c
 	}

@@ -5,17 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // read-completions reads the layouts other tools write, says which it
 // found, and names what it cannot read.
 func TestReadCompletionsLayouts(t *testing.T) {
-	user := []pipeline.Message{{Role: "user", Content: "What is 2+2?"}}
+	user := []record.Message{{Role: "user", Content: "What is 2+2?"}}
 	for _, c := range []struct {
 		name, line, layout string
 		id                 string
-		msgs               []pipeline.Message
+		msgs               []record.Message
 		reasoning, answer  string
 		finish             string
 		tokens             [3]int // prompt, completion, reasoning
@@ -25,7 +25,7 @@ func TestReadCompletionsLayouts(t *testing.T) {
 		{"sharegpt with think tags", `{"id":"s1","conversations":[{"from":"human","value":"What is 2+2?"},{"from":"gpt","value":"<think>\nadd them\n</think>\n\n4"}]}`,
 			layoutConversations, "s1", user, "add them", "4", "", [3]int{}},
 		{"conversations with reasoning_content", `{"id":"s2","conversations":[{"role":"system","content":"S"},{"role":"user","content":"What is 2+2?"},{"role":"assistant","content":"4","reasoning_content":"add"}]}`,
-			layoutConversations, "s2", []pipeline.Message{{Role: "system", Content: "S"}, user[0]}, "add", "4", "", [3]int{}},
+			layoutConversations, "s2", []record.Message{{Role: "system", Content: "S"}, user[0]}, "add", "4", "", [3]int{}},
 		{"messages ending with the answer, no id", `{"messages":[{"role":"user","content":"What is 2+2?"},{"role":"assistant","content":"4"}]}`,
 			layoutConversations, contentID(user), user, "", "4", "", [3]int{}},
 		{"specforge regenerated", `{"id":"sf","conversations":[{"role":"user","content":"What is 2+2?"},{"role":"assistant","content":"4","reasoning_content":"add"}],"status":"success"}`,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 func init() {
@@ -91,7 +93,7 @@ func (d *dedupe) Open(_ context.Context, env *pipeline.Env) error {
 	return nil
 }
 
-func (d *dedupe) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (d *dedupe) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	h := commitlog.Hash(rec.ID)
 	if _, dup := d.seen[h]; dup {
 		return out.Reject(rec, pipeline.ReasonDuplicate, fmt.Sprintf("id %q was already read earlier in this input; the first one is kept", rec.ID))
@@ -106,13 +108,13 @@ func (d *dedupe) Process(_ context.Context, rec *pipeline.Record, out pipeline.E
 	return out.Emit("out", rec)
 }
 
-func (d *dedupe) Report() []pipeline.Figure {
-	var st []pipeline.Figure
+func (d *dedupe) Report() []figure.Figure {
+	var st []figure.Figure
 	if d.done != nil {
-		st = append(st, pipeline.NewGauge("finished_before_this_run", float64(d.done.Len())))
+		st = append(st, figure.NewGauge("finished_before_this_run", float64(d.done.Len())))
 	}
 	if len(d.cfg.Against) > 0 {
-		st = append(st, pipeline.NewGauge("ids_in_other_outputs", float64(d.against.Len())))
+		st = append(st, figure.NewGauge("ids_in_other_outputs", float64(d.against.Len())))
 	}
 	return st
 }

@@ -15,12 +15,15 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
-// shardOutput is write-arrow's pipeline.OutputSpec: a shard directory,
+// shardOutput is write-arrow's output.Spec: a shard directory,
 // read by its manifest (.pipe/manifest.json) and id log (.pipe/ids).
-var shardOutput = &pipeline.OutputSpec{
+var shardOutput = &output.Spec{
 	Committed: committedShards,
 	IDs:       shardIDs,
 	Each:      eachShardRecord,
@@ -30,9 +33,9 @@ var shardOutput = &pipeline.OutputSpec{
 	},
 }
 
-// jsonlOutput is write-jsonl's pipeline.OutputSpec: a JSONL file, read by
+// jsonlOutput is write-jsonl's output.Spec: a JSONL file, read by
 // its commit index (the hidden .NAME.idx beside it).
-var jsonlOutput = &pipeline.OutputSpec{
+var jsonlOutput = &output.Spec{
 	Committed: committedJSONL,
 	IDs:       commitlog.ReadIDs,
 	Each:      eachJSONLRecord,
@@ -44,14 +47,14 @@ var jsonlOutput = &pipeline.OutputSpec{
 }
 
 // committedShards is what the manifest of the shard directory dir names.
-func committedShards(dir string) (*pipeline.Committed, error) {
-	m, err := commitlog.ReadManifest(dir)
+func committedShards(dir string) (*output.Committed, error) {
+	m, err := shardset.ReadManifest(dir)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	c := &pipeline.Committed{Format: m.Format, Unit: "shards", Files: make([]pipeline.CommittedFile, 0, len(m.Shards))}
+	c := &output.Committed{Format: m.Format, Unit: "shards", Files: make([]output.File, 0, len(m.Shards))}
 	for _, s := range m.Shards {
-		c.Files = append(c.Files, pipeline.CommittedFile{Path: filepath.Join(dir, s.Name), Rows: s.Rows, Tokens: s.Tokens, Bytes: s.Bytes, SHA256: s.SHA256})
+		c.Files = append(c.Files, output.File{Path: filepath.Join(dir, s.Name), Rows: s.Rows, Tokens: s.Tokens, Bytes: s.Bytes, SHA256: s.SHA256})
 		c.Rows += s.Rows
 		c.Tokens += s.Tokens
 		c.Bytes += s.Bytes
@@ -63,11 +66,11 @@ func committedShards(dir string) (*pipeline.Committed, error) {
 // id log runs ahead of the manifest by the rows of a shard a crash left
 // uncommitted (they are written again, and logged again, on resume).
 func shardIDs(dir string) ([]uint64, error) {
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	ids, err := commitlog.ReadIDLog(commitlog.IDLogPath(dir))
+	ids, err := commitlog.ReadIDLog(shardset.IDLogPath(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +86,7 @@ func shardIDs(dir string) ([]uint64, error) {
 
 // committedJSONL is the committed part of the JSONL file path: its lines
 // up to the last commit.
-func committedJSONL(path string) (*pipeline.Committed, error) {
+func committedJSONL(path string) (*output.Committed, error) {
 	if _, err := os.Stat(commitlog.IndexPath(path)); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -91,8 +94,8 @@ func committedJSONL(path string) (*pipeline.Committed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pipeline.Committed{Format: "jsonl", Unit: "lines", Rows: int64(rows), Bytes: size,
-		Files: []pipeline.CommittedFile{{Path: path, Rows: int64(rows), Bytes: size}}}, nil
+	return &output.Committed{Format: "jsonl", Unit: "lines", Rows: int64(rows), Bytes: size,
+		Files: []output.File{{Path: path, Rows: int64(rows), Bytes: size}}}, nil
 }
 
 // EachRecord calls fn with every committed record of one output, in
@@ -101,7 +104,7 @@ func committedJSONL(path string) (*pipeline.Committed, error) {
 // write-jsonl file (its committed lines: what its commit index counts; a
 // file without an index is read whole). It reads as read-completions does
 // (shardFiles, arrowrow.Records, jsonlSource), without its checks.
-func EachRecord(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+func EachRecord(ctx context.Context, path string, fn func(*record.Record) error) error {
 	shards, err := shardFiles(path)
 	if err != nil {
 		return err
@@ -113,7 +116,7 @@ func EachRecord(ctx context.Context, path string, fn func(*pipeline.Record) erro
 }
 
 // eachShardRecord is EachRecord of a shard directory (or shard file).
-func eachShardRecord(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+func eachShardRecord(ctx context.Context, path string, fn func(*record.Record) error) error {
 	shards, err := shardFiles(path)
 	if err != nil {
 		return err
@@ -124,7 +127,7 @@ func eachShardRecord(ctx context.Context, path string, fn func(*pipeline.Record)
 	return eachShardFile(ctx, shards, fn)
 }
 
-func eachShardFile(ctx context.Context, shards []string, fn func(*pipeline.Record) error) error {
+func eachShardFile(ctx context.Context, shards []string, fn func(*record.Record) error) error {
 	for _, sh := range shards {
 		err := arrowrow.ReadFile(ctx, sh, memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
 			recs, err := arrowrow.Records(batch)
@@ -147,7 +150,7 @@ func eachShardFile(ctx context.Context, shards []string, fn func(*pipeline.Recor
 
 // eachJSONLRecord is EachRecord of a JSONL file: its committed lines, or
 // every line of a file without a commit index.
-func eachJSONLRecord(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+func eachJSONLRecord(ctx context.Context, path string, fn func(*record.Record) error) error {
 	if st, err := os.Stat(path); err != nil {
 		return err
 	} else if st.IsDir() || slices.Contains([]string{".parquet", ".arrow"}, strings.ToLower(filepath.Ext(path))) {
@@ -179,12 +182,12 @@ func eachJSONLRecord(ctx context.Context, path string, fn func(*pipeline.Record)
 // parseLayoutLine reads a line of any write-jsonl layout back into a
 // record: pipe's record, or a trainer layout's (trainrow): top-level
 // input_ids and loss_mask become its tokens, conversations its messages.
-func parseLayoutLine(line []byte) (*pipeline.Record, error) {
+func parseLayoutLine(line []byte) (*record.Record, error) {
 	var v struct {
-		pipeline.Record
-		InputIDs      []int32            `json:"input_ids"`
-		LossMask      pipeline.LossMask  `json:"loss_mask"`
-		Conversations []pipeline.Message `json:"conversations"`
+		record.Record
+		InputIDs      []int32          `json:"input_ids"`
+		LossMask      record.LossMask  `json:"loss_mask"`
+		Conversations []record.Message `json:"conversations"`
 	}
 	if err := json.Unmarshal(line, &v); err != nil {
 		return nil, fmt.Errorf("%v", jsonErrText(err))
@@ -194,7 +197,7 @@ func parseLayoutLine(line []byte) (*pipeline.Record, error) {
 		return nil, errors.New(`no "id": not a line of write-jsonl`)
 	}
 	if rec.Tokens == nil && v.InputIDs != nil {
-		rec.Tokens = &pipeline.Tokens{InputIDs: v.InputIDs, LossMask: v.LossMask, NumTokens: len(v.InputIDs)}
+		rec.Tokens = &record.Tokens{InputIDs: v.InputIDs, LossMask: v.LossMask, NumTokens: len(v.InputIDs)}
 		for _, m := range v.LossMask {
 			rec.Tokens.NumLossTokens += int(m)
 		}

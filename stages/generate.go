@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -102,13 +104,13 @@ at start is left out with a warning (and probed) while the others work;
 when every server refuses, the run fails at once (exit 2). "sim:N?api_key_env=NAME" makes the
 simulated servers require the key in $NAME.`,
 		Outputs: []string{"out", pipeline.RejectedPort},
-		Needs:   []string{pipeline.FieldMessages},
+		Needs:   []string{record.FieldMessages},
 		Fields: pipeline.FieldsFor(func(c *generateConfig) (needs, produces []string) {
-			produces = []string{pipeline.FieldCompletion}
+			produces = []string{record.FieldCompletion}
 			if c.API == string(sglang.APIGenerate) {
-				produces = append(produces, pipeline.FieldOutputIDs)
+				produces = append(produces, record.FieldOutputIDs)
 			}
-			return []string{pipeline.FieldMessages}, produces
+			return []string{record.FieldMessages}, produces
 		}),
 		KeySettings: pipeline.SettingsFor(func(cfg *generateConfig) string {
 			n := 0
@@ -184,41 +186,41 @@ type generateConfig struct {
 	// Turns is "last" (default) or "all".
 	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the last user turn, history as given (default); \"all\": regenerate every assistant turn in order on one server, each appended with its answer only"`
 
-	MaxAttempts     int               `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed"`
-	RequestTimeout  pipeline.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones"`
-	StallTimeout    pipeline.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers"`
-	ReadyTimeout    pipeline.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run"`
-	ProbeInterval   pipeline.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission"`
-	BackoffMin      pipeline.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter"`
-	BackoffMax      pipeline.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"longest retry wait"`
-	BreakerFailures int               `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds"`
+	MaxAttempts     int             `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed"`
+	RequestTimeout  config.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones"`
+	StallTimeout    config.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers"`
+	ReadyTimeout    config.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run"`
+	ProbeInterval   config.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission"`
+	BackoffMin      config.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter"`
+	BackoffMax      config.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"longest retry wait"`
+	BreakerFailures int             `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds"`
 }
 
 func (c *generateConfig) Validate() []error {
 	var errs []error
 	if c.API == string(sglang.APIGenerate) && c.Tokenizer == "" {
-		errs = append(errs, &pipeline.FieldError{Key: "api", Msg: `"generate" needs tokenizer = "MODEL_DIR" to render input_ids (or use api = "chat")`})
+		errs = append(errs, &config.FieldError{Key: "api", Msg: `"generate" needs tokenizer = "MODEL_DIR" to render input_ids (or use api = "chat")`})
 	}
 	errs = append(errs, checkTokenizer("tokenizer", c.Tokenizer)...)
 	for _, d := range []struct {
 		key string
-		v   pipeline.Duration
+		v   config.Duration
 	}{{"request_timeout", c.RequestTimeout}, {"stall_timeout", c.StallTimeout}, {"ready_timeout", c.ReadyTimeout}, {"probe_interval", c.ProbeInterval},
 		{"backoff_min", c.BackoffMin}, {"backoff_max", c.BackoffMax}} {
 		if d.v.Duration <= 0 {
-			errs = append(errs, &pipeline.FieldError{Key: d.key, Msg: fmt.Sprintf("must be positive, got %v", d.v.Duration)})
+			errs = append(errs, &config.FieldError{Key: d.key, Msg: fmt.Sprintf("must be positive, got %v", d.v.Duration)})
 		}
 	}
 	if c.BackoffMax.Duration < c.BackoffMin.Duration {
-		errs = append(errs, &pipeline.FieldError{Key: "backoff_max", Msg: fmt.Sprintf("must be at least backoff_min (%v), got %v", c.BackoffMin.Duration, c.BackoffMax.Duration)})
+		errs = append(errs, &config.FieldError{Key: "backoff_max", Msg: fmt.Sprintf("must be at least backoff_min (%v), got %v", c.BackoffMin.Duration, c.BackoffMax.Duration)})
 	}
 	if c.APIKeyEnv != "" && !envNameRe.MatchString(c.APIKeyEnv) {
-		errs = append(errs, &pipeline.FieldError{Key: "api_key_env", Msg: "must be an environment variable name (letters, digits and _): give the variable's name, not the key"})
+		errs = append(errs, &config.FieldError{Key: "api_key_env", Msg: "must be an environment variable name (letters, digits and _): give the variable's name, not the key"})
 	}
 	errs = append(errs, c.checkHeadersEnv()...)
 	for i, s := range c.Servers.Items {
 		if s.userinfo && c.keyEnv(s) != "" {
-			errs = append(errs, &pipeline.FieldError{Key: "servers", Msg: fmt.Sprintf(
+			errs = append(errs, &config.FieldError{Key: "servers", Msg: fmt.Sprintf(
 				"item %d: %s has user:password (sent as Basic auth) and an API key (api_key_env, sent as Bearer); only one Authorization header can be sent: drop one (api_key_env = \"\" in the server's table sends no key to it)", i+1, s.URL)})
 		}
 	}
@@ -234,13 +236,13 @@ func (c *generateConfig) checkHeadersEnv() []error {
 		env := c.HeadersEnv[name]
 		switch {
 		case !sglang.ValidHeaderName(name):
-			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%q is not an HTTP header name", name)})
+			errs = append(errs, &config.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%q is not an HTTP header name", name)})
 		case strings.EqualFold(name, "Authorization"):
-			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: `Authorization: use api_key_env = "VAR" (sent as Bearer) or user:password in the URL (Basic)`})
+			errs = append(errs, &config.FieldError{Key: "headers_env", Msg: `Authorization: use api_key_env = "VAR" (sent as Bearer) or user:password in the URL (Basic)`})
 		case sglang.ReservedHeader(name):
-			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s is set by the client itself", name)})
+			errs = append(errs, &config.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s is set by the client itself", name)})
 		case !envNameRe.MatchString(env):
-			errs = append(errs, &pipeline.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s: the value must be an environment variable name (letters, digits and _): give the variable's name, not the header's value", name)})
+			errs = append(errs, &config.FieldError{Key: "headers_env", Msg: fmt.Sprintf("%s: the value must be an environment variable name (letters, digits and _): give the variable's name, not the header's value", name)})
 		}
 	}
 	return errs
@@ -711,7 +713,7 @@ func (g *generate) Close() error {
 
 // Process generates the record's completion (and, with turns = "all", every
 // earlier assistant turn first), all on one server.
-func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if g.lazy {
 		if err := g.start(ctx); err != nil {
 			return err
@@ -747,9 +749,9 @@ func (g *generate) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 // generateAll generates the reply to the last user turn, and with turns =
 // "all" to every user turn before it, appending each earlier reply to the
 // history. It returns the history sent for the last turn and its completion.
-func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs []pipeline.Message, userTurns []int) ([]pipeline.Message, *pipeline.Completion, *pipeline.Rejection, error) {
+func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs []record.Message, userTurns []int) ([]record.Message, *record.Completion, *record.Rejection, error) {
 	last := userTurns[len(userTurns)-1]
-	var history []pipeline.Message
+	var history []record.Message
 	for i, m := range msgs {
 		history = append(history, m)
 		if m.Role != "user" || (i != last && g.cfg.Turns != "all") {
@@ -762,7 +764,7 @@ func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs [
 		if i == last {
 			return history, c, nil, nil
 		}
-		history = append(history, pipeline.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
+		history = append(history, record.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
 	}
 	return nil, nil, nil, errors.New("generate: conversation without its last user turn (a bug)")
 }
@@ -772,9 +774,9 @@ func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs [
 // to the last user turn (a trailing assistant reply is what is being
 // regenerated); with turns = "all" the system and user turns (assistant
 // turns are regenerated). userTurns are the indexes of the user turns.
-func (g *generate) conversation(in []pipeline.Message) (msgs []pipeline.Message, userTurns []int, err error) {
+func (g *generate) conversation(in []record.Message) (msgs []record.Message, userTurns []int, err error) {
 	if g.cfg.SystemPrompt != "" && (len(in) == 0 || in[0].Role != "system") {
-		msgs = append(msgs, pipeline.Message{Role: "system", Content: g.cfg.SystemPrompt})
+		msgs = append(msgs, record.Message{Role: "system", Content: g.cfg.SystemPrompt})
 	}
 	last := -1
 	for i, m := range in {
@@ -806,7 +808,7 @@ func (g *generate) conversation(in []pipeline.Message) (msgs []pipeline.Message,
 
 // generateTurn generates the assistant reply to history. A refusal by the
 // server (or by the context-length pre-check) comes back as a Rejection.
-func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, history []pipeline.Message) (*pipeline.Completion, *pipeline.Rejection, error) {
+func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, history []record.Message) (*record.Completion, *record.Rejection, error) {
 	req := &sglang.Request{}
 	var ids []int
 	if g.tmpl != nil {
@@ -819,11 +821,11 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 		think := g.cfg.EnableThinking
 		text, err := g.tmpl.Render(cm, chat.Options{AddGenerationPrompt: true, EnableThinking: &think})
 		if err != nil {
-			return nil, &pipeline.Rejection{Reason: "bad_prompt", Detail: err.Error()}, nil
+			return nil, &record.Rejection{Reason: "bad_prompt", Detail: err.Error()}, nil
 		}
 		ids = g.tok.Encode(text)
 		if n := len(ids); g.ctxLen > 0 && n+g.cfg.MaxOutputTokens >= g.ctxLen {
-			return nil, &pipeline.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
+			return nil, &record.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
 				"prompt is %d tokens; with max_output_tokens %d it does not fit the servers' context length %d", n, g.cfg.MaxOutputTokens, g.ctxLen)}, nil
 		}
 	}
@@ -839,11 +841,11 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 	if err != nil {
 		var se *sglang.Error
 		if errors.As(err, &se) && se.BadRequest() {
-			return nil, &pipeline.Rejection{Reason: se.RejectReason(), Detail: se.Message}, nil
+			return nil, &record.Rejection{Reason: se.RejectReason(), Detail: se.Message}, nil
 		}
 		return nil, nil, err
 	}
-	return &pipeline.Completion{
+	return &record.Completion{
 		Reasoning:        res.Reasoning,
 		Answer:           res.Answer,
 		FinishReason:     res.FinishReason,

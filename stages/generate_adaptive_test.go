@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 // concurrency = "auto" on simulated servers that run 32 requests at once:
@@ -16,7 +16,7 @@ func TestGenerateAdaptiveConcurrency(t *testing.T) {
 	const n = 1500
 	keys := `servers = ["sim:2?speed=400&max_running=32&think_mean=60&answer_mean=20"]` + "\n" + fastGenKeys + readyKey +
 		"concurrency = \"auto\"\nmax_concurrency = 128\n"
-	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(keys), genPrompts(n), pipeline.RunOptions{})
+	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(keys), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

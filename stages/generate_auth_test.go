@@ -16,6 +16,8 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // randomSecret is a distinctive value to grep for.
@@ -35,7 +37,7 @@ func genProblems(t *testing.T, keys string) string {
 	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(genPrompts(1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(keys)), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(keys)), pipefile.Options{})
 	if len(probs) == 0 {
 		_, probs = pipeline.Build(f, pipeline.DefaultRegistry)
 	}
@@ -85,10 +87,10 @@ func TestGenerateAPIKeyInProcess(t *testing.T) {
 	key := randomSecret(t, "sk-")
 	t.Setenv("PIPE_TEST_SIM_KEY", key)
 	servers := `servers = ["sim:2?api_key_env=PIPE_TEST_SIM_KEY&speed=200&think_mean=60&answer_mean=20"]` + "\n"
-	run := func(keys string, n int) (string, *pipeline.Summary, error) {
+	run := func(keys string, n int) (string, *engine.Summary, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return runGenPipeline(t, ctx, genPipeline(servers+fastGenKeys+"ready_timeout = \"10m\"\n"+keys), genPrompts(n), pipeline.RunOptions{})
+		return runGenPipeline(t, ctx, genPipeline(servers+fastGenKeys+"ready_timeout = \"10m\"\n"+keys), genPrompts(n), engine.Options{})
 	}
 
 	start := time.Now()

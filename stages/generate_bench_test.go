@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
 
@@ -89,7 +92,7 @@ input = ["gen", "gen.rejected"]
 		reg.Register(*pipeline.DefaultRegistry.Lookup(k))
 	}
 	reg.Register(pipeline.Spec{Kind: "discard", Summary: "drop every record (benchmarks)", New: pipeline.NewProcessor(func(c *struct{}) (pipeline.Processor, error) { return discard{}, nil })})
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if len(probs) > 0 {
 		b.Fatal(probs)
 	}
@@ -101,7 +104,7 @@ input = ["gen", "gen.rejected"]
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	start := time.Now()
-	sum, err := pipeline.Run(context.Background(), plan, pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), plan, engine.Options{})
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	b.StopTimer()
@@ -119,7 +122,7 @@ input = ["gen", "gen.rejected"]
 
 type discard struct{}
 
-func (discard) Process(context.Context, *pipeline.Record, pipeline.Emitter) error { return nil }
+func (discard) Process(context.Context, *record.Record, pipeline.Emitter) error { return nil }
 
 // cpuTime is the process's user + system CPU time so far.
 func cpuTime() time.Duration {

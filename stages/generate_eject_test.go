@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
 
@@ -64,7 +65,7 @@ func TestGenerateForbiddenServerIsEjectedAndTheRunCompletes(t *testing.T) {
 	const n = 300
 	var runLog lockedBuffer
 	dir, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), pipeline.RunOptions{Log: &runLog})
+		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), engine.Options{Log: &runLog})
 	if err != nil {
 		t.Fatalf("the run stopped: %v", err)
 	}
@@ -83,8 +84,8 @@ func TestGenerateForbiddenServerIsEjectedAndTheRunCompletes(t *testing.T) {
 	}
 	figs := stageSummary(t, sum, "gen").Figures
 	name := strings.TrimPrefix(bad.URL, "http://")
-	state, _ := pipeline.FindFigure(figs, "state", "server", name)
-	ej, _ := pipeline.FindFigure(figs, "ejections", "server", name)
+	state, _ := figure.Find(figs, "state", "server", name)
+	ej, _ := figure.Find(figs, "ejections", "server", name)
 	if badStat := state.FormatValue(); !strings.HasPrefix(badStat, "ejected (HTTP 403") && !strings.HasPrefix(badStat, "ejected (1-token probe: HTTP 403") || ej.Value != 1 {
 		t.Errorf("figures of the refusing server: state %q, ejections %v", badStat, ej.Value)
 	}
@@ -117,7 +118,7 @@ func TestGenerateReportShowsWaitingForServers(t *testing.T) {
 	want := hang.URL + " down (/health: no answer within 100ms)"
 	var waiting string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if w, ok := pipeline.FindFigure(g.Report(), "waiting_for_servers"); ok && strings.Contains(w.Detail, want) {
+		if w, ok := figure.Find(g.Report(), "waiting_for_servers"); ok && strings.Contains(w.Detail, want) {
 			waiting = w.Detail
 			break
 		}

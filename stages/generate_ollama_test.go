@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/internal/ollamatest"
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 // TestGenerateAgainstOllama runs the same pipeline with api = "chat" against
@@ -26,7 +26,7 @@ temperature       = 0.8
 seed              = 42
 system_prompt     = "You are terse."
 `
-	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(keys), genPrompts(n), pipeline.RunOptions{})
+	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(keys), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

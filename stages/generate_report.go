@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
 
@@ -20,7 +22,7 @@ func tinyAnswer(answer string) bool {
 	return utf8.RuneCountInString(strings.TrimSpace(answer)) < TinyAnswerRunes
 }
 
-func (g *generate) countAnswer(c *pipeline.Completion) {
+func (g *generate) countAnswer(c *record.Completion) {
 	g.answers.Add(1)
 	if tinyAnswer(c.Answer) {
 		g.tinyAnswers.Add(1)
@@ -131,18 +133,18 @@ func serverState(s sglang.ServerStats) (state, why string) {
 
 // Report gives the live figures, per server (label "server", without
 // credentials) and for the fleet (no label).
-func (g *generate) Report() []pipeline.Figure {
+func (g *generate) Report() []figure.Figure {
 	if g.client == nil {
 		return nil
 	}
 	st := g.client.Stats()
-	out := make([]pipeline.Figure, 0, 12*(len(st.Servers)+1)+3)
+	out := make([]figure.Figure, 0, 12*(len(st.Servers)+1)+3)
 	if line, ok := g.client.Waiting(); ok {
-		out = append(out, pipeline.NewState("waiting_for_servers", "waiting", line))
+		out = append(out, figure.NewState("waiting_for_servers", "waiting", line))
 	}
 	out = append(out,
-		pipeline.NewCounter("answers", g.answers.Load()),
-		pipeline.NewCounter("tiny_answers", g.tinyAnswers.Load()))
+		figure.NewCounter("answers", g.answers.Load()),
+		figure.NewCounter("tiny_answers", g.tinyAnswers.Load()))
 	out = appendServerFigures(out, st.Total)
 	for _, s := range st.Servers {
 		out = appendServerFigures(out, s, "server", serverName(s))
@@ -152,38 +154,38 @@ func (g *generate) Report() []pipeline.Figure {
 
 // appendServerFigures adds one server's figures (or, without labels, the
 // fleet's).
-func appendServerFigures(out []pipeline.Figure, s sglang.ServerStats, labels ...string) []pipeline.Figure {
+func appendServerFigures(out []figure.Figure, s sglang.ServerStats, labels ...string) []figure.Figure {
 	if len(labels) > 0 {
 		state, why := serverState(s)
-		out = append(out, pipeline.NewState("state", state, why, labels...))
+		out = append(out, figure.NewState("state", state, why, labels...))
 	}
 	out = append(out,
-		pipeline.NewGauge("in_flight", float64(s.InFlight), labels...),
-		pipeline.NewGauge("concurrency", float64(s.Concurrency), labels...),
-		pipeline.NewCounter("completions", s.Completions, labels...),
-		pipeline.NewGauge("completions_per_second", s.CompletionsPerSec, labels...).In(pipeline.UnitPerSecond),
-		pipeline.NewCounter("output_tokens", s.OutputTokens, labels...).In(pipeline.UnitTokens),
-		pipeline.NewGauge("output_tokens_per_second", s.OutputTokensPerSec, labels...).In(pipeline.UnitPerSecond),
-		pipeline.NewQuantiles("latency", s.Completions, s.LatencySum.Seconds(), []pipeline.Quantile{
-			{Q: 0.5, V: s.P50.Seconds()}, {Q: 0.95, V: s.P95.Seconds()}}, labels...).In(pipeline.UnitSeconds),
+		figure.NewGauge("in_flight", float64(s.InFlight), labels...),
+		figure.NewGauge("concurrency", float64(s.Concurrency), labels...),
+		figure.NewCounter("completions", s.Completions, labels...),
+		figure.NewGauge("completions_per_second", s.CompletionsPerSec, labels...).In(figure.UnitPerSecond),
+		figure.NewCounter("output_tokens", s.OutputTokens, labels...).In(figure.UnitTokens),
+		figure.NewGauge("output_tokens_per_second", s.OutputTokensPerSec, labels...).In(figure.UnitPerSecond),
+		figure.NewQuantiles("latency", s.Completions, s.LatencySum.Seconds(), []figure.Quantile{
+			{Q: 0.5, V: s.P50.Seconds()}, {Q: 0.95, V: s.P95.Seconds()}}, labels...).In(figure.UnitSeconds),
 	)
 	if s.MeanAcceptLength > 0 {
 		// Σ tokens / Σ verify steps, as SGLang aggregates it.
-		out = append(out, pipeline.NewGauge("spec_accept_length", s.MeanAcceptLength, labels...))
+		out = append(out, figure.NewGauge("spec_accept_length", s.MeanAcceptLength, labels...))
 	}
 	if s.SpecAcceptRate > 0 {
-		out = append(out, pipeline.NewGauge("spec_accept_rate", s.SpecAcceptRate, labels...))
+		out = append(out, figure.NewGauge("spec_accept_rate", s.SpecAcceptRate, labels...))
 	}
 	if s.LoadReported {
 		// The servers' own load with their last answers (meta_info).
 		out = append(out,
-			pipeline.NewGauge("server_running", float64(s.ServerRunning), labels...),
-			pipeline.NewGauge("server_waiting", float64(s.ServerWaiting), labels...))
+			figure.NewGauge("server_running", float64(s.ServerRunning), labels...),
+			figure.NewGauge("server_waiting", float64(s.ServerWaiting), labels...))
 	}
-	out = append(out, pipeline.NewCounter("ejections", s.Ejections, labels...),
-		pipeline.NewCounter("stalls", s.Stalls, labels...))
+	out = append(out, figure.NewCounter("ejections", s.Ejections, labels...),
+		figure.NewCounter("stalls", s.Stalls, labels...))
 	for _, class := range sortedKeys(s.Errors) {
-		out = append(out, pipeline.NewCounter("errors", s.Errors[class], append([]string{"class", class}, labels...)...))
+		out = append(out, figure.NewCounter("errors", s.Errors[class], append([]string{"class", class}, labels...)...))
 	}
 	return out
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 // The generate stage's typed view (what the live display reads) says what
@@ -14,7 +15,7 @@ func TestGenerateViewAgreesWithFigures(t *testing.T) {
 	f := startTestFleet(t, quickSim(2))
 	const n = 40
 	_, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), pipeline.RunOptions{})
+		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +24,7 @@ func TestGenerateViewAgreesWithFigures(t *testing.T) {
 	if !ok {
 		t.Fatalf("gen's view is %T, want FleetView", st.View)
 	}
-	tokens, _ := pipeline.FindFigure(st.Figures, "output_tokens")
+	tokens, _ := figure.Find(st.Figures, "output_tokens")
 	if v.Answers != n || v.Tokens == 0 || float64(v.Tokens) != tokens.Value || v.MaxOutputTokens <= 0 {
 		t.Errorf("view %+v; output_tokens figure %v", v, tokens.Value)
 	}
@@ -32,7 +33,7 @@ func TestGenerateViewAgreesWithFigures(t *testing.T) {
 	}
 	var done int64
 	for _, s := range v.Servers {
-		state, _ := pipeline.FindFigure(st.Figures, "state", "server", s.Name)
+		state, _ := figure.Find(st.Figures, "state", "server", s.Name)
 		if s.State != ServerReady || state.Text != s.State {
 			t.Errorf("server %s: view %q, figure %q", s.Name, s.State, state.Text)
 		}

@@ -112,6 +112,46 @@ func TestGenerateStartsWithoutWaitingForTheOthersProcess(t *testing.T) {
 	mustWarned(t, dir, "server_refused", keyed.URLs[0]+" refused the credentials")
 }
 
+// `pipe run` on three servers of which one needs an API key that is not
+// sent (401): that one is ejected at the start with the reason and a
+// warning, and the run finishes every record exactly once on the other
+// two, both of which do work.
+func TestGenerateOneRefusingServerOfThreeProcess(t *testing.T) {
+	bin := testenv.PipeBinary(t)
+	simArgs := []string{"--speed", "200", "--think-mean", "60", "--answer-mean", "20"}
+	plain := testenv.StartSim(t, bin, 2, simArgs...)
+	keyed := testenv.StartSim(t, bin, 1, append([]string{"--api-key", randomSecret(t, "sk-")}, simArgs...)...)
+	servers := []string{plain.URLs[0], keyed.URLs[0], plain.URLs[1]}
+	const n = 200
+	dir := writeGenRun(t, genPipeline(serversKey(servers)+fastGenKeys+readyKey+"concurrency = 4\n"), n)
+	out, err := pipeCmd(t, nil, "run", filepath.Join(dir, "p.toml"))
+	if err != nil {
+		t.Fatalf("pipe run: %v\n%s", err, out)
+	}
+	seen, by := map[string]bool{}, map[string]int{}
+	for _, r := range readRecords(t, filepath.Join(dir, "out/completions.jsonl")) {
+		if seen[r.ID] {
+			t.Fatalf("%s written twice", r.ID)
+		}
+		seen[r.ID] = true
+		if r.Completion == nil {
+			t.Fatalf("%s: no completion", r.ID)
+		}
+		by[r.Completion.Server]++
+	}
+	if len(seen) != n {
+		t.Errorf("%d records out, want %d", len(seen), n)
+	}
+	if by[keyed.URLs[0]] != 0 || by[plain.URLs[0]] == 0 || by[plain.URLs[1]] == 0 || by[plain.URLs[0]]+by[plain.URLs[1]] != n {
+		t.Errorf("records by server %v: want all %d from %s and %s, some from each", by, n, plain.URLs[0], plain.URLs[1])
+	}
+	want := `: stage "gen": server ` + keyed.URLs[0] + " refused the credentials: /server_info answers 401: Unauthorized (no API key was sent)"
+	if !strings.Contains(out, want) || !strings.Contains(out, "the run goes on with the other servers") {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	mustWarned(t, dir, "server_refused", keyed.URLs[0]+" refused the credentials")
+}
+
 // Every server refusing the credentials stops the run at once with exit
 // code 2 (a configuration mistake, like a bad pipeline file).
 func TestGenerateAllRefusedExitsTwoProcess(t *testing.T) {

@@ -19,6 +19,10 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 )
@@ -82,7 +86,7 @@ func serversKey(urls []string) string {
 }
 
 // runGenPipeline checks and runs src beside prompts like pipe run does.
-func runGenPipeline(t *testing.T, ctx context.Context, src, prompts string, opts pipeline.RunOptions) (string, *pipeline.Summary, error) {
+func runGenPipeline(t *testing.T, ctx context.Context, src, prompts string, opts engine.Options) (string, *engine.Summary, error) {
 	t.Helper()
 	return runTestPipelineWith(t, ctx, src, map[string]string{"prompts.jsonl": prompts}, opts)
 }
@@ -104,7 +108,7 @@ func quickSim(n int) sim.Config {
 
 // mustAllOut checks that ids p0…p(n-1) each left on out exactly once with a
 // full completion, and that the stage's accounting balances.
-func mustAllOut(t *testing.T, dir string, sum *pipeline.Summary, n int) []*pipeline.Record {
+func mustAllOut(t *testing.T, dir string, sum *engine.Summary, n int) []*record.Record {
 	t.Helper()
 	recs := readRecords(t, filepath.Join(dir, "out/completions.jsonl"))
 	seen := map[string]bool{}
@@ -134,7 +138,7 @@ func TestGenerateNormalRun(t *testing.T) {
 	f := startTestFleet(t, quickSim(3))
 	const n = 300
 	dir, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\ntemperature = 0.6\nsystem_prompt = \"Be brief.\"\n"), genPrompts(n), pipeline.RunOptions{})
+		genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\ntemperature = 0.6\nsystem_prompt = \"Be brief.\"\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +161,10 @@ func TestGenerateNormalRun(t *testing.T) {
 		t.Errorf("records by server %v, want all three used", byServer)
 	}
 	stats := stageSummary(t, sum, "gen").Figures
-	if c, _ := pipeline.FindFigure(stats, "completions"); c.Value != float64(n) {
+	if c, _ := figure.Find(stats, "completions"); c.Value != float64(n) {
 		t.Errorf("fleet completions %v, want %d; figures %v", c.Value, n, stats)
 	}
-	if a, _ := pipeline.FindFigure(stats, "answers"); a.Value != float64(n) {
+	if a, _ := figure.Find(stats, "answers"); a.Value != float64(n) {
 		t.Errorf("answers %v, want %d", a.Value, n)
 	}
 	servers := 0
@@ -186,18 +190,18 @@ func TestGenerateMultiTurn(t *testing.T) {
 	for _, turns := range []string{"last", "all"} {
 		t.Run(turns, func(t *testing.T) {
 			dir, sum, err := runGenPipeline(t, context.Background(),
-				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"turns = \""+turns+"\"\n"), prompts, pipeline.RunOptions{})
+				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"turns = \""+turns+"\"\n"), prompts, engine.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if g := stageSummary(t, sum, "gen"); g.Out != 2 {
 				t.Fatalf("gen %+v", g)
 			}
-			got := map[string]*pipeline.Record{}
+			got := map[string]*record.Record{}
 			for _, r := range readRecords(t, filepath.Join(dir, "out/completions.jsonl")) {
 				got[r.ID] = r
 			}
-			roles := func(r *pipeline.Record) string {
+			roles := func(r *record.Record) string {
 				var s []string
 				for _, m := range r.Messages {
 					s = append(s, m.Role)
@@ -225,7 +229,7 @@ func TestGenerateMultiTurn(t *testing.T) {
 					t.Errorf("m2 messages %+v", m2.Messages)
 				}
 			}
-			for _, r := range []*pipeline.Record{m1, m2} {
+			for _, r := range []*record.Record{m1, m2} {
 				if r.Completion == nil || r.Completion.Answer == "" || r.Messages[len(r.Messages)-1].Role != "user" {
 					t.Errorf("%s: %+v", r.ID, r.Completion)
 				}
@@ -239,7 +243,7 @@ func TestGenerateBadRequestRejectedWithServerMessage(t *testing.T) {
 	cfg.ContextLength = 4000
 	f := startTestFleet(t, cfg)
 	prompts := genPrompts(50) + `{"id":"long","prompt":"` + strings.Repeat("a very long prompt ", 1500) + `"}` + "\n"
-	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey), prompts, pipeline.RunOptions{})
+	dir, sum, err := runGenPipeline(t, context.Background(), genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey), prompts, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +274,7 @@ func TestGenerateSlowServerGetsFewerRecords(t *testing.T) {
 	const n, conc = 600, 8
 	dir, sum, err := runGenPipeline(t, context.Background(),
 		genPipeline(serversKey(append(ff.URLs(), fs.URLs()...))+fastGenKeys+readyKey+fmt.Sprintf("concurrency = %d\n", conc)), genPrompts(n),
-		pipeline.RunOptions{})
+		engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +295,7 @@ func TestGenerateAllServersDownAtStart(t *testing.T) {
 	f.Close()
 	start := time.Now()
 	_, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(urls)+fastGenKeys+"ready_timeout = \"300ms\"\n"), genPrompts(10), pipeline.RunOptions{})
+		genPipeline(serversKey(urls)+fastGenKeys+"ready_timeout = \"300ms\"\n"), genPrompts(10), engine.Options{})
 	var down *sglang.AllDownError
 	if !errors.As(err, &down) || !strings.Contains(err.Error(), `stage "gen" (generate): no server ready for 300ms`) ||
 		!strings.Contains(err.Error(), urls[0]+": unreachable") {
@@ -317,7 +321,7 @@ func TestGenerateAllServersDieMidRun(t *testing.T) {
 	killed := make(chan struct{})
 	dir, sum, err := runGenPipeline(t, context.Background(),
 		genPipeline(serversKey(f.URLs())+fastGenKeys+"ready_timeout = \"300ms\"\nconcurrency = 4\n"), genPrompts(2000),
-		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+		engine.Options{ProgressEvery: 5 * time.Millisecond, Progress: func(s *engine.Summary) {
 			if stageSummary(t, s, "gen").Out >= 10 {
 				once.Do(func() {
 					go func() {
@@ -352,12 +356,12 @@ func TestGenerateCancelInTheMiddle(t *testing.T) {
 	defer cancel()
 	var once sync.Once
 	_, sum, err := runGenPipeline(t, ctx, genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(1000),
-		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+		engine.Options{ProgressEvery: 5 * time.Millisecond, Progress: func(s *engine.Summary) {
 			if stageSummary(t, s, "gen").Out >= 20 {
 				once.Do(cancel)
 			}
 		}})
-	if !errors.Is(err, pipeline.ErrStopped) {
+	if !errors.Is(err, engine.ErrStopped) {
 		t.Fatalf("err = %v, want ErrStopped", err)
 	}
 	if g := stageSummary(t, sum, "gen"); g.Out >= 1000 || g.Out < 20 {
@@ -441,7 +445,7 @@ func TestGenerateFaultsAgainstPipeSim(t *testing.T) {
 	}
 	const n = 600
 	dir, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 8\nmax_attempts = 8\n"), genPrompts(n), pipeline.RunOptions{})
+		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 8\nmax_attempts = 8\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +480,7 @@ func TestGenerateServerKilledAndRevived(t *testing.T) {
 	defer wg.Wait()
 	dir, sum, err := runGenPipeline(t, context.Background(),
 		genPipeline(serversKey(urls)+fastGenKeys+readyKey+"concurrency = 8\n"), genPrompts(n),
-		pipeline.RunOptions{ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+		engine.Options{ProgressEvery: 5 * time.Millisecond, Progress: func(s *engine.Summary) {
 			out := stageSummary(t, s, "gen").Out
 			switch {
 			case out >= n/5 && phase.CompareAndSwap(0, 1):
@@ -507,12 +511,12 @@ func TestGenerateServerKilledAndRevived(t *testing.T) {
 	}
 	figs := stageSummary(t, sum, "gen").Figures
 	t.Logf("%d records on the victim, %d re-sent; %v", onVictim, retried, figs)
-	if ej, _ := pipeline.FindFigure(figs, "ejections"); retried == 0 || ej.Value != 1 {
+	if ej, _ := figure.Find(figs, "ejections"); retried == 0 || ej.Value != 1 {
 		t.Errorf("the victim's requests were not re-sent or it was not ejected once: %v", figs)
 	}
 	victimName := strings.TrimPrefix(victim.url, "http://")
-	state, _ := pipeline.FindFigure(figs, "state", "server", victimName)
-	inFlight, _ := pipeline.FindFigure(figs, "in_flight", "server", victimName)
+	state, _ := figure.Find(figs, "state", "server", victimName)
+	inFlight, _ := figure.Find(figs, "in_flight", "server", victimName)
 	if state.Text != "ready" || inFlight.Value != 0 {
 		t.Errorf("victim not re-admitted: state %s, in flight %v", state.FormatValue(), inFlight.Value)
 	}
@@ -576,7 +580,7 @@ func TestGenerateWithOurTokens(t *testing.T) {
 	for _, api := range []string{"generate", "chat"} {
 		t.Run(api, func(t *testing.T) {
 			out, sum, err := runGenPipeline(t, context.Background(),
-				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"api = \""+api+"\"\ntokenizer = \""+dir+"\"\nenable_thinking = true\n"), prompts, pipeline.RunOptions{})
+				genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"api = \""+api+"\"\ntokenizer = \""+dir+"\"\nenable_thinking = true\n"), prompts, engine.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -624,7 +628,7 @@ func TestGenerateExhaustedAttemptsAreFailedAndKept(t *testing.T) {
 	const n = 100
 	// max_failed allows them: this test is about where they go.
 	_, sum, err := runGenPipeline(t, context.Background(),
-		"[pipeline]\nmax_failed = \"100%\"\n"+genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"max_attempts = 2\nbreaker_failures = 1000\n"), genPrompts(n), pipeline.RunOptions{})
+		"[pipeline]\nmax_failed = \"100%\"\n"+genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"max_attempts = 2\nbreaker_failures = 1000\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -650,7 +654,7 @@ func TestGenerateExhaustedAttemptsAreFailedAndKept(t *testing.T) {
 func TestGenerateWithSimServers(t *testing.T) {
 	const n = 200
 	dir, sum, err := runGenPipeline(t, context.Background(),
-		genPipeline(`servers = ["sim:3?speed=200&think_mean=60&answer_mean=20&spec_accept=3"]`+"\n"+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), pipeline.RunOptions{})
+		genPipeline(`servers = ["sim:3?speed=200&think_mean=60&answer_mean=20&spec_accept=3"]`+"\n"+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(n), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,7 +694,7 @@ func TestGenerateConfig(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(genPrompts(1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f, probs := pipeline.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(tc.keys)), pipeline.LoadOptions{})
+		f, probs := pipefile.Parse(filepath.Join(dir, "p.toml"), []byte(genPipeline(tc.keys)), pipefile.Options{})
 		if len(probs) == 0 {
 			var plan *pipeline.Plan
 			plan, probs = pipeline.Build(f, pipeline.DefaultRegistry)
@@ -718,7 +722,7 @@ func TestGenerateDrainFinishesInFlight(t *testing.T) {
 	stop := make(chan struct{})
 	var once sync.Once
 	_, sum, err := runGenPipeline(t, context.Background(), genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+"concurrency = 4\n"), genPrompts(2000),
-		pipeline.RunOptions{Stop: stop, ProgressEvery: 5 * time.Millisecond, Progress: func(s *pipeline.Summary) {
+		engine.Options{Stop: stop, ProgressEvery: 5 * time.Millisecond, Progress: func(s *engine.Summary) {
 			if stageSummary(t, s, "gen").Out >= 20 {
 				once.Do(func() { close(stop) })
 			}
@@ -738,7 +742,7 @@ func TestGenerateSimServersUseTheTokenizer(t *testing.T) {
 	dir := testenv.Qwen3Dir(t)
 	tok := testQwen3(t)
 	out, _, err := runGenPipeline(t, context.Background(),
-		genPipeline(`servers = ["sim:2?speed=200&think_mean=60&answer_mean=20"]`+"\n"+fastGenKeys+readyKey+"api = \"generate\"\ntokenizer = \""+dir+"\"\n"), genPrompts(10), pipeline.RunOptions{})
+		genPipeline(`servers = ["sim:2?speed=200&think_mean=60&answer_mean=20"]`+"\n"+fastGenKeys+readyKey+"api = \"generate\"\ntokenizer = \""+dir+"\"\n"), genPrompts(10), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -751,7 +755,7 @@ func TestGenerateSimServersUseTheTokenizer(t *testing.T) {
 }
 
 // fleetErrors lists the fleet's failed attempts by class: "http_503=3 transport=1".
-func fleetErrors(figs []pipeline.Figure) string {
+func fleetErrors(figs []figure.Figure) string {
 	var parts []string
 	for _, f := range figs {
 		if f.Name == "errors" && f.Label("server") == "" {

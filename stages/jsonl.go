@@ -13,6 +13,8 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // jsonlSource is what read-prompts and read-completions share: stream a
@@ -28,7 +30,7 @@ type jsonlSource struct {
 	// or build) and, with build, its record; or what is wrong with it — a
 	// bad_line, or a reason that rejects the record (returned with it when
 	// building).
-	Parse func(line []byte, build, needID bool) (rec *pipeline.Record, id string, prob *lineProblem)
+	Parse func(line []byte, build, needID bool) (rec *record.Record, id string, prob *lineProblem)
 	// QuickID, if set, finds a line's id without parsing it all (false when
 	// it cannot tell), so finished records are skipped cheaply on resume.
 	QuickID func(line []byte) (string, bool)
@@ -71,13 +73,13 @@ func (p *inputPos) advance(line []byte, err error) {
 
 // figures reports the position as input_bytes_read of input_bytes, and
 // input_lines once counted.
-func (p *inputPos) figures() []pipeline.Figure {
-	figs := []pipeline.Figure{
-		pipeline.NewCounter("input_bytes_read", p.read.Load()).In(pipeline.UnitBytes),
-		pipeline.NewGauge("input_bytes", float64(p.size.Load())).In(pipeline.UnitBytes),
+func (p *inputPos) figures() []figure.Figure {
+	figs := []figure.Figure{
+		figure.NewCounter("input_bytes_read", p.read.Load()).In(figure.UnitBytes),
+		figure.NewGauge("input_bytes", float64(p.size.Load())).In(figure.UnitBytes),
 	}
 	if n := p.lines.Load(); n > 0 {
-		figs = append(figs, pipeline.NewGauge("input_lines", float64(n)))
+		figs = append(figs, figure.NewGauge("input_lines", float64(n)))
 	}
 	return figs
 }
@@ -112,7 +114,7 @@ func (s *jsonlSource) judge() *lineJudge {
 }
 
 // line judges one non-blank line; with build it also makes the record.
-func (j *lineJudge) line(lineNo int, line []byte, build bool) (*pipeline.Record, *lineProblem) {
+func (j *lineJudge) line(lineNo int, line []byte, build bool) (*record.Record, *lineProblem) {
 	if !utf8.Valid(line) {
 		return nil, &lineProblem{reasonBadLine, fmt.Sprintf("invalid UTF-8 at byte %d of the line", invalidUTF8At(line))}
 	}
@@ -235,7 +237,7 @@ func (s *jsonlSource) badLine(lineNo int, line []byte, prob *lineProblem, out pi
 		}
 		return false, s.badLineError(lineNo, prob)
 	}
-	bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
+	bad := &record.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
 	if err := out.Reject(bad, reasonBadLine, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
 		return false, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // --set STAGE.kind=… swaps a kind for one with the same ports, and the
@@ -40,8 +41,8 @@ layout = "records"
 	path := filepath.Join(dir, "p.toml")
 	os.WriteFile(path, []byte(src), 0o644)
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"id":"a","prompt":"hi"}`+"\n"), 0o644)
-	build := func(sets ...string) (*pipeline.Plan, pipeline.Problems) {
-		f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets, SetDir: dir})
+	build := func(sets ...string) (*pipeline.Plan, pipefile.Problems) {
+		f, probs := pipefile.Load(path, pipefile.Options{Set: sets, SetDir: dir})
 		if len(probs) > 0 {
 			return nil, probs
 		}

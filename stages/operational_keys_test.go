@@ -2,6 +2,7 @@ package stages
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
@@ -9,7 +10,10 @@ import (
 
 // TestOperationalKeys pins which keys are `op:"true"`: how a run goes, not
 // what data it makes. A resume may change these; any other key change is
-// refused (pipeline/rundir). A new key is data-defining unless listed here.
+// refused (pipeline/rundir). A new key of a kind pinned here is
+// data-defining unless listed here. A kind not pinned here decides in its
+// own file: each of its keys says op:"true" or op:"false", so a new kind
+// is its file and its test, and no key of it is data-defining by default.
 func TestOperationalKeys(t *testing.T) {
 	want := map[string][]string{
 		// Credentials (api_key_env, headers_env) say how servers are reached.
@@ -40,8 +44,65 @@ func TestOperationalKeys(t *testing.T) {
 		}
 	}
 	for _, kind := range pipeline.DefaultRegistry.Kinds() {
-		if _, ok := want[kind]; !ok {
-			t.Errorf("kind %s: decide which of its keys are operational and list them here", kind)
+		if _, ok := want[kind]; ok {
+			continue
 		}
+		if keys := opUndecided(pipeline.DefaultRegistry.Lookup(kind).Config); len(keys) > 0 {
+			t.Errorf("kind %s: keys %q have no op tag: say op:\"true\" (a resume may change it) or op:\"false\" (it defines the data) on each", kind, keys)
+		}
+	}
+}
+
+// opUndecided lists the keys of a config (a struct, its embedded structs'
+// keys included) without an op tag.
+func opUndecided(config any) []string {
+	var out []string
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+				continue
+			}
+			key, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if !f.IsExported() || key == "" || key == "-" {
+				continue
+			}
+			if _, ok := f.Tag.Lookup("op"); !ok {
+				out = append(out, key)
+			}
+		}
+	}
+	if config != nil {
+		walk(reflect.TypeOf(config))
+	}
+	return out
+}
+
+// A kind outside the pinned list passes when every key states its op
+// tag, and names the keys that do not.
+func TestOpUndecided(t *testing.T) {
+	type inner struct {
+		Workers int    `toml:"workers" op:"true"`
+		Unit    string `toml:"unit"`
+	}
+	type config struct {
+		inner
+		Max    int    `toml:"max" op:"false"`
+		Reason string `toml:"reason"`
+		Note   string `toml:"-"`
+		hidden int
+	}
+	_ = config{}.hidden
+	if got := opUndecided(config{}); !reflect.DeepEqual(got, []string{"unit", "reason"}) {
+		t.Errorf("opUndecided = %q, want unit and reason", got)
+	}
+	type decided struct {
+		Max  int    `toml:"max" op:"false"`
+		Path string `toml:"path" op:"true"`
+	}
+	if got := opUndecided(decided{}); len(got) != 0 {
+		t.Errorf("opUndecided = %q, want none", got)
 	}
 }

@@ -16,7 +16,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -48,15 +51,15 @@ stops the run with its file and line or row (on_bad_line = "fail"), or is
 counted and set aside on the rejected port / RUN_DIR/rejected/STAGE.jsonl
 ("skip"). A record that was rejected before keeps that verdict in
 meta.previous_reject, so it can be judged again by today's rules.`,
-		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysOutput, Config: func(_, _, writer, path string) map[string]any {
+		Replay: &output.ReplaySpec{Reads: output.ReplaysOutput, Config: func(_, _, writer, path string) map[string]any {
 			return map[string]any{"path": path, "writer": writer}
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
-		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},
+		Produces: []string{record.FieldMessages, record.FieldCompletion},
 		Fields: pipeline.FieldsFor(func(c *ReadCompletionsConfig) (needs, produces []string) {
-			produces = []string{pipeline.FieldMessages, pipeline.FieldCompletion}
+			produces = []string{record.FieldMessages, record.FieldCompletion}
 			if c.RequireOutputIDs {
-				produces = append(produces, pipeline.FieldOutputIDs)
+				produces = append(produces, record.FieldOutputIDs)
 			}
 			return nil, produces
 		}),
@@ -106,7 +109,7 @@ type ReadCompletionsConfig struct {
 	// Limit stops after this many records; 0 (default) reads all.
 	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many records; 0 reads all"`
 	// Writer is the kind of the writer that made path: its committed
-	// records are read by that kind's own reader (pipeline.OutputSpec),
+	// records are read by that kind's own reader (output.Spec),
 	// whatever its format. pipe run --from sets it.
 	Writer string `toml:"writer" doc:"the kind of the writer whose output path is (e.g. as pipe run --from sets it): its committed records are read with that kind's own reader; \"\" reads path as JSONL or shards"`
 }
@@ -122,7 +125,7 @@ func (c *ReadCompletionsConfig) Validate() []error {
 			kinds = append(kinds, k)
 		}
 	}
-	return []error{&pipeline.FieldError{Key: "writer", Msg: fmt.Sprintf("%q is not a kind whose output holds records (those are %s)", c.Writer, strings.Join(kinds, ", "))}}
+	return []error{&config.FieldError{Key: "writer", Msg: fmt.Sprintf("%q is not a kind whose output holds records (those are %s)", c.Writer, strings.Join(kinds, ", "))}}
 }
 
 type readCompletions struct {
@@ -146,7 +149,7 @@ var (
 // jsonl is a JSONL path as this stage reads it.
 func (r *readCompletions) jsonl() *jsonlSource {
 	return &jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, AllowEmpty: true,
-		Parse: func(line []byte, _, _ bool) (*pipeline.Record, string, *lineProblem) {
+		Parse: func(line []byte, _, _ bool) (*record.Record, string, *lineProblem) {
 			rec, err := r.parse(line)
 			if err != nil {
 				return nil, "", &lineProblem{reasonBadLine, err.Error()}
@@ -239,7 +242,7 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 	if err != nil {
 		return err
 	}
-	var m commitlog.Manifest
+	var m shardset.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("%s: %w", c.URL(key), err)
 	}
@@ -268,7 +271,7 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 }
 
 // readWriter emits the committed records of the output at path as its
-// writer's kind reads them (pipeline.OutputSpec.Each).
+// writer's kind reads them (output.Spec.Each).
 func (r *readCompletions) readWriter(ctx context.Context, out pipeline.Emitter) error {
 	var emitted int64
 	row := 0
@@ -276,7 +279,7 @@ func (r *readCompletions) readWriter(ctx context.Context, out pipeline.Emitter) 
 	if r.notice != nil {
 		fmt.Fprintf(r.notice, "stage %q (read-completions): %s: the committed records of a %s output, read by its own reader\n", r.id, name, r.cfg.Writer)
 	}
-	err := pipeline.DefaultRegistry.EachCommitted(ctx, r.cfg.Writer, r.cfg.Path, func(rec *pipeline.Record) error {
+	err := pipeline.DefaultRegistry.EachCommitted(ctx, r.cfg.Writer, r.cfg.Path, func(rec *record.Record) error {
 		row++
 		return r.take(ctx, out, rec, name, row, &emitted)
 	})
@@ -308,7 +311,7 @@ func (r *readCompletions) readShard(ctx context.Context, out pipeline.Emitter, p
 // take emits rec, row row of name, a typed record (of shards or another
 // writer's output): skipped when finished, judged by check. It returns
 // errLimit once limit records went out.
-func (r *readCompletions) take(ctx context.Context, out pipeline.Emitter, rec *pipeline.Record, name string, row int, emitted *int64) error {
+func (r *readCompletions) take(ctx context.Context, out pipeline.Emitter, rec *record.Record, name string, row int, emitted *int64) error {
 	if r.cfg.Limit > 0 && *emitted >= r.cfg.Limit {
 		return errLimit
 	}
@@ -331,7 +334,7 @@ func (r *readCompletions) take(ctx context.Context, out pipeline.Emitter, rec *p
 			}
 			return err
 		}
-		bad := &pipeline.Record{ID: fmt.Sprintf("%s:%d", name, row), Meta: map[string]any{"row": row, "id": rec.ID}}
+		bad := &record.Record{ID: fmt.Sprintf("%s:%d", name, row), Meta: map[string]any{"row": row, "id": rec.ID}}
 		if err := out.Reject(bad, "bad_line", where+": "+cerr.Error()); err != nil {
 			return err
 		}
@@ -354,7 +357,7 @@ func shardFiles(path string) ([]string, error) {
 		return nil, err
 	}
 	dir := path
-	mdir, isManifest := commitlog.ManifestDir(path)
+	mdir, isManifest := shardset.ManifestDir(path)
 	switch {
 	case st.IsDir():
 	case isManifest:
@@ -364,7 +367,7 @@ func shardFiles(path string) ([]string, error) {
 	default:
 		return nil, nil
 	}
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -385,13 +388,13 @@ func shardFiles(path string) ([]string, error) {
 		}
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no %s and no .parquet or .arrow shards in it", dir, commitlog.ManifestName)
+		return nil, fmt.Errorf("%s: no %s and no .parquet or .arrow shards in it", dir, shardset.ManifestName)
 	}
 	return files, nil // ReadDir sorts by name
 }
 
 // parse decodes one record line and checks it is a usable completion record.
-func (r *readCompletions) parse(line []byte) (*pipeline.Record, error) {
+func (r *readCompletions) parse(line []byte) (*record.Record, error) {
 	if line[0] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
@@ -436,7 +439,7 @@ func (r *readCompletions) saw(layout string) {
 
 // check says whether rec is a usable completion record, and keeps an
 // earlier verdict as history.
-func (r *readCompletions) check(rec *pipeline.Record) error {
+func (r *readCompletions) check(rec *record.Record) error {
 	switch {
 	case rec.ID == "":
 		return errors.New(`no "id"`)

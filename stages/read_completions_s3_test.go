@@ -10,17 +10,18 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // collectEmitter keeps what a stage sends on, by port.
 type collectEmitter struct {
 	s3Emitter
-	sent map[string][]*pipeline.Record
+	sent map[string][]*record.Record
 }
 
-func (c *collectEmitter) Emit(port string, r *pipeline.Record) error {
+func (c *collectEmitter) Emit(port string, r *record.Record) error {
 	if c.sent == nil {
-		c.sent = map[string][]*pipeline.Record{}
+		c.sent = map[string][]*record.Record{}
 	}
 	c.sent[port] = append(c.sent[port], r)
 	return nil
@@ -39,11 +40,11 @@ func TestReadCompletionsFromS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	var want []*pipeline.Record
+	var want []*record.Record
 	for i := range 100 {
-		rec := &pipeline.Record{ID: fmt.Sprintf("r%03d", i),
-			Messages:   []pipeline.Message{{Role: "user", Content: fmt.Sprintf("質問 %d 🚀", i)}},
-			Completion: &pipeline.Completion{Reasoning: "思考", Answer: fmt.Sprintf("answer %d", i), FinishReason: "stop", OutputIDs: []int{1, 2, i}}}
+		rec := &record.Record{ID: fmt.Sprintf("r%03d", i),
+			Messages:   []record.Message{{Role: "user", Content: fmt.Sprintf("質問 %d 🚀", i)}},
+			Completion: &record.Completion{Reasoning: "思考", Answer: fmt.Sprintf("answer %d", i), FinishReason: "stop", OutputIDs: []int{1, 2, i}}}
 		want = append(want, rec)
 		if err := w.Process(ctx, rec, &s3Emitter{}); err != nil {
 			t.Fatal(err)
@@ -60,7 +61,7 @@ func TestReadCompletionsFromS3(t *testing.T) {
 	up.process(t, shards.sent["shards"]...)
 	up.finish(t)
 
-	read := func() ([]*pipeline.Record, error) {
+	read := func() ([]*record.Record, error) {
 		r := &readCompletions{cfg: ReadCompletionsConfig{Path: "s3://" + srv.Bucket + "/datasets/train", Endpoint: srv.Endpoint,
 			Region: srv.Region, ForcePathStyle: true, OnBadLine: "fail", RequireCompletion: true}}
 		got := &collectEmitter{}

@@ -12,17 +12,20 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // runTestPipeline writes src as DIR/p.toml beside files (name → content),
 // checks it like pipe check and runs it.
-func runTestPipeline(t *testing.T, src string, files map[string]string) (string, *pipeline.Summary, error) {
+func runTestPipeline(t *testing.T, src string, files map[string]string) (string, *engine.Summary, error) {
 	t.Helper()
-	return runTestPipelineWith(t, context.Background(), src, files, pipeline.RunOptions{})
+	return runTestPipelineWith(t, context.Background(), src, files, engine.Options{})
 }
 
 // runTestPipelineWith is runTestPipeline with a context and run options.
-func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files map[string]string, opts pipeline.RunOptions) (string, *pipeline.Summary, error) {
+func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files map[string]string, opts engine.Options) (string, *engine.Summary, error) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
@@ -37,7 +40,7 @@ func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files ma
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -46,23 +49,23 @@ func runTestPipelineWith(t *testing.T, ctx context.Context, src string, files ma
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	sum, err := pipeline.Run(ctx, plan, opts)
+	sum, err := engine.Run(ctx, plan, opts)
 	return dir, sum, err
 }
 
 // readRecords reads a JSONL file of records.
-func readRecords(t *testing.T, path string) []*pipeline.Record {
+func readRecords(t *testing.T, path string) []*record.Record {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []*pipeline.Record
+	var out []*record.Record
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		var r pipeline.Record
+		var r record.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -74,7 +77,7 @@ func readRecords(t *testing.T, path string) []*pipeline.Record {
 	return out
 }
 
-func stageSummary(t *testing.T, sum *pipeline.Summary, id string) pipeline.StageSummary {
+func stageSummary(t *testing.T, sum *engine.Summary, id string) engine.StageSummary {
 	t.Helper()
 	for _, s := range sum.Stages {
 		if s.ID == id {
@@ -82,7 +85,7 @@ func stageSummary(t *testing.T, sum *pipeline.Summary, id string) pipeline.Stage
 		}
 	}
 	t.Fatalf("no stage %q in summary", id)
-	return pipeline.StageSummary{}
+	return engine.StageSummary{}
 }
 
 const readCompletionsPipeline = `
@@ -105,7 +108,7 @@ input = "in.rejected"
 path  = "out/bad.jsonl"
 `
 
-func completionLine(t *testing.T, rec *pipeline.Record) string {
+func completionLine(t *testing.T, rec *record.Record) string {
 	t.Helper()
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -121,7 +124,7 @@ func TestReadCompletions(t *testing.T) {
 	wasRejected := completionRecord(goodCompletion())
 	wasRejected.ID = "q-0002"
 	wasRejected.Completion.Answer = ""
-	wasRejected.Reject = &pipeline.Rejection{Stage: "check", Reason: "empty_answer", Detail: "answer is empty"}
+	wasRejected.Reject = &record.Rejection{Stage: "check", Reason: "empty_answer", Detail: "answer is empty"}
 	lines := []string{
 		completionLine(t, good),
 		"",
@@ -180,7 +183,7 @@ func TestReadCompletionsRequireOutputIDs(t *testing.T) {
 	_, sum, err := runTestPipeline(t, src, map[string]string{"c.jsonl": completionLine(t, noIDs) + "\n"})
 	// Its only record rejected, the output of accepted records is empty:
 	// the run did not make what it was for.
-	if !errors.Is(err, pipeline.ErrNoTrainingRows) {
+	if !errors.Is(err, engine.ErrNoTrainingRows) {
 		t.Fatalf("err = %v, want ErrNoTrainingRows", err)
 	}
 	if s := stageSummary(t, sum, "in"); s.Rejected != 1 || s.Out != 0 {
@@ -198,7 +201,7 @@ type stopAfter struct {
 
 type stopAfterConfig struct{}
 
-func (s *stopAfter) Process(_ context.Context, _ *pipeline.Record, _ pipeline.Emitter) error {
+func (s *stopAfter) Process(_ context.Context, _ *record.Record, _ pipeline.Emitter) error {
 	s.seen++
 	if s.seen == s.n {
 		close(s.stop)
@@ -232,7 +235,7 @@ func TestReadCompletionsStopInTheMiddle(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -240,7 +243,7 @@ func TestReadCompletionsStopInTheMiddle(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	sum, err := pipeline.Run(context.Background(), plan, pipeline.RunOptions{Stop: stop, EdgeBuffer: 4})
+	sum, err := engine.Run(context.Background(), plan, engine.Options{Stop: stop, EdgeBuffer: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 func init() {
@@ -25,11 +27,11 @@ An id the journal holds twice (a retried batch) is sent once, the first time.
 An id this run directory already finished is skipped (counted as skipped:
 done), so a stopped replay continues where it was committed.`,
 		DropsFinished: true,
-		Replay: &pipeline.ReplaySpec{Reads: pipeline.ReplaysJournal, Config: func(runDir, stage, _, _ string) map[string]any {
+		Replay: &output.ReplaySpec{Reads: output.ReplaysJournal, Config: func(runDir, stage, _, _ string) map[string]any {
 			return map[string]any{"run_dir": runDir, "stage": stage}
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
-		Produces: []string{pipeline.FieldMessages, pipeline.FieldCompletion},
+		Produces: []string{record.FieldMessages, record.FieldCompletion},
 		KeySettings: pipeline.SettingsFor(func(cfg *ReadJournalConfig) string {
 			return fmt.Sprintf("%s of %s", cfg.Stage, pipeline.DisplayPath(cfg.RunDir))
 		}),
@@ -85,10 +87,10 @@ func (r *readJournal) Open(_ context.Context, env *pipeline.Env) error {
 }
 
 // journalLine is one line of a journal as the engine writes it
-// (pipeline/engine.go journalEntry): the port and the record sent on it.
+// (pipeline/engine/engine.go journalEntry): the port and the record sent on it.
 type journalLine struct {
-	Port   string           `json:"port"`
-	Record *pipeline.Record `json:"record"`
+	Port   string         `json:"port"`
+	Record *record.Record `json:"record"`
 }
 
 func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {

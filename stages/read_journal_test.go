@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // replayFile is a small regeneration pipeline; a test writes it into dir.
@@ -52,12 +53,12 @@ input = ["check.rejected", "gen.rejected"]
 path  = "out/bad.jsonl"
 `
 
-func buildFrom(t *testing.T, dir, src, from string, sets ...string) (*pipeline.Plan, pipeline.Problems) {
+func buildFrom(t *testing.T, dir, src, from string, sets ...string) (*pipeline.Plan, pipefile.Problems) {
 	t.Helper()
 	path := filepath.Join(dir, "p.toml")
 	os.WriteFile(path, []byte(src), 0o644)
 	os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"id":"a","prompt":"hi"}`+"\n"), 0o644)
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets, SetDir: dir, From: from})
+	f, probs := pipefile.Load(path, pipefile.Options{Set: sets, SetDir: dir, From: from})
 	if len(probs) > 0 {
 		return nil, probs
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 func init() {
@@ -41,7 +43,7 @@ does that instead). A leading UTF-8 BOM is accepted. A file with no prompt
 fails the run unless allow_empty = true. pipe check --data reports all of
 it without running.`,
 		Outputs:  []string{"out"},
-		Produces: []string{pipeline.FieldMessages},
+		Produces: []string{record.FieldMessages},
 		KeySettings: pipeline.SettingsFor(func(cfg *readPromptsConfig) string {
 			s := pipeline.DisplayPath(cfg.Path)
 			if cfg.Limit > 0 {
@@ -95,7 +97,7 @@ var (
 )
 
 // Report gives how far into the file the read is.
-func (r *readPrompts) Report() []pipeline.Figure { return r.pos.figures() }
+func (r *readPrompts) Report() []figure.Figure { return r.pos.figures() }
 
 // View gives the same position typed (InputView).
 func (r *readPrompts) View() any { return r.pos.view() }
@@ -104,7 +106,7 @@ func (r *readPrompts) View() any { return r.pos.view() }
 // repeated ids (when no dedupe-against-progress stage reads its output).
 func (r *readPrompts) source(dedupe bool) *jsonlSource {
 	return &jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, AllowEmpty: r.cfg.AllowEmpty, Dedupe: dedupe,
-		Parse: func(line []byte, build, needID bool) (*pipeline.Record, string, *lineProblem) {
+		Parse: func(line []byte, build, needID bool) (*record.Record, string, *lineProblem) {
 			return promptLine(line, r.cfg.IDField, build, needID)
 		},
 		QuickID: func(line []byte) (string, bool) { return leadingID(line, r.cfg.IDField) },
@@ -148,7 +150,7 @@ func (r *readPrompts) CheckInput(ctx context.Context, _ *pipeline.Env) (*pipelin
 // eachIn), which checks it as strictly as encoding/json in the same pass;
 // what is wrong with a line that is not JSON is said in encoding/json's
 // words.
-func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Record, string, *lineProblem) {
+func promptLine(line []byte, idField string, build, needID bool) (*record.Record, string, *lineProblem) {
 	pf, prob := scanPromptLine(line, idField)
 	if prob != nil {
 		return nil, "", prob
@@ -166,7 +168,7 @@ func promptLine(line []byte, idField string, build, needID bool) (*pipeline.Reco
 	if build || needID {
 		id = string(idText)
 	}
-	var rec *pipeline.Record
+	var rec *record.Record
 	if build || (needID && idText == nil) {
 		rec = turnsRecord(id, turns)
 		if idText == nil {
@@ -324,10 +326,10 @@ func promptID(idRaw []byte, idField string) ([]byte, *lineProblem) {
 }
 
 // turnsRecord is the record of id with turns as its messages.
-func turnsRecord(id string, turns []turnSpan) *pipeline.Record {
-	rec := &pipeline.Record{ID: id, Messages: make([]pipeline.Message, len(turns))}
+func turnsRecord(id string, turns []turnSpan) *record.Record {
+	rec := &record.Record{ID: id, Messages: make([]record.Message, len(turns))}
 	for i, t := range turns {
-		rec.Messages[i] = pipeline.Message{Role: t.role, Content: string(turnText(t.content)), ReasoningContent: string(turnText(t.reasoning))}
+		rec.Messages[i] = record.Message{Role: t.role, Content: string(turnText(t.content)), ReasoningContent: string(turnText(t.reasoning))}
 	}
 	return rec
 }
@@ -335,7 +337,7 @@ func turnsRecord(id string, turns []turnSpan) *pipeline.Record {
 // keepMeta keeps the line's other keys in rec.Meta, as raw JSON: all but
 // the id and the prompt; of a batch request, its body's settings without
 // the prompt already taken.
-func (pf *promptFields) keepMeta(rec *pipeline.Record, line []byte, idField string) {
+func (pf *promptFields) keepMeta(rec *record.Record, line []byte, idField string) {
 	eachIn(line, '{', func(key string, v []byte) bool {
 		if key == idField || key == promptShapes[pf.shape] || (pf.batch && key == "custom_id") {
 			return true
@@ -663,7 +665,7 @@ var shareGPTRoles = map[string]string{
 
 // contentID is a stable id from the conversation itself, so the same prompt
 // gets the same id in every run and every input shape.
-func contentID(msgs []pipeline.Message) string {
+func contentID(msgs []record.Message) string {
 	h := sha256.New()
 	for _, m := range msgs {
 		fmt.Fprintf(h, "%d:%s%d:%s", len(m.Role), m.Role, len(m.Content), m.Content)

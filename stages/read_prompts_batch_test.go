@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // An OpenAI/vLLM batch input line (the Batch API's request input object:
@@ -19,7 +19,7 @@ func TestBatchInputLineIsAPrompt(t *testing.T) {
 	if id != "request-1" || rec.ID != "request-1" {
 		t.Fatalf("id %q (record %q), want request-1 (custom_id)", id, rec.ID)
 	}
-	want := []pipeline.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}}
+	want := []record.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}}
 	if len(rec.Messages) != 2 || rec.Messages[0] != want[0] || rec.Messages[1] != want[1] {
 		t.Fatalf("messages %+v, want %+v", rec.Messages, want)
 	}

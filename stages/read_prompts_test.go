@@ -10,23 +10,23 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 func TestParsePromptLineShapes(t *testing.T) {
-	user := []pipeline.Message{{Role: "user", Content: "What is 2+2?"}}
+	user := []record.Message{{Role: "user", Content: "What is 2+2?"}}
 	hash := contentID(user)
 	tests := []struct {
 		name, line, idField string
 		wantID              string
-		wantMsgs            []pipeline.Message
+		wantMsgs            []record.Message
 		wantMeta            string // a key expected in meta
 		wantErr             string
 	}{
 		{name: "openai", line: `{"id":"a1","messages":[{"role":"user","content":"What is 2+2?"}],"source":"x"}`, wantID: "a1", wantMsgs: user, wantMeta: "source"},
 		{name: "sharegpt", line: `{"id":"a2","conversations":[{"from":"human","value":"What is 2+2?"}]}`, wantID: "a2", wantMsgs: user},
 		{name: "sharegpt roles", line: `{"conversations":[{"from":"system","value":"S"},{"from":"human","value":"Q"},{"from":"gpt","value":"A"}]}`,
-			wantMsgs: []pipeline.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"}, {Role: "assistant", Content: "A"}}},
+			wantMsgs: []record.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"}, {Role: "assistant", Content: "A"}}},
 		{name: "prompt", line: `{"id":"a3","prompt":"What is 2+2?"}`, wantID: "a3", wantMsgs: user},
 		{name: "numeric id", line: `{"id":17,"prompt":"What is 2+2?"}`, wantID: "17", wantMsgs: user},
 		{name: "id field", line: `{"uid":"u9","id":"ignored","prompt":"What is 2+2?"}`, idField: "uid", wantID: "u9", wantMsgs: user, wantMeta: "id"},
@@ -34,7 +34,7 @@ func TestParsePromptLineShapes(t *testing.T) {
 		{name: "hash id sharegpt", line: `{"conversations":[{"from":"human","value":"What is 2+2?"}]}`, wantID: hash, wantMsgs: user},
 		{name: "content parts", line: `{"messages":[{"role":"user","content":[{"type":"text","text":"What is "},{"type":"text","text":"2+2?"}]}]}`, wantID: hash, wantMsgs: user},
 		{name: "empty system content kept", line: `{"messages":[{"role":"system","content":""},{"role":"user","content":"Q"}]}`,
-			wantMsgs: []pipeline.Message{{Role: "system", Content: ""}, {Role: "user", Content: "Q"}}},
+			wantMsgs: []record.Message{{Role: "system", Content: ""}, {Role: "user", Content: "Q"}}},
 		{name: "invalid json", line: `{"prompt": "x"`, wantErr: "invalid JSON"},
 		{name: "no prompt", line: `{"text":"x"}`, wantErr: `no prompt: want "messages", "conversations" or "prompt"`},
 		{name: "unknown role", line: `{"messages":[{"role":"robot","content":"x"}]}`, wantErr: `turn 1: unknown role "robot"`},
@@ -45,7 +45,7 @@ func TestParsePromptLineShapes(t *testing.T) {
 		{name: "escapes decoded", line: `{"id":"e\u0031","prompt":"What is \u0032+2?"}`, wantID: "e1", wantMsgs: user},
 		{name: "keys of a turn in any case", line: `{"messages":[{"Role":"USER","Content":"What is 2+2?"}]}`, wantID: hash, wantMsgs: user},
 		{name: "reasoning kept", line: `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"R\n"},{"role":"user","content":"Q2"}]}`,
-			wantMsgs: []pipeline.Message{{Role: "user", Content: "Q"}, {Role: "assistant", Content: "A", ReasoningContent: "R\n"}, {Role: "user", Content: "Q2"}}},
+			wantMsgs: []record.Message{{Role: "user", Content: "Q"}, {Role: "assistant", Content: "A", ReasoningContent: "R\n"}, {Role: "user", Content: "Q2"}}},
 		{name: "meta kept as written", line: `{"id":"m","prompt":"What is 2+2?","tags":["a", "b"],"n":1.50}`, wantID: "m", wantMsgs: user, wantMeta: "tags"},
 		{name: "not an object", line: `["prompt"]`, wantErr: "not a JSON object"},
 		{name: "trailing garbage", line: `{"prompt":"x"} {}`, wantErr: "invalid JSON"},
@@ -116,14 +116,14 @@ func TestParsePromptLineShapes(t *testing.T) {
 // fakeEmitter collects what a stage emits; it is a unit-test double.
 type fakeEmitter struct {
 	mu       sync.Mutex
-	out      []*pipeline.Record
-	rejected []*pipeline.Record
+	out      []*record.Record
+	rejected []*record.Record
 	took     int
 	block    chan struct{} // if set, Emit blocks until ctx is done
 	ctx      context.Context
 }
 
-func (f *fakeEmitter) Emit(_ string, r *pipeline.Record) error {
+func (f *fakeEmitter) Emit(_ string, r *record.Record) error {
 	if f.block != nil {
 		<-f.ctx.Done()
 		return f.ctx.Err()
@@ -133,17 +133,17 @@ func (f *fakeEmitter) Emit(_ string, r *pipeline.Record) error {
 	f.out = append(f.out, r)
 	return nil
 }
-func (f *fakeEmitter) Reject(r *pipeline.Record, reason, detail string) error {
+func (f *fakeEmitter) Reject(r *record.Record, reason, detail string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r.Reject = &pipeline.Rejection{Reason: reason, Detail: detail}
+	r.Reject = &record.Rejection{Reason: reason, Detail: detail}
 	f.rejected = append(f.rejected, r)
 	return nil
 }
-func (f *fakeEmitter) Fail(*pipeline.Record, error, int) error { return nil }
-func (f *fakeEmitter) Took(n int)                              { f.took += n }
-func (f *fakeEmitter) SkipFinished(string) bool                { return false }
-func (f *fakeEmitter) Skip(*pipeline.Record, string) error     { return nil }
+func (f *fakeEmitter) Fail(*record.Record, error, int) error { return nil }
+func (f *fakeEmitter) Took(n int)                            { f.took += n }
+func (f *fakeEmitter) SkipFinished(string) bool              { return false }
+func (f *fakeEmitter) Skip(*record.Record, string) error     { return nil }
 
 func writeLines(t *testing.T, lines ...string) string {
 	p := filepath.Join(t.TempDir(), "p.jsonl")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // Every kind documents itself, and its example is a pipeline that passes the
@@ -38,7 +39,7 @@ func TestEveryKindHasSummaryAndValidExample(t *testing.T) {
 			if err := os.WriteFile(path, []byte(spec.Example), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Getenv: func(string) (string, bool) { return dir, true }})
+			f, probs := pipefile.Load(path, pipefile.Options{Getenv: func(string) (string, bool) { return dir, true }})
 			if f == nil {
 				t.Fatal(probs)
 			}
@@ -50,7 +51,7 @@ func TestEveryKindHasSummaryAndValidExample(t *testing.T) {
 				t.Fatalf("example has no stage of kind %q:\n%s", kind, spec.Example)
 			}
 			createInputs(t, f, reg)
-			f, probs = pipeline.LoadFile(path, pipeline.LoadOptions{Getenv: func(string) (string, bool) { return dir, true }})
+			f, probs = pipefile.Load(path, pipefile.Options{Getenv: func(string) (string, bool) { return dir, true }})
 			plan, bprobs := pipeline.Build(f, reg)
 			probs = append(probs, bprobs...)
 			if len(probs) == 0 {
@@ -78,7 +79,7 @@ var minimalContents = map[string][]byte{
 
 // createInputs makes empty files (or directories) for every input path of
 // the example, so the check exercises everything but their contents.
-func createInputs(t *testing.T, f *pipeline.File, reg *pipeline.Registry) {
+func createInputs(t *testing.T, f *pipefile.File, reg *pipeline.Registry) {
 	for _, sd := range f.Stages {
 		spec := reg.Lookup(sd.Kind)
 		if spec == nil {

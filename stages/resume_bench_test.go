@@ -15,6 +15,8 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // BenchmarkResumeFirstRequest is the resume of a big run (issue 9): 1,000,000
@@ -93,7 +95,7 @@ func benchFirstRequest(b *testing.B, dir, path string, done int) {
 		b.StartTimer()
 
 		start := time.Now()
-		f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+		f, probs := pipefile.Load(path, pipefile.Options{})
 		if len(probs) > 0 {
 			b.Fatal(probs)
 		}
@@ -105,8 +107,8 @@ func benchFirstRequest(b *testing.B, dir, path string, done int) {
 		var once sync.Once
 		var first time.Duration
 		var heap uint64
-		_, err := pipeline.Run(ctx, plan, pipeline.RunOptions{ProgressEvery: time.Millisecond,
-			Progress: func(s *pipeline.Summary) {
+		_, err := engine.Run(ctx, plan, engine.Options{ProgressEvery: time.Millisecond,
+			Progress: func(s *engine.Summary) {
 				if s.Stages[2].In > 0 {
 					once.Do(func() {
 						first = time.Since(start)

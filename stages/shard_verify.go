@@ -7,32 +7,35 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 )
 
 // verifyShardDir is write-arrow's Verify: every shard its manifest names,
 // by size and (env.Hash) SHA-256; rows of shards found damaged that were
 // never written again are lost, by id hash (the directory keeps only
 // hashes of ids).
-func verifyShardDir(_ context.Context, c *writeArrowConfig, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+func verifyShardDir(_ context.Context, c *writeArrowConfig, env *output.VerifyEnv) (*output.Verified, error) {
 	return VerifyShardDir(c.Path, env.Hash)
 }
 
 // VerifyShardDir checks the shard directory dir against its manifest (see
 // verifyShardDir); pipe verify PATH calls it for a directory alone.
-func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
-	v := &pipeline.Verified{Where: pipeline.DisplayPath(dir), Dir: dir, How: "size"}
+func VerifyShardDir(dir string, hash bool) (*output.Verified, error) {
+	v := &output.Verified{Where: pipeline.DisplayPath(dir), Dir: dir, How: "size"}
 	if hash {
 		v.How = "size, sha256"
 	}
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
 	if m == nil {
-		v.Problems = append(v.Problems, fmt.Sprintf("%s has no %s: nothing committed there", v.Where, commitlog.ManifestName))
+		v.Problems = append(v.Problems, fmt.Sprintf("%s has no %s: nothing committed there", v.Where, shardset.ManifestName))
 		return v, nil
 	}
-	res, err := commitlog.CheckShards(dir, m, hash)
+	res, err := shardset.Check(dir, m, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +47,7 @@ func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
 		}
 		v.Problems = append(v.Problems, fmt.Sprintf("%s %s (%d rows; pipe run --verify-shards writes them again from the journal)", filepath.Join(v.Where, p.Shard.Name), p.What, p.Shard.Rows))
 	}
-	redo, err := commitlog.ReadRedo(dir)
+	redo, err := shardset.ReadRedo(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -56,13 +59,13 @@ func VerifyShardDir(dir string, hash bool) (*pipeline.Verified, error) {
 
 // verifyJSONL is write-jsonl's Verify: the committed lines of its file
 // against their index (see commitlog.CheckLog).
-func verifyJSONL(_ context.Context, c *writeJSONLConfig, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+func verifyJSONL(_ context.Context, c *writeJSONLConfig, env *output.VerifyEnv) (*output.Verified, error) {
 	path := c.Path
-	res, err := commitlog.CheckLog(path, env.Hash, pipeline.RecordLineID)
+	res, err := commitlog.CheckLog(path, env.Hash, record.LineID)
 	if err != nil {
 		return nil, err
 	}
-	v := &pipeline.Verified{Where: pipeline.DisplayPath(path), Items: res.Rows, Unit: "lines", Bytes: res.Bytes, How: "size", Problems: res.Problems}
+	v := &output.Verified{Where: pipeline.DisplayPath(path), Items: res.Rows, Unit: "lines", Bytes: res.Bytes, How: "size", Problems: res.Problems}
 	if env.Hash {
 		v.How = "size, every committed line's id against the index"
 	}

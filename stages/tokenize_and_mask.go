@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
@@ -69,14 +72,14 @@ tokens), no_output_ids (source = "ids"), bad_prompt_ids / unterminated_output
 not decode to the completion's thinking and answer: another tokenizer than
 the server's), render_failed, no_completion.`,
 		Outputs:  []string{"out", pipeline.RejectedPort},
-		Needs:    []string{pipeline.FieldMessages, pipeline.FieldCompletion},
-		Produces: []string{pipeline.FieldTokens},
+		Needs:    []string{record.FieldMessages, record.FieldCompletion},
+		Produces: []string{record.FieldTokens},
 		Fields: pipeline.FieldsFor(func(c *TokenizeAndMaskConfig) (needs, produces []string) {
-			needs = []string{pipeline.FieldMessages, pipeline.FieldCompletion}
+			needs = []string{record.FieldMessages, record.FieldCompletion}
 			if c.Source == "ids" {
-				needs = append(needs, pipeline.FieldOutputIDs)
+				needs = append(needs, record.FieldOutputIDs)
 			}
-			return needs, []string{pipeline.FieldTokens}
+			return needs, []string{record.FieldTokens}
 		}),
 		KeySettings: pipeline.SettingsFor(func(cfg *TokenizeAndMaskConfig) string {
 			s := "mask " + cfg.Mask + ", source " + cfg.Source
@@ -225,7 +228,7 @@ func (s *tokenizeAndMask) Workers() int {
 }
 
 // Process builds rec's training row and emits it, or rejects rec.
-func (s *tokenizeAndMask) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (s *tokenizeAndMask) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	row, reason, detail := s.build(rec)
 	if reason != "" {
 		return out.Reject(rec, reason, detail)
@@ -237,7 +240,7 @@ func (s *tokenizeAndMask) Process(ctx context.Context, rec *pipeline.Record, out
 }
 
 // build returns rec's row, or a reason code and detail for rejecting it.
-func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, reason, detail string) {
+func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason, detail string) {
 	c := rec.Completion
 	if c == nil {
 		return nil, ReasonNoCompletion, "record has no completion"
@@ -261,7 +264,7 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 	msgs := conversation(turns, system, c)
 	opts := chat.Options{EnableThinking: enableThinking(c)}
 	lastOnly := s.mode.LastOnly(s.forced)
-	var textRow *pipeline.Tokens
+	var textRow *record.Tokens
 	var assistantTurns []chat.Turn
 	var rendered string
 	// The ids path needs the text's turns only for earlier assistant turns
@@ -301,7 +304,7 @@ func (s *tokenizeAndMask) build(rec *pipeline.Record) (row *pipeline.Tokens, rea
 
 // compareRows notes where the row built from the ids differs from the
 // one built from the text (compare_text), if it does.
-func (s *tokenizeAndMask) compareRows(rec *pipeline.Record, row, textRow *pipeline.Tokens) {
+func (s *tokenizeAndMask) compareRows(rec *record.Record, row, textRow *record.Tokens) {
 	if at := firstDifference(row, textRow); at >= 0 {
 		s.differs.Add(1)
 		rec.Meta["retokenized_differs_at"] = at
@@ -313,7 +316,7 @@ func (s *tokenizeAndMask) compareRows(rec *pipeline.Record, row, textRow *pipeli
 // (hasIDs: the completion has prompt and output ids; systemDiffers: the
 // row's system prompt is not the one generation used), counting why not,
 // or rejects the record when source = "ids" and it has none.
-func (s *tokenizeAndMask) chooseIDs(c *pipeline.Completion, hasIDs, systemDiffers bool) (useIDs bool, reason, detail string) {
+func (s *tokenizeAndMask) chooseIDs(c *record.Completion, hasIDs, systemDiffers bool) (useIDs bool, reason, detail string) {
 	useIDs = hasIDs && s.cfg.Source != "text"
 	switch {
 	case s.cfg.Source == "ids" && !hasIDs:
@@ -330,7 +333,7 @@ func (s *tokenizeAndMask) chooseIDs(c *pipeline.Completion, hasIDs, systemDiffer
 
 // fitLength applies max_length to row: a longer row is rejected
 // (on_too_long = "reject") or cut to it, its loss tokens counted again.
-func (s *tokenizeAndMask) fitLength(row *pipeline.Tokens) (reason, detail string) {
+func (s *tokenizeAndMask) fitLength(row *record.Tokens) (reason, detail string) {
 	if s.cfg.MaxLength <= 0 || row.NumTokens <= s.cfg.MaxLength {
 		return "", ""
 	}
@@ -350,7 +353,7 @@ func (s *tokenizeAndMask) fitLength(row *pipeline.Tokens) (reason, detail string
 
 // systemPrompts returns the prompt turns without a leading system turn, the
 // system prompt of the row and the one generation used.
-func (s *tokenizeAndMask) systemPrompts(rec *pipeline.Record) (turns []pipeline.Message, system, genSystem string) {
+func (s *tokenizeAndMask) systemPrompts(rec *record.Record) (turns []record.Message, system, genSystem string) {
 	turns = rec.Messages
 	genSystem = rec.Completion.SystemPrompt
 	if len(turns) > 0 && turns[0].Role == "system" {
@@ -366,7 +369,7 @@ func (s *tokenizeAndMask) systemPrompts(rec *pipeline.Record) (turns []pipeline.
 
 // conversation returns the messages to render: the system prompt if any,
 // the prompt turns, then the completion as the last assistant turn.
-func conversation(turns []pipeline.Message, system string, c *pipeline.Completion) []chat.Message {
+func conversation(turns []record.Message, system string, c *record.Completion) []chat.Message {
 	msgs := make([]chat.Message, 0, len(turns)+2)
 	if system != "" {
 		msgs = append(msgs, chat.NewMessage("system", system))
@@ -382,7 +385,7 @@ func conversation(turns []pipeline.Message, system string, c *pipeline.Completio
 }
 
 // hasEarlierReply says whether the prompt turns hold an assistant turn.
-func hasEarlierReply(turns []pipeline.Message) bool {
+func hasEarlierReply(turns []record.Message) bool {
 	for _, m := range turns {
 		if m.Role == "assistant" {
 			return true
@@ -392,7 +395,7 @@ func hasEarlierReply(turns []pipeline.Message) bool {
 }
 
 // enableThinking is the enable_thinking generation recorded, if any.
-func enableThinking(c *pipeline.Completion) *bool {
+func enableThinking(c *record.Completion) *bool {
 	if b, ok := requestThinking(c.Request); ok {
 		return &b
 	}
@@ -406,7 +409,7 @@ func enableThinking(c *pipeline.Completion) *bool {
 // exactly where the last turn's loss begins. Earlier turns' spans (turns of
 // rendered, the text rendering, when the mode trains them) lie within the
 // prompt, which is the same text.
-func (s *tokenizeAndMask) fromGenerationIDs(c *pipeline.Completion, msgs []chat.Message, opts chat.Options, rendered string, turns []chat.Turn) (ids, mask []int, reason, detail string) {
+func (s *tokenizeAndMask) fromGenerationIDs(c *record.Completion, msgs []chat.Message, opts chat.Options, rendered string, turns []chat.Turn) (ids, mask []int, reason, detail string) {
 	out := c.OutputIDs
 	if out[len(out)-1] != s.imEnd {
 		// SGLang includes the matched EOS in output_ids; an older server may
@@ -499,8 +502,8 @@ func matchedID(v any) int {
 	return -1
 }
 
-func newRow(ids, mask []int, source string) *pipeline.Tokens {
-	row := &pipeline.Tokens{InputIDs: make([]int32, len(ids)), LossMask: make([]uint8, len(mask)), NumTokens: len(ids), Source: source}
+func newRow(ids, mask []int, source string) *record.Tokens {
+	row := &record.Tokens{InputIDs: make([]int32, len(ids)), LossMask: make([]uint8, len(mask)), NumTokens: len(ids), Source: source}
 	for i, id := range ids {
 		row.InputIDs[i] = int32(id)
 	}
@@ -512,7 +515,7 @@ func newRow(ids, mask []int, source string) *pipeline.Tokens {
 }
 
 // firstDifference is the first index where the rows' ids or masks differ, or -1.
-func firstDifference(a, b *pipeline.Tokens) int {
+func firstDifference(a, b *record.Tokens) int {
 	n := min(len(a.InputIDs), len(b.InputIDs))
 	for i := 0; i < n; i++ {
 		if a.InputIDs[i] != b.InputIDs[i] || a.LossMask[i] != b.LossMask[i] {
@@ -539,11 +542,11 @@ func longestRun(mask []uint8) int {
 }
 
 // logDifference writes the first few disagreements to the run log.
-func (s *tokenizeAndMask) logDifference(id string, ids, text *pipeline.Tokens, at int) {
+func (s *tokenizeAndMask) logDifference(id string, ids, text *record.Tokens, at int) {
 	if s.logged.Add(1) > 5 {
 		return
 	}
-	show := func(r *pipeline.Tokens) string {
+	show := func(r *record.Tokens) string {
 		lo, hi := max(0, at-3), min(len(r.InputIDs), at+4)
 		var parts []string
 		for _, x := range r.InputIDs[lo:hi] {
@@ -556,20 +559,20 @@ func (s *tokenizeAndMask) logDifference(id string, ids, text *pipeline.Tokens, a
 }
 
 // Report gives the row sources, disagreements and token totals.
-func (s *tokenizeAndMask) Report() []pipeline.Figure {
-	stats := []pipeline.Figure{
-		pipeline.NewCounter("rows", s.fromIDs.Load(), "source", "ids"),
-		pipeline.NewCounter("rows", s.fromText.Load(), "source", "text"),
-		pipeline.NewCounter("text_rows_without_ids", s.textNoIDs.Load()),
-		pipeline.NewCounter("text_rows_system_prompt_differs", s.textSystemDiffers.Load()),
-		pipeline.NewCounter("tokens", s.tokens.Load()).In(pipeline.UnitTokens),
-		pipeline.NewCounter("loss_tokens", s.lossTokens.Load()).In(pipeline.UnitTokens),
+func (s *tokenizeAndMask) Report() []figure.Figure {
+	stats := []figure.Figure{
+		figure.NewCounter("rows", s.fromIDs.Load(), "source", "ids"),
+		figure.NewCounter("rows", s.fromText.Load(), "source", "text"),
+		figure.NewCounter("text_rows_without_ids", s.textNoIDs.Load()),
+		figure.NewCounter("text_rows_system_prompt_differs", s.textSystemDiffers.Load()),
+		figure.NewCounter("tokens", s.tokens.Load()).In(figure.UnitTokens),
+		figure.NewCounter("loss_tokens", s.lossTokens.Load()).In(figure.UnitTokens),
 	}
 	if s.cfg.CompareText && s.fromIDs.Load() > 0 {
-		stats = append(stats, pipeline.NewCounter("retokenized_text_differs", s.differs.Load()))
+		stats = append(stats, figure.NewCounter("retokenized_text_differs", s.differs.Load()))
 	}
 	if s.cfg.MaxLength > 0 {
-		stats = append(stats, pipeline.NewCounter("truncated_to_max_length", s.truncated.Load()))
+		stats = append(stats, figure.NewCounter("truncated_to_max_length", s.truncated.Load()))
 	}
 	s.systemMu.Lock()
 	prompts := make([]string, 0, len(s.systemUsed))
@@ -583,14 +586,14 @@ func (s *tokenizeAndMask) Report() []pipeline.Figure {
 			for _, q := range prompts[3:] {
 				others += s.systemUsed[q]
 			}
-			stats = append(stats, pipeline.NewCounter("rows_by_system_prompt", others, "prompt", fmt.Sprintf("%d others", len(prompts)-3)))
+			stats = append(stats, figure.NewCounter("rows_by_system_prompt", others, "prompt", fmt.Sprintf("%d others", len(prompts)-3)))
 			break
 		}
 		name := "none"
 		if p != "" {
 			name = fmt.Sprintf("%q", truncate(p, 60))
 		}
-		stats = append(stats, pipeline.NewCounter("rows_by_system_prompt", s.systemUsed[p], "prompt", name))
+		stats = append(stats, figure.NewCounter("rows_by_system_prompt", s.systemUsed[p], "prompt", name))
 	}
 	s.systemMu.Unlock()
 	return stats
@@ -604,7 +607,7 @@ func checkTokenizer(key, dir string) []error {
 		return nil
 	}
 	if err := tokenize.CheckFile(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return []error{&pipeline.FieldError{Key: key, Msg: err.Error()}}
+		return []error{&config.FieldError{Key: key, Msg: err.Error()}}
 	}
 	return nil
 }

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
 
 // benchRows builds n realistic rows (a prompt, ~5 KB of thinking, ~2 KB of
 // answer) from the Go distribution's own sources: prose comments and code,
 // varied, so the tokenizer's word cache does not make every row cheap.
-func benchRows(b *testing.B, n int) []*pipeline.Record {
+func benchRows(b *testing.B, n int) []*record.Record {
 	b.Helper()
 	var files []string
 	for _, dir := range []string{"net/http", "runtime", "go/types", "crypto/tls", "encoding/json", "database/sql", "text/template"} {
@@ -45,7 +45,7 @@ func benchRows(b *testing.B, n int) []*pipeline.Record {
 	if err != nil {
 		b.Fatal(err)
 	}
-	recs := make([]*pipeline.Record, n)
+	recs := make([]*record.Record, n)
 	for i := range recs {
 		off := i * 8000 // distinct text for every row
 		prompt := "Explain what this code does and point out anything surprising:\n\n" + src[off:off+600]
@@ -56,8 +56,8 @@ func benchRows(b *testing.B, n int) []*pipeline.Record {
 		if err != nil {
 			b.Fatal(err)
 		}
-		recs[i] = &pipeline.Record{ID: "bench", Messages: []pipeline.Message{{Role: "user", Content: prompt}},
-			Completion: &pipeline.Completion{Reasoning: reasoning, Answer: answer, FinishReason: "stop", MatchedStop: 151645,
+		recs[i] = &record.Record{ID: "bench", Messages: []record.Message{{Role: "user", Content: prompt}},
+			Completion: &record.Completion{Reasoning: reasoning, Answer: answer, FinishReason: "stop", MatchedStop: 151645,
 				PromptIDs: tok.Encode(p), OutputIDs: append(tok.Encode("<think>\n"+reasoning+"\n</think>\n\n"+answer), 151645),
 				Request: map[string]any{"api": "generate", "enable_thinking": true}}}
 	}
@@ -75,15 +75,15 @@ func processCPU() time.Duration {
 
 type discardEmitter struct{ rejected int }
 
-func (d *discardEmitter) Emit(string, *pipeline.Record) error { return nil }
-func (d *discardEmitter) Reject(*pipeline.Record, string, string) error {
+func (d *discardEmitter) Emit(string, *record.Record) error { return nil }
+func (d *discardEmitter) Reject(*record.Record, string, string) error {
 	d.rejected++
 	return nil
 }
-func (d *discardEmitter) Fail(*pipeline.Record, error, int) error { return nil }
-func (d *discardEmitter) Took(int)                                {}
-func (d *discardEmitter) SkipFinished(string) bool                { return false }
-func (d *discardEmitter) Skip(*pipeline.Record, string) error     { return nil }
+func (d *discardEmitter) Fail(*record.Record, error, int) error { return nil }
+func (d *discardEmitter) Took(int)                              {}
+func (d *discardEmitter) SkipFinished(string) bool              { return false }
+func (d *discardEmitter) Skip(*record.Record, string) error     { return nil }
 
 // BenchmarkTokenizeAndMask reports rows/s through the stage, next to the
 // references measured in the same run: the raw tokenizer encoding the same

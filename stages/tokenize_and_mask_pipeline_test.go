@@ -15,6 +15,9 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
@@ -30,7 +33,7 @@ func repoRoot() string {
 // and what pipelines/revalidate.toml must do with it.
 type fixtureCompletion struct {
 	id       string
-	msgs     []pipeline.Message
+	msgs     []record.Message
 	thinking bool
 	api      string // "generate" (ids) or "chat"
 	// output is the raw generated text (the think block and answer); the
@@ -44,10 +47,10 @@ type fixtureCompletion struct {
 }
 
 var (
-	fxUser   = []pipeline.Message{{Role: "user", Content: "How many r's are in the word \"strawberry\"?"}}
+	fxUser   = []record.Message{{Role: "user", Content: "How many r's are in the word \"strawberry\"?"}}
 	fxThink  = "Let me spell it out: s-t-r-a-w-b-e-r-r-y. The r's are at positions 3, 8 and 9. That's three."
 	fxAnswer = "There are **3** r's in \"strawberry\": s-t-**r**-a-w-b-e-**r**-**r**-y."
-	fxMulti  = []pipeline.Message{
+	fxMulti  = []record.Message{
 		{Role: "system", Content: "You answer in one short paragraph."},
 		{Role: "user", Content: "What is a goroutine?"},
 		{Role: "assistant", Content: "A goroutine is a function running concurrently with others in the same address space, scheduled by the Go runtime onto OS threads."},
@@ -104,7 +107,7 @@ func buildFixture(t *testing.T) []byte {
 	}
 	var buf bytes.Buffer
 	for i, fx := range fixtureCompletions {
-		c := &pipeline.Completion{Reasoning: fx.reasoning, Answer: fx.answer, FinishReason: fx.finish,
+		c := &record.Completion{Reasoning: fx.reasoning, Answer: fx.answer, FinishReason: fx.finish,
 			LatencySeconds: 3.2 + float64(i)/10, Server: "http://127.0.0.1:30000", Attempts: 1}
 		if c.FinishReason == "" {
 			c.FinishReason, c.MatchedStop = "stop", 151645
@@ -137,7 +140,7 @@ func buildFixture(t *testing.T) []byte {
 		case "chat":
 			c.Request = map[string]any{"api": "chat", "model": "Qwen/Qwen3-8B", "max_tokens": 4096, "chat_template_kwargs": map[string]any{"enable_thinking": fx.thinking}, "separate_reasoning": true}
 		}
-		rec := pipeline.Record{ID: fx.id, Messages: fx.msgs, Completion: c}
+		rec := record.Record{ID: fx.id, Messages: fx.msgs, Completion: c}
 		line, err := json.Marshal(rec)
 		if err != nil {
 			t.Fatal(err)
@@ -183,7 +186,7 @@ func TestRevalidatePipeline(t *testing.T) {
 	if dir := os.Getenv("PIPE_QWEN3_DIR"); dir != "" {
 		sets = append(sets, "check.tokenizer="+quoteTOML(dir), "tok.tokenizer="+quoteTOML(dir))
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets})
+	f, probs := pipefile.Load(path, pipefile.Options{Set: sets})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -192,7 +195,7 @@ func TestRevalidatePipeline(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	sum, err := pipeline.Run(context.Background(), plan, pipeline.RunOptions{})
+	sum, err := engine.Run(context.Background(), plan, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

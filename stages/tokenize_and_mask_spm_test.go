@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
@@ -76,8 +76,8 @@ func TestTokenizeAndMaskIDsSentencePieceOffsets(t *testing.T) {
 		prompt := "<|im_start|>user\n" + c.user + "<|im_end|>\n<|im_start|>assistant\n"
 		pids := tok.Encode(prompt)
 		oids := append(tok.Encode(c.answer), end)
-		rec := &pipeline.Record{ID: "spm", Messages: []pipeline.Message{{Role: "user", Content: c.user}},
-			Completion: &pipeline.Completion{Answer: c.answer, FinishReason: "stop", PromptIDs: pids, OutputIDs: oids}}
+		rec := &record.Record{ID: "spm", Messages: []record.Message{{Role: "user", Content: c.user}},
+			Completion: &record.Completion{Answer: c.answer, FinishReason: "stop", PromptIDs: pids, OutputIDs: oids}}
 		row, rej := process(t, s, rec)
 		if rej != nil {
 			t.Fatalf("%q: rejected %s: %s", c.answer, rej.Reason, rej.Detail)

@@ -15,7 +15,8 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/specforgeref"
 	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -175,17 +176,17 @@ func TestTrainingRowsOracle(t *testing.T) {
 				const n = 40
 				var prompts strings.Builder
 				for i := range n {
-					msgs := []pipeline.Message{{Role: "user", Content: fmt.Sprintf("Question %d: why is %d odd or even?", i, 7*i+3)}}
+					msgs := []record.Message{{Role: "user", Content: fmt.Sprintf("Question %d: why is %d odd or even?", i, 7*i+3)}}
 					if i%4 == 1 {
 						// History: SpecForge's qwen3.5 trains none of an
 						// earlier turn (rendered without <think>),
 						// qwen3-thinking all of it.
-						msgs = []pipeline.Message{{Role: "user", Content: fmt.Sprintf("Is %d prime?", i)},
+						msgs = []record.Message{{Role: "user", Content: fmt.Sprintf("Is %d prime?", i)},
 							{Role: "assistant", Content: fmt.Sprintf("No: %d = %d × 1 is not the question; %d is odd.", 7*i+3, 7*i+3, 7*i+3)},
 							{Role: "user", Content: "Why?"}}
 					}
 					if i%4 == 0 {
-						msgs = []pipeline.Message{{Role: "system", Content: injectedSystem}, {Role: "user", Content: fmt.Sprintf("%d. %s", i, injectedUser)}}
+						msgs = []record.Message{{Role: "system", Content: injectedSystem}, {Role: "user", Content: fmt.Sprintf("%d. %s", i, injectedUser)}}
 					}
 					id := fmt.Sprintf("p%02d", i)
 					if i%4 == 0 {
@@ -251,7 +252,7 @@ input = ["gen.rejected", "check.rejected", "tok.rejected"]
 path  = "out/rejected.jsonl"
 `, strings.Join(fleet.URLs(), `", "`), api, dir, dir, dir, dir)
 				var log lockedBuffer
-				out, _, err := runTestPipelineWith(t, context.Background(), src, map[string]string{"prompts.jsonl": prompts.String()}, pipeline.RunOptions{Log: &log})
+				out, _, err := runTestPipelineWith(t, context.Background(), src, map[string]string{"prompts.jsonl": prompts.String()}, engine.Options{Log: &log})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -381,7 +382,7 @@ path  = "out/rejected.jsonl"
 						t.Fatalf("%s: meta.loss_mask_convention = %v", r.ID, r.Meta["loss_mask_convention"])
 					}
 					// mask = "generated": exactly the sampled tokens.
-					g := generated[slices.IndexFunc(generated, func(x *pipeline.Record) bool { return x.ID == r.ID })]
+					g := generated[slices.IndexFunc(generated, func(x *record.Record) bool { return x.ID == r.ID })]
 					gmask := g.Tokens.LossMask
 					sampled := len(r.Completion.OutputIDs)
 					if api == "chat" {

@@ -21,6 +21,11 @@ import (
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -71,9 +76,9 @@ is uploaded again from the local shard. A shard in neither place fails the
 run, named.`,
 		Verify: pipeline.VerifyFor(verifyUploads),
 		// Its objects are the writer's shards: PREFIX/DIRNAME/NAME.
-		Output:    &pipeline.OutputSpec{CopyOf: uploadedURL},
+		Output:    &output.Spec{CopyOf: uploadedURL},
 		MaxInputs: 1,
-		Needs:     []string{pipeline.FieldShard},
+		Needs:     []string{record.FieldShard},
 		KeySettings: pipeline.SettingsFor(func(c *uploadS3Config) string {
 			return c.URI
 		}),
@@ -111,17 +116,17 @@ type uploadS3Config struct {
 	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once"`
 	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request by the SDK, with exponential backoff, before upload_timeout's wait takes over"`
 	// UploadTimeout bounds the wait through an outage. Default 30m.
-	UploadTimeout pipeline.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1"`
-	DeleteLocal   bool              `toml:"delete_local_after_upload" default:"false" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays"`
-	AllowInsecure bool              `toml:"allow_insecure" default:"false" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted"`
+	UploadTimeout config.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1"`
+	DeleteLocal   bool            `toml:"delete_local_after_upload" default:"false" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays"`
+	AllowInsecure bool            `toml:"allow_insecure" default:"false" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted"`
 }
 
 func (c *uploadS3Config) Validate() []error {
 	if _, _, err := s3up.ParseURI(c.URI); err != nil {
-		return []error{&pipeline.FieldError{Key: "uri", Msg: err.Error()}}
+		return []error{&config.FieldError{Key: "uri", Msg: err.Error()}}
 	}
 	if err := s3up.CheckInsecure(c.Endpoint, c.AllowInsecure); err != nil {
-		return []error{&pipeline.FieldError{Key: "endpoint", Msg: err.Error()}}
+		return []error{&config.FieldError{Key: "endpoint", Msg: err.Error()}}
 	}
 	return nil
 }
@@ -232,7 +237,7 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 		c.Close()
 		return err
 	}
-	l, err := commitlog.OpenLookup(path, pipeline.RecordLineID)
+	l, err := commitlog.OpenLookup(path, record.LineID)
 	if err != nil {
 		c.Close()
 		return err
@@ -270,7 +275,7 @@ func (u *uploadS3) head(ctx context.Context, key string) (*s3up.Object, error) {
 }
 
 // upload uploads the shard file, waiting out an outage.
-func (u *uploadS3) upload(ctx context.Context, key string, sh *pipeline.ShardRef) (*s3up.Uploaded, error) {
+func (u *uploadS3) upload(ctx context.Context, key string, sh *record.ShardRef) (*s3up.Uploaded, error) {
 	var res *s3up.Uploaded
 	u.busyStart()
 	err := u.wait.Do(ctx, "uploading "+sh.Path, func() (err error) {
@@ -295,7 +300,7 @@ func (u *uploadS3) shardKey(dir, name string) string {
 	return u.client.Key(filepath.Base(dir), name)
 }
 
-func (u *uploadS3) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (u *uploadS3) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if u.halted.Load() {
 		return out.Skip(rec, "s3_unreachable")
 	}
@@ -314,7 +319,7 @@ func (u *uploadS3) Process(ctx context.Context, rec *pipeline.Record, out pipeli
 	return err
 }
 
-func (u *uploadS3) process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (u *uploadS3) process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	sh := rec.Shard
 	if sh == nil || sh.Path == "" || sh.Name == "" {
 		return out.Fail(rec, errors.New("not a shard record: upload-s3 reads a writer's shards port (input = \"WRITER.shards\")"), 1)
@@ -443,7 +448,7 @@ func (u *uploadS3) loggedBefore(id, url string) (bool, error) {
 // verified there. Its move is noted first: the writer then knows the
 // missing file for moved, not damaged (its rows are not written again).
 func (u *uploadS3) removeUploaded(path, url string) error {
-	if err := commitlog.MarkMoved(filepath.Dir(path), filepath.Base(path), url); err != nil {
+	if err := shardset.MarkMoved(filepath.Dir(path), filepath.Base(path), url); err != nil {
 		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -480,14 +485,14 @@ func (u *uploadS3) Finish(ctx context.Context, _ pipeline.Emitter) error {
 }
 
 func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
-	mpath, _ := commitlog.ManifestPath(dir) // the writer renamed a legacy one when it opened dir
+	mpath, _ := shardset.ManifestPath(dir) // the writer renamed a legacy one when it opened dir
 	// The bytes read are the bytes checked and uploaded: the writer may
 	// replace the file meanwhile (it never names an unfinished shard).
 	data, err := os.ReadFile(mpath)
 	if err != nil {
 		return fmt.Errorf("reading the manifest to upload: %w", err)
 	}
-	var m commitlog.Manifest
+	var m shardset.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("%s: %w", mpath, err)
 	}
@@ -520,11 +525,11 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 
 // reupload uploads the shard sh at path again to key, where the bucket
 // has obj (nil: nothing) instead of it, and says so.
-func (u *uploadS3) reupload(ctx context.Context, dir, key, path string, sh commitlog.ShardInfo, obj *s3up.Object) error {
+func (u *uploadS3) reupload(ctx context.Context, dir, key, path string, sh shardset.ShardInfo, obj *s3up.Object) error {
 	u.mu.Lock()
 	was := u.inBucket[key]
 	u.mu.Unlock()
-	ref := pipeline.ShardRef{Path: path, Dir: dir, Name: sh.Name, Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
+	ref := record.ShardRef{Path: path, Dir: dir, Name: sh.Name, Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
 	res, err := u.upload(ctx, key, &ref)
 	if err != nil {
 		return err
@@ -551,8 +556,8 @@ func (u *uploadS3) reupload(ctx context.Context, dir, key, path string, sh commi
 // putManifest uploads dir's manifest (data, read from mpath) unless the
 // bucket has it already; missing lists the shards neither in the bucket
 // nor in dir (rows in all), which fail the upload.
-func (u *uploadS3) putManifest(ctx context.Context, dir, mpath string, data []byte, m *commitlog.Manifest, missing []string, rows int64) error {
-	key := u.shardKey(dir, commitlog.ManifestName)
+func (u *uploadS3) putManifest(ctx context.Context, dir, mpath string, data []byte, m *shardset.Manifest, missing []string, rows int64) error {
+	key := u.shardKey(dir, shardset.ManifestName)
 	if len(missing) > 0 {
 		list := strings.Join(missing, ", ")
 		if len(missing) > 10 {
@@ -592,7 +597,7 @@ func (u *uploadS3) putManifest(ctx context.Context, dir, mpath string, data []by
 // beside the shards, once the one in .pipe/ (which lists every shard it
 // did) is there: left, it is what HF datasets hands to the Parquet reader.
 func (u *uploadS3) removeLegacyManifest(ctx context.Context, dir string) error {
-	key := u.shardKey(dir, commitlog.LegacyManifestName)
+	key := u.shardKey(dir, shardset.LegacyManifestName)
 	obj, err := u.client.Head(ctx, key)
 	if err != nil || obj == nil {
 		return err
@@ -600,7 +605,7 @@ func (u *uploadS3) removeLegacyManifest(ctx context.Context, dir string) error {
 	if err := u.client.Delete(ctx, key); err != nil {
 		return err
 	}
-	fmt.Fprintf(u.out, "%s removed: the manifest is %s now\n", u.client.URL(key), commitlog.ManifestName)
+	fmt.Fprintf(u.out, "%s removed: the manifest is %s now\n", u.client.URL(key), shardset.ManifestName)
 	return nil
 }
 
@@ -613,7 +618,7 @@ var staleShard = regexp.MustCompile(`^part-\d{5,}\.[a-z]+$`)
 // a reader of every part-*.parquet under the prefix would read its rows
 // twice. While rows of damaged shards are still to be written again, none
 // is removed (it may be their last copy).
-func (u *uploadS3) removeStale(ctx context.Context, dir string, m *commitlog.Manifest) error {
+func (u *uploadS3) removeStale(ctx context.Context, dir string, m *shardset.Manifest) error {
 	prefix := u.client.Key(filepath.Base(dir))
 	var keys map[string]int64
 	if err := u.wait.Do(ctx, "listing "+u.client.URL(prefix+"/"), func() (err error) {
@@ -628,7 +633,7 @@ func (u *uploadS3) removeStale(ctx context.Context, dir string, m *commitlog.Man
 	}
 	// Rows of a dropped shard not written again: a stale object may be
 	// their last copy, so none is removed while any are left.
-	redo, err := commitlog.ReadRedo(dir)
+	redo, err := shardset.ReadRedo(dir)
 	if err != nil {
 		return err
 	}
@@ -638,13 +643,13 @@ func (u *uploadS3) removeStale(ctx context.Context, dir string, m *commitlog.Man
 			continue
 		}
 		if len(redo) > 0 {
-			fmt.Fprintf(u.notice, "%s is not named by %s, and is kept: %d rows of damaged shards were not written again, and it may hold them (download it before removing it)\n", u.client.URL(key), commitlog.ManifestName, len(redo))
+			fmt.Fprintf(u.notice, "%s is not named by %s, and is kept: %d rows of damaged shards were not written again, and it may hold them (download it before removing it)\n", u.client.URL(key), shardset.ManifestName, len(redo))
 			continue
 		}
 		if err := u.wait.Do(ctx, "DeleteObject "+u.client.URL(key), func() error { return u.client.Delete(ctx, key) }); err != nil {
 			return refusal(err)
 		}
-		fmt.Fprintf(u.notice, "%s removed: %s no longer names it (a damaged shard taken out, its rows written again)\n", u.client.URL(key), commitlog.ManifestName)
+		fmt.Fprintf(u.notice, "%s removed: %s no longer names it (a damaged shard taken out, its rows written again)\n", u.client.URL(key), shardset.ManifestName)
 	}
 	return nil
 }
@@ -658,7 +663,7 @@ func (u *uploadS3) Close() error {
 	return err
 }
 
-func (u *uploadS3) Report() []pipeline.Figure {
+func (u *uploadS3) Report() []figure.Figure {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.client == nil {
@@ -668,34 +673,34 @@ func (u *uploadS3) Report() []pipeline.Figure {
 	if u.active > 0 {
 		busy += time.Since(u.since)
 	}
-	stats := []pipeline.Figure{
-		pipeline.NewState("uri", u.cfg.URI, ""),
-		pipeline.NewCounter("uploaded_shards", int64(u.uploaded)),
-		pipeline.NewCounter("uploaded_bytes", u.upBytes).In(pipeline.UnitBytes),
-		pipeline.NewCounter("already_uploaded_shards", int64(u.skipped)),
-		pipeline.NewCounter("busy", 0).In(pipeline.UnitSeconds),
+	stats := []figure.Figure{
+		figure.NewState("uri", u.cfg.URI, ""),
+		figure.NewCounter("uploaded_shards", int64(u.uploaded)),
+		figure.NewCounter("uploaded_bytes", u.upBytes).In(figure.UnitBytes),
+		figure.NewCounter("already_uploaded_shards", int64(u.skipped)),
+		figure.NewCounter("busy", 0).In(figure.UnitSeconds),
 	}
 	stats[len(stats)-1].Value = busy.Seconds()
 	if u.uploaded > 0 && busy > 0 {
-		stats = append(stats, pipeline.NewGauge("upload_bytes_per_second_while_busy", float64(u.upBytes)/busy.Seconds()).In(pipeline.UnitPerSecond))
+		stats = append(stats, figure.NewGauge("upload_bytes_per_second_while_busy", float64(u.upBytes)/busy.Seconds()).In(figure.UnitPerSecond))
 	}
 	if u.deleted > 0 {
-		stats = append(stats, pipeline.NewCounter("local_shards_deleted", int64(u.deleted)))
+		stats = append(stats, figure.NewCounter("local_shards_deleted", int64(u.deleted)))
 	}
 	if u.reuploaded > 0 {
-		stats = append(stats, pipeline.NewCounter("shards_uploaded_again_at_the_end", int64(u.reuploaded)))
+		stats = append(stats, figure.NewCounter("shards_uploaded_again_at_the_end", int64(u.reuploaded)))
 	}
 	if since, waiting, outages, longest, last := u.wait.State(); !since.IsZero() {
-		stats = append(stats, pipeline.NewState("waiting", fmt.Sprintf("%d uploads, S3 failing for %s (upload_timeout %s); shards wait, generation goes on", waiting, time.Since(since).Round(time.Second), u.cfg.UploadTimeout.Duration), fmt.Sprint(last)))
+		stats = append(stats, figure.NewState("waiting", fmt.Sprintf("%d uploads, S3 failing for %s (upload_timeout %s); shards wait, generation goes on", waiting, time.Since(since).Round(time.Second), u.cfg.UploadTimeout.Duration), fmt.Sprint(last)))
 	} else if outages > 0 {
-		stats = append(stats, pipeline.NewCounter("outages_waited_out", int64(outages)), pipeline.NewCounter("longest_outage", 0).In(pipeline.UnitSeconds))
+		stats = append(stats, figure.NewCounter("outages_waited_out", int64(outages)), figure.NewCounter("longest_outage", 0).In(figure.UnitSeconds))
 		stats[len(stats)-1].Value = longest.Seconds()
 	}
 	for _, m := range u.manifests {
-		stats = append(stats, pipeline.NewState("manifest_uploaded", m, ""))
+		stats = append(stats, figure.NewState("manifest_uploaded", m, ""))
 	}
 	for _, m := range u.incomplete {
-		stats = append(stats, pipeline.NewState("manifest_held_back", m, ""))
+		stats = append(stats, figure.NewState("manifest_held_back", m, ""))
 	}
 	return stats
 }

@@ -26,7 +26,10 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -44,19 +47,19 @@ type s3Emitter struct {
 	failed  []string
 }
 
-func (e *s3Emitter) Emit(string, *pipeline.Record) error {
+func (e *s3Emitter) Emit(string, *record.Record) error {
 	return errors.New("upload-s3 has no outputs")
 }
-func (e *s3Emitter) Reject(*pipeline.Record, string, string) error {
+func (e *s3Emitter) Reject(*record.Record, string, string) error {
 	return errors.New("upload-s3 rejects nothing")
 }
-func (e *s3Emitter) Fail(r *pipeline.Record, err error, _ int) error {
+func (e *s3Emitter) Fail(r *record.Record, err error, _ int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.failed = append(e.failed, r.ID+": "+err.Error())
 	return nil
 }
-func (e *s3Emitter) Skip(r *pipeline.Record, reason string) error {
+func (e *s3Emitter) Skip(r *record.Record, reason string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.skipped = append(e.skipped, r.ID+":"+reason)
@@ -86,11 +89,11 @@ func (s *syncBuffer) String() string {
 type shardDir struct {
 	t   *testing.T
 	dir string
-	m   commitlog.Manifest
+	m   shardset.Manifest
 }
 
 func newShardDir(t *testing.T, parent, name string) *shardDir {
-	d := &shardDir{t: t, dir: filepath.Join(parent, name), m: commitlog.Manifest{Format: "parquet", Shards: []commitlog.ShardInfo{}}}
+	d := &shardDir{t: t, dir: filepath.Join(parent, name), m: shardset.Manifest{Format: "parquet", Shards: []shardset.ShardInfo{}}}
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +102,7 @@ func newShardDir(t *testing.T, parent, name string) *shardDir {
 }
 
 // add commits a shard of size random bytes and returns its record.
-func (d *shardDir) add(size int) *pipeline.Record {
+func (d *shardDir) add(size int) *record.Record {
 	d.t.Helper()
 	name := fmt.Sprintf("part-%05d.parquet", len(d.m.Shards))
 	data := make([]byte, size)
@@ -109,7 +112,7 @@ func (d *shardDir) add(size int) *pipeline.Record {
 		d.t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	info := commitlog.ShardInfo{Name: name, Rows: 10, Tokens: 100, Bytes: int64(size), SHA256: hex.EncodeToString(sum[:]), Committed: time.Now().UTC()}
+	info := shardset.ShardInfo{Name: name, Rows: 10, Tokens: 100, Bytes: int64(size), SHA256: hex.EncodeToString(sum[:]), Committed: time.Now().UTC()}
 	d.m.Shards = append(d.m.Shards, info)
 	d.m.Rows += info.Rows
 	d.m.Tokens += info.Tokens
@@ -119,11 +122,11 @@ func (d *shardDir) add(size int) *pipeline.Record {
 }
 
 // rec is the shards-port record of shard i.
-func (d *shardDir) rec(i int) *pipeline.Record {
+func (d *shardDir) rec(i int) *record.Record {
 	sh := d.m.Shards[i]
-	ref := pipeline.ShardRef{Path: filepath.Join(d.dir, sh.Name), Dir: d.dir, Name: sh.Name,
+	ref := record.ShardRef{Path: filepath.Join(d.dir, sh.Name), Dir: d.dir, Name: sh.Name,
 		Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
-	return &pipeline.Record{ID: "shard:" + ref.Path, Shard: &ref}
+	return &record.Record{ID: "shard:" + ref.Path, Shard: &ref}
 }
 
 func (d *shardDir) writeManifest() {
@@ -132,10 +135,10 @@ func (d *shardDir) writeManifest() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(d.dir, commitlog.MetaDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(d.dir, shardset.MetaDir), 0o755); err != nil {
 		d.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(d.dir, commitlog.ManifestName), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(d.dir, shardset.ManifestName), b, 0o644); err != nil {
 		d.t.Fatal(err)
 	}
 }
@@ -176,7 +179,7 @@ func mustOpenS3Stage(t *testing.T, cfg uploadS3Config, runDir string) *s3Stage {
 	return st
 }
 
-func (st *s3Stage) process(t *testing.T, recs ...*pipeline.Record) {
+func (st *s3Stage) process(t *testing.T, recs ...*record.Record) {
 	t.Helper()
 	for _, r := range recs {
 		if err := st.Process(context.Background(), r, st.em); err != nil {
@@ -255,7 +258,7 @@ func TestUploadS3SinglePartAndMultipart(t *testing.T) {
 	}
 
 	c := srv.Client(t)
-	for _, r := range []*pipeline.Record{small, large} {
+	for _, r := range []*record.Record{small, large} {
 		local, err := os.ReadFile(r.Shard.Path)
 		if err != nil {
 			t.Fatal(err)
@@ -288,7 +291,7 @@ func TestUploadS3SinglePartAndMultipart(t *testing.T) {
 	}
 
 	// The manifest: the local bytes, uploaded after every shard.
-	manifest, _ := os.ReadFile(filepath.Join(d.dir, commitlog.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(d.dir, shardset.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "runs/r1/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest in the bucket: %q, want %q", got, manifest)
 	}
@@ -304,7 +307,7 @@ func TestUploadS3SinglePartAndMultipart(t *testing.T) {
 	for _, l := range lines {
 		byID[l.ID] = l
 	}
-	for _, r := range []*pipeline.Record{small, large} {
+	for _, r := range []*record.Record{small, large} {
 		l := byID[r.ID]
 		if l.Key != "runs/r1/train/"+r.Shard.Name || l.Bytes != r.Shard.Bytes || l.SHA256 != r.Shard.SHA256 || l.Verified != "size, sha256" {
 			t.Errorf("upload log for %s: %+v", r.Shard.Name, l)
@@ -338,7 +341,7 @@ func writeOrder(t *testing.T, srv *testenv.S3) []string {
 	return keys
 }
 
-func reportText(figs []pipeline.Figure) string {
+func reportText(figs []figure.Figure) string {
 	var b strings.Builder
 	for _, s := range figs {
 		fmt.Fprintf(&b, "%s: %s\n", s.Name, s.FormatValue())
@@ -435,7 +438,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	if want := []string{a.ID + ":already_uploaded"}; !slices.Equal(st2.em.skipped, want) {
 		t.Fatalf("skipped %v, want %v", st2.em.skipped, want)
 	}
-	for _, r := range []*pipeline.Record{a, b} {
+	for _, r := range []*record.Record{a, b} {
 		if got := getObject(t, c, srv.Bucket, "p/train/"+r.Shard.Name); sha256Hex(got) != r.Shard.SHA256 {
 			t.Errorf("%s not in the bucket after the resume", r.Shard.Name)
 		}
@@ -443,7 +446,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	if log := st2.log.String(); !strings.Contains(log, "part-00001.parquet was not in the bucket: uploaded again from") {
 		t.Errorf("run log: %q", log)
 	}
-	manifest, _ := os.ReadFile(filepath.Join(d.dir, commitlog.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(d.dir, shardset.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "p/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest after the resume: %q", got)
 	}
@@ -467,7 +470,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 of its 3 shards (10 rows) are neither in the bucket nor in") || !strings.Contains(err.Error(), "part-00001.parquet (10 rows)") {
 		t.Fatalf("Finish with B lost: %v", err)
 	}
-	if got := getObject(t, c, srv.Bucket, "p/train/"+commitlog.ManifestName); !bytes.Equal(got, manifest) {
+	if got := getObject(t, c, srv.Bucket, "p/train/"+shardset.ManifestName); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest replaced while B is missing: %q", got)
 	}
 	if rep := reportText(st3.Report()); !strings.Contains(rep, "manifest_held_back: ") {
@@ -499,7 +502,7 @@ func TestUploadS3TwoDirectoriesOnePrefix(t *testing.T) {
 			t.Errorf("%s not in the bucket", k)
 		}
 	}
-	manifest, _ := os.ReadFile(filepath.Join(d1.dir, commitlog.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(d1.dir, shardset.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("train manifest in the bucket is not the local one")
 	}
@@ -523,7 +526,7 @@ func TestUploadS3DeleteLocalAfterUpload(t *testing.T) {
 	if _, err := os.Stat(a.Shard.Path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the uploaded shard file is still there: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(d.dir, commitlog.ManifestName)); err != nil {
+	if _, err := os.Stat(filepath.Join(d.dir, shardset.ManifestName)); err != nil {
 		t.Fatal("the manifest was removed")
 	}
 	if got := getObject(t, srv.Client(t), srv.Bucket, "p/train/"+a.Shard.Name); !bytes.Equal(got, local) {
@@ -627,7 +630,7 @@ func TestUploadS3CredentialsNeverWritten(t *testing.T) {
 	srv := testenv.StartS3(t)
 	srv.SetEnv(t)
 	d := newShardDir(t, t.TempDir(), "train")
-	recs := []*pipeline.Record{d.add(1000), d.add(6*mib + 5)}
+	recs := []*record.Record{d.add(1000), d.add(6*mib + 5)}
 	cfg := s3Config(srv, "p")
 	cfg.PartSize = s3up.MinPartSize
 	runDir := t.TempDir()
@@ -805,14 +808,14 @@ region           = "us-east-1"
 		}
 		failed += out + out2
 	}
-	if m, _ := commitlog.ReadManifest(filepath.Join(dir, "out", "train")); m != nil && len(m.Shards) > 0 {
+	if m, _ := shardset.ReadManifest(filepath.Join(dir, "out", "train")); m != nil && len(m.Shards) > 0 {
 		t.Fatalf("a run that failed at the bucket check wrote shards: %+v", m)
 	}
 	if n := srv.Requests(t, "PutObject"); n != 0 {
 		t.Fatalf("%d PutObject requests from runs that failed at the bucket check", n)
 	}
 	out := run(path)
-	m, err := commitlog.ReadManifest(filepath.Join(dir, "out", "train"))
+	m, err := shardset.ReadManifest(filepath.Join(dir, "out", "train"))
 	if err != nil || m == nil {
 		t.Fatalf("manifest: %v\n%s", err, out)
 	}
@@ -826,7 +829,7 @@ region           = "us-east-1"
 			t.Errorf("%s: %d bytes, sha256 %s in the bucket; want %d, %s", sh.Name, len(got), sha256Hex(got), sh.Bytes, sh.SHA256)
 		}
 	}
-	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", commitlog.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", shardset.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "runs/e2e/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("manifest in the bucket:\n%s\nwant\n%s", got, manifest)
 	}
@@ -960,11 +963,11 @@ upload_timeout   = "2s"
 	}
 	srv.Restart(t)
 	before := inBucket()
-	m, err := commitlog.ReadManifest(filepath.Join(dir, "out", "train"))
+	m, err := shardset.ReadManifest(filepath.Join(dir, "out", "train"))
 	if err != nil || m == nil {
 		t.Fatal(err)
 	}
-	if before[commitlog.ManifestName] || len(before) >= len(m.Shards) {
+	if before[shardset.ManifestName] || len(before) >= len(m.Shards) {
 		t.Fatalf("after run 1: %d objects in the bucket (%v) for %d committed shards: want fewer, no manifest\n%s", len(before), before, len(m.Shards), out1)
 	}
 	t.Logf("run 1: %d of %d committed shards uploaded when the server died", len(before), len(m.Shards))
@@ -974,7 +977,7 @@ upload_timeout   = "2s"
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("run 2: %v\n%s", err, out2)
 	}
-	m, err = commitlog.ReadManifest(filepath.Join(dir, "out", "train"))
+	m, err = shardset.ReadManifest(filepath.Join(dir, "out", "train"))
 	if err != nil || m.Rows != 300 {
 		t.Fatalf("manifest after run 2: %+v, %v", m, err)
 	}
@@ -984,7 +987,7 @@ upload_timeout   = "2s"
 			t.Errorf("%s: %d bytes, sha256 %s in the bucket; want %d, %s", sh.Name, len(got), sha256Hex(got), sh.Bytes, sh.SHA256)
 		}
 	}
-	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", commitlog.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", shardset.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "runs/crash/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("manifest in the bucket is not the local one")
 	}
@@ -1070,7 +1073,7 @@ func TestUploadS3RemovesLegacyManifest(t *testing.T) {
 	if got := getObject(t, c, srv.Bucket, "old/train/manifest.json"); got != nil {
 		t.Fatalf("the old manifest.json is still there: %q", got)
 	}
-	if got := getObject(t, c, srv.Bucket, "old/train/"+commitlog.ManifestName); got == nil {
+	if got := getObject(t, c, srv.Bucket, "old/train/"+shardset.ManifestName); got == nil {
 		t.Fatal("no manifest in .pipe/")
 	}
 	if log := st.log.String(); !strings.Contains(log, "old/train/manifest.json removed: the manifest is .pipe/manifest.json now") {
@@ -1096,9 +1099,9 @@ func TestUploadS3VerifyByServerChecksum(t *testing.T) {
 	st.process(t, small, large)
 	st.finish(t)
 
-	verify := func(repair bool) *pipeline.Verified {
+	verify := func(repair bool) *output.Verified {
 		t.Helper()
-		v, err := verifyUploads(context.Background(), &cfg, &pipeline.VerifyEnv{StageID: "up", Hash: true, Repair: repair, Inputs: []*pipeline.Verified{{Dir: d.dir}}})
+		v, err := verifyUploads(context.Background(), &cfg, &output.VerifyEnv{StageID: "up", Hash: true, Repair: repair, Inputs: []*output.Verified{{Dir: d.dir}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1129,7 +1132,7 @@ func TestUploadS3VerifyByServerChecksum(t *testing.T) {
 
 	// Forge both: other bytes, same size, the right pipe-sha256.
 	s3c := srv.Client(t)
-	for _, r := range []*pipeline.Record{small, large} {
+	for _, r := range []*record.Record{small, large} {
 		other := make([]byte, r.Shard.Bytes)
 		if _, err := s3c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("v/train/" + r.Shard.Name),
 			Body: bytes.NewReader(other), Metadata: map[string]string{s3up.MetaSHA256: r.Shard.SHA256}, ChecksumAlgorithm: "SHA256"}); err != nil {

@@ -8,8 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -17,32 +18,32 @@ import (
 // (env.Inputs), every shard its local manifest names must be in the bucket
 // at PREFIX/DIRNAME/NAME with its size and SHA-256 (see
 // s3up.CheckObject), and the manifest there must be the local one.
-func verifyUploads(ctx context.Context, c *uploadS3Config, env *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+func verifyUploads(ctx context.Context, c *uploadS3Config, env *output.VerifyEnv) (*output.Verified, error) {
 	u := &uploadS3{cfg: *c}
 	client, _, err := u.connect(ctx)
 	if err != nil {
 		return nil, refusal(err)
 	}
 	defer client.Close()
-	v := &pipeline.Verified{Stage: env.StageID, Where: u.cfg.URI, Covers: map[string]bool{}}
+	v := &output.Verified{Stage: env.StageID, Where: u.cfg.URI, Covers: map[string]bool{}}
 	for _, in := range env.Inputs {
 		if in.Dir == "" {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(in.Dir, commitlog.ManifestName))
+		data, err := os.ReadFile(filepath.Join(in.Dir, shardset.ManifestName))
 		if err != nil {
 			return nil, err
 		}
-		var m commitlog.Manifest
+		var m shardset.Manifest
 		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, &commitlog.DamagedError{Path: filepath.Join(in.Dir, commitlog.ManifestName), Err: err}
+			return nil, &commitlog.DamagedError{Path: filepath.Join(in.Dir, shardset.ManifestName), Err: err}
 		}
 		prefix := client.Key(filepath.Base(in.Dir))
 		before := len(v.Problems)
 		if err := VerifyObjects(ctx, client, prefix, &m, in.Dir, env.Hash, env.Repair, v); err != nil {
 			return nil, err
 		}
-		key := prefix + "/" + commitlog.ManifestName
+		key := prefix + "/" + shardset.ManifestName
 		got, err := getIfThere(ctx, client, key)
 		if err == nil && env.Repair && len(v.Problems) == before && !bytes.Equal(got, data) {
 			// Every shard is there: the manifest goes up (last).
@@ -58,7 +59,7 @@ func verifyUploads(ctx context.Context, c *uploadS3Config, env *pipeline.VerifyE
 		case got == nil:
 			v.Problems = append(v.Problems, client.URL(key)+" is not in the bucket")
 		case !bytes.Equal(got, data):
-			v.Problems = append(v.Problems, fmt.Sprintf("%s is not the local %s (%d bytes there, %d here)", client.URL(key), filepath.Join(in.Dir, commitlog.ManifestName), len(got), len(data)))
+			v.Problems = append(v.Problems, fmt.Sprintf("%s is not the local %s (%d bytes there, %d here)", client.URL(key), filepath.Join(in.Dir, shardset.ManifestName), len(got), len(data)))
 		}
 	}
 	return v, nil
@@ -76,7 +77,7 @@ func getIfThere(ctx context.Context, c *s3up.Client, key string) ([]byte, error)
 // adding to v; local is the shard directory ("" for none): with repair, a
 // shard missing or different in the bucket is uploaded again from it. The
 // manifest itself is the caller's.
-func VerifyObjects(ctx context.Context, c *s3up.Client, prefix string, m *commitlog.Manifest, local string, hash, repair bool, v *pipeline.Verified) error {
+func VerifyObjects(ctx context.Context, c *s3up.Client, prefix string, m *shardset.Manifest, local string, hash, repair bool, v *output.Verified) error {
 	for _, sh := range m.Shards {
 		key := prefix + "/" + sh.Name
 		path := ""

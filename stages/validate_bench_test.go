@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // BenchmarkValidateInput: judging a 1,000,000-line prompts file (~350 MB)
@@ -165,7 +166,7 @@ type firstEmitter struct {
 	cancel func()
 }
 
-func (f *firstEmitter) Emit(string, *pipeline.Record) error {
+func (f *firstEmitter) Emit(string, *record.Record) error {
 	f.once.Do(func() { f.at = time.Now(); f.cancel() })
 	return context.Canceled
 }

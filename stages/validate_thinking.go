@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
@@ -50,7 +52,7 @@ Any rule is turned off by listing its code in disable. Lengths are in tokens
 when tokenizer is set, else in characters. Rejections by reason are in the
 run summary.`,
 		Outputs:  []string{"accepted", pipeline.RejectedPort},
-		Needs:    []string{pipeline.FieldCompletion},
+		Needs:    []string{record.FieldCompletion},
 		Produces: nil,
 		KeySettings: pipeline.SettingsFor(func(cfg *ValidateThinkingConfig) string {
 			s := "thinking " + cfg.Thinking
@@ -148,11 +150,11 @@ func (c *ValidateThinkingConfig) Validate() []error {
 	var errs []error
 	for _, d := range c.Disable {
 		if !slices.Contains(validateReasons, d) {
-			errs = append(errs, &pipeline.FieldError{Key: "disable", Msg: fmt.Sprintf("unknown reason code %q; codes: %s", d, strings.Join(validateReasons, ", "))})
+			errs = append(errs, &config.FieldError{Key: "disable", Msg: fmt.Sprintf("unknown reason code %q; codes: %s", d, strings.Join(validateReasons, ", "))})
 		}
 	}
 	if c.ThinkStart == "" || c.ThinkEnd == "" {
-		errs = append(errs, &pipeline.FieldError{Key: "think_end", Msg: "think_start and think_end must not be empty"})
+		errs = append(errs, &config.FieldError{Key: "think_end", Msg: "think_start and think_end must not be empty"})
 	}
 	return append(errs, checkTokenizer("tokenizer", c.Tokenizer)...)
 }
@@ -209,7 +211,7 @@ func (v *validateThinking) useTokenizer(tok *tokenize.Tokenizer) {
 
 // Process sends rec to "accepted" or rejects it with the first failing rule.
 // The engine counts both, by reason; the stage keeps no counts of its own.
-func (v *validateThinking) Process(ctx context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (v *validateThinking) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	reason, detail := v.check(rec)
 	if reason == "" {
 		return out.Emit("accepted", rec)
@@ -220,7 +222,7 @@ func (v *validateThinking) Process(ctx context.Context, rec *pipeline.Record, ou
 // check returns the reason code and detail of the first rule rec fails, or "".
 // The rules run in a fixed order, in groups; a disabled rule (fail gives
 // "") passes, and the next one is tried.
-func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
+func (v *validateThinking) check(rec *record.Record) (reason, detail string) {
 	c := rec.Completion
 	if c == nil {
 		return v.fail(ReasonNoCompletion, "record has no completion")
@@ -252,7 +254,7 @@ func (v *validateThinking) check(rec *pipeline.Record) (reason, detail string) {
 
 // idsRule: the output ids, decoded, contain the answer and the thinking
 // (only the first part that does not is tested against the rule).
-func (v *validateThinking) idsRule(c *pipeline.Completion) (string, string) {
+func (v *validateThinking) idsRule(c *record.Completion) (string, string) {
 	if len(c.OutputIDs) == 0 || v.tok == nil {
 		return "", ""
 	}
@@ -266,7 +268,7 @@ func (v *validateThinking) idsRule(c *pipeline.Completion) (string, string) {
 }
 
 // finishRule: the completion was neither cut at its length nor aborted.
-func (v *validateThinking) finishRule(c *pipeline.Completion) (string, string) {
+func (v *validateThinking) finishRule(c *record.Completion) (string, string) {
 	switch c.FinishReason {
 	case "length":
 		return v.fail(ReasonTruncated, fmt.Sprintf("finish_reason length after %d completion tokens", c.CompletionTokens))
@@ -278,7 +280,7 @@ func (v *validateThinking) finishRule(c *pipeline.Completion) (string, string) {
 
 // markerCounts counts the think markers in the output ids; -1, -1 when
 // they are not known (no ids, or no end marker id).
-func (v *validateThinking) markerCounts(c *pipeline.Completion) (starts, ends int) {
+func (v *validateThinking) markerCounts(c *record.Completion) (starts, ends int) {
 	if len(c.OutputIDs) == 0 || v.endID < 0 {
 		return -1, -1
 	}
@@ -295,7 +297,7 @@ func (v *validateThinking) markerCounts(c *pipeline.Completion) (starts, ends in
 
 // markerRules: the thinking is closed once, opened at most once (not at
 // all when the prompt forced it open), and no marker is left in the text.
-func (v *validateThinking) markerRules(c *pipeline.Completion, thinking, forced bool, why string) (string, string) {
+func (v *validateThinking) markerRules(c *record.Completion, thinking, forced bool, why string) (string, string) {
 	starts, ends := v.markerCounts(c)
 	if r, d := v.openCloseRules(c, thinking, forced, why, starts, ends); r != "" {
 		return r, d
@@ -312,7 +314,7 @@ func (v *validateThinking) markerRules(c *pipeline.Completion, thinking, forced 
 // openCloseRules: with thinking on, the output closes it (in the ids, or,
 // without ids, by an answer after the reasoning), and does not open it
 // again when the prompt forced it open. starts and ends are markerCounts.
-func (v *validateThinking) openCloseRules(c *pipeline.Completion, thinking, forced bool, why string, starts, ends int) (string, string) {
+func (v *validateThinking) openCloseRules(c *record.Completion, thinking, forced bool, why string, starts, ends int) (string, string) {
 	if thinking && ends == 0 {
 		if r, d := v.fail(ReasonThinkUnclosed, fmt.Sprintf("thinking on (%s) but the output ids have no %s", why, v.cfg.ThinkEnd)); r != "" {
 			return r, d
@@ -334,7 +336,7 @@ func (v *validateThinking) openCloseRules(c *pipeline.Completion, thinking, forc
 }
 
 // markerTextRules: neither the answer nor the thinking text has a marker.
-func (v *validateThinking) markerTextRules(c *pipeline.Completion) (string, string) {
+func (v *validateThinking) markerTextRules(c *record.Completion) (string, string) {
 	if m := v.markerIn(c.Answer); m != "" {
 		if r, d := v.fail(ReasonThinkLeaked, fmt.Sprintf("answer contains %s at byte %d", m, strings.Index(c.Answer, m))); r != "" {
 			return r, d
@@ -348,7 +350,7 @@ func (v *validateThinking) markerTextRules(c *pipeline.Completion) (string, stri
 
 // contentRules: the thinking (when on) and the answer are not empty, and
 // the answer is not a placeholder.
-func (v *validateThinking) contentRules(c *pipeline.Completion, thinking bool, why string) (string, string) {
+func (v *validateThinking) contentRules(c *record.Completion, thinking bool, why string) (string, string) {
 	if thinking && strings.TrimSpace(c.Reasoning) == "" {
 		if r, d := v.fail(ReasonEmptyThinking, fmt.Sprintf("thinking on (%s) but the thinking is empty (%d bytes)", why, len(c.Reasoning))); r != "" {
 			return r, d
@@ -369,7 +371,7 @@ func (v *validateThinking) contentRules(c *pipeline.Completion, thinking bool, w
 // historyRules: earlier assistant turns (given, or regenerated with turns
 // = "all") are trained on as well with mask = "assistant", so none has a
 // marker or is empty.
-func (v *validateThinking) historyRules(rec *pipeline.Record) (string, string) {
+func (v *validateThinking) historyRules(rec *record.Record) (string, string) {
 	for i, m := range rec.Messages {
 		if m.Role != "assistant" {
 			continue
@@ -390,7 +392,7 @@ func (v *validateThinking) historyRules(rec *pipeline.Record) (string, string) {
 
 // lengthRules: the thinking (when on) and the answer are at least as long
 // as the minimums configured.
-func (v *validateThinking) lengthRules(c *pipeline.Completion, thinking bool) (string, string) {
+func (v *validateThinking) lengthRules(c *record.Completion, thinking bool) (string, string) {
 	if v.cfg.MinThinkingLength > 0 && thinking {
 		if n, unit := v.length(c.Reasoning); n < v.cfg.MinThinkingLength {
 			if r, d := v.fail(ReasonThinkingTooShort, fmt.Sprintf("thinking has %d %s, minimum %d", n, unit, v.cfg.MinThinkingLength)); r != "" {
@@ -408,7 +410,7 @@ func (v *validateThinking) lengthRules(c *pipeline.Completion, thinking bool) (s
 
 // repetitionRule: neither the thinking nor the answer repeats more of its
 // n-grams than max_repetition.
-func (v *validateThinking) repetitionRule(c *pipeline.Completion) (string, string) {
+func (v *validateThinking) repetitionRule(c *record.Completion) (string, string) {
 	if v.off[ReasonRepetition] {
 		return "", ""
 	}
@@ -431,7 +433,7 @@ func (v *validateThinking) fail(reason, detail string) (string, string) {
 }
 
 // thinkingOn says whether c should contain thinking, and why.
-func (v *validateThinking) thinkingOn(c *pipeline.Completion) (bool, string) {
+func (v *validateThinking) thinkingOn(c *record.Completion) (bool, string) {
 	switch v.cfg.Thinking {
 	case "on":
 		return true, `thinking = "on"`

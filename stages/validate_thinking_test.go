@@ -12,37 +12,39 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
 // thinkTestEmitter collects what a processor emits, by port.
 type thinkTestEmitter struct {
-	emitted  map[string][]*pipeline.Record
-	rejected []*pipeline.Record
+	emitted  map[string][]*record.Record
+	rejected []*record.Record
 }
 
 func newThinkTestEmitter() *thinkTestEmitter {
-	return &thinkTestEmitter{emitted: map[string][]*pipeline.Record{}}
+	return &thinkTestEmitter{emitted: map[string][]*record.Record{}}
 }
 
-func (e *thinkTestEmitter) Emit(port string, rec *pipeline.Record) error {
+func (e *thinkTestEmitter) Emit(port string, rec *record.Record) error {
 	e.emitted[port] = append(e.emitted[port], rec)
 	return nil
 }
 
-func (e *thinkTestEmitter) Reject(rec *pipeline.Record, reason, detail string) error {
-	rec.Reject = &pipeline.Rejection{Stage: "test", Reason: reason, Detail: detail}
+func (e *thinkTestEmitter) Reject(rec *record.Record, reason, detail string) error {
+	rec.Reject = &record.Rejection{Stage: "test", Reason: reason, Detail: detail}
 	e.rejected = append(e.rejected, rec)
 	return nil
 }
 
-func (e *thinkTestEmitter) Fail(rec *pipeline.Record, err error, attempts int) error {
+func (e *thinkTestEmitter) Fail(rec *record.Record, err error, attempts int) error {
 	return errors.New("unexpected Fail: " + err.Error())
 }
 
-func (e *thinkTestEmitter) Took(int)                            {}
-func (e *thinkTestEmitter) SkipFinished(string) bool            { return false }
-func (e *thinkTestEmitter) Skip(*pipeline.Record, string) error { return nil }
+func (e *thinkTestEmitter) Took(int)                          {}
+func (e *thinkTestEmitter) SkipFinished(string) bool          { return false }
+func (e *thinkTestEmitter) Skip(*record.Record, string) error { return nil }
 
 var testTok struct {
 	tok *tokenize.Tokenizer
@@ -70,18 +72,18 @@ const (
 	goodAnswer    = "Using the product rule with u = x³ and v = sin x:\n\n$$\\frac{d}{dx}\\left[x^3 \\sin x\\right] = 3x^2 \\sin x + x^3 \\cos x = x^2\\,(3\\sin x + x\\cos x).$$"
 )
 
-func goodCompletion() *pipeline.Completion {
-	return &pipeline.Completion{
+func goodCompletion() *record.Completion {
+	return &record.Completion{
 		Reasoning: goodReasoning, Answer: goodAnswer, FinishReason: "stop", MatchedStop: 151645,
 		PromptTokens: 24, CompletionTokens: 180,
 		Request: map[string]any{"api": "chat", "chat_template_kwargs": map[string]any{"enable_thinking": true}},
 	}
 }
 
-func completionRecord(c *pipeline.Completion) *pipeline.Record {
-	return &pipeline.Record{
+func completionRecord(c *record.Completion) *record.Record {
+	return &record.Record{
 		ID:         "q-0001",
-		Messages:   []pipeline.Message{{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}},
+		Messages:   []record.Message{{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}},
 		Completion: c,
 	}
 }
@@ -104,99 +106,99 @@ func TestValidateThinkingReasons(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     func(*ValidateThinkingConfig)
-		change  func(c *pipeline.Completion)
-		history []pipeline.Message // replaces the prompt turns when set
-		reason  string             // "" = accepted
+		change  func(c *record.Completion)
+		history []record.Message // replaces the prompt turns when set
+		reason  string           // "" = accepted
 	}{
-		{name: "good", change: func(c *pipeline.Completion) {}},
-		{name: "good with output ids", change: func(c *pipeline.Completion) {
+		{name: "good", change: func(c *record.Completion) {}},
+		{name: "good with output ids", change: func(c *record.Completion) {
 			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n" + goodAnswer)
 		}},
-		{name: "thinking then empty answer", reason: ReasonEmptyAnswer, change: func(c *pipeline.Completion) {
+		{name: "thinking then empty answer", reason: ReasonEmptyAnswer, change: func(c *record.Completion) {
 			c.Answer = ""
 			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n")
 		}},
-		{name: "whitespace answer", reason: ReasonEmptyAnswer, change: func(c *pipeline.Completion) { c.Answer = "\n\n  \t\n" }},
-		{name: "empty thinking", reason: ReasonEmptyThinking, change: func(c *pipeline.Completion) {
+		{name: "whitespace answer", reason: ReasonEmptyAnswer, change: func(c *record.Completion) { c.Answer = "\n\n  \t\n" }},
+		{name: "empty thinking", reason: ReasonEmptyThinking, change: func(c *record.Completion) {
 			c.Reasoning = ""
 			c.OutputIDs = ids("<think>\n\n</think>\n\n" + goodAnswer)
 		}},
-		{name: "whitespace thinking", reason: ReasonEmptyThinking, change: func(c *pipeline.Completion) { c.Reasoning = " \n\n " }},
-		{name: "empty thinking with thinking off is fine", change: func(c *pipeline.Completion) {
+		{name: "whitespace thinking", reason: ReasonEmptyThinking, change: func(c *record.Completion) { c.Reasoning = " \n\n " }},
+		{name: "empty thinking with thinking off is fine", change: func(c *record.Completion) {
 			c.Reasoning = ""
 			c.Request = map[string]any{"enable_thinking": false}
 		}},
 		{name: "thinking forced on overrides the request", reason: ReasonEmptyThinking,
 			cfg:    func(c *ValidateThinkingConfig) { c.Thinking = "on" },
-			change: func(c *pipeline.Completion) { c.Reasoning = ""; c.Request = map[string]any{"enable_thinking": false} }},
+			change: func(c *record.Completion) { c.Reasoning = ""; c.Request = map[string]any{"enable_thinking": false} }},
 		// Ids of another tokenizer: said as such, not as think_unclosed.
-		{name: "ids that do not spell the text", reason: ReasonIDsTextMismatch, change: func(c *pipeline.Completion) {
+		{name: "ids that do not spell the text", reason: ReasonIDsTextMismatch, change: func(c *record.Completion) {
 			c.OutputIDs = ids("an entirely different output of another tokenizer")
 		}},
 		// Forced thinking: the prompt opened the reasoning.
-		{name: "forced: good output without <think>", change: func(c *pipeline.Completion) {
+		{name: "forced: good output without <think>", change: func(c *record.Completion) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 			c.OutputIDs = ids(goodReasoning + "\n</think>\n\n" + goodAnswer)
 		}},
-		{name: "forced: a <think> of its own", reason: ReasonThinkRepeated, change: func(c *pipeline.Completion) {
+		{name: "forced: a <think> of its own", reason: ReasonThinkRepeated, change: func(c *record.Completion) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n" + goodAnswer)
 		}},
-		{name: "forced: stopped inside the reasoning (chat, no ids)", reason: ReasonThinkUnclosed, change: func(c *pipeline.Completion) {
+		{name: "forced: stopped inside the reasoning (chat, no ids)", reason: ReasonThinkUnclosed, change: func(c *record.Completion) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 			c.Answer = ""
 		}},
-		{name: "forced: stopped inside the reasoning (ids)", reason: ReasonThinkUnclosed, change: func(c *pipeline.Completion) {
+		{name: "forced: stopped inside the reasoning (ids)", reason: ReasonThinkUnclosed, change: func(c *record.Completion) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 			c.Answer = ""
 			c.OutputIDs = ids(goodReasoning)
 		}},
-		{name: "unclosed think block (EOS inside thinking)", reason: ReasonThinkUnclosed, change: func(c *pipeline.Completion) {
+		{name: "unclosed think block (EOS inside thinking)", reason: ReasonThinkUnclosed, change: func(c *record.Completion) {
 			c.Answer = ""
 			c.OutputIDs = ids("<think>\n" + goodReasoning)
 		}},
-		{name: "truncated in thinking", reason: ReasonTruncated, change: func(c *pipeline.Completion) {
+		{name: "truncated in thinking", reason: ReasonTruncated, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			c.CompletionTokens = 4096
 		}},
-		{name: "truncated in answer", reason: ReasonTruncated, change: func(c *pipeline.Completion) {
+		{name: "truncated in answer", reason: ReasonTruncated, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop = "length", nil
 			c.Answer = goodAnswer[:40]
 		}},
-		{name: "aborted", reason: ReasonAborted, change: func(c *pipeline.Completion) { c.FinishReason = "abort" }},
-		{name: "end marker leaked into the answer", reason: ReasonThinkLeaked, change: func(c *pipeline.Completion) {
+		{name: "aborted", reason: ReasonAborted, change: func(c *record.Completion) { c.FinishReason = "abort" }},
+		{name: "end marker leaked into the answer", reason: ReasonThinkLeaked, change: func(c *record.Completion) {
 			c.Answer = goodAnswer[:30] + "\n</think>\n\n" + goodAnswer[30:]
 		}},
-		{name: "start marker leaked into the answer", reason: ReasonThinkLeaked, change: func(c *pipeline.Completion) {
+		{name: "start marker leaked into the answer", reason: ReasonThinkLeaked, change: func(c *record.Completion) {
 			c.Answer = "<think>\nHmm.\n" + goodAnswer
 		}},
-		{name: "thinking opens twice", reason: ReasonThinkRepeated, change: func(c *pipeline.Completion) {
+		{name: "thinking opens twice", reason: ReasonThinkRepeated, change: func(c *record.Completion) {
 			c.Reasoning = "<think>\n" + goodReasoning
 		}},
-		{name: "two end markers in the output ids", reason: ReasonThinkRepeated, change: func(c *pipeline.Completion) {
+		{name: "two end markers in the output ids", reason: ReasonThinkRepeated, change: func(c *record.Completion) {
 			// The answer text was cleaned by a parser, but the ids show it.
 			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n</think>\n\n" + goodAnswer)
 		}},
-		{name: "placeholder answer", reason: ReasonPlaceholderAnswer, change: func(c *pipeline.Completion) { c.Answer = "  N/A\n" }},
-		{name: "ellipsis answer", reason: ReasonPlaceholderAnswer, change: func(c *pipeline.Completion) { c.Answer = "..." }},
+		{name: "placeholder answer", reason: ReasonPlaceholderAnswer, change: func(c *record.Completion) { c.Answer = "  N/A\n" }},
+		{name: "ellipsis answer", reason: ReasonPlaceholderAnswer, change: func(c *record.Completion) { c.Answer = "..." }},
 		{name: "answer too short in tokens", reason: ReasonAnswerTooShort,
 			// 4 characters but 2 tokens: the minimum counts tokens.
 			cfg:    func(c *ValidateThinkingConfig) { c.MinAnswerLength = 3 },
-			change: func(c *pipeline.Completion) { c.Answer = "Yes." }},
+			change: func(c *record.Completion) { c.Answer = "Yes." }},
 		{name: "thinking too short", reason: ReasonThinkingTooShort,
 			cfg:    func(c *ValidateThinkingConfig) { c.MinThinkingLength = 32 },
-			change: func(c *pipeline.Completion) { c.Reasoning = "Product rule." }},
-		{name: "degenerate thinking loop", reason: ReasonRepetition, change: func(c *pipeline.Completion) { c.Reasoning = loop(60) }},
-		{name: "degenerate answer loop", reason: ReasonRepetition, change: func(c *pipeline.Completion) {
+			change: func(c *record.Completion) { c.Reasoning = "Product rule." }},
+		{name: "degenerate thinking loop", reason: ReasonRepetition, change: func(c *record.Completion) { c.Reasoning = loop(60) }},
+		{name: "degenerate answer loop", reason: ReasonRepetition, change: func(c *record.Completion) {
 			c.Answer = strings.Repeat("The answer is 3x^2 sin x + x^3 cos x. ", 40)
 		}},
 		{name: "no completion", reason: ReasonNoCompletion, change: nil},
-		{name: "empty earlier assistant turn", reason: ReasonEmptyAnswer, history: []pipeline.Message{
+		{name: "empty earlier assistant turn", reason: ReasonEmptyAnswer, history: []record.Message{
 			{Role: "user", Content: "Differentiate x^2."}, {Role: "assistant", Content: "\n"},
-			{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}}, change: func(c *pipeline.Completion) {}},
-		{name: "marker in an earlier assistant turn", reason: ReasonThinkLeaked, history: []pipeline.Message{
+			{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}}, change: func(c *record.Completion) {}},
+		{name: "marker in an earlier assistant turn", reason: ReasonThinkLeaked, history: []record.Message{
 			{Role: "user", Content: "Differentiate x^2."}, {Role: "assistant", Content: "</think>\n\n2x"},
-			{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}}, change: func(c *pipeline.Completion) {}},
+			{Role: "user", Content: "What is the derivative of x^3 sin(x)?"}}, change: func(c *record.Completion) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,7 +271,7 @@ func testValidateConfig(t *testing.T) *ValidateThinkingConfig {
 func decodeTestConfig(t *testing.T, kind, keys string) any {
 	t.Helper()
 	src := "[[stage]]\nid = \"s\"\nkind = \"" + kind + "\"\ninput = \"x\"\n" + keys + "\n"
-	f, probs := pipeline.Parse("test.toml", []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse("test.toml", []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -313,7 +315,7 @@ func TestValidateThinkingLengthsInCharactersWithoutTokenizer(t *testing.T) {
 
 func TestValidateThinkingConfigErrors(t *testing.T) {
 	src := "[[stage]]\nid = \"s\"\nkind = \"validate-thinking\"\ninput = \"p\"\ndisable = [\"empty_anwser\"]\nmax_repetition = 1.5\nthinking = \"maybe\"\n"
-	f, probs := pipeline.Parse("test.toml", []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse("test.toml", []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

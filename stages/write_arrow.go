@@ -13,6 +13,10 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -50,7 +54,7 @@ committed but not uploaded before a crash is uploaded on resume.`,
 		PortBuffers: map[string]int{"shards": shardBacklog},
 		Verify:      pipeline.VerifyFor(verifyShardDir),
 		Output:      shardOutput,
-		Produces:    []string{pipeline.FieldShard},
+		Produces:    []string{record.FieldShard},
 		KeySettings: pipeline.SettingsFor(func(cfg *writeArrowConfig) string {
 			return cfg.Format + " in " + pipeline.DisplayPath(cfg.Path)
 		}),
@@ -82,7 +86,7 @@ type writeArrowConfig struct {
 	// MaxBytes rotates a shard at about this many bytes. Default 512 MiB.
 	MaxBytes int64 `toml:"max_bytes" op:"true" default:"536870912" min:"1048576" doc:"bytes per shard, about, at most"`
 	// MaxAge commits a shard this long after its first row. Default 30m.
-	MaxAge pipeline.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run"`
+	MaxAge config.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run"`
 	// RowGroupRows is the rows buffered before they are written. Default 1024.
 	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group / Arrow batch; bounds the memory"`
 }
@@ -90,10 +94,10 @@ type writeArrowConfig struct {
 func (c *writeArrowConfig) Validate() []error {
 	var errs []error
 	if c.Format == arrowrow.FormatArrow && c.Compression == "snappy" {
-		errs = append(errs, &pipeline.FieldError{Key: "compression", Msg: `"snappy" is for Parquet; Arrow IPC takes "zstd", "lz4" or "none"`})
+		errs = append(errs, &config.FieldError{Key: "compression", Msg: `"snappy" is for Parquet; Arrow IPC takes "zstd", "lz4" or "none"`})
 	}
 	if c.MaxAge.Duration <= 0 {
-		errs = append(errs, &pipeline.FieldError{Key: "max_age", Msg: fmt.Sprintf("must be positive, got %v", c.MaxAge.Duration)})
+		errs = append(errs, &config.FieldError{Key: "max_age", Msg: fmt.Sprintf("must be positive, got %v", c.MaxAge.Duration)})
 	}
 	return errs
 }
@@ -104,11 +108,11 @@ type writeArrow struct {
 	// Process and Commit.
 	mu     sync.Mutex
 	mem    memory.Allocator
-	shards *commitlog.Shards
+	shards *shardset.Set
 	b      *arrowrow.Builder
 	log    io.Writer
 
-	cur            *commitlog.Pending
+	cur            *shardset.Pending
 	fw             arrowrow.FileWriter
 	rows, tokens   int64 // in cur, written and buffered
 	ids            []uint64
@@ -119,7 +123,7 @@ type writeArrow struct {
 	started time.Time
 	durable int64
 	// toSend are committed shards not yet sent on the shards port.
-	toSend []pipeline.ShardRef
+	toSend []record.ShardRef
 }
 
 var (
@@ -140,7 +144,7 @@ func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 	if w.mem == nil { // tests set their own
 		w.mem = memory.DefaultAllocator
 	}
-	s, removed, err := commitlog.OpenShards(w.cfg.Path, w.cfg.Format, arrowrow.Ext(w.cfg.Format), arrowrow.Version)
+	s, removed, err := shardset.Open(w.cfg.Path, w.cfg.Format, arrowrow.Ext(w.cfg.Format), arrowrow.Version)
 	if err != nil {
 		return err
 	}
@@ -175,12 +179,12 @@ const shardBacklog = 32
 // is taken out of the directory and its rows leave the run's finished set,
 // so they are written again (from the journal, which has the completions).
 // A shard file that is missing is damage too, unless its removal was noted
-// (commitlog.MarkMoved: an upload with delete_local_after_upload removed
+// (shardset.MarkMoved: an upload with delete_local_after_upload removed
 // it after verifying its copy); verifying says whether the copy is whole.
 func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 	m := w.shards.Manifest()
 	hash := env != nil && env.HashCheck
-	res, err := commitlog.CheckShards(w.shards.Dir(), &m, hash)
+	res, err := shardset.Check(w.shards.Dir(), &m, hash)
 	if err != nil {
 		return err
 	}
@@ -216,7 +220,7 @@ func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 		notice = w.log
 	}
 	fmt.Fprintf(notice, "%s: %d damaged committed shards (%v, checked by %s) moved aside as %s/NAME%s; their %d rows are written again from the journal (or generated again where its segments are gone: [pipeline] keep_journal = true keeps them)\n",
-		pipeline.DisplayPath(w.cfg.Path), len(damaged), damaged, how, commitlog.MetaDir, commitlog.DamagedSuffix, len(ids))
+		pipeline.DisplayPath(w.cfg.Path), len(damaged), damaged, how, shardset.MetaDir, shardset.DamagedSuffix, len(ids))
 	return nil
 }
 
@@ -234,7 +238,7 @@ func (w *writeArrow) unfinishRedo(env *pipeline.Env) error {
 	return env.Unfinish(redo)
 }
 
-func (w *writeArrow) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (w *writeArrow) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.shards.Has(rec.ID) {
@@ -314,9 +318,9 @@ func (w *writeArrow) seal() error {
 	return nil
 }
 
-func (w *writeArrow) ref(sh commitlog.ShardInfo) pipeline.ShardRef {
+func (w *writeArrow) ref(sh shardset.ShardInfo) record.ShardRef {
 	dir := w.shards.Dir()
-	return pipeline.ShardRef{Path: filepath.Join(dir, sh.Name), Dir: dir, Name: sh.Name,
+	return record.ShardRef{Path: filepath.Join(dir, sh.Name), Dir: dir, Name: sh.Name,
 		Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}
 }
 
@@ -354,7 +358,7 @@ func (w *writeArrow) commit(out pipeline.Emitter, all bool) error {
 	// must not hold Process and Report (the progress display) with it.
 	sent := 0
 	for _, ref := range send {
-		if err := out.Emit("shards", &pipeline.Record{ID: "shard:" + ref.Path, Shard: &ref}); err != nil {
+		if err := out.Emit("shards", &record.Record{ID: "shard:" + ref.Path, Shard: &ref}); err != nil {
 			break // the run is stopping: the next run sends every committed shard
 		}
 		sent++
@@ -380,21 +384,21 @@ func (w *writeArrow) Close() error {
 	return nil
 }
 
-func (w *writeArrow) Report() []pipeline.Figure {
+func (w *writeArrow) Report() []figure.Figure {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.shards == nil {
 		return nil
 	}
 	m := w.shards.Manifest()
-	return []pipeline.Figure{
-		pipeline.NewState("path", pipeline.DisplayPath(w.cfg.Path), w.cfg.Format+" shards"),
-		pipeline.NewCounter("committed_rows", m.Rows),
-		pipeline.NewCounter("committed_tokens", m.Tokens).In(pipeline.UnitTokens),
-		pipeline.NewCounter("committed_bytes", m.Bytes).In(pipeline.UnitBytes),
-		pipeline.NewCounter("committed_shards", int64(len(m.Shards))),
-		pipeline.NewGauge("uncommitted_rows", float64(w.rows)),
-		pipeline.NewGauge("rows_to_write_again", float64(w.shards.ToRedo())),
+	return []figure.Figure{
+		figure.NewState("path", pipeline.DisplayPath(w.cfg.Path), w.cfg.Format+" shards"),
+		figure.NewCounter("committed_rows", m.Rows),
+		figure.NewCounter("committed_tokens", m.Tokens).In(figure.UnitTokens),
+		figure.NewCounter("committed_bytes", m.Bytes).In(figure.UnitBytes),
+		figure.NewCounter("committed_shards", int64(len(m.Shards))),
+		figure.NewGauge("uncommitted_rows", float64(w.rows)),
+		figure.NewGauge("rows_to_write_again", float64(w.shards.ToRedo())),
 	}
 }
 

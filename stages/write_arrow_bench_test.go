@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // countingAllocator is the Go allocator counting the bytes it has out and
@@ -84,10 +85,10 @@ func benchText(size int) string {
 // input_ids = prompt + output with the prompt masked out, the completion's
 // own prompt_ids/output_ids, and reasoning and answer text of ~3.5
 // characters a token.
-func arrowBenchRows(n, tokens int) []*pipeline.Record {
+func arrowBenchRows(n, tokens int) []*record.Record {
 	rng := rand.New(rand.NewPCG(3, 4))
 	text := benchText(n * tokens * 4)
-	recs := make([]*pipeline.Record, n)
+	recs := make([]*record.Record, n)
 	off := 0
 	cut := func(k int) string {
 		if off+k > len(text) {
@@ -103,10 +104,10 @@ func arrowBenchRows(n, tokens int) []*pipeline.Record {
 		ids := benchTokenIDs(rng, total)
 		output := total - prompt
 		reasoning := output * 3 / 4
-		recs[i] = &pipeline.Record{
+		recs[i] = &record.Record{
 			ID:       fmt.Sprintf("bench-%06d", i),
-			Messages: []pipeline.Message{{Role: "user", Content: cut(prompt * 7 / 2)}},
-			Completion: &pipeline.Completion{
+			Messages: []record.Message{{Role: "user", Content: cut(prompt * 7 / 2)}},
+			Completion: &record.Completion{
 				Reasoning: cut(reasoning * 7 / 2), Answer: cut((output - reasoning) * 7 / 2),
 				FinishReason: "stop", MatchedStop: 151645,
 				PromptTokens: prompt, CompletionTokens: output, ReasoningTokens: reasoning,
@@ -116,7 +117,7 @@ func arrowBenchRows(n, tokens int) []*pipeline.Record {
 				Request: map[string]any{"api": "generate", "model": "Qwen/Qwen3-8B", "temperature": 0.6, "top_p": 0.95,
 					"top_k": 20, "min_p": 0.0, "max_new_tokens": 8192, "enable_thinking": true},
 			},
-			Tokens: &pipeline.Tokens{InputIDs: ids, LossMask: maskFrom(total, prompt), NumTokens: total,
+			Tokens: &record.Tokens{InputIDs: ids, LossMask: maskFrom(total, prompt), NumTokens: total,
 				NumLossTokens: output, Source: "ids"},
 			Meta: map[string]any{"source": "bench", "index": i},
 		}
@@ -221,7 +222,7 @@ func BenchmarkWriteArrow(b *testing.B) {
 					return w
 				}
 			}
-			recs := make([]pipeline.Record, b.N) // shallow copies with their own ids
+			recs := make([]record.Record, b.N) // shallow copies with their own ids
 			var input int64
 			for i := range recs {
 				recs[i] = *rows[i%pool]

@@ -16,14 +16,14 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/readers"
 	"github.com/pipe-dev/pipe/internal/trainers"
-	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
 // writeArrowDir writes recs into a Parquet write-arrow directory, in
 // shards of at most maxRows rows.
-func writeArrowDir(t *testing.T, dir string, recs []*pipeline.Record, maxRows int64) {
+func writeArrowDir(t *testing.T, dir string, recs []*record.Record, maxRows int64) {
 	t.Helper()
 	cfg := arrowCfg(dir, arrowrow.FormatParquet)
 	cfg.MaxRows = maxRows
@@ -82,11 +82,11 @@ func TestWriteArrowDirectoryIsAnHFDataset(t *testing.T) {
 	}
 	// The checker sees the failure the old layout had: a manifest.json
 	// beside the shards goes to the Parquet reader.
-	if err := os.Rename(filepath.Join(dir, commitlog.ManifestName), filepath.Join(dir, commitlog.LegacyManifestName)); err != nil {
+	if err := os.Rename(filepath.Join(dir, shardset.ManifestName), filepath.Join(dir, shardset.LegacyManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	splits, err := trainers.DataFiles(dir)
-	if err != nil || !slices.Contains(splits["train"], commitlog.LegacyManifestName) {
+	if err != nil || !slices.Contains(splits["train"], shardset.LegacyManifestName) {
 		t.Fatalf("with manifest.json at the top, load_dataset takes %v (%v)", splits, err)
 	}
 }
@@ -146,8 +146,8 @@ func TestWriteArrowDirectoryGlobReadsInDuckDB(t *testing.T) {
 	readers.Dirs(t)
 	dir := filepath.Join(t.TempDir(), "train")
 	recs := arrowTestRecords()
-	recs[0].Messages = append(recs[0].Messages, pipeline.Message{Role: "assistant", Content: "42", ReasoningContent: "6 × 7"},
-		pipeline.Message{Role: "user", Content: "and 6 × 8?"})
+	recs[0].Messages = append(recs[0].Messages, record.Message{Role: "assistant", Content: "42", ReasoningContent: "6 × 7"},
+		record.Message{Role: "user", Content: "and 6 × 8?"})
 	writeArrowDir(t, dir, recs, 3)
 	schema, rows := readers.Parquet(t, filepath.Join(dir, "*"))
 	if len(rows) != len(recs) {
@@ -162,11 +162,11 @@ func TestWriteArrowDirectoryGlobReadsInDuckDB(t *testing.T) {
 		if got := readers.String(t, row["id"]); got != recs[i].ID {
 			t.Fatalf("row %d is %s, want %s", i, got, recs[i].ID)
 		}
-		var msgs []pipeline.Message
+		var msgs []record.Message
 		if row["messages"] != nil {
 			for _, m := range row["messages"].([]any) {
 				m := m.(map[string]any)
-				msg := pipeline.Message{Role: readers.String(t, m["role"]), Content: readers.String(t, m["content"])}
+				msg := record.Message{Role: readers.String(t, m["role"]), Content: readers.String(t, m["content"])}
 				if m["reasoning_content"] != nil {
 					msg.ReasoningContent = readers.String(t, m["reasoning_content"])
 				}

@@ -14,6 +14,10 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 )
 
 // rotatePipeline is prompts → generate (simulated) → write-arrow with
@@ -45,7 +49,7 @@ max_rows = 100
 
 func shardRows(t *testing.T, dir string) []int64 {
 	t.Helper()
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil || m == nil {
 		t.Fatalf("manifest of %s: %v", dir, err)
 	}
@@ -67,7 +71,7 @@ func TestWriteArrowShardsSpanCommitRounds(t *testing.T) {
 	f := startTestFleet(t, quickSim(2))
 	var mu sync.Mutex
 	var sawOpenShard bool
-	progress := func(s *pipeline.Summary) {
+	progress := func(s *engine.Summary) {
 		var in, committed int64
 		for _, st := range s.Stages {
 			if st.ID != "train" {
@@ -90,7 +94,7 @@ func TestWriteArrowShardsSpanCommitRounds(t *testing.T) {
 		}
 	}
 	dir, sum, err := runGenPipeline(t, context.Background(), rotatePipeline(f.URLs()), genPrompts(1050),
-		pipeline.RunOptions{CommitEvery: 2 * time.Millisecond, ProgressEvery: time.Millisecond, Progress: progress})
+		engine.Options{CommitEvery: 2 * time.Millisecond, ProgressEvery: time.Millisecond, Progress: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +125,8 @@ func TestWriteArrowStopCommitsPartialShardAndResumeContinues(t *testing.T) {
 	for run := 0; run < 20; run++ {
 		stop := make(chan struct{})
 		var once sync.Once
-		opts := pipeline.RunOptions{Stop: stop, CommitEvery: 2 * time.Millisecond, ProgressEvery: time.Millisecond,
-			Progress: func(s *pipeline.Summary) {
+		opts := engine.Options{Stop: stop, CommitEvery: 2 * time.Millisecond, ProgressEvery: time.Millisecond,
+			Progress: func(s *engine.Summary) {
 				for _, st := range s.Stages {
 					if st.ID == "train" && st.Out >= 230 {
 						once.Do(func() { close(stop) })
@@ -174,7 +178,7 @@ func TestWriteArrowStopCommitsPartialShardAndResumeContinues(t *testing.T) {
 
 // runInDir checks and runs src in dir, writing files there first (the same
 // directory again: a resume).
-func runInDir(t *testing.T, dir, src string, files map[string]string, opts pipeline.RunOptions) (*pipeline.Summary, error) {
+func runInDir(t *testing.T, dir, src string, files map[string]string, opts engine.Options) (*engine.Summary, error) {
 	t.Helper()
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -185,7 +189,7 @@ func runInDir(t *testing.T, dir, src string, files map[string]string, opts pipel
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -193,7 +197,7 @@ func runInDir(t *testing.T, dir, src string, files map[string]string, opts pipel
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	return pipeline.Run(context.Background(), plan, opts)
+	return engine.Run(context.Background(), plan, opts)
 }
 
 // CommitDue (a commit round) leaves a young shard open and commits one
@@ -203,7 +207,7 @@ func TestWriteArrowCommitDueHonoursMaxAge(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "out")
 	cfg := arrowCfg(dir, "parquet")
-	cfg.MaxAge = pipeline.Duration{Duration: time.Hour}
+	cfg.MaxAge = config.Duration{Duration: time.Hour}
 	cfg.MaxRows = 10
 	w := openArrow(t, cfg, memory.NewGoAllocator(), nil)
 	defer w.Close()
@@ -258,7 +262,7 @@ input = "prompts"
 path  = "out/train"
 `
 	dir := t.TempDir()
-	sum, err := runInDir(t, dir, src, map[string]string{"prompts.jsonl": genPrompts(n)}, pipeline.RunOptions{CommitEvery: 5 * time.Millisecond})
+	sum, err := runInDir(t, dir, src, map[string]string{"prompts.jsonl": genPrompts(n)}, engine.Options{CommitEvery: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,8 @@ import (
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/readers"
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -35,12 +36,12 @@ type arrowEmitter struct {
 	failed  []string
 }
 
-func (e *arrowEmitter) Skip(rec *pipeline.Record, reason string) error {
+func (e *arrowEmitter) Skip(rec *record.Record, reason string) error {
 	e.skipped = append(e.skipped, rec.ID+":"+reason)
 	return nil
 }
 
-func (e *arrowEmitter) Fail(rec *pipeline.Record, err error, _ int) error {
+func (e *arrowEmitter) Fail(rec *record.Record, err error, _ int) error {
 	e.failed = append(e.failed, rec.ID+": "+err.Error())
 	return nil
 }
@@ -61,7 +62,7 @@ func openArrow(t testing.TB, cfg writeArrowConfig, mem memory.Allocator, log io.
 	return w
 }
 
-func arrowProcessAll(t testing.TB, w *writeArrow, em pipeline.Emitter, recs []*pipeline.Record) {
+func arrowProcessAll(t testing.TB, w *writeArrow, em pipeline.Emitter, recs []*record.Record) {
 	t.Helper()
 	for _, r := range recs {
 		if err := w.Process(context.Background(), r, em); err != nil {
@@ -89,8 +90,8 @@ func benchTokenIDs(rng *rand.Rand, n int) []int32 {
 }
 
 // maskFrom is a loss mask of n tokens masking the first prompt: 0s, then 1s.
-func maskFrom(n, prompt int) pipeline.LossMask {
-	m := make(pipeline.LossMask, n)
+func maskFrom(n, prompt int) record.LossMask {
+	m := make(record.LossMask, n)
 	for i := prompt; i < n; i++ {
 		m[i] = 1
 	}
@@ -112,19 +113,19 @@ const nonASCIIAnswer = "答案是 42。😀👩‍👩‍👧 café naïve e\u03
 // without ids, a prompt only, a rejected record, an id alone, tokens without
 // a completion, and empty strings that are not nulls. It is deterministic,
 // so a second call gives equal records.
-func arrowTestRecords() []*pipeline.Record {
+func arrowTestRecords() []*record.Record {
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompt := benchTokenIDs(rng, 320)
 	output := benchTokenIDs(rng, 5_200)
 	full := append(append([]int32(nil), prompt...), output...)
-	recs := []*pipeline.Record{
+	recs := []*record.Record{
 		{
 			ID: "full-0",
-			Messages: []pipeline.Message{
+			Messages: []record.Message{
 				{Role: "system", Content: "你是一个乐于助人的助手。"},
 				{Role: "user", Content: "Combien font 6 × 7 ? 説明してください 🙏"},
 			},
-			Completion: &pipeline.Completion{
+			Completion: &record.Completion{
 				Reasoning:    "嗯，6 乘以 7… let me think 🤔 — e\u0301tude",
 				Answer:       nonASCIIAnswer,
 				FinishReason: "stop", MatchedStop: 151645,
@@ -135,48 +136,48 @@ func arrowTestRecords() []*pipeline.Record {
 				Request: map[string]any{"api": "generate", "model": "Qwen/Qwen3-8B", "temperature": 0.6, "top_p": 0.95,
 					"top_k": 20, "min_p": 0.0, "max_new_tokens": 32768, "enable_thinking": true, "stop": []any{"<|im_end|>"}},
 			},
-			Tokens: &pipeline.Tokens{InputIDs: full, LossMask: maskFrom(len(full), len(prompt)),
+			Tokens: &record.Tokens{InputIDs: full, LossMask: maskFrom(len(full), len(prompt)),
 				NumTokens: len(full), NumLossTokens: len(output), Source: "ids"},
 			Meta: map[string]any{"source": "gsm8k", "idx": 17, "tags": []string{"math", "数学"}, "nested": map[string]any{"k": "値", "f": 1.5}},
 		},
 		{
 			ID:       "chat-1",
-			Messages: []pipeline.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello", ReasoningContent: "greet"}, {Role: "user", Content: "and?"}},
-			Completion: &pipeline.Completion{Reasoning: "r", Answer: "a", FinishReason: "length", MatchedStop: "</answer>",
+			Messages: []record.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello", ReasoningContent: "greet"}, {Role: "user", Content: "and?"}},
+			Completion: &record.Completion{Reasoning: "r", Answer: "a", FinishReason: "length", MatchedStop: "</answer>",
 				PromptTokens: 10, CompletionTokens: 20, LatencySeconds: 0.25, Server: "s1", Attempts: 1,
 				Request: map[string]any{"api": "chat", "model": "m", "temperature": json.Number("1"), "top_k": json.Number("-1"), "enable_thinking": false}},
 			Meta: map[string]any{},
 		},
-		{ID: "prompt-only", Messages: []pipeline.Message{{Role: "user", Content: "only a prompt"}}},
+		{ID: "prompt-only", Messages: []record.Message{{Role: "user", Content: "only a prompt"}}},
 		{
 			ID:         "rejected",
-			Messages:   []pipeline.Message{{Role: "user", Content: "q"}},
-			Completion: &pipeline.Completion{Reasoning: "long", Answer: "", FinishReason: "length", Request: map[string]any{"model": "m2", "top_p": 1}},
-			Reject:     &pipeline.Rejection{Stage: "filter", Reason: "truncated", Detail: "finish_reason length — 截断"},
+			Messages:   []record.Message{{Role: "user", Content: "q"}},
+			Completion: &record.Completion{Reasoning: "long", Answer: "", FinishReason: "length", Request: map[string]any{"model": "m2", "top_p": 1}},
+			Reject:     &record.Rejection{Stage: "filter", Reason: "truncated", Detail: "finish_reason length — 截断"},
 		},
 		{ID: "bare"},
 		{
 			ID:     "tokens-only",
-			Tokens: &pipeline.Tokens{InputIDs: []int32{1, 2, 3}, LossMask: pipeline.LossMask{0, 1, 1}, NumTokens: 3, NumLossTokens: 2, Source: "text"},
+			Tokens: &record.Tokens{InputIDs: []int32{1, 2, 3}, LossMask: record.LossMask{0, 1, 1}, NumTokens: 3, NumLossTokens: 2, Source: "text"},
 		},
 		{
 			// Empty strings and zeros, not nulls: a completion with nothing in it.
 			ID:         "empty-completion",
-			Messages:   []pipeline.Message{},
-			Completion: &pipeline.Completion{},
-			Reject:     &pipeline.Rejection{Reason: "empty"},
+			Messages:   []record.Message{},
+			Completion: &record.Completion{},
+			Reject:     &record.Rejection{Reason: "empty"},
 		},
 	}
 	for i := range 40 { // more rows, so that shards have several batches
 		n := 50 + rng.IntN(400)
 		ids := benchTokenIDs(rng, n)
-		recs = append(recs, &pipeline.Record{
+		recs = append(recs, &record.Record{
 			ID:       fmt.Sprintf("gen-%03d-é", i),
-			Messages: []pipeline.Message{{Role: "user", Content: fmt.Sprintf("question %d ✓", i)}},
-			Completion: &pipeline.Completion{Reasoning: strings.Repeat("思", i), Answer: fmt.Sprintf("answer %d", i), FinishReason: "stop",
+			Messages: []record.Message{{Role: "user", Content: fmt.Sprintf("question %d ✓", i)}},
+			Completion: &record.Completion{Reasoning: strings.Repeat("思", i), Answer: fmt.Sprintf("answer %d", i), FinishReason: "stop",
 				PromptTokens: 10, CompletionTokens: n - 10, OutputIDs: intsOf(ids[10:]), LatencySeconds: float64(i) / 8,
 				Request: map[string]any{"model": "Qwen/Qwen3-8B", "temperature": 0.7, "top_p": 0.8, "top_k": 20, "enable_thinking": i%2 == 0}},
-			Tokens: &pipeline.Tokens{InputIDs: ids, LossMask: maskFrom(n, 10), NumTokens: n, NumLossTokens: n - 10, Source: "ids"},
+			Tokens: &record.Tokens{InputIDs: ids, LossMask: maskFrom(n, 10), NumTokens: n, NumLossTokens: n - 10, Source: "ids"},
 			Meta:   map[string]any{"i": i},
 		})
 	}
@@ -185,7 +186,7 @@ func arrowTestRecords() []*pipeline.Record {
 
 // normalizeJSON replaces the fields of free JSON (meta, the request,
 // matched_stop) by what they read back as from JSON.
-func normalizeJSON(t testing.TB, recs []*pipeline.Record) {
+func normalizeJSON(t testing.TB, recs []*record.Record) {
 	t.Helper()
 	norm := func(v any, dst any) {
 		data, err := json.Marshal(v)
@@ -220,13 +221,13 @@ func normalizeJSON(t testing.TB, recs []*pipeline.Record) {
 // readArrowDir checks the manifest of dir against its shard files (names in
 // order, bytes, sha256, rows, tokens, totals) and returns the rows of all
 // shards in order, decoded by arrowrow.
-func readArrowDir(t testing.TB, dir string) (*commitlog.Manifest, []*pipeline.Record) {
+func readArrowDir(t testing.TB, dir string) (*shardset.Manifest, []*record.Record) {
 	t.Helper()
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil || m == nil {
 		t.Fatalf("manifest: %v %v", m, err)
 	}
-	var all []*pipeline.Record
+	var all []*record.Record
 	var rows, tokens, size int64
 	for i, sh := range m.Shards {
 		if want := fmt.Sprintf("part-%05d%s", i, arrowrow.Ext(m.Format)); sh.Name != want {
@@ -244,7 +245,7 @@ func readArrowDir(t testing.TB, dir string) (*commitlog.Manifest, []*pipeline.Re
 		if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
 			t.Fatalf("%s: mode %v, want 0644", sh.Name, st.Mode().Perm())
 		}
-		var recs []*pipeline.Record
+		var recs []*record.Record
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		err = arrowrow.ReadFile(context.Background(), path, mem, func(b arrow.RecordBatch) error {
 			r, err := arrowrow.Records(b)
@@ -286,7 +287,7 @@ func dirNames(t testing.TB, dir string) []string {
 	return names
 }
 
-func recordIDs(recs []*pipeline.Record) []string {
+func recordIDs(recs []*record.Record) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
 		out[i] = r.ID
@@ -333,7 +334,7 @@ func TestWriteArrowRoundTrip(t *testing.T) {
 					t.Fatalf("row %d differs:\n got %.2000s\nwant %.2000s", i, g, w)
 				}
 			}
-			if names := dirNames(t, dir); !slices.Equal(names, []string{commitlog.MetaDir, "part-00000" + arrowrow.Ext(format)}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{shardset.MetaDir, "part-00000" + arrowrow.Ext(format)}) {
 				t.Fatalf("directory holds %v", names)
 			}
 		})
@@ -345,7 +346,7 @@ func TestWriteArrowRoundTrip(t *testing.T) {
 // column types.
 func TestWriteArrowForeignReaders(t *testing.T) {
 	in := arrowTestRecords()
-	byID := map[string]*pipeline.Record{}
+	byID := map[string]*record.Record{}
 	for _, r := range in {
 		byID[r.ID] = r
 	}
@@ -409,7 +410,7 @@ func TestWriteArrowForeignReaders(t *testing.T) {
 	}
 }
 
-func checkForeignRow(t *testing.T, rec *pipeline.Record, row map[string]any) {
+func checkForeignRow(t *testing.T, rec *record.Record, row map[string]any) {
 	t.Helper()
 	if rec.Tokens == nil {
 		for _, col := range []string{"input_ids", "loss_mask", "num_tokens"} {
@@ -483,14 +484,14 @@ func checkForeignRow(t *testing.T, rec *pipeline.Record, row map[string]any) {
 }
 
 // arrowRows is n rows with ids prefix-0 … and tokens tokens each.
-func arrowRows(prefix string, n, tokens int) []*pipeline.Record {
+func arrowRows(prefix string, n, tokens int) []*record.Record {
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(tokens)))
-	recs := make([]*pipeline.Record, n)
+	recs := make([]*record.Record, n)
 	for i := range recs {
 		ids := benchTokenIDs(rng, tokens)
-		recs[i] = &pipeline.Record{ID: fmt.Sprintf("%s-%d", prefix, i),
-			Completion: &pipeline.Completion{Answer: "a", FinishReason: "stop"},
-			Tokens:     &pipeline.Tokens{InputIDs: ids, LossMask: maskFrom(tokens, tokens/4), NumTokens: tokens, NumLossTokens: tokens - tokens/4}}
+		recs[i] = &record.Record{ID: fmt.Sprintf("%s-%d", prefix, i),
+			Completion: &record.Completion{Answer: "a", FinishReason: "stop"},
+			Tokens:     &record.Tokens{InputIDs: ids, LossMask: maskFrom(tokens, tokens/4), NumTokens: tokens, NumLossTokens: tokens - tokens/4}}
 	}
 	return recs
 }
@@ -523,7 +524,7 @@ func TestWriteArrowRotatesByRows(t *testing.T) {
 				t.Fatal("the rows read back are not the rows written, in order")
 			}
 			ext := arrowrow.Ext(format)
-			if names := dirNames(t, dir); !slices.Equal(names, []string{commitlog.MetaDir, "part-00000" + ext, "part-00001" + ext, "part-00002" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{shardset.MetaDir, "part-00000" + ext, "part-00001" + ext, "part-00002" + ext}) {
 				t.Fatalf("directory holds %v", names)
 			}
 		})
@@ -580,7 +581,7 @@ func TestWriteArrowRotatesByBytes(t *testing.T) {
 // checkShardBytes checks that a directory rotated at max: more than one
 // shard, each at most over bytes over max, all but the last of at least
 // least bytes.
-func checkShardBytes(t *testing.T, m *commitlog.Manifest, max, over, least int64) {
+func checkShardBytes(t *testing.T, m *shardset.Manifest, max, over, least int64) {
 	t.Helper()
 	if len(m.Shards) < 3 {
 		t.Fatalf("%d shards of %d bytes in all; want rotation at %d bytes", len(m.Shards), m.Bytes, max)
@@ -621,7 +622,7 @@ func copyTestFile(t testing.TB, from, to string) {
 
 func idLogLen(t testing.TB, dir string) int64 {
 	t.Helper()
-	st, err := os.Stat(filepath.Join(dir, commitlog.IDLogName))
+	st, err := os.Stat(filepath.Join(dir, shardset.IDLogName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -661,13 +662,13 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			mem.AssertSize(t, 0)
-			if names := dirNames(t, dir); !slices.Equal(names, []string{commitlog.MetaDir, "part-00000" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{shardset.MetaDir, "part-00000" + ext}) {
 				t.Fatalf("after close without commit the directory holds %v", names)
 			}
 			shard0, _ := os.ReadFile(filepath.Join(dir, "part-00000"+ext))
 
 			// A killed process leaves its temporary shard behind.
-			s, _, err := commitlog.OpenShards(dir, format, ext, arrowrow.Version)
+			s, _, err := shardset.Open(dir, format, ext, arrowrow.Version)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -682,10 +683,10 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 			// 30-59 into part-00001.
 			var log bytes.Buffer
 			w = openArrow(t, cfg, mem, &log)
-			if !strings.Contains(log.String(), "removed ["+commitlog.MetaDir+"/."+p.Name()) || !strings.Contains(log.String(), "continuing after 30 committed rows in 1 shards") {
+			if !strings.Contains(log.String(), "removed ["+shardset.MetaDir+"/."+p.Name()) || !strings.Contains(log.String(), "continuing after 30 committed rows in 1 shards") {
 				t.Fatalf("reopen logged %q", log.String())
 			}
-			if names := dirNames(t, dir); !slices.Equal(names, []string{commitlog.MetaDir, "part-00000" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{shardset.MetaDir, "part-00000" + ext}) {
 				t.Fatalf("after reopen the directory holds %v", names)
 			}
 			em = &arrowEmitter{}
@@ -704,14 +705,14 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 			// Run 2 goes on: part-00002 with rows 60-79 is renamed and its
 			// ids logged, and the process dies before the manifest names it
 			// (the manifest of before is put back).
-			before := snapshotFiles(t, dir, commitlog.ManifestName)
+			before := snapshotFiles(t, dir, shardset.ManifestName)
 			arrowProcessAll(t, w, em, in[60:80])
 			if err := w.Commit(ctx, &skipEmitter{}); err != nil {
 				t.Fatal(err)
 			}
 			w.Close()
 			mem.AssertSize(t, 0)
-			copyTestFile(t, filepath.Join(before, commitlog.ManifestName), filepath.Join(dir, commitlog.ManifestName))
+			copyTestFile(t, filepath.Join(before, shardset.ManifestName), filepath.Join(dir, shardset.ManifestName))
 			if n := idLogLen(t, dir); n != 80 {
 				t.Fatalf("the id log holds %d ids, want 80", n)
 			}
@@ -778,11 +779,11 @@ func TestWriteArrowCrashBeforeFirstManifest(t *testing.T) {
 	in := arrowRows("f", 10, 20)
 	w := openArrow(t, cfg, nil, nil)
 	// The directory as Open left it, before any shard.
-	_, err := os.Stat(filepath.Join(dir, commitlog.ManifestName))
+	_, err := os.Stat(filepath.Join(dir, shardset.ManifestName))
 	hadManifest := err == nil
 	var before string
 	if hadManifest {
-		before = snapshotFiles(t, dir, commitlog.ManifestName)
+		before = snapshotFiles(t, dir, shardset.ManifestName)
 	}
 	arrowProcessAll(t, w, &arrowEmitter{}, in)
 	if err := w.Commit(ctx, &skipEmitter{}); err != nil {
@@ -791,9 +792,9 @@ func TestWriteArrowCrashBeforeFirstManifest(t *testing.T) {
 	w.Close()
 	// The crash: the manifest is as it was before the commit.
 	if hadManifest {
-		copyTestFile(t, filepath.Join(before, commitlog.ManifestName), filepath.Join(dir, commitlog.ManifestName))
+		copyTestFile(t, filepath.Join(before, shardset.ManifestName), filepath.Join(dir, shardset.ManifestName))
 	} else {
-		os.Remove(filepath.Join(dir, commitlog.ManifestName))
+		os.Remove(filepath.Join(dir, shardset.ManifestName))
 	}
 	var log bytes.Buffer
 	w = openArrow(t, cfg, nil, &log)
@@ -821,7 +822,7 @@ func TestWriteArrowRefusesForeignShards(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "part-00000.parquet"), []byte("PAR1 theirs"), 0o644)
 	w := &writeArrow{cfg: arrowCfg(dir, arrowrow.FormatParquet)}
 	err := w.Open(context.Background(), &pipeline.Env{})
-	if err == nil || !strings.Contains(err.Error(), "holds shards but no "+commitlog.ManifestName) {
+	if err == nil || !strings.Contains(err.Error(), "holds shards but no "+shardset.ManifestName) {
 		t.Fatalf("open: %v", err)
 	}
 	if names := dirNames(t, dir); !slices.Equal(names, []string{"part-00000.parquet"}) {
@@ -837,11 +838,11 @@ func TestWriteArrowBadRecordFailsAlone(t *testing.T) {
 	cfg.RowGroupRows = 2
 	w := openArrow(t, cfg, nil, nil)
 	in := arrowRows("x", 4, 10)
-	bad := &pipeline.Record{ID: "bad", Messages: []pipeline.Message{{Role: "user", Content: "q"}},
-		Completion: &pipeline.Completion{Answer: "a", Request: map[string]any{"model": "m"}},
+	bad := &record.Record{ID: "bad", Messages: []record.Message{{Role: "user", Content: "q"}},
+		Completion: &record.Completion{Answer: "a", Request: map[string]any{"model": "m"}},
 		Meta:       map[string]any{"ch": make(chan int)}}
 	em := &arrowEmitter{}
-	arrowProcessAll(t, w, em, []*pipeline.Record{in[0], bad, in[1], in[2], in[3]})
+	arrowProcessAll(t, w, em, []*record.Record{in[0], bad, in[1], in[2], in[3]})
 	if len(em.failed) != 1 || !strings.HasPrefix(em.failed[0], "bad: ") {
 		t.Fatalf("failed %v, want bad", em.failed)
 	}
@@ -895,13 +896,13 @@ func (p *peakAllocator) Peak() int {
 
 // rowPool is a few rows of tokens tokens each, reused under new ids: the
 // writer keeps nothing of a record, so this costs the test no memory.
-type rowPool struct{ recs []*pipeline.Record }
+type rowPool struct{ recs []*record.Record }
 
 func newRowPool(tokens int) *rowPool {
 	return &rowPool{recs: arrowRows("pool", 16, tokens)}
 }
 
-func (p *rowPool) row(i int) *pipeline.Record {
+func (p *rowPool) row(i int) *record.Record {
 	r := *p.recs[i%len(p.recs)]
 	r.ID = fmt.Sprintf("row-%d", i)
 	return &r
@@ -942,7 +943,7 @@ func TestWriteArrowMemoryBoundedByRowGroup(t *testing.T) {
 				}
 				heapPeak[n] = heap.Stop() - base
 				mem.AssertSize(t, 0)
-				m, err := commitlog.ReadManifest(dir)
+				m, err := shardset.ReadManifest(dir)
 				if err != nil || len(m.Shards) != 1 || m.Rows != int64(n) {
 					t.Fatalf("manifest %+v, %v; want one shard of %d rows", m, err, n)
 				}

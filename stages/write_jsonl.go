@@ -11,6 +11,9 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -43,7 +46,7 @@ are rejected here with a reason instead.`,
 		// pipe check says so when the input cannot have them.
 		Fields: pipeline.FieldsFor(func(c *writeJSONLConfig) (needs, produces []string) {
 			if c.Layout == trainrow.SpecForge {
-				return []string{pipeline.FieldTokens}, nil
+				return []string{record.FieldTokens}, nil
 			}
 			return nil, nil
 		}),
@@ -93,7 +96,7 @@ func (c *writeJSONLConfig) Validate() []error {
 		set bool
 	}{{"max_length", c.MaxLength > 0}, {"too_long", c.TooLong == "reject"}, {"trainer", c.Trainer == trainrow.TrainerDFlash}} {
 		if k.set {
-			errs = append(errs, &pipeline.FieldError{Key: k.key, Msg: `judges the rows of a trainer layout: set layout = "specforge" or "conversations" (the default, "records", writes every record as it is)`})
+			errs = append(errs, &config.FieldError{Key: k.key, Msg: `judges the rows of a trainer layout: set layout = "specforge" or "conversations" (the default, "records", writes every record as it is)`})
 		}
 	}
 	return errs
@@ -126,14 +129,14 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 	if env != nil && env.Log != nil {
 		log = env.Log
 	}
-	l, err := commitlog.Open(w.cfg.Path, pipeline.RecordLineID)
+	l, err := commitlog.Open(w.cfg.Path, record.LineID)
 	if errors.Is(err, commitlog.ErrNotALog) {
 		// Outputs can hold days of GPU work: keep what is there.
 		if w.prev, err = pipeline.KeepAside(w.cfg.Path); err != nil {
 			return fmt.Errorf("keeping the existing %s: %w", w.cfg.Path, err)
 		}
 		fmt.Fprintf(log, "%s existed and was not written by this writer: kept as %s\n", w.cfg.Path, w.prev)
-		l, err = commitlog.Open(w.cfg.Path, pipeline.RecordLineID)
+		l, err = commitlog.Open(w.cfg.Path, record.LineID)
 	}
 	if err != nil {
 		return err
@@ -149,7 +152,7 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 	return nil
 }
 
-func (w *writeJSONL) Process(_ context.Context, rec *pipeline.Record, out pipeline.Emitter) error {
+func (w *writeJSONL) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if w.log.Has(rec.ID) {
 		return out.Skip(rec, "already_committed")
 	}
@@ -183,19 +186,19 @@ func (w *writeJSONL) Close() error {
 	return w.log.Close()
 }
 
-func (w *writeJSONL) Report() []pipeline.Figure {
+func (w *writeJSONL) Report() []figure.Figure {
 	if w.log == nil {
 		return nil
 	}
 	st := w.log.Stats()
-	stats := []pipeline.Figure{
-		pipeline.NewState("path", pipeline.DisplayPath(w.cfg.Path), ""),
-		pipeline.NewCounter("committed_records", st.Rows),
-		pipeline.NewCounter("committed_bytes", st.Bytes).In(pipeline.UnitBytes),
-		pipeline.NewGauge("uncommitted_records", float64(st.PendingRows)),
+	stats := []figure.Figure{
+		figure.NewState("path", pipeline.DisplayPath(w.cfg.Path), ""),
+		figure.NewCounter("committed_records", st.Rows),
+		figure.NewCounter("committed_bytes", st.Bytes).In(figure.UnitBytes),
+		figure.NewGauge("uncommitted_records", float64(st.PendingRows)),
 	}
 	if w.prev != "" {
-		stats = append(stats, pipeline.NewState("previous_file_kept_as", pipeline.DisplayPath(w.prev), ""))
+		stats = append(stats, figure.NewState("previous_file_kept_as", pipeline.DisplayPath(w.prev), ""))
 	}
 	return stats
 }

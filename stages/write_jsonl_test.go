@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // skipEmitter records Skip calls; the writer uses nothing else.
@@ -16,7 +17,7 @@ type skipEmitter struct {
 	skipped []string
 }
 
-func (s *skipEmitter) Skip(rec *pipeline.Record, reason string) error {
+func (s *skipEmitter) Skip(rec *record.Record, reason string) error {
 	s.skipped = append(s.skipped, rec.ID+":"+reason)
 	return nil
 }
@@ -51,7 +52,7 @@ func TestWriteJSONLCommitsAndContinues(t *testing.T) {
 	}
 	em := &skipEmitter{}
 	for _, id := range []string{"a", "b"} {
-		if err := w.Process(ctx, &pipeline.Record{ID: id, Tokens: &pipeline.Tokens{LossMask: pipeline.LossMask{0, 1}}}, em); err != nil {
+		if err := w.Process(ctx, &record.Record{ID: id, Tokens: &record.Tokens{LossMask: record.LossMask{0, 1}}}, em); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,11 +66,11 @@ func TestWriteJSONLCommitsAndContinues(t *testing.T) {
 	// Appended, never committed: a crash (no Commit, no Close).
 	// c is committed; d is only written (a kill -9 after write(2)), and a
 	// torn half line follows it.
-	w.Process(ctx, &pipeline.Record{ID: "c"}, em)
+	w.Process(ctx, &record.Record{ID: "c"}, em)
 	if err := w.Commit(ctx, &skipEmitter{}); err != nil {
 		t.Fatal(err)
 	}
-	w.Process(ctx, &pipeline.Record{ID: "d"}, em)
+	w.Process(ctx, &record.Record{ID: "d"}, em)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestWriteJSONLCommitsAndContinues(t *testing.T) {
 	}
 	em2 := &skipEmitter{}
 	for _, id := range []string{"a", "d", "e"} {
-		if err := w2.Process(ctx, &pipeline.Record{ID: id}, em2); err != nil {
+		if err := w2.Process(ctx, &record.Record{ID: id}, em2); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 func init() {
@@ -78,7 +79,7 @@ func checkInputs(ctx context.Context, w io.Writer, plan *pipeline.Plan) (fatal [
 	for _, ps := range plan.Stages {
 		st, err := ps.Spec.New.Stage(ps.Config)
 		if err != nil {
-			return nil, &pipeline.StageError{Stage: ps.ID(), Kind: ps.Spec.Kind, Err: err}
+			return nil, &engine.StageError{Stage: ps.ID(), Kind: ps.Spec.Kind, Err: err}
 		}
 		ic, ok := st.(pipeline.InputChecker)
 		if !ok {

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pipe-dev/pipe/internal/suggest"
 	"github.com/pipe-dev/pipe/internal/termsafe"
-	"github.com/pipe-dev/pipe/pipeline"
 )
 
 // A command is one `pipe` subcommand. Each lives in its own file and registers
@@ -195,5 +195,5 @@ func suggestCommand(name string) string {
 	for n := range commands {
 		names = append(names, n)
 	}
-	return pipeline.DidYouMean(name, names)
+	return suggest.DidYouMean(name, names)
 }

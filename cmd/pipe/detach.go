@@ -131,7 +131,7 @@ func startDetached(std *stdio, args []string) error {
   output:        %s (progress and summary), log in %s
   watch it:      pipe status %s
   stop it:       pipe stop %s   (commits and drains; --now stops at once)
-`, msg.PID, dir, filepath.Join(dir, detachedLog), filepath.Join(dir, "run.log"), shellJoin([]string{dir}), shellJoin([]string{dir}))
+`, msg.PID, dir, filepath.Join(dir, detachedLog), filepath.Join(dir, runLogFile), shellJoin([]string{dir}), shellJoin([]string{dir}))
 	return nil
 }
 

@@ -14,7 +14,9 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
@@ -92,10 +94,10 @@ bytes each), so memory grows with them, not with the rows.`,
 }
 
 // exportInput is one output to export: its path and how its kind reads
-// it back (pipeline.OutputSpec.Each).
+// it back (output.Spec.Each).
 type exportInput struct {
 	path string
-	each func(ctx context.Context, path string, fn func(*pipeline.Record) error) error
+	each func(ctx context.Context, path string, fn func(*record.Record) error) error
 }
 
 // exportInputs resolves the PATH arguments to outputs (files or shard
@@ -141,7 +143,7 @@ func exportInputs(args []string, stage string) ([]exportInput, error) {
 			}
 		}
 		if len(runs) == 0 {
-			return nil, fmt.Errorf("%s: neither an output (shards, %s) nor a run directory (%s) nor a sharded run's parent (shard-*-of-*/%s)", p, commitlog.ManifestName, rundir.RunFile, rundir.RunFile)
+			return nil, fmt.Errorf("%s: neither an output (shards, %s) nor a run directory (%s) nor a sharded run's parent (shard-*-of-*/%s)", p, shardset.ManifestName, rundir.RunFile, rundir.RunFile)
 		}
 		more, err := exportInputs(runs, stage)
 		if err != nil {
@@ -214,7 +216,7 @@ func (ex *exporter) run(ctx context.Context, out string, inputs []exportInput) (
 	ex.example = map[string]string{}
 	for _, input := range inputs {
 		in := input.path
-		err := input.each(ctx, in, func(rec *pipeline.Record) error {
+		err := input.each(ctx, in, func(rec *record.Record) error {
 			h := commitlog.Hash(rec.ID)
 			if _, dup := ex.seen[h]; dup {
 				ex.leaveOut(pipeline.ReasonDuplicate, rec.ID+" (already exported)")

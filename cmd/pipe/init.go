@@ -14,7 +14,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/internal/suggest"
 )
 
 // initFlags are pipe init's flags: the names users of one-off generation
@@ -60,7 +60,7 @@ func (f *initFlags) takeArgs(args []string) error {
 		return usageErrorf("usage: %s", commands["init"].UsageLine)
 	}
 	if template != "regenerate" && template != "revalidate" {
-		return usageErrorf("unknown template %q (the templates: regenerate, revalidate)%s", template, pipeline.DidYouMean(template, []string{"regenerate", "revalidate"}))
+		return usageErrorf("unknown template %q (the templates: regenerate, revalidate)%s", template, suggest.DidYouMean(template, []string{"regenerate", "revalidate"}))
 	}
 	f.template = template
 	return nil

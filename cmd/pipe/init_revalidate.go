@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -71,7 +72,7 @@ func initRevalidate(std *stdio, f initFlags) error {
 // expensiveStage is the first stage of the file whose work is costly to
 // redo (generate): the one a re-validation replays.
 func expensiveStage(path string) (string, error) {
-	file, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	file, probs := pipefile.Load(path, pipefile.Options{})
 	if file == nil {
 		return "", probs
 	}
@@ -145,7 +146,7 @@ func writeInputs(b *bytes.Buffer, inputs []string) {
 
 // writeStageKeys writes the keys the file gives stage sd, sorted, as TOML;
 // its paths (by stage and key) are those of paths, relative.
-func writeStageKeys(b *bytes.Buffer, plan *pipeline.Plan, sd *pipeline.StageDecl, paths map[[2]string][]string) error {
+func writeStageKeys(b *bytes.Buffer, plan *pipeline.Plan, sd *pipefile.StageDecl, paths map[[2]string][]string) error {
 	keys := make([]string, 0, len(sd.Raw))
 	for k := range sd.Raw {
 		keys = append(keys, k)

@@ -18,7 +18,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -33,7 +32,11 @@ import (
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -194,7 +197,7 @@ func (ins *inspector) inspectDir(doc *inspectDoc, path string) (*inspectDoc, err
 	case hasManifest(path):
 		doc.Kind = "shards"
 		return doc, ins.shardDir(doc, path)
-	case has(rundir.RunFile) || has("done.ids"):
+	case has(rundir.RunFile) || has(pipeline.DoneFile):
 		doc.Kind = "run"
 		return doc, ins.runDir(doc, path)
 	case len(partFiles(path)) > 0:
@@ -205,13 +208,13 @@ func (ins *inspector) inspectDir(doc *inspectDoc, path string) (*inspectDoc, err
 		return ins.output(doc, kind, o, path)
 	}
 	return nil, usageErrorf("pipe inspect: %s: a directory with neither %s nor %s nor done.ids nor part files; PATH is %s",
-		path, commitlog.ManifestName, rundir.RunFile, inspectAccepts)
+		path, shardset.ManifestName, rundir.RunFile, inspectAccepts)
 }
 
 // inspectFile reads the file path: a shard, a manifest, a run.json, a
 // JSONL file, or a writer kind's output.
 func (ins *inspector) inspectFile(doc *inspectDoc, path string) (*inspectDoc, error) {
-	mdir, isManifest := commitlog.ManifestDir(path)
+	mdir, isManifest := shardset.ManifestDir(path)
 	switch base := filepath.Base(path); {
 	case isShardName(base):
 		doc.Kind = "shard"
@@ -243,9 +246,9 @@ func (ins *inspector) inspectFile(doc *inspectDoc, path string) (*inspectDoc, er
 }
 
 // output reports the output at path of a writer kind that claims it
-// (pipeline.OutputSpec.Claims) and has no view of its own here: what it
+// (output.Spec.Claims) and has no view of its own here: what it
 // committed, then its first rows, read by the kind's own reader.
-func (ins *inspector) output(doc *inspectDoc, kind string, spec *pipeline.OutputSpec, path string) (*inspectDoc, error) {
+func (ins *inspector) output(doc *inspectDoc, kind string, spec *output.Spec, path string) (*inspectDoc, error) {
 	doc.Kind = "output"
 	o := &outputReport{Kind: kind, Path: path, Exists: true}
 	doc.Output = o
@@ -263,9 +266,9 @@ func (ins *inspector) output(doc *inspectDoc, kind string, spec *pipeline.Output
 	if spec.Each == nil || ins.opts.rows == 0 {
 		return doc, nil
 	}
-	var recs []*pipeline.Record
+	var recs []*record.Record
 	errEnough := errors.New("enough rows")
-	err = spec.Each(ins.ctx, path, func(rec *pipeline.Record) error {
+	err = spec.Each(ins.ctx, path, func(rec *record.Record) error {
 		recs = append(recs, rec)
 		if len(recs) == ins.opts.rows {
 			return errEnough
@@ -330,7 +333,7 @@ func (ins *inspector) shardFile(path string, n int) (*shardReport, []rowReport, 
 		return nil, nil, err
 	}
 	sr := &shardReport{Path: path, Bytes: st.Size()}
-	var first []*pipeline.Record
+	var first []*record.Record
 	take := func(batch arrow.RecordBatch) error {
 		if len(first) >= n || !sr.PipeShard {
 			return nil
@@ -536,13 +539,13 @@ type dirReport struct {
 }
 
 type shardEntry struct {
-	commitlog.ShardInfo
+	shardset.ShardInfo
 	// Status: "ok", "missing", "size ..." or "sha256 ...".
 	Status string `json:"status"`
 }
 
 func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
-	m, err := commitlog.ReadManifest(dir)
+	m, err := shardset.ReadManifest(dir)
 	if err != nil {
 		return fmt.Errorf("pipe inspect: %w", err)
 	}
@@ -581,7 +584,7 @@ func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
 
 // shardStatus checks the shard file at p against its manifest entry sh:
 // "ok", "missing", or what differs (its size; with verify, its SHA-256).
-func shardStatus(p string, sh commitlog.ShardInfo, verify bool) string {
+func shardStatus(p string, sh shardset.ShardInfo, verify bool) string {
 	st, err := os.Stat(p)
 	switch {
 	case err != nil && errors.Is(err, fs.ErrNotExist):
@@ -679,7 +682,7 @@ func (ins *inspector) jsonlFile(path string, n int) (*jsonlReport, []rowReport, 
 	}
 	rejects := map[[2]string]int64{}
 	fails := map[[2]string]int64{}
-	var first []*pipeline.Record
+	var first []*record.Record
 	bad := map[int]string{} // index in first: why the line did not decode
 	r := bufio.NewReaderSize(f, 1<<20)
 	var line []byte
@@ -730,26 +733,26 @@ func readWholeLine(r *bufio.Reader, line []byte) ([]byte, error) {
 
 // takeRecord appends the record of line, the jr.Lines-th, to first; a
 // line that is not one is an empty record, and bad says why at its index.
-func (jr *jsonlReport) takeRecord(first []*pipeline.Record, line []byte, bad map[int]string) []*pipeline.Record {
+func (jr *jsonlReport) takeRecord(first []*record.Record, line []byte, bad map[int]string) []*record.Record {
 	rec, err := decodeLine(line, jr.Journal)
 	if err != nil {
 		bad[len(first)] = fmt.Sprintf("line %d is not a record: %v", jr.Lines, err)
-		rec = &pipeline.Record{}
+		rec = &record.Record{}
 	}
 	return append(first, rec)
 }
 
-func decodeLine(line []byte, journal bool) (*pipeline.Record, error) {
+func decodeLine(line []byte, journal bool) (*record.Record, error) {
 	if journal {
 		var je struct {
-			Record *pipeline.Record `json:"record"`
+			Record *record.Record `json:"record"`
 		}
 		if err := json.Unmarshal(line, &je); err != nil || je.Record == nil {
 			return nil, errors.New("not a journal entry")
 		}
 		return je.Record, nil
 	}
-	var rec pipeline.Record
+	var rec record.Record
 	if err := json.Unmarshal(line, &rec); err != nil {
 		return nil, err
 	}
@@ -780,13 +783,13 @@ func (jr *jsonlReport) scan(line []byte, rejects, fails map[[2]string]int64) {
 		jr.LossTok += intAfter(rest, keyNumLoss)
 	}
 	if i := bytes.Index(line, keyReject); i >= 0 {
-		var rj pipeline.Rejection
+		var rj record.Rejection
 		if json.NewDecoder(bytes.NewReader(line[i+len(keyReject)-1:])).Decode(&rj) == nil {
 			rejects[[2]string{rj.Stage, rj.Reason}]++
 		}
 	}
 	if i := bytes.Index(line, keyFailure); i >= 0 {
-		var fl pipeline.Failure
+		var fl record.Failure
 		if json.NewDecoder(bytes.NewReader(line[i+len(keyFailure)-1:])).Decode(&fl) == nil {
 			fails[[2]string{fl.Stage, firstRunes(fl.Error, failureChars)}]++
 		}
@@ -861,14 +864,17 @@ type runReport struct {
 
 // stageCounts are status.json's counts of a stage (declared once, in
 // package pipeline).
-type stageCounts = pipeline.StageCounts
+type stageCounts = engine.StageCounts
 
+// lockReport is the run directory's lock as pipe inspect shows it (read
+// by rundir.ReadHolder, the lock file's one reader).
 type lockReport struct {
 	PID      int       `json:"pid"`
 	Host     string    `json:"host"`
 	Started  time.Time `json:"started"`
 	Released time.Time `json:"released,omitzero"`
-	// Alive: the process is running (checked only on the same host).
+	// Alive: the process is running, holding the lock (checked only on
+	// the same host).
 	Alive *bool `json:"alive,omitempty"`
 }
 
@@ -884,7 +890,7 @@ type outputReport struct {
 	Kind   string `json:"kind"`
 	Path   string `json:"path"`
 	Exists bool   `json:"exists"`
-	// Format and Unit are as the kind says (pipeline.Committed): "parquet"
+	// Format and Unit are as the kind says (output.Committed): "parquet"
 	// in "shards", "jsonl" in "lines"; "" while nothing is committed.
 	Format string `json:"format,omitempty"`
 	Unit   string `json:"unit,omitempty"`
@@ -912,7 +918,7 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 		return err
 	}
 	rr.Lock = readLock(dir)
-	if n, err := commitlog.CountIDs(filepath.Join(dir, "done.ids")); err != nil {
+	if n, err := commitlog.CountIDs(filepath.Join(dir, pipeline.DoneFile)); err != nil {
 		return fmt.Errorf("pipe inspect: %w", err)
 	} else {
 		rr.Finished = n
@@ -933,8 +939,8 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "run.log")); err == nil {
-		rr.Log = filepath.Join(dir, "run.log")
+	if _, err := os.Stat(filepath.Join(dir, runLogFile)); err == nil {
+		rr.Log = filepath.Join(dir, runLogFile)
 	}
 	return nil
 }
@@ -942,42 +948,37 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 // readStatus takes the state and counts of the last run from dir's
 // status.json, if it has one.
 func (rr *runReport) readStatus(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, "status.json"))
-	if err != nil {
+	st, err := rundir.ReadStatus[json.RawMessage](dir)
+	var unreadable *fs.PathError
+	switch {
+	case errors.As(err, &unreadable):
+		return nil // left out, as when there is none
+	case err != nil:
+		return fmt.Errorf("pipe inspect: %v", err)
+	case st == nil:
 		return nil
 	}
-	var st struct {
-		State      string        `json:"state"`
-		Updated    string        `json:"updated"`
-		PID        int           `json:"pid"`
-		Error      string        `json:"error"`
-		Unfinished *int64        `json:"unfinished"`
-		Stages     []stageCounts `json:"stages"`
+	rr.State, rr.Updated, rr.PID, rr.Error, rr.Unfinished = st.State, st.Updated, st.PID, st.Error, &st.Unfin
+	for _, s := range st.Stages {
+		rr.Stages = append(rr.Stages, s.StageCounts)
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("pipe inspect: %s: %v", filepath.Join(dir, "status.json"), err)
-	}
-	rr.State, rr.Updated, rr.PID, rr.Error, rr.Unfinished = st.State, st.Updated, st.PID, st.Error, st.Unfinished
-	rr.Stages = st.Stages
 	return nil
 }
 
-// readLock reads dir's lock file; on this host, an unreleased lock says
-// whether its process is alive. nil when there is none (or it is unreadable).
+// readLock is what dir's lock says (rundir.ReadHolder): on this host, an
+// unreleased lock also says whether its process is alive (holds it). nil
+// when there is none (or it is unreadable).
 func readLock(dir string) *lockReport {
-	data, err := os.ReadFile(filepath.Join(dir, rundir.LockFile))
-	if err != nil {
+	h, err := rundir.ReadHolder(dir)
+	if err != nil || h == nil || h.PID <= 0 {
 		return nil
 	}
-	var l lockReport
-	if json.Unmarshal(data, &l) != nil || l.PID <= 0 {
-		return nil
-	}
-	if host, _ := os.Hostname(); host == l.Host && l.Released.IsZero() {
-		alive := syscall.Kill(l.PID, 0) == nil || errors.Is(syscall.Kill(l.PID, 0), syscall.EPERM)
+	l := &lockReport{PID: h.PID, Host: h.Host, Started: h.Started, Released: h.Released}
+	if !h.Remote && l.Released.IsZero() {
+		alive := h.Alive
 		l.Alive = &alive
 	}
-	return &l
+	return l
 }
 
 // readJournals counts the entries and bytes of each stage's journal in
@@ -1023,7 +1024,7 @@ func jsonlIn(dir string) []string {
 }
 
 // runOutputs reads what each output of the run committed, as its kind
-// reads it (pipeline.OutputSpec): a manifest's shards, a commit index's
+// reads it (output.Spec): a manifest's shards, a commit index's
 // lines. The outputs are run.json's; one written before it recorded them
 // has its writers found in its settings (their "path").
 func runOutputs(run *rundir.Run) []outputReport {
@@ -1054,18 +1055,11 @@ func runOutputs(run *rundir.Run) []outputReport {
 // settingsOutputs are the outputs of an older run.json, by stage id: the
 // stages whose kind keeps an output, at their "path".
 func settingsOutputs(settings map[string]any) []rundir.Output {
-	ids := make([]string, 0, len(settings))
-	for id := range settings {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
 	var out []rundir.Output
-	for _, id := range ids {
-		s, _ := settings[id].(map[string]any)
-		kind, _ := s["kind"].(string)
-		path, _ := s["path"].(string)
-		if spec := pipeline.OutputOf(kind); path != "" && spec != nil && spec.Committed != nil {
-			out = append(out, rundir.Output{Stage: id, Kind: kind, Path: path})
+	for _, s := range rundir.RecordedStages(settings) {
+		path := s.Str("path")
+		if spec := pipeline.OutputOf(s.Kind); path != "" && spec != nil && spec.Committed != nil {
+			out = append(out, rundir.Output{Stage: s.ID, Kind: s.Kind, Path: path})
 		}
 	}
 	return out
@@ -1074,19 +1068,19 @@ func settingsOutputs(settings map[string]any) []rundir.Output {
 // ---- rows ----
 
 type rowReport struct {
-	ID           string              `json:"id"`
-	FinishReason string              `json:"finish_reason,omitempty"`
-	Reject       *pipeline.Rejection `json:"reject,omitempty"`
-	Failure      *pipeline.Failure   `json:"failure,omitempty"`
-	LastUser     string              `json:"last_user,omitempty"`
-	Answer       *string             `json:"answer,omitempty"`
-	Reasoning    string              `json:"reasoning,omitempty"`
-	PromptTok    int                 `json:"prompt_tokens,omitempty"`
-	CompTok      int                 `json:"completion_tokens,omitempty"`
-	HasTokens    bool                `json:"has_tokens"`
-	NumTokens    int                 `json:"num_tokens,omitempty"`
-	NumLossTok   int                 `json:"num_loss_tokens,omitempty"`
-	LossSpans    [][2]int            `json:"loss_spans,omitempty"`
+	ID           string            `json:"id"`
+	FinishReason string            `json:"finish_reason,omitempty"`
+	Reject       *record.Rejection `json:"reject,omitempty"`
+	Failure      *record.Failure   `json:"failure,omitempty"`
+	LastUser     string            `json:"last_user,omitempty"`
+	Answer       *string           `json:"answer,omitempty"`
+	Reasoning    string            `json:"reasoning,omitempty"`
+	PromptTok    int               `json:"prompt_tokens,omitempty"`
+	CompTok      int               `json:"completion_tokens,omitempty"`
+	HasTokens    bool              `json:"has_tokens"`
+	NumTokens    int               `json:"num_tokens,omitempty"`
+	NumLossTok   int               `json:"num_loss_tokens,omitempty"`
+	LossSpans    [][2]int          `json:"loss_spans,omitempty"`
 	// Unreadable says why a JSONL line shown is not a record.
 	Unreadable string `json:"unreadable,omitempty"`
 	// Decoded is input_ids as text (with --tokenizer), loss spans in ⟦ ⟧.
@@ -1100,7 +1094,7 @@ type decodedSeg struct {
 	masked bool
 }
 
-func (ins *inspector) rows(recs []*pipeline.Record) []rowReport {
+func (ins *inspector) rows(recs []*record.Record) []rowReport {
 	out := make([]rowReport, 0, len(recs))
 	for _, rec := range recs {
 		r := rowReport{ID: rec.ID, Reject: rec.Reject, Failure: rec.Failure}
@@ -1140,7 +1134,7 @@ func (ins *inspector) rows(recs []*pipeline.Record) []rowReport {
 }
 
 // lossSpans are the [from, to) index ranges where mask is 1.
-func lossSpans(mask pipeline.LossMask) [][2]int {
+func lossSpans(mask record.LossMask) [][2]int {
 	var out [][2]int
 	start := -1
 	for i, m := range mask {
@@ -1159,7 +1153,7 @@ func lossSpans(mask pipeline.LossMask) [][2]int {
 }
 
 // decode turns ids into runs of text that are trained on (mask 1) or not.
-func (ins *inspector) decode(ids []int32, mask pipeline.LossMask) []decodedSeg {
+func (ins *inspector) decode(ids []int32, mask record.LossMask) []decodedSeg {
 	var segs []decodedSeg
 	buf := make([]int, 0, len(ids))
 	cur := false
@@ -1288,9 +1282,9 @@ func wrapJoin(parts []string, sep string, width int) []string {
 
 func printDir(w io.Writer, d *dirReport) {
 	if !d.Manifest {
-		kv(w, "shards", "%s: no %s, so no shard here is committed", d.Dir, commitlog.ManifestName)
+		kv(w, "shards", "%s: no %s, so no shard here is committed", d.Dir, shardset.ManifestName)
 	} else {
-		kv(w, "shards", "%s (%s updated %s)", d.Dir, commitlog.ManifestName, d.Updated.UTC().Format(time.RFC3339))
+		kv(w, "shards", "%s (%s updated %s)", d.Dir, shardset.ManifestName, d.Updated.UTC().Format(time.RFC3339))
 		schema := ""
 		if d.Schema != "" {
 			schema = ", schema " + d.Schema
@@ -1310,7 +1304,7 @@ func printDir(w io.Writer, d *dirReport) {
 			nameW, s.Name, s.Rows, s.Tokens, numfmt.Bytes(s.Bytes), short(s.SHA256), s.Status)
 	}
 	for _, n := range d.NotCommitted {
-		fmt.Fprintf(w, "  %s  not committed (not in %s; a writer that resumes here removes it)\n", n, commitlog.ManifestName)
+		fmt.Fprintf(w, "  %s  not committed (not in %s; a writer that resumes here removes it)\n", n, shardset.ManifestName)
 	}
 	for _, n := range d.Temporary {
 		fmt.Fprintf(w, "  %s  being written (or left by a writer that stopped)\n", n)
@@ -1592,6 +1586,6 @@ func readable(s string, n int) string {
 
 // hasManifest reports whether dir has a manifest, under either name.
 func hasManifest(dir string) bool {
-	_, ok := commitlog.ManifestPath(dir)
+	_, ok := shardset.ManifestPath(dir)
 	return ok
 }

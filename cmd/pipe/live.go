@@ -9,6 +9,8 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -26,13 +28,13 @@ type live struct {
 	// reject, fail or skip never reaches it.
 	upstream map[string]bool
 	hist     []sample
-	last     *pipeline.Summary
+	last     *engine.Summary
 }
 
 // sample is the counters of one snapshot, kept for rates over windows.
 type sample struct {
 	at     time.Duration
-	stages []pipeline.StageSummary // without figures
+	stages []engine.StageSummary // without figures
 	// tokens, answers and tiny are the fleet's output tokens and answers
 	// over every generate stage.
 	tokens, answers, tiny float64
@@ -68,18 +70,18 @@ func newLive(plan *pipeline.Plan) *live {
 
 // add records a snapshot. Samples older than 15 minutes (and one more, the
 // window's start) are dropped.
-func (l *live) add(s *pipeline.Summary) {
+func (l *live) add(s *engine.Summary) {
 	l.last = s
 	if len(l.hist) == 0 && s.Elapsed > 0 {
 		// The run started from zero: rates are right from the first
 		// snapshot.
-		zero := sample{stages: make([]pipeline.StageSummary, len(s.Stages))}
+		zero := sample{stages: make([]engine.StageSummary, len(s.Stages))}
 		for i, st := range s.Stages {
-			zero.stages[i] = pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: st.ID, Kind: st.Kind}}
+			zero.stages[i] = engine.StageSummary{StageCounts: engine.StageCounts{ID: st.ID, Kind: st.Kind}}
 		}
 		l.hist = append(l.hist, zero)
 	}
-	smp := sample{at: s.Elapsed, stages: make([]pipeline.StageSummary, len(s.Stages))}
+	smp := sample{at: s.Elapsed, stages: make([]engine.StageSummary, len(s.Stages))}
 	for i, st := range s.Stages {
 		st.Figures, st.View, st.Reasons, st.Skips, st.QueuedByPort = nil, nil, nil, nil, nil
 		smp.stages[i] = st
@@ -128,62 +130,30 @@ func (l *live) rate(w time.Duration, f func(sample) float64) float64 {
 	return (f(to) - f(from)) / dt
 }
 
-func stageOf(s sample, i int) pipeline.StageSummary {
+func stageOf(s sample, i int) engine.StageSummary {
 	if i < len(s.stages) {
 		return s.stages[i]
 	}
-	return pipeline.StageSummary{}
+	return engine.StageSummary{}
 }
 
 // done is what a stage finished with: sent on, rejected or failed.
-func done(st pipeline.StageSummary) int64 { return st.Out + st.Rejected + st.Failed }
+func done(st engine.StageSummary) int64 { return st.Out + st.Rejected + st.Failed }
 
-// liveStatus is a run's live figures as status.json holds them; the
-// terminal and the progress line render from it too.
-type liveStatus struct {
-	// State is the run's (running, draining, and at the end finished,
-	// stopped or failed) for the display; status.json has its own.
-	State    string       `json:"-"`
-	ElapsedS float64      `json:"elapsed_s"`
-	Stages   []liveStage  `json:"stages"`
-	Input    *liveInput   `json:"input,omitempty"`
-	Fleet    *liveFleet   `json:"generation,omitempty"`
-	ETA      *liveETA     `json:"eta,omitempty"`
-	Edges    []liveEdge   `json:"edges,omitempty"`
-	Finished int          `json:"finished"`
-	Before   int          `json:"finished_before_this_run"`
-	Unfin    int64        `json:"unfinished"`
-	Commit   string       `json:"last_commit,omitempty"`
-	Dead     []string     `json:"dead_letters,omitempty"`
-	Warnings []runWarning `json:"warnings,omitempty"`
-}
+// liveStatus is a run's live figures as status.json holds them
+// (rundir.Live, declared once in pipeline/rundir), with the generation's
+// figures as liveFleet.
+type liveStatus = rundir.Live[liveFleet]
 
-type liveStage struct {
-	pipeline.StageSummary
-	// Done1m and Done15m are records finished (sent on, rejected or
-	// failed) a second over the last minute and 15 minutes.
-	Done1m  float64 `json:"done_per_second_1m"`
-	Done15m float64 `json:"done_per_second_15m"`
-	// RejectShare is rejected of what the stage finished, overall.
-	RejectShare float64 `json:"reject_share"`
-	// Expensive marks the stage whose work is the run's cost (its rate
-	// makes the ETA; what it finished is what rejects are a share of).
-	Expensive bool `json:"expensive,omitempty"`
-}
-
-type liveInput struct {
-	Stage     string  `json:"stage"`
-	BytesRead int64   `json:"bytes_read"`
-	Bytes     int64   `json:"bytes"`
-	Records   int64   `json:"records_read"`
-	Estimated int64   `json:"records_estimated"` // from the bytes read so far; exact once counted or read
-	Counted   bool    `json:"records_counted"`   // the file's lines were counted ahead of the reader
-	Complete  bool    `json:"read_complete"`
-	Share     float64 `json:"share_read"`
-}
+type (
+	liveStage = rundir.Stage
+	liveInput = rundir.Input
+	liveETA   = rundir.ETA
+	liveEdge  = rundir.Edge
+)
 
 // liveFleet is the generate stage's view (stages.FleetView) with the
-// rates the run measures over its snapshots.
+// rates the run measures over its snapshots: status.json's "generation".
 type liveFleet struct {
 	Stage string `json:"stage"`
 	stages.FleetView
@@ -192,19 +162,6 @@ type liveFleet struct {
 }
 
 type liveServer = stages.ServerView
-
-type liveETA struct {
-	Remaining int64   `json:"remaining"`
-	PerSecond float64 `json:"per_second"`
-	Seconds   float64 `json:"seconds"`
-	Estimated bool    `json:"estimated"` // the total is estimated from the input's bytes
-}
-
-type liveEdge struct {
-	From  string `json:"from"`
-	Port  string `json:"port"`
-	Depth int    `json:"depth"`
-}
 
 // status computes the live figures of the last snapshot.
 func (l *live) status() *liveStatus {
@@ -260,7 +217,7 @@ func sortedPorts(m map[string]int) []string {
 // inputOf is the input's position: the records read of the total, known
 // once the file is read or its lines counted, estimated from the bytes
 // read until then.
-func inputOf(st pipeline.StageSummary, v stages.InputView) *liveInput {
+func inputOf(st engine.StageSummary, v stages.InputView) *liveInput {
 	in := &liveInput{Stage: st.ID, Bytes: v.Bytes, BytesRead: min(v.BytesRead, v.Bytes), Records: st.In}
 	in.Complete = st.In > 0 && st.In == done(st)+st.Skipped && in.BytesRead >= in.Bytes
 	if in.Bytes > 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	_ "github.com/pipe-dev/pipe/stages" // registers the stage kinds
 )
 
@@ -24,18 +25,18 @@ func addSetFlag(fs *flag.FlagSet, s *setFlags) {
 // paths conflict (one output for two writers, an output that is an input)
 // and that its outputs can be created. runDir, if not empty, overrides
 // [pipeline] run_dir.
-func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipeline.Problems) {
+func loadPlan(path string, sets []string, runDir string) (*pipeline.Plan, pipefile.Problems) {
 	return loadShardPlan(path, sets, runDir, "", "")
 }
 
 // loadShardPlan is loadPlan for one shard ("I/N", as --shard; "" means
 // the file's [pipeline] shard, if any), replaying from another run with
-// from ("STAGE=RUN_DIR", see pipeline.From; "" for none).
-func loadShardPlan(path string, sets []string, runDir, shard, from string) (*pipeline.Plan, pipeline.Problems) {
+// from ("STAGE=RUN_DIR", see pipefile.From; "" for none).
+func loadShardPlan(path string, sets []string, runDir, shard, from string) (*pipeline.Plan, pipefile.Problems) {
 	if runDir != "" {
 		sets = append(append([]string(nil), sets...), fmt.Sprintf("pipeline.run_dir=%q", runDir))
 	}
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets, Shard: shard, From: from})
+	f, probs := pipefile.Load(path, pipefile.Options{Set: sets, Shard: shard, From: from})
 	if f == nil {
 		return nil, probs
 	}
@@ -54,8 +55,8 @@ func loadShardPlan(path string, sets []string, runDir, shard, from string) (*pip
 // file itself is read, so a picture needs neither the data, the model nor
 // the environment the run will have. The plan is nil only when the file
 // cannot be decoded at all.
-func loadGraph(path string, sets []string, from string) (*pipeline.Plan, pipeline.Problems) {
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{Set: sets, From: from})
+func loadGraph(path string, sets []string, from string) (*pipeline.Plan, pipefile.Problems) {
+	f, probs := pipefile.Load(path, pipefile.Options{Set: sets, From: from})
 	if f == nil {
 		return nil, probs
 	}

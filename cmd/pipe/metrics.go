@@ -14,10 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/pipe-dev/pipe/pipeline"
 )
 
 // runMetrics serves a run's figures to Prometheus (pipe run
@@ -162,11 +161,11 @@ func stageFigures(ch chan<- prometheus.Metric, st liveStage) {
 		}
 		name := prefix + metricName(f.Name)
 		switch f.Unit {
-		case pipeline.UnitSeconds:
+		case figure.UnitSeconds:
 			if !strings.Contains(name, "seconds") {
 				name += "_seconds"
 			}
-		case pipeline.UnitBytes:
+		case figure.UnitBytes:
 			if !strings.Contains(name, "bytes") {
 				name += "_bytes"
 			}
@@ -177,17 +176,17 @@ func stageFigures(ch chan<- prometheus.Metric, st liveStage) {
 		}
 		help := fmt.Sprintf("Figure %q of %s stages.", f.Name, st.Kind)
 		switch f.Kind {
-		case pipeline.Counter:
+		case figure.Counter:
 			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name+"_total", help, names, nil), prometheus.CounterValue, f.Value, values...)
-		case pipeline.Gauge:
+		case figure.Gauge:
 			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, names, nil), prometheus.GaugeValue, f.Value, values...)
-		case pipeline.Quantiles:
+		case figure.Quantiles:
 			qs := map[float64]float64{}
 			for _, q := range f.Quantiles {
 				qs[q.Q] = q.V
 			}
 			ch <- prometheus.MustNewConstSummary(prometheus.NewDesc(name, help, names, nil), uint64(max(f.Count, 0)), f.Value, qs, values...)
-		case pipeline.State:
+		case figure.State:
 			names, values = append(names, metricName(f.Name)), append(values, f.Text)
 			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name+"_info", help+" The current one is 1.", names, nil), prometheus.GaugeValue, 1, values...)
 		}

@@ -4,10 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/pipe-dev/pipe/pipeline"
 )
 
 // A system prompt's text, a label of tokenize-and-mask's figures, is
@@ -16,9 +15,9 @@ func TestMetricsDoNotPublishPromptText(t *testing.T) {
 	const prompt = "You are the assistant of ACME's secret project Falcon."
 	var st liveStage
 	st.ID, st.Kind = "tok", "tokenize-and-mask"
-	st.Figures = []pipeline.Figure{
-		pipeline.NewCounter("rows_by_system_prompt", 7, "prompt", prompt),
-		pipeline.NewCounter("rows_by_system_prompt", 2, "prompt", "2 others"),
+	st.Figures = []figure.Figure{
+		figure.NewCounter("rows_by_system_prompt", 7, "prompt", prompt),
+		figure.NewCounter("rows_by_system_prompt", 2, "prompt", "2 others"),
 	}
 	ch := make(chan prometheus.Metric, 10)
 	stageFigures(ch, st)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 // Notifications: `[pipeline] notify` and `pipe run --notify` name where a
@@ -54,10 +56,10 @@ type notifyMessage struct {
 	State    string  `json:"state"` // running, draining, stopped, failed, finished
 	ElapsedS float64 `json:"elapsed_s"`
 	// Finished counts the ids the run directory has finished.
-	Finished   int                    `json:"finished_ids"`
-	Stages     []pipeline.StageCounts `json:"stages"`
-	TopRejects []notifyRejects        `json:"top_rejects,omitempty"`
-	Warning    *runWarning            `json:"warning,omitempty"`
+	Finished   int                  `json:"finished_ids"`
+	Stages     []engine.StageCounts `json:"stages"`
+	TopRejects []notifyRejects      `json:"top_rejects,omitempty"`
+	Warning    *runWarning          `json:"warning,omitempty"`
 	// WarningsHeld counts warnings not sent since the last message (at
 	// most one warning message goes out per notifyWarnEvery); all are in
 	// run.log.
@@ -104,7 +106,7 @@ func newNotifier(targets []string, log func(msg string, args ...any)) *notifier 
 	n := &notifier{targets: targets, log: log, queue: make(chan notifyMessage, 64), done: make(chan struct{}),
 		client: &http.Client{Timeout: notifyTimeout}, now: time.Now}
 	for _, t := range targets {
-		if pipeline.IsNotifyURL(t) {
+		if pipefile.IsNotifyURL(t) {
 			n.secrets = append(n.secrets, t)
 		}
 	}
@@ -181,7 +183,7 @@ func (n *notifier) deliver() {
 func (n *notifier) deliverTo(target string, m notifyMessage, body []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 	defer cancel()
-	if pipeline.IsNotifyURL(target) {
+	if pipefile.IsNotifyURL(target) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 		if err != nil {
 			return err
@@ -335,7 +337,7 @@ func notifyText(m notifyMessage) string {
 		if m.WarningsHeld == 1 {
 			what = "warning"
 		}
-		fmt.Fprintf(&b, "%d more %s since the last message, in %s\n", m.WarningsHeld, what, filepath.Join(dir, "run.log"))
+		fmt.Fprintf(&b, "%d more %s since the last message, in %s\n", m.WarningsHeld, what, filepath.Join(dir, runLogFile))
 	}
 	switch m.Event {
 	case notifyWarning:

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 // count shows a record or token count compactly.
@@ -68,7 +68,7 @@ func stageLine(st liveStage, idW, kindW int) string {
 // waitingOf is what a stage says it is waiting for (a State figure named
 // "waiting", e.g. uploads through an outage), or "".
 func waitingOf(st liveStage) string {
-	if f, ok := pipeline.FindFigure(st.Figures, "waiting"); ok && f.Kind == pipeline.State {
+	if f, ok := figure.Find(st.Figures, "waiting"); ok && f.Kind == figure.State {
 		return f.Text
 	}
 	return ""

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/runreport"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 func init() {
@@ -103,7 +104,7 @@ func compare(ctx context.Context, a, b string) (*runreport.Comparison, error) {
 
 // recordTimeline adds a progress snapshot to RUN_DIR/timeline.jsonl, for
 // the report's throughput over time (runreport.RecordPoint says how often).
-func recordTimeline(plan *pipeline.Plan, s *pipeline.Summary) {
+func recordTimeline(plan *pipeline.Plan, s *engine.Summary) {
 	runreport.RecordPoint(plan.File.RunDir, s, false)
 }
 
@@ -114,7 +115,7 @@ func recordTimeline(plan *pipeline.Plan, s *pipeline.Summary) {
 // (pipe report makes it on demand). It never fails the run: a report it
 // cannot make is a line saying why. ctx ends it early (a Ctrl-C, pipe stop
 // while the report is read: the run's data is all committed by then).
-func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, state string, sum *pipeline.Summary) {
+func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, state string, sum *engine.Summary) {
 	dir := plan.File.RunDir
 	runreport.RecordPoint(dir, sum, true)
 	if state != stateFinished || sum == nil || !sum.Started() {

@@ -22,6 +22,9 @@ import (
 	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
@@ -262,7 +265,7 @@ func (c *runCmd) checkFlags() error {
 	}
 	c.limits.MinFree = int64(c.diskFreeGiB * (1 << 30))
 	for _, t := range c.notify {
-		if err := pipeline.ParseNotify(t); err != nil {
+		if err := pipefile.ParseNotify(t); err != nil {
 			return usageErrorf("--%v", err)
 		}
 	}
@@ -334,7 +337,7 @@ func (c *runCmd) record(std *stdio, plan *pipeline.Plan, cmdline []string) (*run
 // serverStageIDs are the ids of path's stages whose kind calls servers
 // (Spec.Expensive: its work is GPU time), which --sim points at pipe sim.
 func serverStageIDs(path string) ([]string, error) {
-	f, probs := pipeline.LoadFile(path, pipeline.LoadOptions{})
+	f, probs := pipefile.Load(path, pipefile.Options{})
 	if f == nil {
 		return nil, probs
 	}
@@ -416,7 +419,7 @@ func dryRunStages(ctx context.Context, w io.Writer, plan *pipeline.Plan) (failed
 	for _, s := range plan.Stages {
 		st, err := s.Spec.New.Stage(s.Config)
 		if err != nil {
-			return nil, false, &pipeline.StageError{Stage: s.ID(), Kind: s.Spec.Kind, Err: err}
+			return nil, false, &engine.StageError{Stage: s.ID(), Kind: s.Spec.Kind, Err: err}
 		}
 		dr, ok := st.(pipeline.DryRunner)
 		if !ok {
@@ -560,9 +563,9 @@ func handleSignals(std *stdio, errOut io.Writer, a signalActions) {
 
 // endState is the state a run ended in, for status.json and the
 // notifications.
-func endState(sum *pipeline.Summary, runErr error) string {
+func endState(sum *engine.Summary, runErr error) string {
 	switch {
-	case runErr != nil && errors.Is(runErr, pipeline.ErrStopped):
+	case runErr != nil && errors.Is(runErr, engine.ErrStopped):
 		return stateStopped
 	case runErr != nil:
 		return stateFailed
@@ -631,7 +634,7 @@ func needsShellQuote(r rune) bool {
 }
 
 // runPlan runs plan to its end: the log, notifications, live display,
-// status.json and metrics around pipeline.Run, then the summary, the report,
+// status.json and metrics around engine.Run, then the summary, the report,
 // the verification of the outputs and the exit status.
 func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSettings) error {
 	// A closed terminal or SSH session (SIGHUP) and a closed stdout/stderr
@@ -686,7 +689,7 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	r.warner = newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), r.warned)
 	done := make(chan runResult, 1)
 	go func() {
-		sum, err := pipeline.Run(runCtx, plan, r.runOptions())
+		sum, err := engine.Run(runCtx, plan, r.runOptions())
 		done <- runResult{sum, err}
 	}()
 	select {
@@ -699,13 +702,13 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	}
 }
 
-// runResult is what pipeline.Run returned.
+// runResult is what engine.Run returned.
 type runResult struct {
-	sum *pipeline.Summary
+	sum *engine.Summary
 	err error
 }
 
-// runSession is one pipe run's state around pipeline.Run: where its lines,
+// runSession is one pipe run's state around engine.Run: where its lines,
 // snapshots and notifications go. Its methods are runPlan's steps.
 type runSession struct {
 	std  *stdio
@@ -743,7 +746,7 @@ type runSession struct {
 // openRunSession opens the run log, says where it is, and sets up the
 // notifier and the terminal display.
 func openRunSession(std *stdio, plan *pipeline.Plan, rs runSettings) (*runSession, error) {
-	r := &runSession{std: std, plan: plan, rs: rs, logPath: filepath.Join(plan.File.RunDir, "run.log")}
+	r := &runSession{std: std, plan: plan, rs: rs, logPath: filepath.Join(plan.File.RunDir, runLogFile)}
 	rl, err := openRunLog(r.logPath, rs.logFormat)
 	if err != nil {
 		return nil, err
@@ -809,8 +812,8 @@ func (r *runSession) warned(w runWarning) {
 	r.notes.warning(r.about.message(notifyWarning, r.nowState.Load().(string), r.nowStatus.Load(), &w, nil))
 }
 
-func (r *runSession) runOptions() pipeline.RunOptions {
-	return pipeline.RunOptions{
+func (r *runSession) runOptions() engine.Options {
+	return engine.Options{
 		Stop:         r.stop,
 		DrainTimeout: r.rs.drainTimeout,
 		CommitEvery:  r.rs.commitEvery,
@@ -839,7 +842,7 @@ func (r *runSession) runOptions() pipeline.RunOptions {
 }
 
 // progress takes one snapshot of the running pipeline.
-func (r *runSession) progress(s *pipeline.Summary) {
+func (r *runSession) progress(s *engine.Summary) {
 	r.markOpened()
 	r.lv.add(s)
 	ls := r.lv.status()
@@ -891,7 +894,7 @@ func (r *runSession) gaveUp() error {
 // finish records the run's end (status, notification, metrics, display),
 // prints the summary and the report, verifies the outputs of a finished
 // run, and returns the command's outcome.
-func (r *runSession) finish(ctx context.Context, sum *pipeline.Summary, runErr error) error {
+func (r *runSession) finish(ctx context.Context, sum *engine.Summary, runErr error) error {
 	state := endState(sum, runErr)
 	ls := r.recordEnd(state, sum, runErr)
 	if state != stateFailed || sum.Started() {
@@ -914,7 +917,7 @@ func (r *runSession) finish(ctx context.Context, sum *pipeline.Summary, runErr e
 
 // recordEnd takes the final snapshot and tells everyone of the end state:
 // notifications, status.json, the metrics, the display and runEnded.
-func (r *runSession) recordEnd(state string, sum *pipeline.Summary, runErr error) *liveStatus {
+func (r *runSession) recordEnd(state string, sum *engine.Summary, runErr error) *liveStatus {
 	r.lv.add(sum)
 	ls := r.lv.status()
 	ls.State = state
@@ -947,7 +950,7 @@ func (r *runSession) recordEnd(state string, sum *pipeline.Summary, runErr error
 // report writes the end-of-run report. It reads every output, minutes for
 // a large run: a signal (Ctrl-C, pipe stop) ends it; the run itself is over
 // and committed.
-func (r *runSession) report(ctx context.Context, state string, sum *pipeline.Summary) {
+func (r *runSession) report(ctx context.Context, state string, sum *engine.Summary) {
 	repCtx, repCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer repCancel()
 	go func() {
@@ -961,7 +964,7 @@ func (r *runSession) report(ctx context.Context, state string, sum *pipeline.Sum
 }
 
 // outcome is the command's result for a run that ended in state.
-func (r *runSession) outcome(state string, sum *pipeline.Summary, runErr error) error {
+func (r *runSession) outcome(state string, sum *engine.Summary, runErr error) error {
 	switch state {
 	case stateFailed:
 		r.rl.Error("run failed", "err", runErr)
@@ -990,12 +993,12 @@ func (r *runSession) outcome(state string, sum *pipeline.Summary, runErr error) 
 func notRetryable(runErr error) bool {
 	ae := (*sglang.AuthError)(nil)
 	return errors.As(runErr, &ae) || pipeline.IsPermanent(runErr) ||
-		errors.Is(runErr, pipeline.ErrTooManyRejected) || errors.Is(runErr, pipeline.ErrNoTrainingRows)
+		errors.Is(runErr, engine.ErrTooManyRejected) || errors.Is(runErr, engine.ErrNoTrainingRows)
 }
 
 // printSummary writes the end-of-run summary: the stage table, then what
 // was left for the next run, per-stage notes, and the totals.
-func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
+func printSummary(w io.Writer, plan *pipeline.Plan, s *engine.Summary) {
 	if s == nil || len(s.Stages) == 0 {
 		return
 	}
@@ -1022,7 +1025,7 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary) {
 // printStageTable writes one row of counts per stage.
 // in = out + rejected + failed + skipped + abandoned: in counts every
 // record that reached the stage, abandoned ones too.
-func printStageTable(w io.Writer, s *pipeline.Summary) {
+func printStageTable(w io.Writer, s *engine.Summary) {
 	idw, kw := len("stage"), len("kind")
 	for _, st := range s.Stages {
 		idw, kw = max(idw, len(st.ID)), max(kw, len(st.Kind))
@@ -1053,7 +1056,7 @@ func expensiveStages(plan *pipeline.Plan) []string {
 
 // printStageNotes writes one stage's lines under the table: abandoned and
 // replayed records, reject and skip reasons, its figures.
-func printStageNotes(w io.Writer, plan *pipeline.Plan, st pipeline.StageSummary, expensive []string) {
+func printStageNotes(w io.Writer, plan *pipeline.Plan, st engine.StageSummary, expensive []string) {
 	switch lost := st.Abandoned - st.NotStarted; {
 	case lost <= 0:
 	case plan.Lookup(st.ID) != nil && plan.Lookup(st.ID).Spec.Expensive:
@@ -1070,7 +1073,7 @@ func printStageNotes(w io.Writer, plan *pipeline.Plan, st pipeline.StageSummary,
 	if len(st.Skips) > 0 {
 		fmt.Fprintf(w, "skipped by %s: %s\n", st.ID, countsByValue(st.Skips))
 	}
-	for _, line := range pipeline.FigureLines(st.Figures) {
+	for _, line := range figure.Lines(st.Figures) {
 		who := st.ID
 		if line.Subject != "" {
 			who += ": " + line.Subject
@@ -1081,7 +1084,7 @@ func printStageNotes(w io.Writer, plan *pipeline.Plan, st pipeline.StageSummary,
 
 // printTotals writes the dead letters kept, the finished ids, the failed
 // records and what was read but not finished.
-func printTotals(w io.Writer, plan *pipeline.Plan, s *pipeline.Summary, notStarted int64) {
+func printTotals(w io.Writer, plan *pipeline.Plan, s *engine.Summary, notStarted int64) {
 	for _, p := range s.DeadLetters {
 		fmt.Fprintf(w, "kept: %s\n", p)
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
+// runLogFile is the run log's name inside the run directory.
+const runLogFile = "run.log"
+
 // runLog is RUN_DIR/run.log: one log/slog record a line, as text
 // (key=value) or JSON (--log-format json), appended across the run
 // directory's starts.

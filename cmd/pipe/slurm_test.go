@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/shardrun"
 )
 
@@ -102,7 +102,7 @@ func TestSlurmJobArray(t *testing.T) {
 	start := time.Now()
 
 	// Task 2 is requeued once its shard has generated some completions.
-	shard2 := filepath.Join(dir, "runs", "arr", pipeline.Shard{Index: 2, Count: 4}.Name())
+	shard2 := filepath.Join(dir, "runs", "arr", pipefile.Shard{Index: 2, Count: 4}.Name())
 	waitUntil(t, 60*time.Second, "array task 2 to journal completions", func() bool {
 		n := 0
 		for _, seg := range commitlog.JournalFiles(filepath.Join(shard2, "journal"), "gen") {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/pipe-dev/pipe/internal/suggest"
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
@@ -30,7 +31,7 @@ func init() {
 			case 1:
 				spec := reg.Lookup(fs.Arg(0))
 				if spec == nil {
-					return usageErrorf("unknown kind %q%s; known kinds: %s", fs.Arg(0), pipeline.DidYouMean(fs.Arg(0), reg.Kinds()), strings.Join(reg.Kinds(), ", "))
+					return usageErrorf("unknown kind %q%s; known kinds: %s", fs.Arg(0), suggest.DidYouMean(fs.Arg(0), reg.Kinds()), strings.Join(reg.Kinds(), ", "))
 				}
 				spec.WriteDoc(std.Out)
 				return nil

@@ -1,63 +1,45 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/pipeline/shardrun"
 )
 
-// Run states in status.json. A reader that finds "running" or "draining"
-// while no process holds the run directory's lock says the process is
-// gone (killed or crashed): see statusState.
+// Run states in status.json (see rundir.ShownState).
 const (
-	stateRunning  = "running"
-	stateDraining = "draining" // stop requested (or too many failures): in-flight work finishes
-	stateFinished = "finished" // every input processed
-	stateStopped  = "stopped"  // interrupted; the same command continues
-	stateFailed   = "failed"
-	stateGone     = "process gone" // inferred by readers, never written
+	stateRunning  = rundir.StateRunning
+	stateDraining = rundir.StateDraining
+	stateFinished = rundir.StateFinished
+	stateStopped  = rundir.StateStopped
+	stateFailed   = rundir.StateFailed
+	stateGone     = rundir.StateGone
 )
 
-// statusDoc is RUN_DIR/status.json: the run's live figures, replaced
-// atomically every few seconds and at the end.
-type statusDoc struct {
-	State       string `json:"state"`
-	Updated     string `json:"updated"`
-	PID         int    `json:"pid"`
-	Host        string `json:"host,omitempty"`
-	Started     string `json:"started"`
-	Pipeline    string `json:"pipeline"`
-	Name        string `json:"name"`
-	RunDir      string `json:"run_dir"`
-	Fingerprint string `json:"config_fingerprint"`
-	Error       string `json:"error,omitempty"`
-	liveStatus
-}
+// statusDoc is RUN_DIR/status.json (rundir.Status) with the generation's
+// figures as pipe run keeps them.
+type statusDoc = rundir.Status[liveFleet]
 
 // statusWriter writes status.json.
 type statusWriter struct {
-	path string
+	dir  string
 	base statusDoc
 }
 
 func newStatusWriter(plan *pipeline.Plan, fingerprint string) *statusWriter {
 	host, _ := os.Hostname()
 	return &statusWriter{
-		path: filepath.Join(plan.File.RunDir, "status.json"),
+		dir: plan.File.RunDir,
 		base: statusDoc{PID: os.Getpid(), Host: host, Started: time.Now().UTC().Format(time.RFC3339),
 			Pipeline: plan.File.Path, Name: plan.File.Name, RunDir: plan.File.RunDir, Fingerprint: fingerprint},
 	}
@@ -69,19 +51,12 @@ func (w *statusWriter) write(state string, ls *liveStatus, runErr error) error {
 	doc := w.base
 	doc.State, doc.Updated = state, time.Now().UTC().Format(time.RFC3339)
 	if ls != nil {
-		doc.liveStatus = *ls
+		doc.Live = *ls
 	}
 	if runErr != nil {
 		doc.Error = runErr.Error()
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	return commitlog.WriteFileAtomic(w.path, buf.Bytes())
+	return doc.Write(w.dir)
 }
 
 func init() {
@@ -180,7 +155,6 @@ func watchStatus(ctx context.Context, std *stdio, watch bool, every time.Duratio
 // runStatus is status.json as read, with the lock's verdict.
 type runStatus struct {
 	Dir    string
-	Raw    map[string]any
 	Doc    statusDoc
 	Holder *rundir.Holder
 	// State is Doc.State, or stateGone when it says the run goes on but
@@ -190,47 +164,34 @@ type runStatus struct {
 }
 
 func readStatus(dir string) (*runStatus, error) {
-	path := filepath.Join(dir, "status.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s: no status.json: not a run directory, or its run has not started", dir)
-	}
+	doc, err := rundir.ReadStatus[liveFleet](dir)
 	if err != nil {
 		return nil, err
 	}
-	st := &runStatus{Dir: dir}
-	if err := json.Unmarshal(data, &st.Doc); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+	if doc == nil {
+		return nil, fmt.Errorf("%s: no status.json: not a run directory, or its run has not started", dir)
 	}
-	if err := json.Unmarshal(data, &st.Raw); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
+	st := &runStatus{Dir: dir, Doc: *doc}
 	st.Holder, err = rundir.ReadHolder(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: lock: %v", dir, err)
 	}
-	updated, _ := time.Parse(time.RFC3339, st.Doc.Updated)
-	st.Alive = st.Holder.Running(updated) && st.Holder.PID == st.Doc.PID
-	st.State = statusState(st.Doc.State, st.Alive)
+	st.Alive = st.Holder.Running(doc.UpdatedAt()) && st.Holder.PID == doc.PID
+	st.State = rundir.ShownState(doc.State, st.Alive)
 	return st, nil
 }
 
-// statusState is the state to show: a run that says it goes on, with no
-// process holding its lock, is gone.
-func statusState(written string, alive bool) string {
-	if (written == stateRunning || written == stateDraining) && !alive {
-		return stateGone
-	}
-	return written
-}
-
 func printStatusJSON(w io.Writer, st *runStatus) error {
-	st.Raw["alive"] = st.Alive
-	st.Raw["state"] = st.State
-	if st.State != st.Doc.State {
-		st.Raw["state_written"] = st.Doc.State
+	var raw map[string]any
+	if err := json.Unmarshal(st.Doc.Raw, &raw); err != nil {
+		return err
 	}
-	b, err := json.MarshalIndent(st.Raw, "", "  ")
+	raw["alive"] = st.Alive
+	raw["state"] = st.State
+	if st.State != st.Doc.State {
+		raw["state_written"] = st.Doc.State
+	}
+	b, err := json.MarshalIndent(raw, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -267,7 +228,7 @@ func printStatus(w io.Writer, st *runStatus) {
 	}
 	kv(w, "elapsed", "%s", time.Duration(d.ElapsedS*float64(time.Second)).Round(time.Second))
 	kv(w, "finished", "%d ids (%d before this run); %d unfinished", d.Finished, d.Before, d.Unfin)
-	for _, line := range liveLines(&d.liveStatus) {
+	for _, line := range liveLines(&d.Live) {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
 	if len(d.Warnings) > 0 {

@@ -169,11 +169,8 @@ func stopRequested(dir string) string {
 
 // writtenState is the "state" of dir/status.json as written, or "".
 func writtenState(dir string) string {
-	var st struct {
-		State string `json:"state"`
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "status.json"))
-	if err != nil || json.Unmarshal(data, &st) != nil {
+	st, err := rundir.ReadStatus[json.RawMessage](dir)
+	if err != nil || st == nil {
 		return ""
 	}
 	return st.State
@@ -183,14 +180,9 @@ func writtenState(dir string) string {
 // finished ids, and the command that continues it.
 func printStopped(std *stdio, dir string, pid int) {
 	finished, err := commitlog.CountIDs(filepath.Join(dir, pipeline.DoneFile))
-	var st struct {
-		State    string `json:"state"`
-		Finished *int64 `json:"finished"`
-		Before   *int64 `json:"finished_before_this_run"`
-		Error    string `json:"error"`
-	}
-	if data, err := os.ReadFile(filepath.Join(dir, "status.json")); err == nil {
-		json.Unmarshal(data, &st)
+	st, _ := rundir.ReadStatus[json.RawMessage](dir)
+	if st == nil {
+		st = &rundir.Status[json.RawMessage]{}
 	}
 	line := fmt.Sprintf("pipe stop: the run in %s (pid %d) has exited", pipeline.DisplayPath(dir), pid)
 	if st.State != "" {
@@ -199,8 +191,8 @@ func printStopped(std *stdio, dir string, pid int) {
 	fmt.Fprintln(std.Out, line)
 	if err == nil {
 		fmt.Fprintf(std.Out, "committed: %d ids finished in %s", finished, filepath.Join(pipeline.DisplayPath(dir), pipeline.DoneFile))
-		if st.Before != nil && *st.Before <= finished {
-			fmt.Fprintf(std.Out, " (%d in this start)", finished-*st.Before)
+		if st.Raw != nil && int64(st.Before) <= finished {
+			fmt.Fprintf(std.Out, " (%d in this start)", finished-int64(st.Before))
 		}
 		fmt.Fprintln(std.Out)
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -59,14 +61,14 @@ hash), a damaged manifest, or refused credentials.`,
 			}
 			arg := fs.Arg(0)
 			var (
-				res []*pipeline.Verified
+				res []*output.Verified
 				err error
 			)
 			switch {
 			case strings.HasPrefix(arg, "s3://"):
-				var v *pipeline.Verified
+				var v *output.Verified
 				v, err = verifyS3(ctx, arg, s3up.Config{URI: arg, Endpoint: endpoint, Region: region, PathStyle: pathStyle})
-				res = []*pipeline.Verified{v}
+				res = []*output.Verified{v}
 			default:
 				res, err = verifyPath(ctx, arg, !sizeOnly, repair, std.Err)
 			}
@@ -89,26 +91,26 @@ func verifyExit(err error) error {
 
 // verifyPath verifies a shard directory, a run directory (the pipeline
 // file that made it) or a pipeline file.
-func verifyPath(ctx context.Context, arg string, hash, repair bool, log io.Writer) ([]*pipeline.Verified, error) {
+func verifyPath(ctx context.Context, arg string, hash, repair bool, log io.Writer) ([]*output.Verified, error) {
 	st, err := os.Stat(arg)
 	if err != nil {
 		return nil, usageErrorf("pipe verify: %v", err)
 	}
 	if st.IsDir() {
-		if _, err := os.Stat(filepath.Join(arg, commitlog.ManifestName)); err == nil {
+		if _, err := os.Stat(filepath.Join(arg, shardset.ManifestName)); err == nil {
 			v, err := stages.VerifyShardDir(arg, hash)
 			if err != nil {
 				return nil, err
 			}
-			resolveGone([]*pipeline.Verified{v})
-			return []*pipeline.Verified{v}, nil
+			resolveGone([]*output.Verified{v})
+			return []*output.Verified{v}, nil
 		}
 		r, err := rundir.ReadRun(arg)
 		if err != nil {
 			return nil, err
 		}
 		if r == nil {
-			return nil, usageErrorf("pipe verify: %s is neither a shard directory (no %s) nor a run directory (no %s)", arg, commitlog.ManifestName, rundir.RunFile)
+			return nil, usageErrorf("pipe verify: %s is neither a shard directory (no %s) nor a run directory (no %s)", arg, shardset.ManifestName, rundir.RunFile)
 		}
 		shard := ""
 		if r.Shard != nil {
@@ -130,14 +132,14 @@ func verifyPath(ctx context.Context, arg string, hash, repair bool, log io.Write
 
 // verifyPlan runs each output stage's own Verify (Spec.Verify), upstream
 // first, each given the results of the stages feeding it.
-func verifyPlan(ctx context.Context, plan *pipeline.Plan, hash, repair bool, log io.Writer) ([]*pipeline.Verified, error) {
-	byStage := map[string]*pipeline.Verified{}
-	var out []*pipeline.Verified
+func verifyPlan(ctx context.Context, plan *pipeline.Plan, hash, repair bool, log io.Writer) ([]*output.Verified, error) {
+	byStage := map[string]*output.Verified{}
+	var out []*output.Verified
 	for _, ps := range plan.Stages {
 		if ps.Spec.Verify == nil {
 			continue
 		}
-		env := &pipeline.VerifyEnv{StageID: ps.ID(), RunDir: plan.File.RunDir, Hash: hash, Repair: repair, Log: log}
+		env := &output.VerifyEnv{StageID: ps.ID(), RunDir: plan.File.RunDir, Hash: hash, Repair: repair, Log: log}
 		for _, e := range ps.Inputs {
 			if v := byStage[e.From.ID()]; v != nil {
 				env.Inputs = append(env.Inputs, v)
@@ -158,7 +160,7 @@ func verifyPlan(ctx context.Context, plan *pipeline.Plan, hash, repair bool, log
 // resolveGone turns each local file that is missing into a problem unless
 // another output verified a copy of it (an upload, with
 // delete_local_after_upload).
-func resolveGone(res []*pipeline.Verified) {
+func resolveGone(res []*output.Verified) {
 	for _, v := range res {
 		for _, path := range v.Gone {
 			covered := false
@@ -173,7 +175,7 @@ func resolveGone(res []*pipeline.Verified) {
 }
 
 // verifyS3 checks a shard directory in a bucket by its manifest there.
-func verifyS3(ctx context.Context, uri string, cfg s3up.Config) (*pipeline.Verified, error) {
+func verifyS3(ctx context.Context, uri string, cfg s3up.Config) (*output.Verified, error) {
 	c, err := s3up.New(ctx, cfg)
 	if err != nil {
 		return nil, usageErrorf("pipe verify: %v", err)
@@ -182,23 +184,23 @@ func verifyS3(ctx context.Context, uri string, cfg s3up.Config) (*pipeline.Verif
 	if _, err := c.Check(ctx); err != nil {
 		return nil, err
 	}
-	key := c.Key(commitlog.ManifestName)
+	key := c.Key(shardset.ManifestName)
 	obj, err := c.Head(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if obj == nil {
-		return &pipeline.Verified{Where: uri, Problems: []string{c.URL(key) + " is not in the bucket: no shard there is known to be complete"}}, nil
+		return &output.Verified{Where: uri, Problems: []string{c.URL(key) + " is not in the bucket: no shard there is known to be complete"}}, nil
 	}
 	data, err := c.GetBytes(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	var m commitlog.Manifest
+	var m shardset.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, &commitlog.DamagedError{Path: c.URL(key), Err: err}
 	}
-	v := &pipeline.Verified{Where: uri, Covers: map[string]bool{}}
+	v := &output.Verified{Where: uri, Covers: map[string]bool{}}
 	if err := stages.VerifyObjects(ctx, c, c.Prefix, &m, "", true, false, v); err != nil {
 		return nil, err
 	}
@@ -207,7 +209,7 @@ func verifyS3(ctx context.Context, uri string, cfg s3up.Config) (*pipeline.Verif
 
 // reportVerified prints one line per output and each problem; the error
 // (and exit code) says whether everything checked out.
-func reportVerified(w io.Writer, res []*pipeline.Verified) error {
+func reportVerified(w io.Writer, res []*output.Verified) error {
 	var bad, lost int
 	for _, v := range res {
 		name := v.Where

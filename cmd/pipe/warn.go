@@ -14,17 +14,13 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
 )
 
 // runWarning is something a user must act on, shown on the terminal, in
-// the run log and in status.json.
-type runWarning struct {
-	At       string  `json:"at"`
-	ElapsedS float64 `json:"elapsed_s"`
-	Kind     string  `json:"kind"` // server_ejected, server_readmitted, server_stalled, server_never_ready, server_refused, rejects, tiny_answers, failures, disk
-	Text     string  `json:"text"`
-}
+// the run log and in status.json (rundir.Warning).
+type runWarning = rundir.Warning
 
 // warnLimits are the thresholds of the warnings (pipe run's --warn-* flags).
 type warnLimits struct {
@@ -79,7 +75,7 @@ type warner struct {
 	diskAt    time.Duration
 	emit      func(runWarning)
 	// mu guards all and emit's calls: the stages warn from their own
-	// goroutines (RunOptions.Warn), check from the progress loop.
+	// goroutines (engine.Options.Warn), check from the progress loop.
 	mu sync.Mutex
 }
 

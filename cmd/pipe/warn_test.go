@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -19,8 +19,8 @@ type warnRig struct {
 	got      []string
 	free     int64
 	at       time.Duration
-	gen      pipeline.StageSummary
-	check    pipeline.StageSummary
+	gen      engine.StageSummary
+	check    engine.StageSummary
 	servers  map[string][3]string // name → state, reason, ejections
 	tiny, ok int64
 }
@@ -28,8 +28,8 @@ type warnRig struct {
 func newWarnRig(t *testing.T) *warnRig {
 	r := &warnRig{t: t, l: &live{expensive: map[string]bool{"gen": true}, upstream: map[string]bool{}},
 		free: 100 << 30, servers: map[string][3]string{"a:1": {"ready", "", "0"}}}
-	r.gen = pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate"}}
-	r.check = pipeline.StageSummary{StageCounts: pipeline.StageCounts{ID: "check", Kind: "validate-thinking"}}
+	r.gen = engine.StageSummary{StageCounts: engine.StageCounts{ID: "gen", Kind: "generate"}}
+	r.check = engine.StageSummary{StageCounts: engine.StageCounts{ID: "check", Kind: "validate-thinking"}}
 	r.w = newWarner(warnLimits{RejectShare: 0.2, TinyShare: 0.2, FailShare: 0.05, MinFree: 1 << 30}, []string{"/run"},
 		func(w runWarning) {
 			r.got = append(r.got, fmt.Sprintf("%s [%s]: %s", w.Kind, fmtElapsed(w.ElapsedS), w.Text))
@@ -60,7 +60,7 @@ func (r *warnRig) step(d time.Duration, n, rejected, tiny int64) []string {
 	}
 	gen := r.gen
 	gen.View = view
-	r.l.add(&pipeline.Summary{Elapsed: r.at, Stages: []pipeline.StageSummary{gen, r.check}})
+	r.l.add(&engine.Summary{Elapsed: r.at, Stages: []engine.StageSummary{gen, r.check}})
 	before := len(r.got)
 	r.w.check(r.l, r.l.status())
 	return r.got[before:]

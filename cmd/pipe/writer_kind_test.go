@@ -16,6 +16,8 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/shardrun"
 )
 
@@ -205,19 +207,19 @@ func registerTSV() {
 			Kind:    "write-tsv",
 			Summary: "write id, prompt and answer as tab-separated lines (a test's writer)",
 			Verify:  pipeline.VerifyFor(verifyTSV),
-			Output: &pipeline.OutputSpec{
+			Output: &output.Spec{
 				Committed: tsvCommitted,
 				IDs: func(path string) ([]uint64, error) {
 					var ids []uint64
 					err := eachTSVLine(path, func(f []string) error { ids = append(ids, commitlog.Hash(f[0])); return nil })
 					return ids, err
 				},
-				Each: func(ctx context.Context, path string, fn func(*pipeline.Record) error) error {
+				Each: func(ctx context.Context, path string, fn func(*record.Record) error) error {
 					return eachTSVLine(path, func(f []string) error {
 						if err := ctx.Err(); err != nil {
 							return err
 						}
-						return fn(&pipeline.Record{ID: f[0], Messages: []pipeline.Message{{Role: "user", Content: f[1]}}, Completion: &pipeline.Completion{Answer: f[2]}})
+						return fn(&record.Record{ID: f[0], Messages: []record.Message{{Role: "user", Content: f[1]}}, Completion: &record.Completion{Answer: f[2]}})
 					})
 				},
 				Claims: func(path string) bool { return filepath.Ext(path) == ".tsv" },
@@ -275,7 +277,7 @@ func (w *tsvWriter) Open(context.Context, *pipeline.Env) error {
 	return nil
 }
 
-func (w *tsvWriter) Process(_ context.Context, rec *pipeline.Record, _ pipeline.Emitter) error {
+func (w *tsvWriter) Process(_ context.Context, rec *record.Record, _ pipeline.Emitter) error {
 	prompt, answer := "", ""
 	if len(rec.Messages) > 0 {
 		prompt = rec.Messages[len(rec.Messages)-1].Content
@@ -313,7 +315,7 @@ func (w *tsvWriter) Close() error { return w.f.Close() }
 
 func (w *tsvWriter) CommittedRows() int64 { return w.state.Rows }
 
-func tsvCommitted(path string) (*pipeline.Committed, error) {
+func tsvCommitted(path string) (*output.Committed, error) {
 	b, err := os.ReadFile(path + ".committed")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -325,8 +327,8 @@ func tsvCommitted(path string) (*pipeline.Committed, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%s.committed: %v", path, err)
 	}
-	return &pipeline.Committed{Format: "tsv", Unit: "lines", Rows: s.Rows, Bytes: s.Bytes,
-		Files: []pipeline.CommittedFile{{Path: path, Rows: s.Rows, Bytes: s.Bytes}}}, nil
+	return &output.Committed{Format: "tsv", Unit: "lines", Rows: s.Rows, Bytes: s.Bytes,
+		Files: []output.File{{Path: path, Rows: s.Rows, Bytes: s.Bytes}}}, nil
 }
 
 // eachTSVLine calls fn with the fields of each committed line, one line
@@ -363,9 +365,9 @@ func eachTSVLine(path string, fn func([]string) error) error {
 	}
 }
 
-func verifyTSV(_ context.Context, c *tsvConfig, _ *pipeline.VerifyEnv) (*pipeline.Verified, error) {
+func verifyTSV(_ context.Context, c *tsvConfig, _ *output.VerifyEnv) (*output.Verified, error) {
 	path := c.Path
-	v := &pipeline.Verified{Where: pipeline.DisplayPath(path), Unit: "lines", How: "size, lines"}
+	v := &output.Verified{Where: pipeline.DisplayPath(path), Unit: "lines", How: "size, lines"}
 	com, err := tsvCommitted(path)
 	if err != nil {
 		return nil, err

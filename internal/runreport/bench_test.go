@@ -14,31 +14,32 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
 // benchRows are training rows shaped like the regenerate job's: ~1,500
 // thinking and ~400 answer tokens of text, a 2,000-token row with its mask.
-func benchRows(n int) []*pipeline.Record {
+func benchRows(n int) []*record.Record {
 	think := strings.Repeat("Let us consider the next step of the argument. ", 130) // ~6 KB
 	answer := strings.Repeat("The answer follows from it. ", 55)                    // ~1.5 KB
-	out := make([]*pipeline.Record, n)
+	out := make([]*record.Record, n)
 	for i := range out {
 		ids := make([]int32, 2000+i%500)
-		mask := make(pipeline.LossMask, len(ids))
+		mask := make(record.LossMask, len(ids))
 		for j := range ids {
 			ids[j] = int32(j*7919) % 151000
 			if j > 40 {
 				mask[j] = 1
 			}
 		}
-		out[i] = &pipeline.Record{
+		out[i] = &record.Record{
 			ID:         fmt.Sprintf("p%07d", i),
-			Messages:   []pipeline.Message{{Role: "user", Content: fmt.Sprintf("Question %d: explain topic %d.", i, i*7)}},
-			Completion: &pipeline.Completion{Reasoning: think, Answer: answer, FinishReason: "stop", PromptTokens: 40, CompletionTokens: 1900 + i%500, Server: "http://gpu1:30000", Attempts: 1},
-			Tokens:     &pipeline.Tokens{InputIDs: ids, LossMask: mask, NumTokens: len(ids), NumLossTokens: len(ids) - 41, Source: "ids"},
+			Messages:   []record.Message{{Role: "user", Content: fmt.Sprintf("Question %d: explain topic %d.", i, i*7)}},
+			Completion: &record.Completion{Reasoning: think, Answer: answer, FinishReason: "stop", PromptTokens: 40, CompletionTokens: 1900 + i%500, Server: "http://gpu1:30000", Attempts: 1},
+			Tokens:     &record.Tokens{InputIDs: ids, LossMask: mask, NumTokens: len(ids), NumLossTokens: len(ids) - 41, Source: "ids"},
 		}
 	}
 	return out
@@ -46,13 +47,13 @@ func benchRows(n int) []*pipeline.Record {
 
 // benchRunDir writes rows as one output (write-jsonl or write-arrow) of a
 // run directory and returns the directory and the output's path.
-func benchRunDir(b *testing.B, kind string, rows []*pipeline.Record) (string, string) {
+func benchRunDir(b *testing.B, kind string, rows []*record.Record) (string, string) {
 	dir := b.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
 	if kind == "write-arrow" {
 		out = filepath.Join(dir, "train")
 		os.MkdirAll(out, 0o755)
-		sh, _, err := commitlog.OpenShards(out, arrowrow.FormatParquet, ".parquet", arrowrow.Version)
+		sh, _, err := shardset.Open(out, arrowrow.FormatParquet, ".parquet", arrowrow.Version)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func benchRunDir(b *testing.B, kind string, rows []*pipeline.Record) (string, st
 		}
 		sh.Close()
 	} else {
-		l, err := commitlog.Open(out, pipeline.RecordLineID)
+		l, err := commitlog.Open(out, record.LineID)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func BenchmarkReport(b *testing.B) {
 			for b.Loop() {
 				got := 0
 				if kind == "write-arrow" {
-					m, _ := commitlog.ReadManifest(out)
+					m, _ := shardset.ReadManifest(out)
 					for _, sh := range m.Shards {
 						arrowrow.ReadFile(context.Background(), filepath.Join(out, sh.Name), memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
 							recs, err := arrowrow.Records(batch)
@@ -145,7 +146,7 @@ func BenchmarkReport(b *testing.B) {
 					sc := bufio.NewScanner(f)
 					sc.Buffer(nil, 64<<20)
 					for sc.Scan() {
-						var rec pipeline.Record
+						var rec record.Record
 						if json.Unmarshal(sc.Bytes(), &rec) == nil {
 							got++
 						}

@@ -12,8 +12,8 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // A JSONL output is read in chunks of whole lines, parsed by up to
@@ -44,8 +44,8 @@ type jsonlLine struct {
 	Tokens *struct {
 		NumLossTokens int `json:"num_loss_tokens"`
 	} `json:"tokens"`
-	Reject  *pipeline.Rejection `json:"reject"`
-	Failure *pipeline.Failure   `json:"failure"`
+	Reject  *record.Rejection `json:"reject"`
+	Failure *record.Failure   `json:"failure"`
 }
 
 // lineOptions accept what encoding/json (which writes the lines) accepts.
@@ -359,12 +359,12 @@ func (p *lineParser) line(line []byte, x *row) error {
 
 // verdictLine is what Options.VerdictsOnly reads of a record line.
 type verdictLine struct {
-	ID      string              `json:"id"`
-	Reject  *pipeline.Rejection `json:"reject"`
-	Failure *pipeline.Failure   `json:"failure"`
+	ID      string            `json:"id"`
+	Reject  *record.Rejection `json:"reject"`
+	Failure *record.Failure   `json:"failure"`
 }
 
-func (x *row) setVerdict(j *pipeline.Rejection, fl *pipeline.Failure) {
+func (x *row) setVerdict(j *record.Rejection, fl *record.Failure) {
 	if j != nil {
 		x.rejectStage, x.rejectReason = j.Stage, j.Reason
 	}

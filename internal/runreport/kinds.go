@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // What the report needs to know of a stage kind, from its registered Spec
@@ -18,7 +19,7 @@ func writesRows(kind string) (rows, known bool) {
 	if s == nil {
 		return false, false
 	}
-	return s.Verify != nil && !s.Source && !slices.Contains(s.Needs, pipeline.FieldShard), true
+	return s.Verify != nil && !s.Source && !slices.Contains(s.Needs, record.FieldShard), true
 }
 
 // generates reports whether kind makes completions at a cost (Spec.Expensive).

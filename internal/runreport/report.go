@@ -8,7 +8,6 @@ package runreport
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -64,7 +64,7 @@ type Report struct {
 
 // StageCounts is one stage's accounting in the last start, as status.json
 // holds it (declared once, in package pipeline).
-type StageCounts = pipeline.StageCounts
+type StageCounts = engine.StageCounts
 
 // Output is one writer's committed output and the distributions of its rows.
 type Output struct {
@@ -177,25 +177,18 @@ func (r *Report) note(format string, args ...any) {
 }
 
 func (r *Report) readStatus() {
-	data, err := os.ReadFile(filepath.Join(r.RunDir, "status.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	// Field names match case-insensitively: {"ID": …} and {"id": …} alike.
-	var st struct {
-		State   string        `json:"state"`
-		Updated string        `json:"updated"`
-		Error   string        `json:"error"`
-		Stages  []StageCounts `json:"stages"`
-	}
-	if err == nil {
-		err = json.Unmarshal(data, &st)
-	}
+	st, err := rundir.ReadStatus[json.RawMessage](r.RunDir)
 	if err != nil {
-		r.note("status.json: %v", err)
+		r.note("%v", err) // it names the file
 		return
 	}
-	r.State, r.Updated, r.Error, r.Stages = st.State, st.Updated, st.Error, st.Stages
+	if st == nil {
+		return
+	}
+	r.State, r.Updated, r.Error = st.State, st.Updated, st.Error
+	for _, s := range st.Stages {
+		r.Stages = append(r.Stages, s.StageCounts)
+	}
 }
 
 // writer is a stage of the run that writes rows, from run.json.
@@ -205,16 +198,13 @@ type writer struct {
 	takesRejects   bool // some input is a rejected port
 }
 
-// newWriter is stage id's writer, with what run.json's settings say of its
-// inputs: whether every one (a writer of rejects, not of training rows) or
-// some is a rejected port.
-func newWriter(settings map[string]any, id, kind, path string) writer {
-	w := writer{id: id, kind: kind, path: path}
-	s, _ := settings[id].(map[string]any)
-	inputs, _ := s["input"].([]any)
-	w.rejectsOnly = len(inputs) > 0
-	for _, in := range inputs {
-		port, _ := in.(string)
+// newWriter is stage s's writer (its path), with what run.json's settings
+// say of its inputs: whether every one (a writer of rejects, not of
+// training rows) or some is a rejected port.
+func newWriter(s rundir.RecordedStage, kind, path string) writer {
+	w := writer{id: s.ID, kind: kind, path: path}
+	w.rejectsOnly = len(s.Inputs) > 0
+	for _, port := range s.Inputs {
 		rejected := strings.HasSuffix(port, ".rejected")
 		w.rejectsOnly = w.rejectsOnly && rejected
 		w.takesRejects = w.takesRejects || rejected
@@ -231,19 +221,23 @@ func writers(run *rundir.Run, stages []StageCounts) []writer {
 	for i, s := range stages {
 		order[s.ID] = i + 1
 	}
+	recorded := rundir.RecordedStages(run.Settings)
+	byID := map[string]rundir.RecordedStage{}
+	for _, s := range recorded {
+		byID[s.ID] = s
+	}
 	var out []writer
 	for _, o := range run.Outputs {
 		rows, known := writesRows(o.Kind)
 		if rows || !known && len(o.From) == 0 && filepath.IsAbs(o.Path) {
-			out = append(out, newWriter(run.Settings, o.Stage, o.Kind, o.Path))
+			s := byID[o.Stage]
+			s.ID = o.Stage
+			out = append(out, newWriter(s, o.Kind, o.Path))
 		}
 	}
-	for id, v := range run.Settings {
-		s, _ := v.(map[string]any)
-		kind, _ := s["kind"].(string)
-		path, _ := s["path"].(string)
-		if rows, _ := writesRows(kind); len(run.Outputs) == 0 && path != "" && rows {
-			out = append(out, newWriter(run.Settings, id, kind, path))
+	for _, s := range recorded {
+		if rows, _ := writesRows(s.Kind); len(run.Outputs) == 0 && s.Str("path") != "" && rows {
+			out = append(out, newWriter(s, s.Kind, s.Str("path")))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -261,14 +255,8 @@ func tokenizerDir(settings map[string]any, given string) string {
 	if given != "" {
 		return given
 	}
-	ids := make([]string, 0, len(settings))
-	for id := range settings {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		s, _ := settings[id].(map[string]any)
-		if t, _ := s["tokenizer"].(string); t != "" {
+	for _, s := range rundir.RecordedStages(settings) {
+		if t := s.Str("tokenizer"); t != "" {
 			if _, err := os.Stat(filepath.Join(t, "tokenizer.json")); err == nil {
 				return t
 			}

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	_ "github.com/pipe-dev/pipe/stages" // the kinds a run.json names, as pipe registers them
 )
 
@@ -66,17 +67,17 @@ func writeRunDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	rec := func(id string, think, answer string, ct, rt, loss int, reject string) []byte {
-		r := pipeline.Record{ID: id, Completion: &pipeline.Completion{Reasoning: think, Answer: answer, FinishReason: "stop", PromptTokens: 10, CompletionTokens: ct, ReasoningTokens: rt}}
+		r := record.Record{ID: id, Completion: &record.Completion{Reasoning: think, Answer: answer, FinishReason: "stop", PromptTokens: 10, CompletionTokens: ct, ReasoningTokens: rt}}
 		if loss >= 0 {
-			r.Tokens = &pipeline.Tokens{NumLossTokens: loss, NumTokens: loss + 10}
+			r.Tokens = &record.Tokens{NumLossTokens: loss, NumTokens: loss + 10}
 		}
 		if reject != "" {
-			r.Reject = &pipeline.Rejection{Stage: "check", Reason: reject}
+			r.Reject = &record.Rejection{Stage: "check", Reason: reject}
 		}
 		b, _ := json.Marshal(r)
 		return b
 	}
-	l, err := commitlog.Open(out, pipeline.RecordLineID)
+	l, err := commitlog.Open(out, record.LineID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func writeRunDir(t *testing.T) string {
 	l.Close()
 	// The same rejection of c kept as a dead letter, and another one.
 	os.MkdirAll(filepath.Join(dir, "rejected"), 0o755)
-	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), pipeline.RecordLineID)
+	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), record.LineID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +113,10 @@ func writeRunDir(t *testing.T) string {
 	t0 := time.Now().Add(-time.Hour).UTC()
 	var tl strings.Builder
 	for i, p := range []Point{
-		{T: t0, PID: 1, Finished: 0, Stages: []PointStage{{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate", Out: 0}}}},
-		{T: t0.Add(10 * time.Second), PID: 1, Finished: 0, Stages: []PointStage{{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate", Out: 100}}}},
-		{T: t0.Add(20 * time.Second), PID: 2, Elapsed: 1, Finished: 100, Stages: []PointStage{{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate", Out: 5}}}},
-		{T: t0.Add(30 * time.Second), PID: 2, Elapsed: 11, Finished: 150, Stages: []PointStage{{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate", Out: 55}}}},
+		{T: t0, PID: 1, Finished: 0, Stages: []PointStage{{StageCounts: engine.StageCounts{ID: "gen", Kind: "generate", Out: 0}}}},
+		{T: t0.Add(10 * time.Second), PID: 1, Finished: 0, Stages: []PointStage{{StageCounts: engine.StageCounts{ID: "gen", Kind: "generate", Out: 100}}}},
+		{T: t0.Add(20 * time.Second), PID: 2, Elapsed: 1, Finished: 100, Stages: []PointStage{{StageCounts: engine.StageCounts{ID: "gen", Kind: "generate", Out: 5}}}},
+		{T: t0.Add(30 * time.Second), PID: 2, Elapsed: 11, Finished: 150, Stages: []PointStage{{StageCounts: engine.StageCounts{ID: "gen", Kind: "generate", Out: 55}}}},
 	} {
 		b, _ := json.Marshal(p)
 		tl.Write(b)
@@ -189,7 +190,7 @@ func TestRecordPointPacing(t *testing.T) {
 }
 
 func recordPoints(t *testing.T, dir string) {
-	s := &pipeline.Summary{Elapsed: 2 * time.Second, Stages: []pipeline.StageSummary{{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate", Out: 1}}}}
+	s := &engine.Summary{Elapsed: 2 * time.Second, Stages: []engine.StageSummary{{StageCounts: engine.StageCounts{ID: "gen", Kind: "generate", Out: 1}}}}
 	RecordPoint(dir, s, false)
 	RecordPoint(dir, s, false)        // 2s/360 = 5.6ms: too soon
 	time.Sleep(10 * time.Millisecond) // the bubble's clock
@@ -209,7 +210,7 @@ func TestRestartWithTheSamePID(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pt := func(at, elapsed float64, out int64) Point {
 		return Point{T: t0.Add(time.Duration(at * float64(time.Second))), PID: 1, Elapsed: elapsed,
-			Stages: []PointStage{{StageCounts: pipeline.StageCounts{ID: "gen", Kind: "generate", Out: out}}}}
+			Stages: []PointStage{{StageCounts: engine.StageCounts{ID: "gen", Kind: "generate", Out: out}}}}
 	}
 	tp := throughput([]Point{pt(0, 0, 0), pt(10, 10, 100), pt(20, 0, 0), pt(30, 10, 50)})
 	if tp == nil || len(tp.Starts) != 1 {
@@ -279,7 +280,7 @@ func TestConcurrencyLimitsOverTime(t *testing.T) {
 	pt := func(sec int, limits ...map[string]int64) Point {
 		p := Point{T: t0.Add(time.Duration(sec) * time.Second)}
 		for i, l := range limits {
-			p.Stages = append(p.Stages, PointStage{StageCounts: pipeline.StageCounts{ID: fmt.Sprint("gen", i)}, ServerLimits: l})
+			p.Stages = append(p.Stages, PointStage{StageCounts: engine.StageCounts{ID: fmt.Sprint("gen", i)}, ServerLimits: l})
 		}
 		return p
 	}

@@ -14,8 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/shardset"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -97,7 +98,7 @@ func (s *sampler) fromOutput(w writer) {
 	// An output of training rows alone is read for its accepted
 	// samples only: its first rows.
 	forRejects := w.takesRejects
-	take := func(rec *pipeline.Record) bool {
+	take := func(rec *record.Record) bool {
 		switch {
 		case rec.Reject != nil:
 			s.rejected(w.id, rec)
@@ -129,7 +130,7 @@ func (s *sampler) fromDeadLetters() {
 		if s.wantAll == 0 {
 			break
 		}
-		err := s.jsonl(p, s.wanted, func(rec *pipeline.Record) bool {
+		err := s.jsonl(p, s.wanted, func(rec *record.Record) bool {
 			if rec.Reject != nil {
 				s.rejected(filepath.Join("rejected", filepath.Base(p)), rec)
 			}
@@ -141,7 +142,7 @@ func (s *sampler) fromDeadLetters() {
 	}
 }
 
-func (s *sampler) rejected(output string, rec *pipeline.Record) {
+func (s *sampler) rejected(output string, rec *record.Record) {
 	k := [2]string{rec.Reject.Stage, rec.Reject.Reason}
 	if s.want[k] == 0 {
 		return
@@ -170,7 +171,7 @@ func (s *sampler) wanted(line []byte) bool {
 // errEnough ends a read that has all the samples it wants.
 var errEnough = errors.New("enough samples")
 
-func (s *sampler) sample(output string, rec *pipeline.Record) Sample {
+func (s *sampler) sample(output string, rec *record.Record) Sample {
 	x := Sample{ID: rec.ID, Output: output}
 	for _, m := range rec.Messages {
 		if m.Role == "user" {
@@ -194,7 +195,7 @@ func (s *sampler) sample(output string, rec *pipeline.Record) Sample {
 
 // trainedSpans decodes a training row and splits its text where the loss
 // mask changes (tokenize.Tokenizer.DecodeOffsets gives each token's text).
-func trainedSpans(tok *tokenize.Tokenizer, t *pipeline.Tokens) []Span {
+func trainedSpans(tok *tokenize.Tokenizer, t *record.Tokens) []Span {
 	ids := make([]int, len(t.InputIDs))
 	for i, id := range t.InputIDs {
 		ids[i] = int(id)
@@ -236,7 +237,7 @@ func clip(s string) string {
 
 // jsonl reads a commit log's committed records until take says enough;
 // only the lines that may matter (may) are decoded.
-func (s *sampler) jsonl(path string, may func([]byte) bool, take func(*pipeline.Record) bool) error {
+func (s *sampler) jsonl(path string, may func([]byte) bool, take func(*record.Record) bool) error {
 	_, size, err := commitlog.Committed(path)
 	if err != nil {
 		return err
@@ -253,7 +254,7 @@ func (s *sampler) jsonl(path string, may func([]byte) bool, take func(*pipeline.
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 1 && line[len(line)-1] == '\n' && may(line) {
-			var rec pipeline.Record
+			var rec record.Record
 			if json.Unmarshal(line, &rec) == nil && take(&rec) {
 				return errEnough
 			}
@@ -272,8 +273,8 @@ func (s *sampler) jsonl(path string, may func([]byte) bool, take func(*pipeline.
 
 // shards reads a write-arrow output's committed shards (its manifest's)
 // until take says enough.
-func (s *sampler) shards(dir string, take func(*pipeline.Record) bool) error {
-	m, err := commitlog.ReadManifest(dir)
+func (s *sampler) shards(dir string, take func(*record.Record) bool) error {
+	m, err := shardset.ReadManifest(dir)
 	if err != nil || m == nil {
 		return err
 	}

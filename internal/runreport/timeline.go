@@ -1,44 +1,24 @@
 package runreport
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
 )
 
-// TimelineFile is RUN_DIR/timeline.jsonl: the run's counts over time, one
-// line per point, appended by every start of the run, for the report's
-// throughput plots.
-const TimelineFile = "timeline.jsonl"
+// TimelineFile is RUN_DIR/timeline.jsonl (declared in pipeline/rundir).
+const TimelineFile = rundir.TimelineFile
 
-// Point is one line of the timeline.
-type Point struct {
-	T        time.Time    `json:"t"`
-	PID      int          `json:"pid"` // which start of the run
-	Elapsed  float64      `json:"elapsed_s"`
-	Finished int          `json:"finished"`
-	Stages   []PointStage `json:"stages"`
-}
-
-// PointStage is one stage's counts since its start began.
-type PointStage struct {
-	pipeline.StageCounts
-	// Tokens are the output tokens of a stage with a fleet
-	// (stages.FleetView), ServerTokens each server's.
-	Tokens       int64            `json:"output_tokens,omitempty"`
-	ServerTokens map[string]int64 `json:"server_output_tokens,omitempty"`
-	// ServerLimits are each server's concurrency limit at the point: what
-	// concurrency = "auto" chose over time (a fixed number stays flat).
-	ServerLimits map[string]int64 `json:"server_concurrency,omitempty"`
-}
+type (
+	// Point is one line of the timeline.
+	Point = rundir.Point
+	// PointStage is one stage's counts since its start began.
+	PointStage = rundir.PointStage
+)
 
 var timelineLast sync.Map // run directory → time.Time of its last point
 
@@ -47,7 +27,7 @@ var timelineLast sync.Map // run directory → time.Time of its last point
 // early on (elapsed/360), so a short run still has a curve. final writes
 // regardless. Errors are ignored: the timeline serves a report and must
 // never stop a run.
-func RecordPoint(runDir string, s *pipeline.Summary, final bool) {
+func RecordPoint(runDir string, s *engine.Summary, final bool) {
 	if s == nil {
 		return
 	}
@@ -71,37 +51,8 @@ func RecordPoint(runDir string, s *pipeline.Summary, final bool) {
 		}
 		p.Stages = append(p.Stages, ps)
 	}
-	line, err := json.Marshal(p)
-	if err != nil {
-		return
-	}
-	f, err := commitlog.OpenFile(filepath.Join(runDir, TimelineFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return
-	}
-	f.Write(append(line, '\n')) // one write: lines never interleave
-	f.Close()
+	rundir.AppendPoint(runDir, &p) // errors ignored: see above
 }
 
-// ReadTimeline reads runDir's timeline; a missing file has no points, and
-// a torn or unreadable line (a crash mid-write) is skipped.
-func ReadTimeline(runDir string) ([]Point, error) {
-	f, err := os.Open(filepath.Join(runDir, TimelineFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []Point
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var p Point
-		if json.Unmarshal(sc.Bytes(), &p) == nil && !p.T.IsZero() {
-			out = append(out, p)
-		}
-	}
-	return out, sc.Err()
-}
+// ReadTimeline reads runDir's timeline (rundir.ReadTimeline).
+func ReadTimeline(runDir string) ([]Point, error) { return rundir.ReadTimeline(runDir) }

@@ -16,5 +16,6 @@
 // data past the last commit is cut the next time the log is opened. The same
 // log serves the generation journal, the rejected/failed files of a run
 // directory and the write-jsonl output; IDLog is the run's set of finished
-// ids, a plain file of hashes.
+// ids, a plain file of hashes. Directories of whole shard files have a
+// protocol of their own, built on these: pipeline/shardset.
 package commitlog

@@ -146,3 +146,8 @@ func CountIDs(path string) (int64, error) {
 	}
 	return (st.Size() - int64(len(idsMagic))) / 8, nil
 }
+
+// TruncateIDLog cuts the id log at path to its first n ids.
+func TruncateIDLog(path string, n int) error {
+	return os.Truncate(path, int64(len(idsMagic)+8*n))
+}

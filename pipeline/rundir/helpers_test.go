@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Fake kinds shaped like the real ones: a source with an operational path,
@@ -23,7 +26,7 @@ type srcConfig struct {
 type genConfig struct {
 	Servers        []string          `toml:"servers" op:"true"`
 	Concurrency    int               `toml:"concurrency" op:"true" default:"48"`
-	RequestTimeout pipeline.Duration `toml:"request_timeout" op:"true" default:"30m"`
+	RequestTimeout config.Duration   `toml:"request_timeout" op:"true" default:"30m"`
 	Model          string            `toml:"model"`
 	Temperature    *float64          `toml:"temperature"`
 	Seed           *int              `toml:"seed"`
@@ -46,7 +49,7 @@ type nopStage struct{}
 
 func (nopStage) Read(context.Context, pipeline.Emitter) error { return nil }
 
-func (nopStage) Process(context.Context, *pipeline.Record, pipeline.Emitter) error { return nil }
+func (nopStage) Process(context.Context, *record.Record, pipeline.Emitter) error { return nil }
 
 func newNop[C any](*C) (pipeline.Processor, error) { return nopStage{}, nil }
 
@@ -108,7 +111,7 @@ func plan(t testing.TB, dir, src string, edits ...string) *pipeline.Plan {
 	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), []byte(`{"id":"a"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, probs := pipeline.Parse(filepath.Join(dir, "test.toml"), []byte(src), pipeline.LoadOptions{})
+	f, probs := pipefile.Parse(filepath.Join(dir, "test.toml"), []byte(src), pipefile.Options{})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 var shardDirName = regexp.MustCompile(`^shard-(\d{4})-of-(\d{4})$`)
@@ -20,7 +20,7 @@ var shardDirName = regexp.MustCompile(`^shard-(\d{4})-of-(\d{4})$`)
 // split's shards took. runDir is the run's directory as planned, shard
 // its shard (nil: not sharded). Run directories placed with ${shard}
 // elsewhere in the path are checked by run.json alone (Check).
-func CheckShardLayout(runDir string, shard *pipeline.Shard) error {
+func CheckShardLayout(runDir string, shard *pipefile.Shard) error {
 	base := runDir
 	if shard != nil {
 		if filepath.Base(runDir) != shard.Name() {

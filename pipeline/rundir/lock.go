@@ -1,7 +1,10 @@
 // Package rundir keeps the run directory's own bookkeeping: the lock that
 // allows one live `pipe run` per run directory, run.json with the settings
 // that define the data (a resume with other settings is refused), and moving
-// a previous run aside for --fresh.
+// a previous run aside for --fresh. It declares the run directory's
+// documents once, for every command that writes or reads them: run.json
+// (package runfile), status.json (Status), timeline.jsonl (Point) and the
+// lock (Holder).
 package rundir
 
 import (

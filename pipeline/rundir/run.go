@@ -1,9 +1,6 @@
 package rundir
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,38 +9,28 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/rundir/runfile"
 )
 
-// RunFile is run.json's name inside the run directory.
-const RunFile = "run.json"
+// RunFile is run.json's name inside the run directory. The file is
+// declared in package runfile, which package pipeline reads too.
+const RunFile = runfile.Name
 
-// Run is RUN_DIR/run.json: the settings that define the run's data and every
-// start of it.
-type Run struct {
-	// Pipeline is the absolute path of the pipeline file that created the run.
-	Pipeline string    `json:"pipeline"`
-	Created  time.Time `json:"created"`
-	// Settings are as Settings returns them (after a JSON round trip when
-	// read back; numbers are json.Number).
-	Settings map[string]any `json:"settings"`
-	// Shard is the part of the input the run takes; nil for the whole.
-	// It is fixed for the run's life: see ShardChangedError.
-	Shard *ShardSpec `json:"shard,omitempty"`
-	// Outputs are where the run writes, as of its last start (an upload's
-	// prefix may change on resume): what pipe merge joins.
-	Outputs []Output `json:"outputs,omitempty"`
-	History []Start  `json:"history"`
-}
+type (
+	// Run is RUN_DIR/run.json: the settings that define the run's data
+	// and every start of it.
+	Run = runfile.Run
+	// Output is one place a run writes to.
+	Output = runfile.Output
+	// ShardSpec is a run's shard as run.json records it.
+	ShardSpec = runfile.ShardSpec
+	// Start is one `pipe run` of the run directory.
+	Start = runfile.Start
+)
 
-// Output is one place a run writes to.
-type Output struct {
-	Stage string `json:"stage"`
-	Kind  string `json:"kind"`
-	// Path is the output file or directory (absolute), or an s3:// prefix.
-	Path string `json:"path"`
-	// From are the stages an upload takes shards from (their ids).
-	From []string `json:"from,omitempty"`
-}
+// ReadRun reads dir/run.json; it returns nil, nil when there is none.
+func ReadRun(dir string) (*Run, error) { return runfile.Read(dir) }
 
 // outputs lists where plan writes: its output files and directories, then
 // its destination prefixes.
@@ -66,25 +53,11 @@ func outputs(plan *pipeline.Plan) []Output {
 	return out
 }
 
-// ShardSpec is a run's shard as run.json records it.
-type ShardSpec struct {
-	Index int    `json:"index"`
-	Count int    `json:"count"`
-	Hash  string `json:"hash"` // pipeline.ShardHash
-}
-
-func shardSpec(s *pipeline.Shard) *ShardSpec {
+func shardSpec(s *pipefile.Shard) *ShardSpec {
 	if s == nil {
 		return nil
 	}
-	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipeline.ShardHash}
-}
-
-func (s *ShardSpec) String() string {
-	if s == nil {
-		return "the whole input (not sharded)"
-	}
-	return fmt.Sprintf("shard %d/%d", s.Index, s.Count)
+	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipefile.ShardHash}
 }
 
 // ShardChangedError refuses to run a run directory as another shard than
@@ -99,54 +72,6 @@ type ShardChangedError struct {
 func (e *ShardChangedError) Error() string {
 	return fmt.Sprintf("the run in %s is %s of its input (%s), this run would be %s: the shards of an existing run cannot change; start it in another run directory, or with --fresh",
 		e.Dir, e.Was, RunFile, e.Now)
-}
-
-// Start is one `pipe run` of the run directory.
-type Start struct {
-	At      time.Time `json:"at"`
-	PID     int       `json:"pid"`
-	Command []string  `json:"command"`
-	// ForcedNewConfig lists the differences (as Compare) accepted with
-	// --force-new-config at this start.
-	ForcedNewConfig []string `json:"forced_new_config,omitempty"`
-}
-
-// ReadRun reads dir/run.json; it returns nil, nil when there is none.
-func ReadRun(dir string) (*Run, error) {
-	path := filepath.Join(dir, RunFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("run directory: %w", err)
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var r Run
-	if err := d.Decode(&r); err != nil {
-		return nil, fmt.Errorf("run directory: %s is not a run file: %v", path, err)
-	}
-	return &r, nil
-}
-
-// Write replaces dir/run.json atomically: a temp file written and fsynced,
-// renamed over it, then the directory fsynced. dir is created if needed.
-func (r *Run) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("run directory: %w", err)
-	}
-	var buf bytes.Buffer
-	e := json.NewEncoder(&buf)
-	e.SetEscapeHTML(false) // "<think>" stays readable
-	e.SetIndent("", "  ")
-	if err := e.Encode(r); err != nil {
-		return fmt.Errorf("run directory: encoding %s: %w", RunFile, err)
-	}
-	if err := commitlog.WriteFileAtomic(filepath.Join(dir, RunFile), buf.Bytes()); err != nil {
-		return fmt.Errorf("run directory: %w", err)
-	}
-	return nil
 }
 
 // ConfigChangedError refuses a resume whose settings differ from those the

@@ -243,3 +243,39 @@ func unionKeys(a, b map[string]any) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// RecordedStage is one stage's entry in run.json's settings (as Settings
+// writes them, read back), for readers of a run: its kind, its inputs and
+// its keys.
+type RecordedStage struct {
+	ID, Kind string
+	// Inputs are as Settings writes them: "stage" or "stage.port".
+	Inputs []string
+	// Keys are the entry's config keys → values (kind and input too).
+	Keys map[string]any
+}
+
+// Str is the string value of key, "" when unset or not a string.
+func (s RecordedStage) Str(key string) string {
+	v, _ := s.Keys[key].(string)
+	return v
+}
+
+// RecordedStages lists the stages of run.json's settings, sorted by id.
+func RecordedStages(settings map[string]any) []RecordedStage {
+	out := make([]RecordedStage, 0, len(settings))
+	for id, v := range settings {
+		keys, _ := v.(map[string]any)
+		s := RecordedStage{ID: id, Keys: keys}
+		s.Kind = s.Str("kind")
+		ins, _ := keys["input"].([]any)
+		for _, in := range ins {
+			if in, ok := in.(string); ok {
+				s.Inputs = append(s.Inputs, in)
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -174,3 +174,35 @@ func TestCompare(t *testing.T) {
 		})
 	}
 }
+
+// What Settings writes to run.json reads back, per stage and in id order,
+// as RecordedStages: kind, inputs and keys.
+func TestRecordedStages(t *testing.T) {
+	dir := t.TempDir()
+	p := plan(t, dir, basePipeline)
+	if _, _, err := rundir.Check(dir, p, false, []string{"pipe", "run"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := rundir.ReadRun(dir)
+	if err != nil || r == nil {
+		t.Fatal(r, err)
+	}
+	got := rundir.RecordedStages(r.Settings)
+	var ids []string
+	for _, s := range got {
+		ids = append(ids, s.ID)
+	}
+	if !reflect.DeepEqual(ids, []string{"bad", "gen", "out", "src"}) {
+		t.Fatalf("ids %q", ids)
+	}
+	bad, gen, src := got[0], got[1], got[3]
+	if bad.Kind != "sink" || !reflect.DeepEqual(bad.Inputs, []string{"gen.rejected"}) || bad.Str("path") != filepath.Join(dir, "bad.jsonl") {
+		t.Errorf("bad: %+v", bad)
+	}
+	if gen.Kind != "gen" || gen.Str("model") != "qwen3" || gen.Str("max_output_tokens") != "" || gen.Keys["max_output_tokens"] != json.Number("1024") {
+		t.Errorf("gen: %+v", gen)
+	}
+	if src.Kind != "src" || src.Inputs != nil {
+		t.Errorf("src: %+v", src)
+	}
+}

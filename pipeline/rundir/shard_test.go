@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -22,7 +23,7 @@ func TestShardIsFixedForTheRun(t *testing.T) {
 		t.Helper()
 		p := plan(t, dir, src)
 		if shard != "" {
-			sh, err := pipeline.ParseShard(shard)
+			sh, err := pipefile.ParseShard(shard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,8 +39,8 @@ func TestShardIsFixedForTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Shard == nil || *r.Shard != (rundir.ShardSpec{Index: 1, Count: 4, Hash: pipeline.ShardHash}) {
-		t.Fatalf("run.json shard = %+v, want 1/4 %s", r.Shard, pipeline.ShardHash)
+	if r.Shard == nil || *r.Shard != (rundir.ShardSpec{Index: 1, Count: 4, Hash: pipefile.ShardHash}) {
+		t.Fatalf("run.json shard = %+v, want 1/4 %s", r.Shard, pipefile.ShardHash)
 	}
 	if _, _, err := rundir.Check(runDir, at("1/4"), false, nil); err != nil {
 		t.Fatalf("same shard again: %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -88,7 +89,7 @@ func Merge(runs []*Run) (*Merged, error) {
 	var probs []string
 	first := runs[0]
 	n := first.Shard.Count
-	m := &Merged{Format: MergedFormat, Created: time.Now().UTC(), Shards: n, ShardHash: pipeline.ShardHash, Outputs: []Output{}}
+	m := &Merged{Format: MergedFormat, Created: time.Now().UTC(), Shards: n, ShardHash: pipefile.ShardHash, Outputs: []Output{}}
 	base := shardFree(first)
 	m.Settings = base
 	byIndex := map[int]*Run{}
@@ -192,7 +193,7 @@ func shardFree(r *Run) map[string]any {
 }
 
 // committed lists what an output of shard i has committed, with the hashes
-// of its ids, as the output's kind reads it (pipeline.OutputSpec); data is
+// of its ids, as the output's kind reads it (output.Spec); data is
 // false for an output that is not data of its own (an upload, a kind that
 // keeps no output).
 func committed(o rundir.Output, i int) (files []File, ids []uint64, format string, data bool, err error) {
@@ -216,7 +217,7 @@ func committed(o rundir.Output, i int) (files []File, ids []uint64, format strin
 }
 
 // uploaded sets the URL of files an upload of the same run took from o
-// (an output whose kind copies its inputs' files: OutputSpec.CopyOf).
+// (an output whose kind copies its inputs' files: output.Spec.CopyOf).
 func uploaded(files []File, o rundir.Output, all []rundir.Output) {
 	for _, up := range all {
 		spec := pipeline.OutputOf(up.Kind)

@@ -1,5 +1,5 @@
 // Package shardrun reads the run directories of a sharded run (one per
-// shard, see pipeline.Shard) as a set: pipe merge joins their committed
+// shard, see pipefile.Shard) as a set: pipe merge joins their committed
 // outputs into one manifest, and their status sums their progress.
 package shardrun
 
@@ -7,13 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -21,34 +20,16 @@ import (
 type Run struct {
 	Dir   string // absolute
 	Run   *rundir.Run
-	Shard pipeline.Shard // 0/1 for an unsharded run
+	Shard pipefile.Shard // 0/1 for an unsharded run
 	// Status is status.json (nil before the first progress report).
 	Status *Status
 	// Live is true while a pipe run holds the directory's lock.
 	Live bool
 }
 
-// Status is the part of RUN_DIR/status.json (written by pipe run) a set
-// of shards is summed from.
-type Status struct {
-	State          string                  `json:"state"` // running, draining, finished, stopped, failed
-	Updated        string                  `json:"updated"`
-	PID            int                     `json:"pid"`
-	ElapsedS       float64                 `json:"elapsed_s"`
-	Finished       int64                   `json:"finished"`
-	FinishedBefore int64                   `json:"finished_before_this_run"`
-	Stages         []pipeline.StageSummary `json:"stages"`
-	Input          *struct {
-		Estimated int64 `json:"records_estimated"`
-		Counted   bool  `json:"records_counted"`
-		Complete  bool  `json:"read_complete"`
-	} `json:"input"`
-	ETA *struct {
-		PerSecond float64 `json:"per_second"`
-		Seconds   float64 `json:"seconds"`
-	} `json:"eta"`
-	Error string `json:"error"`
-}
+// Status is a shard's RUN_DIR/status.json (written by pipe run), which a
+// set of shards is summed from; the generation's figures are left as read.
+type Status = rundir.Status[json.RawMessage]
 
 // Open reads the run directory dir (or the run.json path inside it).
 func Open(dir string) (*Run, error) {
@@ -66,22 +47,14 @@ func Open(dir string) (*Run, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%s: not a run directory (no %s)", dir, rundir.RunFile)
 	}
-	run := &Run{Dir: abs, Run: r, Shard: pipeline.Shard{Index: 0, Count: 1}}
+	run := &Run{Dir: abs, Run: r, Shard: pipefile.Shard{Index: 0, Count: 1}}
 	if r.Shard != nil {
-		if r.Shard.Hash != pipeline.ShardHash {
-			return nil, fmt.Errorf("%s: its shards were chosen by %q; this pipe chooses by %q", dir, r.Shard.Hash, pipeline.ShardHash)
+		if r.Shard.Hash != pipefile.ShardHash {
+			return nil, fmt.Errorf("%s: its shards were chosen by %q; this pipe chooses by %q", dir, r.Shard.Hash, pipefile.ShardHash)
 		}
-		run.Shard = pipeline.Shard{Index: r.Shard.Index, Count: r.Shard.Count}
+		run.Shard = pipefile.Shard{Index: r.Shard.Index, Count: r.Shard.Count}
 	}
-	b, err := os.ReadFile(filepath.Join(abs, "status.json"))
-	switch {
-	case err == nil:
-		var st Status
-		if err := json.Unmarshal(b, &st); err != nil {
-			return nil, fmt.Errorf("%s: status.json: %v", dir, err)
-		}
-		run.Status = &st
-	case !errors.Is(err, os.ErrNotExist):
+	if run.Status, err = rundir.ReadStatus[json.RawMessage](abs); err != nil {
 		return nil, err
 	}
 	h, err := rundir.ReadHolder(abs)
@@ -90,7 +63,7 @@ func Open(dir string) (*Run, error) {
 	}
 	var updated time.Time
 	if run.Status != nil {
-		updated, _ = time.Parse(time.RFC3339, run.Status.Updated)
+		updated = run.Status.UpdatedAt()
 	}
 	run.Live = h.Running(updated)
 	return run, nil
@@ -102,19 +75,17 @@ func Open(dir string) (*Run, error) {
 func (r *Run) State() string {
 	switch {
 	case r.Status == nil && r.Live:
-		return "running"
+		return rundir.StateRunning
 	case r.Status == nil:
 		return "not started"
-	case (r.Status.State == "running" || r.Status.State == "draining") && !r.Live:
-		return "process gone"
 	}
-	return r.Status.State
+	return rundir.ShownState(r.Status.State, r.Live)
 }
 
 // Done reports whether the shard's run finished all its input ("done" in
 // status.json before pipe status existed).
 func (r *Run) Done() bool {
-	return !r.Live && r.Status != nil && (r.Status.State == "finished" || r.Status.State == "done")
+	return !r.Live && r.Status != nil && (r.Status.State == rundir.StateFinished || r.Status.State == "done")
 }
 
 // OpenAll opens every directory; errors name each one that failed.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
 // Progress is one shard's progress, as WriteStatus shows it.
@@ -62,9 +63,9 @@ func Summarize(runs []*Run) ([]Progress, Totals) {
 		p := Progress{Shard: r.Shard.String(), State: r.State(), Dir: r.Dir}
 		st := r.Status
 		if st != nil {
-			p.Finished = st.Finished
+			p.Finished = int64(st.Finished)
 			if st.ElapsedS > 0 {
-				p.Rate = float64(st.Finished-st.FinishedBefore) / st.ElapsedS
+				p.Rate = float64(st.Finished-st.Before) / st.ElapsedS
 			}
 		}
 		switch {
@@ -96,7 +97,7 @@ func Summarize(runs []*Run) ([]Progress, Totals) {
 }
 
 // sourceIn is what a run's source took: the most any stage took in.
-func sourceIn(stages []pipeline.StageSummary) int64 {
+func sourceIn(stages []rundir.Stage) int64 {
 	var in int64
 	for _, s := range stages {
 		in = max(in, s.In)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
 func status(t *testing.T, doc string) *Status {
@@ -24,7 +24,7 @@ func status(t *testing.T, doc string) *Status {
 // average rate; a run that says running with no process is gone; a shard
 // not given is missing.
 func TestSummarize(t *testing.T) {
-	sh := func(i int) pipeline.Shard { return pipeline.Shard{Index: i, Count: 5} }
+	sh := func(i int) pipefile.Shard { return pipefile.Shard{Index: i, Count: 5} }
 	runs := []*Run{
 		{Dir: "/r/0", Shard: sh(0), Status: status(t, `{"state":"finished","finished":198,"elapsed_s":20,
 			"input":{"records_estimated":1000,"read_complete":true},"stages":[{"id":"prompts","in":1000,"out":198,"skipped":802}]}`)},

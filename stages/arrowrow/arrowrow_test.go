@@ -15,32 +15,31 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
-func testRecord(i int) *pipeline.Record {
+func testRecord(i int) *record.Record {
 	ids := make([]int32, 100+i%50)
 	for k := range ids {
 		ids[k] = int32(k*7919+i) % 151_936
 	}
-	mask := make(pipeline.LossMask, len(ids))
+	mask := make(record.LossMask, len(ids))
 	for k := 20; k < len(mask); k++ {
 		mask[k] = 1
 	}
-	return &pipeline.Record{
+	return &record.Record{
 		ID:       fmt.Sprintf("rec-%05d-ü", i),
-		Messages: []pipeline.Message{{Role: "user", Content: fmt.Sprintf("prompt %d — 你好", i)}},
-		Completion: &pipeline.Completion{Reasoning: strings.Repeat("думаю ", i%7), Answer: fmt.Sprintf("answer %d 🎉", i),
+		Messages: []record.Message{{Role: "user", Content: fmt.Sprintf("prompt %d — 你好", i)}},
+		Completion: &record.Completion{Reasoning: strings.Repeat("думаю ", i%7), Answer: fmt.Sprintf("answer %d 🎉", i),
 			FinishReason: "stop", Server: fmt.Sprintf("s%d", i%3), LatencySeconds: float64(i) / 4, Attempts: 1,
 			OutputIDs: []int{1, 2, i}, Request: map[string]any{"model": "m", "temperature": 0.5}},
-		Tokens: &pipeline.Tokens{InputIDs: ids, LossMask: mask, NumTokens: len(ids), NumLossTokens: len(ids) - 20, Source: "ids"},
+		Tokens: &record.Tokens{InputIDs: ids, LossMask: mask, NumTokens: len(ids), NumLossTokens: len(ids) - 20, Source: "ids"},
 		Meta:   map[string]any{"i": float64(i)},
 	}
 }
 
 // writeFile writes recs into path in batches of batch rows.
-func writeFile(t *testing.T, path, format, compression string, recs []*pipeline.Record, batch int) {
+func writeFile(t *testing.T, path, format, compression string, recs []*record.Record, batch int) {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -89,9 +88,9 @@ func (p poisonAllocator) Free(b []byte) {
 	p.CheckedAllocator.Free(b)
 }
 
-func readAll(t *testing.T, path string, mem memory.Allocator) []*pipeline.Record {
+func readAll(t *testing.T, path string, mem memory.Allocator) []*record.Record {
 	t.Helper()
-	var out []*pipeline.Record
+	var out []*record.Record
 	err := ReadFile(context.Background(), path, mem, func(b arrow.RecordBatch) error {
 		recs, err := Records(b)
 		out = append(out, recs...)
@@ -107,7 +106,7 @@ func readAll(t *testing.T, path string, mem memory.Allocator) []*pipeline.Record
 // read own their memory: nothing in them points into the batches, which are
 // released (here: overwritten) after the callback.
 func TestArrowrowFormatsAndCompressions(t *testing.T) {
-	recs := make([]*pipeline.Record, 2500)
+	recs := make([]*record.Record, 2500)
 	for i := range recs {
 		recs[i] = testRecord(i)
 	}
@@ -154,10 +153,10 @@ func TestArrowrowAppendErrorLeavesNoPartialRow(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	b := NewBuilder(mem)
 	defer b.Release()
-	for _, bad := range []*pipeline.Record{
+	for _, bad := range []*record.Record{
 		{ID: "meta", Meta: map[string]any{"x": math.NaN()}},
-		{ID: "request", Completion: &pipeline.Completion{Answer: "a", Request: map[string]any{"f": func() {}}}},
-		{ID: "stop", Completion: &pipeline.Completion{Answer: "a", MatchedStop: make(chan int)}},
+		{ID: "request", Completion: &record.Completion{Answer: "a", Request: map[string]any{"f": func() {}}}},
+		{ID: "stop", Completion: &record.Completion{Answer: "a", MatchedStop: make(chan int)}},
 	} {
 		if err := b.Append(testRecord(0)); err != nil {
 			t.Fatal(err)
@@ -179,7 +178,7 @@ func TestArrowrowAppendErrorLeavesNoPartialRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []*pipeline.Record{testRecord(0), testRecord(0), testRecord(0), testRecord(1)}
+	want := []*record.Record{testRecord(0), testRecord(0), testRecord(0), testRecord(1)}
 	if !reflect.DeepEqual(recs, want) {
 		t.Fatalf("got %d rows %v", len(recs), recs)
 	}
@@ -197,7 +196,7 @@ func TestArrowrowRequestColumns(t *testing.T) {
 		{"temperature": "hot", "top_k": nil, "enable_thinking": "yes"}, // not numbers / bools: null
 		nil,
 	} {
-		if err := b.Append(&pipeline.Record{ID: "r", Completion: &pipeline.Completion{Request: req}}); err != nil {
+		if err := b.Append(&record.Record{ID: "r", Completion: &record.Completion{Request: req}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,7 +262,7 @@ func TestArrowrowRecordsOtherSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []*pipeline.Record{{ID: "a", Tokens: &pipeline.Tokens{InputIDs: []int32{7, 8, 9}}}, {ID: "b"}}
+	want := []*record.Record{{ID: "a", Tokens: &record.Tokens{InputIDs: []int32{7, 8, 9}}}, {ID: "b"}}
 	if !reflect.DeepEqual(recs, want) {
 		t.Fatalf("got %+v %+v", recs[0], recs[1])
 	}
@@ -283,7 +282,7 @@ func TestArrowrowRecordsOtherSchemas(t *testing.T) {
 // with reasoning read back from the struct column as written.
 func TestArrowrowMessagesOldAndNew(t *testing.T) {
 	mem := memory.NewGoAllocator()
-	msgs := []pipeline.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"},
+	msgs := []record.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"},
 		{Role: "assistant", Content: "hello", ReasoningContent: "greet — 你好"}, {Role: "user", Content: ""}}
 	old := array.NewRecordBuilder(mem, arrow.NewSchema([]arrow.Field{
 		{Name: ColID, Type: arrow.BinaryTypes.String},
@@ -305,7 +304,7 @@ func TestArrowrowMessagesOldAndNew(t *testing.T) {
 
 	b := NewBuilder(mem)
 	defer b.Release()
-	for _, r := range []*pipeline.Record{{ID: "a", Messages: msgs}, {ID: "b"}, {ID: "c", Messages: []pipeline.Message{}}} {
+	for _, r := range []*record.Record{{ID: "a", Messages: msgs}, {ID: "b"}, {ID: "c", Messages: []record.Message{}}} {
 		if err := b.Append(r); err != nil {
 			t.Fatal(err)
 		}

@@ -7,8 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Builder accumulates records into the columns of one record batch.
@@ -106,7 +105,7 @@ func (b *Builder) ints(name string, v []int, valid bool) {
 }
 
 // messages appends the conversation as a list of MessageType; nil is null.
-func (b *Builder) messages(msgs []pipeline.Message) {
+func (b *Builder) messages(msgs []record.Message) {
 	lb := b.b.Field(b.col[ColMessages]).(*array.ListBuilder)
 	if msgs == nil {
 		lb.AppendNull()
@@ -131,11 +130,11 @@ func (b *Builder) messages(msgs []pipeline.Message) {
 }
 
 // Append adds one record as a row. On an error nothing is appended.
-func (b *Builder) Append(rec *pipeline.Record) error {
+func (b *Builder) Append(rec *record.Record) error {
 	c := rec.Completion
 	has := c != nil
 	if c == nil {
-		c = &pipeline.Completion{}
+		c = &record.Completion{}
 	}
 	var js [3]jsonCol
 	for i, v := range []struct {
@@ -195,7 +194,7 @@ func (b *Builder) Append(rec *pipeline.Record) error {
 	t := rec.Tokens
 	hasT := t != nil
 	if t == nil {
-		t = &pipeline.Tokens{}
+		t = &record.Tokens{}
 	}
 	lb := b.b.Field(b.col[ColInputIDs]).(*array.ListBuilder)
 	if hasT {
@@ -219,7 +218,7 @@ func (b *Builder) Append(rec *pipeline.Record) error {
 	r := rec.Reject
 	hasR := r != nil
 	if r == nil {
-		r = &pipeline.Rejection{}
+		r = &record.Rejection{}
 	}
 	b.str(ColRejectStage, r.Stage, hasR)
 	b.str(ColRejectReason, r.Reason, hasR)

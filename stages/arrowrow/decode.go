@@ -7,15 +7,14 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Records decodes the rows of a batch written with Schema. Columns it does
 // not know are ignored and missing ones stay zero, so shards of a later
 // schema version still read. The records own their memory: the batch may be
 // released.
-func Records(batch arrow.RecordBatch) ([]*pipeline.Record, error) {
+func Records(batch arrow.RecordBatch) ([]*record.Record, error) {
 	cols := map[string]arrow.Array{}
 	for i, f := range batch.Schema().Fields() {
 		cols[f.Name] = batch.Column(i)
@@ -25,9 +24,9 @@ func Records(batch arrow.RecordBatch) ([]*pipeline.Record, error) {
 		return nil, fmt.Errorf("no string column %q: not a pipe shard", ColID)
 	}
 	n := int(batch.NumRows())
-	out := make([]*pipeline.Record, n)
+	out := make([]*record.Record, n)
 	for i := range n {
-		rec := &pipeline.Record{ID: strings.Clone(ids.Value(i))}
+		rec := &record.Record{ID: strings.Clone(ids.Value(i))}
 		if err := decodeRow(cols, i, rec); err != nil {
 			return nil, fmt.Errorf("row %d (id %q): %w", i, rec.ID, err)
 		}
@@ -36,7 +35,7 @@ func Records(batch arrow.RecordBatch) ([]*pipeline.Record, error) {
 	return out, nil
 }
 
-func decodeRow(cols map[string]arrow.Array, i int, rec *pipeline.Record) error {
+func decodeRow(cols map[string]arrow.Array, i int, rec *record.Record) error {
 	s := func(name string) (string, bool) {
 		a, ok := cols[name].(*array.String)
 		if !ok || a.IsNull(i) {
@@ -79,7 +78,7 @@ func decodeRow(cols map[string]arrow.Array, i int, rec *pipeline.Record) error {
 		return err
 	}
 	if reasoning, ok := s(ColReasoning); ok {
-		c := &pipeline.Completion{Reasoning: reasoning}
+		c := &record.Completion{Reasoning: reasoning}
 		c.Answer, _ = s(ColAnswer)
 		c.FinishReason, _ = s(ColFinishReason)
 		if err := js(ColMatchedStop, &c.MatchedStop); err != nil {
@@ -99,20 +98,20 @@ func decodeRow(cols map[string]arrow.Array, i int, rec *pipeline.Record) error {
 		rec.Completion = c
 	}
 	if l, ok := cols[ColInputIDs].(*array.List); ok && !l.IsNull(i) {
-		t := &pipeline.Tokens{}
+		t := &record.Tokens{}
 		start, end := l.ValueOffsets(i)
 		vals := l.ListValues().(*array.Int32).Int32Values()[start:end]
 		t.InputIDs = append([]int32(nil), vals...)
 		if m, ok := cols[ColLossMask].(*array.List); ok && !m.IsNull(i) {
 			ms, me := m.ValueOffsets(i)
-			t.LossMask = append(pipeline.LossMask(nil), m.ListValues().(*array.Uint8).Uint8Values()[ms:me]...)
+			t.LossMask = append(record.LossMask(nil), m.ListValues().(*array.Uint8).Uint8Values()[ms:me]...)
 		}
 		t.NumTokens, t.NumLossTokens = n(ColNumTokens), n(ColNumLossTokens)
 		t.Source, _ = s(ColTokensSource)
 		rec.Tokens = t
 	}
 	if reason, ok := s(ColRejectReason); ok {
-		r := &pipeline.Rejection{Reason: reason}
+		r := &record.Rejection{Reason: reason}
 		r.Stage, _ = s(ColRejectStage)
 		r.Detail, _ = s(ColRejectDetail)
 		rec.Reject = r
@@ -137,7 +136,7 @@ func intList(a arrow.Array, i int) []int {
 
 // messageList reads row i of a list<MessageType> column; nil when null.
 // Struct fields are found by name, so a writer's other field order reads.
-func messageList(l *array.List, i int) []pipeline.Message {
+func messageList(l *array.List, i int) []record.Message {
 	if l.IsNull(i) {
 		return nil
 	}
@@ -161,9 +160,9 @@ func messageList(l *array.List, i int) []pipeline.Message {
 		return strings.Clone(a.Value(k))
 	}
 	start, end := l.ValueOffsets(i)
-	out := make([]pipeline.Message, 0, end-start)
+	out := make([]record.Message, 0, end-start)
 	for k := int(start); k < int(end); k++ {
-		out = append(out, pipeline.Message{Role: get(role, k), Content: get(content, k), ReasoningContent: get(reasoning, k)})
+		out = append(out, record.Message{Role: get(role, k), Content: get(content, k), ReasoningContent: get(reasoning, k)})
 	}
 	return out
 }

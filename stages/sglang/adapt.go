@@ -38,10 +38,12 @@ import "time"
 //     estimate falls below 85% of the best one seen at a lower limit, the
 //     limit steps back to that one and grows past it only by one per two
 //     rounds whose estimate keeps up;
-//   - it stays within 1 … min(MaxConcurrency, capacity + headroom), and
-//     above the capacity only while it has not queued: requests beyond
-//     what the server runs only wait in its queue, which adds their wait
-//     to the latency and gains no tokens.
+//   - it stays within 1 … min(MaxConcurrency, capacity) when /server_info
+//     gives the capacity, else 1 … min(MaxConcurrency, capacity +
+//     adaptHeadroom) once the capacity is learned, and above the capacity
+//     only while it has not queued: requests beyond what the server runs
+//     only wait in its queue, which adds their wait to the latency and
+//     gains no tokens.
 //
 // A server that reports no load keeps its starting limit (raised only by
 // nothing, lowered by 503s and retractions).
@@ -54,10 +56,19 @@ const adaptStart = 16
 // adaptive limit stops growing: more requests would only be retracted.
 const tokenUsageHold = 0.95
 
-// headroomOf is how many requests beyond its running capacity an adaptive
-// server may hold in its queue: enough that a freed running slot finds the
-// next request already there while the client's refill travels.
-func headroomOf(maxRunning int) int { return max(2, maxRunning/16) }
+// adaptHeadroom is how many requests beyond a learned running capacity (the
+// most it ran once it queued) an adaptive server may hold: what refills in
+// transit need, not a share of the capacity. A completion frees one slot
+// and its refill is one request on its way, so at 470 completions per wall
+// second (bench/adaptive.sh's 128-capacity servers) one or two are in
+// transit at a time; a capacity-sized headroom (it was capacity/16, 8 at
+// 128) only waited in the server's queue, adding its wait to their
+// latency for no tokens. A capacity /server_info gives is where the limit
+// starts and the most it grows to (no headroom): the server says what it
+// runs, and at a full batch one more slot is worth almost no tokens/s (the
+// batch's speed saturates there) but costs every request its share of the
+// step time.
+const adaptHeadroom = 2
 
 // capacityLocked is s's running capacity: /server_info's, else the most
 // running requests it reported (0: not known yet).
@@ -130,7 +141,7 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 		s.kvCap++
 		s.sinceBackoff = s.limit
 	}
-	h := headroomOf(mr)
+	h := adaptHeadroom
 	meanRunning := w.running / w.n
 	minWaiting := w.minWaiting
 	est := w.tokensPerSecond()

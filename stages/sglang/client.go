@@ -139,7 +139,7 @@ type ServerSpec struct {
 	// with MaxConcurrency, the starting value (default 16, see adapt.go).
 	Concurrency int
 	// MaxConcurrency > 0 makes the server's concurrency adaptive, up to
-	// this ceiling (and its max_running_requests plus a small headroom).
+	// this ceiling and the server's running capacity (adapt.go).
 	MaxConcurrency int
 	// Header is sent with every request to the server: generations,
 	// health, info and probes (e.g. "Authorization: Bearer KEY"). Its

@@ -32,7 +32,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Layouts.
@@ -96,13 +96,13 @@ func (r Rules) MinLossTokens() int {
 
 // Encode is rec as one line of layout (without its newline), or the
 // problem that keeps it out.
-func Encode(layout string, r Rules, rec *pipeline.Record) ([]byte, *Problem, error) {
+func Encode(layout string, r Rules, rec *record.Record) ([]byte, *Problem, error) {
 	return AppendEncode(nil, layout, r, rec)
 }
 
 // AppendEncode is Encode appending the line to dst[:0] (its bytes are
 // json.Marshal's): a writer that reuses dst makes no garbage per line.
-func AppendEncode(dst []byte, layout string, r Rules, rec *pipeline.Record) ([]byte, *Problem, error) {
+func AppendEncode(dst []byte, layout string, r Rules, rec *record.Record) ([]byte, *Problem, error) {
 	switch layout {
 	case "", Records:
 		line, err := appendJSON(dst, rec)
@@ -116,9 +116,9 @@ func AppendEncode(dst []byte, layout string, r Rules, rec *pipeline.Record) ([]b
 			return nil, prob, nil
 		}
 		line, err := appendJSON(dst, struct {
-			ID       string            `json:"id"`
-			InputIDs []int32           `json:"input_ids"`
-			LossMask pipeline.LossMask `json:"loss_mask"`
+			ID       string          `json:"id"`
+			InputIDs []int32         `json:"input_ids"`
+			LossMask record.LossMask `json:"loss_mask"`
 		}{rec.ID, ids, mask})
 		return line, nil, err
 	case Conversations:
@@ -140,13 +140,13 @@ func AppendEncode(dst []byte, layout string, r Rules, rec *pipeline.Record) ([]b
 	return nil, nil, fmt.Errorf("unknown layout %q (%s)", layout, strings.Join(Layouts, ", "))
 }
 
-// appendJSON is json.Marshal(v) in dst[:0] (pipeline.AppendJSON: the
+// appendJSON is json.Marshal(v) in dst[:0] (record.AppendJSON: the
 // token id lists written fast).
-func appendJSON(dst []byte, v any) ([]byte, error) { return pipeline.AppendJSON(dst[:0], v) }
+func appendJSON(dst []byte, v any) ([]byte, error) { return record.AppendJSON(dst[:0], v) }
 
 // Judge applies the trainer's rules to a row: the ids and mask it trains
 // on (cut to MaxLength), or why it would be dropped.
-func (r Rules) Judge(t *pipeline.Tokens) ([]int32, pipeline.LossMask, *Problem) {
+func (r Rules) Judge(t *record.Tokens) ([]int32, record.LossMask, *Problem) {
 	ids, mask := t.InputIDs, t.LossMask
 	if len(ids) != len(mask) || len(ids) == 0 {
 		return nil, nil, &Problem{ReasonBadTokens, fmt.Sprintf("%d input_ids and %d loss_mask values (SpecForge wants the same number, not 0)", len(ids), len(mask))}
@@ -199,7 +199,7 @@ type Message struct {
 // prompt turns, and the completion as the final assistant turn with its
 // reasoning. Without a completion, messages ending in an assistant turn
 // are taken as they are.
-func Conversation(rec *pipeline.Record) ([]Message, *Problem) {
+func Conversation(rec *record.Record) ([]Message, *Problem) {
 	var out []Message
 	c := rec.Completion
 	if c != nil && c.SystemPrompt != "" && (len(rec.Messages) == 0 || rec.Messages[0].Role != "system") {

@@ -5,29 +5,29 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // AppendEncode writes json.Marshal's bytes, whatever dst held before: a
 // writer reuses one buffer for every line.
 func TestAppendEncodeIsMarshal(t *testing.T) {
-	rec := &pipeline.Record{
+	rec := &record.Record{
 		ID:       "r-<1>&\u2028",
-		Messages: []pipeline.Message{{Role: "user", Content: "a <b> & \"c\" \xff é 日本"}},
-		Completion: &pipeline.Completion{
+		Messages: []record.Message{{Role: "user", Content: "a <b> & \"c\" \xff é 日本"}},
+		Completion: &record.Completion{
 			Reasoning: "think\n\t</think>", Answer: "x & y", FinishReason: "stop", MatchedStop: 151645,
 			PromptTokens: 3, CompletionTokens: 2, PromptIDs: []int{1, 2, 3}, OutputIDs: []int{4, -5},
 			LatencySeconds: 0.125, Request: map[string]any{"z": 1.5, "a": []any{"<", nil, true}},
 		},
-		Tokens: &pipeline.Tokens{InputIDs: []int32{1, 2, 3, 4, 5}, LossMask: pipeline.LossMask{0, 0, 0, 1, 1}, NumTokens: 5, NumLossTokens: 2},
+		Tokens: &record.Tokens{InputIDs: []int32{1, 2, 3, 4, 5}, LossMask: record.LossMask{0, 0, 0, 1, 1}, NumTokens: 5, NumLossTokens: 2},
 		Meta:   map[string]any{"b": "<&>", "a": 2},
 	}
 	rec2 := *rec
 	rec2.Completion = nil
 	conv := *rec
-	conv.Messages = append(conv.Messages, pipeline.Message{Role: "assistant", Content: "old"})
+	conv.Messages = append(conv.Messages, record.Message{Role: "assistant", Content: "old"})
 	for _, layout := range Layouts {
-		for _, r := range []*pipeline.Record{rec, &rec2, &conv} {
+		for _, r := range []*record.Record{rec, &rec2, &conv} {
 			var line []byte
 			switch layout {
 			case Records:

@@ -38,14 +38,25 @@ type Config struct {
 
 	// MaxRunning is how many requests decode at once. Default 48.
 	MaxRunning int
+	// HideCapacity makes /server_info report max_running_requests null and
+	// leave effective_max_running_requests_per_dp out of internal_states,
+	// as a server started without --max-running-requests reports the
+	// argument, on a version whose internal_states lack the derived limit:
+	// a client must learn the capacity from the load its answers report.
+	// Default false.
+	HideCapacity bool
 	// MaxQueued is how many admitted requests may wait for a running slot;
 	// one more gets 503 "The request queue is full.". Default 1024; a
 	// negative value means no limit.
 	MaxQueued int
-	// KVTokens is the KV cache size in tokens (max_total_num_tokens): when
-	// the running requests' prompts and outputs exceed it, one of them is
-	// retracted at a time (it leaves the batch, waits for a slot again and
-	// re-prefills; meta_info num_retractions, /metrics
+	// KVTokens is the KV cache size in tokens (max_total_num_tokens). A
+	// waiting request is admitted only when, besides a running slot, its
+	// prompt and max_new_tokens (clipped at 4096) fit beyond the running
+	// requests' tokens and their reserved decode tokens, as SGLang's
+	// scheduler admits (see admission in life.go); when the running
+	// requests' prompts and outputs still exceed it, one of them is
+	// retracted at a time (it leaves the batch, waits until it fits again
+	// and re-prefills; meta_info num_retractions, /metrics
 	// num_retracted_requests_total). Default max(ContextLength,
 	// MaxRunning × 4096).
 	KVTokens int

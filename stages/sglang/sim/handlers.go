@@ -349,7 +349,11 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 		j.rid = l.defaultRID(seq)
 	}
 	start := time.Now()
-	if err := l.adm.acquire(ctx, l.dead); err != nil {
+	// Admitted when a slot is free and its prompt and max_new_tokens fit
+	// in the KV cache (see admission); the prompt is in the cache while
+	// it holds the slot.
+	t := newTicket(j.promptTokens, j.maxNew, l.kvCapacity())
+	if err := l.adm.acquire(ctx, l.dead, t); err != nil {
 		if errors.Is(err, errQueueFull) {
 			writeError(w, j.api, http.StatusServiceUnavailable, err.Error())
 		}
@@ -358,20 +362,18 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	held := true // a running slot
 	defer func() {
 		if held {
-			l.adm.release()
+			l.adm.release(t)
 		}
 	}()
 	l.requests.Add(1)
 	l.promptTokens.Add(int64(j.promptTokens))
-	l.kvTokens.Add(int64(j.promptTokens))
-	defer l.kvTokens.Add(-int64(j.promptTokens))
 	decodeFrom, err := l.prefill(ctx, j.promptTokens)
 	if err != nil {
 		return
 	}
 	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, j.forced, faults, j.keepEOS)
 	n := min(out.total, j.maxNew)
-	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset), adm: &l.adm}
+	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset), adm: &l.adm, ticket: t}
 	if j.stream {
 		l.stream(ctx, w, &res, decodeFrom, &held)
 		return
@@ -439,6 +441,8 @@ type result struct {
 	speed float64
 	reset bool
 	adm   *admission // the server's load, reported with the answer
+	// ticket is the request's claim on the KV cache (admission).
+	ticket *ticket
 	// retractions is how often the request was retracted (meta_info
 	// num_retractions).
 	retractions int

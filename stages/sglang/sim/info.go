@@ -35,14 +35,15 @@ func (l *life) healthGenerate(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		err := l.adm.acquire(ctx, l.dead)
+		t := newTicket(1, 1, l.kvCapacity()) // one token in, one out
+		err := l.adm.acquire(ctx, l.dead, t)
 		if err == nil {
 			var from time.Time
 			from, err = l.prefill(ctx, 1)
 			if err == nil {
 				err = l.decode(ctx, 1, from, nil)
 			}
-			l.adm.release()
+			l.adm.release(t)
 		}
 		done <- err
 	}()
@@ -104,6 +105,22 @@ func (l *life) serverInfo(w http.ResponseWriter) {
 	host, port, _ := strings.Cut(l.ln.Addr().String(), ":")
 	portNum, _ := strconv.Atoi(port)
 	running, queued := l.adm.counts()
+	maxRunning := any(c.MaxRunning)
+	if c.HideCapacity {
+		maxRunning = nil
+	}
+	states := map[string]any{
+		"num_running_reqs":                      running,
+		"num_queue_reqs":                        queued,
+		"avg_spec_accept_length":                c.SpecAcceptMean,
+		"last_gen_throughput":                   l.genThroughput(),
+		"max_total_num_tokens":                  l.kvCapacity(),
+		"effective_max_running_requests_per_dp": c.MaxRunning,
+		"decode_tokens_per_sec_1":               c.DecodeTokensPerSec,
+	}
+	if c.HideCapacity {
+		delete(states, "effective_max_running_requests_per_dp")
+	}
 	body, _ := json.Marshal(map[string]any{
 		"model_path":        c.Model,
 		"tokenizer_path":    c.Model,
@@ -115,7 +132,7 @@ func (l *life) serverInfo(w http.ResponseWriter) {
 		// a prompt (scheduler_info, merged at the top level).
 		"context_length":               nil,
 		"max_req_input_len":            c.ContextLength - 1,
-		"max_running_requests":         c.MaxRunning,
+		"max_running_requests":         maxRunning,
 		"max_queued_requests":          maxQueued,
 		"max_total_num_tokens":         l.kvCapacity(),
 		"reasoning_parser":             reasoning,
@@ -129,15 +146,7 @@ func (l *life) serverInfo(w http.ResponseWriter) {
 		"version":                      c.Version,
 		"pipe_sim":                     true,
 		"pipe_sim_speed":               c.Speed,
-		"internal_states": []map[string]any{{
-			"num_running_reqs":                      running,
-			"num_queue_reqs":                        queued,
-			"avg_spec_accept_length":                c.SpecAcceptMean,
-			"last_gen_throughput":                   l.genThroughput(),
-			"max_total_num_tokens":                  l.kvCapacity(),
-			"effective_max_running_requests_per_dp": c.MaxRunning,
-			"decode_tokens_per_sec_1":               c.DecodeTokensPerSec,
-		}},
+		"internal_states":              []map[string]any{states},
 	})
 	writeJSON(w, http.StatusOK, body)
 }

@@ -50,7 +50,7 @@ func newLife(s *Server, ln net.Listener) *life {
 		rids: make(map[string]struct{}),
 	}
 	l.ridSeed = mix(s.fleet.cfg.Seed, uint64(s.index), uint64(l.started.UnixNano()))
-	l.adm.init(s.fleet.cfg.MaxRunning, s.fleet.cfg.MaxQueued)
+	l.adm.init(s.fleet.cfg.MaxRunning, s.fleet.cfg.MaxQueued, &l.kvTokens, l.kvCapacity(), l.cfg)
 	l.srv = httpServer(l)
 	return l
 }
@@ -120,7 +120,14 @@ const (
 // rate is each running request's decode speed in simulated tokens/s.
 func (l *life) rate() float64 {
 	n, _ := l.adm.counts()
-	return l.cfg.DecodeTokensPerSec / (1 + float64(max(n, 1)-1)/l.cfg.BatchHalfSpeed)
+	return l.cfg.decodeRate(n)
+}
+
+// decodeRate is each request's decode speed with n running, in simulated
+// tokens/s: also the batch's decode steps per simulated second (each step
+// gives every running request one token).
+func (c *Config) decodeRate(n int) float64 {
+	return c.DecodeTokensPerSec / (1 + float64(max(n, 1)-1)/c.BatchHalfSpeed)
 }
 
 // prefill waits out the time to first token for a prompt. It returns when
@@ -144,7 +151,8 @@ var errRetracted = errors.New("retracted")
 // others run, it leaves the cache (its tokens are taken out here, under
 // kvMu, so that one retraction at a time relieves the pressure), as
 // SGLang's scheduler retracts decoding requests when the cache runs out
-// (managers/scheduler.py, retract_decode).
+// (managers/scheduler.py, retract_decode). The request is then admitted
+// again only when it fits (admission), with new_token_ratio raised.
 func (l *life) retract(reported int) bool {
 	if l.kvTokens.Load() <= int64(l.kvCapacity()) {
 		return false
@@ -172,13 +180,16 @@ func (l *life) retractChecked(checked *time.Time, now time.Time, reported int) b
 // returns. It is never retracted (a health check's one token); requests
 // decode with decodeAll.
 func (l *life) decode(ctx context.Context, n int, from time.Time, progress func(done int) error) error {
-	_, err := l.decodeN(ctx, n, from, progress, false)
+	_, err := l.decodeN(ctx, n, from, progress, nil)
 	return err
 }
 
-// decodeN is decode; retractable lets the request be retracted when the KV
-// cache is full: it then returns the tokens it decoded and errRetracted.
-func (l *life) decodeN(ctx context.Context, n int, from time.Time, progress func(done int) error, retractable bool) (int, error) {
+// decodeN is decode for the request holding t (nil: a health check):
+// each decoded token shrinks t's reservation (admission.decoded), and the
+// request may be retracted when the KV cache is full: it then returns the
+// tokens it decoded and errRetracted.
+func (l *life) decodeN(ctx context.Context, n int, from time.Time, progress func(done int) error, t *ticket) (int, error) {
+	retractable := t != nil
 	done := 0.0
 	reported := 0
 	defer func() { l.kvTokens.Add(-int64(reported)) }() // the request leaves the KV cache
@@ -196,6 +207,9 @@ func (l *life) decodeN(ctx context.Context, n int, from time.Time, progress func
 		if d := int(done); d > reported {
 			l.genTokens.Add(int64(d - reported))
 			l.kvTokens.Add(int64(d - reported))
+			if t != nil {
+				l.adm.decoded(t, d-reported)
+			}
 			reported = d
 			if progress != nil {
 				if err := progress(d); err != nil {
@@ -226,16 +240,80 @@ func (l *life) decodeN(ctx context.Context, n int, from time.Time, progress func
 	}
 }
 
-// admission is the running batch and its FIFO queue.
+// admission is the running batch and its FIFO queue. A waiting request is
+// admitted when a running slot is free (max_running_requests) and, as
+// SGLang's scheduler admits from its waiting queue
+// (managers/scheduler.py get_new_batch_prefill, which stops at the first
+// request managers/schedule_policy.py PrefillAdder.add_one_req answers
+// NO_TOKEN), when its prompt and the tokens it may still decode
+// (max_new_tokens less its output so far, clipped at
+// CLIP_MAX_NEW_TOKENS_ESTIMATION) fit in the KV cache beyond what the
+// running requests hold and the decode tokens reserved for them: each
+// running request reserves its remaining max_new_tokens (clipped) times
+// new_token_ratio (PrefillAdder._get_running_request_total_token_offset).
+// That ratio starts at 0.7, falls by (0.7 - 0.098)/600 per decode step of
+// the batch to 0.098 (scheduler.py update_running_batch;
+// SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14,
+// SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS), and a retraction sets it to
+// (decoded + 20 × running) / (Σ max_new_tokens + 1) of the requests still
+// running (schedule_batch.py retract_decode, SGLANG_RETRACT_DECODE_STEPS):
+// after a retraction the server admits conservatively, so a retracted
+// request waits until its prompt and output so far fit, instead of
+// pushing the cache over again. A lone request is always admitted (SGLang
+// clips max_new_tokens to what an empty cache holds).
 type admission struct {
 	mu         sync.Mutex
 	running    int
 	maxRunning int
 	maxQueued  int // < 0: unbounded
 	queue      []*waiter
+
+	// kv is the life's count of the tokens running requests hold, which
+	// admission adds each admitted ticket's prompt to (and takes it out on
+	// release); kvCap is the cache's size; cfg gives the decode speed.
+	kv    *atomic.Int64
+	kvCap int
+	cfg   *Config
+	// reserved is Σ ticket.reserved of the running; decodedSum and
+	// maxNewSum their output so far and max_new_tokens (for the ratio
+	// after a retraction); ratio is new_token_ratio as of ratioAt.
+	reserved, decodedSum, maxNewSum int
+	ratio                           float64
+	ratioAt                         time.Time
+}
+
+// SGLang's scheduler constants (see admission).
+const (
+	clipMaxNewTokens   = 4096 // SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
+	initNewTokenRatio  = 0.7  // SGLANG_INIT_NEW_TOKEN_RATIO
+	minNewTokenRatio   = initNewTokenRatio * 0.14
+	newTokenRatioSteps = 600 // SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+	retractDecodeSteps = 20  // SGLANG_RETRACT_DECODE_STEPS
+)
+
+// ticket is one request's claim on the KV cache, from its admission to its
+// release; the fields are guarded by admission.mu once it is queued.
+type ticket struct {
+	prompt  int // tokens it brings into the cache when admitted: prompt (+ output so far, re-admitted)
+	left    int // tokens it may still decode (max_new_tokens, clipped as SGLang does, less its output)
+	maxNew  int // its max_new_tokens (clipped)
+	decoded int // its output so far
+	// reserved is min(left, clipMaxNewTokens) while it runs, its part of
+	// admission.reserved.
+	reserved int
+}
+
+// newTicket is the claim of a request of prompt tokens asking for maxNew,
+// whose max_new_tokens SGLang clips so that prompt and output fit in an
+// empty cache (scheduler.py: max_req_len - input - 1, max_req_len below
+// max_total_num_tokens).
+func newTicket(prompt, maxNew, kvCap int) *ticket {
+	maxNew = max(0, min(maxNew, kvCap-prompt-2))
+	return &ticket{prompt: prompt, left: maxNew, maxNew: maxNew}
 }
 
 type waiter struct {
+	t       *ticket
 	ready   chan struct{}
 	granted bool // set under mu when a slot is handed over
 }
@@ -243,8 +321,10 @@ type waiter struct {
 //lint:ignore ST1005 SGLang's own message, word for word, as its clients see it
 var errQueueFull = errors.New("The request queue is full.")
 
-func (a *admission) init(maxRunning, maxQueued int) {
+func (a *admission) init(maxRunning, maxQueued int, kv *atomic.Int64, kvCap int, cfg *Config) {
 	a.maxRunning, a.maxQueued = maxRunning, maxQueued
+	a.kv, a.kvCap, a.cfg = kv, kvCap, cfg
+	a.ratio, a.ratioAt = initNewTokenRatio, time.Now()
 }
 
 func (a *admission) counts() (running, queued int) {
@@ -253,13 +333,49 @@ func (a *admission) counts() (running, queued int) {
 	return a.running, len(a.queue)
 }
 
-// acquire takes a running slot, waiting in FIFO order; it fails with
+// decayLocked brings ratio up to now: one decay per decode step, of which
+// the batch runs decodeRate(running) per simulated second while it runs.
+func (a *admission) decayLocked(now time.Time) {
+	if a.running > 0 && a.cfg != nil {
+		steps := now.Sub(a.ratioAt).Seconds() * a.cfg.Speed * a.cfg.decodeRate(a.running)
+		a.ratio = max(minNewTokenRatio, a.ratio-steps*(initNewTokenRatio-minNewTokenRatio)/newTokenRatioSteps)
+	}
+	a.ratioAt = now
+}
+
+// fitsLocked reports whether t may be admitted now.
+func (a *admission) fitsLocked(t *ticket) bool {
+	if a.running >= a.maxRunning {
+		return false
+	}
+	if a.running == 0 || a.kv == nil {
+		return true
+	}
+	a.decayLocked(time.Now())
+	free := float64(a.kvCap) - float64(a.kv.Load()) - a.ratio*float64(a.reserved)
+	return float64(t.prompt+min(t.left, clipMaxNewTokens)) <= free
+}
+
+// grantLocked makes t a running request.
+func (a *admission) grantLocked(t *ticket) {
+	a.decayLocked(time.Now())
+	a.running++
+	t.reserved = min(t.left, clipMaxNewTokens)
+	a.reserved += t.reserved
+	a.decodedSum += t.decoded
+	a.maxNewSum += t.maxNew
+	if a.kv != nil {
+		a.kv.Add(int64(t.prompt))
+	}
+}
+
+// acquire takes a running slot for t, waiting in FIFO order; it fails with
 // errQueueFull when the queue is at its limit, or when ctx is done or dead is
-// closed while waiting. A nil error must be paired with release.
-func (a *admission) acquire(ctx context.Context, dead <-chan struct{}) error {
+// closed while waiting. A nil error must be paired with release(t).
+func (a *admission) acquire(ctx context.Context, dead <-chan struct{}, t *ticket) error {
 	a.mu.Lock()
-	if a.running < a.maxRunning && len(a.queue) == 0 {
-		a.running++
+	if len(a.queue) == 0 && a.fitsLocked(t) {
+		a.grantLocked(t)
 		a.mu.Unlock()
 		return nil
 	}
@@ -267,7 +383,7 @@ func (a *admission) acquire(ctx context.Context, dead <-chan struct{}) error {
 		a.mu.Unlock()
 		return errQueueFull
 	}
-	w := &waiter{ready: make(chan struct{})}
+	w := &waiter{t: t, ready: make(chan struct{})}
 	a.queue = append(a.queue, w)
 	a.mu.Unlock()
 	var err error
@@ -282,7 +398,7 @@ func (a *admission) acquire(ctx context.Context, dead <-chan struct{}) error {
 	a.mu.Lock()
 	if w.granted {
 		a.mu.Unlock()
-		a.release()
+		a.release(t)
 		return err
 	}
 	for i, q := range a.queue {
@@ -291,23 +407,69 @@ func (a *admission) acquire(ctx context.Context, dead <-chan struct{}) error {
 			break
 		}
 	}
+	a.admitLocked() // the head may have changed
 	a.mu.Unlock()
 	return err
 }
 
-// release frees a slot, handing it to the first waiter if any.
-func (a *admission) release() {
+// decoded notes that t's request decoded n more tokens: its reservation
+// shrinks once what it may still decode is below the clip.
+func (a *admission) decoded(t *ticket, n int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.queue) > 0 {
+	t.decoded += n
+	a.decodedSum += n
+	t.left = max(0, t.left-n)
+	r := min(t.left, clipMaxNewTokens)
+	a.reserved -= t.reserved - r
+	t.reserved = r
+}
+
+// release frees t's slot and its tokens in the cache, then admits the
+// waiters at the head of the queue that now fit.
+func (a *admission) release(t *ticket) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.releaseLocked(t)
+	a.admitLocked()
+}
+
+// retracted is release for a request the cache ran out for: new_token_ratio
+// becomes that of the requests still running (see admission).
+func (a *admission) retracted(t *ticket) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.releaseLocked(t)
+	// Below the floor it comes back to the floor at the next decode step
+	// (update_running_batch's max with min_new_token_ratio).
+	a.ratio = max(minNewTokenRatio, min(1, float64(a.decodedSum+retractDecodeSteps*a.running)/float64(a.maxNewSum+1)))
+	a.ratioAt = time.Now()
+	a.admitLocked()
+}
+
+func (a *admission) releaseLocked(t *ticket) {
+	a.decayLocked(time.Now())
+	a.running--
+	a.reserved -= t.reserved
+	a.decodedSum -= t.decoded
+	a.maxNewSum -= t.maxNew
+	t.reserved = 0
+	if a.kv != nil {
+		a.kv.Add(-int64(t.prompt))
+	}
+}
+
+// admitLocked hands free slots to the waiters at the head of the queue, in
+// order, while they fit.
+func (a *admission) admitLocked() {
+	for len(a.queue) > 0 && a.fitsLocked(a.queue[0].t) {
 		w := a.queue[0]
 		a.queue[0] = nil
 		a.queue = a.queue[1:]
+		a.grantLocked(w.t)
 		w.granted = true
 		close(w.ready)
-		return
 	}
-	a.running--
 }
 
 // decodeAll decodes res.n tokens of a request from decodeFrom (the end of
@@ -320,39 +482,34 @@ func (a *admission) release() {
 // it, and a stream's frames simply pause meanwhile. *held says whether the
 // request holds a running slot (the caller releases it).
 func (l *life) decodeAll(ctx context.Context, res *result, decodeFrom time.Time, progress func(done int) error, held *bool) error {
-	prompt := int64(res.job.promptTokens)
-	done, inCache := 0, 0 // decoded so far; of those, back in the cache
-	defer func() { l.kvTokens.Add(-int64(inCache)) }()
+	t := res.ticket
+	done := 0 // decoded so far
 	for {
 		p := progress
 		if progress != nil {
 			base := done
 			p = func(d int) error { return progress(base + d) }
 		}
-		d, err := l.decodeN(ctx, res.n-done, decodeFrom, p, true)
+		d, err := l.decodeN(ctx, res.n-done, decodeFrom, p, t)
 		if !errors.Is(err, errRetracted) {
 			return err
 		}
 		done += d
 		res.retractions++
-		// The prompt (the caller's to take out at the end) and the
-		// output so far leave the cache with the slot.
-		l.kvTokens.Add(-prompt - int64(inCache))
-		inCache = 0
+		// The prompt and the output so far leave the cache with the
+		// slot, and come back as the prompt it is admitted with again.
 		*held = false
-		l.adm.release()
+		l.adm.retracted(t)
+		t.prompt = res.job.promptTokens + done
 		l.retractedNow.Add(1)
-		err = l.adm.acquire(ctx, l.dead)
+		err = l.adm.acquire(ctx, l.dead, t)
 		l.retractedNow.Add(-1)
-		l.kvTokens.Add(prompt)
 		if err != nil {
 			return err
 		}
 		*held = true
-		if decodeFrom, err = l.prefill(ctx, res.job.promptTokens+done); err != nil {
+		if decodeFrom, err = l.prefill(ctx, t.prompt); err != nil {
 			return err
 		}
-		l.kvTokens.Add(int64(done))
-		inCache = done
 	}
 }

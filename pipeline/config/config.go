@@ -1,0 +1,40 @@
+// Package config is what a stage kind's config struct may use and
+// implement beyond plain fields (whose struct tags pipeline.Spec's Config
+// describes): durations, fields with a shape of their own, checks across
+// fields and errors that name a key.
+package config
+
+import "time"
+
+// Duration is a config value written as a Go duration string ("90s", "10m").
+type Duration struct{ time.Duration }
+
+// Decoder is implemented (on the pointer) by config field types with a
+// shape of their own, e.g. a list of servers given as strings or tables. raw
+// is what TOML decoded: string, int64, float64, bool, []any, map[string]any.
+// An error joining several (errors.Join), e.g. one per bad item of a list,
+// is reported as one problem each.
+type Decoder interface {
+	DecodeConfig(raw any) error
+}
+
+// TypeNamer is implemented by Decoder types to name their shape in
+// documentation and messages, e.g. "array of URLs or tables".
+type TypeNamer interface {
+	ConfigTypeName() string
+}
+
+// Validator is implemented by config structs with checks across fields. Each
+// returned error is reported as a problem at the stage's position; a
+// FieldError names the key so the position is the key's.
+type Validator interface {
+	Validate() []error
+}
+
+// FieldError is a problem with one config key.
+type FieldError struct {
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }

@@ -1,0 +1,80 @@
+package rundir
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+)
+
+// TimelineFile is RUN_DIR/timeline.jsonl: the run's counts over time, one
+// line per point, appended by every start of the run, for the report's
+// throughput plots.
+const TimelineFile = "timeline.jsonl"
+
+// Point is one line of the timeline.
+type Point struct {
+	T        time.Time    `json:"t"`
+	PID      int          `json:"pid"` // which start of the run
+	Elapsed  float64      `json:"elapsed_s"`
+	Finished int          `json:"finished"`
+	Stages   []PointStage `json:"stages"`
+}
+
+// PointStage is one stage's counts since its start began.
+type PointStage struct {
+	engine.StageCounts
+	// Tokens are the output tokens of a stage with a fleet
+	// (stages.FleetView), ServerTokens each server's.
+	Tokens       int64            `json:"output_tokens,omitempty"`
+	ServerTokens map[string]int64 `json:"server_output_tokens,omitempty"`
+	// ServerLimits are each server's concurrency limit at the point: what
+	// concurrency = "auto" chose over time (a fixed number stays flat).
+	ServerLimits map[string]int64 `json:"server_concurrency,omitempty"`
+}
+
+// AppendPoint appends p to dir's timeline in one write, so lines of two
+// writers never interleave.
+func AppendPoint(dir string, p *Point) error {
+	line, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	f, err := commitlog.OpenFile(filepath.Join(dir, TimelineFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ReadTimeline reads dir's timeline; a missing file has no points, and a
+// torn or unreadable line (a crash mid-write) is skipped.
+func ReadTimeline(dir string) ([]Point, error) {
+	f, err := os.Open(filepath.Join(dir, TimelineFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Point
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var p Point
+		if json.Unmarshal(sc.Bytes(), &p) == nil && !p.T.IsZero() {
+			out = append(out, p)
+		}
+	}
+	return out, sc.Err()
+}

@@ -1,0 +1,293 @@
+package shardset
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// Manifest lists the committed shards of a directory. It is replaced
+// atomically after each shard is committed, so it never names a shard that
+// is not whole, and a shard it does not name was never committed.
+type Manifest struct {
+	Format  string      `json:"format"`
+	Schema  string      `json:"schema,omitempty"`
+	Rows    int64       `json:"rows"`
+	Tokens  int64       `json:"tokens"`
+	Bytes   int64       `json:"bytes"`
+	Updated time.Time   `json:"updated"`
+	Shards  []ShardInfo `json:"shards"`
+}
+
+// ShardInfo is one committed shard.
+type ShardInfo struct {
+	Name      string    `json:"name"`
+	Rows      int64     `json:"rows"`
+	Tokens    int64     `json:"tokens"`
+	Bytes     int64     `json:"bytes"`
+	SHA256    string    `json:"sha256"`
+	Committed time.Time `json:"committed"`
+}
+
+// ReadManifest reads dir's manifest; a directory without one has none (nil).
+// It reads LegacyManifestName when only that is there.
+func ReadManifest(dir string) (*Manifest, error) {
+	path, ok := ManifestPath(dir)
+	if !ok {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, &commitlog.DamagedError{Path: path, Err: err}
+	}
+	return &m, nil
+}
+
+// Set is a directory of shard files (part-00000.EXT, …) with its manifest
+// and a hidden log of the ids of the rows it holds (.ids). The commit of a
+// shard: write it under a hidden temporary name, fsync, rename, fsync the
+// directory, append its ids to the log, replace the manifest. Open removes
+// what a crash left before the manifest named it; those rows were not
+// committed and are written again.
+type Set struct {
+	dir, ext, format, schema string
+	m                        Manifest
+	ids                      *commitlog.IDLog
+	held                     *commitlog.Set // ids held when opened
+	next                     int            // number of the next shard
+	redo                     map[uint64]bool
+}
+
+var partName = regexp.MustCompile(`^part-\d{5,}\.`)
+
+// Open opens (creating) the shard directory dir for files of format
+// with extension ext ("parquet", ".parquet"). removed lists the files a
+// crash left that were not committed, now deleted.
+func Open(dir, format, ext, schema string) (s *Set, removed []string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	s = &Set{dir: dir, ext: ext, format: format, schema: schema}
+	if err := migrateMeta(dir); err != nil {
+		return nil, nil, err
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m != nil {
+		if m.Format != format {
+			return nil, nil, fmt.Errorf("%s holds %s shards; this writer writes %s (use another path, or --fresh)", dir, m.Format, format)
+		}
+		s.m = *m
+	} else {
+		s.m = Manifest{Format: format, Schema: schema, Shards: []ShardInfo{}, Updated: time.Now().UTC()}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if partName.MatchString(e.Name()) {
+				return nil, nil, fmt.Errorf("%s holds shards but no %s: not written by this writer (move them, or use another path)", dir, ManifestName)
+			}
+		}
+		// An empty manifest now, so that a shard renamed before the first
+		// manifest names it (a crash there) is known for ours and removed.
+		if err := writeManifest(dir, s.m); err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, idLogNext)); err == nil {
+		if err := finishDrop(dir, s.m.Rows); err != nil {
+			return nil, nil, err
+		}
+	}
+	idLog := filepath.Join(dir, IDLogName)
+	ids, hashes, err := commitlog.OpenIDLog(idLog)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case int64(len(hashes)) > s.m.Rows: // a crash between the ids and the manifest
+		hashes = hashes[:s.m.Rows]
+		ids.Close()
+		if err := commitlog.TruncateIDLog(idLog, len(hashes)); err != nil {
+			return nil, nil, err
+		}
+		if ids, _, err = commitlog.OpenIDLog(idLog); err != nil {
+			return nil, nil, err
+		}
+	case int64(len(hashes)) < s.m.Rows:
+		ids.Close()
+		return nil, nil, fmt.Errorf("%s: the id log has %d ids for %d committed rows: it was damaged", dir, len(hashes), s.m.Rows)
+	}
+	s.ids, s.held = ids, commitlog.NewSet(hashes)
+	named := map[string]bool{}
+	for _, sh := range s.m.Shards {
+		named[sh.Name] = true
+	}
+	s.next = nextNumber(s.m.Shards)
+	if s.redo, err = readRedo(dir); err != nil {
+		return nil, nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if (partName.MatchString(n) && !named[n]) || isTemp(n) {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil {
+				return nil, nil, err
+			}
+			removed = append(removed, n)
+		}
+	}
+	// Temporary files of the MetaDir (shards being written, manifests).
+	entries, err = os.ReadDir(filepath.Join(dir, MetaDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		if n := e.Name(); isTemp(n) {
+			if err := os.Remove(filepath.Join(dir, MetaDir, n)); err != nil {
+				return nil, nil, err
+			}
+			removed = append(removed, filepath.Join(MetaDir, n))
+		}
+	}
+	return s, removed, nil
+}
+
+// Has reports whether the directory held a row for id when it was opened.
+func (s *Set) Has(id string) bool { return s.held.Has(commitlog.Hash(id)) }
+
+// Manifest returns a copy of the manifest as committed.
+func (s *Set) Manifest() Manifest {
+	m := s.m
+	m.Shards = append([]ShardInfo(nil), s.m.Shards...)
+	return m
+}
+
+// Dir is the shard directory.
+func (s *Set) Dir() string { return s.dir }
+
+// Close closes the id log.
+func (s *Set) Close() error { return s.ids.Close() }
+
+// Pending is a shard being written: a hidden temporary file that becomes
+// part-NNNNN.EXT at Commit. Writes go through it (it counts and hashes).
+type Pending struct {
+	s    *Set
+	f    *os.File
+	name string
+	h    hash.Hash
+	n    int64
+}
+
+// Create starts the next shard.
+func (s *Set) Create() (*Pending, error) {
+	name := fmt.Sprintf("part-%05d%s", s.next, s.ext)
+	f, err := os.CreateTemp(filepath.Join(s.dir, MetaDir), "."+name+".*.tmp") // renamed into dir at Commit
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{s: s, f: f, name: name, h: sha256.New()}, nil
+}
+
+// Name is the name the shard gets when committed.
+func (p *Pending) Name() string { return p.name }
+
+// Write writes to the shard file.
+func (p *Pending) Write(b []byte) (int, error) {
+	n, err := p.f.Write(b)
+	p.h.Write(b[:n])
+	p.n += int64(n)
+	return n, err
+}
+
+// Size is the bytes written so far.
+func (p *Pending) Size() int64 { return p.n }
+
+// Abort removes the unfinished shard.
+func (p *Pending) Abort() {
+	p.f.Close()
+	os.Remove(p.f.Name())
+}
+
+// Commit makes the shard part of the directory: rows and tokens are its
+// counts, ids the hashes of its rows' ids. On an error the shard is not
+// committed (and its temporary file removed); what was committed before
+// stays as it was.
+func (p *Pending) Commit(rows, tokens int64, ids []uint64) (ShardInfo, error) {
+	s := p.s
+	fail := func(err error) (ShardInfo, error) {
+		p.Abort()
+		return ShardInfo{}, fmt.Errorf("committing %s: %w", filepath.Join(s.dir, p.name), err)
+	}
+	if err := p.f.Chmod(commitlog.FileMode); err != nil { // CreateTemp makes it 0600
+		return fail(err)
+	}
+	if err := p.f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := p.f.Close(); err != nil {
+		return fail(err)
+	}
+	final := filepath.Join(s.dir, p.name)
+	if err := os.Rename(p.f.Name(), final); err != nil {
+		return fail(err)
+	}
+	if err := commitlog.SyncDir(s.dir); err != nil {
+		return ShardInfo{}, err
+	}
+	for _, h := range ids {
+		s.ids.Add(h)
+	}
+	if err := s.ids.Commit(); err != nil {
+		return ShardInfo{}, err
+	}
+	info := ShardInfo{Name: p.name, Rows: rows, Tokens: tokens, Bytes: p.n, SHA256: hex.EncodeToString(p.h.Sum(nil)), Committed: time.Now().UTC()}
+	m := s.Manifest()
+	m.Shards = append(m.Shards, info)
+	m.Rows += rows
+	m.Tokens += tokens
+	m.Bytes += p.n
+	m.Updated = info.Committed
+	if err := writeManifest(s.dir, m); err != nil {
+		return ShardInfo{}, err
+	}
+	s.m = m
+	s.next++
+	if err := s.redone(ids); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+func writeManifest(dir string, m Manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, MetaDir), 0o755); err != nil {
+		return err
+	}
+	return commitlog.WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'))
+}
+
+var _ io.Writer = (*Pending)(nil)
