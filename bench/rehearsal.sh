@@ -15,7 +15,12 @@
 #   N=913786 ROUNDS=1 bench/rehearsal.sh
 #   NEW=1c7c715 bench/rehearsal.sh    # a commit instead of the working tree
 #   SHAPE=jsonl REF=fbb1b4f N=913786 ROUNDS=1 bench/rehearsal.sh
+#   UPLOAD=1 REF=8dec3c0 N=100000 ROUNDS=1 bench/rehearsal.sh
 #
+# UPLOAD=1 (Parquet shape only) adds an upload-s3 stage after the shards,
+# to a versitygw (.cache/bin/versitygw, scripts/setup-versitygw.sh) that
+# this script starts on a free loopback port, each run under its own
+# prefix; REF must have upload-s3 too.
 # SHAPE=jsonl is the issue-23 cost shape, which a commit from before
 # dedupe and Parquet (fbb1b4f) also runs: no dedupe, the training rows to
 # train.jsonl instead of Parquet shards.
@@ -27,10 +32,17 @@ ROUNDS=${ROUNDS:-2}
 REF=${REF:-05cb071}
 NEW=${NEW:-}
 SHAPE=${SHAPE:-parquet}
+UPLOAD=${UPLOAD:-}
 scripts/fetch-qwen3.sh >/dev/null
+if [ -n "$UPLOAD" ] && [ "$SHAPE" != parquet ]; then
+	echo "rehearsal.sh: UPLOAD=1 needs SHAPE=parquet (upload-s3 reads write-arrow's shards)" >&2
+	exit 1
+fi
 
 T=$(mktemp -d)
+s3pid=
 cleanup() {
+	[ -n "$s3pid" ] && kill "$s3pid" 2>/dev/null
 	git worktree remove --force "$T/ref" 2>/dev/null || true
 	git worktree remove --force "$T/new" 2>/dev/null || true
 	rm -rf "$T"
@@ -82,12 +94,31 @@ if [ "$SHAPE" = jsonl ]; then
 	grep -q 'path  = "run/train.jsonl"' "$T/rehearsal.toml" || { echo "rehearsal.sh: could not make the JSONL shape" >&2; exit 1; }
 fi
 
-echo "$N prompts, demo graph ($SHAPE), sim:7 × 48; ${NEW:-this tree} vs $REF, $ROUNDS rounds"
+if [ -n "$UPLOAD" ]; then
+	gw=$root/.cache/bin/versitygw
+	[ -x "$gw" ] || { echo "rehearsal.sh: no $gw (scripts/setup-versitygw.sh)" >&2; exit 1; }
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	export AWS_ACCESS_KEY_ID=rehearsal$RANDOM AWS_SECRET_ACCESS_KEY=rehearsal-secret-$RANDOM$RANDOM AWS_REGION=us-east-1
+	mkdir -p "$T/s3"
+	ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY \
+		"$gw" --port "127.0.0.1:$port" --quiet posix "$T/s3" >"$T/versitygw.out" 2>&1 &
+	s3pid=$!
+	for _ in $(seq 100); do
+		aws --endpoint-url "http://127.0.0.1:$port" s3api create-bucket --bucket rehearsal >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	aws --endpoint-url "http://127.0.0.1:$port" s3api head-bucket --bucket rehearsal ||
+		{ echo "rehearsal.sh: versitygw did not start:" >&2; tail "$T/versitygw.out" >&2; exit 1; }
+	printf '\n[[stage]]\nid               = "upload"\nkind             = "upload-s3"\ninput            = "train.shards"\nuri              = "s3://rehearsal/RUN"\nendpoint         = "http://127.0.0.1:%s"\nforce_path_style = true\n' "$port" >>"$T/rehearsal.toml"
+fi
+
+echo "$N prompts, demo graph ($SHAPE${UPLOAD:+ + upload-s3}), sim:7 × 48; ${NEW:-this tree} vs $REF, $ROUNDS rounds"
 : >"$T/rounds"
 for round in $(seq "$ROUNDS"); do
 	for v in new ref; do
 		rm -rf "$T/run"
-		/usr/bin/time -f '%e %U %S %M' -o "$T/$v.time" "$T/pipe-$v" run "$T/rehearsal.toml" >"$T/$v.out" 2>&1 ||
+		sed "s|s3://rehearsal/[^\"]*|s3://rehearsal/$v-$round|" "$T/rehearsal.toml" >"$T/round.toml"
+		/usr/bin/time -f '%e %U %S %M' -o "$T/$v.time" "$T/pipe-$v" run "$T/round.toml" >"$T/$v.out" 2>&1 ||
 			{ echo "pipe ($v) failed:" >&2; tail -20 "$T/$v.out" >&2; exit 1; }
 		if [ "$SHAPE" = jsonl ]; then
 			rows=$(wc -l <"$T/run/train.jsonl")
@@ -97,8 +128,10 @@ for round in $(seq "$ROUNDS"); do
 			[ -f "$manifest" ] || manifest="$T/run/train/manifest.json"
 			rows=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rows"])' "$manifest")
 		fi
+		extra=
+		[ -n "$UPLOAD" ] && extra=", $(find "$T/s3/rehearsal/$v-$round" -name '*.parquet' | wc -l) shards uploaded"
 		read -r wall user sys rss <"$T/$v.time"
-		echo "round $round $v: ${wall}s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN {printf "%.1f", u + s}')s CPU, peak RSS $((rss / 1024)) MB, $rows training rows"
+		echo "round $round $v: ${wall}s wall, $(awk -v u="$user" -v s="$sys" 'BEGIN {printf "%.1f", u + s}')s CPU, peak RSS $((rss / 1024)) MB, $rows training rows$extra"
 		echo "$v $wall $user $sys $rss" >>"$T/rounds"
 	done
 done

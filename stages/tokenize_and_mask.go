@@ -377,11 +377,11 @@ func conversation(turns []record.Message, system string, c *record.Completion) [
 	for _, m := range turns {
 		cm := chat.NewMessage(m.Role, m.Content)
 		if m.ReasoningContent != "" {
-			cm = cm.With("reasoning_content", m.ReasoningContent)
+			cm = chat.NewReply(m.Role, m.Content, m.ReasoningContent)
 		}
 		msgs = append(msgs, cm)
 	}
-	return append(msgs, chat.NewMessage("assistant", c.Answer).With("reasoning_content", c.Reasoning))
+	return append(msgs, chat.NewReply("assistant", c.Answer, c.Reasoning))
 }
 
 // hasEarlierReply says whether the prompt turns hold an assistant turn.

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -488,23 +489,80 @@ func (v *validateThinking) length(s string) (int, string) {
 
 var wordSeed = maphash.MakeSeed()
 
+// repeatScratch is repeatedShare's working memory, reused across calls
+// (a fresh word list and n-gram set per completion was a tenth of a
+// rehearsal's allocations).
+type repeatScratch struct {
+	words []uint64
+	set   []uint64 // open addressing; 0 is an empty slot
+}
+
+var repeatScratches = sync.Pool{New: func() any { return new(repeatScratch) }}
+
+// asciiClass is what each ASCII byte is to repeatedShare's words:
+// unicode.IsSpace, isWordRune, or neither (a word of its own).
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for c := range rune(utf8.RuneSelf) {
+		switch {
+		case unicode.IsSpace(c):
+			t[c] = classSpace
+		case isWordRune(c):
+			t[c] = classWord
+		}
+	}
+	return t
+}()
+
+const (
+	classSymbol uint8 = iota
+	classSpace
+	classWord
+)
+
+// runeClass is r's asciiClass, for any rune: a CJK character is a
+// symbol (a word of its own).
+func runeClass(r rune) uint8 {
+	if r < utf8.RuneSelf {
+		return asciiClass[r]
+	}
+	switch {
+	case unicode.IsSpace(r):
+		return classSpace
+	case isWordRune(r) && !isCJK(r):
+		return classWord
+	}
+	return classSymbol
+}
+
 // repeatedShare splits s into words (runs of letters and digits; each CJK
 // character and each other symbol is a word of its own) and returns the
 // share of its n-grams that equal an earlier n-gram, and the word count.
 // Texts with fewer than minWords words return share 0.
 func repeatedShare(s string, n, minWords int) (float64, int) {
-	words := make([]uint64, 0, len(s)/5+1)
+	sc := repeatScratches.Get().(*repeatScratch)
+	defer repeatScratches.Put(sc)
+	words := sc.words[:0]
 	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case unicode.IsSpace(r):
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		switch runeClass(r) {
+		case classSpace:
 			i += size
 			continue
-		case isWordRune(r) && !isCJK(r):
+		case classWord:
 			j := i + size
 			for j < len(s) {
+				if c := s[j]; c < utf8.RuneSelf {
+					if asciiClass[c] != classWord {
+						break
+					}
+					j++
+					continue
+				}
 				r2, size2 := utf8.DecodeRuneInString(s[j:])
-				if !isWordRune(r2) || isCJK(r2) {
+				if runeClass(r2) != classWord {
 					break
 				}
 				j += size2
@@ -516,24 +574,43 @@ func repeatedShare(s string, n, minWords int) (float64, int) {
 			i += size
 		}
 	}
+	sc.words = words
 	if len(words) < minWords || len(words) < n+1 {
 		return 0, len(words)
 	}
 	// Hash each n-gram by combining its word hashes; a collision can only
-	// overstate repetition by one n-gram in 2^64.
-	seen := make(map[uint64]struct{}, len(words))
-	total, repeats := 0, 0
-	for i := 0; i+n <= len(words); i++ {
+	// overstate repetition by one n-gram in 2^64. The set of n-grams seen is
+	// an open-addressing table at most half full.
+	total := len(words) - n + 1
+	size := 1
+	for size < 2*total {
+		size <<= 1
+	}
+	if cap(sc.set) < size {
+		sc.set = make([]uint64, size)
+	}
+	set := sc.set[:size]
+	clear(set)
+	mask := uint64(size - 1)
+	repeats := 0
+	for i := range total {
 		h := uint64(14695981039346656037)
 		for _, w := range words[i : i+n] {
 			h = (h ^ w) * 1099511628211
 			h ^= h >> 29
 		}
-		total++
-		if _, dup := seen[h]; dup {
-			repeats++
-		} else {
-			seen[h] = struct{}{}
+		if h == 0 {
+			h = 1 // 0 marks an empty slot
+		}
+		for at := (h * 0x9E3779B97F4A7C15) >> 32 & mask; ; at = (at + 1) & mask {
+			if set[at] == 0 {
+				set[at] = h
+				break
+			}
+			if set[at] == h {
+				repeats++
+				break
+			}
 		}
 	}
 	return float64(repeats) / float64(total), len(words)

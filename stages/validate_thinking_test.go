@@ -3,8 +3,12 @@ package stages
 import (
 	"context"
 	"errors"
+	"hash/maphash"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
@@ -337,5 +341,82 @@ func TestRepeatedShare(t *testing.T) {
 	}
 	if share, _ := repeatedShare("short short short", 2, 100); share != 0 {
 		t.Errorf("text under the minimum checked: %.2f", share)
+	}
+}
+
+// repeatedShareOracle is repeatedShare as first written (a map of n-grams,
+// unicode tables for every rune): the fast one must agree with it exactly.
+func repeatedShareOracle(s string, n, minWords int) (float64, int) {
+	var words []uint64
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case unicode.IsSpace(r):
+			i += size
+			continue
+		case isWordRune(r) && !isCJK(r):
+			j := i + size
+			for j < len(s) {
+				r2, size2 := utf8.DecodeRuneInString(s[j:])
+				if !isWordRune(r2) || isCJK(r2) {
+					break
+				}
+				j += size2
+			}
+			words = append(words, maphash.String(wordSeed, s[i:j]))
+			i = j
+		default:
+			words = append(words, maphash.String(wordSeed, s[i:i+size]))
+			i += size
+		}
+	}
+	if len(words) < minWords || len(words) < n+1 {
+		return 0, len(words)
+	}
+	seen := map[uint64]bool{}
+	total, repeats := 0, 0
+	for i := 0; i+n <= len(words); i++ {
+		h := uint64(14695981039346656037)
+		for _, w := range words[i : i+n] {
+			h = (h ^ w) * 1099511628211
+			h ^= h >> 29
+		}
+		total++
+		if seen[h] {
+			repeats++
+		}
+		seen[h] = true
+	}
+	return float64(repeats) / float64(total), len(words)
+}
+
+func TestRepeatedShareOracle(t *testing.T) {
+	// Pieces that exercise every class: ASCII words, digits, _, symbols,
+	// every ASCII and Unicode space, accented and Cyrillic letters that
+	// continue a word, CJK that does not, emoji, and invalid UTF-8.
+	pieces := []string{"the", "loop", "x_1", "42", ".", ",", "(", ")", " ", "  ", "\t", "\n", "\v", "\f", "\r",
+		"\u0085", "\u00a0", "\u3000", "\u2028", "café", "naïve", "über", "слово", "日本", "語", "ひらがな", "カタカナ",
+		"한국어", "😀", "\xff", "\xe6\x97", "a\xc3", "Ω", "٣", "mixed日本word", "again", "and", "so", "on"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 2000 {
+		var b strings.Builder
+		words := rng.IntN(400)
+		vocab := 1 + rng.IntN(len(pieces)) // few pieces: loops; many: prose
+		for range words {
+			b.WriteString(pieces[rng.IntN(vocab)])
+			if rng.IntN(3) > 0 {
+				b.WriteByte(' ')
+			}
+		}
+		s := b.String()
+		for _, n := range []int{2, 3, 10} {
+			for _, minWords := range []int{1, 20, 100} {
+				gotShare, gotWords := repeatedShare(s, n, minWords)
+				wantShare, wantWords := repeatedShareOracle(s, n, minWords)
+				if gotShare != wantShare || gotWords != wantWords {
+					t.Fatalf("round %d, n %d, min %d: %q: share %v over %d words, oracle %v over %d", round, n, minWords, s, gotShare, gotWords, wantShare, wantWords)
+				}
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -155,15 +156,24 @@ func (w *writeJSONL) Process(_ context.Context, rec *record.Record, out pipeline
 	if w.log.Has(rec.ID) {
 		return out.Skip(rec, "already_committed")
 	}
-	line, prob, err := trainrow.Encode(w.cfg.Layout, w.cfg.rules(), rec)
+	buf := lineBufs.Get().(*[]byte)
+	defer lineBufs.Put(buf)
+	line, prob, err := trainrow.AppendEncode(*buf, w.cfg.Layout, w.cfg.rules(), rec)
 	if err != nil {
 		return out.Fail(rec, fmt.Errorf("cannot encode the record as JSON: %w", err), 1)
 	}
 	if prob != nil {
 		return out.Reject(rec, prob.Reason, prob.Detail)
 	}
+	if cap(line) <= 1<<20 {
+		*buf = line // kept for the next line (a huge one is not)
+	}
 	return w.log.Append(rec.ID, line)
 }
+
+// lineBufs hold encoded lines, reused: Append copies a line, so its
+// buffer is free again once Append returns.
+var lineBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // Commit makes every record appended so far durable.
 func (w *writeJSONL) Commit(context.Context, pipeline.Emitter) error { return w.log.Commit() }

@@ -466,10 +466,17 @@ func intsEnd(b []byte) int {
 // meaningful only when it returns >= 0).
 func (p *lineParser) countIDs(b []byte, c *idCount) int {
 	id, neg, digits := 0, false, false
-	for i, ch := range b {
+	for i := 0; i < len(b); i++ {
+		ch := b[i]
 		switch {
 		case ch >= '0' && ch <= '9':
+			// The rest of the number in a tight loop: the ids' digits are
+			// most of an output's bytes.
 			id, digits = id*10+int(ch-'0'), true
+			for i+1 < len(b) && b[i+1]-'0' < 10 {
+				i++
+				id = id*10 + int(b[i]-'0')
+			}
 			continue
 		case ch == '-':
 			neg = true

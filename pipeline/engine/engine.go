@@ -1135,12 +1135,21 @@ func (em *emitter) journal(port string, rec *record.Record) error {
 	if em.n.journal == nil || em.replaying {
 		return nil
 	}
-	line, err := json.Marshal(journalEntry{Port: port, Record: rec})
+	// json.Marshal's bytes in a reused buffer: Append copies the line, so
+	// the buffer is free after it.
+	buf := journalBufs.Get().(*[]byte)
+	defer journalBufs.Put(buf)
+	line, err := record.AppendJSON(*buf, journalEntry{Port: port, Record: rec})
 	if err != nil {
 		return fmt.Errorf("journal: encoding record %q: %w", rec.ID, err)
 	}
+	if cap(line) <= 1<<20 {
+		*buf = line // kept for the next line (a huge one is not)
+	}
 	return em.n.journal.Append(rec.ID, line)
 }
+
+var journalBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 func (em *emitter) Emit(port string, rec *record.Record) error {
 	if em.otherShard(rec) {

@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,35 @@ func TestLineIDAgreesWithUnmarshal(t *testing.T) {
 		`{"id":"a","x":"\q"}`,
 		``,
 		`   `,
+		// Lists of integers, which the reader empties before decoding: in
+		// every place, well and badly formed, and inside strings, where
+		// they are text (the id among them).
+		`{"id":"a","x":[1,-2,0,30]}`,
+		`{"x":[1,2,3],"id":"b","y":[[4,5],[6]]}`,
+		`{"id":[1,2]}`,
+		`{"id":"[1,2]"}`,
+		`{"id":"\"x\":[1,2]"}`,
+		`{"id":"ends in a backslash\\","x":[1,2]}`,
+		`{"id":"c","s":"q\"[1,2]\\","x":[3]}`,
+		`{"id":"a","x":[01,2]}`,
+		`{"id":"a","x":[1,02]}`,
+		`{"id":"a","x":[-0,-]}`,
+		`{"id":"a","x":[-]}`,
+		`{"id":"a","x":[1,]}`,
+		`{"id":"a","x":[,1]}`,
+		`{"id":"a","x":[1 ,2]}`,
+		`{"id":"a","x":[1.5,2e3,-0]}`,
+		`{"id":"a","x":[1,2]]}`,
+		`{"id":"a","x":[1,2}`,
+		`{"id":"a","x":[1,2`,
+		`{"id":"a","x":1[2,3]}`,
+		`{"id":"a","x":[1,2][3]}`,
+		`{"id":"a",[1,2]:3}`,
+		`{"id":"a","x":"[1,2]`,
+		`{"id":"a","x":[]}`,
+		`[1,2,3]`,
+		`{"id":"a"}[1,2]`,
+		`{"id":"a\u0022,\"x\":[1]"}`,
 	}
 	for _, l := range lines {
 		want, wantOK := unmarshalLineID([]byte(l))
@@ -87,4 +117,33 @@ func BenchmarkLineID(b *testing.B) {
 			}
 		}
 	})
+}
+
+// Random edits of a record line, made of the bytes that matter to the
+// lists the reader empties and to the strings it must leave alone: the
+// reader and encoding/json agree on every one.
+func TestLineIDAgreesOnEdits(t *testing.T) {
+	base := `{"id":"r-1","s":"a\"[1,2]\\","completion":{"output_ids":[151667,0,12,-3],"x":[[1],[2,3]]},"tokens":{"input_ids":[1,2,3],"loss_mask":[0,1,1]},"id2":"[4]"}`
+	alphabet := []byte(`[]{}",:\-0123456789 .eid`)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		line := []byte(base)
+		for range 1 + rng.IntN(3) {
+			at := rng.IntN(len(line))
+			c := alphabet[rng.IntN(len(alphabet))]
+			switch rng.IntN(3) {
+			case 0:
+				line[at] = c
+			case 1:
+				line = append(line[:at], line[at+1:]...)
+			default:
+				line = append(line[:at], append([]byte{c}, line[at:]...)...)
+			}
+		}
+		want, wantOK := unmarshalLineID(line)
+		got, err := LineID(line)
+		if (err == nil) != wantOK || got != want {
+			t.Fatalf("LineID(%q) = %q, %v; encoding/json: %q, ok %v", line, got, err, want, wantOK)
+		}
+	}
 }

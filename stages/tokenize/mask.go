@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
@@ -139,11 +140,22 @@ func (t *Tokenizer) EncodeConversation(tmpl *chat.Template, messages []chat.Mess
 	return rendered, ids, mask, nil
 }
 
+var offsetBufs = sync.Pool{New: func() any { return new([][2]int) }}
+
 // EncodeMasked encodes text and marks with 1 each token whose first byte lies
 // in one of spans (byte ranges [start, end) of text, in order, not
 // overlapping); every other token gets 0.
 func (t *Tokenizer) EncodeMasked(text string, spans [][2]int) (ids, mask []int) {
-	ids, offsets := t.EncodeOffsets(text)
+	// The offsets are only read here: their buffer is reused (a fresh one
+	// per row was a tenth of a rehearsal's allocations).
+	buf := offsetBufs.Get().(*[][2]int)
+	defer offsetBufs.Put(buf)
+	e := encoder{t: t, ids: make([]int, 0, len(text)/3+4), offsets: (*buf)[:0], wantOffsets: true}
+	e.run(text)
+	ids, offsets := e.ids, e.offsets
+	if cap(offsets) <= 1<<16 {
+		*buf = offsets
+	}
 	mask = make([]int, len(ids))
 	s := 0
 	for i, off := range offsets {

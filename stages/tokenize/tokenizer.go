@@ -30,12 +30,14 @@
 package tokenize
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -49,6 +51,10 @@ type Tokenizer struct {
 	merges mergeTable
 	// tokenBytes[id] is the raw bytes a token stands for (added tokens: their content).
 	tokenBytes []string
+	// tokenWords[id] is tokenBytes[id] in its low bytes, first byte lowest,
+	// and its length in the top byte, when it is shorter than 8 bytes
+	// (longToken otherwise): Decode writes a token with one 8-byte store.
+	tokenWords []uint64
 	// vocab maps the token string as written in tokenizer.json (byte-level
 	// alphabet for model tokens) to its id; tokens is its inverse.
 	vocab  map[string]int
@@ -145,20 +151,40 @@ func (t *Tokenizer) Decode(ids []int) string {
 	if t.decoder != nil {
 		return t.decodeWith(ids)
 	}
-	n := 0
-	for _, id := range ids {
-		if id >= 0 && id < len(t.tokenBytes) {
-			n += len(t.tokenBytes[id])
-		}
+	// Each short token is one 8-byte store into a reused buffer, not a
+	// copy call per token: the tokens of a reply average 4 bytes, and
+	// their copies were most of Decode's time. The buffer keeps 8 bytes
+	// for each id still to come (and 8 more), so a store never overruns it.
+	bp := decodeBufs.Get().(*[]byte)
+	defer decodeBufs.Put(bp)
+	buf := (*bp)[:cap(*bp)]
+	if len(buf) < 8*len(ids)+8 {
+		buf = make([]byte, 8*len(ids)+8)
 	}
-	buf := make([]byte, 0, n)
-	for _, id := range ids {
-		if id >= 0 && id < len(t.tokenBytes) {
-			buf = append(buf, t.tokenBytes[id]...)
+	pos := 0
+	for i, id := range ids {
+		if id < 0 || id >= len(t.tokenWords) {
+			continue
 		}
+		w := t.tokenWords[id]
+		if l := int(w >> 56); l != longToken {
+			binary.LittleEndian.PutUint64(buf[pos:], w)
+			pos += l
+			continue
+		}
+		long := t.tokenBytes[id]
+		if need := pos + len(long) + 8*(len(ids)-i) + 8; need > len(buf) {
+			buf = append(buf[:pos:pos], make([]byte, need-pos)...)
+		}
+		pos += copy(buf[pos:], long)
 	}
-	return string(buf)
+	if cap(buf) <= 1<<20 {
+		*bp = buf // kept for the next call (a huge one is not)
+	}
+	return string(buf[:pos])
 }
+
+var decodeBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // ChatTemplate is the model's chat template source ("" if it has none).
 func (t *Tokenizer) ChatTemplate() string { return t.chatTemplate }
@@ -294,9 +320,30 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	t.setAddedTokens(&f, addedIDs)
+	t.setTokenWords()
 	t.cache.init()
 	return t, nil
 }
+
+// setTokenWords fills tokenWords from tokenBytes, once they are final.
+func (t *Tokenizer) setTokenWords() {
+	t.tokenWords = make([]uint64, len(t.tokenBytes))
+	for id, b := range t.tokenBytes {
+		if len(b) >= 8 {
+			t.tokenWords[id] = longToken << 56
+			continue
+		}
+		var w uint64
+		for i := len(b) - 1; i >= 0; i-- {
+			w = w<<8 | uint64(b[i])
+		}
+		t.tokenWords[id] = w | uint64(len(b))<<56
+	}
+}
+
+// longToken in a tokenWords entry's top byte: the token has 8 bytes or
+// more (tokenBytes holds them).
+const longToken = 0xFF
 
 // setVocab fills the id tables from the model's vocabulary; they are as
 // long as the largest id, added tokens' included.

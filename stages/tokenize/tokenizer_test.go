@@ -317,3 +317,50 @@ func TestOffsetsAcrossNormalization(t *testing.T) {
 		t.Fatal("invalid UTF-8 does not round-trip")
 	}
 }
+
+// Decode writes each id's bytes as tokenBytes holds them, whatever their
+// length (added tokens are longer than 8 bytes), in any order and with
+// ids it does not know skipped; compared with a plain concatenation.
+func TestDecodeIsConcatenation(t *testing.T) {
+	tok, err := Load(testenv.Qwen3Dir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := range 2000 {
+		ids := make([]int, rng.IntN(300))
+		for i := range ids {
+			switch rng.IntN(20) {
+			case 0:
+				ids[i] = -1 - rng.IntN(3)
+			case 1:
+				ids[i] = len(tok.tokenBytes) + rng.IntN(3)
+			case 2:
+				ids[i] = 151643 + rng.IntN(len(tok.tokenBytes)-151643) // added tokens
+			default:
+				ids[i] = rng.IntN(len(tok.tokenBytes))
+			}
+		}
+		var want strings.Builder
+		for _, id := range ids {
+			if id >= 0 && id < len(tok.tokenBytes) {
+				want.WriteString(tok.tokenBytes[id])
+			}
+		}
+		if got := tok.Decode(ids); got != want.String() {
+			t.Fatalf("round %d: Decode(%v) = %q, want %q", round, ids, got, want.String())
+		}
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	tok, err := Load(testenv.Qwen3Dir(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := tok.Encode(strings.Repeat("Okay, let me think about whether 17 + 4 is even or odd, step by step. ", 60))
+	b.SetBytes(int64(len(tok.Decode(ids))))
+	for b.Loop() {
+		tok.Decode(ids)
+	}
+}

@@ -29,7 +29,6 @@
 package trainrow
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -98,9 +97,15 @@ func (r Rules) MinLossTokens() int {
 // Encode is rec as one line of layout (without its newline), or the
 // problem that keeps it out.
 func Encode(layout string, r Rules, rec *record.Record) ([]byte, *Problem, error) {
+	return AppendEncode(nil, layout, r, rec)
+}
+
+// AppendEncode is Encode appending the line to dst[:0] (its bytes are
+// json.Marshal's): a writer that reuses dst makes no garbage per line.
+func AppendEncode(dst []byte, layout string, r Rules, rec *record.Record) ([]byte, *Problem, error) {
 	switch layout {
 	case "", Records:
-		line, err := json.Marshal(rec)
+		line, err := appendJSON(dst, rec)
 		return line, nil, err
 	case SpecForge:
 		if rec.Tokens == nil {
@@ -110,7 +115,7 @@ func Encode(layout string, r Rules, rec *record.Record) ([]byte, *Problem, error
 		if prob != nil {
 			return nil, prob, nil
 		}
-		line, err := json.Marshal(struct {
+		line, err := appendJSON(dst, struct {
 			ID       string          `json:"id"`
 			InputIDs []int32         `json:"input_ids"`
 			LossMask record.LossMask `json:"loss_mask"`
@@ -126,7 +131,7 @@ func Encode(layout string, r Rules, rec *record.Record) ([]byte, *Problem, error
 				return nil, prob, nil
 			}
 		}
-		line, err := json.Marshal(struct {
+		line, err := appendJSON(dst, struct {
 			ID            string    `json:"id"`
 			Conversations []Message `json:"conversations"`
 		}{rec.ID, conv})
@@ -134,6 +139,10 @@ func Encode(layout string, r Rules, rec *record.Record) ([]byte, *Problem, error
 	}
 	return nil, nil, fmt.Errorf("unknown layout %q (%s)", layout, strings.Join(Layouts, ", "))
 }
+
+// appendJSON is json.Marshal(v) in dst[:0] (record.AppendJSON: the
+// token id lists written fast).
+func appendJSON(dst []byte, v any) ([]byte, error) { return record.AppendJSON(dst[:0], v) }
 
 // Judge applies the trainer's rules to a row: the ids and mask it trains
 // on (cut to MaxLength), or why it would be dropped.

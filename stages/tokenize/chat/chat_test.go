@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,42 @@ func TestMessageKeepsKeyOrder(t *testing.T) {
 	var bad Message
 	if err := json.Unmarshal([]byte(`[1]`), &bad); err == nil {
 		t.Fatal("a non-object message was accepted")
+	}
+}
+
+// NewReply is the message NewMessage and With build, byte for byte.
+func TestNewReplyIsWith(t *testing.T) {
+	texts := []string{"", "hi", "<b>&amp;</b>", "\"q\"\\ \n\t\x01", "bad \xff utf-8", "\u2028 é 日本 😀", strings.Repeat("long ", 2000)}
+	for _, role := range []string{"assistant", "user", "<r>"} {
+		for _, content := range texts {
+			for _, reasoning := range texts {
+				got, want := NewReply(role, content, reasoning), NewMessage(role, content).With("reasoning_content", reasoning)
+				if string(got.raw) != string(want.raw) {
+					t.Fatalf("NewReply(%q, %.20q, %.20q) = %.200s, With gives %.200s", role, content, reasoning, got.raw, want.raw)
+				}
+				// The values a render sees, kept or read from the JSON.
+				for _, m := range []Message{got, NewMessage(role, content)} {
+					kept, err := values([]Message{m})
+					if err != nil {
+						t.Fatal(err)
+					}
+					read, err := values([]Message{{raw: m.raw}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if k, r := kept[0].AsDict(), read[0].AsDict(); !slices.Equal(k.Keys, r.Keys) || len(k.Data) != len(r.Data) {
+						t.Fatalf("%.100s: keys %q kept, %q read", m.raw, k.Keys, r.Keys)
+					}
+					for _, key := range read[0].AsDict().Keys {
+						k, _ := kept[0].AsDict().Get(key)
+						r, _ := read[0].AsDict().Get(key)
+						if !k.IsString() || !r.IsString() || k.AsString() != r.AsString() {
+							t.Fatalf("%.100s: %s kept %v, read %v", m.raw, key, k, r)
+						}
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Message is one chat turn: a JSON object whose keys keep their order, as a
@@ -13,6 +15,10 @@ import (
 // Message is an empty object.
 type Message struct {
 	raw json.RawMessage // a compact JSON object
+	// texts, when set, are raw's members (key, value, key, value...), all
+	// strings, as a JSON decoder reads them: NewMessage and NewReply keep
+	// them, so a render converts the message without parsing raw again.
+	texts []string
 }
 
 // NewMessage returns {"role": role, "content": content}.
@@ -25,7 +31,40 @@ func NewMessage(role, content string) Message {
 	b.WriteString(`,"content":`)
 	b.Write(c)
 	b.WriteByte('}')
-	return Message{raw: b.Bytes()}
+	return Message{raw: b.Bytes(), texts: []string{"role", jsonText(role), "content", jsonText(content)}}
+}
+
+// NewReply returns {"role": role, "content": content, "reasoning_content":
+// reasoning}: NewMessage(role, content).With("reasoning_content",
+// reasoning), in one pass (With parses the message again, which cost as
+// much as a render for a long reply).
+func NewReply(role, content, reasoning string) Message {
+	r, _ := json.Marshal(role)
+	c, _ := json.Marshal(content)
+	rc, _ := json.Marshal(reasoning)
+	b := make([]byte, 0, len(r)+len(c)+len(rc)+len(`{"role":,"content":,"reasoning_content":}`))
+	b = append(append(append(b, `{"role":`...), r...), `,"content":`...)
+	b = append(append(append(b, c...), `,"reasoning_content":`...), rc...)
+	return Message{raw: append(b, '}'), texts: []string{"role", jsonText(role), "content", jsonText(content), "reasoning_content", jsonText(reasoning)}}
+}
+
+// jsonText is s as encoding/json writes it and a decoder reads it back:
+// each byte of invalid UTF-8 becomes U+FFFD.
+func jsonText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // With returns m with key set to value (replacing it in place if present,
@@ -80,7 +119,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	if !json.Valid(b) { // encoding/json has validated it already; other callers may not have
 		return errors.New("a message is not valid JSON")
 	}
-	m.raw = append(json.RawMessage(nil), b...)
+	m.raw, m.texts = append(json.RawMessage(nil), b...), nil
 	return nil
 }
 

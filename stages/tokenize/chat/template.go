@@ -101,6 +101,15 @@ func (t *Template) Render(messages []Message, opts Options) (string, error) {
 func values(messages []Message) ([]jinja.Value, error) {
 	items := make([]jinja.Value, len(messages))
 	for i, m := range messages {
+		if m.texts != nil {
+			// What fromJSON reads from raw, without reading it.
+			d := jinja.NewDict()
+			for j := 0; j < len(m.texts); j += 2 {
+				d.AsDict().Set(m.texts[j], jinja.NewString(m.texts[j+1]))
+			}
+			items[i] = d
+			continue
+		}
 		v, err := fromJSON(m.object())
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
