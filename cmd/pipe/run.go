@@ -510,7 +510,7 @@ func serveMetrics(errOut io.Writer, rl *runLog, addr string) (*runMetrics, error
 
 // signalActions is what the signals of a run do: the first Ctrl-C (or
 // SIGTERM) drains, the second (or pipe stop --now) stops at once, the
-// third gives up waiting.
+// third Ctrl-C gives up waiting (a SIGTERM never does).
 type signalActions struct {
 	detached bool   // started by --detach: pipe stop, not Ctrl-C
 	runDir   string // for the pipe stop --now hint
@@ -541,7 +541,14 @@ func handleSignals(std *stdio, errOut io.Writer, a signalActions) {
 				n = 2
 				stopAtOnce()
 			}
-		case <-std.Signals:
+		case sig := <-std.Signals:
+			if sig == syscall.SIGTERM && n >= 2 {
+				// A SIGTERM asks for a stop that is already under way at
+				// once: `pipe stop` then `pipe stop --now` deliver theirs in
+				// either order, and a scheduler may repeat its SIGTERM.
+				// Only a third Ctrl-C gives up the last commit.
+				continue
+			}
 			n++
 			switch n {
 			case 1:
