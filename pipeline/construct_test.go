@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/internal/testkinds"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -25,7 +26,7 @@ func newSplit(c *splitConfig) (pipeline.Processor, error) {
 	if c.Sep == "|" {
 		return nil, errors.New(`sep "|" is reserved`)
 	}
-	return &pass{}, nil
+	return &testkinds.Pass{}, nil
 }
 
 // TestCheckCallsConstructor: pipe check (Build) reports what only a
@@ -72,16 +73,16 @@ input = "s"
 // a source come from its constructor's type, not from the spec.
 func TestRegisterSetsConfigAndSource(t *testing.T) {
 	reg := testRegistry()
-	if s := reg.Lookup("count"); !s.Source || fmt.Sprintf("%T", s.Config) != "pipeline_test.countConfig" {
+	if s := reg.Lookup("count"); !s.Source || fmt.Sprintf("%T", s.Config) != "testkinds.CountConfig" {
 		t.Errorf("count: Source %v, Config %T; want a source with countConfig", s.Source, s.Config)
 	}
-	if s := reg.Lookup("pass"); s.Source || fmt.Sprintf("%T", s.Config) != "pipeline_test.passConfig" {
+	if s := reg.Lookup("pass"); s.Source || fmt.Sprintf("%T", s.Config) != "testkinds.PassConfig" {
 		t.Errorf("pass: Source %v, Config %T; want a processor with passConfig", s.Source, s.Config)
 	}
 	for _, bad := range []pipeline.Spec{
 		{Kind: "no-new"},
 		{Kind: "src-flag", Source: true, New: pipeline.NewProcessor(newSplit)},
-		{Kind: "other-config", Config: passConfig{}, New: pipeline.NewProcessor(newSplit)},
+		{Kind: "other-config", Config: testkinds.PassConfig{}, New: pipeline.NewProcessor(newSplit)},
 	} {
 		func() {
 			defer func() {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/internal/testkinds"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 )
 
@@ -24,7 +25,7 @@ type filesConfig struct {
 func pathRegistry() *pipeline.Registry {
 	reg := testRegistry()
 	reg.Register(pipeline.Spec{Kind: "files", Summary: "test path keys", Outputs: []string{"out"},
-		New: pipeline.NewProcessor(func(c *filesConfig) (pipeline.Processor, error) { return &pass{}, nil })})
+		New: pipeline.NewProcessor(func(c *filesConfig) (pipeline.Processor, error) { return &testkinds.Pass{}, nil })})
 	return reg
 }
 

@@ -52,19 +52,19 @@ input = ["a", "b"]
 		t.Fatal(err)
 	}
 	c := sink(t, "sink-merged")
-	if len(c.ids) != 1000 {
-		t.Fatalf("merged sink saw %d distinct ids, want 1000", len(c.ids))
+	if len(c.IDs) != 1000 {
+		t.Fatalf("merged sink saw %d distinct ids, want 1000", len(c.IDs))
 	}
-	for id, n := range c.ids {
+	for id, n := range c.IDs {
 		if n != 2 {
 			t.Fatalf("id %s arrived %d times, want 2 (once per branch)", id, n)
 		}
 	}
 	// Each branch tagged its own copy: a record never carries both tags.
-	if c.tags["a"] != 1000 || c.tags["b"] != 1000 {
-		t.Fatalf("tags = %v, want a=1000 b=1000 (fan-out must copy records)", c.tags)
+	if c.Tags["a"] != 1000 || c.Tags["b"] != 1000 {
+		t.Fatalf("tags = %v, want a=1000 b=1000 (fan-out must copy records)", c.Tags)
 	}
-	if !c.committed {
+	if !c.Committed {
 		t.Fatal("sink not committed")
 	}
 	for _, s := range sum.Stages {
@@ -101,8 +101,8 @@ input = "flaky"
 	if !strings.Contains(err.Error(), `stage "flaky" (pass): injected failure`) {
 		t.Fatalf("err = %q", err)
 	}
-	if c := sink(t, "sink-fail"); !c.committed || len(c.ids) == 0 || len(c.ids) > 500 {
-		t.Fatalf("sink committed=%v with %d records; want committed with 1..500", c.committed, len(c.ids))
+	if c := sink(t, "sink-fail"); !c.Committed || len(c.IDs) == 0 || len(c.IDs) > 500 {
+		t.Fatalf("sink committed=%v with %d records; want committed with 1..500", c.Committed, len(c.IDs))
 	}
 }
 
@@ -201,8 +201,8 @@ input = "p"
 	if mid.In != src.Out || snk.In != mid.Out {
 		t.Fatalf("records lost in the drain: src out %d, p in %d out %d, sink in %d", src.Out, mid.In, mid.Out, snk.In)
 	}
-	if c := sink(t, "sink-drain"); !c.committed || int64(len(c.ids)) != snk.In {
-		t.Fatalf("sink committed=%v with %d ids, want %d", c.committed, len(c.ids), snk.In)
+	if c := sink(t, "sink-drain"); !c.Committed || int64(len(c.IDs)) != snk.In {
+		t.Fatalf("sink committed=%v with %d ids, want %d", c.Committed, len(c.IDs), snk.In)
 	}
 	// The rejections went to the run directory with their reason.
 	data, err := os.ReadFile(filepath.Join(dir, "run", "rejected", "p.jsonl"))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/internal/testkinds"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
@@ -56,10 +57,10 @@ func (g *gate) Process(ctx context.Context, _ *record.Record, _ pipeline.Emitter
 func fabricRegistry() *pipeline.Registry {
 	reg := pipeline.NewRegistry()
 	reg.Register(pipeline.Spec{Kind: "burst", Summary: "test: emits n records", Outputs: []string{"out"},
-		New: pipeline.NewSource(func(c *countConfig) (pipeline.Source, error) { return &burst{n: c.N}, nil })})
+		New: pipeline.NewSource(func(c *testkinds.CountConfig) (pipeline.Source, error) { return &burst{n: c.N}, nil })})
 	reg.Register(pipeline.Spec{Kind: "burst-1", Summary: "test: emits n records through a port of buffer 1", Outputs: []string{"out"},
 		PortBuffers: map[string]int{"out": 1},
-		New:         pipeline.NewSource(func(c *countConfig) (pipeline.Source, error) { return &burst{n: c.N}, nil })})
+		New:         pipeline.NewSource(func(c *testkinds.CountConfig) (pipeline.Source, error) { return &burst{n: c.N}, nil })})
 	reg.Register(pipeline.Spec{Kind: "gate", Summary: "test: holds a record until the test opens it",
 		New: pipeline.NewProcessor(func(*struct{}) (pipeline.Processor, error) { return &gate{open: gateOpen}, nil })})
 	return reg

@@ -14,6 +14,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/internal/testkinds"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
@@ -276,7 +277,7 @@ func TestPanicInSourceCommitsAndFails(t *testing.T) {
 func panicSourceChild(t *testing.T, dir string) {
 	reg := durableRegistry()
 	reg.Register(pipeline.Spec{Kind: "panic-source", Summary: "test", Outputs: []string{"out"},
-		New: pipeline.NewSource(func(c *countConfig) (pipeline.Source, error) { return panicSource{}, nil })})
+		New: pipeline.NewSource(func(c *testkinds.CountConfig) (pipeline.Source, error) { return panicSource{}, nil })})
 	f, probs := pipefile.Parse(dir+"/test.toml", []byte(`
 [pipeline]
 run_dir = "run"

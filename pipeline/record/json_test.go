@@ -104,23 +104,25 @@ type (
 		Quote string `json:"q<"`
 	}
 	jsonMix struct {
-		P    jsonPtrMarshaler   `json:"p"`
-		PP   *jsonPtrMarshaler  `json:"pp,omitempty"`
-		N    jsonNamedInts      `json:"n"`
-		E    jsonEmbeds         `json:"e"`
-		O    *jsonOptions       `json:"o"`
-		D    jsonOdd            `json:"d"`
-		Ints []int              `json:"ints,omitempty"`
-		I32  []int32            `json:"i32"`
-		Mask LossMask           `json:"mask,omitempty"`
-		Rec  *Record            `json:"rec"`
-		Any  any                `json:"any"`
-		Arr  [3]int             `json:"arr"`
-		Map  map[string][]int   `json:"map,omitempty"`
-		Skip int                `json:"-"`
-		Dash int                `json:"-,"`
-		Un   string             `json:",omitempty"`
-		priv int                //nolint:unused // unexported: never written
+		P    jsonPtrMarshaler  `json:"p"`
+		PP   *jsonPtrMarshaler `json:"pp,omitempty"`
+		N    jsonNamedInts     `json:"n"`
+		E    jsonEmbeds        `json:"e"`
+		O    *jsonOptions      `json:"o"`
+		D    jsonOdd           `json:"d"`
+		Ints []int             `json:"ints,omitempty"`
+		I32  []int32           `json:"i32"`
+		Mask LossMask          `json:"mask,omitempty"`
+		Rec  *Record           `json:"rec"`
+		Any  any               `json:"any"`
+		Arr  [3]int            `json:"arr"`
+		Map  map[string][]int  `json:"map,omitempty"`
+		Skip int               `json:"-"`
+		//lint:ignore SA5008 a field named "-": AppendJSON must agree with encoding/json on it
+		Dash int    `json:"-,"`
+		Un   string `json:",omitempty"`
+		//lint:ignore U1000 unexported: never written, and the test says so
+		priv int
 		Strs map[string]string  `json:"strs"`
 		Nest map[string]*Tokens `json:"nest"`
 		Msgs []Message          `json:"msgs"`
