@@ -90,7 +90,7 @@ func (z *keptZstd) Decode(dst, src []byte) []byte {
 func (z *keptZstd) DecodeWithError(dst, src []byte) ([]byte, error) {
 	return z.orig.DecodeWithError(dst, src)
 }
-func (z *keptZstd) NewReader(r io.Reader) io.ReadCloser { return z.orig.NewReader(r) }
+func (z *keptZstd) NewReader(r io.Reader) io.ReadCloser  { return z.orig.NewReader(r) }
 func (z *keptZstd) NewWriter(w io.Writer) io.WriteCloser { return z.orig.NewWriter(w) }
 func (z *keptZstd) NewWriterLevel(w io.Writer, level int) (io.WriteCloser, error) {
 	return z.orig.NewWriterLevel(w, level)
