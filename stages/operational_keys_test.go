@@ -27,7 +27,7 @@ func TestOperationalKeys(t *testing.T) {
 		"validate-thinking": nil,
 		"write-jsonl":       nil,
 		// Shard boundaries change files, not rows.
-		"write-arrow": {"max_age", "max_bytes", "max_rows", "row_group_bytes", "row_group_rows"},
+		"write-arrow": {"max_age", "max_bytes", "max_rows", "row_group_rows"},
 		// Where and how shards are uploaded; a resume re-sends every shard.
 		"upload-s3": {"allow_insecure", "delete_local_after_upload", "endpoint", "force_path_style", "max_attempts", "part_concurrency", "part_size", "region", "shard_concurrency", "upload_timeout", "uri"},
 		// against decides which prompts the run makes: data.

@@ -35,7 +35,7 @@ func TestReadCompletionsFromS3(t *testing.T) {
 	srv.SetEnv(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := &writeArrow{cfg: writeArrowConfig{Path: filepath.Join(dir, "train"), Format: "parquet", MaxRows: 40, MaxBytes: 1 << 30, RowGroupRows: 16, RowGroupBytes: 8 << 20}}
+	w := &writeArrow{cfg: writeArrowConfig{Path: filepath.Join(dir, "train"), Format: "parquet", MaxRows: 40, MaxBytes: 1 << 30, RowGroupRows: 16}}
 	if err := w.Open(ctx, &pipeline.Env{}); err != nil {
 		t.Fatal(err)
 	}

@@ -37,9 +37,8 @@ rounds, pipe run --commit-every), when the run is asked to stop, and at the
 end: shards sized for training, not one per commit round. Rows between
 shards are kept safe by the generation journal: their ids are finished only
 once their shard is committed, so a crash takes them from the journal again.
-Rows are buffered one row group (row_group_rows, or row_group_bytes of
-text and tokens, whichever comes first) at a time, so memory does not grow
-with the shard or with the rows' length. After a crash the next run removes what was not
+Rows are buffered one row group (row_group_rows) at a time, so memory does
+not grow with the shard. After a crash the next run removes what was not
 committed and continues with the next shard number; rows the directory
 already holds are skipped (already_committed).
 
@@ -90,12 +89,6 @@ type writeArrowConfig struct {
 	MaxAge config.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run"`
 	// RowGroupRows is the rows buffered before they are written. Default 1024.
 	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group / Arrow batch; bounds the memory"`
-	// RowGroupBytes ends a row group early once its rows hold about this
-	// many bytes of text and token ids: the buffered rows and the column
-	// writer's buffers for them are what write-arrow holds, and 1,024 rows
-	// of long completions are tens of MB (8 MiB is ~400 rows of 1,500
-	// tokens). Default 8 MiB.
-	RowGroupBytes int64 `toml:"row_group_bytes" op:"true" default:"8388608" min:"65536" doc:"bytes of text and token ids per Parquet row group / Arrow batch, about, at most (whichever of this and row_group_rows comes first); bounds the memory"`
 }
 
 func (c *writeArrowConfig) Validate() []error {
@@ -262,7 +255,7 @@ func (w *writeArrow) Process(_ context.Context, rec *record.Record, out pipeline
 		w.tokens += int64(rec.Tokens.NumTokens)
 	}
 	w.ids = append(w.ids, commitlog.Hash(rec.ID))
-	if w.b.Len() >= w.cfg.RowGroupRows || w.b.Bytes() >= w.cfg.RowGroupBytes {
+	if w.b.Len() >= w.cfg.RowGroupRows {
 		if err := w.flush(); err != nil {
 			return err
 		}

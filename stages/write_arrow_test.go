@@ -20,7 +20,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/readers"
@@ -50,7 +49,7 @@ func (e *arrowEmitter) Fail(rec *record.Record, err error, _ int) error {
 // arrowCfg is the configuration with the defaults the pipeline file loader
 // fills in from the struct tags.
 func arrowCfg(dir, format string) writeArrowConfig {
-	return writeArrowConfig{Path: dir, Format: format, MaxRows: 100000, MaxBytes: 512 << 20, RowGroupRows: 1024, RowGroupBytes: 8 << 20}
+	return writeArrowConfig{Path: dir, Format: format, MaxRows: 100000, MaxBytes: 512 << 20, RowGroupRows: 1024}
 }
 
 // openArrow opens a write-arrow stage; mem, if not nil, is its allocator.
@@ -980,49 +979,5 @@ func TestWriteArrowMemoryBoundedByRowGroup(t *testing.T) {
 			}
 			mem.AssertSize(t, 0)
 		})
-	}
-}
-
-// A row group ends at row_group_bytes of text and token ids as well as at
-// row_group_rows: long rows do not make a row group (and what write-arrow
-// holds while writing it) tens of MB. 100 rows of 40 KB with a 1 MiB bound
-// are row groups of 26 rows (the row that reaches the bound is in), the
-// last one shorter; without the bound, one row group.
-func TestWriteArrowRowGroupBytes(t *testing.T) {
-	for _, c := range []struct {
-		bound int64
-		want  []int64
-	}{{1 << 20, []int64{26, 26, 26, 22}}, {1 << 40, []int64{100}}} {
-		dir := filepath.Join(t.TempDir(), "out")
-		cfg := arrowCfg(dir, arrowrow.FormatParquet)
-		cfg.RowGroupBytes = c.bound
-		w := openArrow(t, cfg, nil, nil)
-		recs := make([]*record.Record, 100)
-		for i := range recs {
-			recs[i] = &record.Record{ID: fmt.Sprintf("row-%03d", i), Completion: &record.Completion{
-				Reasoning: strings.Repeat(fmt.Sprintf("step %d. ", i), 40<<10/8)[:40<<10], FinishReason: "stop"}}
-		}
-		arrowProcessAll(t, w, &arrowEmitter{}, recs)
-		if err := w.Commit(context.Background(), &skipEmitter{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		pf, err := file.OpenParquetFile(filepath.Join(dir, "part-00000.parquet"), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for i := range pf.NumRowGroups() {
-			got = append(got, pf.RowGroup(i).NumRows())
-		}
-		pf.Close()
-		if !slices.Equal(got, c.want) {
-			t.Fatalf("row_group_bytes %d: row groups of %v rows, want %v", c.bound, got, c.want)
-		}
-		if _, rows := readArrowDir(t, dir); len(rows) != len(recs) || rows[99].Completion.Reasoning != recs[99].Completion.Reasoning {
-			t.Fatalf("row_group_bytes %d: read back %d rows, not the %d written", c.bound, len(rows), len(recs))
-		}
 	}
 }
