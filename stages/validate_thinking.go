@@ -541,7 +541,18 @@ func runeClass(r rune) uint8 {
 func repeatedShare(s string, n, minWords int) (float64, int) {
 	sc := repeatScratches.Get().(*repeatScratch)
 	defer repeatScratches.Put(sc)
-	words := sc.words[:0]
+	sc.words = appendWordHashes(sc.words[:0], s)
+	words := sc.words
+	if len(words) < minWords || len(words) < n+1 {
+		return 0, len(words)
+	}
+	total := len(words) - n + 1
+	return float64(sc.repeatedNGrams(words, n)) / float64(total), len(words)
+}
+
+// appendWordHashes appends the hash of each word of s (repeatedShare's
+// words) to words.
+func appendWordHashes(words []uint64, s string) []uint64 {
 	for i := 0; i < len(s); {
 		r, size := rune(s[i]), 1
 		if r >= utf8.RuneSelf {
@@ -550,23 +561,8 @@ func repeatedShare(s string, n, minWords int) (float64, int) {
 		switch runeClass(r) {
 		case classSpace:
 			i += size
-			continue
 		case classWord:
-			j := i + size
-			for j < len(s) {
-				if c := s[j]; c < utf8.RuneSelf {
-					if asciiClass[c] != classWord {
-						break
-					}
-					j++
-					continue
-				}
-				r2, size2 := utf8.DecodeRuneInString(s[j:])
-				if runeClass(r2) != classWord {
-					break
-				}
-				j += size2
-			}
+			j := wordEnd(s, i+size)
 			words = append(words, maphash.String(wordSeed, s[i:j]))
 			i = j
 		default:
@@ -574,13 +570,34 @@ func repeatedShare(s string, n, minWords int) (float64, int) {
 			i += size
 		}
 	}
-	sc.words = words
-	if len(words) < minWords || len(words) < n+1 {
-		return 0, len(words)
+	return words
+}
+
+// wordEnd is where the word going on at j ends: the first rune from j that
+// is not of classWord.
+func wordEnd(s string, j int) int {
+	for j < len(s) {
+		if c := s[j]; c < utf8.RuneSelf {
+			if asciiClass[c] != classWord {
+				return j
+			}
+			j++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[j:])
+		if runeClass(r) != classWord {
+			return j
+		}
+		j += size
 	}
-	// Hash each n-gram by combining its word hashes; a collision can only
-	// overstate repetition by one n-gram in 2^64. The set of n-grams seen is
-	// an open-addressing table at most half full.
+	return j
+}
+
+// repeatedNGrams counts the n-grams of words that equal an earlier one.
+// Each n-gram is hashed by combining its word hashes; a collision can only
+// overstate repetition by one n-gram in 2^64. The set of n-grams seen is an
+// open-addressing table at most half full, kept in sc between calls.
+func (sc *repeatScratch) repeatedNGrams(words []uint64, n int) int {
 	total := len(words) - n + 1
 	size := 1
 	for size < 2*total {
@@ -613,7 +630,7 @@ func repeatedShare(s string, n, minWords int) (float64, int) {
 			}
 		}
 	}
-	return float64(repeats) / float64(total), len(words)
+	return repeats
 }
 
 func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }

@@ -248,10 +248,8 @@ var (
 )
 
 func walkFields(t reflect.Type) []jsonField {
-	for _, m := range []reflect.Type{marshalerType, textMarshalerType} {
-		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
-			return nil
-		}
+	if marshalsItself(t) {
+		return nil
 	}
 	fields := []jsonField{}
 	names := map[string]bool{}
@@ -278,18 +276,34 @@ func walkFields(t reflect.Type) []jsonField {
 			return nil
 		}
 		names[name] = true
-		f := jsonField{index: i, key: `"` + name + `":`, omitEmpty: opts == "omitempty"}
-		switch sf.Type {
-		case intsType, int32sType:
-			f.kind = fieldInts
-		case lossMaskType:
-			f.kind = fieldLossMask
-		case reflect.TypeFor[int](), reflect.TypeFor[int32](), reflect.TypeFor[int64]():
-			f.kind = fieldInt
-		}
-		fields = append(fields, f)
+		fields = append(fields, jsonField{index: i, key: `"` + name + `":`, omitEmpty: opts == "omitempty", kind: fieldKindOf(sf.Type)})
 	}
 	return fields
+}
+
+// marshalsItself: t (or *t) has its own MarshalJSON or MarshalText, which
+// encoding/json calls.
+func marshalsItself(t reflect.Type) bool {
+	for _, m := range []reflect.Type{marshalerType, textMarshalerType} {
+		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldKindOf is how a field of type t is written: the number lists and
+// plain integers here, anything else by encoding/json.
+func fieldKindOf(t reflect.Type) int {
+	switch t {
+	case intsType, int32sType:
+		return fieldInts
+	case lossMaskType:
+		return fieldLossMask
+	case reflect.TypeFor[int](), reflect.TypeFor[int32](), reflect.TypeFor[int64]():
+		return fieldInt
+	}
+	return fieldValue
 }
 
 // plainName: a name encoding/json takes from a tag and writes as it is

@@ -130,4 +130,3 @@ func (c *Collect) Finish(context.Context, pipeline.Emitter) error {
 	c.Committed = true
 	return nil
 }
-
