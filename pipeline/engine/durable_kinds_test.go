@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/engine"
-	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
@@ -190,18 +188,7 @@ func durableRegistry() *pipeline.Registry {
 // durablePlan is plan with durableRegistry's kinds.
 func durablePlan(t testing.TB, dir, src string) *pipeline.Plan {
 	t.Helper()
-	if !strings.Contains(src, "[pipeline]") {
-		src = "[pipeline]\nrun_dir = \"run\"\n" + src
-	}
-	f, probs := pipefile.Parse(dir+"/test.toml", []byte(src), pipefile.Options{})
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	p, probs := pipeline.Build(f, durableRegistry())
-	if len(probs) > 0 {
-		t.Fatal(probs)
-	}
-	return p
+	return planWith(t, dir, src, durableRegistry())
 }
 
 // logBuffer is a run log the run's goroutines may write concurrently.

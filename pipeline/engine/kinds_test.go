@@ -23,6 +23,12 @@ func testRegistry() *pipeline.Registry {
 // plan builds a plan from TOML text in dir; it fails the test on any problem.
 func plan(t testing.TB, dir, src string) *pipeline.Plan {
 	t.Helper()
+	return planWith(t, dir, src, testRegistry())
+}
+
+// planWith is plan with the kinds of reg.
+func planWith(t testing.TB, dir, src string, reg *pipeline.Registry) *pipeline.Plan {
+	t.Helper()
 	if !strings.Contains(src, "[pipeline]") {
 		src = "[pipeline]\nrun_dir = \"run\"\n" + src
 	}
@@ -30,7 +36,7 @@ func plan(t testing.TB, dir, src string) *pipeline.Plan {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	p, probs := pipeline.Build(f, testRegistry())
+	p, probs := pipeline.Build(f, reg)
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
