@@ -69,7 +69,7 @@ type dedupe struct {
 	cfg     dedupeConfig
 	done    pipeline.DoneSet
 	against *commitlog.Set
-	seen    map[uint64]struct{}
+	seen    commitlog.SeenSet
 }
 
 var (
@@ -80,7 +80,7 @@ var (
 
 func (d *dedupe) Open(_ context.Context, env *pipeline.Env) error {
 	d.done = env.Done
-	d.seen = map[uint64]struct{}{}
+	d.seen = commitlog.SeenSet{}
 	var all []uint64
 	for _, p := range d.cfg.Against {
 		ids, err := idsOf(p)
@@ -95,10 +95,9 @@ func (d *dedupe) Open(_ context.Context, env *pipeline.Env) error {
 
 func (d *dedupe) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	h := commitlog.Hash(rec.ID)
-	if _, dup := d.seen[h]; dup {
+	if !d.seen.Add(h) {
 		return out.Reject(rec, pipeline.ReasonDuplicate, fmt.Sprintf("id %q was already read earlier in this input; the first one is kept", rec.ID))
 	}
-	d.seen[h] = struct{}{}
 	switch {
 	case d.done != nil && d.done.Has(rec.ID):
 		return out.Skip(rec, "done")

@@ -98,17 +98,17 @@ const reasonBadLine = "bad_line"
 const maxLine = 256 << 20
 
 // lineJudge judges the lines of one input in order; it remembers the ids
-// read when repeated ones are its to reject (8 bytes an id and the map's
-// overhead, as dedupe-against-progress keeps).
+// read when repeated ones are its to reject (about 10 bytes an id, as
+// dedupe-against-progress keeps).
 type lineJudge struct {
 	src  *jsonlSource
-	seen map[uint64]struct{} // hashes of the ids read; nil unless Dedupe
+	seen *commitlog.SeenSet // hashes of the ids read; nil unless Dedupe
 }
 
 func (s *jsonlSource) judge() *lineJudge {
 	j := &lineJudge{src: s}
 	if s.Dedupe {
-		j.seen = map[uint64]struct{}{}
+		j.seen = &commitlog.SeenSet{}
 	}
 	return j
 }
@@ -123,11 +123,9 @@ func (j *lineJudge) line(lineNo int, line []byte, build bool) (*record.Record, *
 		return nil, prob
 	}
 	if j.seen != nil {
-		h := commitlog.Hash(id)
-		if _, dup := j.seen[h]; dup {
+		if !j.seen.Add(commitlog.Hash(id)) {
 			return rec, &lineProblem{pipeline.ReasonDuplicate, fmt.Sprintf("id %q was already read earlier in this input; the first one is kept", id)}
 		}
-		j.seen[h] = struct{}{}
 	}
 	return rec, prob
 }

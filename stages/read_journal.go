@@ -98,7 +98,7 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 	if err != nil {
 		return err
 	}
-	seen := map[uint64]struct{}{}
+	var seen commitlog.SeenSet
 	for _, path := range files {
 		err := commitlog.EachCommitted(path, func(n int, line []byte) error {
 			if err := ctx.Err(); err != nil {
@@ -110,11 +110,9 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 				return fmt.Errorf("%s:%d: not a journal entry (want {\"port\", \"record\"} with a record id)", path, n)
 			}
 			rec := jl.Record
-			h := commitlog.Hash(rec.ID)
-			if _, dup := seen[h]; dup {
+			if !seen.Add(commitlog.Hash(rec.ID)) {
 				return nil
 			}
-			seen[h] = struct{}{}
 			if err := r.send(&jl, out); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -232,4 +233,90 @@ func TestHashStable(t *testing.T) {
 	if commitlog.Hash("p1") == commitlog.Hash("p2") {
 		t.Fatal("distinct ids hash alike")
 	}
+}
+
+// TestSeenSet checks the growing set against a map over a million hashes,
+// a quarter of them repeats (a repeat of a hash still in the recent map and
+// of one long merged), and the ends of the range.
+func TestSeenSet(t *testing.T) {
+	var s commitlog.SeenSet
+	oracle := map[uint64]bool{}
+	x := uint64(0x9e3779b97f4a7c15)
+	var added []uint64
+	check := func(h uint64) {
+		t.Helper()
+		want := !oracle[h]
+		oracle[h] = true
+		if got := s.Add(h); got != want {
+			t.Fatalf("Add(%#x) after %d hashes = %v, want %v", h, len(oracle), got, want)
+		}
+	}
+	check(0)
+	check(^uint64(0))
+	for i := range 1_000_000 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		switch {
+		case i%4 == 3 && i%8 == 3:
+			check(added[len(added)-1-i%min(100, len(added))]) // recent
+		case i%4 == 3:
+			check(added[(i*7919)%len(added)]) // anywhere before
+		default:
+			check(x)
+			added = append(added, x)
+		}
+	}
+	check(0)
+	check(^uint64(0))
+	if s.Len() != len(oracle) {
+		t.Fatalf("Len = %d, want %d", s.Len(), len(oracle))
+	}
+}
+
+// BenchmarkSeenSet reports the bytes a million ids keep, against a map.
+func BenchmarkSeenSet(b *testing.B) {
+	const n = 1_000_000
+	hashes := make([]uint64, n)
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range hashes {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		hashes[i] = x
+	}
+	live := func(f func() any) float64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		keep := f()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(keep)
+		return float64(after.HeapAlloc-before.HeapAlloc) / n
+	}
+	b.Run("SeenSet", func(b *testing.B) {
+		for b.Loop() {
+			b.ReportMetric(live(func() any {
+				var s commitlog.SeenSet
+				for _, h := range hashes {
+					s.Add(h)
+				}
+				return &s
+			}), "B/id")
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		for b.Loop() {
+			b.ReportMetric(live(func() any {
+				m := map[uint64]struct{}{}
+				for _, h := range hashes {
+					if _, ok := m[h]; !ok {
+						m[h] = struct{}{}
+					}
+				}
+				return m
+			}), "B/id")
+		}
+	})
 }

@@ -352,6 +352,7 @@ func (j *Journal) Commit() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	active.sealed = true
+	active.log.seal()
 	return j.sweep(false)
 }
 

@@ -223,3 +223,25 @@ func TestJournalNoticesRemovedAndDamagedSegments(t *testing.T) {
 	}
 	j.Close()
 }
+
+// A sealed segment takes no more lines, so it keeps none of the buffers
+// appends reuse: a run that keeps its journal holds hundreds of them.
+func TestJournalSealedSegmentLetsGoOfBuffers(t *testing.T) {
+	j, err := OpenJournal(testJournalOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	appendIDs(t, j, 0, 40)
+	if len(j.segs) < 3 {
+		t.Fatalf("%d segments, want several", len(j.segs))
+	}
+	for _, s := range j.segs[:len(j.segs)-1] {
+		if !s.sealed || s.log.pendHashes != nil || s.log.pendEnds != nil || s.log.line != nil {
+			t.Errorf("sealed segment %s: sealed %v, pending lists cap %d/%d, line buffer cap %d; want nil", s.name, s.sealed, cap(s.log.pendHashes), cap(s.log.pendEnds), cap(s.log.line))
+		}
+	}
+	if active := j.segs[len(j.segs)-1]; active.sealed {
+		t.Errorf("the active segment %s is sealed", active.name)
+	}
+}

@@ -819,8 +819,13 @@ func (e *engine) replay(n *node, rec *record.Record, em *emitter) (bool, error) 
 
 // maxPending is how many records a sink that commits at every round may
 // hold uncommitted before a commit round is started early (a Batcher's own
-// batches bound its pending records instead, see MaxBatchRecords).
-const maxPending = 1 << 16
+// batches bound its pending records instead, see MaxBatchRecords). Each
+// uncommitted record holds its ticket, its journal entry and its place in
+// the logs' pending lists, about 100 bytes: at 1<<16, a fast replay held
+// 200K of them (20 MB, twice that in RSS) between rounds a minute apart.
+// 1<<14 is a commit round every few seconds at thousands of records a
+// second, and never at a GPU fleet's tens.
+const maxPending = 1 << 14
 
 // requestCommit starts a commit round soon, without waiting for it.
 func (e *engine) requestCommit() {

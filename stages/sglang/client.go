@@ -175,7 +175,8 @@ type Client struct {
 	ridSeq    atomic.Uint64
 	// meanWeight is the fleet's mean request weight in tokens (route.go).
 	meanWeight atomic.Int64
-	bufs       sync.Pool
+	bufs       sync.Pool    // answer bodies
+	reqBufs    sync.Pool    // request bodies, grown to the prompts
 	budget     answerBudget // bytes of answers in flight, fleet-wide
 
 	// ctx ends the probes at Close.
@@ -264,6 +265,7 @@ func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	c.reqBufs.New = func() any { b := make([]byte, 0, 1<<10); return &b }
 	for _, s := range servers {
 		url, header := splitUserinfo(s.URL, s.Header)
 		// A bad URL or header fails the server's readiness check.
@@ -949,20 +951,22 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	if s.bad != nil {
 		return nil, &Error{Class: ClassTransport, Message: s.bad.Error(), Server: s.url}
 	}
-	reqBuf := c.bufs.Get().(*[]byte)
-	defer c.putBuf(reqBuf)
-	respBuf := c.bufs.Get().(*[]byte)
-	defer c.putBuf(respBuf)
+	reqBuf := c.reqBufs.Get().(*[]byte)
+	defer c.putBuf(&c.reqBufs, reqBuf)
+	// The answer's buffer is taken only once its headers are in (postJSON),
+	// so the requests waiting minutes on a server hold none.
+	var respBuf []byte
+	defer func() { c.putBuf(&c.bufs, &respBuf) }()
 	rid := c.ridPrefix + strconv.FormatUint(c.ridSeq.Add(1), 10)
 	*reqBuf = c.st.appendBody((*reqBuf)[:0], req, rid)
 	defer c.inFlight(s, req)()
 	start := time.Now()
-	status, held, err := c.postJSON(ctx, sctx, s, c.st.path(), *reqBuf, c.opts.RequestTimeout, respBuf)
+	status, held, err := c.postJSON(ctx, sctx, s, c.st.path(), *reqBuf, c.opts.RequestTimeout, &respBuf)
 	defer c.budget.give(held)
 	if err != nil {
 		return nil, transportError(s.url, err, sctx)
 	}
-	respBody := *respBuf
+	respBody := respBuf
 	if status != http.StatusOK {
 		return nil, statusError(s.url, status, respBody)
 	}
@@ -984,10 +988,11 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	return res, nil
 }
 
-// putBuf keeps a buffer for reuse unless an unusually large answer grew it.
-func (c *Client) putBuf(b *[]byte) {
-	if cap(*b) <= 4<<20 {
-		c.bufs.Put(b)
+// putBuf keeps a buffer for reuse in pool unless an unusually large
+// answer grew it (or none was taken).
+func (c *Client) putBuf(pool *sync.Pool, b *[]byte) {
+	if n := cap(*b); n > 0 && n <= 4<<20 {
+		pool.Put(b)
 	}
 }
 

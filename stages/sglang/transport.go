@@ -94,7 +94,8 @@ func checkServerURL(base string) error {
 }
 
 // postJSON sends body as a JSON POST to path on s and reads the answer's
-// body into *buf (replacing its contents). The request ends at ctx's end,
+// body into *buf (replacing its contents; a nil *buf is taken from c.bufs
+// once the answer's headers are in). The request ends at ctx's end,
 // after timeout (cause errRequestTimeout), or when abort (nil: none) ends;
 // ending a request closes its connection, which makes SGLang abort it and
 // free its slot. held is what *buf takes of the fleet's answer budget: the
@@ -120,6 +121,9 @@ func (c *Client) postJSON(ctx, abort context.Context, s *server, path string, bo
 	defer resp.Body.Close()
 	if resp.ContentLength > maxBody {
 		return 0, 0, fmt.Errorf("answer of %d bytes is too large", resp.ContentLength)
+	}
+	if *buf == nil {
+		*buf = *c.bufs.Get().(*[]byte)
 	}
 	*buf, held, err = c.budget.read(resp.Body, (*buf)[:0], resp.ContentLength)
 	if err != nil {
