@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strings"
 	"time"
 )
 
@@ -15,10 +17,19 @@ import (
 //	PIPE_MEMPROFILE=FILE  a heap profile taken at the peak of live heap
 //	                      (sampled every 250 ms; rewritten at each new peak,
 //	                      so FILE holds what was retained when memory was
-//	                      highest, not what is left at exit)
+//	                      highest, not what is left at exit; FILE.memory
+//	                      has the runtime's memory classes at that time:
+//	                      stacks, free heap, metadata, which the profile
+//	                      leaves out)
 //
 // Read them with `go tool pprof -sample_index=inuse_space pipe FILE`.
 func startProfiles() (stop func()) {
+	if os.Getenv("PIPE_MEMPROFILE") == "" {
+		// Nothing reads the heap profile then; each sampled allocation
+		// would unwind its stack, reading the function tables of the
+		// binary, which then stay resident (their pages count in RSS).
+		runtime.MemProfileRate = 0
+	}
 	var stops []func()
 	if path := os.Getenv("PIPE_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
@@ -62,9 +73,28 @@ func writeHeapProfile(path string) {
 		return
 	}
 	runtime.GC() // the profile's in-use figures are as of the last GC
+	classes := memoryClasses() // before the profile's own writing allocates
 	if pprof.Lookup("heap").WriteTo(f, 0) == nil && f.Close() == nil {
 		os.Rename(path+".tmp", path)
+		os.WriteFile(path+".memory", classes, 0o644)
 		return
 	}
 	f.Close()
+}
+
+// memoryClasses is every /memory/classes/ figure and the goroutine count,
+// one per line.
+func memoryClasses() []byte {
+	var samples []metrics.Sample
+	for _, d := range metrics.All() {
+		if strings.HasPrefix(d.Name, "/memory/classes/") || d.Name == "/sched/goroutines:goroutines" {
+			samples = append(samples, metrics.Sample{Name: d.Name})
+		}
+	}
+	metrics.Read(samples)
+	var b []byte
+	for _, s := range samples {
+		b = fmt.Appendf(b, "%s %d\n", s.Name, s.Value.Uint64())
+	}
+	return b
 }
