@@ -72,8 +72,10 @@ func writeHeapProfile(path string) {
 	if err != nil {
 		return
 	}
-	runtime.GC() // the profile's in-use figures are as of the last GC
-	classes := memoryClasses() // before the profile's own writing allocates
+	// The profile's in-use figures are as of the last GC; the classes are
+	// read before the profile's own writing allocates.
+	runtime.GC()
+	classes := memoryClasses()
 	if pprof.Lookup("heap").WriteTo(f, 0) == nil && f.Close() == nil {
 		os.Rename(path+".tmp", path)
 		os.WriteFile(path+".memory", classes, 0o644)
