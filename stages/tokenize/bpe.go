@@ -87,7 +87,7 @@ func (t *Tokenizer) bpe(word string, out []int32, sc *bpeScratch) []int32 {
 		return append(out, t.byteID[word[0]])
 	}
 	if t.ignoreMerges {
-		if id, ok := t.vocab[byteLevelEncode(word)]; ok {
+		if id, ok := t.vocab.get(byteLevelEncode(word)); ok {
 			return append(out, int32(id))
 		}
 	}

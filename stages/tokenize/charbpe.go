@@ -86,7 +86,7 @@ func (t *Tokenizer) charSymbols(word string, sym, lens []int32) ([]int32, []int3
 			key = m.affixed(key[:0], word, i, size)
 			s = string(key)
 			var v int
-			v, ok = t.vocab[s]
+			v, ok = t.vocab.get(s)
 			id = int32(v)
 		}
 		i += size
@@ -155,7 +155,7 @@ func (t *Tokenizer) charBPE(word string, sc *bpeScratch) (ids, lens []int32) {
 		}
 	}
 	if t.ignoreMerges {
-		if id, ok := t.vocab[word]; ok {
+		if id, ok := t.vocab.get(word); ok {
 			ids, lens = []int32{int32(id)}, []int32{int32(len(word))}
 			if cacheable {
 				t.char.cache.put(word, append(ids, lens...))

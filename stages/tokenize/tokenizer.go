@@ -57,7 +57,7 @@ type Tokenizer struct {
 	tokenWords []uint64
 	// vocab maps the token string as written in tokenizer.json (byte-level
 	// alphabet for model tokens) to its id; tokens is its inverse.
-	vocab  map[string]int
+	vocab  *vocabIndex
 	tokens []string
 
 	added        addedMatcher
@@ -122,8 +122,7 @@ func (t *Tokenizer) TokenID(token string) (int, bool) {
 	if id, ok := t.added.ids[token]; ok {
 		return id, true
 	}
-	id, ok := t.vocab[token]
-	return id, ok
+	return t.vocab.get(token)
 }
 
 // Token returns the token text for id, as TokenID accepts it.
@@ -357,7 +356,6 @@ func (t *Tokenizer) setVocab(m *tokenizerModel, addedIDs []int) error {
 	}
 	t.tokenBytes = make([]string, maxID+1)
 	t.tokens = make([]string, maxID+1)
-	t.vocab = m.Vocab
 	for tok, id := range m.Vocab {
 		if id < 0 {
 			return fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
@@ -365,6 +363,7 @@ func (t *Tokenizer) setVocab(m *tokenizerModel, addedIDs []int) error {
 		t.tokenBytes[id] = t.coveredBytes(m, tok)
 		t.tokens[id] = tok
 	}
+	t.vocab = newVocabIndex(m.Vocab, t.tokens)
 	return nil
 }
 
