@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -340,8 +341,14 @@ func countOf(f figure) count {
 func countInRange(f float64) bool { return f >= 0 && f <= math.MaxInt32 }
 
 // tokenIDs are an array of integers; other elements are skipped, a number
-// with a fraction or exponent is truncated.
+// with a fraction or exponent is truncated toward zero, one beyond int64
+// saturated (jsontext.Token.Int).
 type tokenIDs []int
+
+// idScratch holds the ids of one answer while they are read, so that the
+// answer keeps one slice of the right size: growing it by append left
+// twice its size behind, a tenth of a rehearsal's allocation.
+var idScratch = sync.Pool{New: func() any { return new([]int) }}
 
 func (ids *tokenIDs) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	*ids = nil
@@ -351,6 +358,9 @@ func (ids *tokenIDs) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
+	scratch := idScratch.Get().(*[]int)
+	defer idScratch.Put(scratch)
+	buf := (*scratch)[:0]
 	for dec.PeekKind() != ']' {
 		if dec.PeekKind() != '0' {
 			if err := dec.SkipValue(); err != nil {
@@ -362,11 +372,13 @@ func (ids *tokenIDs) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		if err != nil {
 			return err
 		}
-		if n, err := strconv.Atoi(tok.String()); err == nil {
-			*ids = append(*ids, n)
-		} else if f, err := strconv.ParseFloat(tok.String(), 64); err == nil {
-			*ids = append(*ids, int(f))
-		}
+		buf = append(buf, int(tok.Int()))
+	}
+	if len(buf) > 0 {
+		*ids = slices.Clone(buf)
+	}
+	if cap(buf) <= 1<<18 {
+		*scratch = buf
 	}
 	_, err := dec.ReadToken()
 	return err
