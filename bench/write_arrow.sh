@@ -9,15 +9,18 @@
 # generated): input_ids of plausible Qwen ids (Zipf-distributed over the
 # vocabulary, with repeated spans), a loss mask of 0s then 1s, the
 # completion's own prompt_ids/output_ids, reasoning and answer text of ~3.5
-# characters a token cut from the Go sources, and the request settings. 256
-# distinct rows are reused under new ids. Each writer writes ROWS rows into a
+# characters a token cut from the Go sources, and the request settings. 1024
+# distinct rows (one row group's worth, so that no row group compresses a
+# repeat) are reused under new ids. Each writer writes ROWS rows into a
 # fresh directory and commits once at the end (fsync included).
 #
 # MB/s counts the input as the rows' JSON size (what write-jsonl writes), so
 # it is the same bytes for every writer. peak-heap is the highest Go heap
 # (objects, live or not yet swept, sampled every 2 ms) above the heap before
 # the writer opened; arrow-peak is the most Arrow buffers write-arrow had
-# allocated at once (one row group, row_group_rows = 1024). Results go to
+# allocated at once (for Parquet, about a MiB of rows and the open row
+# group's compressed pages; for Arrow IPC one batch of row_group_rows =
+# 1024). Results go to
 # bench/out/write_arrow.txt; the table shows the median of each figure over
 # the rounds and ratios against write-jsonl.
 set -euo pipefail

@@ -37,8 +37,9 @@ rounds, pipe run --commit-every), when the run is asked to stop, and at the
 end: shards sized for training, not one per commit round. Rows between
 shards are kept safe by the generation journal: their ids are finished only
 once their shard is committed, so a crash takes them from the journal again.
-Rows are buffered one row group (row_group_rows) at a time, so memory does
-not grow with the shard. After a crash the next run removes what was not
+Parquet rows reach the open row group (row_group_rows) about a MiB at a
+time and wait there encoded and compressed; Arrow IPC rows are buffered one
+batch (row_group_rows) at a time: memory does not grow with the shard. After a crash the next run removes what was not
 committed and continues with the next shard number; rows the directory
 already holds are skipped (already_committed).
 
@@ -87,8 +88,9 @@ type writeArrowConfig struct {
 	MaxBytes int64 `toml:"max_bytes" op:"true" default:"536870912" min:"1048576" doc:"bytes per shard, about, at most"`
 	// MaxAge commits a shard this long after its first row. Default 30m.
 	MaxAge config.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run"`
-	// RowGroupRows is the rows buffered before they are written. Default 1024.
-	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group / Arrow batch; bounds the memory"`
+	// RowGroupRows is the rows of a Parquet row group or an Arrow IPC
+	// batch. Default 1024.
+	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group (held compressed until written) / Arrow batch (held as columns)"`
 }
 
 func (c *writeArrowConfig) Validate() []error {
@@ -255,14 +257,14 @@ func (w *writeArrow) Process(_ context.Context, rec *record.Record, out pipeline
 		w.tokens += int64(rec.Tokens.NumTokens)
 	}
 	w.ids = append(w.ids, commitlog.Hash(rec.ID))
-	if w.b.Len() >= w.cfg.RowGroupRows {
+	if w.b.Len() >= w.cfg.RowGroupRows || (w.cfg.Format == arrowrow.FormatParquet && w.b.Bytes() >= parquetBatchBytes) {
 		if err := w.flush(); err != nil {
 			return err
 		}
 	}
 	var written int64
 	if w.cur != nil {
-		written = w.cur.Size()
+		written = w.cur.Size() + w.fw.Buffered()
 	}
 	// Buffered rows count too: a row group larger than max_bytes does not
 	// make a shard larger than max_bytes.
@@ -272,7 +274,15 @@ func (w *writeArrow) Process(_ context.Context, rec *record.Record, out pipeline
 	return nil
 }
 
-// flush writes the buffered rows into the current shard (one row group).
+// parquetBatchBytes is how much of a Parquet row group is buffered as rows
+// before it goes to the shard's open row group, where it is kept encoded
+// and compressed. Handing a row group over whole made pqarrow's levels and
+// encodings a second copy of it at once (1024 rows of 3,000 tokens are
+// ~40 MB of columns), which the Go heap's goal then doubled.
+const parquetBatchBytes = 1 << 20
+
+// flush writes the buffered rows into the current shard: for Parquet into
+// its open row group, for Arrow IPC as one record batch.
 func (w *writeArrow) flush() error {
 	if w.b.Len() == 0 {
 		return nil
@@ -282,7 +292,7 @@ func (w *writeArrow) flush() error {
 		if err != nil {
 			return err
 		}
-		fw, err := arrowrow.NewFileWriter(p, w.cfg.Format, w.cfg.Compression, w.mem)
+		fw, err := arrowrow.NewFileWriter(p, w.cfg.Format, w.cfg.Compression, w.cfg.RowGroupRows, w.mem)
 		if err != nil {
 			p.Abort()
 			return err
@@ -372,8 +382,9 @@ func (w *writeArrow) commit(out pipeline.Emitter, all bool) error {
 // Close drops a shard that was not committed (its rows are redone).
 func (w *writeArrow) Close() error {
 	if w.cur != nil {
+		w.fw.Close() // frees the open row group; the file is removed
 		w.cur.Abort()
-		w.cur = nil
+		w.cur, w.fw = nil, nil
 	}
 	if w.b != nil {
 		w.b.Release()

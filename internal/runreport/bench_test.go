@@ -61,7 +61,7 @@ func benchRunDir(b *testing.B, kind string, rows []*record.Record) (string, stri
 		if err != nil {
 			b.Fatal(err)
 		}
-		fw, err := arrowrow.NewFileWriter(p, arrowrow.FormatParquet, "zstd", memory.DefaultAllocator)
+		fw, err := arrowrow.NewFileWriter(p, arrowrow.FormatParquet, "zstd", 1024, memory.DefaultAllocator)
 		if err != nil {
 			b.Fatal(err)
 		}

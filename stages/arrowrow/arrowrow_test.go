@@ -48,7 +48,7 @@ func writeFile(t *testing.T, path, format, compression string, recs []*record.Re
 		t.Fatal(err)
 	}
 	defer f.Close()
-	fw, err := NewFileWriter(f, format, compression, mem)
+	fw, err := NewFileWriter(f, format, compression, batch, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestArrowrowFormatsAndCompressions(t *testing.T) {
 		{FormatParquet, "brotli", "parquet shards take"},
 		{"csv", "", "unknown format"},
 	} {
-		if _, err := NewFileWriter(&bytes.Buffer{}, tc.format, tc.compression, memory.DefaultAllocator); err == nil || !strings.Contains(err.Error(), tc.err) {
+		if _, err := NewFileWriter(&bytes.Buffer{}, tc.format, tc.compression, 1024, memory.DefaultAllocator); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s with %q: %v, want %q", tc.format, tc.compression, err, tc.err)
 		}
 	}

@@ -32,18 +32,28 @@ func Ext(format string) string {
 	return ".parquet"
 }
 
-// FileWriter writes record batches into one shard file.
+// FileWriter writes rows into one shard file.
 type FileWriter interface {
-	// Write writes a batch (for Parquet, one row group).
+	// Write adds a batch of rows. Parquet puts them into the open row
+	// group, which is written out when it holds the rowGroupRows given to
+	// NewFileWriter, so a row group can be handed over in small batches:
+	// the levels and encodings made for a batch are then those of a few
+	// rows, not of a whole row group. An Arrow IPC file takes each batch
+	// as one record batch of the file.
 	Write(arrow.RecordBatch) error
-	// Close writes the footer; it does not close the underlying writer.
+	// Buffered is about how many bytes (compressed) the open row group
+	// holds that are not yet written.
+	Buffered() int64
+	// Close writes what is buffered and the footer; it does not close the
+	// underlying writer.
 	Close() error
 }
 
-// NewFileWriter starts a shard of format on w. compression is "zstd",
-// "snappy", "lz4" or "none" ("" means zstd for Parquet, none for Arrow, so
-// that every Arrow reader can read it).
-func NewFileWriter(w io.Writer, format, compression string, mem memory.Allocator) (FileWriter, error) {
+// NewFileWriter starts a shard of format on w, with Parquet row groups of
+// rowGroupRows rows. compression is "zstd", "snappy", "lz4" or "none" (""
+// means zstd for Parquet, none for Arrow, so that every Arrow reader can
+// read it).
+func NewFileWriter(w io.Writer, format, compression string, rowGroupRows int, mem memory.Allocator) (FileWriter, error) {
 	schema, err := fileSchema()
 	if err != nil {
 		return nil, err
@@ -60,7 +70,11 @@ func NewFileWriter(w io.Writer, format, compression string, mem memory.Allocator
 		default:
 			return nil, fmt.Errorf("arrow shards take compression zstd, lz4 or none, not %q", compression)
 		}
-		return ipc.NewFileWriter(w, opts...)
+		fw, err := ipc.NewFileWriter(w, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return ipcFile{fw}, nil
 	case FormatParquet:
 		codec := compress.Codecs.Zstd
 		switch compression {
@@ -74,17 +88,35 @@ func NewFileWriter(w io.Writer, format, compression string, mem memory.Allocator
 		default:
 			return nil, fmt.Errorf("parquet shards take compression zstd, snappy, lz4 or none, not %q", compression)
 		}
+		if rowGroupRows < 1 {
+			return nil, fmt.Errorf("parquet row groups need at least 1 row, not %d", rowGroupRows)
+		}
 		props := parquet.NewWriterProperties(parquet.WithCompression(codec), parquet.WithAllocator(mem),
+			parquet.WithMaxRowGroupLength(int64(rowGroupRows)),
 			parquet.WithDictionaryDefault(false), parquet.WithDictionaryFor(ColModel, true),
 			parquet.WithDictionaryFor(ColServer, true), parquet.WithDictionaryFor(ColFinishReason, true))
 		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 		if err != nil {
 			return nil, err
 		}
-		return fw, nil
+		return parquetFile{fw}, nil
 	}
 	return nil, fmt.Errorf("unknown format %q (parquet or arrow)", format)
 }
+
+// parquetFile writes into buffered row groups: a row group's pages are
+// kept compressed in memory until it is full (pqarrow cuts it at
+// MaxRowGroupLength), then written.
+type parquetFile struct{ fw *pqarrow.FileWriter }
+
+func (p parquetFile) Write(b arrow.RecordBatch) error { return p.fw.WriteBuffered(b) }
+func (p parquetFile) Buffered() int64                 { return p.fw.RowGroupTotalCompressedBytes() }
+func (p parquetFile) Close() error                    { return p.fw.Close() }
+
+// ipcFile writes each batch through: nothing is buffered.
+type ipcFile struct{ *ipc.FileWriter }
+
+func (ipcFile) Buffered() int64 { return 0 }
 
 // fileSchema is Schema with the shards' metadata: pipe's schema version, and
 // the HF datasets features (hfMetadata), so load_dataset gives the columns
