@@ -17,8 +17,11 @@ import (
 // which the GC's heap goal doubles. Here the encoders are on a free list
 // the GC leaves alone: as many as pages compressed at once (one per
 // writing stage), each reused. They are made with arrow-go's options plus
-// WithLowerEncoderMem, which sizes the history to the window (8 MB + one
-// block) instead of twice it; the compressed bytes are the same
+// WithLowerEncoderMem, which sizes the history to the window instead of
+// twice it, and a window of pageWindow instead of the level's 8 MB: pages
+// are about the 1 MiB data page size (write-arrow hands a row group over a
+// MiB at a time), and an encoder's history is as large as its window
+// whatever the page. Up to the window the compressed bytes are arrow-go's
 // (TestKeptZstdSameBytes). Decoding is arrow-go's.
 type keptZstd struct {
 	orig interface {
@@ -60,6 +63,10 @@ func (z *keptZstd) EncodeLevel(dst, src []byte, level int) []byte {
 	return enc.EncodeAll(src, dst[:0])
 }
 
+// pageWindow is the encoders' window: a page's matches are found up to this
+// far back, and its history takes this much memory.
+const pageWindow = 2 << 20
+
 func (z *keptZstd) get(l zstd.EncoderLevel) *zstd.Encoder {
 	z.mu.Lock()
 	if list := z.free[l]; len(list) > 0 {
@@ -70,7 +77,8 @@ func (z *keptZstd) get(l zstd.EncoderLevel) *zstd.Encoder {
 	}
 	z.mu.Unlock()
 	enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(l),
-		zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true), zstd.WithLowerEncoderMem(true))
+		zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true), zstd.WithLowerEncoderMem(true),
+		zstd.WithWindowSize(pageWindow))
 	if err != nil { // only for options out of range, which these are not
 		panic(err)
 	}
