@@ -34,6 +34,8 @@ const (
 	// reason rarer than that reads as having none (a two-day run's rejects
 	// file can be GBs; the report must stay quick).
 	sampleScanBytes = 64 << 20
+	// sampleBatchRows is the rows read from a shard at a time.
+	sampleBatchRows = 32
 	// sampleTextRunes bounds each text shown.
 	sampleTextRunes = 1500
 )
@@ -284,7 +286,8 @@ func (s *sampler) shards(dir string, take func(*record.Record) bool) error {
 			return nil
 		}
 		read += sh.Bytes
-		err := arrowrow.ReadFile(s.ctx, filepath.Join(dir, sh.Name), memory.DefaultAllocator, func(b arrow.RecordBatch) error {
+		// Small batches: the first rows are often all that is wanted.
+		err := arrowrow.ReadFileRows(s.ctx, filepath.Join(dir, sh.Name), sampleBatchRows, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
 			recs, err := arrowrow.Records(b)
 			if err != nil {
 				return err

@@ -39,5 +39,5 @@ func ReadColumns(ctx context.Context, path string, columns []string, mem memory.
 	if len(leaves) == 0 {
 		return nil // none of the columns: nothing to read (nil leaves would read them all)
 	}
-	return parquetBatches(ctx, path, pf, leaves, mem, fn)
+	return parquetBatches(ctx, path, pf, leaves, readBatchRows, mem, fn)
 }

@@ -130,9 +130,22 @@ func fileSchema() (*arrow.Schema, error) {
 	return arrow.NewSchema(Schema.Fields(), &meta), nil
 }
 
+// readBatchRows is the rows of a batch read from a Parquet shard: a row
+// group's worth.
+const readBatchRows = 1024
+
 // ReadFile calls fn with every record batch of a shard (Parquet or Arrow
 // IPC, told by its extension), in order; the batch is released after fn.
 func ReadFile(ctx context.Context, path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+	return ReadFileRows(ctx, path, readBatchRows, mem, fn)
+}
+
+// ReadFileRows is ReadFile with Parquet batches of at most rows rows (0:
+// 1024), for a reader that wants the first few rows: pqarrow's readers
+// hold values and levels for a whole batch of every column (~70 MB for
+// 1024 rows of a rehearsal's shard). An Arrow IPC shard's batches are as
+// written.
+func ReadFileRows(ctx context.Context, path string, rows int, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".arrow", ".feather", ".ipc":
 		f, err := os.Open(path)
@@ -164,15 +177,19 @@ func ReadFile(ctx context.Context, path string, mem memory.Allocator, fn func(ar
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		defer pf.Close()
-		return parquetBatches(ctx, path, pf, nil, mem, fn)
+		if rows <= 0 {
+			rows = readBatchRows
+		}
+		return parquetBatches(ctx, path, pf, nil, rows, mem, fn)
 	}
 	return fmt.Errorf("%s: not a shard (want .parquet or .arrow)", path)
 }
 
 // parquetBatches calls fn with each record batch of pf (path names it in
-// errors), reading only the leaf columns given (nil: all of them).
-func parquetBatches(ctx context.Context, path string, pf *file.Reader, leaves []int, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1024}, mem)
+// errors) of at most rows rows, reading only the leaf columns given (nil:
+// all of them).
+func parquetBatches(ctx context.Context, path string, pf *file.Reader, leaves []int, rows int, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(rows)}, mem)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
