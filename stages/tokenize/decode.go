@@ -201,9 +201,9 @@ func (t *Tokenizer) DecodeOffsets(ids []int) (text string, offsets [][2]int) {
 	if t.decoder == nil {
 		pos := 0
 		for i, id := range ids {
-			if id >= 0 && id < len(t.tokenBytes) {
-				offsets[i] = [2]int{pos, pos + len(t.tokenBytes[id])}
-				pos += len(t.tokenBytes[id])
+			if id >= 0 && id < t.tokenBytes.len() {
+				offsets[i] = [2]int{pos, pos + t.tokenBytes.size(id)}
+				pos += t.tokenBytes.size(id)
 			} else {
 				offsets[i] = [2]int{pos, pos}
 			}

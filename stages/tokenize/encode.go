@@ -103,7 +103,7 @@ func (e *encoder) pieces(s string, base int, origin [][2]int32) {
 		for _, id := range ids {
 			e.ids = append(e.ids, int(id))
 			if e.wantOffsets {
-				end := k + len(t.tokenBytes[id])
+				end := k + t.tokenBytes.size(int(id))
 				if origin == nil {
 					e.offsets = append(e.offsets, [2]int{base + k, base + end})
 				} else {
@@ -241,7 +241,7 @@ func (e *encoder) model(q piece) {
 	k := 0
 	for _, id := range ids {
 		if e.wantOffsets {
-			end := k + len(t.tokenBytes[id])
+			end := k + t.tokenBytes.size(int(id))
 			a, b := q.spanOf(k, end)
 			e.emit(int(id), a, b)
 			k = end

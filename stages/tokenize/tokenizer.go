@@ -49,16 +49,18 @@ type Tokenizer struct {
 	byteID [256]int32
 	// merges maps a pair of ids to the rank of their merge and the merged id.
 	merges mergeTable
-	// tokenBytes[id] is the raw bytes a token stands for (added tokens: their content).
-	tokenBytes []string
-	// tokenWords[id] is tokenBytes[id] in its low bytes, first byte lowest,
+	// tokenBytes.at(id) is the raw bytes a token stands for (added tokens:
+	// their content). While Load builds it, building holds it as a slice.
+	tokenBytes stringTable
+	building   []string
+	// tokenWords[id] is tokenBytes.at(id) in its low bytes, first byte lowest,
 	// and its length in the top byte, when it is shorter than 8 bytes
 	// (longToken otherwise): Decode writes a token with one 8-byte store.
 	tokenWords []uint64
 	// vocab maps the token string as written in tokenizer.json (byte-level
 	// alphabet for model tokens) to its id; tokens is its inverse.
 	vocab  *vocabIndex
-	tokens []string
+	tokens stringTable
 
 	added        addedMatcher
 	special      map[int]bool // ids of added tokens marked special
@@ -114,7 +116,7 @@ func (t *Tokenizer) ByteLevel() bool { return t.byteLevel }
 func (t *Tokenizer) Dir() string { return t.dir }
 
 // VocabSize is the number of ids, added tokens included (max id + 1).
-func (t *Tokenizer) VocabSize() int { return len(t.tokenBytes) }
+func (t *Tokenizer) VocabSize() int { return t.tokenBytes.len() }
 
 // TokenID returns the id of a token given as its text: an added token's
 // content ("<|im_end|>") or a model token in the byte-level alphabet ("Ġthe").
@@ -127,13 +129,13 @@ func (t *Tokenizer) TokenID(token string) (int, bool) {
 
 // Token returns the token text for id, as TokenID accepts it.
 func (t *Tokenizer) Token(id int) (string, bool) {
-	if id < 0 || id >= len(t.tokenBytes) {
+	if id < 0 || id >= t.tokenBytes.len() {
 		return "", false
 	}
 	if s, ok := t.added.content[id]; ok {
 		return s, true
 	}
-	s := t.tokens[id]
+	s := t.tokens.at(id)
 	return s, s != ""
 }
 
@@ -171,7 +173,7 @@ func (t *Tokenizer) Decode(ids []int) string {
 			pos += l
 			continue
 		}
-		long := t.tokenBytes[id]
+		long := t.tokenBytes.at(id)
 		if need := pos + len(long) + 8*(len(ids)-i) + 8; need > len(buf) {
 			buf = append(buf[:pos:pos], make([]byte, need-pos)...)
 		}
@@ -320,14 +322,15 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	}
 	t.setAddedTokens(&f, addedIDs)
 	t.setTokenWords()
+	t.tokenBytes, t.building = packStrings(t.building), nil
 	t.cache.init()
 	return t, nil
 }
 
 // setTokenWords fills tokenWords from tokenBytes, once they are final.
 func (t *Tokenizer) setTokenWords() {
-	t.tokenWords = make([]uint64, len(t.tokenBytes))
-	for id, b := range t.tokenBytes {
+	t.tokenWords = make([]uint64, len(t.building))
+	for id, b := range t.building {
 		if len(b) >= 8 {
 			t.tokenWords[id] = longToken << 56
 			continue
@@ -354,16 +357,17 @@ func (t *Tokenizer) setVocab(m *tokenizerModel, addedIDs []int) error {
 	for _, id := range addedIDs {
 		maxID = max(maxID, id)
 	}
-	t.tokenBytes = make([]string, maxID+1)
-	t.tokens = make([]string, maxID+1)
+	t.building = make([]string, maxID+1)
+	tokens := make([]string, maxID+1)
 	for tok, id := range m.Vocab {
 		if id < 0 {
 			return fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
 		}
-		t.tokenBytes[id] = t.coveredBytes(m, tok)
-		t.tokens[id] = tok
+		t.building[id] = t.coveredBytes(m, tok)
+		tokens[id] = tok
 	}
-	t.vocab = newVocabIndex(m.Vocab, t.tokens)
+	t.tokens = packStrings(tokens)
+	t.vocab = newVocabIndex(m.Vocab, &t.tokens)
 	return nil
 }
 
@@ -457,7 +461,7 @@ func (t *Tokenizer) setAddedTokens(f *tokenizerFile, addedIDs []int) {
 				s = form
 			}
 			if b, ok := byteLevelDecode(s); ok {
-				t.tokenBytes[id] = b
+				t.building[id] = b
 			}
 		}
 	}
@@ -486,7 +490,7 @@ func (t *Tokenizer) addedTokens(f *tokenizerFile, addedIDs []int) ([]addedToken,
 		}
 		t.added.ids[a.Content] = id
 		t.added.content[id] = a.Content
-		t.tokenBytes[id] = a.Content
+		t.building[id] = a.Content
 		if a.Special {
 			t.special[id] = true
 		}

@@ -334,17 +334,17 @@ func TestDecodeIsConcatenation(t *testing.T) {
 			case 0:
 				ids[i] = -1 - rng.IntN(3)
 			case 1:
-				ids[i] = len(tok.tokenBytes) + rng.IntN(3)
+				ids[i] = tok.tokenBytes.len() + rng.IntN(3)
 			case 2:
-				ids[i] = 151643 + rng.IntN(len(tok.tokenBytes)-151643) // added tokens
+				ids[i] = 151643 + rng.IntN(tok.tokenBytes.len()-151643) // added tokens
 			default:
-				ids[i] = rng.IntN(len(tok.tokenBytes))
+				ids[i] = rng.IntN(tok.tokenBytes.len())
 			}
 		}
 		var want strings.Builder
 		for _, id := range ids {
-			if id >= 0 && id < len(tok.tokenBytes) {
-				want.WriteString(tok.tokenBytes[id])
+			if id >= 0 && id < tok.tokenBytes.len() {
+				want.WriteString(tok.tokenBytes.at(id))
 			}
 		}
 		if got := tok.Decode(ids); got != want.String() {

@@ -15,18 +15,18 @@ type vocabIndex struct {
 	slots  []int32 // id+1; 0 marks an empty slot
 	shift  uint8
 	seed   maphash.Seed
-	tokens []string // Tokenizer.tokens: id → token as written
+	tokens *stringTable // Tokenizer.tokens: id → token as written
 	extra  map[string]int
 }
 
-// newVocabIndex indexes vocab, whose tokens tokens[id] holds (one of them
+// newVocabIndex indexes vocab, whose tokens tokens.at(id) holds (one of them
 // for an id that several tokens share).
-func newVocabIndex(vocab map[string]int, tokens []string) *vocabIndex {
+func newVocabIndex(vocab map[string]int, tokens *stringTable) *vocabIndex {
 	size := 1 << bits.Len(uint(len(vocab)+len(vocab)/2)) // load factor <= 2/3
 	v := &vocabIndex{slots: make([]int32, size), shift: uint8(64 - bits.TrailingZeros(uint(size))), seed: maphash.MakeSeed(), tokens: tokens}
 	mask := uint64(size - 1)
 	for tok, id := range vocab {
-		if tokens[id] != tok {
+		if tokens.at(id) != tok {
 			if v.extra == nil {
 				v.extra = map[string]int{}
 			}
@@ -54,7 +54,7 @@ func (v *vocabIndex) get(tok string) (int, bool) {
 		if s == 0 {
 			break
 		}
-		if id := int(s - 1); v.tokens[id] == tok {
+		if id := int(s - 1); v.tokens.at(id) == tok {
 			return id, true
 		}
 	}

@@ -18,7 +18,8 @@ func TestVocabIndexAgreesWithTheMap(t *testing.T) {
 	for tok, id := range vocab {
 		tokens[id] = tok
 	}
-	ix := newVocabIndex(vocab, tokens)
+	tab := packStrings(tokens)
+	ix := newVocabIndex(vocab, &tab)
 	for tok, want := range vocab {
 		if id, ok := ix.get(tok); !ok || id != want {
 			t.Fatalf("get(%q) = %d, %v; want %d", tok, id, ok, want)
