@@ -39,9 +39,10 @@ shards are kept safe by the generation journal: their ids are finished only
 once their shard is committed, so a crash takes them from the journal again.
 Parquet rows reach the open row group (row_group_rows) about a MiB at a
 time and wait there encoded and compressed; Arrow IPC rows are buffered one
-batch (row_group_rows) at a time: memory does not grow with the shard. After a crash the next run removes what was not
-committed and continues with the next shard number; rows the directory
-already holds are skipped (already_committed).
+batch (row_group_rows) at a time: memory does not grow with the shard.
+After a crash the next run removes what was not committed and continues
+with the next shard number; rows the directory already holds are skipped
+(already_committed).
 
 The optional port "shards" sends one record per committed shard (its path,
 rows, tokens, bytes and sha256) — e.g. to upload-s3 — and, at the first

@@ -322,7 +322,10 @@ func parseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	}
 	t.setAddedTokens(&f, addedIDs)
 	t.setTokenWords()
-	t.tokenBytes, t.building = packStrings(t.building), nil
+	if t.tokenBytes, err = packStrings(t.building); err != nil {
+		return nil, fmt.Errorf("model.vocab and added_tokens: %w", err)
+	}
+	t.building = nil
 	t.cache.init()
 	return t, nil
 }
@@ -366,8 +369,11 @@ func (t *Tokenizer) setVocab(m *tokenizerModel, addedIDs []int) error {
 		t.building[id] = t.coveredBytes(m, tok)
 		tokens[id] = tok
 	}
-	t.tokens = packStrings(tokens)
-	t.vocab = newVocabIndex(m.Vocab, &t.tokens)
+	var err error
+	if t.tokens, err = packStrings(tokens); err != nil {
+		return fmt.Errorf("model.vocab: %w", err)
+	}
+	t.vocab = newVocabIndex(m.Vocab, t.tokens)
 	return nil
 }
 

@@ -15,13 +15,13 @@ type vocabIndex struct {
 	slots  []int32 // id+1; 0 marks an empty slot
 	shift  uint8
 	seed   maphash.Seed
-	tokens *stringTable // Tokenizer.tokens: id → token as written
+	tokens stringTable // Tokenizer.tokens: id → token as written (shared, not copied)
 	extra  map[string]int
 }
 
 // newVocabIndex indexes vocab, whose tokens tokens.at(id) holds (one of them
 // for an id that several tokens share).
-func newVocabIndex(vocab map[string]int, tokens *stringTable) *vocabIndex {
+func newVocabIndex(vocab map[string]int, tokens stringTable) *vocabIndex {
 	size := 1 << bits.Len(uint(len(vocab)+len(vocab)/2)) // load factor <= 2/3
 	v := &vocabIndex{slots: make([]int32, size), shift: uint8(64 - bits.TrailingZeros(uint(size))), seed: maphash.MakeSeed(), tokens: tokens}
 	mask := uint64(size - 1)

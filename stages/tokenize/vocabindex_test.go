@@ -18,8 +18,11 @@ func TestVocabIndexAgreesWithTheMap(t *testing.T) {
 	for tok, id := range vocab {
 		tokens[id] = tok
 	}
-	tab := packStrings(tokens)
-	ix := newVocabIndex(vocab, &tab)
+	tab, err := packStrings(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := newVocabIndex(vocab, tab)
 	for tok, want := range vocab {
 		if id, ok := ix.get(tok); !ok || id != want {
 			t.Fatalf("get(%q) = %d, %v; want %d", tok, id, ok, want)
