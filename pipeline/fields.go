@@ -33,6 +33,10 @@ type fieldInfo struct {
 	// `shard:"prefix"`, e.g. an s3:// URI): a sharded run appends the
 	// shard's name to it, as it puts the name into out and dir paths.
 	ShardPrefix bool
+	// Trainer names the [trainer] key this key repeats (tag
+	// `trainer:"max_length"`): unset in the stage, it takes the table's
+	// value; set to another, pipe check names the conflict.
+	Trainer string
 }
 
 var (
@@ -53,6 +57,7 @@ func fieldsOf(t reflect.Type) ([]fieldInfo, error) {
 		f.Required = sf.Tag.Get("required") == "true"
 		f.Op = sf.Tag.Get("op") == "true"
 		f.ShardPrefix = sf.Tag.Get("shard") == "prefix"
+		f.Trainer = sf.Tag.Get("trainer")
 		if c := sf.Tag.Get("contains"); c != "" {
 			f.Contains = strings.Split(c, ",")
 		}

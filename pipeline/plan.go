@@ -128,7 +128,7 @@ func (b *planBuilder) declare(sd *pipefile.StageDecl) *PlanStage {
 		}
 	}
 	if ps.Spec != nil {
-		cfg, cprobs := decodeConfig(ps.Spec, sd, b.f.Dir, b.checkFiles, b.f.Shard)
+		cfg, cprobs := decodeConfig(ps.Spec, sd, b.f.Dir, b.checkFiles, b.f.Shard, b.f.Trainer)
 		ps.Config = cfg
 		b.probs = append(b.probs, cprobs...)
 	}
@@ -431,8 +431,8 @@ func (ps *PlanStage) fields() (needs, produces []string) {
 // are checked to exist. With a shard, output paths and shard prefixes get
 // the shard's name where they do not have it yet (Shard.ShardPath,
 // Shard.ShardPrefix).
-func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles bool, shard *pipefile.Shard) (any, pipefile.Problems) {
-	d := &configDecoder{sd: sd, dir: dir, checkFiles: checkFiles, shard: shard}
+func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles bool, shard *pipefile.Shard, trainer *pipefile.Trainer) (any, pipefile.Problems) {
+	d := &configDecoder{sd: sd, dir: dir, checkFiles: checkFiles, shard: shard, trainer: trainer}
 	t := reflect.TypeOf(spec.Config)
 	fields, _ := fieldsOf(t) // checked at Register
 	ptr := reflect.New(t)
@@ -474,6 +474,7 @@ type configDecoder struct {
 	dir        string
 	checkFiles bool
 	shard      *pipefile.Shard
+	trainer    *pipefile.Trainer
 	probs      pipefile.Problems
 }
 
@@ -534,6 +535,9 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 	if sd.BadKeys[f.Key] {
 		return // its interpolation failed and was reported
 	}
+	if !set && d.fromTrainer(f, fv) {
+		return
+	}
 	if !set {
 		if f.Required {
 			d.probs = append(d.probs, pipefile.Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
@@ -548,6 +552,7 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 		d.prob(f.Key, "%s %v", f.Key, err)
 		return
 	}
+	d.checkTrainer(f, fv)
 	if f.Path != "" {
 		if msgs := emptyPath(fv, f, sd.EmptyEnv[f.Key]); len(msgs) > 0 {
 			for _, m := range msgs {
@@ -567,6 +572,39 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 			fv.SetString(d.shard.ShardPrefix(fv.String()))
 		}
 	}
+}
+
+// fromTrainer sets fv, a key the stage does not set, from [trainer] when
+// the key repeats one of its keys; it reports whether it did.
+func (d *configDecoder) fromTrainer(f *fieldInfo, fv reflect.Value) bool {
+	v, ok := d.trainer.Value(f.Trainer)
+	if f.Trainer == "" || !ok {
+		return false
+	}
+	if n, isInt := v.(int); isInt {
+		v = int64(n) // as TOML decodes an integer
+	}
+	if err := setFromRaw(fv, v); err != nil {
+		d.prob(f.Key, "%s from [trainer] %s (%s): %v", f.Key, f.Trainer, d.trainer.KeyPosition(f.Trainer), err)
+	}
+	return true
+}
+
+// checkTrainer names a conflict between a key the stage sets and the
+// [trainer] key it repeats: the trainer is declared once.
+func (d *configDecoder) checkTrainer(f *fieldInfo, fv reflect.Value) {
+	v, ok := d.trainer.Value(f.Trainer)
+	if f.Trainer == "" || !ok {
+		return
+	}
+	if n, isInt := v.(int); isInt && fv.CanInt() && fv.Int() == int64(n) {
+		return
+	}
+	if s, isStr := v.(string); isStr && fv.Kind() == reflect.String && fv.String() == s {
+		return
+	}
+	d.prob(f.Key, "%s = %v conflicts with [trainer] %s = %v (%s): the trainer is declared once; remove %s here (it is read from [trainer]) or change [trainer]",
+		f.Key, fv.Interface(), f.Trainer, v, d.trainer.KeyPosition(f.Trainer), f.Key)
 }
 
 // tableKeyOf returns the first known key inside v, if v is a table: what

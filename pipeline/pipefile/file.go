@@ -41,6 +41,8 @@ type File struct {
 	KeepJournal bool
 	Vars        map[string]string
 	Stages      []*StageDecl
+	// Trainer is [trainer], nil when the file has none.
+	Trainer *Trainer
 
 	// Shard, if set ([pipeline] shard or --shard), is the part of the input
 	// this run takes; RunDir and outputs then name it (see Shard.Name).
@@ -163,6 +165,7 @@ func Parse(path string, src []byte, opts Options) (*File, Problems) {
 	fp.f.parseShard(opts.Shard, header(doc), fp.pos, fp.in, fp.at)
 	fp.resolveVars(rawVars, varPos)
 	fp.parseHeader()
+	fp.parseTrainer()
 	fp.parseStages()
 	if probs := fp.applyFlags(sets, opts); probs != nil {
 		return nil, probs
@@ -199,9 +202,9 @@ func (fp *fileParser) interp(p Pos, v any) any {
 func (fp *fileParser) checkTopKeys() {
 	for _, k := range slices.Sorted(maps.Keys(fp.doc)) {
 		switch k {
-		case "pipeline", "vars", "stage":
+		case "pipeline", "vars", "stage", "trainer":
 		default:
-			fp.at(fp.pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars] and [[stage]] tables%s", k, suggest.DidYouMean(k, []string{"pipeline", "vars", "stage"}))
+			fp.at(fp.pos.top(k), "unknown top-level key %q: a pipeline file has [pipeline], [vars], [trainer] and [[stage]] tables%s", k, suggest.DidYouMean(k, []string{"pipeline", "vars", "trainer", "stage"}))
 		}
 	}
 }

@@ -54,6 +54,10 @@ type Request struct {
 	Messages []Message
 	Text     string
 	InputIDs []int
+	// MaxOutputTokens, when above 0, bounds this request's output in place
+	// of Sampling.MaxOutputTokens (e.g. what a training row can still
+	// hold).
+	MaxOutputTokens int
 }
 
 // settings renders the constant part of a request body once, so the hot path
@@ -66,6 +70,9 @@ type settings struct {
 	// {"max_tokens":4096,"temperature":0.6}: the request's members on the
 	// chat API, its "sampling_params" on the native API.
 	body jsontext.Value
+	// sent is what body encodes, for a request that changes a member of
+	// it (Request.MaxOutputTokens).
+	sent sent
 	// record is what Completion.Request records; shared by all completions
 	// and never modified.
 	record map[string]any
@@ -135,7 +142,7 @@ func newSettings(api API, model string, s Sampling) *settings {
 	if err != nil {
 		panic("sglang: encoding the request settings: " + err.Error()) // no field of sent can fail
 	}
-	st.body = body
+	st.body, st.sent = body, out
 	st.recordSent(&out)
 	return st
 }
@@ -213,11 +220,32 @@ type chatMessage struct {
 	Content string `json:"content"`
 }
 
+// bodyFor is the settings' body for req: the one rendered once, or, when
+// req bounds its own output, that body with its bound.
+func (st *settings) bodyFor(req *Request) jsontext.Value {
+	mx := req.MaxOutputTokens
+	if mx <= 0 {
+		return st.body
+	}
+	out := st.sent
+	if st.api == APIGenerate {
+		out.MaxNewTokens = &mx
+	} else {
+		out.MaxTokens = &mx
+	}
+	body, err := json.Marshal(&out, requestOpts)
+	if err != nil {
+		panic("sglang: encoding the request settings: " + err.Error()) // as in newSettings
+	}
+	return body
+}
+
 // appendBody appends the JSON body of req with request id rid.
 func (st *settings) appendBody(b []byte, req *Request, rid string) []byte {
 	var v any
+	body := st.bodyFor(req)
 	if st.api == APIGenerate {
-		r := &nativeRequest{InputIDs: req.InputIDs, SamplingParams: st.body, RID: rid}
+		r := &nativeRequest{InputIDs: req.InputIDs, SamplingParams: body, RID: rid}
 		if req.InputIDs == nil {
 			r.Text = &req.Text
 		}
@@ -227,7 +255,7 @@ func (st *settings) appendBody(b []byte, req *Request, rid string) []byte {
 		for i, m := range req.Messages {
 			msgs[i] = chatMessage(m)
 		}
-		v = &chatRequest{Model: st.model, Messages: msgs, Settings: st.body, RID: rid, ReturnMetaInfo: true}
+		v = &chatRequest{Model: st.model, Messages: msgs, Settings: body, RID: rid, ReturnMetaInfo: true}
 	}
 	buf := bytes.NewBuffer(b)
 	if err := json.MarshalWrite(buf, v, requestOpts); err != nil {

@@ -30,7 +30,11 @@ func (c *Client) weightOf(req *Request) int64 {
 			n = utf8.RuneCountInString(req.Text)
 		}
 	}
-	return int64(n + max(c.opts.Sampling.MaxOutputTokens, 1))
+	out := c.opts.Sampling.MaxOutputTokens
+	if req.MaxOutputTokens > 0 {
+		out = req.MaxOutputTokens
+	}
+	return int64(n + max(out, 1))
 }
 
 // inFlight counts req on s until the returned func is called.
