@@ -27,6 +27,8 @@ type (
 	ShardSpec = runfile.ShardSpec
 	// Start is one `pipe run` of the run directory.
 	Start = runfile.Start
+	// Trainer is run.json's [trainer].
+	Trainer = runfile.Trainer
 )
 
 // ReadRun reads dir/run.json; it returns nil, nil when there is none.
@@ -58,6 +60,14 @@ func shardSpec(s *pipefile.Shard) *ShardSpec {
 		return nil
 	}
 	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipefile.ShardHash}
+}
+
+// trainerSpec is [trainer] as run.json records it.
+func trainerSpec(t *pipefile.Trainer) *Trainer {
+	if t == nil {
+		return nil
+	}
+	return &Trainer{Name: t.Name, Method: t.Method, MaxLength: t.MaxLength, ChatTemplate: t.ChatTemplate}
 }
 
 // ShardChangedError refuses to run a run directory as another shard than
@@ -112,7 +122,7 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 		if abs, err := filepath.Abs(path); err == nil {
 			path = abs
 		}
-		r = &Run{Pipeline: path, Created: start.At, Settings: settings, Shard: shardSpec(plan.File.Shard), Outputs: outputs(plan), History: []Start{start}}
+		r = &Run{Pipeline: path, Created: start.At, Settings: settings, Shard: shardSpec(plan.File.Shard), Outputs: outputs(plan), Trainer: trainerSpec(plan.File.Trainer), History: []Start{start}}
 		if err := r.Write(dir); err != nil {
 			return nil, nil, err
 		}
@@ -133,6 +143,7 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 	start.ForcedNewConfig = diffs
 	r.Settings = settings
 	r.Outputs = outputs(plan)
+	r.Trainer = trainerSpec(plan.File.Trainer)
 	r.History = append(r.History, start)
 	if err := r.Write(dir); err != nil {
 		return nil, diffs, err

@@ -35,7 +35,19 @@ type Run struct {
 	// Outputs are where the run writes, as of its last start (an upload's
 	// prefix may change on resume): what pipe merge joins.
 	Outputs []Output `json:"outputs,omitempty"`
+	// Trainer is the pipeline file's [trainer] as of the run's last start;
+	// nil when it has none.
+	Trainer *Trainer `json:"trainer,omitempty"`
 	History []Start  `json:"history"`
+}
+
+// Trainer is [trainer] as run.json records it: what the report and pipe
+// export judge the run's rows by.
+type Trainer struct {
+	Name         string `json:"name"`
+	Method       string `json:"method"`
+	MaxLength    int    `json:"max_length"`
+	ChatTemplate string `json:"chat_template,omitempty"`
 }
 
 // Output is one place a run writes to.
