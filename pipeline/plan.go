@@ -448,6 +448,13 @@ func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles boo
 	for i := range fields {
 		d.field(&fields[i], v.Field(fields[i].Index))
 	}
+	if u, ok := ptr.Interface().(config.TrainerUser); !ok || u.UsesTrainer() {
+		for i := range fields {
+			if _, set := sd.Raw[fields[i].Key]; !set {
+				d.fromTrainer(&fields[i], v.Field(fields[i].Index))
+			}
+		}
+	}
 	if val, ok := ptr.Interface().(config.Validator); ok {
 		for _, err := range val.Validate() {
 			if fe, ok := err.(*config.FieldError); ok {
@@ -535,9 +542,6 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 	if sd.BadKeys[f.Key] {
 		return // its interpolation failed and was reported
 	}
-	if !set && d.fromTrainer(f, fv) {
-		return
-	}
 	if !set {
 		if f.Required {
 			d.probs = append(d.probs, pipefile.Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
@@ -575,11 +579,11 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 }
 
 // fromTrainer sets fv, a key the stage does not set, from [trainer] when
-// the key repeats one of its keys; it reports whether it did.
-func (d *configDecoder) fromTrainer(f *fieldInfo, fv reflect.Value) bool {
+// the key repeats one of its keys.
+func (d *configDecoder) fromTrainer(f *fieldInfo, fv reflect.Value) {
 	v, ok := d.trainer.Value(f.Trainer)
 	if f.Trainer == "" || !ok {
-		return false
+		return
 	}
 	if n, isInt := v.(int); isInt {
 		v = int64(n) // as TOML decodes an integer
@@ -587,7 +591,6 @@ func (d *configDecoder) fromTrainer(f *fieldInfo, fv reflect.Value) bool {
 	if err := setFromRaw(fv, v); err != nil {
 		d.prob(f.Key, "%s from [trainer] %s (%s): %v", f.Key, f.Trainer, d.trainer.KeyPosition(f.Trainer), err)
 	}
-	return true
 }
 
 // checkTrainer names a conflict between a key the stage sets and the

@@ -79,11 +79,11 @@ type writeJSONLConfig struct {
 	// Layout is what a line holds (trainrow.Layouts).
 	Layout string `toml:"layout" default:"records" enum:"records|specforge|conversations" doc:"\"records\" (pipe's records, default), \"specforge\" (id, input_ids, loss_mask: SpecForge's data.prompts_path) or \"conversations\" (id, conversations: SpecForge's data.train_data_path)"`
 	// MaxLength is the trainer's max_length (SpecForge's data.max_length).
-	MaxLength int `toml:"max_length" default:"0" min:"0" doc:"specforge/conversations: the trainer's max_length (SpecForge data.max_length); longer rows are cut as it cuts them, or rejected (too_long); 0: no limit"`
+	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"specforge/conversations: the trainer's max_length (SpecForge data.max_length); longer rows are cut as it cuts them, or rejected (too_long); 0: no limit"`
 	// TooLong is what a row longer than max_length does.
 	TooLong string `toml:"too_long" default:"cut" enum:"cut|reject" doc:"a row longer than max_length: \"cut\" to it, as SpecForge does (default), or \"reject\" (too_long)"`
 	// Trainer picks the loss-token rules rows are judged by.
-	Trainer string `toml:"trainer" default:"eagle3" enum:"eagle3|dflash" doc:"specforge/conversations: the SpecForge algorithm: \"eagle3\" needs 1 loss token (default), \"dflash\" 2 of them adjacent; rows it would drop are rejected with a reason"`
+	Trainer string `toml:"trainer" default:"eagle3" enum:"eagle3|dflash" trainer:"method" doc:"specforge/conversations: the SpecForge algorithm: \"eagle3\" needs 1 loss token (default), \"dflash\" 2 of them adjacent; rows it would drop are rejected with a reason"`
 }
 
 func (c *writeJSONLConfig) Validate() []error {
@@ -101,6 +101,9 @@ func (c *writeJSONLConfig) Validate() []error {
 	}
 	return errs
 }
+
+// UsesTrainer: [trainer] judges the rows of the trainer layouts only.
+func (c *writeJSONLConfig) UsesTrainer() bool { return c.Layout != trainrow.Records }
 
 func (c *writeJSONLConfig) rules() trainrow.Rules {
 	return trainrow.Rules{MaxLength: c.MaxLength, TooLong: c.TooLong, Trainer: c.Trainer}

@@ -31,6 +31,15 @@ type Validator interface {
 	Validate() []error
 }
 
+// TrainerUser is implemented by a config whose keys tagged
+// `trainer:"KEY"` take the [trainer] table's values only in some of its
+// settings (a writer's trainer layouts, not its plain records): with the
+// keys the stage sets decoded, UsesTrainer says whether they apply. A
+// config without it always takes them.
+type TrainerUser interface {
+	UsesTrainer() bool
+}
+
 // FieldError is a problem with one config key.
 type FieldError struct {
 	Key string
