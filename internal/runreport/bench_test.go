@@ -52,42 +52,7 @@ func benchRunDir(b *testing.B, kind string, rows []*record.Record) (string, stri
 	out := filepath.Join(dir, "out.jsonl")
 	if kind == "write-arrow" {
 		out = filepath.Join(dir, "train")
-		os.MkdirAll(out, 0o755)
-		sh, _, err := shardset.Open(out, arrowrow.FormatParquet, ".parquet", arrowrow.Version)
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := sh.Create()
-		if err != nil {
-			b.Fatal(err)
-		}
-		fw, err := arrowrow.NewFileWriter(p, arrowrow.FormatParquet, "zstd", 1024, memory.DefaultAllocator)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var hashes []uint64
-		for i := 0; i < len(rows); i += 1024 {
-			bl := arrowrow.NewBuilder(memory.DefaultAllocator)
-			for _, r := range rows[i:min(i+1024, len(rows))] {
-				if err := bl.Append(r); err != nil {
-					b.Fatal(err)
-				}
-				hashes = append(hashes, commitlog.Hash(r.ID))
-			}
-			batch := bl.NewBatch()
-			if err := fw.Write(batch); err != nil {
-				b.Fatal(err)
-			}
-			batch.Release()
-			bl.Release()
-		}
-		if err := fw.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.Commit(int64(len(rows)), 0, hashes); err != nil {
-			b.Fatal(err)
-		}
-		sh.Close()
+		writeArrowOutput(b, out, rows)
 	} else {
 		l, err := commitlog.Open(out, record.LineID)
 		if err != nil {
@@ -107,6 +72,48 @@ func benchRunDir(b *testing.B, kind string, rows []*record.Record) (string, stri
 		"outputs":  []any{map[string]any{"stage": "out", "kind": kind, "path": out}}, "history": []any{map[string]any{}}})
 	os.WriteFile(filepath.Join(dir, "run.json"), run, 0o644)
 	return dir, out
+}
+
+// writeArrowOutput writes rows as write-arrow does: Parquet shards of 1024
+// rows in out, committed to its manifest.
+func writeArrowOutput(tb testing.TB, out string, rows []*record.Record) {
+	tb.Helper()
+	os.MkdirAll(out, 0o755)
+	sh, _, err := shardset.Open(out, arrowrow.FormatParquet, ".parquet", arrowrow.Version)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := sh.Create()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fw, err := arrowrow.NewFileWriter(p, arrowrow.FormatParquet, "zstd", 1024, memory.DefaultAllocator)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var hashes []uint64
+	for i := 0; i < len(rows); i += 1024 {
+		bl := arrowrow.NewBuilder(memory.DefaultAllocator)
+		for _, r := range rows[i:min(i+1024, len(rows))] {
+			if err := bl.Append(r); err != nil {
+				tb.Fatal(err)
+			}
+			hashes = append(hashes, commitlog.Hash(r.ID))
+		}
+		batch := bl.NewBatch()
+		if err := fw.Write(batch); err != nil {
+			tb.Fatal(err)
+		}
+		batch.Release()
+		bl.Release()
+	}
+	if err := fw.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := p.Commit(int64(len(rows)), 0, hashes); err != nil {
+		tb.Fatal(err)
+	}
+	sh.Close()
 }
 
 // BenchmarkReport measures Build over one output of realistic rows, against

@@ -39,6 +39,7 @@ func (r *Report) PlotNames() []string {
 			out = append(out, "limits")
 		}
 	}
+	out = append(out, r.economyPlotNames()...)
 	if len(r.Rejected) > 0 {
 		out = append(out, "rejected")
 	}
@@ -48,6 +49,15 @@ func (r *Report) PlotNames() []string {
 		}
 	}
 	return out
+}
+
+// economyPlotNames are the selection-bias panel's plots: output lengths
+// of kept rows and of rejected ones, drawn when there are both.
+func (r *Report) economyPlotNames() []string {
+	if e := r.Economy; e == nil || e.Kept.N == 0 || e.Rejected.N == 0 {
+		return nil
+	}
+	return []string{"economy:kept", "economy:rejected"}
 }
 
 func distPlotName(o Output, d Dist) string {
@@ -80,6 +90,7 @@ mark.loss{background:#d8ecff;color:inherit}
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"share":         func(part, whole int64) string { return pct(Share(part, whole)) },
 	"finishReasons": countsText,
+	"dists":         func(e *Economy) []Dist { return []Dist{e.Kept, e.Rejected} },
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -110,6 +121,15 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 <div class="grid-plots">{{.}}</div>
 {{end}}{{with .Plots.Limits}}<h3>Concurrency limit of each server</h3>
 <div class="grid-plots">{{.}}</div>
+{{end}}
+{{with .R.Economy}}<h2 id="economy">Decoded and trained tokens</h2>
+<div class="headline">{{range .Lines}}<p>{{.}}</p>{{end}}</div>
+{{if and .Kept.N .Rejected.N}}<h3>Output length of kept rows against rejected ones</h3>
+<table><tr><th>output tokens per row</th><th>rows</th><th>mean</th><th>p10</th><th>median</th><th>p90</th><th>p99</th><th>max</th></tr>
+{{range (dists .)}}<tr><td>{{.Name}}</td><td>{{.N}}</td><td>{{printf "%.1f" .Mean}}</td><td>{{.P10}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.Max}}</td></tr>
+{{end}}</table>
+{{end}}{{end}}{{with .Plots.Economy}}<div class="grid-plots">{{range .}}{{.}}
+{{end}}</div>
 {{end}}
 <h2>Rejections</h2>
 {{with .Plots.Rejected}}{{.}}
@@ -152,9 +172,12 @@ type pageData struct {
 	SmallBelow                              int
 	Headline                                []HeadLine
 	Glance                                  []glanceLine
-	Plots                                   struct{ Throughput, Finished, Tokens, Limits, Rejected template.HTML }
-	Outputs                                 []outputPlots
-	Samples                                 []sampleGroup
+	Plots                                   struct {
+		Throughput, Finished, Tokens, Limits, Rejected template.HTML
+		Economy                                        []template.HTML
+	}
+	Outputs []outputPlots
+	Samples []sampleGroup
 }
 
 type glanceLine struct{ Stage, Text string }
@@ -192,6 +215,11 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	if len(r.Rejected) > 0 {
 		d.Plots.Rejected = template.HTML(reasonsSVG("rejected", r.Rejected, r.RejectedAll))
+	}
+	if e := r.Economy; e != nil && e.Kept.N > 0 && e.Rejected.N > 0 {
+		for i, x := range []Dist{e.Kept, e.Rejected} {
+			d.Plots.Economy = append(d.Plots.Economy, template.HTML(histogramSVG(r.economyPlotNames()[i], x)))
+		}
 	}
 	for _, o := range r.Outputs {
 		if len(o.Dists) == 0 {

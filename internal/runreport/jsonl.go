@@ -44,6 +44,11 @@ type jsonlLine struct {
 	Tokens *struct {
 		NumLossTokens int `json:"num_loss_tokens"`
 	} `json:"tokens"`
+	// Meta's cut_at_length marks a row validate-thinking kept though the
+	// length limit stopped it (it fills the trainer's max_length).
+	Meta *struct {
+		CutAtLength bool `json:"cut_at_length"`
+	} `json:"meta"`
 	Reject  *record.Rejection `json:"reject"`
 	Failure *record.Failure   `json:"failure"`
 }
@@ -306,7 +311,11 @@ func (p *lineParser) chunk(path string, data []byte, first int, rows []row) ([]r
 // input_ids, loss_mask) or counted in place (output_ids, with a tokenizer).
 var idLists = [...]string{"prompt_ids", "output_ids", "input_ids", "loss_mask"}
 
-const outputIDsList = 1 // idLists[outputIDsList] is output_ids
+// idLists[outputIDsList] is output_ids, idLists[lossMaskList] loss_mask.
+const (
+	outputIDsList = 1
+	lossMaskList  = 3
+)
 
 // line parses one record line into x. The id lists are lifted out first
 // (the first occurrence of each key, written `"key":[`, when it holds only
@@ -318,7 +327,7 @@ const outputIDsList = 1 // idLists[outputIDsList] is output_ids
 // holds, with a string in each lifted list's place). The output ids are
 // counted in the same pass.
 func (p *lineParser) line(line []byte, x *row) error {
-	dec, ids := p.lift(line)
+	dec := p.lift(line, x)
 	if p.rd.verdictsOnly {
 		var l verdictLine
 		if err := json.Unmarshal(dec, &l, lineOptions); err != nil {
@@ -341,9 +350,8 @@ func (p *lineParser) line(line []byte, x *row) error {
 		// Only a completion without the server's reasoning_tokens needs its
 		// output ids, and only with a tokenizer to find </think> in them.
 		if x.reasoningTokens <= 0 && p.endID >= 0 {
-			if c.OutputIDs.stripped {
-				x.ids = ids
-			} else {
+			if !c.OutputIDs.stripped {
+				x.ids = idCount{}
 				for _, id := range c.OutputIDs.ids {
 					p.count(id, &x.ids)
 				}
@@ -352,7 +360,12 @@ func (p *lineParser) line(line []byte, x *row) error {
 	}
 	if t := l.Tokens; t != nil {
 		x.hasTokens, x.lossTokens = true, t.NumLossTokens
+	} else if x.mask.known {
+		// A trainer layout's row (input_ids, loss_mask at the top): its
+		// mask is its loss tokens.
+		x.hasTokens, x.lossTokens = true, x.mask.all
 	}
+	x.cutAtLength = l.Meta != nil && l.Meta.CutAtLength
 	x.setVerdict(l.Reject, l.Failure)
 	return nil
 }
@@ -374,13 +387,14 @@ func (x *row) setVerdict(j *record.Rejection, fl *record.Failure) {
 }
 
 // lift returns line with its id lists lifted (p.buf, or line itself when
-// none is) and the output ids counted (with a tokenizer).
-func (p *lineParser) lift(line []byte) ([]byte, idCount) {
+// none is), the output ids counted into x.ids (with a tokenizer) and the
+// loss mask's ones into x.mask.
+func (p *lineParser) lift(line []byte, x *row) []byte {
 	var lifted [len(idLists)][2]int // [ and past ], by idLists index
 	var got [len(idLists)]bool
 	var cuts [len(idLists)]int
 	ncut := 0
-	var ids idCount
+	ids := &x.ids
 	for pos := 0; ncut < len(idLists); {
 		i := bytes.IndexByte(line[pos:], '[')
 		if i < 0 {
@@ -394,9 +408,12 @@ func (p *lineParser) lift(line []byte) ([]byte, idCount) {
 		}
 		got[k] = true
 		var end int
-		if k == outputIDsList && p.endID >= 0 {
-			end = p.countIDs(line[at+1:], &ids)
-		} else {
+		switch {
+		case k == outputIDsList && p.endID >= 0:
+			end = p.countIDs(line[at+1:], ids)
+		case k == lossMaskList:
+			end = maskEnd(line[at+1:], p.rd.maxLength, &x.mask)
+		default:
 			end = intsEnd(line[at+1:])
 		}
 		if end < 0 {
@@ -408,7 +425,7 @@ func (p *lineParser) lift(line []byte) ([]byte, idCount) {
 		pos = lifted[k][1]
 	}
 	if ncut == 0 {
-		return line, ids
+		return line
 	}
 	// The scan found the lists in line order.
 	b, prev := p.buf[:0], 0
@@ -418,7 +435,7 @@ func (p *lineParser) lift(line []byte) ([]byte, idCount) {
 		prev = lifted[k][1]
 	}
 	p.buf = append(b, line[prev:]...)
-	return p.buf, ids
+	return p.buf
 }
 
 // listKey is the idLists index of the key whose list opens at line[at]
@@ -458,6 +475,38 @@ func intsEnd(b []byte) int {
 			}
 			return -1
 		}
+	}
+	return -1
+}
+
+// maskEnd is intsEnd over a loss mask, counting its nonzero values into
+// m: all of them, and those of its first max values (max 0: all).
+func maskEnd(b []byte, max int, m *maskCount) int {
+	n, v, digits := 0, 0, false
+	for i, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v, digits = v|int(c-'0'), true
+			continue
+		case c == ' ':
+			continue
+		case c != ',' && c != ']':
+			return -1
+		}
+		if digits {
+			if v != 0 {
+				m.all++
+				if max == 0 || n < max {
+					m.in++
+				}
+			}
+			n++
+		}
+		if c == ']' {
+			m.known = true
+			return i
+		}
+		v, digits = 0, false
 	}
 	return -1
 }

@@ -35,12 +35,42 @@ type row struct {
 	outputIDs []int
 	// thinkingForced: the template forced thinking (the request recorded
 	// thinking_forced), so the output started inside the reasoning.
-	thinkingForced    bool
-	hasTokens         bool
-	lossTokens        int
+	thinkingForced bool
+	hasTokens      bool
+	lossTokens     int
+	// mask counts the loss mask's ones, when the row's mask was read.
+	mask maskCount
+	// cutAtLength: kept though the length limit stopped it (meta.cut_at_length).
+	cutAtLength       bool
 	rejectStage       string
 	rejectReason      string
 	failStage, failed string
+}
+
+// cutAtLengthKey is the meta key validate-thinking sets on a row it kept
+// though the length limit stopped it.
+const cutAtLengthKey = "cut_at_length"
+
+// countMask counts mask's nonzero values, all and within its first max
+// (0: all).
+func countMask(mask []uint8, max int) maskCount {
+	m := maskCount{known: true}
+	for i, v := range mask {
+		if v != 0 {
+			m.all++
+			if max == 0 || i < max {
+				m.in++
+			}
+		}
+	}
+	return m
+}
+
+// maskCount is a loss mask's nonzero values: all, and those within the
+// trainer's max_length (in); known: the mask was read.
+type maskCount struct {
+	known   bool
+	all, in int
 }
 
 // idCount is what the split needs of a completion's output ids: n
@@ -70,6 +100,10 @@ type reader struct {
 	verdicts *verdicts
 	// verdictsOnly: read ids and verdicts, nothing else (Options.VerdictsOnly).
 	verdictsOnly bool
+	// maxLength is the trainer's (run.json); 0: none.
+	maxLength int
+	// econ, if not nil, counts decoded and trained tokens (economy.go).
+	econ *economy
 }
 
 func newReader(ctx context.Context, r *Report, tokDir string) *reader {
@@ -79,12 +113,13 @@ func newReader(ctx context.Context, r *Report, tokDir string) *reader {
 // outputAcc accumulates one output's rows.
 type outputAcc struct {
 	out                               Output
+	training                          bool // not a writer of rejects only
 	prompt, thinking, answer, loss    sample
 	thinkServer, thinkIDs, thinkTexts int64
 }
 
 func (rd *reader) output(w writer) {
-	acc := &outputAcc{out: Output{Stage: w.id, Kind: w.kind, Path: w.path, FinishReasons: map[string]int64{}}}
+	acc := &outputAcc{out: Output{Stage: w.id, Kind: w.kind, Path: w.path, FinishReasons: map[string]int64{}}, training: !w.rejectsOnly}
 	acc.prompt.name, acc.thinking.name, acc.answer.name, acc.loss.name = DistPrompt, DistThinking, DistAnswer, DistLoss
 	// A directory is a shard directory (its manifest names what it
 	// committed), a file a commit log of lines.
@@ -143,13 +178,18 @@ func (acc *outputAcc) add(rd *reader, x *row) {
 	}
 	if x.rejectReason != "" {
 		acc.out.RejectedRows++
-		rd.countReject(x.id, x.rejectStage, x.rejectReason)
+		if rd.countReject(x.id, x.rejectStage, x.rejectReason) && rd.econ != nil {
+			rd.econ.reject(x)
+		}
 	}
 	if x.failStage != "" {
 		rd.countFailure(x.id, x.failStage, x.failed)
 	}
 	if rd.verdictsOnly {
 		return
+	}
+	if acc.training && x.rejectReason == "" && x.failStage == "" && rd.econ != nil {
+		rd.econ.keep(x)
 	}
 	if x.hasCompletion {
 		if x.finishReason != "" {
@@ -223,13 +263,17 @@ func (rd *reader) tokenizer() *tokenize.Tokenizer {
 	return rd.tok
 }
 
-func (rd *reader) countReject(id, stage, reason string) {
+// countReject counts a rejection and reports whether it was not counted
+// before (a record kept in two places counts once).
+func (rd *reader) countReject(id, stage, reason string) bool {
 	rd.verdicts.set(id, VerdictRejected+" "+reason)
 	h := commitlog.Hash("r\x00" + id + "\x00" + stage + "\x00" + reason)
-	if !rd.counted[h] {
-		rd.counted[h] = true
-		rd.rejects[[2]string{stage, reason}]++
+	if rd.counted[h] {
+		return false
 	}
+	rd.counted[h] = true
+	rd.rejects[[2]string{stage, reason}]++
+	return true
 }
 
 func (rd *reader) countFailure(id, stage, msg string) {
@@ -247,8 +291,8 @@ func (rd *reader) countFailure(id, stage, msg string) {
 // deadLetters counts the rejections and failures of RUN_DIR/{rejected,failed}/STAGE.jsonl.
 func (rd *reader) deadLetters(path string) {
 	err := rd.jsonl(path, func(rd *reader, x *row) {
-		if x.rejectReason != "" {
-			rd.countReject(x.id, x.rejectStage, x.rejectReason)
+		if x.rejectReason != "" && rd.countReject(x.id, x.rejectStage, x.rejectReason) && rd.econ != nil {
+			rd.econ.reject(x)
 		}
 		if x.failStage != "" {
 			rd.countFailure(x.id, x.failStage, x.failed)
@@ -269,7 +313,12 @@ func (rd *reader) shards(dir string, take func(*reader, *row)) error {
 	cols := []string{arrowrow.ColID, arrowrow.ColRejectStage, arrowrow.ColRejectReason}
 	if !rd.verdictsOnly {
 		cols = append(cols, arrowrow.ColFinishReason, arrowrow.ColPromptTokens, arrowrow.ColCompletionTokens,
-			arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens)
+			arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens, arrowrow.ColMeta)
+	}
+	if !rd.verdictsOnly && rd.maxLength > 0 {
+		// Loss tokens past max_length are not trained: only the mask says
+		// where they are.
+		cols = append(cols, arrowrow.ColLossMask)
 	}
 	if !rd.verdictsOnly && rd.tokenizer() != nil {
 		// Only a tokenizer tells </think> in them; the request says whether
@@ -308,6 +357,7 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 		return int(a.Value(i)), true
 	}
 	outIDs, _ := cols[arrowrow.ColOutputIDs].(*array.List)
+	masks, _ := cols[arrowrow.ColLossMask].(*array.List)
 	var ids []int
 	for i := range int(b.NumRows()) {
 		id, _ := str(arrowrow.ColID, i)
@@ -342,6 +392,19 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 			}
 		}
 		x.lossTokens, x.hasTokens = num(arrowrow.ColNumLossTokens, i)
+		if masks != nil && !masks.IsNull(i) {
+			if vals, ok := masks.ListValues().(*array.Uint8); ok {
+				lo, hi := masks.ValueOffsets(i)
+				x.mask = countMask(vals.Uint8Values()[lo:hi], rd.maxLength)
+			}
+		}
+		if meta, ok := str(arrowrow.ColMeta, i); ok && strings.Contains(meta, cutAtLengthKey) {
+			var m struct {
+				CutAtLength bool `json:"cut_at_length"`
+			}
+			_ = json.Unmarshal([]byte(meta), &m) // a bad meta column only loses the mark
+			x.cutAtLength = m.CutAtLength
+		}
 		x.rejectStage, _ = str(arrowrow.ColRejectStage, i)
 		x.rejectReason, _ = str(arrowrow.ColRejectReason, i)
 		take(rd, x)

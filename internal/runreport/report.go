@@ -52,6 +52,9 @@ type Report struct {
 	Tokens []Series `json:"output_tokens_per_second,omitempty"`
 	// Limits are each server's concurrency limit over time (tokens.go).
 	Limits []Series `json:"concurrency_limits,omitempty"`
+	// Economy is decoded tokens against trained ones and the output
+	// lengths kept and rejected (economy.go); nil when no row had either.
+	Economy *Economy `json:"economy,omitempty"`
 	// Samples are a few accepted rows of each output and a few rejected
 	// rows of each reason (samples.go).
 	Samples []Sample `json:"samples,omitempty"`
@@ -146,6 +149,18 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		r.verdicts = rd.verdicts
 	}
 	ws := writers(run, r.Stages)
+	if !opts.VerdictsOnly {
+		if run.Trainer != nil {
+			rd.maxLength = run.Trainer.MaxLength
+		}
+		training := 0
+		for _, w := range ws {
+			if !w.rejectsOnly {
+				training++
+			}
+		}
+		rd.econ = newEconomy(rd.maxLength, training)
+	}
 	for _, w := range ws {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -162,6 +177,9 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if e := rd.econ; e != nil && (e.decoded > 0 || e.trained > 0) {
+		r.Economy = e.result()
 	}
 	r.Rejected, r.RejectedAll = sortReasons(rd.rejects)
 	r.Failed, r.FailedAll = sortReasons(rd.fails)

@@ -23,6 +23,7 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  rejected:     %d%s\n", r.RejectedAll, topReasons(r.Rejected, r.RejectedAll))
 	fmt.Fprintf(w, "  failed:       %d%s\n", r.FailedAll, topReasons(r.Failed, r.FailedAll))
 	r.writeRates(w)
+	r.writeEconomy(w)
 	for i := range r.Outputs {
 		writeOutputText(w, &r.Outputs[i])
 	}
@@ -76,6 +77,25 @@ func (r *Report) writeRates(w io.Writer) {
 			lo, hi = min(lo, p.Y), max(hi, p.Y)
 		}
 		fmt.Fprintf(w, "  %-28s first %.0f, last %.0f, %.0f–%.0f\n", "concurrency, "+s.Name+":", s.Points[0].Y, s.Points[len(s.Points)-1].Y, lo, hi)
+	}
+}
+
+// writeEconomy writes decoded against trained tokens and the selection-bias
+// panel: the output lengths of kept rows against rejected ones.
+func (r *Report) writeEconomy(w io.Writer) {
+	e := r.Economy
+	if e == nil {
+		return
+	}
+	for _, l := range e.Lines() {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+	if e.Kept.N == 0 || e.Rejected.N == 0 {
+		return
+	}
+	fmt.Fprintf(w, "    %-30s %8s %7s %7s %7s %7s %7s\n", "output tokens per row", "rows", "p10", "median", "p90", "p99", "max")
+	for _, d := range []Dist{e.Kept, e.Rejected} {
+		fmt.Fprintf(w, "    %-30s %8d %7d %7d %7d %7d %7d\n", strings.TrimPrefix(d.Name, "output tokens, "), d.N, d.P10, d.P50, d.P90, d.P99, d.Max)
 	}
 }
 
