@@ -16,6 +16,7 @@ import (
 // simFlags are `pipe sim`'s options; each default is sim's own default.
 type simFlags struct {
 	ports, listen, tokenizer string
+	lengths                  string // a length preset; "" keeps the flags as given
 	count                    int
 	faults                   faultFlags
 	cfg                      sim.Config
@@ -76,7 +77,12 @@ request and frees its slot. --speed X runs X simulated seconds per wall second
 Outputs are deterministic for a given request and --seed:
 "<think>\n…\n</think>\n\n" + answer + <|im_end|> (151645), thinking and answer
 lengths log-normal around their means, capped by max_new_tokens (then
-finish_reason "length"). Without --tokenizer, a prompt counts one token per 4
+finish_reason "length"). --lengths reasoning is a reasoning model's heavy
+tail: thinking 5300 and answer 800 tokens on average, sigma 0.9, thinking up
+to 30000 and answers up to 8000 (about 6000 tokens per output on average, p99
+near 29000); the length flags given with it override it. In a sim: URL the
+same options are lengths=, think_mean=, think_max=, answer_mean=,
+answer_max= and length_sigma=. Without --tokenizer, a prompt counts one token per 4
 bytes and output ids are stable Qwen3-range ids; with --tokenizer DIR (a
 directory with tokenizer.json) both come from the real tokenizer.
 
@@ -110,6 +116,7 @@ with --seed.`,
 			fs.IntVar(&c.AnswerTokensMean, "answer-mean", sim.DefaultAnswerTokensMean, "mean answer length, tokens")
 			fs.IntVar(&c.AnswerTokensMax, "answer-max", sim.DefaultAnswerTokensMax, "maximum answer length, tokens")
 			fs.Float64Var(&c.LengthSigma, "length-sigma", sim.DefaultLengthSigma, "log-normal shape of both lengths")
+			fs.StringVar(&sf.lengths, "lengths", "", "length `PRESET`: "+strings.Join(sim.LengthPresets(), " or ")+"; the length flags given override it (default: the length flags' defaults)")
 			fs.Float64Var(&c.SpecAcceptMean, "spec-accept", 0, "mean accepted tokens per speculative verify step (default 0: no speculative decoding)")
 			fs.Uint64Var(&c.Seed, "seed", 0, "seed for outputs and fault draws (default 0)")
 			fs.Var(&sf.faults, "fault", "inject a `FAULT` (repeatable; see above)")
@@ -122,6 +129,11 @@ with --seed.`,
 			}
 			cfg := sf.cfg
 			cfg.Faults = sf.faults
+			if sf.lengths != "" {
+				if err := simUseLengths(&cfg, fs, sf.lengths); err != nil {
+					return usageErrorf("--lengths: %v", err)
+				}
+			}
 			addrs, err := simAddrs(sf.ports, sf.listen, sf.count)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -159,6 +171,25 @@ with --seed.`,
 			return nil
 		},
 	})
+}
+
+// simUseLengths applies a length preset to the length flags not given on
+// the command line.
+func simUseLengths(cfg *sim.Config, fs *flag.FlagSet, preset string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, p := range map[string]*int{
+		"think-mean": &cfg.ThinkTokensMean, "think-max": &cfg.ThinkTokensMax,
+		"answer-mean": &cfg.AnswerTokensMean, "answer-max": &cfg.AnswerTokensMax,
+	} {
+		if !given[name] {
+			*p = 0
+		}
+	}
+	if !given["length-sigma"] {
+		cfg.LengthSigma = 0
+	}
+	return cfg.UseLengths(preset)
 }
 
 func warmNote(d time.Duration) string {

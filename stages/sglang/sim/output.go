@@ -64,10 +64,7 @@ func (t *texts) plan(cfg *Config, h uint64, thinking, forced bool, faults faultS
 	var o output
 	sp := t.sp
 	h = mix(h, cfg.Seed)
-	thinkLen := int(lognormal(float64(cfg.ThinkTokensMean), cfg.LengthSigma, unitFloat(mix(h, 1)), unitFloat(mix(h, 2))))
-	thinkLen = min(max(thinkLen, 8), cfg.ThinkTokensMax)
-	answerLen := int(lognormal(float64(cfg.AnswerTokensMean), cfg.LengthSigma, unitFloat(mix(h, 3)), unitFloat(mix(h, 4))))
-	answerLen = min(max(answerLen, 4), cfg.AnswerTokensMax)
+	thinkLen, answerLen := drawLengths(cfg, h)
 	ti, tj := t.think.span(unitFloat(mix(h, 5)), thinkLen)
 	ai, aj := t.answer.span(unitFloat(mix(h, 6)), answerLen)
 	if faults.has(FaultEmptyThinking) {

@@ -57,8 +57,11 @@ package sim
 // Config.ForcedThinking, gets the output without its opening "<think>\n",
 // and the chat reasoning split takes everything before </think> as
 // reasoning (forced.go). Lengths are log-normal around ThinkTokensMean and
-// AnswerTokensMean, rounded up to a sentence end. max_new_tokens cuts the
-// output (finish_reason length, no EOS), always as a prefix of the full one.
+// AnswerTokensMean, rounded up to a sentence end; Config.UseLengths takes a
+// preset shape ("reasoning": a reasoning model's heavy tail, lengths.go).
+// max_new_tokens (chat: max_completion_tokens, else max_tokens) cuts the
+// output at exactly that many tokens (finish_reason length, no EOS), always
+// as a prefix of the full one.
 // The text is prose cut from precomputed corpora, so a response costs a few
 // copies of ready-made bytes.
 //

@@ -14,7 +14,9 @@ import (
 // The URL grammar of a simulated fleet in a pipeline file's servers:
 // "sim:N" starts N servers for the run, "sim:N?speed=60&max_running=128&
 // faults=503:0.05,die@1h+5m#0" sets their options (ConfigFromQuery lists
-// them).
+// them). The output lengths take a preset, lengths=default or
+// lengths=reasoning (see lengths.go), and think_mean, think_max,
+// answer_mean, answer_max and length_sigma, which override the preset.
 
 // ParseURL reads "sim:N?k=v&…": ok is false for any other string; err
 // names what is wrong (N out of 1..64, a bad option or value), without
@@ -75,6 +77,7 @@ func parseQuery(query string) (url.Values, error) {
 func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, error)) (Config, error) {
 	cfg := Config{Count: n}
 	var errs []string
+	lengths := "default"
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		v := q.Get(k)
 		if vs := q[k]; len(vs) > 1 {
@@ -91,10 +94,18 @@ func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, e
 			cfg.KVTokens, err = strconv.Atoi(v)
 		case "context_length":
 			cfg.ContextLength, err = strconv.Atoi(v)
+		case "lengths":
+			lengths = v
 		case "think_mean":
 			cfg.ThinkTokensMean, err = strconv.Atoi(v)
+		case "think_max":
+			cfg.ThinkTokensMax, err = strconv.Atoi(v)
 		case "answer_mean":
 			cfg.AnswerTokensMean, err = strconv.Atoi(v)
+		case "answer_max":
+			cfg.AnswerTokensMax, err = strconv.Atoi(v)
+		case "length_sigma":
+			cfg.LengthSigma, err = strconv.ParseFloat(v, 64)
 		case "spec_accept":
 			cfg.SpecAcceptMean, err = strconv.ParseFloat(v, 64)
 		case "model":
@@ -128,24 +139,35 @@ func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, e
 				cfg.Faults = append(cfg.Faults, f)
 			}
 		default:
-			errs = append(errs, fmt.Sprintf("unknown sim option %q (speed, max_running, kv_tokens, context_length, think_mean, answer_mean, spec_accept, model, seed, faults, api_key_env)", k))
+			errs = append(errs, fmt.Sprintf("unknown sim option %q (%s)", k, strings.Join(queryKeys, ", ")))
 		}
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("sim option %s=%q: %v", k, v, err))
 		}
 	}
+	// A mean above its cap raises the cap with it, unless the cap was
+	// given too (then the mismatch is reported when the fleet starts).
+	thinkMaxSet, answerMaxSet := cfg.ThinkTokensMax != 0, cfg.AnswerTokensMax != 0
+	if err := cfg.UseLengths(lengths); err != nil {
+		errs = append(errs, "sim option lengths: "+err.Error())
+	}
 	if len(errs) > 0 {
 		return cfg, errors.New(strings.Join(errs, "; "))
 	}
-	// Means above the default caps raise the caps with them.
-	if cfg.ThinkTokensMean > DefaultThinkTokensMax {
-		cfg.ThinkTokensMax = min(cfg.ThinkTokensMean*4, 1<<16)
+	if !thinkMaxSet && cfg.ThinkTokensMean > cfg.ThinkTokensMax {
+		cfg.ThinkTokensMax = min(cfg.ThinkTokensMean*4, maxSpanLimit)
 	}
-	if cfg.AnswerTokensMean > DefaultAnswerTokensMax {
-		cfg.AnswerTokensMax = min(cfg.AnswerTokensMean*4, 1<<16)
+	if !answerMaxSet && cfg.AnswerTokensMean > cfg.AnswerTokensMax {
+		cfg.AnswerTokensMax = min(cfg.AnswerTokensMean*4, maxSpanLimit)
 	}
 	return cfg, nil
 }
+
+// queryKeys are the options of "sim:N?…", as an unknown one's error lists
+// them.
+var queryKeys = []string{"speed", "max_running", "kv_tokens", "context_length",
+	"lengths", "think_mean", "think_max", "answer_mean", "answer_max", "length_sigma",
+	"spec_accept", "model", "forced_thinking", "seed", "faults", "api_key_env"}
 
 // splitFaults splits the faults option at commas, keeping a fault's list
 // of servers whole: "503:0.1,die@1h+5m#0,1" is two faults, the second on
