@@ -121,6 +121,16 @@ func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, 
 	if state != stateFinished || sum == nil || !sum.Started() {
 		return
 	}
+	// The handoff first: the report shows it.
+	files, err := writeHandoffs(ctx, plan)
+	for _, w := range []io.Writer{term, log} {
+		for _, f := range files {
+			fmt.Fprintf(w, "pipe: SpecForge data: block in %s\n", pipeline.DisplayPath(f))
+		}
+		if err != nil {
+			fmt.Fprintf(w, "pipe: %v\n", err)
+		}
+	}
 	// A replay keeps its verdicts for the comparison below.
 	fr := plan.File.From
 	r, err := runreport.Build(ctx, dir, runreport.Options{Verdicts: fr != nil})
