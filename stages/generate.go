@@ -168,6 +168,8 @@ type generateConfig struct {
 	Template string `toml:"template" enum:"|chatml" doc:"with tokenizer: \"\" renders the model's own chat template (default), \"chatml\" generic ChatML"`
 	// MaxOutputTokens bounds thinking + answer. Required.
 	MaxOutputTokens int `toml:"max_output_tokens" required:"true" min:"1" doc:"bound on thinking + answer tokens; required because the server's default (128) silently truncates"`
+	// MaxLength is the trainer's tokens per row ([trainer] max_length).
+	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"the trainer's tokens per row (read from [trainer] max_length): each request asks for at most what its row can still train, max_length minus the prompt's tokens (never above max_output_tokens), and a prompt that leaves no room is rejected before any GPU time (prompt_too_long); 0: no cap"`
 	// Sampling: nil (not set) means the server's default.
 	Temperature       *float64 `toml:"temperature" min:"0" doc:"sampling temperature (default: the server's)"`
 	TopP              *float64 `toml:"top_p" min:"0" max:"1" doc:"nucleus sampling (default: the server's)"`
@@ -481,6 +483,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 	if err := g.detectForcedThinking(); err != nil {
 		return err
 	}
+	g.sayOutputBound()
 	specs, err := g.resolveServers(ctx, env)
 	if err != nil {
 		return err
@@ -824,10 +827,10 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 			return nil, &record.Rejection{Reason: "bad_prompt", Detail: err.Error()}, nil
 		}
 		ids = g.tok.Encode(text)
-		if n := len(ids); g.ctxLen > 0 && n+g.cfg.MaxOutputTokens >= g.ctxLen {
-			return nil, &record.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
-				"prompt is %d tokens; with max_output_tokens %d it does not fit the servers' context length %d", n, g.cfg.MaxOutputTokens, g.ctxLen)}, nil
-		}
+	}
+	var reject *record.Rejection
+	if req.MaxOutputTokens, reject = g.outputBound(ids); reject != nil {
+		return nil, reject, nil
 	}
 	if g.cfg.API == string(sglang.APIGenerate) {
 		req.InputIDs = ids
@@ -861,22 +864,74 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, histo
 		LatencySeconds:   res.Latency.Seconds(),
 		Server:           res.Server,
 		Attempts:         res.Attempts,
-		Request:          g.requestRecord(),
+		Request:          g.requestRecord(req.MaxOutputTokens),
 	}, nil, nil
 }
+
+// outputBound is the most tokens a request with prompt ids may ask for:
+// max_output_tokens, or less where the trainer's row has less room left
+// (max_length minus the prompt: a token decoded past it is never trained).
+// It rejects a prompt with no room for a reply, or too long for the
+// servers' context, before any GPU time. Without ids (the chat API with no
+// tokenizer) the prompt is not counted, and the row's room is max_length.
+func (g *generate) outputBound(ids []int) (int, *record.Rejection) {
+	bound := g.cfg.MaxOutputTokens
+	if room := g.cfg.MaxLength - len(ids); g.cfg.MaxLength > 0 && room < bound {
+		if room < minReplyTokens {
+			return 0, &record.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
+				"prompt is %d tokens; the trainer's max_length %d leaves %d for a reply", len(ids), g.cfg.MaxLength, max(room, 0))}
+		}
+		bound = room
+	}
+	if n := len(ids); n > 0 && g.ctxLen > 0 && n+bound >= g.ctxLen {
+		return 0, &record.Rejection{Reason: "prompt_too_long", Detail: fmt.Sprintf(
+			"prompt is %d tokens; with %d output tokens it does not fit the servers' context length %d", n, bound, g.ctxLen)}
+	}
+	if bound == g.cfg.MaxOutputTokens {
+		return 0, nil // the settings' own bound
+	}
+	return bound, nil
+}
+
+// minReplyTokens is the least room a row must have for a reply: DFlash,
+// the strictest trainer, drops a row without two adjacent loss tokens
+// (SpecForge specforge/algorithms/dflash/providers.py).
+const minReplyTokens = 2
 
 // requestRecord is the request settings recorded with a completion (a
 // copy: later stages may annotate it), with thinking_forced when the
 // template forces thinking, for validation and the report.
-func (g *generate) requestRecord() map[string]any {
+func (g *generate) requestRecord(bound int) map[string]any {
 	r := maps.Clone(g.client.Settings())
+	if r == nil {
+		r = map[string]any{}
+	}
 	if g.forced && g.cfg.EnableThinking {
-		if r == nil {
-			r = map[string]any{}
-		}
 		r["thinking_forced"] = true
 	}
+	if bound > 0 {
+		// What this request asked for, under the name sent.
+		key := "max_tokens"
+		if g.cfg.API == string(sglang.APIGenerate) {
+			key = "max_new_tokens"
+		}
+		r[key] = bound
+	}
 	return r
+}
+
+// sayOutputBound says at start how each request's output is bounded.
+func (g *generate) sayOutputBound() {
+	c := g.cfg
+	switch {
+	case c.MaxLength == 0: // no trainer declared: max_output_tokens, as configured
+	case c.MaxLength >= c.MaxOutputTokens && g.tok == nil:
+		g.noticef("output: at most max_output_tokens %d tokens a request, within the trainer's max_length %d", c.MaxOutputTokens, c.MaxLength)
+	case g.tok == nil:
+		g.noticef("output: at most %d tokens a request, the trainer's max_length (max_output_tokens %d); without tokenizer the prompt's tokens are not counted, so a long reply can run past the row: set tokenizer to cap each request at what its row can still train", c.MaxLength, c.MaxOutputTokens)
+	default:
+		g.noticef("output: each request asks for what its row can still train, the trainer's max_length %d minus the prompt's tokens, at most max_output_tokens %d", c.MaxLength, c.MaxOutputTokens)
+	}
 }
 
 // detectForcedThinking tells from the chat template whether it forces

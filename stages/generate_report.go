@@ -146,6 +146,7 @@ func (g *generate) Report() []figure.Figure {
 		figure.NewCounter("answers", g.answers.Load()),
 		figure.NewCounter("tiny_answers", g.tinyAnswers.Load()))
 	out = appendServerFigures(out, st.Total)
+	out = append(out, figure.NewCounter(figure.DecodedTokens, st.Total.OutputTokens).In(figure.UnitTokens))
 	for _, s := range st.Servers {
 		out = appendServerFigures(out, s, "server", serverName(s))
 	}

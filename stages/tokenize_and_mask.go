@@ -65,6 +65,11 @@ unset, each row keeps the one generation used. The prompt used is recorded
 in meta.train_system_prompt. A row whose system prompt differs from
 generation's cannot use the generation's ids and is built from text.
 
+A completion validate-thinking kept though the length limit cut it
+(meta.cut_at_length: its row fills the trainer's max_length) has no end
+of turn: its row ends at its last generated token, with no closing
+"<|im_end|>\n", and is cut to max_length.
+
 Rejections: too_long (more than max_length tokens, with on_too_long =
 "reject"), too_few_loss_tokens (no run of min_adjacent_loss_tokens loss
 tokens), no_output_ids (source = "ids"), bad_prompt_ids / unterminated_output
@@ -136,9 +141,9 @@ type TokenizeAndMaskConfig struct {
 	// Default: unset, each row keeps generation's.
 	SystemPrompt *string `toml:"system_prompt" doc:"system prompt of every row (\"\" = none); unset keeps the one generation used"`
 	// MaxLength is the most tokens a row may have; 0 (default) is no limit.
-	MaxLength int `toml:"max_length" default:"0" min:"0" doc:"most tokens per row; 0 = no limit"`
-	// OnTooLong is "reject" (default) or "truncate" (cut to max_length).
-	OnTooLong string `toml:"on_too_long" default:"reject" enum:"reject|truncate" doc:"what a row longer than max_length does"`
+	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"most tokens per row (read from [trainer] max_length); 0 = no limit"`
+	// OnTooLong is "truncate" (default: cut to max_length) or "reject".
+	OnTooLong string `toml:"on_too_long" default:"truncate" enum:"reject|truncate" doc:"what a row longer than max_length does: cut to it, keeping its head as the trainer does, or reject it (too_long)"`
 	// MinAdjacentLossTokens: a row needs a run of at least this many loss
 	// tokens (block-parallel drafters need 2). Default 2.
 	MinAdjacentLossTokens int `toml:"min_adjacent_loss_tokens" default:"2" min:"1" doc:"reject rows with no run of this many adjacent loss tokens"`
@@ -165,6 +170,7 @@ type tokenizeAndMask struct {
 	newline        []int
 
 	fromIDs, fromText, differs, truncated atomic.Int64
+	cutAtLength                           atomic.Int64
 	textNoIDs, textSystemDiffers          atomic.Int64
 	tokens, lossTokens                    atomic.Int64
 	logged                                atomic.Int64
@@ -261,6 +267,7 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 	}
 
 	rec.Meta["loss_mask_convention"] = s.convention
+	cut := rec.Meta[record.MetaCutAtLength] == true && c.FinishReason == "length"
 	msgs := conversation(turns, system, c)
 	opts := chat.Options{EnableThinking: enableThinking(c)}
 	lastOnly := s.mode.LastOnly(s.forced)
@@ -279,7 +286,7 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 		textRow = newRow(ids, mask, "text")
 	}
 	if useIDs {
-		ids, mask, reason, detail := s.fromGenerationIDs(c, msgs, opts, rendered, assistantTurns)
+		ids, mask, reason, detail := s.fromGenerationIDs(c, msgs, opts, rendered, assistantTurns, cut)
 		if reason != "" {
 			return nil, reason, detail
 		}
@@ -291,6 +298,20 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 	} else {
 		row = textRow
 		s.fromText.Add(1)
+		if cut {
+			// The template closed the reply the model never finished:
+			// the row ends where the output did.
+			gopts := opts
+			gopts.AddGenerationPrompt = true
+			prompt, err := s.tmpl.Render(msgs[:len(msgs)-1], gopts)
+			if err != nil {
+				return nil, ReasonRenderFailed, err.Error()
+			}
+			truncateRow(row, len(s.tok.Encode(prompt))+c.CompletionTokens)
+		}
+	}
+	if cut {
+		s.cutAtLength.Add(1)
 	}
 
 	if reason, detail := s.fitLength(row); reason != "" {
@@ -340,15 +361,24 @@ func (s *tokenizeAndMask) fitLength(row *record.Tokens) (reason, detail string) 
 	if s.cfg.OnTooLong == "reject" {
 		return ReasonTooLong, fmt.Sprintf("%d tokens, max_length %d", row.NumTokens, s.cfg.MaxLength)
 	}
-	row.InputIDs = row.InputIDs[:s.cfg.MaxLength]
-	row.LossMask = row.LossMask[:s.cfg.MaxLength]
-	row.NumTokens = s.cfg.MaxLength
+	truncateRow(row, s.cfg.MaxLength)
+	s.truncated.Add(1)
+	return "", ""
+}
+
+// truncateRow keeps row's first n tokens (all of a shorter row), its loss
+// tokens counted again.
+func truncateRow(row *record.Tokens, n int) {
+	if n >= len(row.InputIDs) {
+		return
+	}
+	row.InputIDs = row.InputIDs[:n]
+	row.LossMask = row.LossMask[:n]
+	row.NumTokens = n
 	row.NumLossTokens = 0
 	for _, m := range row.LossMask {
 		row.NumLossTokens += int(m)
 	}
-	s.truncated.Add(1)
-	return "", ""
 }
 
 // systemPrompts returns the prompt turns without a leading system turn, the
@@ -409,9 +439,13 @@ func enableThinking(c *record.Completion) *bool {
 // exactly where the last turn's loss begins. Earlier turns' spans (turns of
 // rendered, the text rendering, when the mode trains them) lie within the
 // prompt, which is the same text.
-func (s *tokenizeAndMask) fromGenerationIDs(c *record.Completion, msgs []chat.Message, opts chat.Options, rendered string, turns []chat.Turn) (ids, mask []int, reason, detail string) {
+func (s *tokenizeAndMask) fromGenerationIDs(c *record.Completion, msgs []chat.Message, opts chat.Options, rendered string, turns []chat.Turn, cut bool) (ids, mask []int, reason, detail string) {
 	out := c.OutputIDs
-	if out[len(out)-1] != s.imEnd {
+	switch {
+	case cut:
+		// Cut by the length limit where the row is full: no end of turn
+		// was sampled, and none is added.
+	case out[len(out)-1] != s.imEnd:
 		// SGLang includes the matched EOS in output_ids; an older server may
 		// not, yet the stop says it was sampled.
 		if c.FinishReason == "stop" && matchedID(c.MatchedStop) == s.imEnd {
@@ -424,7 +458,9 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *record.Completion, msgs []chat.Me
 	ids = make([]int, 0, len(c.PromptIDs)+len(out)+len(s.newline))
 	ids = append(ids, c.PromptIDs...)
 	ids = append(ids, out...)
-	ids = append(ids, s.newline...)
+	if !cut {
+		ids = append(ids, s.newline...)
+	}
 
 	// The text the ids spell, and each id's byte range in it: in context,
 	// not decoded alone (a Metaspace or Strip decoder treats the first
@@ -567,6 +603,8 @@ func (s *tokenizeAndMask) Report() []figure.Figure {
 		figure.NewCounter("text_rows_system_prompt_differs", s.textSystemDiffers.Load()),
 		figure.NewCounter("tokens", s.tokens.Load()).In(figure.UnitTokens),
 		figure.NewCounter("loss_tokens", s.lossTokens.Load()).In(figure.UnitTokens),
+		// What the trainer trains on: the rows are within max_length.
+		figure.NewCounter(figure.TrainedTokens, s.lossTokens.Load()).In(figure.UnitTokens),
 	}
 	if s.cfg.CompareText && s.fromIDs.Load() > 0 {
 		stats = append(stats, figure.NewCounter("retokenized_text_differs", s.differs.Load()))

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -27,7 +29,8 @@ they are checked; the first that matches is the reason:
   no_completion       the record has no completion
   ids_text_mismatch   the output ids do not decode to the thinking and answer
                       (another tokenizer than the server's; needs tokenizer)
-  truncated           finish_reason is "length"
+  truncated           finish_reason is "length", and the row does not fill the
+                      trainer's max_length (see below)
   aborted             finish_reason is "abort"
   think_unclosed      thinking on, and the output ids have no </think> (needs
                       tokenizer); with forced thinking also an output that
@@ -47,6 +50,17 @@ Forced thinking (a chat template whose generation prompt ends in
 "<think>\n", as generate records in completion.request.thinking_forced, or
 the tokenizer's own template): the output starts inside the reasoning, so it
 has no <think> of its own and one cut short is reasoning, never an answer.
+
+Cut at the trainer's length: with max_length (read from [trainer]) and
+length = "keep" (default), a completion stopped by the length limit
+whose prompt and output fill max_length trains exactly the tokens a
+finished one would, since the trainer keeps the first max_length tokens
+of a row (SpecForge prompt_builder.py _prompt_from_record). It is
+accepted, counted as kept_at_length and marked meta.cut_at_length; the
+rules about how an output ends (truncated, think_unclosed, an empty
+answer after reasoning cut short, the minimum lengths) do not apply to
+it, the others do. One cut short of max_length is truncated.
+length = "reject" rejects every cut completion.
 
 Any rule is turned off by listing its code in disable. Lengths are in tokens
 when tokenizer is set, else in characters. Rejections by reason are in the
@@ -143,6 +157,10 @@ type ValidateThinkingConfig struct {
 	// ThinkStart and ThinkEnd are the model's think markers. Default Qwen3's.
 	ThinkStart string `toml:"think_start" default:"<think>" doc:"the model's opening think marker"`
 	ThinkEnd   string `toml:"think_end" default:"</think>" doc:"the model's closing think marker"`
+	// MaxLength is the trainer's tokens per row ([trainer] max_length).
+	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"the trainer's tokens per row (read from [trainer] max_length): a completion cut at the length limit whose row fills it is kept (see length); 0: every cut completion is truncated"`
+	// Length is what a completion cut where its row fills max_length does.
+	Length string `toml:"length" default:"keep" enum:"keep|reject" doc:"a completion cut by the length limit whose prompt and output fill max_length: \"keep\" it, as the trainer would train it (kept_at_length), or \"reject\" it (truncated)"`
 }
 
 // Validate checks the disable list and the markers.
@@ -161,6 +179,7 @@ func (c *ValidateThinkingConfig) Validate() []error {
 
 type validateThinking struct {
 	cfg          *ValidateThinkingConfig
+	keptAtLength atomic.Int64
 	off          map[string]bool
 	placeholders map[string]bool
 	tok          *tokenize.Tokenizer
@@ -210,13 +229,43 @@ func (v *validateThinking) useTokenizer(tok *tokenize.Tokenizer) {
 }
 
 // Process sends rec to "accepted" or rejects it with the first failing rule.
-// The engine counts both, by reason; the stage keeps no counts of its own.
+// The engine counts both, by reason; the stage counts only what it kept
+// at the trainer's length (Report).
 func (v *validateThinking) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	reason, detail := v.check(rec)
 	if reason == "" {
+		if v.fillsRow(rec.Completion) {
+			v.keptAtLength.Add(1)
+			if rec.Meta == nil {
+				rec.Meta = map[string]any{}
+			}
+			rec.Meta[record.MetaCutAtLength] = true
+		}
 		return out.Emit("accepted", rec)
 	}
 	return out.Reject(rec, reason, detail)
+}
+
+// fillsRow says whether c was cut by the length limit where its row fills
+// the trainer's max_length, and is to be kept (length = "keep").
+func (v *validateThinking) fillsRow(c *record.Completion) bool {
+	return c != nil && c.FinishReason == "length" && v.cfg.MaxLength > 0 && v.cfg.Length == "keep" &&
+		completionRowTokens(c) >= v.cfg.MaxLength
+}
+
+// completionRowTokens is the tokens of the row a completion makes before
+// the template closes it: its prompt and its output.
+func completionRowTokens(c *record.Completion) int {
+	prompt := c.PromptTokens
+	if prompt == 0 {
+		prompt = len(c.PromptIDs)
+	}
+	return prompt + c.CompletionTokens
+}
+
+// Report counts the completions kept though cut at the length limit.
+func (v *validateThinking) Report() []figure.Figure {
+	return []figure.Figure{figure.NewCounter(figure.KeptAtLength, v.keptAtLength.Load())}
 }
 
 // check returns the reason code and detail of the first rule rec fails, or "".
@@ -229,25 +278,30 @@ func (v *validateThinking) check(rec *record.Record) (reason, detail string) {
 	}
 	thinking, why := v.thinkingOn(c)
 	forced := thinking && (v.forced || requestForced(c.Request))
+	atLength := v.fillsRow(c)
 	// Ids that do not spell the text are said as such before any rule
 	// reads either: every thinking rule would be wrong about them.
 	if r, d := v.idsRule(c); r != "" {
 		return r, d
 	}
-	if r, d := v.finishRule(c); r != "" {
+	if !atLength {
+		if r, d := v.finishRule(c); r != "" {
+			return r, d
+		}
+	}
+	if r, d := v.markerRules(c, thinking, forced, atLength, why); r != "" {
 		return r, d
 	}
-	if r, d := v.markerRules(c, thinking, forced, why); r != "" {
-		return r, d
-	}
-	if r, d := v.contentRules(c, thinking, why); r != "" {
+	if r, d := v.contentRules(c, thinking, atLength, why); r != "" {
 		return r, d
 	}
 	if r, d := v.historyRules(rec); r != "" {
 		return r, d
 	}
-	if r, d := v.lengthRules(c, thinking); r != "" {
-		return r, d
+	if !atLength {
+		if r, d := v.lengthRules(c, thinking); r != "" {
+			return r, d
+		}
 	}
 	return v.repetitionRule(c)
 }
@@ -297,9 +351,9 @@ func (v *validateThinking) markerCounts(c *record.Completion) (starts, ends int)
 
 // markerRules: the thinking is closed once, opened at most once (not at
 // all when the prompt forced it open), and no marker is left in the text.
-func (v *validateThinking) markerRules(c *record.Completion, thinking, forced bool, why string) (string, string) {
+func (v *validateThinking) markerRules(c *record.Completion, thinking, forced, atLength bool, why string) (string, string) {
 	starts, ends := v.markerCounts(c)
-	if r, d := v.openCloseRules(c, thinking, forced, why, starts, ends); r != "" {
+	if r, d := v.openCloseRules(c, thinking, forced, atLength, why, starts, ends); r != "" {
 		return r, d
 	}
 	if r, d := v.markerTextRules(c); r != "" {
@@ -314,16 +368,20 @@ func (v *validateThinking) markerRules(c *record.Completion, thinking, forced bo
 // openCloseRules: with thinking on, the output closes it (in the ids, or,
 // without ids, by an answer after the reasoning), and does not open it
 // again when the prompt forced it open. starts and ends are markerCounts.
-func (v *validateThinking) openCloseRules(c *record.Completion, thinking, forced bool, why string, starts, ends int) (string, string) {
-	if thinking && ends == 0 {
+// An output cut where its row fills max_length (atLength) need not close
+// it: the trainer never sees past the cut.
+func (v *validateThinking) openCloseRules(c *record.Completion, thinking, forced, atLength bool, why string, starts, ends int) (string, string) {
+	if thinking && ends == 0 && !atLength {
 		if r, d := v.fail(ReasonThinkUnclosed, fmt.Sprintf("thinking on (%s) but the output ids have no %s", why, v.cfg.ThinkEnd)); r != "" {
 			return r, d
 		}
 	}
-	if forced && ends < 0 && strings.TrimSpace(c.Answer) == "" && strings.TrimSpace(c.Reasoning) != "" {
+	if forced && ends < 0 && !atLength && c.FinishReason == "length" && strings.TrimSpace(c.Answer) == "" && strings.TrimSpace(c.Reasoning) != "" {
 		// No ids (chat API): the server's parser put an output with no
-		// </think> all into the reasoning.
-		if r, d := v.fail(ReasonThinkUnclosed, fmt.Sprintf("forced thinking: the output ended inside the reasoning (%d bytes, no %s, no answer)", len(c.Reasoning), v.cfg.ThinkEnd)); r != "" {
+		// </think> all into the reasoning, and the length limit stopped
+		// it there. One that stopped by itself is an empty answer
+		// (contentRules): whether </think> came cannot be told.
+		if r, d := v.fail(ReasonThinkUnclosed, fmt.Sprintf("forced thinking: the output was cut by the length limit inside the reasoning (%d bytes, no %s, no answer)", len(c.Reasoning), v.cfg.ThinkEnd)); r != "" {
 			return r, d
 		}
 	}
@@ -350,14 +408,17 @@ func (v *validateThinking) markerTextRules(c *record.Completion) (string, string
 
 // contentRules: the thinking (when on) and the answer are not empty, and
 // the answer is not a placeholder.
-func (v *validateThinking) contentRules(c *record.Completion, thinking bool, why string) (string, string) {
+func (v *validateThinking) contentRules(c *record.Completion, thinking, atLength bool, why string) (string, string) {
 	if thinking && strings.TrimSpace(c.Reasoning) == "" {
 		if r, d := v.fail(ReasonEmptyThinking, fmt.Sprintf("thinking on (%s) but the thinking is empty (%d bytes)", why, len(c.Reasoning))); r != "" {
 			return r, d
 		}
 	}
-	if strings.TrimSpace(c.Answer) == "" {
-		d := fmt.Sprintf("answer is empty (%d bytes) after %d bytes of thinking", len(c.Answer), len(c.Reasoning))
+	if strings.TrimSpace(c.Answer) == "" && !atLength {
+		d := fmt.Sprintf("answer is empty (%d bytes) after %d bytes of thinking (finish_reason %s)", len(c.Answer), len(c.Reasoning), c.FinishReason)
+		if thinking && len(c.OutputIDs) == 0 && strings.TrimSpace(c.Reasoning) != "" {
+			d += "; without output ids pipe cannot tell whether the model wrote " + v.cfg.ThinkEnd + " (the reasoning parser puts an unclosed output all into the reasoning)"
+		}
 		if r, d := v.fail(ReasonEmptyAnswer, d); r != "" {
 			return r, d
 		}

@@ -202,6 +202,7 @@ func (l *live) status() *liveStatus {
 		}
 	}
 	ls.ETA = l.eta(ls)
+	ls.Economy = rundir.EconomyOf(s.Stages)
 	return ls
 }
 

@@ -128,6 +128,13 @@ func (m *runMetrics) Collect(ch chan<- prometheus.Metric) {
 	if ls.ETA != nil && ls.ETA.PerSecond > 0 {
 		gauge("pipe_run_eta_seconds", "Estimated time to finish, from the prompts left and the last minute's rate.", ls.ETA.Seconds)
 	}
+	if e := ls.Economy; e != nil {
+		counter("pipe_run_decoded_tokens_total", "Output tokens the servers decoded in this run.", float64(e.Decoded))
+		counter("pipe_run_trained_tokens_total", "Loss tokens of the training rows built in this run, within the trainer's max_length.", float64(e.Trained))
+		if e.Trained > 0 {
+			gauge("pipe_run_decoded_per_trained_token", "Decoded tokens per trained token: 1.0 when every decoded token is trained.", e.Ratio)
+		}
+	}
 	for _, st := range ls.Stages {
 		for _, o := range []struct {
 			name string

@@ -1026,6 +1026,9 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *engine.Summary) {
 	for _, st := range s.Stages {
 		printStageNotes(w, plan, st, expensive)
 	}
+	if e := rundir.EconomyOf(s.Stages); e != nil {
+		fmt.Fprintf(w, "economy: %s\n", e)
+	}
 	printTotals(w, plan, s, notStarted)
 }
 

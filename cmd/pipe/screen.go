@@ -253,7 +253,7 @@ func serversLine(f *liveFleet) screenLine {
 	return l
 }
 
-// tokensLine: "tokens 152.9K of 999.4K budget (15%; 122 × 8192 max)  30.4K tok/s 1m  in flight 26/64  tiny answers 2%".
+// tokensLine: "tokens 152.9K of 999.4K budget (15%; 122 × 8192 max)  30.4K tok/s 1m  1.01 decoded per trained token  in flight 26/64  tiny answers 2%".
 // The budget is the input's prompts (estimated until read or counted)
 // times the stage's max_output_tokens: what the run can generate at most.
 func tokensLine(ls *liveStatus) screenLine {
@@ -267,8 +267,16 @@ func tokensLine(ls *liveStatus) screenLine {
 		}
 		l[0].text += fmt.Sprintf(" of %s%s budget (%s)", approx, count(budget), pct(float64(f.Tokens)/float64(budget)))
 	}
-	l = append(l, p(plain, "%s tok/s 1m", numfmt.Count(f.Tokens1m)),
-		p(faint, "in flight %d/%d", f.InFlight, f.Capacity))
+	l = append(l, p(plain, "%s tok/s 1m", numfmt.Count(f.Tokens1m)))
+	if e := ls.Economy; e != nil && e.Trained > 0 {
+		// How much of the decoding ends in training rows: 1.00 is all.
+		tn := plain
+		if e.Ratio >= 1.1 {
+			tn = caution
+		}
+		l = append(l, p(tn, "%.2f decoded per trained token", e.Ratio))
+	}
+	l = append(l, p(faint, "in flight %d/%d", f.InFlight, f.Capacity))
 	if f.Answers > 0 {
 		share := float64(f.Tiny) / float64(f.Answers)
 		tn := faint

@@ -43,6 +43,18 @@ const (
 	UnitPerSecond = "per_second"
 )
 
+// Names of the figures the run's economy (decoded against trained tokens)
+// is summed from, over every stage that reports them without labels: a
+// stage that decodes on servers reports DecodedTokens (the output tokens
+// of every completion it got), one that builds training rows
+// TrainedTokens (their loss tokens within the trainer's max_length), one
+// that keeps completions cut at the trainer's length KeptAtLength.
+const (
+	DecodedTokens = "decoded_tokens"
+	TrainedTokens = "trained_tokens"
+	KeptAtLength  = "kept_at_length"
+)
+
 // Figure is one number (or word) a stage reports about itself. Names are
 // snake_case and stable (they become metric names); Labels tell apart
 // figures of one name, e.g. {"server": "127.0.0.1:30000"} or

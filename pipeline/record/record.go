@@ -149,6 +149,12 @@ func (r *Record) Clone() *Record {
 	return &c
 }
 
+// MetaCutAtLength marks, in a record's meta, a completion cut by the
+// length limit where its row fills the trainer's max_length: kept
+// (validate-thinking), its row ending at its last generated token
+// (tokenize-and-mask).
+const MetaCutAtLength = "cut_at_length"
+
 // Field names used by specs to declare what a stage needs and produces;
 // `pipe check` verifies that every needed field is produced upstream.
 const (

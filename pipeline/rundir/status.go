@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 // StatusFile is status.json's name inside the run directory.
@@ -85,6 +86,67 @@ type Live[F any] struct {
 	Commit   string    `json:"last_commit,omitempty"`    // RFC 3339, UTC
 	Dead     []string  `json:"dead_letters,omitempty"`   // the dead-letter files written
 	Warnings []Warning `json:"warnings,omitempty"`       // the recent ones
+	Economy  *Economy  `json:"economy,omitempty"`        // decoded against trained tokens
+}
+
+// Economy is how much of the GPUs' decoding ends in training rows, from
+// the stages' figures (EconomyOf).
+type Economy struct {
+	// Decoded is the output tokens the servers generated in this run,
+	// Trained the loss tokens of the training rows built in it, within
+	// the trainer's max_length.
+	Decoded int64 `json:"decoded_tokens"`
+	Trained int64 `json:"trained_tokens"`
+	// Ratio is Decoded / Trained: 1.0 when every decoded token is
+	// trained; 0 while nothing is trained.
+	Ratio float64 `json:"decoded_per_trained_token"`
+	// KeptAtLength counts completions cut by the length limit and kept,
+	// their rows filling the trainer's max_length.
+	KeptAtLength int64 `json:"kept_at_length"`
+}
+
+// EconomyOf sums the economy's figures over stages; nil when no stage
+// decodes and none trains.
+func EconomyOf(stages []engine.StageSummary) *Economy {
+	var e Economy
+	var seen bool
+	for _, st := range stages {
+		for _, f := range st.Figures {
+			if len(f.Labels) > 0 {
+				continue
+			}
+			switch f.Name {
+			case figure.DecodedTokens:
+				e.Decoded += int64(f.Value)
+				seen = true
+			case figure.TrainedTokens:
+				e.Trained += int64(f.Value)
+				seen = true
+			case figure.KeptAtLength:
+				e.KeptAtLength += int64(f.Value)
+			}
+		}
+	}
+	if !seen {
+		return nil
+	}
+	if e.Trained > 0 {
+		e.Ratio = float64(e.Decoded) / float64(e.Trained)
+	}
+	return &e
+}
+
+// String is the economy in one line: "1.01 decoded tokens per trained
+// token (2.1M decoded, 2.08M trained; 31 kept at length)".
+func (e *Economy) String() string {
+	if e.Trained == 0 {
+		return fmt.Sprintf("%d tokens decoded, none trained yet", e.Decoded)
+	}
+	s := fmt.Sprintf("%.2f decoded tokens per trained token (%d decoded, %d trained", e.Ratio, e.Decoded, e.Trained)
+	if e.KeptAtLength > 0 {
+		s += fmt.Sprintf("; %d kept at length", e.KeptAtLength)
+	}
+	return s + ")"
 }
 
 // Stage is one stage's accounting (engine.StageSummary) with its rates.
