@@ -61,7 +61,10 @@ as SGLang's, every request except OPTIONS and paths starting /health or
 /metrics answers 401 {"error": "Unauthorized"} unless it carries
 "Authorization: Bearer KEY" (the scheme in any case) or "x-api-key: KEY".
 Answers carry meta_info's num_running_reqs and num_waiting_reqs (per choice
-on the chat API with "return_meta_info": true); /server_info has
+on the chat API with "return_meta_info": true). A chat request with
+"return_token_ids": true gets choices[i].token_ids (the output ids, as
+/generate's output_ids) and prompt_token_ids (Qwen3's template over the
+messages), as SGLang 2026-07's; /server_info has
 context_length null (the model's length is /v1/models' max_model_len),
 max_req_input_len and max_running_requests, as SGLang 2026's.
 

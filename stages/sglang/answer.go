@@ -78,6 +78,13 @@ type choice struct {
 	// Per choice, sent with return_meta_info: true (serving_chat.py,
 	// SGLang 2026).
 	MetaInfo object[meta] `json:"meta_info"`
+	// Per choice, sent with return_token_ids: true (protocol.py's
+	// ChatCompletionResponseChoice, SGLang 2026-07): the sampled ids as
+	// /generate's output_ids, before the reasoning split, and the
+	// prompt's ids. response_token_ids is the name one SGLang test reads.
+	TokenIDs         tokenIDs `json:"token_ids"`
+	ResponseTokenIDs tokenIDs `json:"response_token_ids"`
+	PromptTokenIDs   tokenIDs `json:"prompt_token_ids"`
 }
 
 type message struct {
@@ -144,6 +151,11 @@ func parseChat(body []byte, mode ThinkMode, r *Result) error {
 	if r.ReasoningTokens == 0 {
 		r.ReasoningTokens = u.CompletionTokensDetails.v.ReasoningTokens.n
 	}
+	r.OutputIDs = ch.TokenIDs
+	if r.OutputIDs == nil {
+		r.OutputIDs = ch.ResponseTokenIDs
+	}
+	r.PromptIDs = ch.PromptTokenIDs
 	ch.MetaInfo.v.apply(r)
 	a.MetaInfo.v.apply(r)
 	deriveAcceptLength(r)

@@ -28,6 +28,8 @@ var handBodies = []struct {
 	{APIChat, `{"choices":[{"message":{"content":"<think>\nfirst\n</think>\n\nanswer"},"finish_reason":"stop","matched_stop":"</s>"}],"usage":{"completion_tokens_details":{"reasoning_tokens":3}}}`},
 	{APIChat, `{"choices":[{"message":{"content":" plain "},"finish_reason":"stop"},{"message":{"content":"second choice"}}],"usage":null}`},
 	{APIChat, `{"choices":[{"message":{"content":"x"},"finish_reason":{"type":"abort","message":"m"}}],"meta_info":{"spec_verify_ct":4,"spec_accept_length":"2.5"}}`},
+	{APIChat, `{"choices":[{"index":0,"message":{"content":"4","reasoning_content":"2+2"},"finish_reason":"stop","matched_stop":151645,"prompt_token_ids":[151644,872,198],"token_ids":[151667,17,151668,19,151645]}]}`},
+	{APIChat, `{"choices":[{"message":{"content":"4"},"finish_reason":"stop","response_token_ids":[19,151645]}]}`},
 }
 
 // simBodies fetches real answers from the simulator, both APIs, with
@@ -77,11 +79,10 @@ func TestParseAgreesWithEncodingJSON(t *testing.T) {
 			if gerr != nil {
 				t.Fatalf("body %d: %v", i, gerr)
 			}
-			if len(want.OutputIDs) == 0 {
-				want.OutputIDs = nil
-			}
-			if len(got.OutputIDs) == 0 {
-				got.OutputIDs = nil
+			for _, ids := range []*[]int{&want.OutputIDs, &got.OutputIDs, &want.PromptIDs, &got.PromptIDs} {
+				if len(*ids) == 0 {
+					*ids = nil
+				}
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("body %d (%s, thinking %v):\n got  %+v\n want %+v\n%s", i, b.api, thinking, got, want, b.body)

@@ -91,9 +91,12 @@ type stdChatResponse struct {
 			Content          *string `json:"content"`
 			ReasoningContent *string `json:"reasoning_content"`
 		} `json:"message"`
-		FinishReason json.RawMessage `json:"finish_reason"`
-		MatchedStop  json.RawMessage `json:"matched_stop"`
-		MetaInfo     *stdMeta        `json:"meta_info"`
+		FinishReason     json.RawMessage `json:"finish_reason"`
+		MatchedStop      json.RawMessage `json:"matched_stop"`
+		MetaInfo         *stdMeta        `json:"meta_info"`
+		TokenIDs         []int           `json:"token_ids"`
+		ResponseTokenIDs []int           `json:"response_token_ids"`
+		PromptTokenIDs   []int           `json:"prompt_token_ids"`
 	} `json:"choices"`
 	Usage struct {
 		PromptTokens        num `json:"prompt_tokens"`
@@ -150,6 +153,10 @@ func stdParseResult(api API, body []byte, thinking bool, r *Result) error {
 	}
 	ch := &resp.Choices[0]
 	r.FinishReason, r.MatchedStop, r.AbortMessage = stdParseFinish(ch.FinishReason, ch.MatchedStop)
+	r.OutputIDs, r.PromptIDs = ch.TokenIDs, ch.PromptTokenIDs
+	if len(r.OutputIDs) == 0 {
+		r.OutputIDs = ch.ResponseTokenIDs
+	}
 	content, reasoning := ch.Message.Content, ch.Message.ReasoningContent
 	switch {
 	case reasoning != nil:

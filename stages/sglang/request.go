@@ -212,6 +212,13 @@ type chatRequest struct {
 	// meta_info per choice (load, speculative figures) comes only when
 	// asked for (serving_chat.py, SGLang 2026); older servers ignore it.
 	ReturnMetaInfo bool `json:"return_meta_info"`
+	// return_token_ids asks for choices[i].token_ids, the sampled ids
+	// as /generate's output_ids, and choices[i].prompt_token_ids (SGLang
+	// 2026-07, PR #30917). Older servers ignore it: their request models
+	// are pydantic's default, which drops unknown fields. Servers that
+	// know it refuse it on a streamed chat request, and this one is never
+	// streamed.
+	ReturnTokenIDs bool `json:"return_token_ids"`
 	Stream         bool `json:"stream"`
 }
 
@@ -255,7 +262,7 @@ func (st *settings) appendBody(b []byte, req *Request, rid string) []byte {
 		for i, m := range req.Messages {
 			msgs[i] = chatMessage(m)
 		}
-		v = &chatRequest{Model: st.model, Messages: msgs, Settings: body, RID: rid, ReturnMetaInfo: true}
+		v = &chatRequest{Model: st.model, Messages: msgs, Settings: body, RID: rid, ReturnMetaInfo: true, ReturnTokenIDs: true}
 	}
 	buf := bytes.NewBuffer(b)
 	if err := json.MarshalWrite(buf, v, requestOpts); err != nil {

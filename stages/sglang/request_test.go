@@ -50,7 +50,7 @@ func TestRequestBodies(t *testing.T) {
 		t.Fatalf("chat body is not JSON: %v\n%s", err, body)
 	}
 	want := map[string]any{
-		"model": "Qwen/Qwen3-32B", "rid": "rid-1", "stream": false, "return_meta_info": true,
+		"model": "Qwen/Qwen3-32B", "rid": "rid-1", "stream": false, "return_meta_info": true, "return_token_ids": true,
 		"messages":   []any{map[string]any{"role": "system", "content": "be \"brief\""}, map[string]any{"role": "user", "content": "hi\n"}},
 		"max_tokens": 4096.0, "temperature": 0.6, "top_p": 0.95, "top_k": 20.0, "min_p": 0.0, "seed": 7.0,
 		"stop": []any{"</s>", "\n\nUser:"}, "stop_token_ids": []any{151645.0}, "repetition_penalty": 1.05,

@@ -25,9 +25,15 @@ type Result struct {
 	CompletionTokens int
 	CachedTokens     int
 	ReasoningTokens  int
-	// OutputIDs are the sampled token ids (native API), including the
-	// matched EOS.
+	// OutputIDs are the sampled token ids, including the matched EOS:
+	// /generate's output_ids, or on the chat API choices[0].token_ids
+	// (SGLang 2026-07 and later; nil from a server that sends none).
 	OutputIDs []int
+	// PromptIDs are the prompt's token ids as the server rendered and
+	// tokenized it: choices[0].prompt_token_ids on the chat API (SGLang
+	// 2026-07 and later), nil when the server sends none. The native
+	// API's prompt is the caller's own.
+	PromptIDs []int
 
 	// Speculative decoding figures; zero when the server has none.
 	// SpecAcceptLength is completion_tokens / spec_verify_ct (SGLang's

@@ -22,6 +22,11 @@ type chatRequest struct {
 	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
 	RID               json.RawMessage `json:"rid"`
 	ReturnMetaInfo    bool            `json:"return_meta_info"`
+	// return_token_ids asks for choices[i].token_ids and
+	// prompt_token_ids, return_prompt_token_ids for the latter only
+	// (protocol.py, SGLang 2026-07); both are refused on a stream.
+	ReturnTokenIDs       bool `json:"return_token_ids"`
+	ReturnPromptTokenIDs bool `json:"return_prompt_token_ids"`
 }
 
 type chatMessage struct {
@@ -70,17 +75,29 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 	if req.StreamOptions != nil {
 		j.includeUsage = req.StreamOptions.IncludeUsage
 	}
-	for _, m := range msgs {
+	if req.Stream && (req.ReturnTokenIDs || req.ReturnPromptTokenIDs) {
+		writeError(w, apiOpenAI, http.StatusBadRequest, "return_token_ids and return_prompt_token_ids are not supported for streaming chat completions.")
+		return
+	}
+	j.outputIDs = req.ReturnTokenIDs
+	texts := make([]string, len(msgs))
+	for i, m := range msgs {
 		text, ok := messageText(m.Content)
 		if !ok {
 			writeError(w, apiOpenAI, http.StatusBadRequest, "message content must be a string or a list of text parts")
 			return
 		}
+		texts[i] = text
 		j.promptTokens += chatTokensPerMessage + l.countTokens(text)
 	}
 	j.promptTokens += chatTokensGenPrompt
 	if !j.thinking {
 		j.promptTokens += chatTokensNoThink
+	}
+	if req.ReturnTokenIDs || req.ReturnPromptTokenIDs {
+		// The ids returned and the count in usage agree.
+		j.promptIDs = l.chatPromptIDs(msgs, texts, j.thinking, j.forced)
+		j.promptTokens = len(j.promptIDs)
 	}
 	j.hash = fnv64(3, req.Messages)
 	if !j.thinking {
@@ -122,4 +139,56 @@ func messageText(raw json.RawMessage) (string, bool) {
 		b.WriteString(p.Text)
 	}
 	return b.String(), true
+}
+
+// Ids of the approximate prompt without a tokenizer: Qwen3's role tokens,
+// others hashed like corpus words.
+var roleIDs = map[string]int{"system": 8948, "user": 872, "assistant": 77091}
+
+// chatPromptIDs are the ids of the prompt as Qwen3's template renders
+// plain-text messages: "<|im_start|>ROLE\nCONTENT<|im_end|>\n" each, then
+// "<|im_start|>assistant\n", then "<think>\n\n</think>\n\n" with
+// thinking off or "<think>\n" when the template forces thinking. With a
+// tokenizer they are its encoding of that text; without, the documented
+// approximation: template tokens by their Qwen3 ids and one hashed id per
+// 4 bytes of content, as many as the prompt count.
+func (l *life) chatPromptIDs(msgs []chatMessage, texts []string, thinking, forced bool) []int {
+	if tok := l.cfg.Tokenizer; tok != nil {
+		var b strings.Builder
+		for i, m := range msgs {
+			b.WriteString("<|im_start|>" + m.Role + "\n" + texts[i] + "<|im_end|>\n")
+		}
+		b.WriteString("<|im_start|>assistant\n")
+		switch {
+		case !thinking:
+			b.WriteString(noThinkSuffix)
+		case forced:
+			b.WriteString(forcedSuffix)
+		}
+		return tok.Encode(b.String())
+	}
+	var ids []int
+	role := func(r string) int {
+		if id, ok := roleIDs[r]; ok {
+			return id
+		}
+		return int(wordID(r))
+	}
+	for i, m := range msgs {
+		ids = append(ids, idImStart, role(m.Role), idNewline)
+		for t := texts[i]; t != ""; {
+			n := min(4, len(t))
+			ids = append(ids, int(wordID(t[:n])))
+			t = t[n:]
+		}
+		ids = append(ids, idImEnd, idNewline)
+	}
+	ids = append(ids, idImStart, roleIDs["assistant"], idNewline)
+	switch {
+	case !thinking:
+		ids = append(ids, noThinkIDs...)
+	case forced:
+		ids = append(ids, forcedIDs...)
+	}
+	return ids
 }

@@ -186,6 +186,8 @@ type job struct {
 	model        string // chat: echoed
 	separate     bool   // chat: split reasoning_content
 	metaInfo     bool   // chat: return_meta_info, meta_info per choice
+	outputIDs    bool   // chat: return_token_ids, token_ids per choice
+	promptIDs    []int  // chat: prompt_token_ids per choice; nil when not asked
 }
 
 type samplingParams struct {
@@ -568,6 +570,22 @@ func (res *result) appendChat(b []byte, model string) []byte {
 	b = append(b, reason...)
 	b = append(b, `","matched_stop":`...)
 	b = append(b, matched...)
+	// serving_chat.py (SGLang 2026-07): after matched_stop, only when
+	// asked; token_ids are the output ids as /generate's output_ids.
+	if ids := res.job.promptIDs; ids != nil {
+		b = append(b, `,"prompt_token_ids":[`...)
+		for k, id := range ids {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(id), 10)
+		}
+		b = append(b, ']')
+	}
+	if res.job.outputIDs {
+		b = append(b, `,"token_ids":`...)
+		b = res.out.appendIDs(b, res.n)
+	}
 	if res.job.metaInfo {
 		// serving_chat.py (SGLang 2026): per choice, only when asked.
 		b = append(b, `,"meta_info":{"id":`...)

@@ -10,7 +10,12 @@ package sim
 // POST /generate (text or input_ids, sampling_params.max_new_tokens default
 // 128, skip_special_tokens, rid, stream), POST /v1/chat/completions
 // (messages, max_tokens / max_completion_tokens, chat_template_kwargs.
-// enable_thinking, separate_reasoning, stream, stream_options.include_usage),
+// enable_thinking, separate_reasoning, stream, stream_options.include_usage,
+// return_meta_info; return_token_ids adds choices[i].token_ids, the output
+// ids as /generate's output_ids, and prompt_token_ids,
+// return_prompt_token_ids the latter only, both refused with 400 on a
+// stream, as SGLang 2026-07's; the prompt ids are Qwen3's template over
+// the messages' text, and usage.prompt_tokens is then their count),
 // GET /health, /health_generate, /get_model_info and /model_info,
 // /get_server_info and /server_info, /v1/models, /metrics. /health and
 // /health_generate are one handler, as in SGLang 2026: a 1-token
