@@ -99,7 +99,10 @@ func economyRunDir(t *testing.T) string {
 // kept rows are in two outputs); the panel tells kept lengths from
 // rejected ones.
 func TestEconomy(t *testing.T) {
-	r, err := Build(context.Background(), economyRunDir(t), Options{})
+	dir := economyRunDir(t)
+	block := "# memory: about 1 GiB\ndata:\n  prompts_path: /x/out.jsonl\n"
+	os.WriteFile(filepath.Join(dir, "out.specforge.yaml"), []byte(block), 0o644)
+	r, err := Build(context.Background(), dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +130,7 @@ func TestEconomy(t *testing.T) {
 		"kept at length: 1 row stopped by the length limit and kept",
 		"longest tenth of outputs (1 row, 40+ tokens): 100% rejected, against 50% of all rows",
 		"kept rows", "rejected rows",
+		"handoff to SpecForge, output out (", "out.specforge.yaml):\n    # memory: about 1 GiB\n    data:\n      prompts_path: /x/out.jsonl\n",
 	} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("the text lacks %q:\n%s", want, sb.String())
@@ -134,6 +138,9 @@ func TestEconomy(t *testing.T) {
 	}
 	sb.Reset()
 	r.WriteHTML(&sb)
+	if !strings.Contains(sb.String(), `<pre class="handoff"># memory: about 1 GiB`) {
+		t.Error("the HTML lacks the handoff")
+	}
 	for _, name := range []string{"economy:kept", "economy:rejected"} {
 		if !strings.Contains(sb.String(), `data-plot="`+name+`"`) {
 			t.Errorf("the HTML lacks plot %q", name)

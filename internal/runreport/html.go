@@ -145,7 +145,11 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 <div class="grid-plots">
 {{range .Plots}}{{.}}
 {{end}}</div>
-{{end}}{{with .Samples}}<h2 id="samples">Sample rows</h2>
+{{end}}{{with .R.Handoffs}}<h2 id="handoff">Handoff to SpecForge</h2>
+<p class="sub">The data: block of the run config (<code>specforge train --config</code>) that loads each output, as written beside it.</p>
+{{range .}}<h3>Output {{.Stage}} <span class="sub">({{.Path}})</span></h3>
+<pre class="handoff">{{.Text}}</pre>
+{{end}}{{end}}{{with .Samples}}<h2 id="samples">Sample rows</h2>
 <p class="sub">A few accepted rows of each output and a few rejected rows of each reason; in a training row, the text the model is trained on (loss mask 1) is <mark class="loss">marked</mark>.</p>
 {{range .}}<section class="samples" data-group="{{.Key}}"><h3>{{.Title}}</h3>
 {{range .Rows}}<article class="sample" data-id="{{.ID}}"><div class="sub">id {{.ID}} · in {{.Output}}</div>

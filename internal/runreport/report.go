@@ -55,6 +55,9 @@ type Report struct {
 	// Economy is decoded tokens against trained ones and the output
 	// lengths kept and rejected (economy.go); nil when no row had either.
 	Economy *Economy `json:"economy,omitempty"`
+	// Handoffs are the SpecForge data: blocks the run wrote beside its
+	// trainer-layout outputs (handoff.go).
+	Handoffs []Handoff `json:"handoffs,omitempty"`
 	// Samples are a few accepted rows of each output and a few rejected
 	// rows of each reason (samples.go).
 	Samples []Sample `json:"samples,omitempty"`
@@ -183,6 +186,7 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 	}
 	r.Rejected, r.RejectedAll = sortReasons(rd.rejects)
 	r.Failed, r.FailedAll = sortReasons(rd.fails)
+	r.readHandoffs(ws)
 	r.addSamples(ctx, ws, rd.tokenizer)
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -212,15 +216,16 @@ func (r *Report) readStatus() {
 // writer is a stage of the run that writes rows, from run.json.
 type writer struct {
 	id, kind, path string
-	rejectsOnly    bool // every input is a rejected port
-	takesRejects   bool // some input is a rejected port
+	layout         string // a write-jsonl's layout setting, "" for none
+	rejectsOnly    bool   // every input is a rejected port
+	takesRejects   bool   // some input is a rejected port
 }
 
 // newWriter is stage s's writer (its path), with what run.json's settings
 // say of its inputs: whether every one (a writer of rejects, not of
 // training rows) or some is a rejected port.
 func newWriter(s rundir.RecordedStage, kind, path string) writer {
-	w := writer{id: s.ID, kind: kind, path: path}
+	w := writer{id: s.ID, kind: kind, path: path, layout: s.Str("layout")}
 	w.rejectsOnly = len(s.Inputs) > 0
 	for _, port := range s.Inputs {
 		rejected := strings.HasSuffix(port, ".rejected")

@@ -27,6 +27,12 @@ func (r *Report) WriteText(w io.Writer) {
 	for i := range r.Outputs {
 		writeOutputText(w, &r.Outputs[i])
 	}
+	for _, h := range r.Handoffs {
+		fmt.Fprintf(w, "\n  handoff to SpecForge, output %s (%s):\n", h.Stage, pipeline.DisplayPath(h.Path))
+		for _, line := range strings.Split(strings.TrimRight(h.Text, "\n"), "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
