@@ -479,37 +479,35 @@ func intsEnd(b []byte) int {
 	return -1
 }
 
-// maskEnd is intsEnd over a loss mask, counting its nonzero values into
-// m: all of them, and those of its first max values (max 0: all).
+// maskEnd is intsEnd over a loss mask, counting its ones into m: all of
+// them, and those of its first max values (max 0: all). A mask holds 0
+// and 1 (record.LossMask), so its ones are its '1' bytes, counted with
+// bytes.Count at memory speed; only a row longer than max is walked to its
+// max-th value.
 func maskEnd(b []byte, max int, m *maskCount) int {
-	n, v, digits := 0, 0, false
-	for i, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			v, digits = v|int(c-'0'), true
-			continue
-		case c == ' ':
-			continue
-		case c != ',' && c != ']':
-			return -1
-		}
-		if digits {
-			if v != 0 {
-				m.all++
-				if max == 0 || n < max {
-					m.in++
-				}
-			}
-			n++
-		}
-		if c == ']' {
-			m.known = true
-			return i
-		}
-		v, digits = 0, false
+	end := intsEnd(b)
+	if end < 0 {
+		return -1
 	}
-	return -1
+	list := b[:end]
+	m.known, m.all = true, bytes.Count(list, one)
+	m.in = m.all
+	if max == 0 || bytes.Count(list, comma) < max {
+		return end
+	}
+	at := 0
+	for range max {
+		i := bytes.IndexByte(list[at:], ',')
+		if i < 0 {
+			return end
+		}
+		at += i + 1
+	}
+	m.in = bytes.Count(list[:at], one)
+	return end
 }
+
+var one, comma = []byte{'1'}, []byte{','}
 
 // countIDs is intsEnd, counting the ids into c as it goes (c is
 // meaningful only when it returns >= 0).
