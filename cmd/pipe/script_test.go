@@ -18,6 +18,7 @@ func TestMain(m *testing.M) {
 		"pipe":          func() { os.Exit(Main()) },
 		"hfdatafiles":   func() { os.Exit(hfDataFilesMain()) },
 		"specforgeload": func() { os.Exit(specForgeLoadMain()) },
+		"trainrows":     func() { os.Exit(trainRowsMain()) },
 	})
 }
 
