@@ -170,6 +170,10 @@ func (e *Economy) Lines() []string {
 	if e.Decoded > e.Trained && e.Decoded > 0 {
 		out[0] += fmt.Sprintf("; %s of the decode is never trained on", pct(1-Share(e.Trained, e.Decoded)))
 	}
+	if e.Trained > 0 && e.Kept.N == 0 {
+		// A trainer layout's rows hold tokens, not the completion.
+		out = append(out, "decoded tokens count the rejects only: no training output keeps the completions of its rows (write them too, e.g. write-arrow or layout = \"records\")")
+	}
 	if e.KeptAtLength > 0 {
 		out = append(out, fmt.Sprintf("kept at length: %s stopped by the length limit and kept, as the trainer would cut them (%d output tokens)",
 			plural(e.KeptAtLength, "row"), e.KeptAtLengthTokens))

@@ -42,6 +42,9 @@ func (r *Report) Headline() []HeadLine {
 		}
 		out = append(out, HeadLine{Text: text})
 	}
+	if e := r.Economy; e != nil && e.Decoded > 0 {
+		out = append(out, HeadLine{Text: fmt.Sprintf("%s (%d decoded, %d trained)", e.Ratio(), e.Decoded, e.Trained), Empty: e.Trained == 0})
+	}
 	if r.FailedAll > 0 {
 		out = append(out, HeadLine{Text: fmt.Sprintf("failed: %d = %s of %s (kept in failed/; the next run retries them)",
 			r.FailedAll, pct(Share(r.FailedAll, prompts)), plural(prompts, "prompt")), Empty: true})
