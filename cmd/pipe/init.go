@@ -27,7 +27,11 @@ type initFlags struct {
 	host            string
 	outputDir       string
 	maxOutputTokens int
-	concurrency     string // "auto" or N
+	// maxLength, method and chatTemplate are [trainer]'s.
+	maxLength    int
+	method       string
+	chatTemplate string
+	concurrency  string // "auto" or N
 	modelDir        string
 	s3              string
 	// from is revalidate's run directory.
@@ -101,6 +105,9 @@ file refers to them relative to itself.`,
 			fs.StringVar(&f.host, "host", "localhost", "the host of the --ports servers")
 			fs.StringVar(&f.outputDir, "output-dir", "runs/regenerate", "`DIR` for the run's state and its outputs")
 			fs.IntVar(&f.maxOutputTokens, "max-output-tokens", 16384, "at most `N` tokens generated per prompt, thinking and answer together")
+			fs.IntVar(&f.maxLength, "max-length", 4096, "the trainer's `N` tokens per row ([trainer] max_length, SpecForge's data.max_length): no request decodes past it")
+			fs.StringVar(&f.method, "method", "dflash", "the trainer's `METHOD`: dflash or eagle3 ([trainer] method)")
+			fs.StringVar(&f.chatTemplate, "chat-template", "", "SpecForge's `NAME` for the model's chat template, e.g. qwen3.5 ([trainer] chat_template; default: not written, fill it in)")
 			// "auto" measured at >= 95% of the best fixed setting on pipe
 			// sim servers of capacity 128 and 32 (bench/adaptive.sh).
 			fs.StringVar(&f.concurrency, "concurrency", "auto", "`N` requests in flight per server, or auto: each server's adapts to what it runs at once")
@@ -165,6 +172,9 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 		"Fleet":     describeFleet(servers),
 		"Conc":      concurrencyValue(f.concurrency),
 		"MaxOut":    f.maxOutputTokens,
+		"MaxLength": f.maxLength,
+		"Method":    f.method,
+		"Template":  f.chatTemplate,
 		"OutDir":    outDir,
 		"S3":        f.s3,
 	})
@@ -312,6 +322,10 @@ func (f initFlags) check() error {
 		return errors.New("--model-dir is required: the model directory with tokenizer.json (its chat template makes the training rows)")
 	case f.maxOutputTokens < 1:
 		return fmt.Errorf("--max-output-tokens must be at least 1, got %d", f.maxOutputTokens)
+	case f.maxLength < 16:
+		return fmt.Errorf("--max-length must be the trainer's tokens per row, at least 16, got %d", f.maxLength)
+	case f.method != "dflash" && f.method != "eagle3":
+		return fmt.Errorf("--method must be dflash or eagle3, got %q", f.method)
 	case !validConcurrency(f.concurrency):
 		return fmt.Errorf("--concurrency must be auto or 1..4096 (requests in flight per server), got %s", f.concurrency)
 	case f.outputDir == "":
@@ -376,6 +390,16 @@ var regenerateTemplate = template.Must(template.New("regenerate").Funcs(template
 [pipeline]
 name    = "regenerate"
 {{pad (print "run_dir = " (q .OutDir)) 38}}# state: journal, done.ids, run.log, status.json, report.html
+
+# The trainer that reads the output, declared once: generate asks each
+# request for no more than its row can train (max_length minus the prompt),
+# validate-thinking keeps completions cut where their row is full, and the
+# rows are cut and judged by its rules.
+[trainer]
+name          = "specforge"
+{{pad (print "method        = " (q .Method)) 38}}# dflash or eagle3
+{{pad (print "max_length    = " .MaxLength) 38}}# tokens per row: SpecForge's data.max_length
+{{if .Template}}chat_template = {{q .Template}}{{else}}# chat_template = "qwen3.5"            # SpecForge's data.chat_template for this model{{end}}
 
 [vars]
 {{pad (print "model_dir = " (q .ModelDir)) 38}}# tokenizer.json and the chat template

@@ -15,7 +15,8 @@ import (
 // the tokenized rows (so lengths and loss tokens can be judged).
 func TestRegenerateWritesSpecForgeQwen36DFlash(t *testing.T) {
 	var file struct {
-		Stage []map[string]any `toml:"stage"`
+		Trainer map[string]any   `toml:"trainer"`
+		Stage   []map[string]any `toml:"stage"`
 	}
 	if _, err := toml.DecodeFile(filepath.Join("..", "..", "pipelines", "regenerate.toml"), &file); err != nil {
 		t.Fatal(err)
@@ -28,8 +29,12 @@ func TestRegenerateWritesSpecForgeQwen36DFlash(t *testing.T) {
 		if s["kind"] != "write-jsonl" || s["layout"] != "conversations" {
 			continue
 		}
-		if s["trainer"] != "dflash" || s["max_length"] != int64(4096) {
-			t.Fatalf("the conversations output has trainer %v, max_length %v; the recipe trains DFlash at max_length 4096", s["trainer"], s["max_length"])
+		tr := file.Trainer
+		if tr["method"] != "dflash" || tr["max_length"] != int64(4096) || tr["chat_template"] != "qwen3.5" {
+			t.Fatalf("[trainer] has method %v, max_length %v, chat_template %v; the recipe trains DFlash at max_length 4096 with qwen3.5", tr["method"], tr["max_length"], tr["chat_template"])
+		}
+		if _, set := s["max_length"]; set {
+			t.Fatal("the conversations output sets max_length itself: it is read from [trainer]")
 		}
 		if in, _ := s["input"].(string); kinds[in] != "tokenize-and-mask" {
 			t.Fatalf("the conversations output reads %v (%s), not tokenized rows", s["input"], kinds[in])
