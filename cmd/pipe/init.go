@@ -32,8 +32,8 @@ type initFlags struct {
 	method       string
 	chatTemplate string
 	concurrency  string // "auto" or N
-	modelDir        string
-	s3              string
+	modelDir     string
+	s3           string
 	// from is revalidate's run directory.
 	from     string
 	template string
