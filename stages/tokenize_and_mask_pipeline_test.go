@@ -374,7 +374,7 @@ path  = "out/rejected.jsonl"
 					t.Errorf("%s: empty answer not rejected", c.ID)
 				// An empty answer after thinking that did close: exactly this reason.
 				case c.Completion.Reasoning != "" && !strings.Contains(c.Completion.Reasoning, "</think>") && reason != ReasonEmptyAnswer &&
-					(api == "chat" || slices.Contains(c.Completion.OutputIDs, 151668)):
+					((api == "chat" && len(c.Completion.OutputIDs) == 0) || slices.Contains(c.Completion.OutputIDs, 151668)):
 					t.Errorf("%s: empty answer rejected as %s", c.ID, reason)
 				}
 			}

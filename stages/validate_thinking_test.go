@@ -144,9 +144,49 @@ func TestValidateThinkingReasons(t *testing.T) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 			c.OutputIDs = ids("<think>\n" + goodReasoning + "\n</think>\n\n" + goodAnswer)
 		}},
-		{name: "forced: stopped inside the reasoning (chat, no ids)", reason: ReasonThinkUnclosed, change: func(c *record.Completion) {
+		// Chat, no ids: an output that stopped by itself with no answer
+		// after its reasoning is an empty answer (whether </think> came
+		// cannot be told); one the length limit cut there is unclosed.
+		{name: "forced: empty answer after reasoning (chat, no ids)", reason: ReasonEmptyAnswer, change: func(c *record.Completion) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 			c.Answer = ""
+		}},
+		{name: "forced: cut inside the reasoning (chat, no ids)", reason: ReasonThinkUnclosed, cfg: func(c *ValidateThinkingConfig) { c.Disable = []string{ReasonTruncated} },
+			change: func(c *record.Completion) {
+				c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
+				c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+			}},
+		// Cut by the length limit where the row fills the trainer's
+		// max_length: kept, whatever the cut left unsaid.
+		{name: "cut in thinking, row full: kept", cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+			c.PromptTokens, c.CompletionTokens = 96, 4000
+			c.Reasoning = goodReasoning[:200]
+			c.OutputIDs = tok.Encode("<think>\n" + c.Reasoning) // no end of turn: cut
+		}},
+		{name: "cut in answer, row full: kept", cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+			c.FinishReason, c.MatchedStop = "length", nil
+			c.Answer = goodAnswer[:3]
+			c.PromptTokens, c.CompletionTokens = 96, 4000
+		}},
+		{name: "forced chat cut in thinking, row full: kept", cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
+			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+			c.PromptTokens, c.CompletionTokens = 96, 4000
+		}},
+		{name: "cut one token short of the row: truncated", reason: ReasonTruncated, cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+			c.PromptTokens, c.CompletionTokens = 96, 3999
+		}},
+		{name: "row full but length = reject: truncated", reason: ReasonTruncated, cfg: func(c *ValidateThinkingConfig) { c.MaxLength, c.Length = 4096, "reject" },
+			change: func(c *record.Completion) {
+				c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+				c.PromptTokens, c.CompletionTokens = 96, 4000
+			}},
+		{name: "row full, but a marker leaked: still rejected", reason: ReasonThinkLeaked, cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+			c.FinishReason, c.MatchedStop = "length", nil
+			c.Answer = "<think>\n" + goodAnswer
+			c.PromptTokens, c.CompletionTokens = 96, 4000
 		}},
 		{name: "forced: stopped inside the reasoning (ids)", reason: ReasonThinkUnclosed, change: func(c *record.Completion) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
