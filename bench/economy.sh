@@ -53,6 +53,8 @@
 # The goal (issue 32): with [trainer], ≤ 1.02 decoded per trained token and
 # 0 rows lost to length in both settings; exit 1 when not met.
 #
+# About a minute at N=3000 on 2 cores.
+#
 #   bench/economy.sh                  # N=3000 SERVERS=4 SPEED=200000
 #   N=200 bench/economy.sh            # a quick check
 #   CONFIGS="users users+trainer" bench/economy.sh
@@ -69,6 +71,11 @@ CONCURRENCY=${CONCURRENCY:-48}
 MAX_LENGTH=${MAX_LENGTH:-4096}
 SEED=${SEED:-1}
 CONFIGS=${CONFIGS:-"recipe recipe+trainer users users+trainer"}
+for config in $CONFIGS; do
+	case $config in recipe | recipe+trainer | users | users+trainer) ;;
+	*) echo "economy.sh: unknown configuration $config (recipe, recipe+trainer, users, users+trainer)" >&2; exit 1 ;;
+	esac
+done
 scripts/fetch-qwen3.sh >/dev/null
 tokenizer=$root/.cache/qwen3
 
