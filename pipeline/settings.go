@@ -1,9 +1,14 @@
 package pipeline
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -40,8 +45,31 @@ func (s *PlanStage) Settings(includeOp bool) map[string]any {
 			continue
 		}
 		out[f.Key] = settingValue(v.Field(f.Index))
+		if dir, ok := out[f.Key].(string); ok && dir != "" && f.Path == "indir" && slices.Contains(f.Contains, "tokenizer.json") {
+			// The chat template makes the prompts and the rows: a run
+			// resumed or merged with another one makes other data.
+			out[f.Key+TemplateDigestSuffix] = TemplateDigest(dir)
+		}
 	}
 	return out
+}
+
+// TemplateDigestSuffix names, after a tokenizer key, the setting that
+// holds its model directory's TemplateDigest.
+const TemplateDigestSuffix = "_template_sha256"
+
+// TemplateDigest is the SHA-256 (hex) of what decides a model directory's
+// chat template: chat_template.jinja, which transformers prefers, and
+// tokenizer_config.json (its chat_template and special tokens); a file
+// that cannot be read counts as empty.
+func TemplateDigest(dir string) string {
+	h := sha256.New()
+	for _, name := range []string{"chat_template.jinja", "tokenizer_config.json"} {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		fmt.Fprintf(h, "%s %d\n", name, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // OperationalKeys returns the keys of the stage's kind tagged `op:"true"`,

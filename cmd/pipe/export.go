@@ -79,7 +79,11 @@ bytes each), so memory grows with them, not with the rows.`,
 			if _, err := os.Stat(commitlog.IndexPath(out)); err == nil {
 				return usageErrorf("pipe export: %s is a run's output (it has a commit index): export into another file", out)
 			}
-			ex := &exporter{layout: layout, rules: trainrow.Rules{MaxLength: maxLength, TooLong: tooLong, Trainer: trainer},
+			rules := trainrow.Rules{MaxLength: maxLength, TooLong: tooLong, Trainer: trainer}
+			if err := rulesFromRuns(fs, &rules, fs.Args()[1:], std.Err); err != nil {
+				return usageErrorf("pipe export: %v", err)
+			}
+			ex := &exporter{layout: layout, rules: rules,
 				seen: map[uint64]struct{}{}, reasons: map[string]int64{}}
 			if err := ex.run(ctx, out, inputs); err != nil {
 				return fmt.Errorf("pipe export: %w", err)
@@ -91,6 +95,49 @@ bytes each), so memory grows with them, not with the rows.`,
 			return nil
 		},
 	})
+}
+
+// rulesFromRuns takes the trainer's rules from the [trainer] that the
+// run directories among args recorded (run.json), for the flags not given
+// on the command line, and says so on w. Runs made for different trainers
+// are an error: their rows cannot go into one file for one trainer.
+func rulesFromRuns(fs *flag.FlagSet, r *trainrow.Rules, args []string, w io.Writer) error {
+	paths, err := expandRunDirs(args)
+	if err != nil {
+		return err
+	}
+	var t *rundir.Trainer
+	var from string
+	for _, p := range paths {
+		dirs := []string{p}
+		if run, _ := rundir.ReadRun(p); run == nil {
+			dirs, _ = filepath.Glob(filepath.Join(p, "shard-*-of-*"))
+		}
+		for _, d := range dirs {
+			run, err := rundir.ReadRun(d)
+			if err != nil || run == nil || run.Trainer == nil {
+				continue
+			}
+			if t != nil && *t != *run.Trainer {
+				return fmt.Errorf("%s and %s were made for different trainers ([trainer] %s %s, max_length %d, chat_template %q against %s %s, max_length %d, chat_template %q): export them separately",
+					from, d, t.Name, t.Method, t.MaxLength, t.ChatTemplate, run.Trainer.Name, run.Trainer.Method, run.Trainer.MaxLength, run.Trainer.ChatTemplate)
+			}
+			t, from = run.Trainer, d
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["max-length"] {
+		r.MaxLength = t.MaxLength
+	}
+	if !set["trainer"] {
+		r.Trainer = t.Method
+	}
+	fmt.Fprintf(w, "pipe export: rows judged by the runs' [trainer]: %s %s, max_length %d\n", t.Name, r.Trainer, r.MaxLength)
+	return nil
 }
 
 // exportInput is one output to export: its path and how its kind reads
