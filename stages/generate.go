@@ -916,9 +916,18 @@ func (g *generate) requestRecord(bound int) map[string]any {
 			key = "max_new_tokens"
 		}
 		r[key] = bound
+		// The bound is the room the trainer's row had: a completion cut
+		// there fills the row (validate-thinking keeps it), whatever the
+		// server counts of the prompt.
+		r[RequestRowMaxLength] = g.cfg.MaxLength
 	}
 	return r
 }
+
+// RequestRowMaxLength is the request setting, recorded with a completion,
+// that says its output was bounded by the room the trainer's max_length
+// (its value) left after the prompt.
+const RequestRowMaxLength = "row_max_length"
 
 // sayOutputBound says at start how each request's output is bounded.
 func (g *generate) sayOutputBound() {

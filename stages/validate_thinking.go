@@ -249,9 +249,35 @@ func (v *validateThinking) Process(ctx context.Context, rec *record.Record, out 
 // fillsRow says whether c was cut by the length limit where its row fills
 // the trainer's max_length, and is to be kept (length = "keep").
 func (v *validateThinking) fillsRow(c *record.Completion) bool {
-	return c != nil && c.FinishReason == "length" && v.cfg.MaxLength > 0 && v.cfg.Length == "keep" &&
-		completionRowTokens(c) >= v.cfg.MaxLength
+	if c == nil || c.FinishReason != "length" || v.cfg.MaxLength <= 0 || v.cfg.Length != "keep" {
+		return false
+	}
+	if completionRowTokens(c) >= v.cfg.MaxLength {
+		return true
+	}
+	// generate bounded the request by the row's room: the limit that cut
+	// it is the row's end, even where the server counted the prompt
+	// otherwise than pipe's rendering did (the chat API).
+	room, bounded := requestInt(c.Request, RequestRowMaxLength)
+	bound := max(requestIntOr0(c.Request, "max_new_tokens"), requestIntOr0(c.Request, "max_tokens"))
+	return bounded && room == v.cfg.MaxLength && bound > 0 && c.CompletionTokens >= bound
 }
+
+// requestInt reads an integer request setting, as recorded (an int) or
+// read back from JSON (a float64).
+func requestInt(req map[string]any, key string) (int, bool) {
+	switch n := req[key].(type) {
+	case int:
+		return n, true
+	case int64:
+		return int(n), true
+	case float64:
+		return int(n), true
+	}
+	return 0, false
+}
+
+func requestIntOr0(req map[string]any, key string) int { n, _ := requestInt(req, key); return n }
 
 // completionRowTokens is the tokens of the row a completion makes before
 // the template closes it: its prompt and its output.

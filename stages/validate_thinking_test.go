@@ -178,6 +178,18 @@ func TestValidateThinkingReasons(t *testing.T) {
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			c.PromptTokens, c.CompletionTokens = 96, 3999
 		}},
+		// The server counted the prompt one token shorter than generate
+		// did: the cut is still at the room the row had.
+		{name: "cut at the row's room generate set: kept", cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+			c.PromptTokens, c.CompletionTokens = 95, 4000
+			c.Request = map[string]any{"enable_thinking": true, "max_tokens": float64(4000), RequestRowMaxLength: float64(4096)}
+		}},
+		{name: "cut at max_output_tokens below the room: truncated", reason: ReasonTruncated, cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+			c.PromptTokens, c.CompletionTokens = 95, 1024
+			c.Request = map[string]any{"enable_thinking": true, "max_tokens": float64(1024)}
+		}},
 		{name: "row full but length = reject: truncated", reason: ReasonTruncated, cfg: func(c *ValidateThinkingConfig) { c.MaxLength, c.Length = 4096, "reject" },
 			change: func(c *record.Completion) {
 				c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
