@@ -6,54 +6,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pipe-dev/pipe/stages/sglang/sim/simtest"
 )
-
-// byteTokenizer is a sim.Tokenizer for tests: Qwen3's special tokens by
-// their ids, every other byte its own id (0-255).
-type byteTokenizer struct{}
-
-var byteSpecials = []struct {
-	s  string
-	id int
-}{{"<|im_start|>", 151644}, {"<|im_end|>", 151645}, {"<think>", 151667}, {"</think>", 151668}}
-
-func (byteTokenizer) Encode(text string) []int {
-	var ids []int
-next:
-	for i := 0; i < len(text); {
-		for _, sp := range byteSpecials {
-			if strings.HasPrefix(text[i:], sp.s) {
-				ids = append(ids, sp.id)
-				i += len(sp.s)
-				continue next
-			}
-		}
-		ids = append(ids, int(text[i]))
-		i++
-	}
-	return ids
-}
-
-func (byteTokenizer) Decode(ids []int) string {
-	var b strings.Builder
-	for _, id := range ids {
-		if id < 256 {
-			b.WriteByte(byte(id))
-		}
-		for _, sp := range byteSpecials {
-			if sp.id == id {
-				b.WriteString(sp.s)
-			}
-		}
-	}
-	return b.String()
-}
 
 // On the chat API the client asks for the output ids and gets them into
 // Result.OutputIDs: the sampled ids, which decode to the reasoning and the
 // answer; the prompt's ids go to Result.PromptIDs.
 func TestChatOutputIDs(t *testing.T) {
-	tok := byteTokenizer{}
+	tok := simtest.ByteTokenizer{}
 	for _, forced := range []bool{false, true} {
 		t.Run(fmt.Sprintf("forced=%v", forced), func(t *testing.T) {
 			cfg := fastSim(1)

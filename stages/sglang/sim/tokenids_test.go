@@ -3,49 +3,9 @@ package sim
 import (
 	"strings"
 	"testing"
+
+	"github.com/pipe-dev/pipe/stages/sglang/sim/simtest"
 )
-
-// byteTokenizer is a Tokenizer for tests: Qwen3's special tokens by their
-// ids, every other byte its own id (0-255).
-type byteTokenizer struct{}
-
-var byteSpecials = map[string]int{"<|endoftext|>": idEndOfText, "<|im_start|>": idImStart, "<|im_end|>": idImEnd,
-	"<think>": idThinkStart, "</think>": idThinkEnd}
-
-func (byteTokenizer) Encode(text string) []int {
-	var ids []int
-next:
-	for i := 0; i < len(text); {
-		if text[i] == '<' {
-			for s, id := range byteSpecials {
-				if strings.HasPrefix(text[i:], s) {
-					ids = append(ids, id)
-					i += len(s)
-					continue next
-				}
-			}
-		}
-		ids = append(ids, int(text[i]))
-		i++
-	}
-	return ids
-}
-
-func (byteTokenizer) Decode(ids []int) string {
-	var b strings.Builder
-	for _, id := range ids {
-		if id < 256 {
-			b.WriteByte(byte(id))
-			continue
-		}
-		for s, sid := range byteSpecials {
-			if sid == id {
-				b.WriteString(s)
-			}
-		}
-	}
-	return b.String()
-}
 
 func intsOf(obj any, p string) ([]int, bool) {
 	arr, ok := path(obj, p).([]any)
@@ -67,7 +27,7 @@ func TestChatTokenIDs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		tok  Tokenizer
-	}{{"approximate ids", nil}, {"tokenizer", byteTokenizer{}}} {
+	}{{"approximate ids", nil}, {"tokenizer", simtest.ByteTokenizer{}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startFleet(t, Config{Speed: 1e6, Tokenizer: tc.tok, ThinkTokensMean: 80, AnswerTokensMean: 30})
 			c := client(t)
@@ -134,7 +94,7 @@ func TestChatTokenIDs(t *testing.T) {
 // With a forced-thinking template the output ids start inside the
 // reasoning, without <think>, and the prompt ends in "<think>\n".
 func TestChatTokenIDsForcedThinking(t *testing.T) {
-	tok := byteTokenizer{}
+	tok := simtest.ByteTokenizer{}
 	f := startFleet(t, Config{Speed: 1e6, Tokenizer: tok, ForcedThinking: true, ThinkTokensMean: 80, AnswerTokensMean: 30})
 	c := client(t)
 	r := post(t, c, f.URLs()[0]+"/v1/chat/completions", map[string]any{
