@@ -54,6 +54,15 @@ func writeHandoffs(ctx context.Context, plan *pipeline.Plan) ([]string, error) {
 				continue
 			}
 			h.notes = append(h.notes, note)
+			if t.Method == trainrow.TrainerEAGLE3 {
+				freq, err := writeTokenFreq(ctx, h.out, h.block.MaxLength)
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("%s: loss-token counts: %v", h.out, err))
+					continue
+				}
+				written = append(written, freq)
+				h.notes = append(h.notes, tokenFreqNote(freq))
+			}
 		}
 		text, err := h.block.YAML(h.notes)
 		if err == nil {

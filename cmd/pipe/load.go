@@ -18,7 +18,7 @@ func (s *setFlags) String() string     { return strings.Join(*s, " ") }
 func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 func addSetFlag(fs *flag.FlagSet, s *setFlags) {
-	fs.Var(s, "set", "override one value: `STAGE.KEY=VALUE`, pipeline.KEY=VALUE or vars.NAME=VALUE (VALUE in TOML syntax or a bare string; a relative path resolves against the current directory; repeatable)")
+	fs.Var(s, "set", "override one value: `STAGE.KEY=VALUE`, pipeline.KEY=VALUE, trainer.KEY=VALUE or vars.NAME=VALUE (VALUE in TOML syntax or a bare string; a relative path resolves against the current directory; repeatable)")
 }
 
 // loadPlan reads, decodes and checks a pipeline file, including that no two

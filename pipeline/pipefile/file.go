@@ -481,7 +481,7 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 	lhs, value, ok := strings.Cut(s, "=")
 	target, key, ok2 := strings.Cut(lhs, ".")
 	if !ok || !ok2 || target == "" || key == "" {
-		return fmt.Errorf("want STAGE.KEY=VALUE, pipeline.KEY=VALUE or vars.NAME=VALUE (e.g. gen.concurrency=64)")
+		return fmt.Errorf("want STAGE.KEY=VALUE, pipeline.KEY=VALUE, trainer.KEY=VALUE or vars.NAME=VALUE (e.g. gen.concurrency=64)")
 	}
 	var v any = value
 	var tmp map[string]any
@@ -497,8 +497,11 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 		return err
 	}
 	p := Pos{File: "--set " + redact.Userinfo(s)}
-	if target == "pipeline" {
+	switch target {
+	case "pipeline":
 		return f.setPipelineKey(key, v, p, dir)
+	case "trainer":
+		return f.setTrainerKey(key, v, p)
 	}
 	return f.setStageKey(target, key, v, p, in, dir)
 }

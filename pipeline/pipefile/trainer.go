@@ -79,36 +79,8 @@ func (fp *fileParser) parseTrainer() {
 	t := &Trainer{Pos: fp.pos.table("trainer", ""), KeyPos: map[string]Pos{}}
 	for _, k := range slices.Sorted(maps.Keys(table)) {
 		p := fp.pos.table("trainer", k)
-		v := fp.interp(p, table[k])
-		t.KeyPos[k] = p
-		switch k {
-		case "name":
-			s, _ := v.(string)
-			if s != "specforge" {
-				fp.at(p, "[trainer]: name must be \"specforge\" (the trainer pipe knows the rules of), got %s", DescribeValue(v))
-			}
-			t.Name = s
-		case "method":
-			s, _ := v.(string)
-			if !slices.Contains(TrainerMethods, s) {
-				fp.at(p, "[trainer]: method must be one of %s, got %s%s", strings.Join(TrainerMethods, ", "), DescribeValue(v), suggest.DidYouMean(s, TrainerMethods))
-			}
-			t.Method = s
-		case "max_length":
-			n, isInt := v.(int64)
-			if !isInt || n < 16 || n > 1<<22 {
-				fp.at(p, "[trainer]: max_length must be the trainer's tokens per row, 16..4194304 (SpecForge's data.max_length), got %s", DescribeValue(v))
-			}
-			t.MaxLength = int(n)
-		case "chat_template":
-			s, isStr := v.(string)
-			if !isStr || s == "" {
-				fp.at(p, "[trainer]: chat_template must be the trainer's template name (SpecForge's data.chat_template, e.g. \"qwen3.5\"), got %s", DescribeValue(v))
-			}
-			t.ChatTemplate = s
-		default:
-			delete(t.KeyPos, k)
-			fp.at(p, "[trainer]: unknown key %q; allowed: %s%s", k, strings.Join(TrainerKeys, ", "), suggest.DidYouMean(k, TrainerKeys))
+		if err := t.set(k, fp.interp(p, table[k]), p); err != nil {
+			fp.at(p, "[trainer]: %v", err)
 		}
 	}
 	for _, k := range []string{"name", "max_length"} {
@@ -123,6 +95,49 @@ func (fp *fileParser) parseTrainer() {
 		t.Method = "eagle3" // SpecForge's default method
 	}
 	fp.f.Trainer = t
+}
+
+// set sets key k to v, given at p; the error says what k takes.
+func (t *Trainer) set(k string, v any, p Pos) error {
+	switch k {
+	case "name":
+		s, _ := v.(string)
+		t.Name = s
+		if s != "specforge" {
+			return fmt.Errorf("name must be \"specforge\" (the trainer pipe knows the rules of), got %s", DescribeValue(v))
+		}
+	case "method":
+		s, _ := v.(string)
+		t.Method = s
+		if !slices.Contains(TrainerMethods, s) {
+			return fmt.Errorf("method must be one of %s, got %s%s", strings.Join(TrainerMethods, ", "), DescribeValue(v), suggest.DidYouMean(s, TrainerMethods))
+		}
+	case "max_length":
+		n, isInt := v.(int64)
+		t.MaxLength = int(n)
+		if !isInt || n < 16 || n > 1<<22 {
+			return fmt.Errorf("max_length must be the trainer's tokens per row, 16..4194304 (SpecForge's data.max_length), got %s", DescribeValue(v))
+		}
+	case "chat_template":
+		s, isStr := v.(string)
+		t.ChatTemplate = s
+		if !isStr || s == "" {
+			return fmt.Errorf("chat_template must be the trainer's template name (SpecForge's data.chat_template, e.g. \"qwen3.5\"), got %s", DescribeValue(v))
+		}
+	default:
+		return fmt.Errorf("unknown key %q; allowed: %s%s", k, strings.Join(TrainerKeys, ", "), suggest.DidYouMean(k, TrainerKeys))
+	}
+	t.KeyPos[k] = p
+	return nil
+}
+
+// setTrainerKey applies --set trainer.KEY=v, given at p, to the file's
+// [trainer].
+func (f *File) setTrainerKey(key string, v any, p Pos) error {
+	if f.Trainer == nil {
+		return fmt.Errorf("the file has no [trainer] to set %s in: declare the trainer there (name, method, max_length, chat_template)", key)
+	}
+	return f.Trainer.set(key, v, p)
 }
 
 func (t *Trainer) String() string {
