@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/config"
@@ -300,14 +301,13 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 		s.fromText.Add(1)
 		if cut {
 			// The template closed the reply the model never finished:
-			// the row ends where the output did.
-			gopts := opts
-			gopts.AddGenerationPrompt = true
-			prompt, err := s.tmpl.Render(msgs[:len(msgs)-1], gopts)
-			if err != nil {
-				return nil, ReasonRenderFailed, err.Error()
+			// the row ends where the model's text does in the rendering,
+			// before any closing token of the template.
+			end, ok := generatedEnd(rendered, assistantTurns, c)
+			if !ok {
+				return nil, ReasonRenderFailed, "a completion cut at length: its text's end is not in the rendered conversation"
 			}
-			truncateRow(row, len(s.tok.Encode(prompt))+c.CompletionTokens)
+			truncateRow(row, len(s.tok.Encode(rendered[:end])))
 		}
 	}
 	if cut {
@@ -364,6 +364,33 @@ func (s *tokenizeAndMask) fitLength(row *record.Tokens) (reason, detail string) 
 	truncateRow(row, s.cfg.MaxLength)
 	s.truncated.Add(1)
 	return "", ""
+}
+
+// generatedEnd is where, in rendered (the conversation with the cut
+// completion as its last turn, whose turns are turns), the model's text
+// ends: the end of the answer, or of the reasoning when the limit cut it
+// before any answer. The template may have trimmed the text's edges.
+func generatedEnd(rendered string, turns []chat.Turn, c *record.Completion) (int, bool) {
+	if len(turns) == 0 {
+		return 0, false
+	}
+	last := turns[len(turns)-1]
+	if strings.TrimSpace(c.Answer) != "" {
+		return last.ContentEnd, true
+	}
+	tail := strings.TrimSpace(c.Reasoning)
+	if i := len(tail) - 64; i > 0 {
+		for i < len(tail) && !utf8.RuneStart(tail[i]) {
+			i++
+		}
+		tail = tail[i:]
+	}
+	body := rendered[last.Body:last.ContentEnd]
+	i := strings.LastIndex(body, tail)
+	if tail == "" || i < 0 {
+		return 0, false
+	}
+	return last.Body + i + len(tail), true
 }
 
 // truncateRow keeps row's first n tokens (all of a shorter row), its loss

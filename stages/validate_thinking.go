@@ -329,7 +329,7 @@ func (v *validateThinking) check(rec *record.Record) (reason, detail string) {
 			return r, d
 		}
 	}
-	return v.repetitionRule(c)
+	return v.repetitionRule(c, atLength)
 }
 
 // idsRule: the output ids, decoded, contain the answer and the thinking
@@ -497,7 +497,7 @@ func (v *validateThinking) lengthRules(c *record.Completion, thinking bool) (str
 
 // repetitionRule: neither the thinking nor the answer repeats more of its
 // n-grams than max_repetition.
-func (v *validateThinking) repetitionRule(c *record.Completion) (string, string) {
+func (v *validateThinking) repetitionRule(c *record.Completion, atLength bool) (string, string) {
 	if v.off[ReasonRepetition] {
 		return "", ""
 	}
@@ -508,7 +508,31 @@ func (v *validateThinking) repetitionRule(c *record.Completion) (string, string)
 				part.name, 100*share, v.cfg.RepetitionNgram, words, 100*v.cfg.MaxRepetition)
 		}
 	}
+	if !atLength {
+		return "", ""
+	}
+	// A loop is what most often runs an output to the length limit, and
+	// one that began late is under max_repetition of the whole text: the
+	// part the limit cut is judged by its last quarter alone.
+	name, text := "answer", c.Answer
+	if strings.TrimSpace(text) == "" {
+		name, text = "thinking", c.Reasoning
+	}
+	tail := lastQuarter(text)
+	if share, words := repeatedShare(tail, v.cfg.RepetitionNgram, v.cfg.RepetitionMinWords); share > v.cfg.MaxRepetition {
+		return ReasonRepetition, fmt.Sprintf("cut at the trainer's length: the last quarter of its %s loops, %.0f%% of its %d-grams repeat (%d words; max %.0f%%)",
+			name, 100*share, v.cfg.RepetitionNgram, words, 100*v.cfg.MaxRepetition)
+	}
 	return "", ""
+}
+
+// lastQuarter is about the last quarter of s, from a rune's start.
+func lastQuarter(s string) string {
+	i := len(s) * 3 / 4
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }
 
 // fail returns reason and detail unless the rule is disabled.

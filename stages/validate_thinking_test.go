@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
 	"strings"
@@ -189,6 +190,17 @@ func TestValidateThinkingReasons(t *testing.T) {
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			c.PromptTokens, c.CompletionTokens = 95, 1024
 			c.Request = map[string]any{"enable_thinking": true, "max_tokens": float64(1024)}
+		}},
+		// Sound reasoning, then a loop until the row is full: under half
+		// of the whole, but the part the limit cut loops.
+		{name: "cut at length in a late loop: repetition", reason: ReasonRepetition, cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
+			var b strings.Builder
+			for i := range 120 { // 600 words, no 10-gram twice
+				fmt.Fprintf(&b, "step %d weighs factor %d. ", i, 7*i+3)
+			}
+			c.Reasoning = b.String() + strings.Repeat("so the answer is twelve and so ", 43)
+			c.PromptTokens, c.CompletionTokens = 96, 4000
 		}},
 		{name: "row full but length = reject: truncated", reason: ReasonTruncated, cfg: func(c *ValidateThinkingConfig) { c.MaxLength, c.Length = 4096, "reject" },
 			change: func(c *record.Completion) {

@@ -79,6 +79,7 @@ const (
 	ReasonTooLong        = "too_long"         // longer than max_length, with too_long = "reject"
 	ReasonFewLossTokens  = "few_loss_tokens"  // fewer loss tokens than the trainer needs
 	ReasonNoAdjacentLoss = "no_adjacent_loss" // DFlash: no two adjacent loss tokens
+	ReasonUnfinishedTurn = "unfinished_turn"  // conversations: cut at length short of max_length
 )
 
 // Problem is why a row is not written: a reason code and a detail.
@@ -124,6 +125,9 @@ func AppendEncode(dst []byte, layout string, r Rules, rec *record.Record) ([]byt
 	case Conversations:
 		conv, prob := Conversation(rec)
 		if prob != nil {
+			return nil, prob, nil
+		}
+		if prob := r.unfinishedTurn(rec); prob != nil {
 			return nil, prob, nil
 		}
 		if rec.Tokens != nil { // SpecForge tokenizes again; judge the row it will make
@@ -178,6 +182,26 @@ func (r Rules) Judge(t *record.Tokens) ([]int32, record.LossMask, *Problem) {
 		return nil, nil, &Problem{ReasonNoAdjacentLoss, fmt.Sprintf("no two adjacent loss tokens%s; DFlash drops such rows", cut)}
 	}
 	return ids, mask, nil
+}
+
+// unfinishedTurn keeps out of the raw route a completion the length limit
+// cut (meta.cut_at_length) whose row does not fill max_length: SpecForge
+// renders every assistant turn finished (the template's </think> and
+// <|im_end|>), and where the row is shorter than max_length its cut no
+// longer drops those tokens the model never generated, so they would be
+// trained. A row that fills max_length loses them to the cut.
+func (r Rules) unfinishedTurn(rec *record.Record) *Problem {
+	if rec.Meta[record.MetaCutAtLength] != true {
+		return nil
+	}
+	n := 0
+	if rec.Tokens != nil {
+		n = len(rec.Tokens.InputIDs)
+	}
+	if r.MaxLength > 0 && n >= r.MaxLength {
+		return nil
+	}
+	return &Problem{ReasonUnfinishedTurn, fmt.Sprintf("cut by the length limit at %d tokens, short of max_length %d: the raw-conversation route renders the turn finished and would train closing tokens the model never generated; the specforge layout (data.prompts_path) trains it as generated", n, r.MaxLength)}
 }
 
 func (r Rules) trainer() string {
