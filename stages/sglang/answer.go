@@ -352,9 +352,10 @@ func countOf(f figure) count {
 
 func countInRange(f float64) bool { return f >= 0 && f <= math.MaxInt32 }
 
-// tokenIDs are an array of integers; other elements are skipped, a number
-// with a fraction or exponent is truncated toward zero, one beyond int64
-// saturated (jsontext.Token.Int).
+// tokenIDs are an array of token ids: integers 0 and up, written without
+// a fraction, an exponent or a sign. A list with any other element (a
+// server's bug, or hostile bytes) is dropped whole, as if the server sent
+// none: a list with holes would misplace every token after the first.
 type tokenIDs []int
 
 // idScratch holds the ids of one answer while they are read, so that the
@@ -373,20 +374,24 @@ func (ids *tokenIDs) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	scratch := idScratch.Get().(*[]int)
 	defer idScratch.Put(scratch)
 	buf := (*scratch)[:0]
+	bad := false
 	for dec.PeekKind() != ']' {
-		if dec.PeekKind() != '0' {
+		if bad || dec.PeekKind() != '0' {
+			bad = true
 			if err := dec.SkipValue(); err != nil {
 				return err
 			}
 			continue
 		}
-		tok, err := dec.ReadToken()
+		v, err := dec.ReadValue() // the number as written, not copied
 		if err != nil {
 			return err
 		}
-		buf = append(buf, int(tok.Int()))
+		id, ok := tokenID(v)
+		bad = !ok
+		buf = append(buf, id)
 	}
-	if len(buf) > 0 {
+	if len(buf) > 0 && !bad {
 		*ids = slices.Clone(buf)
 	}
 	if cap(buf) <= 1<<18 {
@@ -394,6 +399,21 @@ func (ids *tokenIDs) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	}
 	_, err := dec.ReadToken()
 	return err
+}
+
+// tokenID is v, a JSON number, as a token id: digits only, at most 18.
+func tokenID(v []byte) (int, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 // stop is a matched stop: an integer token id, a string, or nil.

@@ -57,8 +57,8 @@ func TestChatOutputIDs(t *testing.T) {
 	}
 }
 
-// A chat answer without ids (an older server) leaves them empty; ids of
-// the wrong kind are skipped, never a failure or a panic.
+// A chat answer without ids (an older server) leaves them empty; a list
+// with ids of the wrong kind is dropped, never a failure or a panic.
 func TestChatOutputIDsLenient(t *testing.T) {
 	head := `{"choices":[{"message":{"content":"4","reasoning_content":"2+2"},"finish_reason":"stop"`
 	for _, tc := range []struct {
@@ -69,7 +69,14 @@ func TestChatOutputIDsLenient(t *testing.T) {
 		{`,"token_ids":null,"prompt_token_ids":null`, nil, nil},
 		{`,"token_ids":"151645","prompt_token_ids":{"a":1}`, nil, nil},
 		{`,"token_ids":[],"prompt_token_ids":[]`, nil, nil},
-		{`,"token_ids":[1,"2",null,[3],{"x":4},5.7,-6,1e400,99999999999999999999]`, []int{1, 5, -6, 9223372036854775807, 9223372036854775807}, nil},
+		// A list with an element that is no token id is dropped whole: a
+		// list with holes would misplace every token after the first.
+		{`,"token_ids":[1,"2",null,[3],{"x":4},5.7,-6,1e400,99999999999999999999]`, nil, nil},
+		{`,"token_ids":[1,5.7]`, nil, nil},
+		{`,"token_ids":[1,-6]`, nil, nil},
+		{`,"token_ids":[1,1e3]`, nil, nil},
+		{`,"token_ids":[1,99999999999999999999]`, nil, nil},
+		{`,"token_ids":[0,151645,248069]`, []int{0, 151645, 248069}, nil},
 		{`,"token_ids":[7],"response_token_ids":[8]`, []int{7}, nil},
 		{`,"response_token_ids":[8],"prompt_token_ids":[1,2]`, []int{8}, []int{1, 2}},
 	} {
