@@ -455,6 +455,9 @@ func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles boo
 			}
 		}
 	}
+	if td, ok := ptr.Interface().(config.TrainerDefaulter); ok {
+		td.TrainerDefaults(trainer != nil)
+	}
 	if val, ok := ptr.Interface().(config.Validator); ok {
 		for _, err := range val.Validate() {
 			if fe, ok := err.(*config.FieldError); ok {

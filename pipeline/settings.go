@@ -3,7 +3,9 @@ package pipeline
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline/config"
 )
@@ -54,20 +57,51 @@ func (s *PlanStage) Settings(includeOp bool) map[string]any {
 	return out
 }
 
+// DefaultSetting is the value key takes in Settings when a stage of this
+// stage's kind leaves it unset (its default tag), and whether the kind has
+// the key and a default for it.
+func (s *PlanStage) DefaultSetting(key string) (any, bool) {
+	if s == nil || s.Spec == nil || s.Spec.Config == nil {
+		return nil, false
+	}
+	t := reflect.TypeOf(s.Spec.Config)
+	fields, _ := fieldsOf(t)
+	for _, f := range fields {
+		if f.Key != key || !f.HasDef {
+			continue
+		}
+		v := reflect.New(t).Elem().Field(f.Index)
+		if err := setFromDefault(v, f.Default); err != nil {
+			return nil, false
+		}
+		return settingValue(v), true
+	}
+	return nil, false
+}
+
 // TemplateDigestSuffix names, after a tokenizer key, the setting that
 // holds its model directory's TemplateDigest.
 const TemplateDigestSuffix = "_template_sha256"
 
-// TemplateDigest is the SHA-256 (hex) of what decides a model directory's
-// chat template: chat_template.jinja, which transformers prefers, and
-// tokenizer_config.json (its chat_template and special tokens); a file
-// that cannot be read counts as empty.
+// TemplateDigest is the SHA-256 (hex) of what decides how a model
+// directory's chat template renders: chat_template.jinja, which
+// transformers prefers, and tokenizer_config.json's chat_template and
+// special tokens (bos_token, eos_token, ... and added_tokens_decoder), not
+// its other keys (model_max_length, ...). A file that cannot be read or
+// parsed counts as empty.
 func TemplateDigest(dir string) string {
 	h := sha256.New()
-	for _, name := range []string{"chat_template.jinja", "tokenizer_config.json"} {
-		b, _ := os.ReadFile(filepath.Join(dir, name))
-		fmt.Fprintf(h, "%s %d\n", name, len(b))
-		h.Write(b)
+	b, _ := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
+	fmt.Fprintf(h, "chat_template.jinja %d\n", len(b))
+	h.Write(b)
+	var cfg map[string]json.RawMessage
+	b, _ = os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	_ = json.Unmarshal(b, &cfg)
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
+		if k == "chat_template" || k == "added_tokens_decoder" || strings.HasSuffix(k, "_token") {
+			fmt.Fprintf(h, "%s %d\n", k, len(cfg[k]))
+			h.Write(cfg[k])
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

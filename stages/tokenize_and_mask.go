@@ -143,8 +143,9 @@ type TokenizeAndMaskConfig struct {
 	SystemPrompt *string `toml:"system_prompt" doc:"system prompt of every row (\"\" = none); unset keeps the one generation used"`
 	// MaxLength is the most tokens a row may have; 0 (default) is no limit.
 	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"most tokens per row (read from [trainer] max_length); 0 = no limit"`
-	// OnTooLong is "truncate" (default: cut to max_length) or "reject".
-	OnTooLong string `toml:"on_too_long" default:"truncate" enum:"reject|truncate" doc:"what a row longer than max_length does: cut to it, keeping its head as the trainer does, or reject it (too_long)"`
+	// OnTooLong is "truncate" (cut to max_length) or "reject"; unset,
+	// "truncate" with [trainer] and "reject" without (TrainerDefaults).
+	OnTooLong string `toml:"on_too_long" default:"" enum:"|reject|truncate" doc:"what a row longer than max_length does: \"truncate\" cuts it, keeping its head as the trainer does (the default with [trainer]), \"reject\" refuses it as too_long (the default without)"`
 	// MinAdjacentLossTokens: a row needs a run of at least this many loss
 	// tokens (block-parallel drafters need 2). Default 2.
 	MinAdjacentLossTokens int `toml:"min_adjacent_loss_tokens" default:"2" min:"1" doc:"reject rows with no run of this many adjacent loss tokens"`
@@ -679,6 +680,18 @@ func checkTokenizer(key, dir string) []error {
 
 // Validate refuses a tokenizer.json whose components pipe does not reproduce.
 func (c *TokenizeAndMaskConfig) Validate() []error { return checkTokenizer("tokenizer", c.Tokenizer) }
+
+// TrainerDefaults: a row longer than the trainer's max_length is cut as
+// the trainer cuts it (its head kept); without [trainer], max_length is a
+// limit of the user's own, and a longer row is refused.
+func (c *TokenizeAndMaskConfig) TrainerDefaults(declared bool) {
+	if c.OnTooLong == "" {
+		c.OnTooLong = "reject"
+		if declared {
+			c.OnTooLong = "truncate"
+		}
+	}
+}
 
 // sharedTokenizer loads the tokenizer in dir once per run: stages that name
 // the same directory share one (it is safe for concurrent use).

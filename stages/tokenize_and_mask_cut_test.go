@@ -1,9 +1,13 @@
 package stages
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
@@ -58,5 +62,28 @@ func TestTokenizeAndMaskCutAtLength(t *testing.T) {
 		PromptIDs: tok.Encode(prompt), OutputIDs: tok.Encode("<think>\n" + cutReasoning)}
 	if _, rej := process(t, s, &record.Record{ID: "x", Messages: []record.Message{{Role: "user", Content: q1}}, Completion: c}); rej == nil || rej.Reason != ReasonUnterminatedOutput {
 		t.Fatalf("an unmarked cut output: %+v, want %s", rej, ReasonUnterminatedOutput)
+	}
+}
+
+// A row longer than max_length is cut as the trainer cuts it when the file
+// declares [trainer] (the trainer keeps its head), and refused without one
+// (max_length is then the user's own limit); on_too_long says otherwise.
+func TestTokenizeAndMaskOnTooLongDefault(t *testing.T) {
+	testQwen3(t)
+	for _, tc := range []struct{ head, keys, want string }{
+		{"[trainer]\nname = \"specforge\"\nmax_length = 4096\n", "", "truncate"},
+		{"", "max_length = 4096\n", "reject"},
+		{"[trainer]\nname = \"specforge\"\nmax_length = 4096\n", "on_too_long = \"reject\"\n", "reject"},
+	} {
+		src := tc.head + fmt.Sprintf("[[stage]]\nid = \"p\"\nkind = \"read-completions\"\npath = %q\n[[stage]]\nid = \"tok\"\nkind = \"tokenize-and-mask\"\ninput = \"p\"\ntokenizer = %q\n%s",
+			filepath.Join(repoRoot(), "testdata", "completions", "completions.jsonl"), testTok.dir, tc.keys)
+		f, probs := pipefile.Parse(filepath.Join(t.TempDir(), "p.toml"), []byte(src), pipefile.Options{})
+		if len(probs) > 0 {
+			t.Fatal(probs)
+		}
+		plan, _ := pipeline.Build(f, pipeline.DefaultRegistry)
+		if got := plan.Lookup("tok").Config.(*TokenizeAndMaskConfig).OnTooLong; got != tc.want {
+			t.Errorf("%q %q: on_too_long %q, want %q", tc.head, tc.keys, got, tc.want)
+		}
 	}
 }

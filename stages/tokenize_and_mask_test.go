@@ -293,7 +293,7 @@ func TestTokenizeAndMaskRejections(t *testing.T) {
 		reason     string
 	}{
 		{"too long", fmt.Sprintf("max_length = %d\non_too_long = \"reject\"", full-1), func() *record.Record { return singleTurn(true) }, ReasonTooLong},
-		{"too long, cut by default as the trainer cuts", fmt.Sprintf("max_length = %d", full-1), func() *record.Record { return singleTurn(true) }, ""},
+		{"too long, refused by default without [trainer]", fmt.Sprintf("max_length = %d", full-1), func() *record.Record { return singleTurn(true) }, ReasonTooLong},
 		{"exactly max_length", fmt.Sprintf("max_length = %d", full), func() *record.Record { return singleTurn(true) }, ""},
 		// Truncated right after the first reply token: one loss token left.
 		{"truncated to one loss token", fmt.Sprintf("max_length = %d\non_too_long = \"truncate\"", promptLen+1),

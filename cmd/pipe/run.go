@@ -1027,7 +1027,7 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *engine.Summary) {
 		printStageNotes(w, plan, st, expensive)
 	}
 	if e := rundir.EconomyOf(s.Stages); e != nil {
-		fmt.Fprintf(w, "economy: %s\n", e)
+		fmt.Fprintf(w, "economy: %s in this start\n", e)
 	}
 	printTotals(w, plan, s, notStarted)
 }

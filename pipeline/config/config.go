@@ -40,6 +40,15 @@ type TrainerUser interface {
 	UsesTrainer() bool
 }
 
+// TrainerDefaulter is implemented by a config with a default that depends
+// on whether the pipeline file declares [trainer] (a row longer than the
+// trainer's max_length is cut as the trainer cuts it; without one, it is
+// refused): with the stage's keys decoded and [trainer]'s applied,
+// TrainerDefaults is told whether it is declared, before Validate.
+type TrainerDefaulter interface {
+	TrainerDefaults(declared bool)
+}
+
 // FieldError is a problem with one config key.
 type FieldError struct {
 	Key string

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,43 @@ func shardSpec(s *pipefile.Shard) *ShardSpec {
 		return nil
 	}
 	return &ShardSpec{Index: s.Index, Count: s.Count, Hash: pipefile.ShardHash}
+}
+
+// backfill is old (run.json's settings) with the keys that a newer pipe
+// added to a stage's kind since old was written, where they stand at what
+// the older pipe did: a key at its default, and the chat template's
+// digest (pipeline.TemplateDigestSuffix; the template's path was already
+// a setting). A run started by an older pipe then resumes under a newer
+// one unless a setting that defines its data really changed. old is not
+// modified.
+func backfill(old map[string]any, plan *pipeline.Plan) map[string]any {
+	out := make(map[string]any, len(old))
+	for id, v := range old {
+		out[id] = v
+		om, ok := v.(map[string]any)
+		ps := plan.Lookup(id)
+		if !ok || ps == nil || om["kind"] != ps.Decl.Kind {
+			continue
+		}
+		var added map[string]any
+		for key, nv := range ps.Settings(false) {
+			if _, had := om[key]; had {
+				continue
+			}
+			def, hasDef := ps.DefaultSetting(key)
+			if !strings.HasSuffix(key, pipeline.TemplateDigestSuffix) && (!hasDef || !equal(normalize(def), normalize(nv))) {
+				continue
+			}
+			if added == nil {
+				added = maps.Clone(om)
+			}
+			added[key] = nv
+		}
+		if added != nil {
+			out[id] = added
+		}
+	}
+	return out
 }
 
 // trainerSpec is [trainer] as run.json records it.
@@ -131,7 +169,7 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 	if now := shardSpec(plan.File.Shard); !sameShard(r.Shard, now) {
 		return r, nil, &ShardChangedError{Dir: dir, Was: r.Shard, Now: now}
 	}
-	diffs := Compare(r.Settings, settings)
+	diffs := Compare(backfill(r.Settings, plan), settings)
 	if len(diffs) > 0 && !force && !didWork(dir) {
 		// Nothing was finished or generated under the old settings (e.g.
 		// the first start failed at a typo): nothing to protect.
@@ -168,7 +206,7 @@ func Describe(dir string, plan *pipeline.Plan) string {
 	if now := shardSpec(plan.File.Shard); !sameShard(r.Shard, now) {
 		return msg + "; REFUSED: " + (&ShardChangedError{Dir: dir, Was: r.Shard, Now: now}).Error()
 	}
-	if diffs := Compare(r.Settings, normalizeMap(Settings(plan))); len(diffs) > 0 {
+	if diffs := Compare(backfill(r.Settings, plan), normalizeMap(Settings(plan))); len(diffs) > 0 {
 		if !didWork(dir) { // as Check decides
 			return msg + "; the settings changed, but nothing was done under the old ones: the new ones are taken:\n  " + strings.Join(diffs, "\n  ")
 		}

@@ -105,8 +105,13 @@ type Economy struct {
 	KeptAtLength int64 `json:"kept_at_length"`
 }
 
-// EconomyOf sums the economy's figures over stages; nil when no stage
-// decodes and none trains.
+// EconomyOf is the economy of this start of the run, from the stages'
+// figures: decoded tokens summed over the stages that decode, trained
+// tokens the most any one stage built (two stages building rows from the
+// same completions, in two labellings say, build the same rows). It is
+// nil when no stage decodes and none trains. Rows built from completions
+// an earlier start decoded (taken from the journal) count as trained
+// only: the report's figure, over every committed row, is the run's.
 func EconomyOf(stages []engine.StageSummary) *Economy {
 	var e Economy
 	var seen bool
@@ -120,7 +125,7 @@ func EconomyOf(stages []engine.StageSummary) *Economy {
 				e.Decoded += int64(f.Value)
 				seen = true
 			case figure.TrainedTokens:
-				e.Trained += int64(f.Value)
+				e.Trained = max(e.Trained, int64(f.Value))
 				seen = true
 			case figure.KeptAtLength:
 				e.KeptAtLength += int64(f.Value)
