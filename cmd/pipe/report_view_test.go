@@ -95,14 +95,14 @@ func TestReportViewInBrowser(t *testing.T) {
 	dir := t.TempDir()
 	// The demo with more broken outputs than its own, so that several
 	// reasons have samples.
-	demo := func(name, faults string) string {
+	demo := func(name, faults string, sets ...string) string {
 		runDir := filepath.Join(dir, name)
 		var errb syncBuffer
-		code := run([]string{"run", "../../pipelines/demo.toml", "--run-dir", runDir,
+		code := run(append([]string{"run", "../../pipelines/demo.toml", "--run-dir", runDir,
 			"--set", `gen.servers=["sim:2?speed=200&faults=` + faults + `"]`,
 			"--set", "gen.tokenizer=" + quoteTOML(qwen), "--set", "check.tokenizer=" + quoteTOML(qwen), "--set", "tok.tokenizer=" + quoteTOML(qwen),
 			"--set", "train.path=" + quoteTOML(filepath.Join(runDir, "out", "train")),
-			"--set", "rejects.path=" + quoteTOML(filepath.Join(runDir, "out", "rejected.jsonl"))},
+			"--set", "rejects.path=" + quoteTOML(filepath.Join(runDir, "out", "rejected.jsonl"))}, sets...),
 			&stdio{Out: &bytes.Buffer{}, Err: &errb, Signals: make(chan os.Signal)})
 		if code != 0 && !strings.Contains(errb.String(), "an output holds no rows") {
 			t.Fatalf("pipe run %s: exit %d\n%s", name, code, errb.String())
@@ -116,7 +116,10 @@ func TestReportViewInBrowser(t *testing.T) {
 		return runDir
 	}
 	mixed := demo("mixed", "empty-answer:0.2,no-think-end:0.2")
-	empty := demo("empty", "empty-answer:1")
+	// Every answer empty, and no completion kept though cut at the
+	// trainer's length (those can have an empty answer: the limit came
+	// first): no training row at all.
+	empty := demo("empty", "empty-answer:1", "--set", "check.length=reject")
 
 	br := newBrowser(t, 1280, 900, 2*time.Minute)
 	ctx := br.ctx

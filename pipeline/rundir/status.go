@@ -108,10 +108,10 @@ type Economy struct {
 // EconomyOf is the economy of this start of the run, from the stages'
 // figures: decoded tokens summed over the stages that decode, trained
 // tokens the most any one stage built (two stages building rows from the
-// same completions, in two labellings say, build the same rows). It is
-// nil when no stage decodes and none trains. Rows built from completions
+// same completions, in two labellings say, build the same rows). Rows built from completions
 // an earlier start decoded (taken from the journal) count as trained
-// only: the report's figure, over every committed row, is the run's.
+// only: the report's figure, over every committed row, is the run's. A
+// run with no stage that builds training rows has no economy (nil).
 func EconomyOf(stages []engine.StageSummary) *Economy {
 	var e Economy
 	var seen bool
@@ -123,7 +123,6 @@ func EconomyOf(stages []engine.StageSummary) *Economy {
 			switch f.Name {
 			case figure.DecodedTokens:
 				e.Decoded += int64(f.Value)
-				seen = true
 			case figure.TrainedTokens:
 				e.Trained = max(e.Trained, int64(f.Value))
 				seen = true
