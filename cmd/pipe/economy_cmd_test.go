@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/pipe-dev/pipe/internal/trainers"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
@@ -92,4 +93,27 @@ func checkTrainRow(rec *record.Record, maxLength int) error {
 		return fmt.Errorf("the row does not end at a generated token with loss: last id %d (mask %d), output id %d", t.InputIDs[n-1], t.LossMask[n-1], c.OutputIDs[last])
 	}
 	return nil
+}
+
+// specForgeConfigMain is `specforgeconfig FILE`: whether FILE, a run
+// config (or its data: block), passes SpecForge's schema rules
+// (trainers.CheckSpecForgeConfigYAML, after specforge/config/schema.py).
+func specForgeConfigMain() int {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: specforgeconfig FILE")
+		return 2
+	}
+	b, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "specforgeconfig:", err)
+		return 1
+	}
+	if errs := trainers.CheckSpecForgeConfigYAML(b); len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintln(os.Stderr, "specforgeconfig:", e)
+		}
+		return 1
+	}
+	fmt.Println("specforgeconfig: ok")
+	return 0
 }

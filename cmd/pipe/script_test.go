@@ -15,10 +15,11 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"pipe":          func() { os.Exit(Main()) },
-		"hfdatafiles":   func() { os.Exit(hfDataFilesMain()) },
-		"specforgeload": func() { os.Exit(specForgeLoadMain()) },
-		"trainrows":     func() { os.Exit(trainRowsMain()) },
+		"pipe":            func() { os.Exit(Main()) },
+		"hfdatafiles":     func() { os.Exit(hfDataFilesMain()) },
+		"specforgeload":   func() { os.Exit(specForgeLoadMain()) },
+		"trainrows":       func() { os.Exit(trainRowsMain()) },
+		"specforgeconfig": func() { os.Exit(specForgeConfigMain()) },
 	})
 }
 
