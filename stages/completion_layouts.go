@@ -33,8 +33,14 @@ var layoutText = map[string]string{
 // record fields, and those of the others.
 type foreignLine struct {
 	record.Record
-	// ShareGPT ("from"/"value") or OpenAI ("role"/"content") turns.
-	Conversations []foreignTurn `json:"conversations"`
+	// Messages (pipe's and OpenAI's) and Conversations (ShareGPT's
+	// "from"/"value" or OpenAI's "role"/"content") are read turn by turn
+	// as read-prompts reads them (parseTurn): every field carried, an
+	// unknown one an error. They take the place of Record's messages.
+	Messages      []json.RawMessage `json:"messages"`
+	Conversations []json.RawMessage `json:"conversations"`
+	// Tools is read as read-prompts reads it (parseTools).
+	Tools json.RawMessage `json:"tools"`
 	// SpecForge's regenerate_train_data.py (call_sglang, set_skipped):
 	// "success", or "error"/"skipped" with the reason in error.
 	Status string          `json:"status"`
@@ -54,9 +60,10 @@ type chatCompletion struct {
 	Model   string `json:"model"`
 	Choices []struct {
 		Message struct {
-			Role             string `json:"role"`
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
+			Role             string          `json:"role"`
+			Content          string          `json:"content"`
+			ReasoningContent string          `json:"reasoning_content"`
+			ToolCalls        json.RawMessage `json:"tool_calls"`
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
@@ -70,12 +77,32 @@ type chatCompletion struct {
 	} `json:"usage"`
 }
 
-type foreignTurn struct {
-	Role             string `json:"role"`
-	From             string `json:"from"`
-	Content          string `json:"content"`
-	Value            string `json:"value"`
-	ReasoningContent string `json:"reasoning_content"`
+// readTurns are turns (raw JSON objects) as messages, checked as
+// read-prompts checks them.
+func readTurns(raw []json.RawMessage) ([]record.Message, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	spans := make([]turnSpan, len(raw))
+	for i, el := range raw {
+		var err error
+		if spans[i], err = parseTurn(i+1, el); err != nil {
+			return nil, err
+		}
+	}
+	return turnsRecord("", spans).Messages, nil
+}
+
+// turns reads the line's messages, conversations and tools into its record.
+func (l *foreignLine) turns() error {
+	var err error
+	if l.Record.Messages, err = readTurns(l.Messages); err != nil {
+		return fmt.Errorf("messages: %v", err)
+	}
+	if l.Record.Tools, err = parseTools(l.Tools); err != nil {
+		return err
+	}
+	return nil
 }
 
 // toRecord turns the line into pipe's record, and names its layout.
@@ -101,7 +128,7 @@ func (l *foreignLine) toRecord() (*record.Record, string, error) {
 	turns := rec.Messages
 	if len(l.Conversations) > 0 {
 		var err error
-		if turns, err = l.conversationTurns(); err != nil {
+		if turns, err = readTurns(l.Conversations); err != nil {
 			return nil, layout, err
 		}
 	}
@@ -126,27 +153,6 @@ func (l *foreignLine) batchRecord() (*record.Record, string, error) {
 	return rec, layoutBatch, err
 }
 
-// conversationTurns are the line's ShareGPT (from/value) or OpenAI
-// (role/content) conversations as messages.
-func (l *foreignLine) conversationTurns() ([]record.Message, error) {
-	turns := make([]record.Message, len(l.Conversations))
-	for i, t := range l.Conversations {
-		role := t.Role
-		if role == "" {
-			role = shareGPTRoles[strings.ToLower(t.From)]
-			if role == "" && t.From != "" {
-				return nil, fmt.Errorf("turn %d: unknown \"from\" %q (want human, gpt, system or tool)", i+1, t.From)
-			}
-		}
-		content := t.Content
-		if content == "" {
-			content = t.Value
-		}
-		turns[i] = record.Message{Role: role, Content: content, ReasoningContent: t.ReasoningContent}
-	}
-	return turns, nil
-}
-
 // lastTurnRecord makes the record of a conversation ending with the
 // assistant's answer: the turns before it are the prompt, it the
 // completion.
@@ -162,10 +168,14 @@ func (l *foreignLine) lastTurnRecord(turns []record.Message, layout string) (*re
 	if last.Role != "assistant" {
 		return nil, layout, fmt.Errorf("no \"completion\", and the last turn is %q, not an assistant's answer (want a final assistant turn; set require_completion = false to read prompts-only records)", last.Role)
 	}
+	if last.Name != "" {
+		return nil, layout, fmt.Errorf("the final assistant turn has a name (%q), which a completion does not carry", last.Name)
+	}
 	rec.Messages = turns[:len(turns)-1]
 	rec.Completion = splitThink(last.Content, last.ReasoningContent)
+	rec.Completion.ToolCalls = last.ToolCalls
 	if rec.ID == "" {
-		rec.ID = contentID(rec.Messages) // as read-prompts names the same prompt
+		rec.ID = contentID(rec.Messages, rec.Tools) // as read-prompts names the same prompt
 	}
 	return rec, layout, nil
 }
@@ -181,6 +191,11 @@ func (c *chatCompletion) completion() (*record.Completion, error) {
 	}
 	ch := c.Choices[0]
 	out := splitThink(ch.Message.Content, ch.Message.ReasoningContent)
+	calls, err := parseToolCalls(1, ch.Message.ToolCalls)
+	if err != nil {
+		return nil, fmt.Errorf("choices[0].message: %v", strings.TrimPrefix(err.Error(), "turn 1: "))
+	}
+	out.ToolCalls = calls
 	out.FinishReason = ch.FinishReason
 	if u := c.Usage; u != nil {
 		out.PromptTokens, out.CompletionTokens, out.ReasoningTokens = u.PromptTokens, u.CompletionTokens, u.ReasoningTokens

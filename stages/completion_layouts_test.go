@@ -2,6 +2,7 @@ package stages
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestReadCompletionsLayouts(t *testing.T) {
 		{"conversations with reasoning_content", `{"id":"s2","conversations":[{"role":"system","content":"S"},{"role":"user","content":"What is 2+2?"},{"role":"assistant","content":"4","reasoning_content":"add"}]}`,
 			layoutConversations, "s2", []record.Message{{Role: "system", Content: "S"}, user[0]}, "add", "4", "", [3]int{}},
 		{"messages ending with the answer, no id", `{"messages":[{"role":"user","content":"What is 2+2?"},{"role":"assistant","content":"4"}]}`,
-			layoutConversations, contentID(user), user, "", "4", "", [3]int{}},
+			layoutConversations, contentID(user, nil), user, "", "4", "", [3]int{}},
 		{"specforge regenerated", `{"id":"sf","conversations":[{"role":"user","content":"What is 2+2?"},{"role":"assistant","content":"4","reasoning_content":"add"}],"status":"success"}`,
 			layoutSpecForge, "sf", user, "add", "4", "", [3]int{}},
 		{"chat completion", `{"id":"chatcmpl-1","object":"chat.completion","model":"Qwen/Qwen3-32B","messages":[{"role":"user","content":"What is 2+2?"}],"choices":[{"index":0,"message":{"role":"assistant","content":"4","reasoning_content":"add"},"finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":30,"completion_tokens_details":{"reasoning_tokens":25}}}`,
@@ -56,7 +57,7 @@ func TestReadCompletionsLayouts(t *testing.T) {
 				t.Fatalf("messages %+v, want %+v", rec.Messages, c.msgs)
 			}
 			for i := range c.msgs {
-				if rec.Messages[i] != c.msgs[i] {
+				if !reflect.DeepEqual(rec.Messages[i], c.msgs[i]) {
 					t.Errorf("message %d: %+v, want %+v", i, rec.Messages[i], c.msgs[i])
 				}
 			}
@@ -73,7 +74,7 @@ func TestReadCompletionsLayouts(t *testing.T) {
 	for _, c := range []struct{ line, want string }{
 		{`{"id":"x","conversations":[{"from":"human","value":"Q"}]}`,
 			`conversations: no "completion", and the last turn is "user", not an assistant's answer (want a final assistant turn; set require_completion = false to read prompts-only records)`},
-		{`{"id":"x","conversations":[{"from":"wizard","value":"Q"}]}`, `conversations: turn 1: unknown "from" "wizard" (want human, gpt, system or tool)`},
+		{`{"id":"x","conversations":[{"from":"wizard","value":"Q"}]}`, `conversations: turn 1: unknown role "wizard" (want system, user, assistant, tool; or human, gpt, function_call, observation)`},
 		{`{"id":"x","conversations":[{"role":"user","content":"Q"}],"status":"error","error":"Data starts with an assistant message"}`,
 			`specforge-regenerated: SpecForge status "error" (Data starts with an assistant message): not a completion (regenerate_train_data.py keeps these in its _error and _skipped files)`},
 		{`{"id":"batch_req_1","custom_id":"r7","response":{"status_code":400,"body":null},"error":{"code":"bad","message":"context too long"}}`,
@@ -85,8 +86,10 @@ func TestReadCompletionsLayouts(t *testing.T) {
 			`openai-chat-completion: chat completion has 2 choices: one completion a record (n = 1) is supported`},
 		{`{"id":"c","text":"hello"}`,
 			`no completion: want "completion" (pipe's records), "conversations" or "messages" ending with an assistant turn, "choices" (a chat completion) or "custom_id" and "response" (batch output)`},
-		{`{"id":"c","conversations":[{"role":"user","content":[{"type":"text","text":"Q"}]}]}`,
-			`field "conversations.content" must be string, got JSON array`},
+		{`{"id":"c","conversations":[{"from":"human","value":"Q"},{"from":"gpt","value":"A","weight":0}]}`,
+			`conversations: turn 2: field "weight" is not one pipe carries (a message has ` + messageKeys + `); remove it or rename it`},
+		{`{"id":"c","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","foo":1}]}`,
+			`messages: turn 2: field "foo" is not one pipe carries (a message has ` + messageKeys + `); remove it or rename it`},
 	} {
 		r := &readCompletions{cfg: ReadCompletionsConfig{RequireCompletion: true}}
 		if _, err := r.parse([]byte(c.line)); err == nil || err.Error() != c.want {

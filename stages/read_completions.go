@@ -406,6 +406,9 @@ func (r *readCompletions) parse(line []byte) (*record.Record, error) {
 		}
 		return nil, fmt.Errorf("invalid JSON: %v", jsonErrText(err))
 	}
+	if err := l.turns(); err != nil {
+		return nil, err
+	}
 	rec := &l.Record
 	if l.Completion == nil && (r.cfg.RequireCompletion || len(l.Conversations) > 0 || len(l.Choices) > 0 || l.Response != nil) {
 		var layout string

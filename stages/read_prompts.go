@@ -29,8 +29,16 @@ func init() {
   {"custom_id": "a1", "method": "POST", "url": "/v1/chat/completions",
    "body": {"model": "...", "messages": [...]}}                       (OpenAI/vLLM batch input)
 The id comes from id_field; a row without one gets a hash of its
-conversation, so the same prompt has the same id in every run. Other fields
-are kept in the record's meta. The file is streamed, never loaded whole.
+conversation, so the same prompt has the same id in every run. Tool use is
+carried whole: "tools" beside the messages (a list of tool schemas, or a
+string holding one, as LLaMA-Factory's ShareGPT writes it), an assistant
+turn's "tool_calls" (id, type, function name and arguments as given: a JSON
+string stays that string, an object that object), a tool turn's
+"tool_call_id" and any turn's "name"; ShareGPT's "function_call" turn (its
+value the call's JSON) is an assistant turn with those tool_calls, and
+"observation" a tool turn. A message key pipe does not carry is a bad line
+naming it, never dropped. Other fields of the line are kept in the record's
+meta. The file is streamed, never loaded whole.
 A malformed line (invalid JSON or UTF-8, no prompt, a bad id) stops the run
 with its file and line (on_bad_line = "fail"), or is counted and written to
 RUN_DIR/rejected/STAGE.jsonl ("skip"). The whole file is checked in a pass
@@ -171,8 +179,9 @@ func promptLine(line []byte, idField string, build, needID bool) (*record.Record
 	var rec *record.Record
 	if build || (needID && idText == nil) {
 		rec = turnsRecord(id, turns)
+		rec.Tools = pf.tools
 		if idText == nil {
-			id = contentID(rec.Messages)
+			id = contentID(rec.Messages, rec.Tools)
 			rec.ID = id
 		}
 	}
@@ -203,14 +212,16 @@ func badLine(format string, a ...any) *lineProblem {
 type promptFields struct {
 	shapes                [3][]byte // messages, conversations, prompt
 	idRaw, customID, body []byte
-	shape                 int  // the index in shapes of the prompt; -1: none
-	batch                 bool // an OpenAI/vLLM batch input line
+	tools                 json.RawMessage // checked and compact (parseTools)
+	shape                 int             // the index in shapes of the prompt; -1: none
+	batch                 bool            // an OpenAI/vLLM batch input line
 }
 
 // scanPromptLine reads the keys of line, a JSON object, that promptLine
 // needs, and finds the prompt's shape.
 func scanPromptLine(line []byte, idField string) (*promptFields, *lineProblem) {
 	pf := &promptFields{shape: -1}
+	var toolsRaw []byte
 	err := eachIn(line, '{', func(key string, v []byte) bool {
 		for i, name := range promptShapes {
 			if key == name {
@@ -224,6 +235,8 @@ func scanPromptLine(line []byte, idField string) (*promptFields, *lineProblem) {
 			pf.customID = v
 		case "body":
 			pf.body = v
+		case "tools":
+			toolsRaw = v
 		}
 		return true
 	})
@@ -245,16 +258,23 @@ func scanPromptLine(line []byte, idField string) (*promptFields, *lineProblem) {
 	// object); custom_id is the id, body.messages the prompt.
 	pf.batch = pf.shape == -1 && pf.body != nil
 	if pf.batch {
-		if prob := pf.batchPrompt(idField); prob != nil {
+		if prob := pf.batchPrompt(idField, &toolsRaw); prob != nil {
 			return nil, prob
+		}
+	}
+	if toolsRaw != nil && idField != "tools" {
+		var err error
+		if pf.tools, err = parseTools(toolsRaw); err != nil {
+			return nil, badLine("%v", err)
 		}
 	}
 	return pf, nil
 }
 
-// batchPrompt takes a batch request's body.messages as the prompt, and
-// its custom_id as the id unless the line has its own "id".
-func (pf *promptFields) batchPrompt(idField string) *lineProblem {
+// batchPrompt takes a batch request's body.messages as the prompt, its
+// body.tools as the tools, and its custom_id as the id unless the line has
+// its own "id".
+func (pf *promptFields) batchPrompt(idField string, tools *[]byte) *lineProblem {
 	if kind(pf.body) != '{' {
 		return badLine(`"body" must be an object (a batch request's body)`)
 	}
@@ -265,6 +285,8 @@ func (pf *promptFields) batchPrompt(idField string) *lineProblem {
 			pf.shapes[0] = v
 		case "prompt":
 			bodyPrompt = v
+		case "tools":
+			*tools = v
 		}
 		return true
 	})
@@ -329,7 +351,14 @@ func promptID(idRaw []byte, idField string) ([]byte, *lineProblem) {
 func turnsRecord(id string, turns []turnSpan) *record.Record {
 	rec := &record.Record{ID: id, Messages: make([]record.Message, len(turns))}
 	for i, t := range turns {
-		rec.Messages[i] = record.Message{Role: t.role, Content: string(turnText(t.content)), ReasoningContent: string(turnText(t.reasoning))}
+		rec.Messages[i] = record.Message{Role: t.role, Content: string(turnText(t.content)), ReasoningContent: string(turnText(t.reasoning)),
+			ToolCalls: t.toolCalls}
+		if t.toolCallID != nil {
+			rec.Messages[i].ToolCallID = string(turnText(t.toolCallID))
+		}
+		if t.name != nil {
+			rec.Messages[i].Name = string(turnText(t.name))
+		}
 	}
 	return rec
 }
@@ -339,7 +368,7 @@ func turnsRecord(id string, turns []turnSpan) *record.Record {
 // the prompt already taken.
 func (pf *promptFields) keepMeta(rec *record.Record, line []byte, idField string) {
 	eachIn(line, '{', func(key string, v []byte) bool {
-		if key == idField || key == promptShapes[pf.shape] || (pf.batch && key == "custom_id") {
+		if key == idField || key == promptShapes[pf.shape] || (pf.batch && key == "custom_id") || (key == "tools" && pf.tools != nil) {
 			return true
 		}
 		if pf.batch && key == "body" {
@@ -347,6 +376,9 @@ func (pf *promptFields) keepMeta(rec *record.Record, line []byte, idField string
 			var b map[string]json.RawMessage
 			if json.Unmarshal(v, &b) == nil {
 				delete(b, "messages")
+				if pf.tools != nil {
+					delete(b, "tools")
+				}
 				if rest, err := json.Marshal(b); err == nil {
 					if rec.Meta == nil {
 						rec.Meta = map[string]any{}
@@ -368,11 +400,13 @@ func (pf *promptFields) keepMeta(rec *record.Record, line []byte, idField string
 var promptShapes = [3]string{"messages", "conversations", "prompt"}
 
 // turnSpan is one checked turn of a conversation: its role, and the raw
-// JSON of its content (a string, a list of text parts, or null) and
-// reasoning (a string or null; nil when absent).
+// JSON of its content (a string, a list of text parts, or null),
+// reasoning, tool_call_id and name (each a string or null; nil when
+// absent); and its tool calls, read.
 type turnSpan struct {
-	role               string
-	content, reasoning []byte
+	role                                 string
+	content, reasoning, toolCallID, name []byte
+	toolCalls                            []record.ToolCall
 }
 
 var errTurns = errors.New("messages must be a list of {role, content} objects")
@@ -410,7 +444,8 @@ func parseTurn(n int, el []byte) (turnSpan, error) {
 	if kind(el) != '{' {
 		return turnSpan{}, errTurns
 	}
-	var role, from, content, value, reasoning []byte
+	var role, from, content, value, reasoning, toolCalls, toolCallID, name []byte
+	var unknown string
 	eachIn(el, '{', func(key string, v []byte) bool {
 		switch {
 		case strings.EqualFold(key, "role"):
@@ -423,9 +458,21 @@ func parseTurn(n int, el []byte) (turnSpan, error) {
 			value = v
 		case strings.EqualFold(key, "reasoning_content"):
 			reasoning = v
+		case strings.EqualFold(key, "tool_calls"):
+			toolCalls = v
+		case strings.EqualFold(key, "tool_call_id"):
+			toolCallID = v
+		case strings.EqualFold(key, "name"):
+			name = v
+		default:
+			unknown = key
+			return false
 		}
 		return true
 	})
+	if unknown != "" {
+		return turnSpan{}, unknownMessageField(n, unknown)
+	}
 	norm, err := turnRole(n, role, from)
 	if err != nil {
 		return turnSpan{}, err
@@ -433,14 +480,47 @@ func parseTurn(n int, el []byte) (turnSpan, error) {
 	if content == nil {
 		content = value
 	}
-	if e := checkContent(content); e != nil {
-		return turnSpan{}, fmt.Errorf("turn %d: %v", n, e)
+	t := turnSpan{role: norm, reasoning: reasoning, toolCallID: toolCallID, name: name}
+	if norm == roleFunctionCall {
+		// ShareGPT: the value is the call; the turn has no text.
+		t.role = "assistant"
+		if t.toolCalls, err = shareGPTCalls(n, content); err != nil {
+			return turnSpan{}, err
+		}
+		if toolCalls != nil {
+			return turnSpan{}, fmt.Errorf("turn %d: a function_call turn with tool_calls too", n)
+		}
+		content = nil
+	} else if t.toolCalls, err = parseToolCalls(n, toolCalls); err != nil {
+		return turnSpan{}, err
 	}
-	if k := kind(reasoning); k != 0 && k != '"' && k != 'n' {
-		return turnSpan{}, fmt.Errorf("turn %d: reasoning_content must be a string", n)
+	switch {
+	case t.toolCalls != nil && t.role != "assistant":
+		return turnSpan{}, fmt.Errorf("turn %d: tool_calls on a %s turn (only an assistant turn calls tools)", n, t.role)
+	case kind(toolCallID) != 0 && kind(toolCallID) != 'n' && t.role != "tool":
+		return turnSpan{}, fmt.Errorf("turn %d: tool_call_id on a %s turn (only a tool turn answers a call)", n, t.role)
 	}
-	return turnSpan{role: norm, content: content, reasoning: reasoning}, nil
+	// A turn that calls tools may have no text (OpenAI's content null).
+	if k := kind(content); !(t.toolCalls != nil && (k == 0 || k == 'n')) {
+		if e := checkContent(content); e != nil {
+			return turnSpan{}, fmt.Errorf("turn %d: %v", n, e)
+		}
+		t.content = content
+	}
+	for _, f := range [...]struct {
+		name string
+		raw  []byte
+	}{{"reasoning_content", reasoning}, {"tool_call_id", toolCallID}, {"name", name}} {
+		if k := kind(f.raw); k != 0 && k != '"' && k != 'n' {
+			return turnSpan{}, fmt.Errorf("turn %d: %s must be a string", n, f.name)
+		}
+	}
+	return t, nil
 }
+
+// roleFunctionCall is the normalized role of a ShareGPT function_call
+// turn, which parseTurn makes an assistant turn with tool_calls.
+const roleFunctionCall = "function_call"
 
 // turnRole is the n-th turn's role, normalized: the first non-empty of its
 // role and from (raw JSON strings, or absent or null).
@@ -463,7 +543,7 @@ func turnRole(n int, role, from []byte) (string, error) {
 		norm, ok = shareGPTRoles[strings.ToLower(string(name))]
 	}
 	if !ok {
-		return "", fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt)", n, name)
+		return "", fmt.Errorf("turn %d: unknown role %q (want system, user, assistant, tool; or human, gpt, function_call, observation)", n, name)
 	}
 	return norm, nil
 }
@@ -661,14 +741,22 @@ var shareGPTRoles = map[string]string{
 	"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
 	"chatgpt": "assistant", "bing": "assistant", "bard": "assistant", "model": "assistant",
 	"system": "system", "tool": "tool", "function": "tool", "observation": "tool",
+	"function_call": roleFunctionCall,
 }
 
 // contentID is a stable id from the conversation itself, so the same prompt
-// gets the same id in every run and every input shape.
-func contentID(msgs []record.Message) string {
+// gets the same id in every run and every input shape. Tool-use fields
+// count where there are any (two prompts that differ in their tools are
+// two prompts); a conversation without them has the id it always had.
+func contentID(msgs []record.Message, tools json.RawMessage) string {
 	h := sha256.New()
-	for _, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i]
 		fmt.Fprintf(h, "%d:%s%d:%s", len(m.Role), m.Role, len(m.Content), m.Content)
+		hashTools(h, m)
+	}
+	if len(tools) > 0 {
+		fmt.Fprintf(h, "t%d:%s", len(tools), tools)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)[:16])
 }

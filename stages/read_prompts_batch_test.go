@@ -2,6 +2,7 @@ package stages
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline/record"
@@ -20,7 +21,7 @@ func TestBatchInputLineIsAPrompt(t *testing.T) {
 		t.Fatalf("id %q (record %q), want request-1 (custom_id)", id, rec.ID)
 	}
 	want := []record.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "What is 2+2?"}}
-	if len(rec.Messages) != 2 || rec.Messages[0] != want[0] || rec.Messages[1] != want[1] {
+	if len(rec.Messages) != 2 || !reflect.DeepEqual(rec.Messages, want) {
 		t.Fatalf("messages %+v, want %+v", rec.Messages, want)
 	}
 	var body map[string]any

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +16,7 @@ import (
 
 func TestParsePromptLineShapes(t *testing.T) {
 	user := []record.Message{{Role: "user", Content: "What is 2+2?"}}
-	hash := contentID(user)
+	hash := contentID(user, nil)
 	tests := []struct {
 		name, line, idField string
 		wantID              string
@@ -86,7 +87,7 @@ func TestParsePromptLineShapes(t *testing.T) {
 				t.Fatalf("messages = %+v, want %+v", rec.Messages, tt.wantMsgs)
 			}
 			for i := range rec.Messages {
-				if rec.Messages[i] != tt.wantMsgs[i] {
+				if !reflect.DeepEqual(rec.Messages[i], tt.wantMsgs[i]) {
 					t.Errorf("message %d = %+v, want %+v", i, rec.Messages[i], tt.wantMsgs[i])
 				}
 			}

@@ -24,6 +24,12 @@ type Record struct {
 	// Messages is the conversation: the prompt turns, and after generation of
 	// earlier turns (turns = "all") the generated assistant turns too.
 	Messages []Message `json:"messages,omitempty"`
+	// Tools are the conversation's tool schemas, the JSON array as given
+	// (OpenAI's [{"type": "function", "function": {"name", "description",
+	// "parameters"}}], or any other objects the chat template reads), key
+	// order and number spelling kept: the template renders them as written.
+	// Empty when the conversation declares none.
+	Tools json.RawMessage `json:"tools,omitempty"`
 	// Completion is the generated final assistant turn.
 	Completion *Completion `json:"completion,omitempty"`
 	// Tokens is the training row built by tokenize-and-mask.
@@ -44,12 +50,48 @@ type Record struct {
 	Ticket *ticket.Ticket `json:"-"`
 }
 
-// Message is one conversation turn.
+// Message is one conversation turn, with the fields of OpenAI's chat
+// format that chat templates and SpecForge's loader read (parse.py
+// ThinkingParser.standard_keys). A field the input has and Message does
+// not is refused by the readers, never dropped.
 type Message struct {
-	Role    string `json:"role"`
+	Role string `json:"role"`
+	// Content is the text; "" also stands for a null content (an
+	// assistant turn that only calls tools), which templates and
+	// SpecForge's _normalize_message read as "".
 	Content string `json:"content"`
 	// ReasoningContent is the thinking of an assistant turn, without markers.
 	ReasoningContent string `json:"reasoning_content,omitempty"`
+	// ToolCalls are the tools an assistant turn calls, in order.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is the id of the call a tool turn answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Name is the tool's name on a tool turn (or a participant's name).
+	Name string `json:"name,omitempty"`
+}
+
+// HasToolFields reports whether m has any of the tool-use fields.
+func (m *Message) HasToolFields() bool {
+	return len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != ""
+}
+
+// ToolCall is one call of an assistant turn, in OpenAI's form: {"id",
+// "type": "function", "function": {"name", "arguments"}}. ID and Type are
+// absent when the input gave none.
+type ToolCall struct {
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function a tool call names and its arguments.
+type FunctionCall struct {
+	Name string `json:"name"`
+	// Arguments are as given: a JSON string (OpenAI's form: the arguments'
+	// JSON as text) stays that string, an object (as many datasets and
+	// chat templates take them) stays that object, key order and number
+	// spelling kept.
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 // Completion is what a server generated for the final assistant turn, and
@@ -59,6 +101,10 @@ type Completion struct {
 	Answer       string `json:"answer"`
 	FinishReason string `json:"finish_reason"` // "stop", "length", "abort", ...
 	MatchedStop  any    `json:"matched_stop,omitempty"`
+	// ToolCalls are the calls the answer makes, where the source gives
+	// them apart from its text (a chat completion's message.tool_calls, a
+	// conversation's final assistant turn).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
@@ -124,8 +170,16 @@ type ShardRef struct {
 func (r *Record) Clone() *Record {
 	c := *r
 	c.Messages = append([]Message(nil), r.Messages...)
+	for i := range c.Messages {
+		if m := &c.Messages[i]; m.ToolCalls != nil {
+			m.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+		}
+	}
 	if r.Completion != nil {
 		cc := *r.Completion
+		if cc.ToolCalls != nil {
+			cc.ToolCalls = append([]ToolCall(nil), cc.ToolCalls...)
+		}
 		c.Completion = &cc
 	}
 	if r.Tokens != nil {
