@@ -185,14 +185,21 @@ func eachJSONLRecord(ctx context.Context, path string, fn func(*record.Record) e
 func parseLayoutLine(line []byte) (*record.Record, error) {
 	var v struct {
 		record.Record
-		InputIDs      []int32          `json:"input_ids"`
-		LossMask      record.LossMask  `json:"loss_mask"`
-		Conversations []record.Message `json:"conversations"`
+		InputIDs []int32         `json:"input_ids"`
+		LossMask record.LossMask `json:"loss_mask"`
+		// The conversations layout's turns and tools hold tool calls and
+		// schemas as JSON text: read as read-prompts reads them.
+		Conversations []json.RawMessage `json:"conversations"`
+		Tools         json.RawMessage   `json:"tools"`
 	}
 	if err := json.Unmarshal(line, &v); err != nil {
 		return nil, fmt.Errorf("%v", jsonErrText(err))
 	}
 	rec := v.Record
+	var err error
+	if rec.Tools, err = parseTools(v.Tools); err != nil {
+		return nil, err
+	}
 	if rec.ID == "" {
 		return nil, errors.New(`no "id": not a line of write-jsonl`)
 	}
@@ -203,7 +210,9 @@ func parseLayoutLine(line []byte) (*record.Record, error) {
 		}
 	}
 	if rec.Messages == nil && v.Conversations != nil {
-		rec.Messages = v.Conversations
+		if rec.Messages, err = readTurns(v.Conversations); err != nil {
+			return nil, fmt.Errorf("conversations: %v", err)
+		}
 	}
 	return &rec, nil
 }

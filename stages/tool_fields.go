@@ -19,7 +19,8 @@ import (
 //     ShareGPT, and what SpecForge's loader also parses); kept as the
 //     array, compact, key order and numbers as written. null: none.
 //   - a message's "tool_calls" (assistant turns only): a list of
-//     {"id", "type", "function": {"name", "arguments"}}; a call written
+//     {"id", "type", "function": {"name", "arguments"}}, or a string
+//     holding one (pipe's conversations layout writes it so); a call written
 //     flat, {"name", "arguments"}, is kept in that form with type
 //     "function". arguments stay as given: a JSON string that string, an
 //     object that object.
@@ -90,8 +91,14 @@ func compactJSON(raw []byte) json.RawMessage {
 }
 
 // parseToolCalls reads the n-th turn's tool_calls (raw JSON): a list of
-// calls, or null.
+// calls, a string holding one (as the conversations layout writes it and
+// SpecForge's _sanitize_message reads it), or null.
 func parseToolCalls(n int, raw []byte) ([]record.ToolCall, error) {
+	if kind(raw) == '"' {
+		if s := bytes.TrimSpace(stringText(raw)); json.Valid(s) && kind(s) == '[' {
+			raw = s
+		}
+	}
 	switch kind(raw) {
 	case 0, 'n':
 		return nil, nil

@@ -164,7 +164,7 @@ func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 	}
 	if m.Schema != arrowrow.Version && len(m.Shards) > 0 {
 		// Readers that take the directory as one table want one schema.
-		fmt.Fprintf(w.log, "%s: its %d shards are of schema %s, the next ones of %s (messages as structs); datasets and DuckDB read D/* as one table of one schema: give this run another path to keep them apart\n",
+		fmt.Fprintf(w.log, "%s: its %d shards are of schema %s, the next ones of %s; datasets and DuckDB read D/* as one table of one schema: give this run another path to keep them apart\n",
 			w.cfg.Path, len(m.Shards), m.Schema, arrowrow.Version)
 	}
 	for _, sh := range m.Shards {

@@ -95,7 +95,8 @@ func TestWriteArrowDirectoryIsAnHFDataset(t *testing.T) {
 // but id (not nullable, so datasets guesses it: a string all the same) gets
 // its type from it: the feature's Arrow type equals the file's field, as
 // datasets' Features.from_arrow_schema requires. messages is a list of
-// {role, content, reasoning_content} structs.
+// {role, content, reasoning_content, tool_calls, tool_call_id, name}
+// structs (tool_calls as JSON text, as tools).
 func TestWriteArrowHFFeatures(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "train")
 	writeArrowDir(t, dir, arrowTestRecords(), 100)
@@ -135,7 +136,7 @@ func TestWriteArrowHFFeatures(t *testing.T) {
 			t.Errorf("%s is not nullable: datasets would not use its feature", f.Name)
 		}
 	}
-	if got := types[arrowrow.ColMessages].String(); got != "list<item: struct<role: utf8 nullable, content: utf8 nullable, reasoning_content: utf8 nullable>, nullable>" {
+	if got := types[arrowrow.ColMessages].String(); got != "list<item: struct<role: utf8 nullable, content: utf8 nullable, reasoning_content: utf8 nullable, tool_calls: utf8 nullable, tool_call_id: utf8 nullable, name: utf8 nullable>, nullable>" {
 		t.Fatalf("messages feature is %s", got)
 	}
 }

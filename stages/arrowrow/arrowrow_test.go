@@ -27,7 +27,7 @@ func testRecord(i int) *record.Record {
 	for k := 20; k < len(mask); k++ {
 		mask[k] = 1
 	}
-	return &record.Record{
+	r := &record.Record{
 		ID:       fmt.Sprintf("rec-%05d-ü", i),
 		Messages: []record.Message{{Role: "user", Content: fmt.Sprintf("prompt %d — 你好", i)}},
 		Completion: &record.Completion{Reasoning: strings.Repeat("думаю ", i%7), Answer: fmt.Sprintf("answer %d 🎉", i),
@@ -36,6 +36,19 @@ func testRecord(i int) *record.Record {
 		Tokens: &record.Tokens{InputIDs: ids, LossMask: mask, NumTokens: len(ids), NumLossTokens: len(ids) - 20, Source: "ids"},
 		Meta:   map[string]any{"i": float64(i)},
 	}
+	if i%5 == 0 { // a tool-use conversation: every tool field
+		r.Tools = json.RawMessage(`[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"days":{"type":"integer","default":7.0}}}}},{"name":"flat"}]`)
+		r.Messages = append(r.Messages,
+			record.Message{Role: "assistant", Content: "", ReasoningContent: "call it", ToolCalls: []record.ToolCall{
+				{ID: "call_1", Type: "function", Function: record.FunctionCall{Name: "get_weather", Arguments: json.RawMessage(`"{\"city\": \"Zürich\"}"`)}},
+				{Function: record.FunctionCall{Name: "flat", Arguments: json.RawMessage(`{"z":1,"a":[1.0,"x"]}`)}}}},
+			record.Message{Role: "tool", Content: "12°C", ToolCallID: "call_1", Name: "get_weather"},
+			record.Message{Role: "tool", Content: "ok"})
+		if i%10 == 0 {
+			r.Completion.ToolCalls = []record.ToolCall{{ID: "c2", Type: "function", Function: record.FunctionCall{Name: "flat", Arguments: json.RawMessage(`{}`)}}}
+		}
+	}
+	return r
 }
 
 // writeFile writes recs into path in batches of batch rows.
@@ -325,6 +338,39 @@ func TestArrowrowMessagesOldAndNew(t *testing.T) {
 	st := nb.Column(1).(*array.List).ListValues().(*array.Struct)
 	if rc := st.Field(2); !rc.IsNull(0) || rc.IsNull(2) {
 		t.Fatalf("reasoning_content nulls: %v", rc)
+	}
+	// So are the tool fields of a turn without them.
+	for k := 3; k < 6; k++ {
+		if f := st.Field(k); f.NullN() != f.Len() {
+			t.Fatalf("%s of turns without tools: %v", MessageType.Field(k).Name, f)
+		}
+	}
+
+	// pipe-row-2: messages without the tool fields read with them empty.
+	row2 := arrow.StructOf(MessageType.Fields()[:3]...)
+	rb := array.NewRecordBuilder(mem, arrow.NewSchema([]arrow.Field{
+		{Name: ColID, Type: arrow.BinaryTypes.String},
+		{Name: ColMessages, Type: arrow.ListOf(row2), Nullable: true},
+	}, nil))
+	defer rb.Release()
+	rb.Field(0).(*array.StringBuilder).Append("a")
+	lb := rb.Field(1).(*array.ListBuilder)
+	lb.Append(true)
+	sb := lb.ValueBuilder().(*array.StructBuilder)
+	for _, m := range msgs {
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.StringBuilder).Append(m.Role)
+		sb.FieldBuilder(1).(*array.StringBuilder).Append(m.Content)
+		if m.ReasoningContent == "" {
+			sb.FieldBuilder(2).(*array.StringBuilder).AppendNull()
+		} else {
+			sb.FieldBuilder(2).(*array.StringBuilder).Append(m.ReasoningContent)
+		}
+	}
+	b2 := rb.NewRecordBatch()
+	defer b2.Release()
+	if got, err = Records(b2); err != nil || !reflect.DeepEqual(got[0].Messages, msgs) || got[0].Tools != nil {
+		t.Fatalf("pipe-row-2 shard read as %+v (%v)", got[0], err)
 	}
 }
 

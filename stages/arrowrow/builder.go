@@ -104,8 +104,9 @@ func (b *Builder) ints(name string, v []int, valid bool) {
 	b.bytes += 4 * int64(len(v))
 }
 
-// messages appends the conversation as a list of MessageType; nil is null.
-func (b *Builder) messages(msgs []record.Message) {
+// messages appends the conversation as a list of MessageType; nil is
+// null. calls are the messages' tool_calls as JSON (messageCalls).
+func (b *Builder) messages(msgs []record.Message, calls []string) {
 	lb := b.b.Field(b.col[ColMessages]).(*array.ListBuilder)
 	if msgs == nil {
 		lb.AppendNull()
@@ -113,20 +114,52 @@ func (b *Builder) messages(msgs []record.Message) {
 	}
 	lb.Append(true)
 	sb := lb.ValueBuilder().(*array.StructBuilder)
-	role := sb.FieldBuilder(0).(*array.StringBuilder)
-	content := sb.FieldBuilder(1).(*array.StringBuilder)
-	reasoning := sb.FieldBuilder(2).(*array.StringBuilder)
-	for _, m := range msgs {
-		sb.Append(true)
-		role.Append(m.Role)
-		content.Append(m.Content)
-		if m.ReasoningContent == "" {
-			reasoning.AppendNull()
-		} else {
-			reasoning.Append(m.ReasoningContent)
-		}
-		b.bytes += int64(len(m.Role) + len(m.Content) + len(m.ReasoningContent))
+	var fields [6]*array.StringBuilder
+	for k := range fields {
+		fields[k] = sb.FieldBuilder(k).(*array.StringBuilder)
 	}
+	optional := func(f *array.StringBuilder, s string) {
+		if s == "" {
+			f.AppendNull()
+		} else {
+			f.Append(s)
+		}
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		sb.Append(true)
+		fields[0].Append(m.Role)
+		fields[1].Append(m.Content)
+		optional(fields[2], m.ReasoningContent)
+		var tc string
+		if calls != nil {
+			tc = calls[i]
+		}
+		optional(fields[3], tc)
+		optional(fields[4], m.ToolCallID)
+		optional(fields[5], m.Name)
+		b.bytes += int64(len(m.Role) + len(m.Content) + len(m.ReasoningContent) + len(tc) + len(m.ToolCallID) + len(m.Name))
+	}
+}
+
+// messageCalls is each message's tool_calls as JSON ("" for none), or nil
+// when no message has any.
+func messageCalls(msgs []record.Message) ([]string, error) {
+	var out []string
+	for i := range msgs {
+		if len(msgs[i].ToolCalls) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]string, len(msgs))
+		}
+		c, err := encodeJSON(ColMessages, msgs[i].ToolCalls, true)
+		if err != nil {
+			return nil, fmt.Errorf("message %d tool_calls: %w", i+1, err)
+		}
+		out[i] = c.s
+	}
+	return out, nil
 }
 
 // Append adds one record as a row. On an error nothing is appended.
@@ -136,7 +169,7 @@ func (b *Builder) Append(rec *record.Record) error {
 	if c == nil {
 		c = &record.Completion{}
 	}
-	var js [3]jsonCol
+	var js [5]jsonCol
 	for i, v := range []struct {
 		name  string
 		v     any
@@ -145,19 +178,27 @@ func (b *Builder) Append(rec *record.Record) error {
 		{ColMatchedStop, c.MatchedStop, has && c.MatchedStop != nil},
 		{ColRequest, c.Request, c.Request != nil},
 		{ColMeta, rec.Meta, rec.Meta != nil},
+		{ColTools, rec.Tools, len(rec.Tools) > 0},
+		{ColToolCalls, c.ToolCalls, len(c.ToolCalls) > 0},
 	} {
 		var err error
 		if js[i], err = encodeJSON(v.name, v.v, v.valid); err != nil {
 			return err
 		}
 	}
-	matchedStop, request, meta := js[0], js[1], js[2]
+	matchedStop, request, meta, tools, toolCalls := js[0], js[1], js[2], js[3], js[4]
+	calls, err := messageCalls(rec.Messages)
+	if err != nil {
+		return err
+	}
 	b.str(ColID, rec.ID, true)
-	b.messages(rec.Messages)
+	b.messages(rec.Messages, calls)
+	b.str(ColTools, tools.s, tools.valid)
 	b.str(ColReasoning, c.Reasoning, has)
 	b.str(ColAnswer, c.Answer, has)
 	b.str(ColFinishReason, c.FinishReason, has)
 	b.str(ColMatchedStop, matchedStop.s, matchedStop.valid)
+	b.str(ColToolCalls, toolCalls.s, toolCalls.valid)
 	b.i32(ColPromptTokens, c.PromptTokens, has)
 	b.i32(ColCompletionTokens, c.CompletionTokens, has)
 	b.i32(ColCachedTokens, c.CachedTokens, has)

@@ -67,12 +67,18 @@ func decodeRow(cols map[string]arrow.Array, i int, rec *record.Record) error {
 		return nil
 	}
 	switch a := cols[ColMessages].(type) {
-	case *array.List: // pipe-row-2
-		rec.Messages = messageList(a, i)
+	case *array.List: // pipe-row-2 and later
+		var err error
+		if rec.Messages, err = messageList(a, i); err != nil {
+			return err
+		}
 	case *array.String: // pipe-row-1: JSON text
 		if err := js(ColMessages, &rec.Messages); err != nil {
 			return err
 		}
+	}
+	if tools, ok := s(ColTools); ok {
+		rec.Tools = json.RawMessage(tools)
 	}
 	if err := js(ColMeta, &rec.Meta); err != nil {
 		return err
@@ -82,6 +88,9 @@ func decodeRow(cols map[string]arrow.Array, i int, rec *record.Record) error {
 		c.Answer, _ = s(ColAnswer)
 		c.FinishReason, _ = s(ColFinishReason)
 		if err := js(ColMatchedStop, &c.MatchedStop); err != nil {
+			return err
+		}
+		if err := js(ColToolCalls, &c.ToolCalls); err != nil {
 			return err
 		}
 		c.PromptTokens, c.CompletionTokens = n(ColPromptTokens), n(ColCompletionTokens)
@@ -135,14 +144,15 @@ func intList(a arrow.Array, i int) []int {
 }
 
 // messageList reads row i of a list<MessageType> column; nil when null.
-// Struct fields are found by name, so a writer's other field order reads.
-func messageList(l *array.List, i int) []record.Message {
+// Struct fields are found by name, so a writer's other field order reads,
+// and one an older shard lacks is empty.
+func messageList(l *array.List, i int) ([]record.Message, error) {
 	if l.IsNull(i) {
-		return nil
+		return nil, nil
 	}
 	st, ok := l.ListValues().(*array.Struct)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	field := func(name string) *array.String {
 		t := st.DataType().(*arrow.StructType)
@@ -153,6 +163,7 @@ func messageList(l *array.List, i int) []record.Message {
 		return nil
 	}
 	role, content, reasoning := field(MsgRole), field(MsgContent), field(MsgReasoningContent)
+	toolCalls, toolCallID, name := field(MsgToolCalls), field(MsgToolCallID), field(MsgName)
 	get := func(a *array.String, k int) string {
 		if a == nil || a.IsNull(k) {
 			return ""
@@ -162,7 +173,14 @@ func messageList(l *array.List, i int) []record.Message {
 	start, end := l.ValueOffsets(i)
 	out := make([]record.Message, 0, end-start)
 	for k := int(start); k < int(end); k++ {
-		out = append(out, record.Message{Role: get(role, k), Content: get(content, k), ReasoningContent: get(reasoning, k)})
+		m := record.Message{Role: get(role, k), Content: get(content, k), ReasoningContent: get(reasoning, k),
+			ToolCallID: get(toolCallID, k), Name: get(name, k)}
+		if toolCalls != nil && !toolCalls.IsNull(k) {
+			if err := json.Unmarshal([]byte(toolCalls.Value(k)), &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("%s[%d].%s: %w", ColMessages, k-int(start), MsgToolCalls, err)
+			}
+		}
+		out = append(out, m)
 	}
-	return out
+	return out, nil
 }

@@ -8,18 +8,22 @@ import (
 )
 
 // Version is written into each shard's metadata ("pipe.schema").
-// pipe-row-2: messages is list<struct<role, content, reasoning_content>>
-// (pipe-row-1 held it as JSON text; Records reads both).
-const Version = "pipe-row-2"
+// pipe-row-3: a message has tool_calls, tool_call_id and name; the row has
+// tools and the completion's tool_calls. pipe-row-2: messages is
+// list<struct<role, content, reasoning_content>> (pipe-row-1 held it as
+// JSON text). Records reads them all.
+const Version = "pipe-row-3"
 
 // Column names, in schema order.
 const (
 	ColID               = "id"
 	ColMessages         = "messages"
+	ColTools            = "tools"
 	ColReasoning        = "reasoning"
 	ColAnswer           = "answer"
 	ColFinishReason     = "finish_reason"
 	ColMatchedStop      = "matched_stop"
+	ColToolCalls        = "tool_calls"
 	ColPromptTokens     = "prompt_tokens"
 	ColCompletionTokens = "completion_tokens"
 	ColCachedTokens     = "cached_tokens"
@@ -71,24 +75,40 @@ const (
 	MsgRole             = "role"
 	MsgContent          = "content"
 	MsgReasoningContent = "reasoning_content"
+	MsgToolCalls        = "tool_calls"
+	MsgToolCallID       = "tool_call_id"
+	MsgName             = "name"
 )
 
-// MessageType is one message of the messages column. reasoning_content is
-// null for a turn without reasoning.
+// MessageType is one message of the messages column. reasoning_content,
+// tool_calls, tool_call_id and name are null for a turn without them.
+//
+// tool_calls is JSON text (the list of calls as pipe holds them), as the
+// row's tools and the completion's tool_calls are: a call's arguments are
+// a JSON string or an object as given, and tool schemas differ from tool
+// to tool, which no one Arrow type holds as written (HF datasets' type
+// inference would merge every row's schemas into one struct, giving each
+// tool the others' keys as nulls, and change what a template renders).
+// Text reads back exactly, and SpecForge's loader parses both as text
+// (preprocessing.py build_eagle3_dataset for tools, parse.py
+// _sanitize_message for tool_calls).
 var MessageType = arrow.StructOf(
 	arrow.Field{Name: MsgRole, Type: arrow.BinaryTypes.String, Nullable: true},
 	arrow.Field{Name: MsgContent, Type: arrow.BinaryTypes.String, Nullable: true},
 	arrow.Field{Name: MsgReasoningContent, Type: arrow.BinaryTypes.String, Nullable: true},
+	arrow.Field{Name: MsgToolCalls, Type: arrow.BinaryTypes.String, Nullable: true},
+	arrow.Field{Name: MsgToolCallID, Type: arrow.BinaryTypes.String, Nullable: true},
+	arrow.Field{Name: MsgName, Type: arrow.BinaryTypes.String, Nullable: true},
 )
 
 // Schema is the shards' schema. Completion columns are null for a record
 // without a completion, token columns for one without tokens, and so on;
-// messages is a list of MessageType; matched_stop, request and meta hold
-// JSON.
+// messages is a list of MessageType; tools, tool_calls, matched_stop,
+// request and meta hold JSON.
 var Schema = arrow.NewSchema([]arrow.Field{
 	{Name: ColID, Type: arrow.BinaryTypes.String},
-	list(ColMessages, MessageType),
-	str(ColReasoning), str(ColAnswer), str(ColFinishReason), str(ColMatchedStop),
+	list(ColMessages, MessageType), str(ColTools),
+	str(ColReasoning), str(ColAnswer), str(ColFinishReason), str(ColMatchedStop), str(ColToolCalls),
 	i32(ColPromptTokens), i32(ColCompletionTokens), i32(ColCachedTokens), i32(ColReasoningTokens),
 	list(ColPromptIDs, arrow.PrimitiveTypes.Int32), list(ColOutputIDs, arrow.PrimitiveTypes.Int32),
 	i32(ColSpecVerifyCt), f64(ColSpecAcceptLength), f64(ColLatency), str(ColServer), i32(ColAttempts),

@@ -25,10 +25,24 @@
 //     apply_chat_template (preprocess_conversations **kwargs), so a
 //     "messages" column breaks the render and must not be there.
 //   - specforge/data/parse.py ThinkingParser: messages keep role, content,
-//     reasoning_content, tool_calls, name, tool_call_id (standard_keys).
+//     reasoning_content, tool_calls, name, tool_call_id (standard_keys);
+//     Parser._sanitize_message parses a tool_calls string as JSON and each
+//     call's string arguments into an object.
+//   - preprocessing.py build_eagle3_dataset: a "tools" column holding a
+//     string is parsed as JSON (a list is taken as it is) and passed to
+//     apply_chat_template(tools=...) for its row.
+//
+// The conversations layout writes a row's tools and a turn's tool_calls as
+// JSON text, which SpecForge parses back (above): load_dataset("json")
+// gives every row one Arrow type, so lists of objects would have their
+// keys merged across rows (each tool schema, each call's object arguments
+// getting the others' keys as nulls, which the template then renders) or
+// fail to load where two rows disagree on a value's type. Text keeps each
+// row's own.
 package trainrow
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -43,10 +57,11 @@ const (
 	// SpecForge is {"id", "input_ids", "loss_mask"} per line: SpecForge's
 	// pre-tokenized route (data.prompts_path).
 	SpecForge = "specforge"
-	// Conversations is {"id", "conversations": [...]} per line, the final
-	// turn {"role": "assistant", "content", "reasoning_content"}: SpecForge's
-	// raw route (data.train_data_path), which renders it with the model's
-	// chat template.
+	// Conversations is {"id", "conversations": [...], "tools"} per line,
+	// the final turn {"role": "assistant", "content", "reasoning_content"}
+	// (and its "tool_calls"); "tools" only where the record has tools:
+	// SpecForge's raw route (data.train_data_path), which renders it with
+	// the model's chat template and the row's tools.
 	Conversations = "conversations"
 )
 
@@ -80,6 +95,7 @@ const (
 	ReasonFewLossTokens  = "few_loss_tokens"  // fewer loss tokens than the trainer needs
 	ReasonNoAdjacentLoss = "no_adjacent_loss" // DFlash: no two adjacent loss tokens
 	ReasonUnfinishedTurn = "unfinished_turn"  // conversations: cut at length short of max_length
+	ReasonBadToolCalls   = "bad_tool_calls"   // conversations: tool calls that do not encode (arguments not JSON)
 )
 
 // Problem is why a row is not written: a reason code and a detail.
@@ -138,7 +154,8 @@ func AppendEncode(dst []byte, layout string, r Rules, rec *record.Record) ([]byt
 		line, err := appendJSON(dst, struct {
 			ID            string    `json:"id"`
 			Conversations []Message `json:"conversations"`
-		}{rec.ID, conv})
+			Tools         string    `json:"tools,omitempty"`
+		}{rec.ID, conv, string(rec.Tools)})
 		return line, nil, err
 	}
 	return nil, nil, fmt.Errorf("unknown layout %q (%s)", layout, strings.Join(Layouts, ", "))
@@ -216,13 +233,26 @@ type Message struct {
 	Role             string  `json:"role"`
 	Content          string  `json:"content"`
 	ReasoningContent *string `json:"reasoning_content,omitempty"`
+	// ToolCalls is the turn's calls as JSON text (see the package doc).
+	ToolCalls  string `json:"tool_calls,omitempty"`
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	Name       string `json:"name,omitempty"`
+}
+
+// callsText is calls as JSON text; "" for none.
+func callsText(calls []record.ToolCall) (string, error) {
+	if len(calls) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(calls)
+	return string(b), err
 }
 
 // Conversation is the record's conversation as the model saw and answered
 // it: the system prompt generate added (if the messages have none), the
-// prompt turns, and the completion as the final assistant turn with its
-// reasoning. Without a completion, messages ending in an assistant turn
-// are taken as they are.
+// prompt turns with their tool fields, and the completion as the final
+// assistant turn with its reasoning and tool calls. Without a completion,
+// messages ending in an assistant turn are taken as they are.
 func Conversation(rec *record.Record) ([]Message, *Problem) {
 	var out []Message
 	c := rec.Completion
@@ -230,16 +260,24 @@ func Conversation(rec *record.Record) ([]Message, *Problem) {
 		out = append(out, Message{Role: "system", Content: c.SystemPrompt})
 	}
 	for _, m := range rec.Messages {
-		msg := Message{Role: m.Role, Content: m.Content}
+		msg := Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
 		if m.ReasoningContent != "" {
 			msg.ReasoningContent = &m.ReasoningContent
+		}
+		var err error
+		if msg.ToolCalls, err = callsText(m.ToolCalls); err != nil {
+			return nil, &Problem{ReasonBadToolCalls, fmt.Sprintf("turn %d: %v", len(out)+1, err)}
 		}
 		out = append(out, msg)
 	}
 	switch {
 	case c != nil:
 		reasoning := c.Reasoning
-		out = append(out, Message{Role: "assistant", Content: c.Answer, ReasoningContent: &reasoning})
+		calls, err := callsText(c.ToolCalls)
+		if err != nil {
+			return nil, &Problem{ReasonBadToolCalls, fmt.Sprintf("the completion: %v", err)}
+		}
+		out = append(out, Message{Role: "assistant", Content: c.Answer, ReasoningContent: &reasoning, ToolCalls: calls})
 	case len(out) == 0 || out[len(out)-1].Role != "assistant":
 		return nil, &Problem{ReasonNoCompletion, "no completion and no final assistant turn: nothing to train on"}
 	}
