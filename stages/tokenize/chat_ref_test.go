@@ -21,12 +21,19 @@ import (
 // where Python raised.
 func pyRender(t *testing.T, tok *Tokenizer, convs []corpus.Conversation) (rendered []string, errs []string) {
 	t.Helper()
+	return pyRenderSource(t, tok.ChatTemplate(), tok.SpecialTokenVars(), convs)
+}
+
+// pyRenderSource is pyRender with a template source of the test's own
+// (a variant of the model's) and the special-token variables it sees.
+func pyRenderSource(t *testing.T, source string, special map[string]any, convs []corpus.Conversation) (rendered []string, errs []string) {
+	t.Helper()
 	if err := exec.Command("python3", "-c", "import jinja2").Run(); err != nil {
 		missing(t, "python3 with jinja2 is not available")
 	}
 	dir := t.TempDir()
 	tmplPath := filepath.Join(dir, "template.jinja")
-	if err := os.WriteFile(tmplPath, []byte(tok.ChatTemplate()), 0o644); err != nil {
+	if err := os.WriteFile(tmplPath, []byte(source), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -34,7 +41,7 @@ func pyRender(t *testing.T, tok *Tokenizer, convs []corpus.Conversation) (render
 		row := map[string]any{
 			"messages":              c.Messages,
 			"add_generation_prompt": c.AddGenerationPrompt,
-			"special":               tok.SpecialTokenVars(),
+			"special":               special,
 			"kwargs":                map[string]any{},
 		}
 		if c.Tools != nil {

@@ -36,13 +36,19 @@ type MaskMode int
 const (
 	// MaskSpecForge is SpecForge's labelling for the template's family
 	// (specforge/data/parse.py GeneralParser.parse with the chat templates
-	// of specforge/data/template.py): a template that forces thinking
-	// (qwen3.5, qwen3-next-thinking: assistant_header
-	// "<|im_start|>assistant\n<think>\n") trains the turns rendered with
-	// the whole generation prompt (the final one; earlier turns, rendered
-	// without "<think>", get no loss); a hybrid template (qwen3-thinking,
-	// qwen3-instruct) trains every assistant turn. Both from after the
-	// generation prompt through the end of turn ("<|im_end|>\n").
+	// of specforge/data/template.py): every match of the template's
+	// assistant_header through its end_of_turn_token is trained, so an
+	// assistant turn's tool calls are trained with it, and tool results
+	// (which Qwen3 renders in a user turn) and the tools block (in the
+	// system turn) never are. A template that forces thinking (qwen3.5,
+	// qwen3-next-thinking: assistant_header "<|im_start|>assistant\n<think>\n")
+	// trains the turns rendered with the whole generation prompt: the
+	// final one, and the turns after the last user query that keep their
+	// thinking (the tool-call turns of an agentic exchange); earlier
+	// turns, rendered without "<think>", get no loss. A hybrid template
+	// (qwen3-thinking, qwen3-instruct) trains every assistant turn. Both
+	// from after the generation prompt through the end of turn
+	// ("<|im_end|>\n").
 	MaskSpecForge MaskMode = iota
 	// MaskAssistant: every assistant turn, from after (the part it is
 	// rendered with of) its generation prompt through its end of turn.
@@ -75,8 +81,11 @@ func (m MaskMode) String() string {
 }
 
 // LastOnly says whether the mode needs only the last assistant turn.
+// forced is kept for the callers: MaskSpecForge needs every turn even for
+// a template that forces thinking, since turns before the last one keep
+// their thinking (and are trained) after tool results.
 func (m MaskMode) LastOnly(forced bool) bool {
-	return m == MaskLastTurn || m == MaskGenerated || (m == MaskSpecForge && forced)
+	return m == MaskLastTurn || m == MaskGenerated
 }
 
 // Convention describes the labelling m gives, with forced saying whether
@@ -84,7 +93,7 @@ func (m MaskMode) LastOnly(forced bool) bool {
 func (m MaskMode) Convention(forced bool) string {
 	switch {
 	case m == MaskSpecForge && forced:
-		return "specforge qwen3.5 (forced thinking): the assistant turns rendered with the whole generation prompt (the final one), from after it through the end of turn"
+		return "specforge qwen3.5 (forced thinking): the assistant turns rendered with the whole generation prompt (the final one, and tool-call turns after the last user query that keep their thinking), from after it through the end of turn"
 	case m == MaskSpecForge:
 		return "specforge qwen3-thinking (hybrid thinking): every assistant turn, from after its generation prompt through the end of turn"
 	case m == MaskAssistant:

@@ -114,8 +114,16 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 	if err != nil {
 		return Turn{}, err
 	}
+	start := len(before)
 	if !strings.HasPrefix(full, before) {
-		return Turn{}, fmt.Errorf("the messages before it render differently on their own (at byte %d), so the turn's start cannot be found by message", commonPrefix(full, before))
+		// The template renders the messages before it differently once
+		// later ones follow: Qwen3 drops the thinking of the turns before
+		// the last user query, and a conversation with tool calls has
+		// assistant turns before that query that keep it on their own.
+		// The turn starts where the message before it ends.
+		if start, err = t.messageEnd(messages, items, k-1, opts, full); err != nil {
+			return Turn{}, fmt.Errorf("the messages before it render differently on their own (at byte %d), and the end of the message before it cannot be found: %w", commonPrefix(full, before), err)
+		}
 	}
 	gopts := opts
 	gopts.AddGenerationPrompt = true
@@ -132,15 +140,20 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 	if err != nil {
 		// A content whose end cannot be probed (a tool-call turn with empty
 		// content, which a probe would make non-empty): the turn ends where
-		// the next message's rendering begins.
-		var nerr error
-		if turnEnd, nerr = t.nextStart(messages, items, k+1, opts, full); nerr != nil {
-			return Turn{}, err
+		// the next message's rendering begins, or where the conversation
+		// ends.
+		if k == len(messages)-1 {
+			turnEnd = len(full)
+		} else {
+			var nerr error
+			if turnEnd, nerr = t.nextStart(messages, items, k+1, opts, full); nerr != nil {
+				return Turn{}, err
+			}
 		}
 		end = turnEnd
 	}
-	rest := full[len(before):]
-	body, prompted := len(before)+len(gen), true
+	rest := full[start:]
+	body, prompted := start+len(gen), true
 	if !strings.HasPrefix(rest, gen) {
 		// Rendered without the whole generation prompt (an earlier turn
 		// whose thinking the template drops): the reply starts after the
@@ -152,30 +165,100 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 		if header == "" || !strings.HasPrefix(rest, header) {
 			return Turn{}, fmt.Errorf("the turn begins with %q, neither the generation prompt %q nor the header %q every generation prompt begins with", truncate(rest, 40), gen, header)
 		}
-		body, prompted = len(before)+len(header), false
+		body, prompted = start+len(header), false
 	}
 	if body > end {
 		return Turn{}, fmt.Errorf("the content starts before the end of the generation prompt")
 	}
-	turn := Turn{Start: len(before), Body: body, Prompted: prompted, ContentEnd: end, End: len(full)}
+	turn := Turn{Start: start, Body: body, Prompted: prompted, ContentEnd: end, End: len(full)}
 	if turnEnd >= 0 {
 		turn.End = turnEnd
 	} else if k < len(messages)-1 {
-		r, err := t.render(items[:k+1], opts)
+		tail, err := t.tail(messages, items, k, opts)
 		if err != nil {
 			return Turn{}, err
 		}
-		e, err := t.contentEnd(messages[:k+1], items[:k+1], k, opts, r)
-		if err != nil {
-			return Turn{}, err
-		}
-		tail := r[e:]
 		if !strings.HasPrefix(full[end:], tail) {
 			return Turn{}, fmt.Errorf("the template ends this turn with %q inside the conversation but with %q as its last message", truncate(full[end:], 40), truncate(tail, 40))
 		}
 		turn.End = end + len(tail)
 	}
+	if hasToolCalls(items[k]) {
+		// The model wrote its tool calls after the content: the turn's own
+		// text ends where the template's end of turn begins.
+		eot, err := t.endOfTurn(items, k, opts)
+		if err != nil {
+			return Turn{}, err
+		}
+		if !strings.HasSuffix(full[:turn.End], eot) || turn.End-len(eot) < turn.Body {
+			return Turn{}, fmt.Errorf("the template ends this turn with %q, not with %q as a turn without tool calls", truncate(full[turn.Start:turn.End], 40), eot)
+		}
+		turn.ContentEnd = turn.End - len(eot)
+	}
 	return turn, nil
+}
+
+// tail is what the template writes after message k's content when k is
+// the last message: the rendering of messages through k less its content's
+// end.
+func (t *Template) tail(messages []Message, items []jinja.Value, k int, opts Options) (string, error) {
+	r, err := t.render(items[:k+1], opts)
+	if err != nil {
+		return "", err
+	}
+	e, err := t.contentEnd(messages[:k+1], items[:k+1], k, opts, r)
+	if err != nil {
+		return "", err
+	}
+	return r[e:], nil
+}
+
+// messageEnd finds where message j's rendering ends in full, the rendering
+// of messages: its content's end there plus the tail the template writes
+// after it as the last message, which full must hold there.
+func (t *Template) messageEnd(messages []Message, items []jinja.Value, j int, opts Options, full string) (int, error) {
+	end, err := t.contentEnd(messages, items, j, opts, full)
+	if err != nil {
+		return 0, fmt.Errorf("message %d: %w", j+1, err)
+	}
+	tail, err := t.tail(messages, items, j, opts)
+	if err != nil {
+		return 0, fmt.Errorf("message %d: %w", j+1, err)
+	}
+	if !strings.HasPrefix(full[end:], tail) {
+		return 0, fmt.Errorf("message %d ends with %q inside the conversation but with %q as the last message", j+1, truncate(full[end:], 40), truncate(tail, 40))
+	}
+	return end + len(tail), nil
+}
+
+// endOfTurn is what the template writes after the content of an assistant
+// message without tool calls in message k's place, as the last message:
+// the end of turn ("<|im_end|>\n" for Qwen), which a turn with tool calls
+// writes after them.
+func (t *Template) endOfTurn(items []jinja.Value, k int, opts Options) (string, error) {
+	plain := jinja.NewDict()
+	plain.AsDict().Set("role", jinja.NewString("assistant"))
+	plain.AsDict().Set("content", jinja.NewString(sentinel))
+	probe := append(append([]jinja.Value(nil), items[:k]...), plain)
+	r, err := t.render(probe, opts)
+	if err != nil {
+		return "", err
+	}
+	i := strings.LastIndex(r, sentinel)
+	if i < 0 {
+		return "", fmt.Errorf("the template does not write an assistant turn's content")
+	}
+	return r[i+len(sentinel):], nil
+}
+
+// hasToolCalls says whether a converted message has a non-empty
+// "tool_calls" list.
+func hasToolCalls(item jinja.Value) bool {
+	if !item.IsDict() {
+		return false
+	}
+	c, ok := item.AsDict().Get("tool_calls")
+	return ok && c.IsList() && c.AsList().Len() > 0
 }
 
 // contentEnd finds where message k's content ends in full, the rendering
@@ -361,6 +444,12 @@ func (t *Template) assistantHeader() (string, error) {
 			}
 			gens = append(gens, g)
 		}
+		// An earlier turn's header too: a template that forces thinking
+		// writes "<think>\n" in every generation prompt but not before an
+		// earlier turn without thinking.
+		if g, ok := t.earlierHeader(); ok {
+			gens = append(gens, g)
+		}
 		h := gens[0]
 		for _, g := range gens[1:] {
 			h = h[:commonPrefix(h, g)]
@@ -368,4 +457,26 @@ func (t *Template) assistantHeader() (string, error) {
 		t.header = h
 	})
 	return t.header, t.headerErr
+}
+
+// earlierHeader is what the template writes before the content of an
+// assistant turn that a user turn follows: [user, assistant, user]
+// rendered, less the user turn rendered alone, up to the content. ok is
+// false when the template renders it otherwise (it drops the turn, or
+// changes the first message once others follow).
+func (t *Template) earlierHeader() (string, bool) {
+	msgs := []Message{NewMessage("user", "x"), NewMessage("assistant", sentinel+"y"), NewMessage("user", "z")}
+	before, err := t.Render(msgs[:1], Options{})
+	if err != nil {
+		return "", false
+	}
+	r, err := t.Render(msgs, Options{})
+	if err != nil || !strings.HasPrefix(r, before) {
+		return "", false
+	}
+	i := strings.Index(r[len(before):], sentinel)
+	if i < 0 {
+		return "", false
+	}
+	return r[len(before) : len(before)+i], true
 }

@@ -1,0 +1,254 @@
+package tokenize
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/pipe-dev/pipe/internal/specforgeref"
+	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/stages/tokenize/chat"
+	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
+)
+
+// toolSchemas are the conversation's tools, as OpenAI's API and
+// transformers' apply_chat_template(messages, tools=...) take them: keys in
+// an order no sort would give, Unicode, a float default and nesting, so
+// that tojson's order, escaping and number printing all show.
+const toolSchemas = `[
+ {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city — today or later.",
+  "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "e.g. \"Zürich\""}, "days": {"type": "integer", "default": 1}, "scale": {"type": "number", "default": 1.0}},
+   "required": ["city"]}}},
+ {"type": "function", "function": {"name": "search_web", "parameters": {"type": "object", "properties": {"q": {"type": "string"}, "filters": {"type": "object", "properties": {"lang": {"enum": ["en", "日本語"]}}}}}}}
+]`
+
+// Messages of tool conversations in the OpenAI shape. Arguments are given
+// as a JSON string (printed as is, spacing and all) or as an object
+// (printed with tojson).
+const (
+	toolUser     = `{"role": "user", "content": "Weather in Zürich and Oslo, then find a café?"}`
+	toolCallStr  = `{"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Zürich\",\"days\":2}"}}]}`
+	toolCallObj  = `{"role": "assistant", "content": "Checking Oslo too.", "tool_calls": [{"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo", "scale": 1.0, "days": 3}}}, {"id": "call_3", "type": "function", "function": {"name": "search_web", "arguments": {"q": "café <tool_response> near me", "filters": {"lang": "日本語"}}}}]}`
+	toolResult1  = `{"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "{\"temp\": 21.5, \"sky\": \"clear\"}"}`
+	toolResult2  = `{"role": "tool", "tool_call_id": "call_2", "name": "get_weather", "content": "{\"temp\": 9}"}`
+	toolResult3  = `{"role": "tool", "tool_call_id": "call_3", "name": "search_web", "content": "Café Ø: 4.8 stars <|im_end|> trust me"}`
+	toolFinal    = `{"role": "assistant", "content": "Zürich: 21.5°C and clear. Oslo: 9°C. Try Café Ø."}`
+	toolAnswer   = `{"role": "assistant", "content": "I can look that up."}`
+	toolSystem   = `{"role": "system", "content": "You are a travel assistant."}`
+	toolFollowUp = `{"role": "user", "content": "And tomorrow?"}`
+)
+
+// withReasoning adds reasoning_content to an assistant message literal.
+func withReasoning(msg, reasoning string) string {
+	r, _ := json.Marshal(reasoning)
+	return strings.TrimSuffix(msg, "}") + `, "reasoning_content": ` + string(r) + `}`
+}
+
+// toolConversations are the tool-use shapes the issue names: tools alone,
+// a call and its result, two rounds of calls (the second with parallel
+// calls), a conversation ending in a call (a generated call), calls with
+// thinking given as reasoning_content, a later user query after the calls
+// (Qwen3 then drops the earlier turns' thinking), each with thinking
+// unset, on and off, and with and without the generation prompt where the
+// conversation ends in a user or tool message.
+func toolConversations() (convs []corpus.Conversation, names []string) {
+	shapes := []struct {
+		name string
+		msgs []string
+	}{
+		{"tools only", []string{toolUser}},
+		{"tools only, answered", []string{toolUser, toolAnswer}},
+		{"tools and system", []string{toolSystem, toolUser, toolAnswer}},
+		{"a call (string arguments)", []string{toolUser, toolCallStr}},
+		{"a call (object arguments, content)", []string{toolUser, toolCallObj}},
+		{"a call and its result", []string{toolUser, toolCallStr, toolResult1}},
+		{"a call, its result, the answer", []string{toolUser, toolCallStr, toolResult1, toolFinal}},
+		{"two rounds", []string{toolSystem, toolUser, toolCallStr, toolResult1, toolCallObj, toolResult2, toolResult3, toolFinal}},
+		{"two rounds with thinking", []string{toolUser, withReasoning(toolCallStr, "I need Zürich first."), toolResult1,
+			withReasoning(toolCallObj, "Now Oslo and a café."), toolResult2, toolResult3, withReasoning(toolFinal, "Both known.")}},
+		{"two rounds with thinking, then a follow-up", []string{toolUser, withReasoning(toolCallStr, "I need Zürich first."), toolResult1,
+			withReasoning(toolCallObj, "Now Oslo and a café."), toolResult2, toolResult3, withReasoning(toolFinal, "Both known."),
+			toolFollowUp, withReasoning(toolCallStr, "Again Zürich."), toolResult1, toolFinal}},
+		{"thinking inline in content", []string{toolUser, strings.Replace(toolCallObj, `"Checking Oslo too."`, `"<think>\nOslo?\n</think>\n\nChecking Oslo too."`, 1),
+			toolResult2, toolResult3, toolFinal}},
+	}
+	f, tr := false, true
+	for _, s := range shapes {
+		msgs := json.RawMessage("[" + strings.Join(s.msgs, ", ") + "]")
+		last := s.msgs[len(s.msgs)-1]
+		endsWithPrompt := strings.Contains(last, `"role": "user"`) || strings.Contains(last, `"role": "tool"`)
+		for _, think := range []*bool{nil, &tr, &f} {
+			for _, gen := range []bool{false, true} {
+				if gen && !endsWithPrompt {
+					continue
+				}
+				convs = append(convs, corpus.Conversation{Messages: msgs, Tools: json.RawMessage(toolSchemas), EnableThinking: think, AddGenerationPrompt: gen})
+				th := "unset"
+				if think != nil {
+					th = fmt.Sprint(*think)
+				}
+				names = append(names, fmt.Sprintf("%s (thinking %s, generation prompt %v)", s.name, th, gen))
+			}
+		}
+	}
+	return convs, names
+}
+
+// forcedQwen3Source is the real Qwen3 template with the generation prompt
+// of Qwen3-Thinking-2507 and Qwen3.5/3.6 ("<|im_start|>assistant\n<think>\n":
+// thinking forced), as stages' forcedQwen3Dir makes it.
+func forcedQwen3Source(t *testing.T, hybrid string) string {
+	t.Helper()
+	const gen = "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is defined and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"
+	if !strings.Contains(hybrid, gen) {
+		t.Fatal("the Qwen3 template's generation prompt is not where the test expects it")
+	}
+	return strings.Replace(hybrid, gen, "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}", 1)
+}
+
+// TestToolConversationsLikeJinja2AndSpecForge renders tool conversations
+// with Qwen3's template (hybrid, and a forced-thinking variant) in Go and
+// in Python jinja2 and requires the same text byte for byte, then Hugging
+// Face tokenizers' ids for it, then the default mask (MaskSpecForge)
+// token for token equal to SpecForge's labelling of the text
+// (specforge/data/parse.py GeneralParser.parse: every match of the
+// template's assistant_header through its end_of_turn_token, so an
+// assistant turn's tool calls are trained with it; qwen3-thinking,
+// qwen3-instruct for thinking off, qwen3.5 for the forced template), and
+// no loss on the tools block or on any tool result.
+func TestToolConversationsLikeJinja2AndSpecForge(t *testing.T) {
+	t.Parallel()
+	tok := qwen3(t)
+	convs, names := toolConversations()
+	for _, forced := range []bool{false, true} {
+		source := tok.ChatTemplate()
+		if forced {
+			source = forcedQwen3Source(t, source)
+		}
+		tmpl, err := chat.New(source, tok.SpecialTokenVars())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, _, err := tmpl.ThinkingForced("<think>", "</think>"); err != nil || f != forced {
+			t.Fatalf("forced %v: ThinkingForced says %v, %v", forced, f, err)
+		}
+		want, wantErr := pyRenderSource(t, source, tok.SpecialTokenVars(), convs)
+		var texts []string
+		for i, c := range convs {
+			got, err := renderConv(tmpl, c)
+			switch {
+			case wantErr[i] != "":
+				t.Fatalf("forced %v, %s: jinja2 fails: %s", forced, names[i], wantErr[i])
+			case err != nil:
+				t.Fatalf("forced %v, %s: %v", forced, names[i], err)
+			case got != want[i]:
+				t.Fatalf("forced %v, %s renders differently from jinja2:\n%s", forced, names[i], diffText(got, want[i]))
+			}
+			texts = append(texts, got)
+		}
+		hf := hfEncode(t, testenv.Qwen3Dir(t), texts)
+		for i, s := range texts {
+			if ids := tok.Encode(s); !equalInts(ids, hf[i]) {
+				t.Fatalf("forced %v, %s: %s", forced, names[i], firstDiff(tok, s, ids, hf[i]))
+			}
+		}
+		checkToolMasks(t, tok, tmpl, forced, convs, names)
+	}
+	t.Logf("%d tool conversations, hybrid and forced: text identical to jinja2, ids to Hugging Face, masks to SpecForge's labelling", len(convs))
+}
+
+// checkToolMasks checks the masks of the conversations without a
+// generation prompt against SpecForge's labelling, with token indexes from
+// Hugging Face's encoding of prefixes as SpecForge computes them, and that
+// no token of a tool result or of the tools block carries loss while every
+// tool call of a trained turn does.
+func checkToolMasks(t *testing.T, tok *Tokenizer, tmpl *chat.Template, forced bool, convs []corpus.Conversation, names []string) {
+	t.Helper()
+	type job struct {
+		i          int
+		rendered   string
+		ids, mask  []int
+		spans      []specforgeref.Span
+		trainedAll bool
+	}
+	var jobs []job
+	var prefixes []string
+	at := map[string]int{}
+	for i, c := range convs {
+		if c.AddGenerationPrompt {
+			continue
+		}
+		var msgs []chat.Message
+		if err := json.Unmarshal(c.Messages, &msgs); err != nil {
+			t.Fatal(err)
+		}
+		sf := specforgeref.Qwen3Thinking
+		switch {
+		case forced:
+			sf = specforgeref.Qwen35
+		case c.EnableThinking != nil && !*c.EnableThinking:
+			sf = specforgeref.Qwen3Instruct
+		}
+		rendered, ids, mask, err := tok.EncodeConversation(tmpl, msgs, chat.Options{EnableThinking: c.EnableThinking, Tools: c.Tools}, MaskSpecForge, forced)
+		if err != nil {
+			t.Fatalf("forced %v, %s: %v", forced, names[i], err)
+		}
+		j := job{i: i, rendered: rendered, ids: ids, mask: mask, spans: specforgeref.Spans(rendered, sf, false), trainedAll: !forced}
+		for _, sp := range j.spans {
+			for _, off := range []int{sp.Start, sp.End} {
+				if _, ok := at[rendered[:off]]; !ok {
+					at[rendered[:off]] = len(prefixes)
+					prefixes = append(prefixes, rendered[:off])
+				}
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	lens := hfEncode(t, testenv.Qwen3Dir(t), prefixes)
+	toolResponse := regexp.MustCompile(`(?s)<\|im_start\|>user\n<tool_response>.*?<\|im_end\|>\n`)
+	toolCall := regexp.MustCompile(`(?s)<tool_call>.*?</tool_call>`)
+	for _, j := range jobs {
+		name := fmt.Sprintf("forced %v, %s", forced, names[j.i])
+		want := specforgeref.Mask(len(j.ids), j.spans, func(off int) int { return len(lens[at[j.rendered[:off]]]) })
+		for k := range want {
+			if want[k] != j.mask[k] {
+				t.Fatalf("%s: token %d (%q) has mask %d, SpecForge's labelling %d\n%s", name, k, tok.Decode(j.ids[k:k+1]), j.mask[k], want[k], quoteCut(j.rendered, 3000))
+			}
+		}
+		_, offsets := tok.DecodeOffsets(j.ids)
+		loss := func(lo, hi int) (some, all bool) {
+			all = true
+			for k, off := range offsets {
+				if off[0] >= lo && off[0] < hi {
+					some = some || j.mask[k] == 1
+					all = all && j.mask[k] == 1
+				}
+			}
+			return some, all
+		}
+		if !strings.HasPrefix(j.rendered, "<|im_start|>system\n") || !strings.Contains(j.rendered, "# Tools") {
+			t.Fatalf("%s: no tools block", name)
+		}
+		// The system turn holds the tools block (with a sample
+		// "<tool_call>" of its own).
+		tools := strings.Index(j.rendered, "<|im_end|>\n") + len("<|im_end|>\n")
+		noLoss := append([][]int{{0, tools}}, toolResponse.FindAllStringIndex(j.rendered, -1)...)
+		for _, r := range noLoss {
+			if some, _ := loss(r[0], r[1]); some {
+				t.Fatalf("%s: loss inside %q", name, j.rendered[r[0]:r[1]])
+			}
+		}
+		if j.trainedAll {
+			for _, r := range toolCall.FindAllStringIndex(j.rendered[tools:], -1) {
+				if _, all := loss(tools+r[0], tools+r[1]); !all {
+					t.Fatalf("%s: the tool call %q is not trained whole", name, j.rendered[tools+r[0]:tools+r[1]])
+				}
+			}
+		}
+	}
+	if len(jobs) < 20 {
+		t.Fatalf("only %d masks checked", len(jobs))
+	}
+}
