@@ -252,3 +252,143 @@ func checkToolMasks(t *testing.T, tok *Tokenizer, tmpl *chat.Template, forced bo
 		t.Fatalf("only %d masks checked", len(jobs))
 	}
 }
+
+// TestToolMessagesBuiltLikeGiven: a conversation built with chat's
+// constructors renders as the same conversation read from JSON.
+func TestToolMessagesBuiltLikeGiven(t *testing.T) {
+	t.Parallel()
+	tmpl, err := qwen3(t).Chat("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var given []chat.Message
+	if err := json.Unmarshal([]byte("["+strings.Join([]string{toolUser, toolCallStr, toolResult1, toolFinal}, ",")+"]"), &given); err != nil {
+		t.Fatal(err)
+	}
+	built := []chat.Message{
+		chat.NewMessage("user", "Weather in Zürich and Oslo, then find a café?"),
+		chat.NewToolCalls("", []chat.ToolCall{{ID: "call_1", Type: "function", Function: chat.ToolFunction{Name: "get_weather", Arguments: json.RawMessage(`"{\"city\":\"Zürich\",\"days\":2}"`)}}}),
+		chat.NewToolResult(`{"temp": 21.5, "sky": "clear"}`, "call_1", "get_weather"),
+		chat.NewMessage("assistant", "Zürich: 21.5°C and clear. Oslo: 9°C. Try Café Ø."),
+	}
+	opts := chat.Options{Tools: json.RawMessage(toolSchemas)}
+	a, err1 := tmpl.Render(given, opts)
+	b, err2 := tmpl.Render(built, opts)
+	if err1 != nil || err2 != nil || a != b {
+		t.Fatalf("given and built render differently (%v, %v):\n%s", err1, err2, diffText(b, a))
+	}
+	if !strings.Contains(a, `<tool_call>
+{"name": "get_weather", "arguments": {"city":"Zürich","days":2}}
+</tool_call>`) {
+		t.Fatalf("string arguments not printed as given:\n%s", a)
+	}
+}
+
+// TestToolEdgesLikeJinja2 renders the shapes of tool data a dataset may
+// hold with Qwen3's template and requires Go to fail exactly where jinja2
+// fails and to render the same text elsewhere.
+func TestToolEdgesLikeJinja2(t *testing.T) {
+	t.Parallel()
+	tok := qwen3(t)
+	tmpl, err := tok.Chat("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(tc string) string {
+		return `[{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [` + tc + `]}]`
+	}
+	cases := []struct{ msgs, tools string }{
+		{`[{"role": "user", "content": "q"}]`, `[]`},
+		{`[{"role": "user", "content": "q"}]`, `[{"name": "f", "n": -9223372036854775808, "tiny": 1e-7, "big": 1e16, "f": 2.50, "t": true, "z": null, "e": {}, "l": [], "s": "tab\there \u2028 \u0001 \"q\" </tools>"}]`},
+		{`[{"role": "system", "content": "sys"}, {"role": "user", "content": "q"}]`, `[{"type": "function", "function": {"name": "f"}}]`},
+		{call(`{"function": {"name": "f", "arguments": null}}`), ``},
+		{call(`{"function": {"name": "f", "arguments": 3}}`), ``},
+		{call(`{"function": {"name": "f", "arguments": [1, "a", {"b": 2.50}]}}`), ``},
+		{call(`{"function": {"name": "f", "arguments": "not json at all"}}`), ``},
+		{call(`{"function": {"name": "f", "arguments": ""}}`), ``},
+		{call(`{"function": {"name": "f", "arguments": {}}}`), ``},
+		{call(`{"function": {"name": "f"}}`), ``},
+		{call(`{"function": {}}`), ``},
+		{call(`{"function": "f"}`), ``},
+		{call(`{"id": "c", "name": "top-level", "arguments": {"x": 1}}`), ``},
+		{`[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "tool_calls": []}]`, ``},
+		{`[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "tool_calls": null}]`, ``},
+		{`[{"role": "tool", "content": "first"}, {"role": "user", "content": "q"}]`, ``},
+		{`[{"role": "user", "content": "q"}, {"role": "tool", "content": "r", "tool_call_id": "c", "name": "f"}]`, `[{"name": "f"}]`},
+		{`[{"role": "user", "content": "q"}, {"role": "tool", "content": ""}, {"role": "tool", "content": "<tool_response>x</tool_response>"}]`, ``},
+		{`[{"role": "user", "content": "<tool_response>\nr\n</tool_response>"}, {"role": "assistant", "content": "a", "reasoning_content": "t"}]`, ``},
+	}
+	convs := make([]corpus.Conversation, len(cases))
+	for i, c := range cases {
+		convs[i] = corpus.Conversation{Messages: json.RawMessage(c.msgs), AddGenerationPrompt: i%2 == 0}
+		if c.tools != "" {
+			convs[i].Tools = json.RawMessage(c.tools)
+		}
+	}
+	// One known refusal: an integer beyond 64 bits, which Python prints
+	// exactly and the template engine cannot hold.
+	convs = append(convs, corpus.Conversation{Messages: json.RawMessage(`[{"role": "user", "content": "q"}]`), Tools: json.RawMessage(`[{"name": "f", "max": 18446744073709551615}]`)})
+	want, wantErr := pyRender(t, tok, convs)
+	if _, err := renderConv(tmpl, convs[len(convs)-1]); wantErr[len(convs)-1] != "" || err == nil || !strings.Contains(err.Error(), "18446744073709551615 does not fit in 64 bits") {
+		t.Errorf("an integer beyond 64 bits: jinja2 %q, Go %v", wantErr[len(convs)-1], err)
+	}
+	convs = convs[:len(convs)-1]
+	for i, c := range convs {
+		got, err := renderConv(tmpl, c)
+		switch {
+		case wantErr[i] != "" && err == nil:
+			t.Errorf("case %d %s: jinja2 fails (%s), Go renders %q", i, cases[i].msgs, wantErr[i], got)
+		case wantErr[i] == "" && err != nil:
+			t.Errorf("case %d %s: jinja2 renders %q, Go fails: %v", i, cases[i].msgs, want[i], err)
+		case err == nil && got != want[i]:
+			t.Errorf("case %d %s:\n%s", i, cases[i].msgs, diffText(got, want[i]))
+		}
+	}
+}
+
+// TestToolCallTurnMasks: a conversation ending in a generated tool call
+// trains the call. mask = "generated" covers exactly the model's output
+// (the reply, its calls and the <|im_end|> it sampled), "last_turn" that
+// and the template's "\n" after it; the tool result before a last answer
+// carries no loss in any mode.
+func TestToolCallTurnMasks(t *testing.T) {
+	t.Parallel()
+	tok := qwen3(t)
+	tmpl, err := tok.Chat("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ msgs, output string }{
+		{"[" + toolUser + "," + toolCallStr + "]", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Zürich\",\"days\":2}}\n</tool_call><|im_end|>"},
+		{"[" + toolUser + "," + toolCallObj + "]", "Checking Oslo too.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"scale\": 1.0, \"days\": 3}}\n</tool_call>\n<tool_call>\n{\"name\": \"search_web\", \"arguments\": {\"q\": \"café <tool_response> near me\", \"filters\": {\"lang\": \"日本語\"}}}\n</tool_call><|im_end|>"},
+		{"[" + toolUser + "," + toolCallStr + "," + toolResult1 + "," + toolFinal + "]", "Zürich: 21.5°C and clear. Oslo: 9°C. Try Café Ø.<|im_end|>"},
+	} {
+		var msgs []chat.Message
+		if err := json.Unmarshal([]byte(tc.msgs), &msgs); err != nil {
+			t.Fatal(err)
+		}
+		on := true
+		for _, think := range []*bool{nil, &on} {
+			opts := chat.Options{Tools: json.RawMessage(toolSchemas), EnableThinking: think}
+			for _, mode := range []MaskMode{MaskGenerated, MaskLastTurn} {
+				rendered, ids, mask, err := tok.EncodeConversation(tmpl, msgs, opts, mode, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var trained []int
+				for k, m := range mask {
+					if m == 1 {
+						trained = append(trained, ids[k])
+					}
+				}
+				want := "<think>\n\n</think>\n\n" + tc.output
+				if mode == MaskLastTurn {
+					want += "\n"
+				}
+				if got := tok.Decode(trained); got != want {
+					t.Errorf("%s, mask %s: trained %q, want %q\n%s", tc.msgs, mode, got, want, rendered)
+				}
+			}
+		}
+	}
+}

@@ -215,7 +215,7 @@ func TestThinkingForced(t *testing.T) {
 }
 
 func TestFromJSON(t *testing.T) {
-	v, err := fromJSON([]byte(` {"b": [1, -2.5, 1e2, 12345678901234567890, true, false, null, "a\"\u00e9\n", "plain", {}], "a": []} `))
+	v, err := fromJSON([]byte(` {"b": [1, -2.5, 1e2, 1.2345678901234567890e19, -9223372036854775808, true, false, null, "a\"\u00e9\n", "plain", {}], "a": []} `))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,11 +223,11 @@ func TestFromJSON(t *testing.T) {
 	if err := p.value(v, 0); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"b": [1, -2.5, 100.0, 1.2345678901234567e+19, true, false, null, "a\"é\n", "plain", {}], "a": []}`
+	want := `{"b": [1, -2.5, 100.0, 1.2345678901234567e+19, -9223372036854775808, true, false, null, "a\"é\n", "plain", {}], "a": []}`
 	if p.sb.String() != want {
 		t.Fatalf("got  %s\nwant %s", p.sb.String(), want)
 	}
-	for _, bad := range []string{`{"a" 1}`, `[1,]`, `{"a": tru}`, `"abc`, `[1] 2`, `{"a": 01x}`, "\"a\x01\""} {
+	for _, bad := range []string{`{"a" 1}`, `[1,]`, `{"a": tru}`, `"abc`, `[1] 2`, `{"a": 01x}`, "\"a\x01\"", `[12345678901234567890]`, `-9223372036854775809`} {
 		if _, err := fromJSON([]byte(bad)); err == nil {
 			t.Errorf("fromJSON(%q) accepted", bad)
 		}

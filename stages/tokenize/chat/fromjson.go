@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -91,13 +92,17 @@ func readList(dec *jsontext.Decoder) (jinja.Value, error) {
 	return jinja.NewList(items), err
 }
 
-// number is an int when it has no fraction or exponent and fits int64,
-// else a float (jsontext has checked its syntax).
+// number is an int when it has no fraction or exponent, else a float
+// (jsontext has checked its syntax). An int beyond int64 is an error:
+// Python keeps it exact and prints every digit, the template engine has no
+// such value, and a float would print other digits.
 func number(raw string) (jinja.Value, error) {
 	if !strings.ContainsAny(raw, ".eE") {
-		if n, err := strconv.ParseInt(raw, 10, 64); err == nil {
-			return jinja.NewInt(n), nil
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return jinja.Undefined(), fmt.Errorf("the integer %s does not fit in 64 bits, so it cannot be rendered as Python prints it", raw)
 		}
+		return jinja.NewInt(n), nil
 	}
 	f, err := strconv.ParseFloat(raw, 64)
 	if err != nil {

@@ -87,8 +87,13 @@ func (p *jsonPrinter) newline(level int) {
 
 func (p *jsonPrinter) value(v jinja.Value, level int) error {
 	switch {
-	case v.IsNone() || v.IsUndefined():
+	case v.IsNone():
 		p.sb.WriteString("null")
+	case v.IsUndefined():
+		// jinja2's Undefined is no JSON value: json.dumps raises, so a
+		// template printing a missing key (Qwen3's tool_call.arguments
+		// of a call without arguments) fails as it does in Python.
+		return errors.New("tojson: Object of type Undefined is not JSON serializable")
 	case v.IsBool():
 		p.sb.WriteString(strconv.FormatBool(v.AsBool()))
 	case v.IsInt():
