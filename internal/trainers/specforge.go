@@ -48,6 +48,13 @@ type SpecForgeLoad struct {
 	// TemplateKwargs are the columns the raw route passes into
 	// apply_chat_template as keyword arguments.
 	TemplateKwargs []string
+	// Tools are the raw route's tools as apply_chat_template gets them
+	// (tools=...), by id; absent for a row whose tools are None (no tools
+	// column, null, empty, or what SpecForge fails to parse).
+	Tools map[string]any
+	// Warnings are what SpecForge warns of while it drops or empties a
+	// value (tools or tool calls it cannot parse), in order.
+	Warnings []string
 }
 
 // LoadSpecForge reads path as SpecForge does (specforge/data/prompt_builder.py
@@ -218,9 +225,11 @@ func hasConsecutive(mask []int64) bool {
 // rawRoute is the raw route: load_dataset("json") makes one column per key
 // of any row (prompt_builder.py _prepare_raw_prompts), and
 // preprocessing.py build_eagle3_dataset's preprocess_function needs
-// "conversations", pops "id" and "tools" and passes the other columns into
-// apply_chat_template (preprocess_conversations **kwargs); each
-// conversation goes through parse.py GeneralParser.parse.
+// "conversations", pops "id" and "tools" (a string is parsed as JSON, a
+// list taken as it is, anything else is []; parse.py passes tools=None for
+// an empty one) and passes the other columns into apply_chat_template
+// (preprocess_conversations **kwargs); each conversation goes through
+// parse.py GeneralParser.parse.
 func rawRoute(recs []map[string]json.RawMessage, out *SpecForgeLoad) error {
 	cols := map[string]bool{}
 	for _, r := range recs {
@@ -244,11 +253,15 @@ func rawRoute(recs []map[string]json.RawMessage, out *SpecForgeLoad) error {
 	}
 	sort.Strings(out.TemplateKwargs)
 	out.Conversations = map[string][]SpecForgeMessage{}
+	out.Tools = map[string]any{}
 	for i, r := range recs {
 		var id string
 		json.Unmarshal(r["id"], &id)
 		if id == "" {
 			id = fmt.Sprintf("#%d", i)
+		}
+		if tools := out.rowTools(r["tools"]); tools != nil {
+			out.Tools[id] = tools
 		}
 		var conv []map[string]any
 		if err := json.Unmarshal(r["conversations"], &conv); err != nil {
@@ -257,9 +270,102 @@ func rawRoute(recs []map[string]json.RawMessage, out *SpecForgeLoad) error {
 		if len(conv) == 0 {
 			continue // preprocess_conversations: `if not source: continue`
 		}
-		out.Conversations[id] = parseConversation(conv)
+		out.Conversations[id] = out.parseConversation(conv)
 	}
 	return nil
+}
+
+// rowTools is preprocessing.py's reading of a row's tools column, and
+// parse.py's `tools=tool if tool else None`: nil is None.
+func (out *SpecForgeLoad) rowTools(raw json.RawMessage) any {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	switch t := v.(type) {
+	case string:
+		var parsed any
+		if err := json.Unmarshal([]byte(t), &parsed); err != nil {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("Failed to parse tools JSON string: %.100s...", t))
+			return nil
+		}
+		v = parsed
+	case []any, nil:
+	default:
+		out.Warnings = append(out.Warnings, fmt.Sprintf("Unexpected tools type: %T, using empty list", t))
+		return nil
+	}
+	if truthy(v) {
+		return v
+	}
+	return nil
+}
+
+// truthy is Python's bool(v) for a JSON value.
+func truthy(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return t
+	case float64:
+		return t != 0
+	case string:
+		return t != ""
+	case []any:
+		return len(t) > 0
+	case map[string]any:
+		return len(t) > 0
+	}
+	return true
+}
+
+// sanitizeToolCalls is parse.py Parser._sanitize_message on a message's
+// tool_calls: a string is parsed as JSON (unparseable: the key removed,
+// keep false); a list keeps of each dict call its id (default ""), type
+// (default "function") and function's name (default "") and arguments
+// (default {}; a string parsed as JSON, {} when it is not); anything else
+// is left as it is.
+func (out *SpecForgeLoad) sanitizeToolCalls(v any) (_ any, keep bool) {
+	if s, ok := v.(string); ok {
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			out.Warnings = append(out.Warnings, "Failed to parse tool_calls JSON string, removing tool_calls")
+			return nil, false
+		}
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return v, true
+	}
+	calls := []any{}
+	for _, item := range list {
+		tc, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		clean := map[string]any{"id": getOr(tc, "id", ""), "type": getOr(tc, "type", "function")}
+		if fn, ok := getOr(tc, "function", map[string]any{}).(map[string]any); ok {
+			name := getOr(fn, "name", "")
+			args := getOr(fn, "arguments", map[string]any{})
+			if s, ok := args.(string); ok {
+				if err := json.Unmarshal([]byte(s), &args); err != nil {
+					out.Warnings = append(out.Warnings, fmt.Sprintf("Failed to parse arguments for tool '%v': %.100s...", name, s))
+					args = map[string]any{}
+				}
+			}
+			clean["function"] = map[string]any{"name": name, "arguments": args}
+		}
+		calls = append(calls, clean)
+	}
+	return calls, true
+}
+
+// getOr is Python's dict.get(key, def).
+func getOr(m map[string]any, key string, def any) any {
+	if v, ok := m[key]; ok {
+		return v
+	}
+	return def
 }
 
 // thinkingKeys is parse.py ThinkingParser.standard_keys.
@@ -270,7 +376,7 @@ var thinkingKeys = []string{"role", "content", "tool_calls", "reasoning_content"
 // leading non-user messages dropped, the conversation cut where the roles
 // stop alternating as it requires, each message sanitized
 // (_sanitize_message with ThinkingParser's keys).
-func parseConversation(conv []map[string]any) []SpecForgeMessage {
+func (out *SpecForgeLoad) parseConversation(conv []map[string]any) []SpecForgeMessage {
 	norm := make([]map[string]any, len(conv))
 	for i, m := range conv {
 		n := map[string]any{}
@@ -321,6 +427,13 @@ func parseConversation(conv []map[string]any) []SpecForgeMessage {
 		for k, v := range m {
 			if slices.Contains(thinkingKeys, k) {
 				clean[k] = v
+			}
+		}
+		if tc, ok := clean["tool_calls"]; ok {
+			if tc, keep := out.sanitizeToolCalls(tc); keep {
+				clean["tool_calls"] = tc
+			} else {
+				delete(clean, "tool_calls")
 			}
 		}
 		msgs = append(msgs, clean)

@@ -78,3 +78,46 @@ func TestLoadSpecForgeRules(t *testing.T) {
 		t.Fatalf("conversation %v", got.Conversations["a"])
 	}
 }
+
+// The raw route's tools (preprocessing.py build_eagle3_dataset: a string
+// parsed as JSON, a list taken, anything else or what fails to parse is
+// [], and [] is tools=None) and tool calls (parse.py _sanitize_message: a
+// string parsed, each call's id/type/function name and arguments kept,
+// string arguments parsed, what fails to parse warned of and dropped).
+func TestLoadSpecForgeTools(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "d.jsonl")
+	text := `{"id":"s","tools":"[{\"name\":\"f\"}]","conversations":[{"role":"user","content":"q"},{"role":"assistant","content":"","tool_calls":"[{\"id\":\"1\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"},\"extra\":1}]"},{"role":"tool","tool_call_id":"1","content":"r"}]}
+{"id":"l","tools":[{"name":"g"}],"conversations":[{"role":"user","content":"q"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"g","arguments":"not json"}}]}]}
+{"id":"bad","tools":"nope","conversations":[{"role":"user","content":"q"},{"role":"assistant","content":"a","tool_calls":"nope"}]}
+{"id":"none","tools":[],"conversations":[{"role":"user","content":"q"}]}`
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadSpecForge(p, SpecForgeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.TemplateKwargs) != 0 {
+		t.Fatalf("tools went into the template's kwargs: %v", got.TemplateKwargs)
+	}
+	wantTools := map[string]any{"s": []any{map[string]any{"name": "f"}}, "l": []any{map[string]any{"name": "g"}}}
+	if !reflect.DeepEqual(got.Tools, wantTools) {
+		t.Fatalf("tools %v", got.Tools)
+	}
+	wantS := []SpecForgeMessage{{"role": "user", "content": "q"},
+		{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": "1", "type": "function", "function": map[string]any{"name": "f", "arguments": map[string]any{"a": float64(1)}}}}},
+		{"role": "tool", "content": "r", "tool_call_id": "1"}}
+	if !reflect.DeepEqual(got.Conversations["s"], wantS) {
+		t.Fatalf("s: %v", got.Conversations["s"])
+	}
+	if tc := got.Conversations["l"][1]["tool_calls"]; !reflect.DeepEqual(tc, []any{map[string]any{"id": "", "type": "function", "function": map[string]any{"name": "g", "arguments": map[string]any{}}}}) {
+		t.Fatalf("l: %v", tc)
+	}
+	if _, ok := got.Conversations["bad"][1]["tool_calls"]; ok {
+		t.Fatalf("bad: unparseable tool_calls kept: %v", got.Conversations["bad"])
+	}
+	want := []string{"Failed to parse arguments for tool 'g': not json...", "Failed to parse tools JSON string: nope...", "Failed to parse tool_calls JSON string, removing tool_calls"}
+	if !reflect.DeepEqual(got.Warnings, want) {
+		t.Fatalf("warnings %q", got.Warnings)
+	}
+}
