@@ -59,7 +59,7 @@ func withToolCompletion(rec *record.Record) *record.Record {
 	r := rec.Clone()
 	r.Completion = &record.Completion{Reasoning: "think", Answer: "", FinishReason: "tool_calls",
 		ToolCalls: []record.ToolCall{{ID: "call_9", Type: "function", Function: record.FunctionCall{Name: "get_weather", Arguments: json.RawMessage(`"{\"city\":\"Zürich\",\"days\":1}"`)}}},
-		Server: "s", Attempts: 1}
+		Server:    "s", Attempts: 1}
 	return r
 }
 
