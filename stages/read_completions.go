@@ -40,7 +40,11 @@ func init() {
                           usage ("messages" beside it, if any, are the prompt)
   openai-batch-output     OpenAI/vLLM batch output: custom_id (the id), response.body (a chat
                           completion); a failed request is a bad line
-A row without an id gets a hash of its prompt, as read-prompts gives it. Or shards as write-arrow writes them:
+Turns are read as read-prompts reads them: tool use carried whole ("tools",
+each turn's tool_calls, tool_call_id and name; a final assistant turn's or
+chat completion's tool_calls become the completion's), an unknown message
+field a bad line. A row without an id gets a hash of its prompt, as
+read-prompts gives it. Or shards as write-arrow writes them:
 a .parquet or .arrow file, a shard directory (its .pipe/manifest.json names the
 committed shards, in order; without one, its part-* files), a
 manifest.json, or s3://bucket/prefix/DIR where upload-s3 put them (each
