@@ -392,3 +392,95 @@ func TestToolCallTurnMasks(t *testing.T) {
 		}
 	}
 }
+
+// xmlToolTemplate renders tools and tool calls the way the XML-style
+// templates of Qwen3-Coder and Qwen3.5/3.6 do: loops over dicts (|items,
+// .items(), a bare for over a dict, .keys()), is mapping / sequence /
+// string tests, | string of every JSON type (Python's str(): True, None,
+// 1.0, a dict's repr), tojson | safe, ~ and a macro. Written for the test,
+// not copied: every construct is compared with jinja2, not the template.
+const xmlToolTemplate = `{%- macro extra(d, skip) %}
+{%- for key in d %}
+{%- if key not in skip %}
+{%- set k = key | replace("-", "_") | replace("$", "") %}
+{%- if d[key] is mapping or (d[key] is sequence and d[key] is not string) %}
+{{- '\n<' ~ k ~ '>' ~ (d[key] | tojson | safe) ~ '</' ~ k ~ '>' }}
+{%- else %}
+{{- '\n<' ~ k ~ '>' ~ (d[key] | string) ~ '</' ~ k ~ '>' }}
+{%- endif %}
+{%- endif %}
+{%- endfor %}
+{%- endmacro %}
+{%- if tools %}
+{{- '<|im_start|>system\n<tools>' }}
+{%- for tool in tools %}
+{%- set fn = tool.function if tool.function is defined else tool %}
+{{- '\n<function>\n<name>' ~ fn.name ~ '</name>' }}
+{%- if fn.description is defined %}{{- '\n<description>' ~ (fn.description | trim) ~ '</description>' }}{% endif %}
+{%- if fn.parameters is defined and fn.parameters.properties is defined %}
+{%- for name, field in fn.parameters.properties | items %}
+{{- '\n<parameter>\n<name>' ~ name ~ '</name>' }}
+{%- if field.type is defined %}{{- '\n<type>' ~ (field.type | string) ~ '</type>' }}{% endif %}
+{{- extra(field, ['type', 'description']) }}
+{{- '\n</parameter>' }}
+{%- endfor %}
+{{- extra(fn.parameters, ['type', 'properties']) }}
+{%- endif %}
+{{- '\n</function>' }}
+{%- endfor %}
+{{- '\n</tools>|' ~ (tools[0].keys() | list | join(',')) ~ '<|im_end|>\n' }}
+{%- endif %}
+{%- for m in messages %}
+{%- if m.role == 'assistant' %}
+{{- '<|im_start|>assistant\n' + (m.content if m.content is string else '') }}
+{%- for call in m.tool_calls if m.tool_calls %}
+{%- set call = call.function if call.function is defined else call %}
+{{- '\n<tool_call>\n<function=' + call.name + '>\n' }}
+{%- if call.arguments is mapping %}
+{%- for k, v in call.arguments.items() %}
+{{- '<parameter=' + k + '>\n' }}
+{{- (v | tojson | safe) if v is mapping or (v is sequence and v is not string) else (v | string) }}
+{{- '\n</parameter>\n' }}
+{%- endfor %}
+{%- else %}
+{{- call.arguments | string }}
+{%- endif %}
+{{- '</function>\n</tool_call>' }}
+{%- endfor %}
+{%- if m.tool_calls %}{{- '\n' ~ (m.tool_calls | string) }}{% endif %}
+{{- '<|im_end|>\n' }}
+{%- elif m.role == 'tool' %}
+{{- '<|im_start|>user\n<tool_response>\n' ~ m.content ~ '\n</tool_response><|im_end|>\n' }}
+{%- else %}
+{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n<think>\n' }}{% endif %}`
+
+// TestXMLToolTemplateLikeJinja2 renders tool conversations with
+// xmlToolTemplate in Go and jinja2, with arguments and schemas holding
+// every JSON type, and requires the same text.
+func TestXMLToolTemplateLikeJinja2(t *testing.T) {
+	t.Parallel()
+	tmpl, err := chat.New(xmlToolTemplate, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	convs, names := toolConversations()
+	odd := `{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"s": "x", "i": 3, "neg": -0.0, "f": 1.0, "e": 1e-7, "t": true, "n": null, "l": [1, "a", null], "d": {"k": [true]}, "u": "日本 'q' \"dq\"", "q1": "it's", "q2": "say \"x\"", "c": "tab\t nl\n \u0001 \u007f \u00a0 \u00e9 \u2028 \u200b \ud83d\ude00 back\\slash", "big": 123456789.5, "small": 0.0001, "exp": 1e22}}}]}`
+	oddTools := `[{"name": "f", "description": "  padded\n", "parameters": {"type": "object", "properties": {"s": {"type": "string", "enum": ["a", "b"], "min-Length": 1, "$ref": "#/x", "nullable": true, "default": null, "scale": 2.5}}, "required": ["s"], "additionalProperties": false}}]`
+	convs = append(convs, corpus.Conversation{Messages: json.RawMessage("[" + toolUser + "," + odd + "]"), Tools: json.RawMessage(oddTools)})
+	names = append(names, "every JSON type in arguments and schema")
+	want, wantErr := pyRenderSource(t, xmlToolTemplate, map[string]any{}, convs)
+	for i, c := range convs {
+		got, err := renderConv(tmpl, c)
+		switch {
+		case wantErr[i] != "":
+			t.Errorf("%s: jinja2 fails: %s", names[i], wantErr[i])
+		case err != nil:
+			t.Errorf("%s: %v", names[i], err)
+		case got != want[i]:
+			t.Errorf("%s renders differently from jinja2:\n%s", names[i], diffText(got, want[i]))
+		}
+	}
+}

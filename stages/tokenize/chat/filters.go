@@ -2,9 +2,12 @@ package chat
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -13,10 +16,11 @@ import (
 // renamed in the template source to template variables holding ours, as
 // tojson is (the library resolves its built-ins before variables).
 var pythonFilters = map[string]func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error){
-	"trim": trim,
+	"trim":   trim,
+	"string": str,
 }
 
-var pythonFilterCall = regexp.MustCompile(`\|\s*(trim)\b`)
+var pythonFilterCall = regexp.MustCompile(`\|\s*(trim|string)\b`)
 
 const ourFilterPrefix = "__pipe_filter_"
 
@@ -143,6 +147,18 @@ func trim(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error
 	return jinja.NewString(strings.TrimFunc(s, pythonSpace)), nil
 }
 
+// str is jinja2's string filter: Python's str(). The library's prints
+// None as "", a float with %g (1.0 as "1", 123456789.5 as "1.23457e+08")
+// and a string inside a list or dict without Python's escapes. XML-style
+// tool templates (Qwen3-Coder, Qwen3.5/3.6) print scalar arguments and
+// schema keys with it.
+func str(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.NewString(""), nil
+	}
+	return jinja.NewString(pyStr(args[0])), nil
+}
+
 // pyStr is str(v) as jinja2 prints it (an undefined value prints as "").
 func pyStr(v jinja.Value) string {
 	switch {
@@ -151,5 +167,97 @@ func pyStr(v jinja.Value) string {
 	case v.IsUndefined():
 		return ""
 	}
-	return v.String()
+	var b strings.Builder
+	pyRepr(&b, v)
+	return b.String()
+}
+
+// pyRepr writes Python's repr(v) of a value read from JSON.
+func pyRepr(b *strings.Builder, v jinja.Value) {
+	switch {
+	case v.IsNone():
+		b.WriteString("None")
+	case v.IsBool():
+		if v.AsBool() {
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
+		}
+	case v.IsInt():
+		b.WriteString(strconv.FormatInt(v.AsInt(), 10))
+	case v.IsFloat():
+		f := v.AsFloat()
+		switch {
+		case math.IsNaN(f):
+			b.WriteString("nan")
+		case math.IsInf(f, 1):
+			b.WriteString("inf")
+		case math.IsInf(f, -1):
+			b.WriteString("-inf")
+		default:
+			b.WriteString(pyFloat(f))
+		}
+	case v.IsString():
+		pyQuote(b, v.AsString())
+	case v.IsList():
+		b.WriteByte('[')
+		for i, it := range v.AsList().Items {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyRepr(b, it)
+		}
+		b.WriteByte(']')
+	case v.IsDict():
+		d := v.AsDict()
+		b.WriteByte('{')
+		for i, k := range d.OrderedKeys() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyQuote(b, k)
+			b.WriteString(": ")
+			val, _ := d.Get(k)
+			pyRepr(b, val)
+		}
+		b.WriteByte('}')
+	case v.IsUndefined():
+	default:
+		b.WriteString(v.String())
+	}
+}
+
+// pyQuote writes Python's repr of a str: single quotes unless the text
+// holds a single quote and no double quote; \\, the quote, \t \n \r
+// escaped; other characters that are not printable (Go's unicode.IsPrint
+// is Python's str.isprintable: categories L, M, N, P, S and the ASCII
+// space) as \xNN, \uNNNN or \UNNNNNNNN.
+func pyQuote(b *strings.Builder, s string) {
+	q := byte('\'')
+	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
+		q = '"'
+	}
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == rune(q) || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(b, `\x%02x`, r)
+		case r < 0x10000:
+			fmt.Fprintf(b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(b, `\U%08x`, r)
+		}
+	}
+	b.WriteByte(q)
 }
