@@ -71,6 +71,9 @@ func toolConversations() (convs []corpus.Conversation, names []string) {
 		{"two rounds with thinking, then a follow-up", []string{toolUser, withReasoning(toolCallStr, "I need Zürich first."), toolResult1,
 			withReasoning(toolCallObj, "Now Oslo and a café."), toolResult2, toolResult3, withReasoning(toolFinal, "Both known."),
 			toolFollowUp, withReasoning(toolCallStr, "Again Zürich."), toolResult1, toolFinal}},
+		{"results as user turns (ShareGPT), then a follow-up", []string{toolUser, withReasoning(toolCallStr, "Zürich."),
+			`{"role": "user", "content": "<tool_response>\n{\"temp\": 21.5}\n</tool_response>"}`, withReasoning(toolFinal, "Known."),
+			toolFollowUp, withReasoning(toolCallObj, "Oslo."), `{"role": "user", "content": "<tool_response>\n{\"temp\": 9}\n</tool_response>"}`, toolFinal}},
 		{"thinking inline in content", []string{toolUser, strings.Replace(toolCallObj, `"Checking Oslo too."`, `"<think>\nOslo?\n</think>\n\nChecking Oslo too."`, 1),
 			toolResult2, toolResult3, toolFinal}},
 	}

@@ -82,10 +82,17 @@ func New(source string, specialVars map[string]any) (*Template, error) {
 
 // Render renders messages; there must be at least one (jinja2 fails on
 // Qwen3's messages[0] otherwise). A template's raise_exception and errors
-// are returned as errors. One known divergence from jinja2: a null
-// "content" is treated as empty by `in` and `+`, where Python raises
-// TypeError (Qwen3's template does `'</think>' in message.content`), so pass
-// "" rather than null for tool-call turns to get the same text everywhere.
+// are returned as errors, and so is an integer beyond 64 bits in a message
+// or in opts.Tools. Known divergences from jinja2, none of which Qwen3's
+// template meets with strings for content, names and string or object
+// arguments:
+//   - a null "content" is treated as empty by `in` and `+`, where Python
+//     raises TypeError (Qwen3's template does `'</think>' in
+//     message.content`): pass "" rather than null for tool-call turns, as
+//     SpecForge's parser does (content or "");
+//   - a value printed with {{ }} or joined with ~ that is not a string: a
+//     null prints "" (Python "None"), a float with %g (1.0 as "1"). The
+//     string and tojson filters print as Python does.
 func (t *Template) Render(messages []Message, opts Options) (string, error) {
 	if opts.SystemPrompt != "" && (len(messages) == 0 || messages[0].Role() != "system") {
 		messages = append([]Message{NewMessage("system", opts.SystemPrompt)}, messages...)

@@ -120,9 +120,15 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 		// later ones follow: Qwen3 drops the thinking of the turns before
 		// the last user query, and a conversation with tool calls has
 		// assistant turns before that query that keep it on their own.
-		// The turn starts where the message before it ends.
+		// The turn starts where the message before it ends, or, when that
+		// message's end cannot be probed (a user turn holding a
+		// <tool_response>, which a probe would make a query), where its
+		// own header begins.
+		var serr error
 		if start, err = t.messageEnd(messages, items, k-1, opts, full); err != nil {
-			return Turn{}, fmt.Errorf("the messages before it render differently on their own (at byte %d), and the end of the message before it cannot be found: %w", commonPrefix(full, before), err)
+			if start, serr = t.nextStart(messages, items, k, opts, full); serr != nil {
+				return Turn{}, fmt.Errorf("the messages before it render differently on their own (at byte %d), and neither the end of the message before it (%v) nor its own start (%v) can be found", commonPrefix(full, before), err, serr)
+			}
 		}
 	}
 	gopts := opts
