@@ -50,6 +50,9 @@ func pyRenderSource(t *testing.T, source string, special map[string]any, convs [
 		if c.EnableThinking != nil {
 			row["kwargs"] = map[string]any{"enable_thinking": *c.EnableThinking}
 		}
+		if c.ParseToolArguments {
+			row["parse_arguments"] = true
+		}
 		b, err := json.Marshal(row)
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +94,7 @@ func renderConv(tmpl *chat.Template, c corpus.Conversation) (string, error) {
 	if err := json.Unmarshal(c.Messages, &msgs); err != nil {
 		return "", err
 	}
-	return tmpl.Render(msgs, chat.Options{AddGenerationPrompt: c.AddGenerationPrompt, EnableThinking: c.EnableThinking, Tools: c.Tools})
+	return tmpl.Render(msgs, chat.Options{AddGenerationPrompt: c.AddGenerationPrompt, EnableThinking: c.EnableThinking, Tools: c.Tools, ParseToolArguments: c.ParseToolArguments})
 }
 
 // TestChatTemplateMatchesJinja2 renders 200 conversations with the real Qwen3

@@ -125,6 +125,16 @@ func TestToolConversationsLikeJinja2AndSpecForge(t *testing.T) {
 	t.Parallel()
 	tok := qwen3(t)
 	convs, names := toolConversations()
+	// The same conversations with string arguments parsed, as SGLang's chat
+	// API and SpecForge's parser render them.
+	for i, n := 0, len(convs); i < n; i++ {
+		if strings.Contains(string(convs[i].Messages), `"arguments": "`) {
+			c := convs[i]
+			c.ParseToolArguments = true
+			convs = append(convs, c)
+			names = append(names, names[i]+", arguments parsed")
+		}
+	}
 	for _, forced := range []bool{false, true} {
 		source := tok.ChatTemplate()
 		if forced {
@@ -194,7 +204,7 @@ func checkToolMasks(t *testing.T, tok *Tokenizer, tmpl *chat.Template, forced bo
 		case c.EnableThinking != nil && !*c.EnableThinking:
 			sf = specforgeref.Qwen3Instruct
 		}
-		rendered, ids, mask, err := tok.EncodeConversation(tmpl, msgs, chat.Options{EnableThinking: c.EnableThinking, Tools: c.Tools}, MaskSpecForge, forced)
+		rendered, ids, mask, err := tok.EncodeConversation(tmpl, msgs, chat.Options{EnableThinking: c.EnableThinking, Tools: c.Tools, ParseToolArguments: c.ParseToolArguments}, MaskSpecForge, forced)
 		if err != nil {
 			t.Fatalf("forced %v, %s: %v", forced, names[i], err)
 		}
@@ -284,6 +294,16 @@ func TestToolMessagesBuiltLikeGiven(t *testing.T) {
 {"name": "get_weather", "arguments": {"city":"Zürich","days":2}}
 </tool_call>`) {
 		t.Fatalf("string arguments not printed as given:\n%s", a)
+	}
+	opts.ParseToolArguments = true
+	if p, err := tmpl.Render(given, opts); err != nil || !strings.Contains(p, `{"name": "get_weather", "arguments": {"city": "Zürich", "days": 2}}`) {
+		t.Fatalf("arguments parsed: %v\n%s", err, p)
+	}
+	for _, bad := range []string{`"not json"`, `"[1, 2]"`, `"{\"a\": 1} x"`} {
+		msgs := []chat.Message{built[0], chat.NewToolCalls("", []chat.ToolCall{{Function: chat.ToolFunction{Name: "f", Arguments: json.RawMessage(bad)}}})}
+		if _, err := tmpl.Render(msgs, opts); err == nil || !strings.Contains(err.Error(), "want a JSON object") {
+			t.Errorf("arguments %s parsed: %v", bad, err)
+		}
 	}
 }
 

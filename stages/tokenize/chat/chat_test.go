@@ -80,11 +80,11 @@ func TestNewReplyIsWith(t *testing.T) {
 				}
 				// The values a render sees, kept or read from the JSON.
 				for _, m := range []Message{got, NewMessage(role, content)} {
-					kept, err := values([]Message{m})
+					kept, err := values([]Message{m}, Options{})
 					if err != nil {
 						t.Fatal(err)
 					}
-					read, err := values([]Message{{raw: m.raw}})
+					read, err := values([]Message{{raw: m.raw}}, Options{})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -47,6 +47,16 @@ type Options struct {
 	// system message, is prepended as one. Empty adds nothing: the template
 	// decides (Qwen3 adds no default system prompt).
 	SystemPrompt string
+	// ParseToolArguments renders each assistant tool call's
+	// function.arguments given as a JSON string as the object it encodes
+	// (key order kept), as SGLang's chat API
+	// (normalize_assistant_tool_call_arguments) and SpecForge's parser
+	// (Parser._sanitize_message) do before applying the template: Qwen3
+	// then prints it with tojson ({"a": 1}) instead of as given
+	// ({"a":1}). A string that is not a JSON object is an error, as on
+	// SGLang. Default false: apply_chat_template's rendering of the
+	// arguments as given.
+	ParseToolArguments bool
 }
 
 // tojsonCall matches uses of the tojson filter, which are redirected to ours
@@ -97,15 +107,16 @@ func (t *Template) Render(messages []Message, opts Options) (string, error) {
 	if opts.SystemPrompt != "" && (len(messages) == 0 || messages[0].Role() != "system") {
 		messages = append([]Message{NewMessage("system", opts.SystemPrompt)}, messages...)
 	}
-	items, err := values(messages)
+	items, err := values(messages, opts)
 	if err != nil {
 		return "", err
 	}
 	return t.render(items, opts)
 }
 
-// values converts messages for rendering.
-func values(messages []Message) ([]jinja.Value, error) {
+// values converts messages for rendering, their tool calls' arguments
+// parsed under opts.ParseToolArguments.
+func values(messages []Message, opts Options) ([]jinja.Value, error) {
 	items := make([]jinja.Value, len(messages))
 	for i, m := range messages {
 		if m.texts != nil {
@@ -120,6 +131,11 @@ func values(messages []Message) ([]jinja.Value, error) {
 		v, err := fromJSON(m.object())
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		if opts.ParseToolArguments {
+			if err := parseArguments(v); err != nil {
+				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
 		}
 		items[i] = v
 	}

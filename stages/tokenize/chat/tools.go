@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/ardanlabs/jinja"
 )
 
 // ToolCall is one element of an assistant message's "tool_calls", in the
@@ -65,4 +67,38 @@ func (m Message) ToolCalls() ([]ToolCall, error) {
 		}
 	}
 	return calls, nil
+}
+
+// parseArguments replaces, in a converted assistant message (a value of
+// its own, not shared), each tool_calls[i].function.arguments that is a
+// string with the JSON object it encodes (Options.ParseToolArguments).
+// Calls without a "function" object are left as they are, as SGLang and
+// SpecForge leave them.
+func parseArguments(item jinja.Value) error {
+	if role(item) != "assistant" {
+		return nil
+	}
+	calls, ok := item.AsDict().Get("tool_calls")
+	if !ok || !calls.IsList() {
+		return nil
+	}
+	for i, c := range calls.AsList().Items {
+		if !c.IsDict() {
+			continue
+		}
+		fn, ok := c.AsDict().Get("function")
+		if !ok || !fn.IsDict() {
+			continue
+		}
+		args, ok := fn.AsDict().Get("arguments")
+		if !ok || !args.IsString() {
+			continue
+		}
+		v, err := fromJSON([]byte(args.AsString()))
+		if err != nil || !v.IsDict() {
+			return fmt.Errorf("tool_calls[%d].function.arguments: want a JSON object in the string, got %s", i, truncate(args.AsString(), 60))
+		}
+		fn.AsDict().Set("arguments", v)
+	}
+	return nil
 }

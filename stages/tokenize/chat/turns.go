@@ -65,7 +65,7 @@ func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly boo
 	opts.SystemPrompt = ""
 	// Every render below is of a prefix of the same messages: convert them
 	// once.
-	items, err := values(messages)
+	items, err := values(messages, opts)
 	if err != nil {
 		return "", nil, err
 	}
@@ -344,6 +344,11 @@ func (t *Template) nextStart(messages []Message, items []jinja.Value, j int, opt
 	v, err := fromJSON(messages[j].With("content", sentinel+content).object())
 	if err != nil {
 		return 0, err
+	}
+	if opts.ParseToolArguments {
+		if err := parseArguments(v); err != nil {
+			return 0, err
+		}
 	}
 	at := func(items []jinja.Value, i int, opts Options, text string) (int, error) {
 		probe := append([]jinja.Value(nil), items...)

@@ -3,7 +3,11 @@ Hugging Face transformers' apply_chat_template configures it.
 
 Usage: python3 hf_render.py TEMPLATE_FILE INPUT_JSONL
 Each input line: {"messages": [...], "tools": [...] | null,
-"add_generation_prompt": bool, "kwargs": {...}, "special": {...}}.
+"add_generation_prompt": bool, "kwargs": {...}, "special": {...},
+"parse_arguments": bool}. With parse_arguments, each assistant tool call's
+function.arguments given as a string is json.loads'ed first, as SGLang's chat
+API (normalize_assistant_tool_call_arguments) and SpecForge's parser
+(Parser._sanitize_message) do; a string that is not a JSON object fails.
 Prints one line per input: {"rendered": str} or {"error": str}.
 """
 import json
@@ -27,6 +31,19 @@ def strftime_now(fmt):
     return datetime.now().strftime(fmt)
 
 
+def parse_arguments(messages):
+    for m in messages:
+        if m.get("role") != "assistant" or not isinstance(m.get("tool_calls"), list):
+            continue
+        for call in m["tool_calls"]:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                args = json.loads(fn["arguments"])
+                if not isinstance(args, dict):
+                    raise ValueError("arguments must be a JSON object")
+                fn["arguments"] = args
+
+
 def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
@@ -41,6 +58,8 @@ def main():
                 continue
             row = json.loads(line)
             try:
+                if row.get("parse_arguments"):
+                    parse_arguments(row["messages"])
                 rendered = template.render(
                     messages=row["messages"],
                     tools=row.get("tools"),

@@ -16,6 +16,9 @@ type Conversation struct {
 	Tools               json.RawMessage `json:"tools,omitempty"`
 	AddGenerationPrompt bool            `json:"add_generation_prompt"`
 	EnableThinking      *bool           `json:"enable_thinking,omitempty"`
+	// ParseToolArguments renders string tool-call arguments as the objects
+	// they encode (chat.Options.ParseToolArguments).
+	ParseToolArguments bool `json:"parse_tool_arguments,omitempty"`
 }
 
 // obj builds a JSON object with keys in the given order.
