@@ -33,9 +33,10 @@ type Turn struct {
 	// of earlier turns renders them without the "<think>\n" a
 	// forced-thinking generation prompt ends with: they are not Prompted.
 	Prompted bool
-	// ContentEnd is where the message's content ends and the template's
-	// end of turn (its first token the end-of-sequence the model sampled)
-	// begins.
+	// ContentEnd is where the turn's own text ends (its content and the
+	// tool calls the template writes after it, all of which the model
+	// wrote) and the template's end of turn (its first token the
+	// end-of-sequence the model sampled) begins.
 	ContentEnd int
 	// End is where the template's end of turn ends ("<|im_end|>\n" for
 	// Qwen): where the next message begins.
@@ -49,12 +50,14 @@ const sentinel = "\x00"
 // AssistantTurns renders messages (AddGenerationPrompt is ignored: the
 // conversation is rendered without it) and returns the text and every
 // assistant turn in it. With lastOnly, only the last assistant turn is
-// found, which saves three renders per earlier turn. An error says which
-// message's boundaries cannot be found by message: a template that renders
-// the messages before a turn differently once the turn follows them, or
-// that changes a content's end as it renders it (strips trailing
-// whitespace; Qwen3 writes a "\n" before tool calls only after a content,
-// so a tool-call turn with empty content is such a turn).
+// found, which saves three renders per earlier turn. Tool calls and tool
+// results are rendered as the template renders them; a tool result is
+// never inside a turn. An error says which message's boundaries cannot be
+// found by message: a template that changes a content's end as it renders
+// it (strips trailing whitespace) where no neighbour gives the boundary,
+// or that renders the messages before a turn differently once the turn
+// follows them where neither the end of the message before it nor the
+// turn's own header can be found.
 func (t *Template) AssistantTurns(messages []Message, opts Options, lastOnly bool) (string, []Turn, error) {
 	opts.AddGenerationPrompt = false
 	shift := 0
