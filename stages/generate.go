@@ -186,7 +186,7 @@ type generateConfig struct {
 	// SystemPrompt is prepended to conversations without a system message.
 	SystemPrompt string `toml:"system_prompt" doc:"system message for conversations that have none (default: none); recorded with each completion"`
 	// Turns is "last" (default) or "all".
-	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the last user turn, history as given (default); \"all\": regenerate every assistant turn in order on one server, each appended with its answer only"`
+	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the conversation's last user or tool message, the history (tool calls and results included) as given (default); \"all\": regenerate every assistant turn in order on one server, each appended with its answer only (a conversation with tool calls is rejected as bad_prompt)"`
 
 	MaxAttempts     int             `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed"`
 	RequestTimeout  config.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones"`
@@ -722,12 +722,12 @@ func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline
 			return err
 		}
 	}
-	msgs, userTurns, err := g.conversation(rec.Messages)
+	msgs, replyAt, err := g.conversation(rec.Messages)
 	if err != nil {
 		return out.Reject(rec, "bad_prompt", err.Error())
 	}
 	sess := g.client.Session()
-	history, comp, reject, err := g.generateAll(ctx, sess, msgs, userTurns)
+	history, comp, reject, err := g.generateAll(ctx, sess, rec, msgs, replyAt)
 	// Free the server's slot before waiting on downstream (backpressure).
 	sess.Close()
 	if err != nil {
@@ -749,18 +749,20 @@ func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline
 	return out.Emit("out", rec)
 }
 
-// generateAll generates the reply to the last user turn, and with turns =
-// "all" to every user turn before it, appending each earlier reply to the
-// history. It returns the history sent for the last turn and its completion.
-func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs []record.Message, userTurns []int) ([]record.Message, *record.Completion, *record.Rejection, error) {
-	last := userTurns[len(userTurns)-1]
+// generateAll generates the reply after each message of msgs at replyAt
+// (conversation), in order, appending each earlier reply to the history.
+// It returns the history sent for the last reply and its completion.
+func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, rec *record.Record, msgs []record.Message, replyAt []int) ([]record.Message, *record.Completion, *record.Rejection, error) {
+	last := replyAt[len(replyAt)-1]
+	next := 0
 	var history []record.Message
 	for i, m := range msgs {
 		history = append(history, m)
-		if m.Role != "user" || (i != last && g.cfg.Turns != "all") {
+		if next == len(replyAt) || i != replyAt[next] {
 			continue
 		}
-		c, reject, err := g.generateTurn(ctx, sess, history)
+		next++
+		c, reject, err := g.generateTurn(ctx, sess, rec, history)
 		if err != nil || reject != nil {
 			return nil, nil, reject, err
 		}
@@ -769,22 +771,29 @@ func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, msgs [
 		}
 		history = append(history, record.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
 	}
-	return nil, nil, nil, errors.New("generate: conversation without its last user turn (a bug)")
+	return nil, nil, nil, errors.New("generate: conversation without the message to answer (a bug)")
 }
 
-// conversation returns the messages to generate from: the system prompt
+// conversation returns the messages to generate from, and after which of
+// them to generate a reply (replyAt, ascending): the system prompt
 // prepended when configured and missing; with turns = "last" everything up
-// to the last user turn (a trailing assistant reply is what is being
-// regenerated); with turns = "all" the system and user turns (assistant
-// turns are regenerated). userTurns are the indexes of the user turns.
-func (g *generate) conversation(in []record.Message) (msgs []record.Message, userTurns []int, err error) {
+// to the conversation's last user or tool message, whose reply is
+// generated (a trailing assistant reply is what is being regenerated;
+// earlier tool calls and results stay as given); with turns = "all" the
+// system and user turns, a reply generated after each (assistant turns
+// are regenerated). A conversation with tool calls cannot be regenerated
+// turn by turn: its calls' results would not answer the new calls.
+func (g *generate) conversation(in []record.Message) (msgs []record.Message, replyAt []int, err error) {
 	if g.cfg.SystemPrompt != "" && (len(in) == 0 || in[0].Role != "system") {
 		msgs = append(msgs, record.Message{Role: "system", Content: g.cfg.SystemPrompt})
 	}
 	last := -1
 	for i, m := range in {
-		if m.Role == "user" {
+		switch {
+		case m.Role == "user" || m.Role == "tool":
 			last = i
+		case len(m.ToolCalls) > 0 && g.cfg.Turns == "all":
+			return nil, nil, fmt.Errorf(`message %d calls tools: turns = "all" regenerates every assistant turn, and the given results would not answer new calls; use turns = "last", which answers the last message with the calls and results as given`, i+1)
 		}
 	}
 	if last < 0 {
@@ -801,28 +810,29 @@ func (g *generate) conversation(in []record.Message) (msgs []record.Message, use
 			// turns' thinking, and so does what we send.
 			m.ReasoningContent = ""
 		}
-		if m.Role == "user" {
-			userTurns = append(userTurns, len(msgs))
+		if (m.Role == "user" && g.cfg.Turns == "all") || i == last {
+			replyAt = append(replyAt, len(msgs))
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs, userTurns, nil
+	return msgs, replyAt, nil
 }
 
 // generateTurn generates the assistant reply to history. A refusal by the
 // server (or by the context-length pre-check) comes back as a Rejection.
-func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, history []record.Message) (*record.Completion, *record.Rejection, error) {
+func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, rec *record.Record, history []record.Message) (*record.Completion, *record.Rejection, error) {
 	req := &sglang.Request{}
 	var ids []int
 	if g.tmpl != nil {
-		// Our own rendering: sent as input_ids on the native API; on the
-		// chat API only counted, for the context-length pre-check.
+		// Our own rendering, with the conversation's tools: sent as
+		// input_ids on the native API; on the chat API only counted, for
+		// the context-length pre-check.
 		cm := make([]chat.Message, len(history))
 		for i, m := range history {
-			cm[i] = chat.NewMessage(m.Role, m.Content)
+			cm[i] = chatMessage(m)
 		}
 		think := g.cfg.EnableThinking
-		text, err := g.tmpl.Render(cm, chat.Options{AddGenerationPrompt: true, EnableThinking: &think})
+		text, err := g.tmpl.Render(cm, withTools(chat.Options{AddGenerationPrompt: true, EnableThinking: &think}, rec))
 		if err != nil {
 			return nil, &record.Rejection{Reason: "bad_prompt", Detail: err.Error()}, nil
 		}

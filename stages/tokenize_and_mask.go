@@ -271,7 +271,7 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 	rec.Meta["loss_mask_convention"] = s.convention
 	cut := rec.Meta[record.MetaCutAtLength] == true && c.FinishReason == "length"
 	msgs := conversation(turns, system, c)
-	opts := chat.Options{EnableThinking: enableThinking(c)}
+	opts := withTools(chat.Options{EnableThinking: enableThinking(c)}, rec)
 	lastOnly := s.mode.LastOnly(s.forced)
 	var textRow *record.Tokens
 	var assistantTurns []chat.Turn
@@ -433,13 +433,14 @@ func conversation(turns []record.Message, system string, c *record.Completion) [
 		msgs = append(msgs, chat.NewMessage("system", system))
 	}
 	for _, m := range turns {
-		cm := chat.NewMessage(m.Role, m.Content)
-		if m.ReasoningContent != "" {
-			cm = chat.NewReply(m.Role, m.Content, m.ReasoningContent)
-		}
-		msgs = append(msgs, cm)
+		msgs = append(msgs, chatMessage(m))
 	}
-	return append(msgs, chat.NewReply("assistant", c.Answer, c.Reasoning))
+	// The reply always has its reasoning_content, "" too, as before tools.
+	reply := chat.NewReply("assistant", c.Answer, c.Reasoning)
+	if len(c.ToolCalls) > 0 {
+		reply = reply.With("tool_calls", c.ToolCalls)
+	}
+	return append(msgs, reply)
 }
 
 // hasEarlierReply says whether the prompt turns hold an assistant turn.

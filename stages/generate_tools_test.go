@@ -1,0 +1,95 @@
+package stages
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/record"
+)
+
+// A tool conversation reaches the model whole on /generate: the prompt is
+// the model's own template rendered with the conversation's tools, its
+// tool calls and their results; turns = "last" answers the last message
+// (here a tool result) with the history as given; and the record keeps
+// every message and field. The training row puts no loss on the tools
+// block or on a tool result (the given call, an assistant turn, has it).
+func TestGenerateToolConversation(t *testing.T) {
+	dir := testenv.Qwen3Dir(t)
+	tok := testQwen3(t)
+	const line = `{"id": "w", "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}], ` +
+		`"messages": [{"role": "user", "content": "What's the weather in Paris?"}, ` +
+		`{"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}, ` +
+		`{"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "{\"temp_c\": 18, \"sky\": \"clear\"}"}]}`
+	cfg := quickSim(1)
+	cfg.Tokenizer = tok // output ids that spell the text, as a real server's
+	f := startTestFleet(t, cfg)
+	src := genPipeline(serversKey(f.URLs())+fastGenKeys+readyKey+fmt.Sprintf("api = \"generate\"\ntokenizer = %q\nenable_thinking = true\n", dir)) + fmt.Sprintf(`
+[[stage]]
+id        = "tok"
+kind      = "tokenize-and-mask"
+input     = "gen"
+tokenizer = %q
+
+[[stage]]
+id    = "rows"
+kind  = "write-jsonl"
+input = "tok"
+path  = "out/rows.jsonl"
+`, dir)
+	out, _, err := runGenPipeline(t, t.Context(), src, line+"\n", engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in struct {
+		Tools    json.RawMessage  `json:"tools"`
+		Messages []record.Message `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(line), &in); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"out/completions.jsonl", "out/rows.jsonl"} {
+		recs := readRecords(t, filepath.Join(out, file))
+		if len(recs) != 1 {
+			t.Fatalf("%s: %d records", file, len(recs))
+		}
+		r := recs[0]
+		if !reflect.DeepEqual(r.Messages, in.Messages) || normalJSON(t, r.Tools) != normalJSON(t, in.Tools) {
+			t.Fatalf("%s: messages or tools changed:\n%+v\n%s\nwant\n%+v\n%s", file, r.Messages, r.Tools, in.Messages, in.Tools)
+		}
+		prompt := tok.Decode(r.Completion.PromptIDs)
+		for _, want := range []string{"# Tools", `"name": "get_weather"`, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+			"<tool_response>\n{\"temp_c\": 18, \"sky\": \"clear\"}\n</tool_response>"} {
+			if !strings.Contains(prompt, want) {
+				t.Fatalf("%s: the prompt the model saw lacks %q:\n%s", file, want, prompt)
+			}
+		}
+		if !strings.HasSuffix(prompt, "<|im_start|>assistant\n") {
+			t.Fatalf("%s: the prompt does not end with the generation prompt:\n%s", file, prompt)
+		}
+		if file == "out/rows.jsonl" {
+			for _, run := range maskedRuns(tok, r.Tokens) {
+				// The given call is an assistant turn, trained as SpecForge
+				// trains every assistant turn of the template.
+				if strings.Contains(run, "tool_response") || strings.Contains(run, "# Tools") || strings.Contains(run, "temp_c") {
+					t.Fatalf("loss on the tools block or a tool result: %q", run)
+				}
+			}
+		}
+	}
+}
+
+func normalJSON(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
