@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -325,14 +326,14 @@ func TestValidateThinkingReasons(t *testing.T) {
 
 // testValidateConfig is the config with every default applied, decoded the
 // way pipe check decodes it.
-func testValidateConfig(t *testing.T) *ValidateThinkingConfig {
+func testValidateConfig(t testing.TB) *ValidateThinkingConfig {
 	t.Helper()
 	return decodeTestConfig(t, "validate-thinking", "").(*ValidateThinkingConfig)
 }
 
 // decodeTestConfig decodes a stage's keys (TOML lines) through the real
 // registry, as `pipe check` does, and fails the test on any problem.
-func decodeTestConfig(t *testing.T, kind, keys string) any {
+func decodeTestConfig(t testing.TB, kind, keys string) any {
 	t.Helper()
 	src := "[[stage]]\nid = \"s\"\nkind = \"" + kind + "\"\ninput = \"x\"\n" + keys + "\n"
 	f, probs := pipefile.Parse("test.toml", []byte(src), pipefile.Options{})
@@ -482,5 +483,49 @@ func TestRepeatedShareOracle(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkValidateThinking: the rules over one completion, without a
+// tokenizer (lengths in characters), as validate-thinking judges each
+// record. plain is the usual completion; long has ~6 KB of reasoning and
+// ~2 KB of answer (the cost of scanning texts); tool-call is a record
+// with tools whose answer calls one in Qwen3's format.
+//
+//	go test ./stages -run '^$' -bench BenchmarkValidateThinking -cpu 1
+func BenchmarkValidateThinking(b *testing.B) {
+	long := goodCompletion()
+	steps := func(n int) string {
+		var sb strings.Builder
+		for i := range n {
+			fmt.Fprintf(&sb, "Step %d: %d times %d is %d, so carry %d. ", i+1, 17+i, 23+2*i, (17+i)*(23+2*i), i%7)
+		}
+		return sb.String()
+	}
+	long.Reasoning = steps(120)
+	long.Answer = steps(40)
+	tool := completionRecord(goodCompletion())
+	tool.Tools = json.RawMessage(`[{"type":"function","function":{"name":"get_weather","description":"Get the weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},{"type":"function","function":{"name":"search_web","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}]`)
+	tool.Completion.Reasoning = "The user wants the weather in Paris. I have a get_weather tool; I'll call it with city Paris."
+	tool.Completion.Answer = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+	for _, bc := range []struct {
+		name string
+		rec  *record.Record
+	}{
+		{"plain", completionRecord(goodCompletion())},
+		{"long", completionRecord(long)},
+		{"tool-call", tool},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := testValidateConfig(b)
+			v := newValidateThinking(cfg)
+			b.SetBytes(int64(len(bc.rec.Completion.Reasoning) + len(bc.rec.Completion.Answer)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if r, d := v.check(bc.rec); r != "" {
+					b.Fatal(r, d)
+				}
+			}
+		})
 	}
 }
