@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // The answer types below read a 200 body with go-json-experiment/json. They
@@ -88,8 +90,9 @@ type choice struct {
 }
 
 type message struct {
-	Content          text `json:"content"`
-	ReasoningContent text `json:"reasoning_content"`
+	Content          text      `json:"content"`
+	ReasoningContent text      `json:"reasoning_content"`
+	ToolCalls        toolCalls `json:"tool_calls"`
 }
 
 type usage struct {
@@ -162,6 +165,10 @@ func parseChat(body []byte, mode ThinkMode, r *Result) error {
 	if a.Choices.n == 0 {
 		return fmt.Errorf("bad chat response: no choices")
 	}
+	if err := ch.Message.v.ToolCalls.err; err != nil {
+		return fmt.Errorf("bad chat response: tool_calls: %v", err)
+	}
+	r.ToolCalls = ch.Message.v.ToolCalls.calls
 	splitChat(ch.Message.v, mode, r)
 	return nil
 }
@@ -414,6 +421,109 @@ func tokenID(v []byte) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true
+}
+
+// maxToolCalls bounds the calls one answer may hold; a longer list is a
+// bad response, as is any element not of OpenAI's shape.
+const maxToolCalls = 1024
+
+// toolCalls is a chat message's tool_calls as SGLang's ToolCall gives them
+// ({"id", "index", "type", "function": {"name", "arguments"}}): the ids,
+// types, names and arguments kept as sent (the arguments' raw JSON, a
+// string from SGLang's parsers), index dropped (its order is the list's).
+// null or another kind is none. A list that is too long, or an element
+// that is not an object, whose function is not an object, or whose id,
+// type or name is not a string, sets err: the answer is then a bad
+// response, never a list with holes.
+type toolCalls struct {
+	calls []record.ToolCall
+	err   error
+}
+
+func (tc *toolCalls) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*tc = toolCalls{}
+	if dec.PeekKind() != '[' {
+		return dec.SkipValue()
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	var calls []record.ToolCall
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		if tc.err != nil || i >= maxToolCalls {
+			if tc.err == nil {
+				tc.err = fmt.Errorf("more than %d calls", maxToolCalls)
+			}
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+			continue
+		}
+		call, bad, err := readToolCall(dec)
+		if err != nil {
+			return err
+		}
+		if bad != "" {
+			tc.err = fmt.Errorf("call %d: %s", i, bad)
+			continue
+		}
+		calls = append(calls, call)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	if tc.err == nil {
+		tc.calls = calls
+	}
+	return nil
+}
+
+// readToolCall reads one element of tool_calls; bad says what is wrong
+// with a well-formed element of the wrong shape.
+func readToolCall(dec *jsontext.Decoder) (call record.ToolCall, bad string, err error) {
+	if dec.PeekKind() != '{' {
+		return call, "not an object", dec.SkipValue()
+	}
+	var o struct {
+		ID       jsontext.Value `json:"id"`
+		Type     jsontext.Value `json:"type"`
+		Function jsontext.Value `json:"function"`
+	}
+	if err := json.UnmarshalDecode(dec, &o); err != nil {
+		return call, "", err
+	}
+	str := func(v jsontext.Value, what string, s *string) {
+		switch {
+		case bad != "" || len(v) == 0 || v.Kind() == 'n':
+		case v.Kind() != '"':
+			bad = what + " is not a string"
+		default:
+			_ = json.Unmarshal(v, s, answerOpts)
+		}
+	}
+	str(o.ID, "id", &call.ID)
+	str(o.Type, "type", &call.Type)
+	if bad != "" {
+		return call, bad, nil
+	}
+	if len(o.Function) == 0 || o.Function.Kind() != '{' {
+		return call, "function is not an object", nil
+	}
+	var f struct {
+		Name      jsontext.Value `json:"name"`
+		Arguments jsontext.Value `json:"arguments"`
+	}
+	if err := json.Unmarshal(o.Function, &f, answerOpts); err != nil {
+		return call, "function: " + err.Error(), nil
+	}
+	if len(f.Name) == 0 || f.Name.Kind() != '"' {
+		return call, "function.name is not a string", nil
+	}
+	str(f.Name, "function.name", &call.Function.Name)
+	if len(f.Arguments) > 0 && f.Arguments.Kind() != 'n' {
+		call.Function.Arguments = bytes.Clone(f.Arguments)
+	}
+	return call, bad, nil
 }
 
 // stop is a matched stop: an integer token id, a string, or nil.

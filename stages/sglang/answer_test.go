@@ -49,7 +49,7 @@ func simBodies(t *testing.T) []struct {
 		for _, api := range []API{APIGenerate, APIChat} {
 			on := i%2 == 0
 			st := newSettings(api, "m", Sampling{MaxOutputTokens: 200 + 10*i, EnableThinking: &on})
-			req := &Request{Messages: []Message{{"user", fmt.Sprintf("q%d", i)}}, Text: fmt.Sprintf("q%d", i)}
+			req := &Request{Messages: []Message{{Role: "user", Content: fmt.Sprintf("q%d", i)}}, Text: fmt.Sprintf("q%d", i)}
 			body := st.appendBody(nil, req, fmt.Sprintf("r%d%s", i, api))
 			resp, err := http.Post(f.URLs()[0]+st.path(), "application/json", bytes.NewReader(body))
 			if err != nil {

@@ -861,10 +861,15 @@ func (e *ExhaustedError) Unwrap() error { return e.Last }
 // A request cut short because its server was ejected is re-sent elsewhere at
 // once and does not count against MaxAttempts (up to MaxAttempts times).
 // It returns a *Error that is BadRequest when the server refused the
-// request, an *ExhaustedError after MaxAttempts, an *AllDownError when no
+// request or it could not be sent (ClassInvalidRequest: tools that are
+// not a JSON array, tool-call arguments that are not JSON), an
+// *ExhaustedError after MaxAttempts, an *AllDownError when no
 // server was admitted for ReadyTimeout, or ctx's cause.
 func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) {
 	c := ss.c
+	if err := c.st.checkRequest(req); err != nil {
+		return nil, &Error{Class: ClassInvalidRequest, Message: err.Error()}
+	}
 	var avoid *server
 	var last *Error
 	failures, ejected := 0, 0

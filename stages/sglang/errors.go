@@ -18,6 +18,10 @@ const (
 	ClassBadResponse = "bad_response" // a 200 whose body is not a result: retried
 	ClassAbort       = "abort"        // finish_reason "abort" not caused by the prompt: retried
 	ClassEjected     = "ejected"      // in flight on a server the breaker ejected: re-sent
+	// ClassInvalidRequest is a request refused before it was sent (tools
+	// that are not a JSON array, tool-call arguments that are not JSON):
+	// BadRequest, never retried.
+	ClassInvalidRequest = "invalid_request"
 )
 
 // Error is a failed attempt. Its Message is the server's own words when it
@@ -30,6 +34,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Server == "" {
+		return fmt.Sprintf("%s: %s", e.Class, e.Message)
+	}
 	if e.Status != 0 {
 		return fmt.Sprintf("%s: HTTP %d: %s", e.Server, e.Status, e.Message)
 	}
@@ -40,6 +47,9 @@ func (e *Error) Error() string {
 // timeouts, torn or aborted outputs and 408/429/5xx. A 400 never is: the
 // request itself is wrong (prompt too long, duplicate rid, bad field).
 func (e *Error) Retryable() bool {
+	if e.Class == ClassInvalidRequest {
+		return false
+	}
 	switch e.Status {
 	case 0:
 		return true
@@ -60,7 +70,8 @@ func (e *Error) ServerFault() bool {
 // BadRequest reports whether the server refused the request as such (400,
 // or a prompt-caused abort): the record is rejected, not retried.
 func (e *Error) BadRequest() bool {
-	return e.Class == "http_400" || e.Class == "http_413" || e.Class == "http_422" || e.Class == ClassRejectedAbort
+	return e.Class == "http_400" || e.Class == "http_413" || e.Class == "http_422" || e.Class == ClassRejectedAbort ||
+		e.Class == ClassInvalidRequest
 }
 
 // ClassRejectedAbort is a 200 with finish_reason "abort" whose message says

@@ -2,10 +2,13 @@ package sglang
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // API selects the endpoint requests go to.
@@ -42,16 +45,47 @@ type Sampling struct {
 	EnableThinking *bool
 }
 
-// Message is one chat turn as sent.
+// Message is one chat turn as sent. The tool fields are sent only when
+// set, so a message without them is sent as {"role","content"} as before.
 type Message struct {
-	Role    string
+	Role string
+	// Content is sent as a string, "" included: an assistant turn that
+	// only calls tools is sent with "content": "", which SGLang's
+	// ChatCompletionMessageGenericParam accepts (it also takes null) and
+	// which chat templates read as they read null, so the server renders
+	// the turn as pipe's own rendering of the record does.
 	Content string
+	// ToolCalls are an assistant turn's calls, sent as "tool_calls": each
+	// {"id", "type", "function": {"name", "arguments"}}, the id and type
+	// left out when empty (SGLang's ToolCall defaults type to
+	// "function" and takes id as optional) and the arguments the JSON
+	// value given (a string stays that string; an object keeps its key
+	// order and number spelling, only the whitespace between its tokens
+	// is dropped, the body being compact; SGLang's chat API parses a
+	// string into the object its template prints,
+	// normalize_assistant_tool_call_arguments, and refuses one that is
+	// not a JSON object with 400). Nil arguments are sent as null.
+	ToolCalls []record.ToolCall
+	// ToolCallID is a tool turn's "tool_call_id", the call it answers.
+	ToolCallID string
+	// Name is a tool turn's (or a participant's) "name".
+	Name string
 }
 
 // Request is one generation: Messages on the chat API; Text or InputIDs on
 // the native API.
 type Request struct {
 	Messages []Message
+	// Tools are the conversation's tool schemas on the chat API, the JSON
+	// array as given (record.Record.Tools: key order and number spelling
+	// kept, whitespace between tokens dropped), sent as the request's "tools"
+	// member when not empty; the server's template renders them (Qwen3:
+	// the "# Tools" block of the system turn) and, with
+	// --tool-call-parser, the answer's calls come back parsed in
+	// Result.ToolCalls. It must be a JSON array: anything else fails the
+	// request before it is sent. On the native API the caller renders
+	// the tools into its prompt and Tools is not sent.
+	Tools    []byte
 	Text     string
 	InputIDs []int
 	// MaxOutputTokens, when above 0, bounds this request's output in place
@@ -205,8 +239,11 @@ type nativeRequest struct {
 // chatRequest is POST /v1/chat/completions' body; the settings are members
 // of it.
 type chatRequest struct {
-	Model    string         `json:"model"`
-	Messages []chatMessage  `json:"messages"`
+	Model    string        `json:"model"`
+	Messages []chatMessage `json:"messages"`
+	// tools only when the conversation has some: a request without them
+	// is byte for byte what it was before tools were carried.
+	Tools    jsontext.Value `json:"tools,omitzero"`
 	Settings jsontext.Value `json:",inline"`
 	RID      string         `json:"rid"`
 	// meta_info per choice (load, speculative figures) comes only when
@@ -223,8 +260,60 @@ type chatRequest struct {
 }
 
 type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string         `json:"role"`
+	Content    string         `json:"content"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitzero"`
+	ToolCallID string         `json:"tool_call_id,omitzero"`
+	Name       string         `json:"name,omitzero"`
+}
+
+// chatToolCall is a record.ToolCall on the wire: the arguments are raw
+// JSON written as given.
+type chatToolCall struct {
+	ID       string `json:"id,omitzero"`
+	Type     string `json:"type,omitzero"`
+	Function struct {
+		Name      string         `json:"name"`
+		Arguments jsontext.Value `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatMessages are msgs as sent, or an error naming a message whose tool
+// call's arguments are not one JSON value.
+func chatMessages(msgs []Message) ([]chatMessage, error) {
+	out := make([]chatMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = chatMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		if len(m.ToolCalls) == 0 {
+			continue
+		}
+		calls := make([]chatToolCall, len(m.ToolCalls))
+		for k, tc := range m.ToolCalls {
+			c := &calls[k]
+			c.ID, c.Type, c.Function.Name = tc.ID, tc.Type, tc.Function.Name
+			args := jsontext.Value(tc.Function.Arguments)
+			if len(args) == 0 {
+				args = jsontext.Value("null")
+			} else if !args.IsValid() {
+				return nil, fmt.Errorf("message %d: tool call %d (%q): arguments are not valid JSON", i+1, k+1, tc.Function.Name)
+			}
+			c.Function.Arguments = args
+		}
+		out[i].ToolCalls = calls
+	}
+	return out, nil
+}
+
+// checkTools reports whether tools is empty or one JSON array.
+func checkTools(tools []byte) error {
+	if len(tools) == 0 {
+		return nil
+	}
+	v := jsontext.Value(tools)
+	if !v.IsValid() || v.Kind() != '[' {
+		return fmt.Errorf("the conversation's tools are not a JSON array")
+	}
+	return nil
 }
 
 // bodyFor is the settings' body for req: the one rendered once, or, when
@@ -247,7 +336,22 @@ func (st *settings) bodyFor(req *Request) jsontext.Value {
 	return body
 }
 
-// appendBody appends the JSON body of req with request id rid.
+// checkRequest reports what in req cannot be sent: tools that are not a
+// JSON array, tool-call arguments that are not JSON. appendBody sends
+// only a request it accepted.
+func (st *settings) checkRequest(req *Request) error {
+	if st.api == APIGenerate {
+		return nil
+	}
+	if err := checkTools(req.Tools); err != nil {
+		return err
+	}
+	_, err := chatMessages(req.Messages)
+	return err
+}
+
+// appendBody appends the JSON body of req with request id rid. req must
+// have passed checkRequest.
 func (st *settings) appendBody(b []byte, req *Request, rid string) []byte {
 	var v any
 	body := st.bodyFor(req)
@@ -258,11 +362,15 @@ func (st *settings) appendBody(b []byte, req *Request, rid string) []byte {
 		}
 		v = r
 	} else {
-		msgs := make([]chatMessage, len(req.Messages))
-		for i, m := range req.Messages {
-			msgs[i] = chatMessage(m)
+		msgs, err := chatMessages(req.Messages)
+		if err != nil || checkTools(req.Tools) != nil {
+			panic(fmt.Sprintf("sglang: a request that checkRequest refuses (%v)", err))
 		}
-		v = &chatRequest{Model: st.model, Messages: msgs, Settings: body, RID: rid, ReturnMetaInfo: true, ReturnTokenIDs: true}
+		var tools jsontext.Value
+		if len(req.Tools) > 0 {
+			tools = req.Tools
+		}
+		v = &chatRequest{Model: st.model, Messages: msgs, Tools: tools, Settings: body, RID: rid, ReturnMetaInfo: true, ReturnTokenIDs: true}
 	}
 	buf := bytes.NewBuffer(b)
 	if err := json.MarshalWrite(buf, v, requestOpts); err != nil {

@@ -20,7 +20,7 @@ func TestStringsSentMatchEncodingJSON(t *testing.T) {
 		var c struct {
 			Messages []struct{ Content string }
 		}
-		body := chat.appendBody(nil, &Request{Messages: []Message{{"user", s}}}, "r")
+		body := chat.appendBody(nil, &Request{Messages: []Message{{Role: "user", Content: s}}}, "r")
 		if err := json.Unmarshal(body, &c); err != nil || len(c.Messages) != 1 {
 			t.Fatalf("%q: invalid JSON %s: %v", s, body, err)
 		}
@@ -45,7 +45,7 @@ func TestRequestBodies(t *testing.T) {
 
 	chat := newSettings(APIChat, "Qwen/Qwen3-32B", s)
 	var got map[string]any
-	body := chat.appendBody(nil, &Request{Messages: []Message{{"system", "be \"brief\""}, {"user", "hi\n"}}}, "rid-1")
+	body := chat.appendBody(nil, &Request{Messages: []Message{{Role: "system", Content: "be \"brief\""}, {Role: "user", Content: "hi\n"}}}, "rid-1")
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatalf("chat body is not JSON: %v\n%s", err, body)
 	}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // Result is one completion and everything the server said about it.
@@ -20,6 +22,17 @@ type Result struct {
 	MatchedStop any
 	// AbortMessage is the server's message with finish_reason "abort".
 	AbortMessage string
+	// ToolCalls are the calls the answer makes as the chat API parsed
+	// them (choices[0].message.tool_calls, sent by a server started
+	// with --tool-call-parser for a request with tools): the server's
+	// ids, types and names, and the arguments as the raw JSON it sent
+	// (a JSON string, e.g. "{\"city\": \"Paris\"}"). Answer is then
+	// the text outside the calls. Nil on the native API (the calls are
+	// Qwen3's <tool_call> blocks in Text and Answer) and when the server
+	// parsed none. A server whose parser dropped every call (not JSON,
+	// or an undeclared tool) answers finish_reason "tool_calls" with
+	// none: SGLang sets it whenever the text has a call's opening tag.
+	ToolCalls []record.ToolCall
 
 	PromptTokens     int
 	CompletionTokens int
