@@ -41,6 +41,8 @@ they are checked; the first that matches is the reason:
   empty_thinking      thinking on, and the thinking is empty or whitespace
   empty_answer        the answer (or an earlier assistant turn) is empty or whitespace
   placeholder_answer  the trimmed answer equals one of placeholder_answers (case-insensitive)
+  bad_tool_call       a tool call the model made is malformed or names no tool the
+                      conversation declares (see below)
   thinking_too_short  thinking shorter than min_thinking_length
   answer_too_short    answer shorter than min_answer_length
   repetition          thinking or answer degenerates into a loop: more than
@@ -50,6 +52,25 @@ Forced thinking (a chat template whose generation prompt ends in
 "<think>\n", as generate records in completion.request.thinking_forced, or
 the tokenizer's own template): the output starts inside the reasoning, so it
 has no <think> of its own and one cut short is reasoning, never an answer.
+
+Tool calls: on /generate the model's calls stay in the answer as Qwen3
+writes them, <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>
+blocks after the content; on the chat API with a tool-call parser they are
+completion.tool_calls. bad_tool_call rejects a block that is not one JSON
+object with a string "name" and an "arguments" object (a string holding
+the arguments is refused: SGLang's parser would pass it on encoded twice),
+one not in that layout (SGLang's parser does not see it), an unclosed
+<tool_call> or a </tool_call> that closes nothing, text after the calls
+(SGLang's parser drops it), a call whose name is not among the record's
+tools (function.name), a call in a conversation that declares no tools,
+and a call block in the thinking (<tool_call> followed by "{"): the
+server's tool-call parser reads only the answer, so such a call is never
+made. A completion.tool_calls entry needs a declared name and arguments
+that are an object or a string holding one. Names are not checked where
+a tool schema has no name pipe can read. A completion cut at the
+trainer's length may end inside a call. An answer that only calls tools
+(the chat API's empty content) is neither empty nor too short. The
+detail names the call (its index and name) and what is wrong.
 
 Cut at the trainer's length: with max_length (read from [trainer]) and
 length = "keep" (default), a completion stopped by the length limit
@@ -115,6 +136,7 @@ const (
 	ReasonEmptyThinking     = "empty_thinking"
 	ReasonEmptyAnswer       = "empty_answer"
 	ReasonPlaceholderAnswer = "placeholder_answer"
+	ReasonBadToolCall       = "bad_tool_call"
 	ReasonThinkingTooShort  = "thinking_too_short"
 	ReasonAnswerTooShort    = "answer_too_short"
 	ReasonRepetition        = "repetition"
@@ -122,7 +144,7 @@ const (
 
 var validateReasons = []string{
 	ReasonNoCompletion, ReasonIDsTextMismatch, ReasonTruncated, ReasonAborted, ReasonThinkUnclosed, ReasonThinkLeaked,
-	ReasonThinkRepeated, ReasonEmptyThinking, ReasonEmptyAnswer, ReasonPlaceholderAnswer,
+	ReasonThinkRepeated, ReasonEmptyThinking, ReasonEmptyAnswer, ReasonPlaceholderAnswer, ReasonBadToolCall,
 	ReasonThinkingTooShort, ReasonAnswerTooShort, ReasonRepetition,
 }
 
@@ -321,6 +343,9 @@ func (v *validateThinking) check(rec *record.Record) (reason, detail string) {
 	if r, d := v.contentRules(c, thinking, atLength, why); r != "" {
 		return r, d
 	}
+	if r, d := v.toolCallRule(rec, atLength); r != "" {
+		return r, d
+	}
 	if r, d := v.historyRules(rec); r != "" {
 		return r, d
 	}
@@ -440,7 +465,7 @@ func (v *validateThinking) contentRules(c *record.Completion, thinking, atLength
 			return r, d
 		}
 	}
-	if strings.TrimSpace(c.Answer) == "" && !atLength {
+	if strings.TrimSpace(c.Answer) == "" && len(c.ToolCalls) == 0 && !atLength {
 		d := fmt.Sprintf("answer is empty (%d bytes) after %d bytes of thinking (finish_reason %s)", len(c.Answer), len(c.Reasoning), c.FinishReason)
 		if thinking && len(c.OutputIDs) == 0 && strings.TrimSpace(c.Reasoning) != "" {
 			d += "; without output ids pipe cannot tell whether the model wrote " + v.cfg.ThinkEnd + " (the reasoning parser puts an unclosed output all into the reasoning)"
@@ -451,6 +476,60 @@ func (v *validateThinking) contentRules(c *record.Completion, thinking, atLength
 	}
 	if v.placeholders[strings.ToLower(strings.TrimSpace(c.Answer))] {
 		return v.fail(ReasonPlaceholderAnswer, fmt.Sprintf("answer is the placeholder %q", strings.TrimSpace(c.Answer)))
+	}
+	return "", ""
+}
+
+// toolCallRule: the calls the completion makes, in its answer's text
+// (Qwen3's <tool_call> blocks) or apart from it (completion.tool_calls),
+// are well formed and name tools the conversation declares, and the
+// thinking makes none (see tool_call.go). An answer with no tool_call tag
+// and no parsed calls costs one scan of each text.
+func (v *validateThinking) toolCallRule(rec *record.Record, atLength bool) (string, string) {
+	if v.off[ReasonBadToolCall] {
+		return "", ""
+	}
+	c := rec.Completion
+	if i := toolCallBlockIndex(c.Reasoning); i >= 0 {
+		return ReasonBadToolCall, fmt.Sprintf("the thinking makes a tool call at byte %d, %s: the server's tool-call parser reads only the answer, so it is never made",
+			i, quoteClipped(c.Reasoning[i:], 80))
+	}
+	var calls []textToolCall
+	if mentionsToolCall(c.Answer) {
+		var p *toolCallProblem
+		if _, calls, p = splitTextToolCalls(c.Answer, atLength); p != nil {
+			return ReasonBadToolCall, "answer: " + p.Error()
+		}
+	}
+	if len(calls) == 0 && len(c.ToolCalls) == 0 {
+		return "", ""
+	}
+	names, known := declaredToolNames(rec.Tools)
+	undeclared := func(name string) string {
+		switch {
+		case len(rec.Tools) == 0:
+			return "the conversation declares no tools"
+		case known && !slices.Contains(names, name):
+			return "names no tool the conversation declares (" + quoteNames(names, 8) + ")"
+		}
+		return ""
+	}
+	for i, call := range calls {
+		if what := undeclared(call.Name); what != "" {
+			return ReasonBadToolCall, "answer: " + (&toolCallProblem{Call: i + 1, Name: call.Name, What: what}).Error()
+		}
+	}
+	for i, call := range c.ToolCalls {
+		what := undeclared(call.Function.Name)
+		if call.Function.Name == "" {
+			what = "it has no name"
+		}
+		if what == "" {
+			what = checkCallArguments(call.Function.Arguments)
+		}
+		if what != "" {
+			return ReasonBadToolCall, fmt.Sprintf("completion.tool_calls[%d] (%s): %s", i, quoteClipped(call.Function.Name, 64), what)
+		}
 	}
 	return "", ""
 }
@@ -468,7 +547,7 @@ func (v *validateThinking) historyRules(rec *record.Record) (string, string) {
 				return r, d
 			}
 		}
-		if strings.TrimSpace(m.Content) == "" {
+		if strings.TrimSpace(m.Content) == "" && len(m.ToolCalls) == 0 {
 			if r, d := v.fail(ReasonEmptyAnswer, fmt.Sprintf("history turn %d (assistant) is empty", i+1)); r != "" {
 				return r, d
 			}
@@ -487,7 +566,7 @@ func (v *validateThinking) lengthRules(c *record.Completion, thinking bool) (str
 			}
 		}
 	}
-	if v.cfg.MinAnswerLength > 0 {
+	if v.cfg.MinAnswerLength > 0 && len(c.ToolCalls) == 0 {
 		if n, unit := v.length(c.Answer); n < v.cfg.MinAnswerLength {
 			return v.fail(ReasonAnswerTooShort, fmt.Sprintf("answer has %d %s, minimum %d", n, unit, v.cfg.MinAnswerLength))
 		}

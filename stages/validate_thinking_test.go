@@ -529,3 +529,160 @@ func BenchmarkValidateThinking(b *testing.B) {
 		})
 	}
 }
+
+// toolsWeatherSearch declares two tools, as OpenAI's tools parameter has them.
+const toolsWeatherSearch = `[{"type":"function","function":{"name":"get_weather","description":"Get the current weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["city"]}}},{"type":"function","function":{"name":"search_web","description":"Search the web","parameters":{"type":"object","properties":{"q":{"type":"string"},"filters":{"type":"object"}},"required":["q"]}}}]`
+
+// toolRecord is a Qwen3 thinking-mode completion of a conversation with
+// tools: on /generate (ids set) the calls are in the answer's text.
+func toolRecord(tools, reasoning, answer string) *record.Record {
+	rec := completionRecord(&record.Completion{
+		Reasoning: reasoning, Answer: answer, FinishReason: "stop", MatchedStop: 151645,
+		PromptTokens: 310, CompletionTokens: 90,
+		Request: map[string]any{"api": "generate", "enable_thinking": true},
+	})
+	rec.Messages = []record.Message{{Role: "user", Content: "What's the weather in Paris, and is there a café open near me?"}}
+	if tools != "" {
+		rec.Tools = json.RawMessage(tools)
+	}
+	return rec
+}
+
+const toolReasoning = "The user asks two things: the weather in Paris and a café nearby. I have get_weather and search_web, so I'll call both."
+
+func TestValidateThinkingToolCalls(t *testing.T) {
+	tok := testQwen3(t)
+	args := func(s string) json.RawMessage { return json.RawMessage(s) }
+	tests := []struct {
+		name      string
+		tools     string
+		reasoning string
+		answer    string
+		calls     []record.ToolCall // completion.tool_calls (chat API)
+		history   []record.Message  // replaces the prompt turns when set
+		cut       bool              // cut by the length limit where the row fills max_length
+		ids       bool              // output ids of the whole output, decoded by the tokenizer
+		reason    string
+		detail    string // substring of the detail
+	}{
+		{name: "one call", tools: toolsWeatherSearch, answer: qwenCallWeather, ids: true},
+		{name: "content and two calls", tools: toolsWeatherSearch, ids: true,
+			answer: "I'll look up both.\n" + qwenCallWeather + "\n" + qwenCallSearch},
+		{name: "no calls with tools", tools: toolsWeatherSearch, answer: "Paris is usually mild in spring; I can look it up if you like."},
+		{name: "flat tool schema", tools: `[{"name":"get_time","description":"The time now","parameters":{"type":"object","properties":{}}}]`, answer: qwenCallNoArgs},
+		{name: "tool schema without a name: names not checked", tools: `[{"type":"function","function":{"parameters":{}}}]`, answer: qwenCallWeather},
+		{name: "the tag mentioned in the thinking", tools: toolsWeatherSearch, answer: qwenCallWeather,
+			reasoning: "I'll wrap the call in <tool_call> tags, as the system prompt says."},
+		{name: "undeclared name", tools: toolsWeatherSearch, reason: ReasonBadToolCall,
+			answer: "<tool_call>\n{\"name\": \"get_wether\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+			detail: `answer: tool call 1 ("get_wether"): names no tool the conversation declares ("get_weather", "search_web")`},
+		{name: "second call undeclared", tools: toolsWeatherSearch, reason: ReasonBadToolCall,
+			answer: qwenCallWeather + "\n" + qwenCallNoArgs, detail: `tool call 2 ("get_time"): names no tool`},
+		{name: "no tools declared", reason: ReasonBadToolCall, answer: qwenCallWeather, ids: true,
+			detail: `tool call 1 ("get_weather"): the conversation declares no tools`},
+		{name: "invalid JSON", tools: toolsWeatherSearch, reason: ReasonBadToolCall, ids: true,
+			answer: "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}\n</tool_call>",
+			detail: "tool call 1: its body is not valid JSON: unexpected end of JSON input"},
+		{name: "invalid JSON without tools", reason: ReasonBadToolCall,
+			answer: "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": Paris}}\n</tool_call>", detail: "not valid JSON"},
+		{name: "arguments as a string", tools: toolsWeatherSearch, reason: ReasonBadToolCall,
+			answer: "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}\n</tool_call>",
+			detail: `tool call 1 ("get_weather"): its "arguments" is a string`},
+		{name: "unclosed", tools: toolsWeatherSearch, reason: ReasonBadToolCall, ids: true,
+			answer: "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", detail: "never closed"},
+		{name: "cut inside a call where the row fills max_length", tools: toolsWeatherSearch, cut: true,
+			answer: qwenCallWeather + "\n<tool_call>\n{\"name\": \"search_web\", \"arguments\": {\"q\": \"caf"},
+		{name: "cut inside a bad call", tools: toolsWeatherSearch, cut: true, reason: ReasonBadToolCall,
+			answer: "<tool_call>\n{\"name\": \"get_wether\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"na", detail: `"get_wether"`},
+		{name: "text after the call", tools: toolsWeatherSearch, reason: ReasonBadToolCall,
+			answer: qwenCallWeather + "\nI'll tell you as soon as I know.", detail: `tool call 1 ("get_weather"): text after it`},
+		{name: "call in the thinking", tools: toolsWeatherSearch, reason: ReasonBadToolCall, ids: true,
+			reasoning: "I need the weather first.\n" + qwenCallWeather + "\nThen I'll answer.",
+			answer:    "It is 18 °C and sunny in Paris.", detail: "the thinking makes a tool call at byte 26"},
+		{name: "a terminal escape in the name is escaped", tools: toolsWeatherSearch, reason: ReasonBadToolCall,
+			answer: "<tool_call>\n{\"name\": \"get_weather\\u001b[2J" + strings.Repeat("x", 500) + "\", \"arguments\": {}}\n</tool_call>",
+			detail: `"get_weather\x1b[2J`},
+		// The chat API with a tool-call parser: the calls apart from the text.
+		{name: "parsed call", tools: toolsWeatherSearch, answer: "",
+			calls: []record.ToolCall{{ID: "call_0", Type: "function", Function: record.FunctionCall{Name: "get_weather", Arguments: args(`"{\"city\": \"Paris\"}"`)}}}},
+		{name: "parsed call with content", tools: toolsWeatherSearch, answer: "I'll look it up.",
+			calls: []record.ToolCall{{Function: record.FunctionCall{Name: "search_web", Arguments: args(`{"q": "café"}`)}}}},
+		{name: "parsed call undeclared", tools: toolsWeatherSearch, answer: "", reason: ReasonBadToolCall,
+			calls: []record.ToolCall{
+				{Function: record.FunctionCall{Name: "get_weather", Arguments: args(`"{}"`)}},
+				{Function: record.FunctionCall{Name: "book_table", Arguments: args(`"{}"`)}}},
+			detail: `completion.tool_calls[1] ("book_table"): names no tool`},
+		{name: "parsed call without tools", answer: "", reason: ReasonBadToolCall,
+			calls:  []record.ToolCall{{Function: record.FunctionCall{Name: "get_weather", Arguments: args(`"{}"`)}}},
+			detail: "the conversation declares no tools"},
+		{name: "parsed call with arguments encoded twice", tools: toolsWeatherSearch, answer: "", reason: ReasonBadToolCall,
+			calls:  []record.ToolCall{{Function: record.FunctionCall{Name: "get_weather", Arguments: args(`"\"{\\\"city\\\": \\\"Paris\\\"}\""`)}}},
+			detail: `completion.tool_calls[0] ("get_weather"): its arguments are a string that does not hold a JSON object`},
+		// An earlier assistant turn that only calls a tool is not empty.
+		{name: "history turn with a call and its result", tools: toolsWeatherSearch, answer: "It is 18 °C and sunny in Paris.",
+			history: []record.Message{
+				{Role: "user", Content: "What's the weather in Paris?"},
+				{Role: "assistant", ToolCalls: []record.ToolCall{{ID: "call_0", Type: "function", Function: record.FunctionCall{Name: "get_weather", Arguments: args(`{"city": "Paris"}`)}}}},
+				{Role: "tool", ToolCallID: "call_0", Name: "get_weather", Content: `{"temp_c": 18, "sky": "sunny"}`},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reasoning := tt.reasoning
+			if reasoning == "" {
+				reasoning = toolReasoning
+			}
+			rec := toolRecord(tt.tools, reasoning, tt.answer)
+			c := rec.Completion
+			c.ToolCalls = tt.calls
+			if tt.history != nil {
+				rec.Messages = tt.history
+			}
+			cfg := testValidateConfig(t)
+			cfg.MinAnswerLength = 2
+			if tt.cut {
+				cfg.MaxLength = 400
+				c.FinishReason = "length"
+			}
+			if tt.ids {
+				c.OutputIDs = append(tok.Encode("<think>\n"+reasoning+"\n</think>\n\n"+tt.answer), 151645)
+			}
+			v := newValidateThinking(cfg)
+			v.useTokenizer(tok)
+			reason, detail := v.check(rec)
+			if reason != tt.reason || !strings.Contains(detail, tt.detail) {
+				t.Fatalf("got %q %q, want %q with %q", reason, detail, tt.reason, tt.detail)
+			}
+			if reason == "" {
+				return
+			}
+			checkDetail(t, detail)
+			cfg.Disable = []string{ReasonBadToolCall}
+			if r, d := newValidateThinking(cfg).check(rec); r != "" {
+				t.Errorf("bad_tool_call disabled, yet rejected: %s %s", r, d)
+			}
+		})
+	}
+}
+
+// A bad call goes to "rejected" through Process, and the code is one the
+// disable list takes.
+func TestValidateThinkingToolCallProcess(t *testing.T) {
+	cfg := decodeTestConfig(t, "validate-thinking", `disable = ["repetition"]`).(*ValidateThinkingConfig)
+	v := newValidateThinking(cfg)
+	e := newThinkTestEmitter()
+	good := toolRecord(toolsWeatherSearch, toolReasoning, qwenCallWeather)
+	bad := toolRecord(toolsWeatherSearch, toolReasoning, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}\n</tool_call>")
+	for _, rec := range []*record.Record{good, bad} {
+		if err := v.Process(context.Background(), rec, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(e.emitted["accepted"]) != 1 || e.emitted["accepted"][0] != good {
+		t.Errorf("accepted %v", e.emitted["accepted"])
+	}
+	if len(e.rejected) != 1 || e.rejected[0].Reject.Reason != ReasonBadToolCall {
+		t.Fatalf("rejected %v", e.rejected)
+	}
+	decodeTestConfig(t, "validate-thinking", `disable = ["bad_tool_call"]`)
+}
