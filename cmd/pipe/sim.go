@@ -17,6 +17,7 @@ import (
 type simFlags struct {
 	ports, listen, tokenizer string
 	lengths                  string // a length preset; "" keeps the flags as given
+	toolCalls                float64
 	count                    int
 	faults                   faultFlags
 	cfg                      sim.Config
@@ -89,9 +90,19 @@ answer_max= and length_sigma=. Without --tokenizer, a prompt counts one token pe
 bytes and output ids are stable Qwen3-range ids; with --tokenizer DIR (a
 directory with tokenizer.json) both come from the real tokenizer.
 
+Tools: an answer to a prompt with tools (the chat API's "tools", or Qwen3's
+<tools> block in a /generate prompt; from input_ids only with --tokenizer)
+calls one of them with probability --tool-calls (default 0.5; 0: never):
+after the thinking, Qwen3's <tool_call>\n{"name": NAME, "arguments": {...}}
+\n</tool_call> before <|im_end|>. With --tool-call-parser qwen25, as SGLang's,
+a chat answer's calls come parsed in message.tool_calls (ids "call_" + 24
+hex) with finish_reason "tool_calls"; a malformed call is dropped there.
+In a sim: URL: tool_calls= and tool_call_parser=.
+
 Faults (--fault, repeatable): KIND[:RATE][@AT[+FOR]][#SERVER,...], where KIND is
 one of 500, 503, 400, hang, reset, empty-answer, empty-thinking, no-think-end,
-leaked-think, die. RATE is a probability per request (default 1 inside a
+leaked-think, bad-tool-call (a prompt with tools gets a malformed call: not
+JSON, or an undeclared name), die. RATE is a probability per request (default 1 inside a
 window); AT and FOR are simulated times since start; SERVER indexes restrict it
 (default all servers). Examples: --fault 500:0.01  --fault hang@10m+30s
 --fault die@1h+5m#2 (server 2 down from 1h to 1h05m). Draws are reproducible
@@ -121,6 +132,8 @@ with --seed.`,
 			fs.Float64Var(&c.LengthSigma, "length-sigma", sim.DefaultLengthSigma, "log-normal shape of both lengths")
 			fs.StringVar(&sf.lengths, "lengths", "", "length `PRESET`: "+strings.Join(sim.LengthPresets(), " or ")+"; the length flags given override it (default: the length flags' defaults)")
 			fs.Float64Var(&c.SpecAcceptMean, "spec-accept", 0, "mean accepted tokens per speculative verify step (default 0: no speculative decoding)")
+			fs.Float64Var(&sf.toolCalls, "tool-calls", sim.DefaultToolCalls, "share of answers to prompts with tools that call one, 0..1")
+			fs.StringVar(&c.ToolCallParser, "tool-call-parser", "", "parse chat answers' tool calls into message.tool_calls like SGLang's --tool-call-parser: qwen25 (default: none)")
 			fs.Uint64Var(&c.Seed, "seed", 0, "seed for outputs and fault draws (default 0)")
 			fs.Var(&sf.faults, "fault", "inject a `FAULT` (repeatable; see above)")
 			fs.StringVar(&c.APIKey, "api-key", "", "require \"Authorization: Bearer `KEY`\" like SGLang's --api-key (default: none)")
@@ -132,6 +145,13 @@ with --seed.`,
 			}
 			cfg := sf.cfg
 			cfg.Faults = sf.faults
+			if sf.toolCalls < 0 || sf.toolCalls > 1 {
+				return usageErrorf("--tool-calls: want a share in 0..1, got %g", sf.toolCalls)
+			}
+			cfg.ToolCalls = sf.toolCalls
+			if cfg.ToolCalls == 0 {
+				cfg.ToolCalls = -1 // never; the config's 0 is the default
+			}
 			if sf.lengths != "" {
 				if err := simUseLengths(&cfg, fs, sf.lengths); err != nil {
 					return usageErrorf("--lengths: %v", err)

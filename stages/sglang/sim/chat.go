@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -27,6 +28,10 @@ type chatRequest struct {
 	// (protocol.py, SGLang 2026-07); both are refused on a stream.
 	ReturnTokenIDs       bool `json:"return_token_ids"`
 	ReturnPromptTokenIDs bool `json:"return_prompt_token_ids"`
+	// tools (OpenAI's list) and tool_choice ("none" turns the tool-call
+	// parser off, as in serving_chat.py).
+	Tools      json.RawMessage `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
 }
 
 type chatMessage struct {
@@ -80,6 +85,16 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.outputIDs = req.ReturnTokenIDs
+	hasTools := len(req.Tools) > 0 && string(req.Tools) != "null"
+	if hasTools {
+		if req.Tools[0] != '[' {
+			writeError(w, apiOpenAI, http.StatusBadRequest, "tools must be a list of tools")
+			return
+		}
+		j.tools = parseToolList(req.Tools)
+		hasTools = string(bytes.TrimSpace(req.Tools)) != "[]"
+		j.toolParser = hasTools && l.cfg.ToolCallParser != "" && string(req.ToolChoice) != `"none"`
+	}
 	texts := make([]string, len(msgs))
 	for i, m := range msgs {
 		text, ok := messageText(m.Content)
@@ -89,6 +104,20 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		texts[i] = text
 		j.promptTokens += chatTokensPerMessage + l.countTokens(text)
+	}
+	if hasTools {
+		// Qwen3's template puts the tools block in the system turn,
+		// after the system message's own text.
+		sys := chatMessage{Role: "system"}
+		block := qwen3ToolsSystem(firstText(msgs, texts), len(msgs) > 0 && msgs[0].Role == "system", req.Tools)
+		if msgs[0].Role == "system" {
+			j.promptTokens -= chatTokensPerMessage + l.countTokens(texts[0])
+			texts[0] = block
+		} else {
+			msgs = append([]chatMessage{sys}, msgs...)
+			texts = append([]string{block}, texts...)
+		}
+		j.promptTokens += chatTokensPerMessage + l.countTokens(block)
 	}
 	j.promptTokens += chatTokensGenPrompt
 	if !j.thinking {
@@ -100,6 +129,9 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 		j.promptTokens = len(j.promptIDs)
 	}
 	j.hash = fnv64(3, req.Messages)
+	if hasTools {
+		j.hash = mix(j.hash, fnv64(5, req.Tools))
+	}
 	if !j.thinking {
 		j.hash = mix(j.hash, 4)
 	}
@@ -115,6 +147,14 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(req.RID, &j.rid)
 	}
 	l.run(w, r, &j)
+}
+
+// firstText is the first message's text, "" without messages.
+func firstText(msgs []chatMessage, texts []string) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	return texts[0]
 }
 
 // messageText returns a message's text: a string, null, or a list of

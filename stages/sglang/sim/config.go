@@ -100,6 +100,16 @@ type Config struct {
 	// (per request it varies by ±25%). Default 0: no speculative decoding.
 	SpecAcceptMean float64
 
+	// ToolCalls is the share of answers to prompts with tools that call
+	// one of them (see tools.go), 0..1. Default 0 means 0.5; a negative
+	// value means none.
+	ToolCalls float64
+	// ToolCallParser parses the calls out of chat answers to requests
+	// with tools into message.tool_calls, as SGLang's --tool-call-parser
+	// does: "qwen25" (Qwen3's <tool_call> format; "qwen" is its alias).
+	// Default "": none, the calls stay in content.
+	ToolCallParser string
+
 	// Faults are injected failures; see Fault. Default none.
 	Faults []Fault
 	// Seed makes outputs and fault draws reproducible; outputs also depend
@@ -146,6 +156,7 @@ const (
 	DefaultAnswerTokensMean    = 400
 	DefaultAnswerTokensMax     = 4000
 	DefaultLengthSigma         = 0.6
+	DefaultToolCalls           = 0.5
 )
 
 // withDefaults returns c with zero fields replaced by their defaults, or an
@@ -210,6 +221,8 @@ func (c Config) withDefaults() (Config, error) {
 	check(c.AnswerTokensMean >= 1 && c.AnswerTokensMean <= c.AnswerTokensMax, "answer tokens mean must be 1..max (%d), got %d", c.AnswerTokensMax, c.AnswerTokensMean)
 	check(c.ThinkTokensMax <= maxSpanLimit && c.AnswerTokensMax <= maxSpanLimit, "think and answer token maxima must be at most %d", maxSpanLimit)
 	check(c.LengthSigma > 0 && c.LengthSigma <= 3, "length sigma must be in (0, 3], got %g", c.LengthSigma)
+	check(c.ToolCalls <= 1, "tool calls share must be at most 1, got %g", c.ToolCalls)
+	check(c.ToolCallParser == "" || c.ToolCallParser == "qwen25" || c.ToolCallParser == "qwen", "tool call parser must be qwen25 (or qwen), got %q", c.ToolCallParser)
 	check(c.SpecAcceptMean == 0 || (c.SpecAcceptMean >= 1 && c.SpecAcceptMean <= 16), "spec accept mean must be 0 (off) or 1..16, got %g", c.SpecAcceptMean)
 	n := c.Count
 	if len(c.Addrs) > 0 {
@@ -227,6 +240,17 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("sim: %w", errors.Join(errs...))
 	}
 	return c, nil
+}
+
+// toolCallShare is ToolCalls with its default.
+func (c *Config) toolCallShare() float64 {
+	switch {
+	case c.ToolCalls == 0:
+		return DefaultToolCalls
+	case c.ToolCalls < 0:
+		return 0
+	}
+	return c.ToolCalls
 }
 
 // wall converts a simulated duration into wall time.

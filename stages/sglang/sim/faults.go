@@ -35,6 +35,11 @@ const (
 	FaultNoThinkEnd FaultKind = "no-think-end"
 	// FaultLeakedThink puts a stray "</think>" in the middle of the answer.
 	FaultLeakedThink FaultKind = "leaked-think"
+	// FaultBadToolCall makes the answer to a prompt with tools call one
+	// malformed: its JSON not closed, or an undeclared tool's name (one
+	// or the other by the prompt; tools.go). Prompts without tools are
+	// unaffected.
+	FaultBadToolCall FaultKind = "bad-tool-call"
 	// FaultDie kills the server at At (refusing connections, dropping all in
 	// flight) and revives it at At+For (then warming up again). Rate is not
 	// used; For must be positive.
@@ -42,7 +47,7 @@ const (
 )
 
 var faultKinds = []FaultKind{FaultServerError, FaultQueueFull, FaultBadRequest, FaultHang, FaultReset,
-	FaultEmptyAnswer, FaultEmptyThinking, FaultNoThinkEnd, FaultLeakedThink, FaultDie}
+	FaultEmptyAnswer, FaultEmptyThinking, FaultNoThinkEnd, FaultLeakedThink, FaultBadToolCall, FaultDie}
 
 // Fault is one injected failure. Draws are reproducible: the k-th request
 // that reaches server i draws from (Config.Seed, i, k), so the same seed and

@@ -182,12 +182,15 @@ type job struct {
 	keepEOS      bool // skip_special_tokens=false
 	rid          string
 	stream       bool
-	includeUsage bool   // chat stream_options.include_usage
-	model        string // chat: echoed
-	separate     bool   // chat: split reasoning_content
-	metaInfo     bool   // chat: return_meta_info, meta_info per choice
-	outputIDs    bool   // chat: return_token_ids, token_ids per choice
-	promptIDs    []int  // chat: prompt_token_ids per choice; nil when not asked
+	includeUsage bool       // chat stream_options.include_usage
+	model        string     // chat: echoed
+	separate     bool       // chat: split reasoning_content
+	metaInfo     bool       // chat: return_meta_info, meta_info per choice
+	outputIDs    bool       // chat: return_token_ids, token_ids per choice
+	promptIDs    []int      // chat: prompt_token_ids per choice; nil when not asked
+	tools        []toolSpec // the prompt's declared tools
+	toolParser   bool       // chat: parse the answer's calls into tool_calls
+	seed         uint64     // Config.Seed, for the calls' ids
 }
 
 type samplingParams struct {
@@ -232,6 +235,7 @@ func (l *life) generate(w http.ResponseWriter, r *http.Request) {
 		j.hash = fnv64(1, []byte(text))
 		j.thinking = !strings.HasSuffix(text, noThinkSuffix)
 		j.forced = textOpensThink(text)
+		j.tools = toolsInText(text)
 	case len(req.InputIDs) > 0 && req.InputIDs[0] == '[' && !bytes.HasPrefix(bytes.TrimLeft(req.InputIDs[1:], " \t\r\n"), []byte("[")):
 		var ids []int
 		if err := json.Unmarshal(req.InputIDs, &ids); err != nil {
@@ -242,6 +246,9 @@ func (l *life) generate(w http.ResponseWriter, r *http.Request) {
 		j.hash = fnv64(2, req.InputIDs)
 		j.thinking = len(ids) < 4 || !equalInts(ids[len(ids)-4:], noThinkIDs)
 		j.forced = idsOpenThink(ids)
+		if tok := l.cfg.Tokenizer; tok != nil {
+			j.tools = toolsInText(tok.Decode(ids))
+		}
 	case len(req.Text) > 0 && req.Text[0] == '[', len(req.InputIDs) > 0:
 		writeError(w, apiNative, http.StatusBadRequest, "batch requests (a list of prompts) are not supported by pipe sim; send one prompt per request")
 		return
@@ -373,7 +380,8 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	if err != nil {
 		return
 	}
-	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, j.forced, faults, j.keepEOS)
+	j.seed = l.cfg.Seed
+	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, j.forced, faults, j.keepEOS, j.tools)
 	n := min(out.total, j.maxNew)
 	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset), adm: &l.adm, ticket: t}
 	if j.stream {
@@ -556,6 +564,14 @@ func (res *result) chatSplit(done int) (reasoning, content string) {
 func (res *result) appendChat(b []byte, model string) []byte {
 	reasoning, content := res.chatSplit(res.n)
 	reason, matched := res.finishReason()
+	var calls []parsedCall
+	parsed := res.job.toolParser && strings.Contains(content, "<tool_call>\n")
+	if parsed {
+		content, calls = parseQwen25(content, res.job.tools)
+		if reason == "stop" {
+			reason, matched = "tool_calls", "null"
+		}
+	}
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, res.job.rid)
 	b = append(b, `,"object":"chat.completion","created":`...)
@@ -566,7 +582,29 @@ func (res *result) appendChat(b []byte, model string) []byte {
 	b = appendNullable(b, content)
 	b = append(b, `,"reasoning_content":`...)
 	b = appendNullable(b, reasoning)
-	b = append(b, `,"tool_calls":null},"logprobs":null,"finish_reason":"`...)
+	b = append(b, `,"tool_calls":`...)
+	if parsed {
+		h := mix(res.job.hash, res.job.seed)
+		b = append(b, '[')
+		for i, c := range calls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":"`...)
+			b = append(b, toolCallID(h, i)...)
+			b = append(b, `","index":`...)
+			b = strconv.AppendInt(b, int64(i), 10)
+			b = append(b, `,"type":"function","function":{"name":`...)
+			b = appendJSONString(b, c.name)
+			b = append(b, `,"arguments":`...)
+			b = appendJSONString(b, c.arguments)
+			b = append(b, `}}`...)
+		}
+		b = append(b, ']')
+	} else {
+		b = append(b, `null`...)
+	}
+	b = append(b, `},"logprobs":null,"finish_reason":"`...)
 	b = append(b, reason...)
 	b = append(b, `","matched_stop":`...)
 	b = append(b, matched...)

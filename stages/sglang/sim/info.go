@@ -94,6 +94,10 @@ func (l *life) serverInfo(w http.ResponseWriter) {
 	if c.SpecAcceptMean > 0 {
 		spec, specDraft = "EAGLE3", SpecDraftTokens
 	}
+	toolParser := any(c.ToolCallParser)
+	if c.ToolCallParser == "" {
+		toolParser = nil
+	}
 	reasoning := any(c.ReasoningParser)
 	if c.ReasoningParser == "none" {
 		reasoning = nil
@@ -136,6 +140,7 @@ func (l *life) serverInfo(w http.ResponseWriter) {
 		"max_queued_requests":          maxQueued,
 		"max_total_num_tokens":         l.kvCapacity(),
 		"reasoning_parser":             reasoning,
+		"tool_call_parser":             toolParser,
 		"speculative_algorithm":        spec,
 		"speculative_num_draft_tokens": specDraft,
 		"tp_size":                      1,

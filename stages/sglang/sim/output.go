@@ -60,13 +60,23 @@ func lognormal(mean float64, sigma float64, u1, u2 float64) float64 {
 // plan builds the completion for a request whose content hashes to h.
 // thinking says whether the model thinks first (Qwen3 with enable_thinking);
 // forced that the prompt opened the think block, so the output does not.
-func (t *texts) plan(cfg *Config, h uint64, thinking, forced bool, faults faultSet, keepEOS bool) output {
+// tools are the prompt's declared tools: the answer may call one
+// (tools.go).
+func (t *texts) plan(cfg *Config, h uint64, thinking, forced bool, faults faultSet, keepEOS bool, tools []toolSpec) output {
 	var o output
 	sp := t.sp
 	h = mix(h, cfg.Seed)
 	thinkLen, answerLen := drawLengths(cfg, h)
 	ti, tj := t.think.span(unitFloat(mix(h, 5)), thinkLen)
 	ai, aj := t.answer.span(unitFloat(mix(h, 6)), answerLen)
+	call := drawToolCall(cfg, h, tools, faults)
+	if call != nil {
+		// A short answer before the call, or none.
+		aj = ai + min(aj-ai, 48)
+		if unitFloat(mix(h, 24)) < 0.5 {
+			aj = ai
+		}
+	}
 	if faults.has(FaultEmptyThinking) {
 		tj = ti
 	}
@@ -95,6 +105,13 @@ func (t *texts) plan(cfg *Config, h uint64, thinking, forced bool, faults faultS
 			o.push(t.answer, mid, aj)
 		} else {
 			o.push(t.answer, ai, aj)
+		}
+		if call != nil {
+			if aj > ai {
+				o.pushSpecial(sp, sp.newlines2)
+			}
+			tc := toolCallCorpus(call)
+			o.push(tc, 0, tc.len())
 		}
 	}
 	if keepEOS {

@@ -70,9 +70,30 @@ package sim
 // The text is prose cut from precomputed corpora, so a response costs a few
 // copies of ready-made bytes.
 //
+// # Tools
+//
+// A prompt with tools (chat: the "tools" member; /generate: Qwen3's
+// "<tools>\n…\n</tools>" block in the rendered prompt, read from input_ids
+// only with Config.Tokenizer) gets, with probability Config.ToolCalls
+// (default 0.5; sim URL tool_calls=), an answer that ends in Qwen3's
+// "<tool_call>\n{\"name\": NAME, \"arguments\": {…}}\n</tool_call>" before
+// EOS, NAME one of the declared tools, drawn from the prompt's content and
+// the seed. The fault bad-tool-call makes that call malformed (not JSON, or
+// an undeclared name). With Config.ToolCallParser "qwen25" (SGLang's
+// --tool-call-parser; URL tool_call_parser=qwen25) a chat answer's calls
+// are parsed into message.tool_calls ("call_" + 24 hex ids) and
+// finish_reason "stop" becomes "tool_calls", as SGLang 2026 does; a
+// malformed call is dropped from the list and the content keeps only the
+// text before the first call (tools.go). The chat prompt counts and
+// prompt_token_ids include the system turn's tools block as Qwen3's
+// template renders it; messages' tool_calls and tool results count as
+// their content only.
+//
 // # Not simulated
 //
 // stop strings and stop_token_ids, ignore_eos, min_new_tokens, n > 1,
-// logprobs, tools, batch requests (a list in text or input_ids is refused
+// logprobs, tool_choice other than "none" (required or a named function
+// are answered as "auto"), tool calls in a streamed chat answer (they stay
+// in the content deltas), batch requests (a list in text or input_ids is refused
 // with 400), prefix caching (cached_tokens is 0), and any effect of temperature
 // or other sampling parameters on the output.

@@ -17,6 +17,11 @@ import (
 // them). The output lengths take a preset, lengths=default or
 // lengths=reasoning (see lengths.go), and think_mean, think_max,
 // answer_mean, answer_max and length_sigma, which override the preset.
+// tool_calls=SHARE is the share of answers to prompts with tools that call
+// one (default 0.5; 0: none), tool_call_parser=qwen25 parses them into
+// the chat API's message.tool_calls as SGLang's --tool-call-parser does
+// (default: none; see tools.go), and the fault bad-tool-call makes such a
+// call malformed.
 
 // ParseURL reads "sim:N?k=v&…": ok is false for any other string; err
 // names what is wrong (N out of 1..64, a bad option or value), without
@@ -110,6 +115,19 @@ func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, e
 			cfg.SpecAcceptMean, err = strconv.ParseFloat(v, 64)
 		case "model":
 			cfg.Model = v
+		case "tool_calls":
+			cfg.ToolCalls, err = strconv.ParseFloat(v, 64)
+			if err == nil && (cfg.ToolCalls < 0 || cfg.ToolCalls > 1) {
+				err = errors.New("want a share in 0..1")
+			}
+			if cfg.ToolCalls == 0 {
+				cfg.ToolCalls = -1 // none; Config's 0 is the default
+			}
+		case "tool_call_parser":
+			cfg.ToolCallParser = v
+			if v != "qwen25" && v != "qwen" {
+				err = errors.New("want qwen25 (Qwen3's <tool_call> format)")
+			}
 		case "forced_thinking":
 			cfg.ForcedThinking, err = strconv.ParseBool(v)
 		case "seed":
@@ -167,7 +185,7 @@ func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, e
 // them.
 var queryKeys = []string{"speed", "max_running", "kv_tokens", "context_length",
 	"lengths", "think_mean", "think_max", "answer_mean", "answer_max", "length_sigma",
-	"spec_accept", "model", "forced_thinking", "seed", "faults", "api_key_env"}
+	"spec_accept", "model", "forced_thinking", "tool_calls", "tool_call_parser", "seed", "faults", "api_key_env"}
 
 // splitFaults splits the faults option at commas, keeping a fault's list
 // of servers whole: "503:0.1,die@1h+5m#0,1" is two faults, the second on

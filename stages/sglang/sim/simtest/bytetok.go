@@ -13,7 +13,8 @@ type ByteTokenizer struct{}
 var Specials = []struct {
 	Text string
 	ID   int
-}{{"<|endoftext|>", 151643}, {"<|im_start|>", 151644}, {"<|im_end|>", 151645}, {"<think>", 151667}, {"</think>", 151668}}
+}{{"<|endoftext|>", 151643}, {"<|im_start|>", 151644}, {"<|im_end|>", 151645}, {"<think>", 151667}, {"</think>", 151668},
+	{"<tool_call>", 151657}, {"</tool_call>", 151658}}
 
 func (ByteTokenizer) Encode(text string) []int {
 	var ids []int
