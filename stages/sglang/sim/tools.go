@@ -317,7 +317,7 @@ func pyDumps(raw []byte) string {
 	var stack []frame
 	for {
 		tok, err := dec.Token()
-		if err == io.EOF {
+		if err == io.EOF && len(stack) == 0 {
 			return b.String()
 		}
 		if err != nil {
