@@ -157,33 +157,49 @@ func parseToolCallBody(body string) (name string, args json.RawMessage, what str
 	case b[0] != '{':
 		return "", nil, "its body is not a JSON object: " + quoteClipped(b, 80)
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(b), &obj); err != nil {
+	// The members read in place (the last of a repeated name wins, as
+	// in Python's json.loads); encoding/json words what is wrong.
+	var rawName, params []byte
+	err := eachIn([]byte(b), '{', func(key string, v []byte) bool {
+		switch key {
+		case "name":
+			rawName = v
+		case "arguments":
+			args = v
+		case "parameters":
+			params = v
+		}
+		return true
+	})
+	if err != nil {
+		var v any
 		var se *json.SyntaxError
-		if errors.As(err, &se) {
+		if err := json.Unmarshal([]byte(b), &v); errors.As(err, &se) {
 			return "", nil, fmt.Sprintf("its body is not valid JSON: %v at byte %d of %s", se, se.Offset, quoteClipped(b, 80))
 		}
-		return "", nil, fmt.Sprintf("its body is not a JSON object: %v", err)
+		return "", nil, "its body is not valid JSON: " + quoteClipped(b, 80)
 	}
-	raw, ok := obj["name"]
-	if !ok {
+	switch kind(rawName) {
+	case 0:
 		return "", nil, `it has no "name": ` + quoteClipped(b, 80)
-	}
-	if err := json.Unmarshal(raw, &name); err != nil {
-		return "", nil, `its "name" is not a string: ` + quoteClipped(string(raw), 60)
+	case '"':
+		name = string(stringText(rawName))
+	default:
+		return "", nil, `its "name" is not a string: ` + quoteClipped(string(rawName), 60)
 	}
 	if name == "" {
 		return "", nil, `its "name" is empty`
 	}
-	args, ok = obj["arguments"]
-	switch {
-	case !ok && obj["parameters"] != nil:
-		return name, nil, `it has "parameters", not "arguments" (Qwen3's format is {"name": …, "arguments": {…}})`
-	case !ok:
+	switch kind(args) {
+	case '{':
+	case 0:
+		if params != nil {
+			return name, nil, `it has "parameters", not "arguments" (Qwen3's format is {"name": …, "arguments": {…}})`
+		}
 		return name, nil, `it has no "arguments" (Qwen3 writes {} for a call without any)`
-	case args[0] == '"':
+	case '"':
 		return name, nil, `its "arguments" is a string, not an object (Qwen3 writes the object itself; SGLang would pass the string on encoded twice): ` + quoteClipped(string(args), 60)
-	case args[0] != '{':
+	default:
 		return name, nil, `its "arguments" is not an object: ` + quoteClipped(string(args), 60)
 	}
 	return name, args, ""
@@ -237,22 +253,39 @@ func declaredToolNames(tools json.RawMessage) (names []string, ok bool) {
 	if len(tools) == 0 {
 		return nil, true
 	}
-	var schemas []map[string]json.RawMessage
-	if err := json.Unmarshal(tools, &schemas); err != nil {
-		return nil, false
-	}
-	for _, s := range schemas {
-		if fn, has := s["function"]; has {
-			var f map[string]json.RawMessage
-			if json.Unmarshal(fn, &f) == nil {
-				s = f
+	ok = true
+	err := eachIn(tools, '[', func(_ string, schema []byte) bool {
+		var name, fn []byte
+		if eachIn(schema, '{', func(key string, v []byte) bool {
+			switch key {
+			case "name":
+				name = v
+			case "function":
+				fn = v
 			}
+			return true
+		}) != nil {
+			ok = false
+			return false
 		}
-		var name string
-		if json.Unmarshal(s["name"], &name) != nil || name == "" {
-			return nil, false
+		if kind(fn) == '{' {
+			name = nil
+			eachIn(fn, '{', func(key string, v []byte) bool {
+				if key == "name" {
+					name = v
+				}
+				return true
+			})
 		}
-		names = append(names, name)
+		if kind(name) != '"' || len(name) == 2 {
+			ok = false
+			return false
+		}
+		names = append(names, string(stringText(name)))
+		return true
+	})
+	if err != nil || !ok {
+		return nil, false
 	}
 	return names, true
 }

@@ -209,6 +209,27 @@ type validateThinking struct {
 	endID        int
 	// forced: the tokenizer's own template forces thinking.
 	forced bool
+	// lastTools is the tool names of the last conversation whose calls
+	// were checked: a dataset's conversations mostly share their tools.
+	lastTools atomic.Pointer[toolNames]
+}
+
+// toolNames is the names a conversation's tools declare (declaredToolNames).
+type toolNames struct {
+	tools string
+	names []string
+	known bool
+}
+
+// declaredNames is declaredToolNames(tools), read once for a run of
+// conversations with the same tools.
+func (v *validateThinking) declaredNames(tools []byte) ([]string, bool) {
+	if last := v.lastTools.Load(); last != nil && last.tools == string(tools) {
+		return last.names, last.known
+	}
+	names, known := declaredToolNames(tools)
+	v.lastTools.Store(&toolNames{tools: string(tools), names: names, known: known})
+	return names, known
 }
 
 func newValidateThinking(cfg *ValidateThinkingConfig) *validateThinking {
@@ -504,7 +525,7 @@ func (v *validateThinking) toolCallRule(rec *record.Record, atLength bool) (stri
 	if len(calls) == 0 && len(c.ToolCalls) == 0 {
 		return "", ""
 	}
-	names, known := declaredToolNames(rec.Tools)
+	names, known := v.declaredNames(rec.Tools)
 	undeclared := func(name string) string {
 		switch {
 		case len(rec.Tools) == 0:

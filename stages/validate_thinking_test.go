@@ -528,6 +528,19 @@ func BenchmarkValidateThinking(b *testing.B) {
 			}
 		})
 	}
+	// The bad_tool_call rule alone, on a long completion that calls no
+	// tool: what it adds to every record without tool calls.
+	b.Run("long/tool-call-rule", func(b *testing.B) {
+		v := newValidateThinking(testValidateConfig(b))
+		rec := completionRecord(long)
+		b.SetBytes(int64(len(long.Reasoning) + len(long.Answer)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if r, d := v.toolCallRule(rec, false); r != "" {
+				b.Fatal(r, d)
+			}
+		}
+	})
 }
 
 // toolsWeatherSearch declares two tools, as OpenAI's tools parameter has them.
@@ -685,4 +698,14 @@ func TestValidateThinkingToolCallProcess(t *testing.T) {
 		t.Fatalf("rejected %v", e.rejected)
 	}
 	decodeTestConfig(t, "validate-thinking", `disable = ["bad_tool_call"]`)
+
+	// Conversations with other tools, one after another: each call is
+	// checked against its own conversation's tools.
+	other := toolRecord(`[{"type":"function","function":{"name":"get_time","parameters":{}}}]`, toolReasoning, qwenCallWeather)
+	for i, rec := range []*record.Record{good, other, good, other} {
+		want := []string{"", ReasonBadToolCall}[i%2]
+		if r, d := v.check(rec); r != want {
+			t.Errorf("record %d: %q %s, want %q", i, r, d, want)
+		}
+	}
 }
