@@ -86,6 +86,16 @@ found. A forced output starts inside the reasoning: it is split so (one cut
 short is all reasoning), and completion.request.thinking_forced tells
 validate-thinking and the report.
 
+Tool conversations go to the model whole: the conversation's tools and
+its earlier calls and results (the chat API's tools and tool_calls; on
+/generate, the model's template rendered with them, as
+apply_chat_template(messages, tools=...) does). turns = "last" answers the
+last user or tool message. The model's own calls: on /generate they stay
+in the answer as the model wrote them (Qwen3's <tool_call> blocks); on the
+chat API, with a server started with --tool-call-parser, the server's
+parsed calls are completion.tool_calls (its ids kept) and the answer is
+the text outside them.
+
 servers = ["sim:N"] starts N simulated servers for the run (options as a
 query: "sim:4?speed=60&faults=503:0.05,reset:0.01"; see pipe sim).
 
@@ -845,9 +855,10 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, rec *
 	if g.cfg.API == string(sglang.APIGenerate) {
 		req.InputIDs = ids
 	} else {
+		req.Tools = rec.Tools
 		req.Messages = make([]sglang.Message, len(history))
 		for i, m := range history {
-			req.Messages[i] = sglang.Message{Role: m.Role, Content: m.Content}
+			req.Messages[i] = sglang.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
 		}
 	}
 	res, err := sess.Generate(ctx, req)
@@ -861,6 +872,7 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, rec *
 	return &record.Completion{
 		Reasoning:        res.Reasoning,
 		Answer:           res.Answer,
+		ToolCalls:        res.ToolCalls, // the chat API's parsed calls (on /generate they stay in Answer)
 		FinishReason:     res.FinishReason,
 		MatchedStop:      res.MatchedStop,
 		PromptTokens:     res.PromptTokens,

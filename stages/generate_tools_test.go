@@ -93,3 +93,47 @@ func normalJSON(t *testing.T, raw json.RawMessage) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// On the chat API the tools and the earlier call and result are sent to
+// the server, and with its tool-call parser the model's call comes back
+// parsed: completion.tool_calls, with the server's id, and the row renders
+// it in the model's own format, trained as the reply.
+func TestGenerateToolConversationChat(t *testing.T) {
+	dir := testenv.Qwen3Dir(t)
+	tok := testQwen3(t)
+	const line = `{"id": "w", "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}], ` +
+		`"messages": [{"role": "user", "content": "Weather in Paris and in Rome?"}, ` +
+		`{"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}, ` +
+		`{"role": "tool", "tool_call_id": "call_1", "content": "18 C, clear"}]}`
+	src := genPipeline(`servers = ["sim:1?speed=200&think_mean=60&answer_mean=20&tool_calls=1&tool_call_parser=qwen25"]`+"\n"+fastGenKeys+readyKey+
+		fmt.Sprintf("api = \"chat\"\ntokenizer = %q\nenable_thinking = true\n", dir)) + fmt.Sprintf(`
+[[stage]]
+id        = "tok"
+kind      = "tokenize-and-mask"
+input     = "gen"
+tokenizer = %q
+mask      = "last_turn"
+
+[[stage]]
+id    = "rows"
+kind  = "write-jsonl"
+input = "tok"
+path  = "out/rows.jsonl"
+`, dir)
+	out, _, err := runGenPipeline(t, t.Context(), src, line+"\n", engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, filepath.Join(out, "out/rows.jsonl"))
+	if len(recs) != 1 {
+		t.Fatalf("%d rows; rejected: %v", len(recs), readRecords(t, filepath.Join(out, "out/rejected.jsonl")))
+	}
+	c := recs[0].Completion
+	if len(c.ToolCalls) != 1 || c.ToolCalls[0].Function.Name != "get_weather" || !strings.HasPrefix(c.ToolCalls[0].ID, "call_") || c.FinishReason != "tool_calls" {
+		t.Fatalf("the model's call as the server parsed it: %+v (finish %s)", c.ToolCalls, c.FinishReason)
+	}
+	runs := maskedRuns(tok, recs[0].Tokens)
+	if len(runs) != 1 || !strings.Contains(runs[0], "<tool_call>\n{\"name\": \"get_weather\"") {
+		t.Fatalf("the reply's loss does not cover its call: %q", runs)
+	}
+}
