@@ -137,3 +137,69 @@ path  = "out/rows.jsonl"
 		t.Fatalf("the reply's loss does not cover its call: %q", runs)
 	}
 }
+
+// The model's calls are judged on both APIs: servers that call a declared
+// tool in every answer, a malformed or undeclared call in some, go through
+// generate → validate-thinking → tokenize-and-mask; every malformed call
+// is rejected as bad_tool_call (on the chat API, the one the server's
+// parser dropped), every good one trains as part of its reply.
+func TestToolCallsValidatedOnBothAPIs(t *testing.T) {
+	dir := testenv.Qwen3Dir(t)
+	tok := testQwen3(t)
+	var prompts strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&prompts, `{"id": "p%02d", "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}], "messages": [{"role": "user", "content": "Look up fact %d for me."}]}`+"\n", i, i)
+	}
+	for _, api := range []struct{ name, servers string }{
+		{"generate", `servers = ["sim:1?speed=500&think_mean=60&answer_mean=20&tool_calls=1&faults=bad-tool-call:0.4"]`},
+		{"chat", `servers = ["sim:1?speed=500&think_mean=60&answer_mean=20&tool_calls=1&tool_call_parser=qwen25&faults=bad-tool-call:0.4"]`},
+	} {
+		t.Run(api.name, func(t *testing.T) {
+			src := genPipeline(api.servers+"\n"+fastGenKeys+readyKey+fmt.Sprintf("api = %q\ntokenizer = %q\nenable_thinking = true\n", api.name, dir)) + fmt.Sprintf(`
+[[stage]]
+id        = "check"
+kind      = "validate-thinking"
+input     = "gen"
+tokenizer = %q
+
+[[stage]]
+id        = "tok"
+kind      = "tokenize-and-mask"
+input     = "check.accepted"
+tokenizer = %q
+mask      = "last_turn"
+
+[[stage]]
+id    = "rows"
+kind  = "write-jsonl"
+input = "tok"
+path  = "out/rows.jsonl"
+
+[[stage]]
+id    = "bad"
+kind  = "write-jsonl"
+input = ["check.rejected", "tok.rejected"]
+path  = "out/bad.jsonl"
+`, dir, dir)
+			out, _, err := runGenPipeline(t, t.Context(), src, prompts.String(), engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, bad := readRecords(t, filepath.Join(out, "out/rows.jsonl")), readRecords(t, filepath.Join(out, "out/bad.jsonl"))
+			if len(rows) == 0 || len(bad) == 0 || len(rows)+len(bad) != 30 {
+				t.Fatalf("%d rows and %d rejected of 30; want both", len(rows), len(bad))
+			}
+			for _, r := range bad {
+				if r.Reject.Reason != ReasonBadToolCall {
+					t.Errorf("%s rejected as %s (%s), want %s", r.ID, r.Reject.Reason, r.Reject.Detail, ReasonBadToolCall)
+				}
+			}
+			for _, r := range rows {
+				runs := maskedRuns(tok, r.Tokens)
+				if len(runs) != 1 || !strings.Contains(runs[0], "<tool_call>\n{\"name\": \"lookup\"") {
+					t.Errorf("%s: the reply's loss does not cover its call: %q", r.ID, runs)
+				}
+			}
+		})
+	}
+}

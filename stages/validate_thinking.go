@@ -486,7 +486,9 @@ func (v *validateThinking) contentRules(c *record.Completion, thinking, atLength
 			return r, d
 		}
 	}
-	if strings.TrimSpace(c.Answer) == "" && len(c.ToolCalls) == 0 && !atLength {
+	// An answer that only calls tools is not empty; one whose calls the
+	// server's parser dropped (finish_reason tool_calls) is a bad call.
+	if strings.TrimSpace(c.Answer) == "" && len(c.ToolCalls) == 0 && c.FinishReason != "tool_calls" && !atLength {
 		d := fmt.Sprintf("answer is empty (%d bytes) after %d bytes of thinking (finish_reason %s)", len(c.Answer), len(c.Reasoning), c.FinishReason)
 		if thinking && len(c.OutputIDs) == 0 && strings.TrimSpace(c.Reasoning) != "" {
 			d += "; without output ids pipe cannot tell whether the model wrote " + v.cfg.ThinkEnd + " (the reasoning parser puts an unclosed output all into the reasoning)"
@@ -514,6 +516,11 @@ func (v *validateThinking) toolCallRule(rec *record.Record, atLength bool) (stri
 	if i := toolCallBlockIndex(c.Reasoning); i >= 0 {
 		return ReasonBadToolCall, fmt.Sprintf("the thinking makes a tool call at byte %d, %s: the server's tool-call parser reads only the answer, so it is never made",
 			i, quoteClipped(c.Reasoning[i:], 80))
+	}
+	if c.FinishReason == "tool_calls" && len(c.ToolCalls) == 0 && !mentionsToolCall(c.Answer) {
+		// SGLang's tool-call parser drops a call it cannot parse, or one
+		// naming an undeclared tool, and still says the turn ended in calls.
+		return ReasonBadToolCall, "finish_reason tool_calls, but the server returned no call: its tool-call parser dropped what the model wrote (not JSON, or an undeclared tool)"
 	}
 	var calls []textToolCall
 	if mentionsToolCall(c.Answer) {
