@@ -155,7 +155,7 @@ func TestWriteArrowDirectoryGlobReadsInDuckDB(t *testing.T) {
 		t.Fatalf("DuckDB read %d rows, wrote %d", len(rows), len(recs))
 	}
 	for _, f := range schema {
-		if f.Name == arrowrow.ColMessages && f.Type != "STRUCT(\"role\" VARCHAR, \"content\" VARCHAR, reasoning_content VARCHAR)[]" {
+		if f.Name == arrowrow.ColMessages && f.Type != "STRUCT(\"role\" VARCHAR, \"content\" VARCHAR, reasoning_content VARCHAR, tool_calls VARCHAR, tool_call_id VARCHAR, \"name\" VARCHAR)[]" {
 			t.Fatalf("messages is %s", f.Type)
 		}
 	}
