@@ -48,21 +48,24 @@ func writeHandoffs(ctx context.Context, plan *pipeline.Plan) ([]string, error) {
 			continue
 		}
 		if h.layout == trainrow.SpecForge {
-			note, err := promptsMemoryNote(ctx, h.out, h.block.MaxLength)
+			// One pass over the output: the eagle3 counts' pass also
+			// counts what the memory note needs.
+			var fig promptsFig
+			var err error
+			if t.Method == trainrow.TrainerEAGLE3 {
+				var freq string
+				if freq, fig, err = writeTokenFreq(ctx, h.out, h.block.MaxLength); err == nil {
+					written = append(written, freq)
+					h.notes = append(h.notes, tokenFreqNote(freq))
+				}
+			} else {
+				fig.rows, fig.tokens, fig.big, err = promptsFigures(ctx, h.out, h.block.MaxLength)
+			}
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", h.out, err))
 				continue
 			}
-			h.notes = append(h.notes, note)
-			if t.Method == trainrow.TrainerEAGLE3 {
-				freq, err := writeTokenFreq(ctx, h.out, h.block.MaxLength)
-				if err != nil {
-					errs = append(errs, fmt.Sprintf("%s: loss-token counts: %v", h.out, err))
-					continue
-				}
-				written = append(written, freq)
-				h.notes = append(h.notes, tokenFreqNote(freq))
-			}
+			h.notes = append(h.notes, promptsMemoryNote(fig))
 		}
 		text, err := h.block.YAML(h.notes)
 		if err == nil {
@@ -148,18 +151,19 @@ func shardDirHolding(plan *pipeline.Plan, path string) string {
 // promptsMemoryNote says what SpecForge's pre-tokenized route would hold
 // in memory for the output at path (trainrow.PromptsMemory), against the
 // conversation route, which holds no row.
-func promptsMemoryNote(ctx context.Context, path string, maxLength int) (string, error) {
-	rows, tokens, big, err := promptsFigures(ctx, path, maxLength)
-	if err != nil {
-		return "", err
-	}
-	mem := trainrow.PromptsMemory(rows, tokens, big)
+func promptsMemoryNote(f promptsFig) string {
+	mem := trainrow.PromptsMemory(f.rows, f.tokens, f.big)
 	return fmt.Sprintf("memory: data.prompts_path holds every row in Python lists before training starts\n"+
 		"(specforge/data/prompt_builder.py _materialize_prompt_tasks): about %s for %d rows of %d tokens\n"+
 		"(8 B a list slot, 32 B an int object above 256: %d of the ids). data.train_data_path\n"+
 		"(write-jsonl layout = \"conversations\") streams its rows from Arrow and holds none.",
-		gib(mem), rows, tokens, big), nil
+		gib(mem), f.rows, f.tokens, f.big)
 }
+
+// promptsFig is what promptsMemoryNote needs of a specforge-layout
+// output: its rows, their tokens cut at max_length, and the ids among
+// them above 256.
+type promptsFig struct{ rows, tokens, big int64 }
 
 func gib(n int64) string {
 	if n >= 1<<30 {

@@ -50,15 +50,17 @@ func tokenFreqNote(path string) string {
 
 // writeTokenFreq counts the loss tokens of the committed rows of a
 // specforge-layout output at out (id, input_ids, loss_mask per line) and
-// writes them beside it; it returns the file written.
-func writeTokenFreq(ctx context.Context, out string, maxLength int) (string, error) {
+// writes them beside it; it returns the file written and, counted in the
+// same pass, the figures of the memory note.
+func writeTokenFreq(ctx context.Context, out string, maxLength int) (string, promptsFig, error) {
+	var fig promptsFig
 	_, size, err := commitlog.Committed(out)
 	if err != nil {
-		return "", err
+		return "", fig, err
 	}
 	f, err := os.Open(out)
 	if err != nil {
-		return "", err
+		return "", fig, err
 	}
 	defer f.Close()
 	tf := tokenFreq{About: "loss-token counts of the rows, each cut at max_length: SpecForge generate_vocab_mapping_file's Counter",
@@ -71,17 +73,21 @@ func writeTokenFreq(ctx context.Context, out string, maxLength int) (string, err
 	}
 	for line := 1; sc.Scan(); line++ {
 		if line%4096 == 0 && ctx.Err() != nil {
-			return "", ctx.Err()
+			return "", fig, ctx.Err()
 		}
 		row.InputIDs, row.LossMask = row.InputIDs[:0], nil
 		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			return "", fmt.Errorf("%s:%d: %v", out, line, err)
+			return "", fig, fmt.Errorf("%s:%d: %v", out, line, err)
 		}
 		n := min(len(row.InputIDs), len(row.LossMask))
 		if maxLength > 0 {
 			n = min(n, maxLength)
 		}
+		fig.rows, fig.tokens = fig.rows+1, fig.tokens+int64(n)
 		for i := range n {
+			if row.InputIDs[i] > 256 {
+				fig.big++
+			}
 			if row.LossMask[i] == 1 {
 				tf.Counts[row.InputIDs[i]]++
 				tf.LossTokens++
@@ -90,12 +96,12 @@ func writeTokenFreq(ctx context.Context, out string, maxLength int) (string, err
 		tf.Rows++
 	}
 	if err := sc.Err(); err != nil {
-		return "", err
+		return "", fig, err
 	}
 	b, err := json.Marshal(&tf)
 	if err != nil {
-		return "", err
+		return "", fig, err
 	}
 	path := tokenFreqPath(out)
-	return path, commitlog.WriteFileAtomic(path, append(b, '\n'))
+	return path, fig, commitlog.WriteFileAtomic(path, append(b, '\n'))
 }

@@ -36,9 +36,12 @@ func TestWriteTokenFreq(t *testing.T) {
 	l.Append("c", []byte(`{"id":"c","input_ids":[5,5],"loss_mask":[1,1]}`)) // not committed
 	l.Close()
 
-	path, err := writeTokenFreq(context.Background(), out, 5) // row a cut before its 9
+	path, fig, err := writeTokenFreq(context.Background(), out, 5) // row a cut before its 9
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fig != (promptsFig{rows: 2, tokens: 8}) {
+		t.Errorf("memory figures %+v, want 2 rows of 8 tokens, none above 256", fig)
 	}
 	b, _ := os.ReadFile(path)
 	var got tokenFreq
