@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,12 +210,7 @@ func TestGenerateSecretsAppearNowhere(t *testing.T) {
 	fast := []string{"--speed", "200", "--think-mean", "60", "--answer-mean", "20"}
 	plain := testenv.StartSim(t, bin, 1, append(fast, "--fault", "500:0.2", "--fault", "400:0.05")...)
 	keyed := testenv.StartSim(t, bin, 1, append(fast, "--api-key", key, "--fault", "503:0.1")...)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadURL := "http://" + ln.Addr().String()
-	ln.Close()
+	deadURL := testenv.DeadURL(t)
 
 	withUser := func(u string) string { return strings.Replace(u, "http://", "http://"+user+":"+pw+"@", 1) }
 	servers := fmt.Sprintf(`servers = [{url = %q, api_key_env = ""}, %q, {url = %q, api_key_env = ""}]`,
@@ -264,7 +258,7 @@ func TestGenerateSecretsAppearNowhere(t *testing.T) {
 	// Everything the run wrote, except the pipeline file the user wrote.
 	seen := map[string]bool{}
 	sawFailed, sawDead := false, false
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || path == p {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -23,18 +22,6 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 )
-
-// closedURL is the URL of a port nobody listens on.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + l.Addr().String()
-	l.Close()
-	return u
-}
 
 // slowFirstAnswer is a proxy in front of target whose first POST (the
 // server's 1-token probe) waits delay before it is passed on, like a
@@ -77,7 +64,7 @@ func TestGenerateStartsWithoutWaitingForTheOthersProcess(t *testing.T) {
 	plain := testenv.StartSim(t, bin, 2, simArgs...)
 	keyed := testenv.StartSim(t, bin, 1, append([]string{"--api-key", randomSecret(t, "sk-")}, simArgs...)...)
 	slow := slowFirstAnswer(t, plain.URLs[1], 40*time.Second)
-	gone := closedURL(t)
+	gone := testenv.DeadURL(t)
 	servers := []string{slow.URL, keyed.URLs[0], gone, plain.URLs[0]}
 	const n = 200
 	dir := writeGenRun(t, genPipeline(serversKey(servers)+fastGenKeys+readyKey+"concurrency = 4\n"), n)
@@ -179,7 +166,7 @@ func TestGenerateNeverReadyServerWarnedProcess(t *testing.T) {
 	bin := testenv.PipeBinary(t)
 	// Real time: the run lasts well beyond the minute.
 	plain := testenv.StartSim(t, bin, 1, "--speed", "1", "--think-mean", "200", "--answer-mean", "50")
-	gone := closedURL(t)
+	gone := testenv.DeadURL(t)
 	dir := writeGenRun(t, genPipeline(serversKey([]string{plain.URLs[0], gone})+fastGenKeys+readyKey+"concurrency = 2\n"), 2000)
 	cmd := exec.Command(bin, "run", filepath.Join(dir, "p.toml"))
 	stderr, err := cmd.StderrPipe()

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,12 +34,7 @@ func TestLiveDisplayAt80Columns(t *testing.T) {
 	bin := testenv.PipeBinary(t)
 	sim := testenv.StartSim(t, bin, 2, "--speed", "20", "--tokenizer", qwen, "--fault", "empty-answer:0.3")
 	// A third server nobody listens on: probed, never ready.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := testenv.DeadURL(t)
 	dir := t.TempDir()
 	servers := `["` + sim.URLs[0] + `", "` + sim.URLs[1] + `", "` + dead + `"]`
 	cmd := exec.Command(bin, "run", "../../pipelines/demo.toml", "--run-dir", filepath.Join(dir, "run"),

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -128,4 +129,30 @@ func (s *Sim) Metric(t testing.TB, name string) int64 {
 func (s *Sim) Stop() {
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
+}
+
+// DeadURL is the URL of a server that is never reachable: it drops every
+// connection before a byte is read. The test holds the port for its whole
+// life: a port merely closed can be taken by a parallel test's simulator,
+// which would make the "unreachable" server ready.
+func DeadURL(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0) // a reset, as from a closed port
+			}
+			c.Close()
+		}
+	}()
+	return "http://" + l.Addr().String()
 }
