@@ -90,7 +90,10 @@ Tool conversations go to the model whole: the conversation's tools and
 its earlier calls and results (the chat API's tools and tool_calls; on
 /generate, the model's template rendered with them, as
 apply_chat_template(messages, tools=...) does). turns = "last" answers the
-last user or tool message. The model's own calls: on /generate they stay
+last user or tool message. turns = "all" keeps a given turn's tool results
+only when the regenerated turn makes the same calls; otherwise the
+conversation ends there (meta.conversation_ended says why; the summary
+counts conversations_ended by reason). The model's own calls: on /generate they stay
 in the answer as the model wrote them (Qwen3's <tool_call> blocks); on the
 chat API, with a server started with --tool-call-parser, the server's
 parsed calls are completion.tool_calls (its ids kept) and the answer is
@@ -196,7 +199,7 @@ type generateConfig struct {
 	// SystemPrompt is prepended to conversations without a system message.
 	SystemPrompt string `toml:"system_prompt" doc:"system message for conversations that have none (default: none); recorded with each completion"`
 	// Turns is "last" (default) or "all".
-	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the conversation's last user or tool message, the history (tool calls and results included) as given (default); \"all\": regenerate every assistant turn in order on one server, each appended with its answer only (a conversation with tool calls is rejected as bad_prompt)"`
+	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the conversation's last user or tool message, the history (tool calls and results included) as given (default); \"all\": regenerate every assistant turn in order on one server; a given turn's tool results are kept when the regenerated turn makes the same calls, and the conversation ends at it otherwise"`
 
 	MaxAttempts     int             `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed"`
 	RequestTimeout  config.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones"`
@@ -450,6 +453,8 @@ type generate struct {
 	// answers counts completions sent on, tinyAnswers those whose answer
 	// is almost nothing (see tinyAnswer): for the early warning.
 	answers, tinyAnswers atomic.Int64
+	// ended counts conversations ended early, by endedReasons' index.
+	ended [len(endedReasons)]atomic.Int64
 }
 
 var (
@@ -732,12 +737,12 @@ func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline
 			return err
 		}
 	}
-	msgs, replyAt, err := g.conversation(rec.Messages)
+	plan, err := g.conversation(rec.Messages)
 	if err != nil {
 		return out.Reject(rec, "bad_prompt", err.Error())
 	}
 	sess := g.client.Session()
-	history, comp, reject, err := g.generateAll(ctx, sess, rec, msgs, replyAt)
+	history, comp, ended, reject, err := g.generateAll(ctx, sess, rec, plan)
 	// Free the server's slot before waiting on downstream (backpressure).
 	sess.Close()
 	if err != nil {
@@ -755,77 +760,45 @@ func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline
 	}
 	rec.Messages = history
 	rec.Completion = comp
+	if ended != "" {
+		if rec.Meta == nil {
+			rec.Meta = map[string]any{}
+		}
+		rec.Meta[record.MetaConversationEnded] = ended
+		g.countEnded(ended)
+	}
 	g.countAnswer(comp)
 	return out.Emit("out", rec)
 }
 
-// generateAll generates the reply after each message of msgs at replyAt
-// (conversation), in order, appending each earlier reply to the history.
-// It returns the history sent for the last reply and its completion.
-func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, rec *record.Record, msgs []record.Message, replyAt []int) ([]record.Message, *record.Completion, *record.Rejection, error) {
-	last := replyAt[len(replyAt)-1]
+// generateAll generates the replies plan asks for, in order, appending
+// each earlier reply to the history. It returns the history sent for the
+// last reply and its completion; ended says why the conversation ended at
+// an earlier reply (see nextTurn), "" when it did not.
+func (g *generate) generateAll(ctx context.Context, sess *sglang.Session, rec *record.Record, plan turnPlan) (history []record.Message, c *record.Completion, ended string, reject *record.Rejection, err error) {
+	last := plan.replyAt[len(plan.replyAt)-1]
 	next := 0
-	var history []record.Message
-	for i, m := range msgs {
+	for i, m := range plan.msgs {
 		history = append(history, m)
-		if next == len(replyAt) || i != replyAt[next] {
+		if next == len(plan.replyAt) || i != plan.replyAt[next] {
 			continue
 		}
+		given := plan.given[next]
 		next++
-		c, reject, err := g.generateTurn(ctx, sess, rec, history)
+		c, reject, err = g.generateTurn(ctx, sess, rec, history)
 		if err != nil || reject != nil {
-			return nil, nil, reject, err
+			return nil, nil, "", reject, err
 		}
 		if i == last {
-			return history, c, nil, nil
+			return history, c, "", nil, nil
 		}
-		history = append(history, record.Message{Role: "assistant", Content: c.Answer, ReasoningContent: c.Reasoning})
-	}
-	return nil, nil, nil, errors.New("generate: conversation without the message to answer (a bug)")
-}
-
-// conversation returns the messages to generate from, and after which of
-// them to generate a reply (replyAt, ascending): the system prompt
-// prepended when configured and missing; with turns = "last" everything up
-// to the conversation's last user or tool message, whose reply is
-// generated (a trailing assistant reply is what is being regenerated;
-// earlier tool calls and results stay as given); with turns = "all" the
-// system and user turns, a reply generated after each (assistant turns
-// are regenerated). A conversation with tool calls cannot be regenerated
-// turn by turn: its calls' results would not answer the new calls.
-func (g *generate) conversation(in []record.Message) (msgs []record.Message, replyAt []int, err error) {
-	if g.cfg.SystemPrompt != "" && (len(in) == 0 || in[0].Role != "system") {
-		msgs = append(msgs, record.Message{Role: "system", Content: g.cfg.SystemPrompt})
-	}
-	last := -1
-	for i, m := range in {
-		switch {
-		case m.Role == "user" || m.Role == "tool":
-			last = i
-		case len(m.ToolCalls) > 0 && g.cfg.Turns == "all":
-			return nil, nil, fmt.Errorf(`message %d calls tools: turns = "all" regenerates every assistant turn, and the given results would not answer new calls; use turns = "last", which answers the last message with the calls and results as given`, i+1)
+		reply, why := nextTurn(c, given)
+		if why != "" {
+			return history, c, why, nil, nil
 		}
+		history = append(history, reply)
 	}
-	if last < 0 {
-		return nil, nil, errors.New("the conversation has no user turn")
-	}
-	for i, m := range in[:last+1] {
-		switch {
-		case m.Role == "assistant" && g.cfg.Turns == "all":
-			continue
-		case m.Role == "system" && i > 0:
-			return nil, nil, fmt.Errorf("message %d: a system message must come first", i+1)
-		case m.Role == "assistant":
-			// History carries answers only: the template drops earlier
-			// turns' thinking, and so does what we send.
-			m.ReasoningContent = ""
-		}
-		if (m.Role == "user" && g.cfg.Turns == "all") || i == last {
-			replyAt = append(replyAt, len(msgs))
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs, replyAt, nil
+	return nil, nil, "", nil, errors.New("generate: conversation without the message to answer (a bug)")
 }
 
 // generateTurn generates the assistant reply to history. A refusal by the
@@ -858,7 +831,8 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, rec *
 		req.Tools = rec.Tools
 		req.Messages = make([]sglang.Message, len(history))
 		for i, m := range history {
-			req.Messages[i] = sglang.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
+			req.Messages[i] = sglang.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent,
+				ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
 		}
 	}
 	res, err := sess.Generate(ctx, req)

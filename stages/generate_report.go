@@ -22,6 +22,14 @@ func tinyAnswer(answer string) bool {
 	return utf8.RuneCountInString(strings.TrimSpace(answer)) < TinyAnswerRunes
 }
 
+func (g *generate) countEnded(why string) {
+	for k, r := range endedReasons {
+		if r == why {
+			g.ended[k].Add(1)
+		}
+	}
+}
+
 func (g *generate) countAnswer(c *record.Completion) {
 	g.answers.Add(1)
 	if tinyAnswer(c.Answer) {
@@ -145,6 +153,11 @@ func (g *generate) Report() []figure.Figure {
 	out = append(out,
 		figure.NewCounter("answers", g.answers.Load()),
 		figure.NewCounter("tiny_answers", g.tinyAnswers.Load()))
+	for k, r := range endedReasons {
+		if n := g.ended[k].Load(); n > 0 {
+			out = append(out, figure.NewCounter("conversations_ended", n, "reason", r))
+		}
+	}
 	out = appendServerFigures(out, st.Total)
 	out = append(out, figure.NewCounter(figure.DecodedTokens, st.Total.OutputTokens).In(figure.UnitTokens))
 	for _, s := range st.Servers {

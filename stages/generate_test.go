@@ -211,17 +211,18 @@ func TestGenerateMultiTurn(t *testing.T) {
 			m1, m2 := got["m1"], got["m2"]
 			switch turns {
 			case "last":
-				// History as given (its thinking dropped), the trailing
-				// assistant turn replaced by the new completion.
-				if roles(m1) != "user,assistant,user" || m1.Messages[1].Content != "old answer" || m1.Messages[1].ReasoningContent != "" {
+				// History as given (its thinking kept: the template
+				// decides what it renders), the trailing assistant turn
+				// replaced by the new completion.
+				if roles(m1) != "user,assistant,user" || m1.Messages[1].Content != "old answer" || m1.Messages[1].ReasoningContent != "old thinking" {
 					t.Errorf("m1 messages %+v", m1.Messages)
 				}
 				if roles(m2) != "system,user,user,assistant,user" {
 					t.Errorf("m2 roles %s", roles(m2))
 				}
 			case "all":
-				// Every assistant turn regenerated, on one server, with
-				// answers only in the history it sent.
+				// Every assistant turn regenerated, on one server, each
+				// kept with its reasoning in the history it sent.
 				if roles(m1) != "user,assistant,user" || m1.Messages[1].Content == "old answer" || m1.Messages[1].Content == "" || m1.Messages[1].ReasoningContent == "" {
 					t.Errorf("m1 messages %+v", m1.Messages)
 				}

@@ -83,17 +83,17 @@ func sameRecord(t *testing.T, what string, got, want *record.Record) {
 				t.Errorf("%s %s: message %d %s %q, want %q", what, want.ID, i+1, f[0], f[1], f[2])
 			}
 		}
-		sameCalls(t, what+" "+want.ID+" message "+string(rune('0'+i+1)), g.ToolCalls, w.ToolCalls)
+		mustSameCalls(t, what+" "+want.ID+" message "+string(rune('0'+i+1)), g.ToolCalls, w.ToolCalls)
 	}
 	if (got.Completion == nil) != (want.Completion == nil) {
 		t.Fatalf("%s %s: completion %+v, want %+v", what, want.ID, got.Completion, want.Completion)
 	}
 	if want.Completion != nil {
-		sameCalls(t, what+" "+want.ID+" completion", got.Completion.ToolCalls, want.Completion.ToolCalls)
+		mustSameCalls(t, what+" "+want.ID+" completion", got.Completion.ToolCalls, want.Completion.ToolCalls)
 	}
 }
 
-func sameCalls(t *testing.T, what string, got, want []record.ToolCall) {
+func mustSameCalls(t *testing.T, what string, got, want []record.ToolCall) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d tool calls, want %d", what, len(got), len(want))

@@ -209,6 +209,13 @@ func (r *Record) Clone() *Record {
 // (tokenize-and-mask).
 const MetaCutAtLength = "cut_at_length"
 
+// MetaConversationEnded says, in a record's meta, why generate with
+// turns = "all" ended the conversation at its completion, before the
+// given conversation's end ("new_call", "no_call", "call_differs",
+// "bad_call": a regenerated turn whose tool calls the given results do
+// not answer).
+const MetaConversationEnded = "conversation_ended"
+
 // Field names used by specs to declare what a stage needs and produces;
 // `pipe check` verifies that every needed field is produced upstream.
 const (

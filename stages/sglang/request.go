@@ -55,6 +55,12 @@ type Message struct {
 	// which chat templates read as they read null, so the server renders
 	// the turn as pipe's own rendering of the record does.
 	Content string
+	// ReasoningContent is an earlier assistant turn's thinking, sent as
+	// "reasoning_content" when there is some (SGLang's
+	// ChatCompletionMessageGenericParam takes it and passes it to the
+	// template, which decides whether to render it: Qwen3's keeps it for
+	// the turns after the last user message, a tool-call chain's).
+	ReasoningContent string
 	// ToolCalls are an assistant turn's calls, sent as "tool_calls": each
 	// {"id", "type", "function": {"name", "arguments"}}, the id and type
 	// left out when empty (SGLang's ToolCall defaults type to
@@ -262,6 +268,7 @@ type chatRequest struct {
 type chatMessage struct {
 	Role       string         `json:"role"`
 	Content    string         `json:"content"`
+	Reasoning  string         `json:"reasoning_content,omitzero"`
 	ToolCalls  []chatToolCall `json:"tool_calls,omitzero"`
 	ToolCallID string         `json:"tool_call_id,omitzero"`
 	Name       string         `json:"name,omitzero"`
@@ -283,7 +290,7 @@ type chatToolCall struct {
 func chatMessages(msgs []Message) ([]chatMessage, error) {
 	out := make([]chatMessage, len(msgs))
 	for i, m := range msgs {
-		out[i] = chatMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		out[i] = chatMessage{Role: m.Role, Content: m.Content, Reasoning: m.ReasoningContent, ToolCallID: m.ToolCallID, Name: m.Name}
 		if len(m.ToolCalls) == 0 {
 			continue
 		}
