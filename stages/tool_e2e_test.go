@@ -325,3 +325,175 @@ func TestToolConversationsEndToEndProcess(t *testing.T) {
 		})
 	}
 }
+
+// runGenProcess runs `pipe run` of read-prompts → generate (genKeys) →
+// write-jsonl over recs and returns the completions and the rejects.
+func runGenProcess(t *testing.T, genKeys string, recs []*record.Record) (out, rejected []*record.Record, said string) {
+	t.Helper()
+	dir := t.TempDir()
+	var b bytes.Buffer
+	for _, r := range recs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts.jsonl"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p.toml"), []byte(genPipeline(genKeys)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	said, err := pipeCmd(t, nil, "run", filepath.Join(dir, "p.toml"))
+	if err != nil {
+		t.Fatalf("pipe run: %v\n%s", err, said)
+	}
+	out = readRecords(t, filepath.Join(dir, "out/completions.jsonl"))
+	if _, err := os.Stat(filepath.Join(dir, "out/rejected.jsonl")); err == nil {
+		rejected = readRecords(t, filepath.Join(dir, "out/rejected.jsonl"))
+	}
+	return out, rejected, said
+}
+
+// replyAsGiven is a completion as a given assistant turn: its content,
+// reasoning and calls (ids given as a dataset would give them).
+func replyAsGiven(t *testing.T, c *record.Completion, id string) record.Message {
+	t.Helper()
+	content, calls, ok := replyCalls(c)
+	if !ok {
+		t.Fatalf("malformed calls in %q", c.Answer)
+	}
+	for k := range calls {
+		calls[k].ID = fmt.Sprintf("%s_%d", id, k)
+	}
+	return record.Message{Role: "assistant", Content: content, ReasoningContent: c.Reasoning, ToolCalls: calls}
+}
+
+// turns = "all" on tool conversations, with real processes on both APIs.
+// Given conversations are the simulated model's own trajectories (two
+// rounds: its call, a result, its next turn), so a regeneration makes the
+// same calls: their results are kept, the given ids with them, and the
+// conversation goes on to its end. Changed ones end where the new turn
+// differs, each with its reason: the call's arguments changed
+// (call_differs), a call where the given turn answered (new_call), an
+// answer where the given turn called (no_call).
+func TestTurnsAllToolConversationsProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes")
+	}
+	qwen := testenv.Qwen3Dir(t)
+	bin := testenv.PipeBinary(t)
+	const n = 24
+	for _, api := range []string{"generate", "chat"} {
+		t.Run(api, func(t *testing.T) {
+			args := []string{"--speed", "500", "--think-mean", "40", "--answer-mean", "15", "--tokenizer", qwen, "--tool-calls", "0.5"}
+			if api == "chat" {
+				args = append(args, "--tool-call-parser", "qwen25")
+			}
+			srv := testenv.StartSim(t, bin, 1, args...)
+			keys := serversKey(srv.URLs) + fastGenKeys + readyKey + fmt.Sprintf("api = %q\ntokenizer = %q\nenable_thinking = true\n", api, qwen)
+			tools := json.RawMessage(e2eTools)
+			var first []*record.Record
+			for i := range n {
+				first = append(first, &record.Record{ID: fmt.Sprintf("c%02d", i), Tools: tools,
+					Messages: []record.Message{{Role: "user", Content: fmt.Sprintf("Trip %d: what should I pack for Lisbon?", i)}}})
+			}
+			// The model's first turns, then its second after a result.
+			c1, rej, _ := runGenProcess(t, keys, first)
+			if len(rej) > 0 || len(c1) != n {
+				t.Fatalf("first turns: %d, %d rejected", len(c1), len(rej))
+			}
+			var second []*record.Record
+			given := map[string][]record.Message{}
+			var answered []*record.Record
+			for _, r := range c1 {
+				a := replyAsGiven(t, r.Completion, r.ID+"_1")
+				if len(a.ToolCalls) == 0 {
+					answered = append(answered, r)
+					continue
+				}
+				msgs := append(slices.Clone(r.Messages), a, record.Message{Role: "tool", ToolCallID: a.ToolCalls[0].ID, Content: "Result for " + r.ID})
+				given[r.ID] = msgs
+				second = append(second, &record.Record{ID: r.ID, Tools: tools, Messages: msgs})
+			}
+			if len(second) < 4 || len(answered) < 2 {
+				t.Fatalf("%d first turns call a tool, %d answer: the test needs both", len(second), len(answered))
+			}
+			c2, rej, _ := runGenProcess(t, keys+"turns = \"last\"\n", second)
+			if len(rej) > 0 || len(c2) != len(second) {
+				t.Fatalf("second turns: %d, %d rejected", len(c2), len(rej))
+			}
+			var regen []*record.Record
+			want := map[string]string{} // id → the reason it ends, "" for none
+			for k, r := range c2 {
+				msgs := append(given[r.ID], replyAsGiven(t, r.Completion, r.ID+"_2"))
+				if calls := msgs[len(msgs)-1].ToolCalls; len(calls) > 0 {
+					msgs = append(msgs, record.Message{Role: "tool", ToolCallID: calls[0].ID, Content: "Second result for " + r.ID})
+				} else {
+					msgs = append(msgs, record.Message{Role: "user", Content: "Thanks. One more tip?"})
+				}
+				given[r.ID] = msgs
+				regen = append(regen, &record.Record{ID: r.ID, Tools: tools, Messages: msgs})
+				want[r.ID] = ""
+				if k == 0 {
+					// The same conversation with the first call's
+					// arguments changed.
+					changed := slices.Clone(msgs)
+					changed[1].ToolCalls = slices.Clone(changed[1].ToolCalls)
+					changed[1].ToolCalls[0].Function.Arguments = json.RawMessage(`{"city": "Nowhere", "days": 99}`)
+					regen = append(regen, &record.Record{ID: r.ID + "-differs", Tools: tools, Messages: changed})
+					want[r.ID+"-differs"] = EndedCallDiffers
+					// The first turn given as an answer without a call.
+					answer := []record.Message{msgs[0], {Role: "assistant", Content: "Pack light."}, {Role: "user", Content: "And shoes?"}}
+					regen = append(regen, &record.Record{ID: r.ID + "-new", Tools: tools, Messages: answer})
+					want[r.ID+"-new"] = EndedNewCall
+				}
+			}
+			// A first turn that answered, given as one that called.
+			a := answered[0]
+			regen = append(regen, &record.Record{ID: a.ID + "-nocall", Tools: tools, Messages: []record.Message{a.Messages[0],
+				{Role: "assistant", ToolCalls: []record.ToolCall{{ID: "x1", Type: "function", Function: record.FunctionCall{Name: "lookup", Arguments: json.RawMessage(`{"q": "Lisbon"}`)}}}},
+				{Role: "tool", ToolCallID: "x1", Content: "Mild."}}})
+			want[a.ID+"-nocall"] = EndedNoCall
+
+			out, rej, said := runGenProcess(t, keys+"turns = \"all\"\n", regen)
+			if len(rej) > 0 || len(out) != len(regen) {
+				t.Fatalf("turns = all: %d out, %d rejected of %d", len(out), len(rej), len(regen))
+			}
+			kept := 0
+			for _, r := range out {
+				why, _ := r.Meta[record.MetaConversationEnded].(string)
+				if why != want[r.ID] {
+					t.Errorf("%s: ended %q, want %q", r.ID, why, want[r.ID])
+					continue
+				}
+				if why != "" {
+					// Ended at the first turn: the history is the question.
+					if len(r.Messages) != 1 || r.Messages[0].Role != "user" {
+						t.Errorf("%s: ended (%s) with history %+v", r.ID, why, r.Messages)
+					}
+					continue
+				}
+				// Regenerated whole: the model's turns as given (the calls
+				// with their given ids), the results kept.
+				g := given[r.ID]
+				if !reflect.DeepEqual(compactArguments(r.Messages), compactArguments(g)) {
+					t.Errorf("%s: regenerated history\n%+v\nwant the given\n%+v", r.ID, r.Messages, g)
+					continue
+				}
+				kept++
+			}
+			if kept == 0 {
+				t.Fatal("no conversation was regenerated whole")
+			}
+			for _, why := range []string{EndedCallDiffers, EndedNewCall, EndedNoCall} {
+				if !strings.Contains(said, "conversations ended ") || !strings.Contains(said, " "+why+" 1") {
+					t.Errorf("the summary does not count %s:\n%s", why, said)
+				}
+			}
+			t.Logf("%s API: %d conversations regenerated whole with their results; 3 ended as planned", api, kept)
+		})
+	}
+}

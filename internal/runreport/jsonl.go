@@ -270,15 +270,19 @@ func (rd *reader) newLineParser() *lineParser {
 	if tok := rd.tok; tok != nil && !rd.verdictsOnly {
 		if end, ok := tok.TokenID("</think>"); ok {
 			p.endID = end
-			if rd.idClass == nil {
-				rd.idClass = make([]uint8, max(tok.VocabSize(), end+1))
-				for id := range rd.idClass {
+			// Built once, whole, before any parser reads it: the workers
+			// make their parsers at once, and one that took a table still
+			// being filled counted </think> as text.
+			rd.idClassOnce.Do(func() {
+				class := make([]uint8, max(tok.VocabSize(), end+1))
+				for id := range class {
 					if tok.IsSpecial(id) {
-						rd.idClass[id] = idSpecial
+						class[id] = idSpecial
 					}
 				}
-				rd.idClass[end] = idEnd
-			}
+				class[end] = idEnd
+				rd.idClass = class
+			})
 			p.class = rd.idClass
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -91,8 +92,10 @@ type reader struct {
 	loaded  bool
 	idp     *lineParser // counts the output ids of shards
 	idClass []uint8     // lineParser.class
-	rejects map[[2]string]int64
-	fails   map[[2]string]int64
+	// idClassOnce builds idClass.
+	idClassOnce sync.Once
+	rejects     map[[2]string]int64
+	fails       map[[2]string]int64
 	// counted holds a hash of (id, stage, reason) for each rejection or
 	// failure counted, so a record kept in two places counts once.
 	counted map[uint64]bool

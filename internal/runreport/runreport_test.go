@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -300,5 +301,29 @@ func TestConcurrencyLimitsOverTime(t *testing.T) {
 	}
 	if b.String() != want {
 		t.Errorf("limits %q, want %q", b.String(), want)
+	}
+}
+
+// The JSONL workers make their line parsers at once: every one of them
+// finds </think> in the id table (one that took the table while another
+// was still filling it counted </think> as text, and a report of a
+// thinking run said "100% have no thinking tokens" now and then).
+func TestLineParsersShareAWholeIDTable(t *testing.T) {
+	rd := newReader(context.Background(), &Report{}, testenv.Qwen3Dir(t))
+	tok := rd.tokenizer()
+	if tok == nil {
+		t.Fatal(rd.tokErr)
+	}
+	end, _ := tok.TokenID("</think>")
+	parsers := make([]*lineParser, 8)
+	var wg sync.WaitGroup
+	for i := range parsers {
+		wg.Go(func() { parsers[i] = rd.newLineParser() })
+	}
+	wg.Wait()
+	for i, p := range parsers {
+		if p.endID != end || p.class[end] != idEnd {
+			t.Fatalf("parser %d: </think> (%d) is of class %d", i, end, p.class[end])
+		}
 	}
 }
