@@ -265,10 +265,25 @@ func TestToolConversationsEndToEndProcess(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if out, err := pipeCmd(t, nil, "run", filepath.Join(dir, "p.toml")); err != nil {
-				t.Fatalf("pipe run: %v\n%s", err, out)
+			said, err := pipeCmd(t, nil, "run", filepath.Join(dir, "p.toml"))
+			if err != nil {
+				t.Fatalf("pipe run: %v\n%s", err, said)
 			}
 			rows := readRecords(t, filepath.Join(dir, "out/rows.jsonl"))
+			// The report counts the conversations with tools, and shows the
+			// calls and results in its sample rows; pipe inspect shows them.
+			if want := fmt.Sprintf("/out/rows.jsonl): %d rows; finish reasons:", len(rows)); !strings.Contains(said, want) ||
+				!strings.Contains(said, fmt.Sprintf("; %d conversations with tools", len(rows))) {
+				t.Errorf("the report does not count the conversations with tools:\n%s", said)
+			}
+			html, err := os.ReadFile(filepath.Join(dir, "runs", "p", "report.html"))
+			if err != nil || !strings.Contains(string(html), "tool calls and results") || !strings.Contains(string(html), "← result") {
+				t.Errorf("the HTML report's sample rows do not show tool calls and results (%v)", err)
+			}
+			shown, err := pipeCmd(t, nil, "inspect", "--rows", "8", filepath.Join(dir, "out/rows.jsonl"))
+			if err != nil || !strings.Contains(shown, "  tools     get_weather, lookup\n") || !strings.Contains(shown, "  call      get_weather ") || !strings.Contains(shown, "  result    ") {
+				t.Errorf("pipe inspect does not show the tools, calls and results (%v):\n%s", err, shown)
+			}
 			bad := readRecords(t, filepath.Join(dir, "out/bad.jsonl"))
 			if len(rows)+len(bad) != n || len(bad) == 0 {
 				t.Fatalf("%d rows and %d rejected of %d; want both", len(rows), len(bad), n)

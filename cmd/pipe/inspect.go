@@ -1073,14 +1073,18 @@ type rowReport struct {
 	Reject       *record.Rejection `json:"reject,omitempty"`
 	Failure      *record.Failure   `json:"failure,omitempty"`
 	LastUser     string            `json:"last_user,omitempty"`
-	Answer       *string           `json:"answer,omitempty"`
-	Reasoning    string            `json:"reasoning,omitempty"`
-	PromptTok    int               `json:"prompt_tokens,omitempty"`
-	CompTok      int               `json:"completion_tokens,omitempty"`
-	HasTokens    bool              `json:"has_tokens"`
-	NumTokens    int               `json:"num_tokens,omitempty"`
-	NumLossTok   int               `json:"num_loss_tokens,omitempty"`
-	LossSpans    [][2]int          `json:"loss_spans,omitempty"`
+	// Tools are the declared tools' names; ToolSteps the calls and
+	// results after the last user message, then the completion's calls.
+	Tools      []string          `json:"tools,omitempty"`
+	ToolSteps  []record.ToolStep `json:"tool_steps,omitempty"`
+	Answer     *string           `json:"answer,omitempty"`
+	Reasoning  string            `json:"reasoning,omitempty"`
+	PromptTok  int               `json:"prompt_tokens,omitempty"`
+	CompTok    int               `json:"completion_tokens,omitempty"`
+	HasTokens  bool              `json:"has_tokens"`
+	NumTokens  int               `json:"num_tokens,omitempty"`
+	NumLossTok int               `json:"num_loss_tokens,omitempty"`
+	LossSpans  [][2]int          `json:"loss_spans,omitempty"`
 	// Unreadable says why a JSONL line shown is not a record.
 	Unreadable string `json:"unreadable,omitempty"`
 	// Decoded is input_ids as text (with --tokenizer), loss spans in ⟦ ⟧.
@@ -1104,6 +1108,7 @@ func (ins *inspector) rows(recs []*record.Record) []rowReport {
 				break
 			}
 		}
+		r.Tools, r.ToolSteps = rec.ToolNames(), rec.ToolSteps()
 		if c := rec.Completion; c != nil {
 			r.FinishReason = c.FinishReason
 			a := c.Answer
@@ -1537,6 +1542,22 @@ func printRow(w io.Writer, n int, r *rowReport) {
 	}
 	if r.LastUser != "" {
 		field("user", readable(r.LastUser, fieldChars))
+	}
+	if len(r.Tools) > 0 {
+		field("tools", readable(strings.Join(r.Tools, ", "), fieldChars))
+	}
+	for _, s := range r.ToolSteps {
+		if s.Call {
+			k := "call"
+			if s.Reply {
+				k = "calls" // the reply's own
+			}
+			field(k, readable(s.Name, 80)+" "+readable(s.Text, fieldChars))
+		} else if s.Name != "" {
+			field("result", readable(s.Name, 80)+": "+readable(s.Text, fieldChars))
+		} else {
+			field("result", readable(s.Text, fieldChars))
+		}
 	}
 	if r.Answer != nil {
 		field("answer", orEmpty(readable(*r.Answer, fieldChars)))

@@ -90,6 +90,7 @@ mark.loss{background:#d8ecff;color:inherit}
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"share":         func(part, whole int64) string { return pct(Share(part, whole)) },
 	"finishReasons": countsText,
+	"join":          strings.Join,
 	"dists":         func(e *Economy) []Dist { return []Dist{e.Kept, e.Rejected} },
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -110,7 +111,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 {{end}}</table>
 {{end}}{{with .R.Outputs}}<h3>Outputs (committed)</h3>
 <table><tr><th>stage</th><th class="l">kind</th><th class="l">path</th><th>rows</th><th>rejected rows</th><th class="l">finish reasons</th></tr>
-{{range .}}<tr><td>{{.Stage}}</td><td class="l">{{.Kind}}</td><td class="l">{{.Path}}</td><td>{{.Rows}}</td><td>{{.RejectedRows}}</td><td class="l">{{finishReasons .FinishReasons}}</td></tr>
+{{range .}}<tr><td>{{.Stage}}</td><td class="l">{{.Kind}}</td><td class="l">{{.Path}}</td><td>{{.Rows}}</td><td>{{.RejectedRows}}</td><td class="l">{{finishReasons .FinishReasons}}{{if .ToolRows}}; {{.ToolRows}} with tools{{end}}</td></tr>
 {{end}}</table>
 {{end}}
 <h2>Throughput over time</h2>
@@ -155,6 +156,9 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 {{range .Rows}}<article class="sample" data-id="{{.ID}}"><div class="sub">id {{.ID}} · in {{.Output}}</div>
 {{with .Detail}}<div class="k">why</div><pre>{{.}}</pre>{{end}}
 <div class="k">prompt</div><pre>{{.Prompt}}</pre>
+{{with .Tools}}<div class="k">tools declared</div><pre>{{join . ", "}}</pre>{{end}}
+{{with .ToolSteps}}<div class="k">tool calls and results</div><pre>{{range .}}{{if .Call}}→ {{if .Reply}}the reply calls{{else}}call{{end}} {{.Name}} {{.Text}}{{else}}← result{{with .Name}} of {{.}}{{end}}: {{.Text}}{{end}}
+{{end}}</pre>{{end}}
 <div class="k">thinking</div><pre>{{if .Thinking}}{{.Thinking}}{{else}}(none){{end}}</pre>
 <div class="k">answer</div><pre>{{if .Answer}}{{.Answer}}{{else}}(none){{end}}</pre>
 {{with .Trained}}<div class="k">training row (trained on: marked)</div><pre class="trained">{{range .}}{{if .Loss}}<mark class="loss">{{.Text}}</mark>{{else}}{{.Text}}{{end}}{{end}}</pre>{{end}}

@@ -26,7 +26,9 @@ const (
 
 // jsonlLine is the part of a record line the report reads.
 type jsonlLine struct {
-	ID         string `json:"id"`
+	ID string `json:"id"`
+	// Tools: the conversation declares some.
+	Tools      present `json:"tools"`
 	Completion *struct {
 		// Only the texts' lengths count: they are neither unescaped nor
 		// copied (escapes make a length a little longer).
@@ -58,6 +60,24 @@ var lineOptions = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.
 
 // strLen is the length of a JSON string as written, without its quotes.
 type strLen int
+
+// present records whether a value is there and not empty (null, "", []
+// or {}), without copying it.
+type present bool
+
+func (p *present) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	v, err := d.ReadValue()
+	if err != nil {
+		return err
+	}
+	switch string(v) {
+	case "null", `""`, "[]", "{}":
+		*p = false
+	default:
+		*p = true
+	}
+	return nil
+}
 
 func (s *strLen) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	v, err := d.ReadValue()
@@ -346,6 +366,7 @@ func (p *lineParser) line(line []byte, x *row) error {
 		return err
 	}
 	x.id = l.ID
+	x.hasTools = bool(l.Tools)
 	if c := l.Completion; c != nil {
 		x.hasCompletion, x.finishReason = true, c.FinishReason
 		x.promptTokens, x.completionTokens, x.reasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens

@@ -23,6 +23,7 @@ import (
 type row struct {
 	id               string
 	hasCompletion    bool
+	hasTools         bool // the conversation declares tools
 	finishReason     string
 	promptTokens     int
 	completionTokens int
@@ -191,6 +192,9 @@ func (acc *outputAcc) add(rd *reader, x *row) {
 	if rd.verdictsOnly {
 		return
 	}
+	if x.hasTools {
+		acc.out.ToolRows++
+	}
 	if acc.training && x.rejectReason == "" && x.failStage == "" && rd.econ != nil {
 		rd.econ.keep(x)
 	}
@@ -316,7 +320,7 @@ func (rd *reader) shards(dir string, take func(*reader, *row)) error {
 	cols := []string{arrowrow.ColID, arrowrow.ColRejectStage, arrowrow.ColRejectReason}
 	if !rd.verdictsOnly {
 		cols = append(cols, arrowrow.ColFinishReason, arrowrow.ColPromptTokens, arrowrow.ColCompletionTokens,
-			arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens, arrowrow.ColMeta)
+			arrowrow.ColReasoningTokens, arrowrow.ColReasoning, arrowrow.ColAnswer, arrowrow.ColNumLossTokens, arrowrow.ColMeta, arrowrow.ColTools)
 	}
 	if !rd.verdictsOnly && rd.maxLength > 0 {
 		// Loss tokens past max_length are not trained: only the mask says
@@ -377,6 +381,9 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 		reasoning, _ := str(arrowrow.ColReasoning, i)
 		answer, _ := str(arrowrow.ColAnswer, i)
 		x.reasoningBytes, x.answerBytes = len(reasoning), len(answer)
+		if tools, ok := str(arrowrow.ColTools, i); ok && tools != "" && tools != "[]" {
+			x.hasTools = true
+		}
 		if outIDs != nil && !outIDs.IsNull(i) {
 			if vals, ok := outIDs.ListValues().(*array.Int32); ok {
 				lo, hi := outIDs.ValueOffsets(i)

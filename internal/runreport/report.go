@@ -84,6 +84,8 @@ type Output struct {
 	// rejects, not training rows).
 	RejectsOnly   bool             `json:"rejects_only,omitempty"`
 	FinishReasons map[string]int64 `json:"finish_reasons,omitempty"`
+	// ToolRows are rows whose conversation declares tools.
+	ToolRows int64 `json:"tool_rows,omitempty"`
 	// Dists are prompt, thinking, answer and loss tokens per row; a
 	// distribution is absent when no row has its part.
 	Dists []Dist `json:"distributions"`

@@ -51,6 +51,11 @@ type Sample struct {
 	Prompt   string `json:"prompt"`
 	Thinking string `json:"thinking"`
 	Answer   string `json:"answer"`
+	// Tools are the names of the conversation's declared tools;
+	// ToolSteps the calls and results after the last user message and
+	// the completion's own calls.
+	Tools     []string          `json:"tools,omitempty"`
+	ToolSteps []record.ToolStep `json:"tool_steps,omitempty"`
 	// Trained is the training row's text in order, split where the loss
 	// mask changes: the parts with Loss set are what the model is trained
 	// on. Empty without tokens or a tokenizer.
@@ -187,6 +192,11 @@ func (s *sampler) sample(output string, rec *record.Record) Sample {
 		x.Stage, x.Reason, x.Detail = j.Stage, j.Reason, j.Detail
 	}
 	x.Prompt, x.Thinking, x.Answer, x.Detail = clip(x.Prompt), clip(x.Thinking), clip(x.Answer), clip(x.Detail)
+	x.Tools = rec.ToolNames()
+	x.ToolSteps = rec.ToolSteps()
+	for i := range x.ToolSteps {
+		x.ToolSteps[i].Name, x.ToolSteps[i].Text = clip(x.ToolSteps[i].Name), clip(x.ToolSteps[i].Text)
+	}
 	if t := rec.Tokens; t != nil && len(t.InputIDs) == len(t.LossMask) && s.tok != nil {
 		if tok := s.tok(); tok != nil {
 			x.Trained = trainedSpans(tok, t)

@@ -115,6 +115,9 @@ func writeOutputText(w io.Writer, o *Output) {
 	if len(o.FinishReasons) > 0 {
 		fmt.Fprintf(w, "; finish reasons: %s", countsText(o.FinishReasons))
 	}
+	if o.ToolRows > 0 {
+		fmt.Fprintf(w, "; %s with tools", plural(o.ToolRows, "conversation"))
+	}
 	fmt.Fprintln(w)
 	if len(o.Dists) == 0 {
 		return
