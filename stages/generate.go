@@ -455,6 +455,9 @@ type generate struct {
 	answers, tinyAnswers atomic.Int64
 	// ended counts conversations ended early, by endedReasons' index.
 	ended [len(endedReasons)]atomic.Int64
+	// early watches the first completions for mistakes that make them
+	// all useless (generate_early.go).
+	early earlyWatch
 }
 
 var (
@@ -768,6 +771,7 @@ func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline
 		g.countEnded(ended)
 	}
 	g.countAnswer(comp)
+	g.watchEarly(comp)
 	return out.Emit("out", rec)
 }
 

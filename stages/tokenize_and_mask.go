@@ -518,13 +518,9 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *record.Completion, msgs []chat.Me
 		return nil, nil, ReasonBadPromptIDs, fmt.Sprintf("the prompt ids are not the conversation rendered with the generation prompt: they differ at byte %d (ids %q, template %q); rendered with another template, or without add_generation_prompt?",
 			at, truncate(got[at:], 40), truncate(prompt[at:], 40))
 	}
-	// The ids must spell the completion's text: ids from another tokenizer
-	// (or another record) would put garbage into training silently.
 	output := text[promptEnd:]
-	for _, part := range []struct{ name, text string }{{"answer", c.Answer}, {"thinking", c.Reasoning}} {
-		if t := strings.TrimSpace(part.text); !strings.Contains(output, t) {
-			return nil, nil, ReasonIDsTextMismatch, fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part.name, truncate(output, 120))
-		}
+	if part := idsMisspell(output, c); part != "" {
+		return nil, nil, ReasonIDsTextMismatch, idsMismatchDetail(part, output)
 	}
 	var spans [][2]int
 	if len(turns) > 1 && !s.mode.LastOnly(s.forced) {

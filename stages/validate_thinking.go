@@ -201,6 +201,12 @@ func (c *ValidateThinkingConfig) Validate() []error {
 
 type validateThinking struct {
 	cfg          *ValidateThinkingConfig
+	// early stops the run when a server's first completions all have ids
+	// that do not spell their text (generate_early.go): generate checks
+	// only where it has a tokenizer, and on the chat API it need not.
+	early earlyWatch
+	halt  func(error)
+	id    string
 	keptAtLength atomic.Int64
 	off          map[string]bool
 	placeholders map[string]bool
@@ -245,6 +251,7 @@ func newValidateThinking(cfg *ValidateThinkingConfig) *validateThinking {
 
 // Open loads the tokenizer, if one is configured.
 func (v *validateThinking) Open(ctx context.Context, env *pipeline.Env) error {
+	v.halt, v.id = env.Halt, env.StageID
 	if v.cfg.Tokenizer == "" {
 		return nil
 	}
@@ -385,10 +392,15 @@ func (v *validateThinking) idsRule(c *record.Completion) (string, string) {
 		return "", ""
 	}
 	out := v.tok.Decode(c.OutputIDs)
-	for _, part := range []struct{ name, text string }{{"answer", c.Answer}, {"thinking", c.Reasoning}} {
-		if t := strings.TrimSpace(part.text); !strings.Contains(out, t) {
-			return v.fail(ReasonIDsTextMismatch, fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part.name, truncate(out, 120)))
+	part := idsMisspell(out, c)
+	if v.halt != nil {
+		ids := earlyVerdict{server: c.Server, idsChecked: true, misspelled: part, decoded: out, tokenizer: v.cfg.Tokenizer, stage: v.id}
+		if err := v.early.add(ids, c, 0); err != nil {
+			v.halt(pipeline.Permanent(err))
 		}
+	}
+	if part != "" {
+		return v.fail(ReasonIDsTextMismatch, idsMismatchDetail(part, out))
 	}
 	return "", ""
 }
