@@ -59,8 +59,8 @@ type earlyVerdict struct {
 	// tokenizer is the directory of the tokenizer the ids were decoded
 	// with, and the stage that has it.
 	tokenizer, stage string
-	thinkingOn          bool
-	cutRejected         bool // cut at max_output_tokens, and no [trainer] keeps it
+	thinkingOn       bool
+	cutRejected      bool // cut at max_output_tokens, and no [trainer] keeps it
 }
 
 // watchEarly runs the checks on completion c of generate's run and halts

@@ -200,13 +200,13 @@ func (c *ValidateThinkingConfig) Validate() []error {
 }
 
 type validateThinking struct {
-	cfg          *ValidateThinkingConfig
+	cfg *ValidateThinkingConfig
 	// early stops the run when a server's first completions all have ids
 	// that do not spell their text (generate_early.go): generate checks
 	// only where it has a tokenizer, and on the chat API it need not.
-	early earlyWatch
-	halt  func(error)
-	id    string
+	early        earlyWatch
+	halt         func(error)
+	id           string
 	keptAtLength atomic.Int64
 	off          map[string]bool
 	placeholders map[string]bool
