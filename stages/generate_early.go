@@ -19,8 +19,12 @@ import (
 //   - the first earlyThinking completions with thinking on all without
 //     reasoning: the server or template ignores enable_thinking;
 //   - more than earlyLengthShare of the first earlyLength completions cut
-//     at max_output_tokens, where no [trainer] keeps rows cut at its
-//     max_length: validate-thinking rejects them all as truncated.
+//     at max_output_tokens and rejected for it by validate-thinking (a
+//     row it keeps because it fills the [trainer]'s max_length is no
+//     mismatch).
+//
+// generate watches the ids (with a tokenizer) and the thinking;
+// validate-thinking the ids (on any API) and the cuts.
 //
 // The run then stops the way max_rejected stops it (intake ends, what is
 // in flight finishes, everything is committed, the completions stay in the
@@ -73,8 +77,7 @@ func (g *generate) watchEarly(c *record.Completion) {
 	if done || g.env == nil || g.env.Halt == nil {
 		return
 	}
-	v := earlyVerdict{server: c.Server, thinkingOn: g.cfg.EnableThinking,
-		cutRejected: c.FinishReason == "length" && g.cfg.MaxLength == 0}
+	v := earlyVerdict{server: c.Server, thinkingOn: g.cfg.EnableThinking}
 	if g.tok != nil && len(c.OutputIDs) > 0 {
 		w.mu.Lock()
 		check := w.ids[c.Server] >= 0
@@ -87,6 +90,30 @@ func (g *generate) watchEarly(c *record.Completion) {
 	}
 	if err := w.add(v, c, g.cfg.MaxOutputTokens); err != nil {
 		g.env.Halt(pipeline.Permanent(err))
+	}
+}
+
+// watchEarly runs the checks on completion c, which validate-thinking
+// rejected for reason ("" for kept), and halts the run when one of them
+// is certain.
+func (v *validateThinking) watchEarly(c *record.Completion, reason string) {
+	w := &v.early
+	w.mu.Lock()
+	done := w.halted || (w.seen >= earlyLength && allOver(w.ids))
+	check := !w.halted && w.ids[c.Server] >= 0
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	e := earlyVerdict{server: c.Server, cutRejected: c.FinishReason == "length" && reason != ""}
+	if check && v.tok != nil && len(c.OutputIDs) > 0 {
+		e.idsChecked, e.tokenizer, e.stage = true, v.cfg.Tokenizer, v.id
+		e.decoded = v.tok.Decode(c.OutputIDs)
+		e.misspelled = idsMisspell(e.decoded, c)
+	}
+	bound := max(requestIntOr0(c.Request, "max_new_tokens"), requestIntOr0(c.Request, "max_tokens"))
+	if err := w.add(e, c, bound); err != nil {
+		v.halt(pipeline.Permanent(err))
 	}
 }
 
@@ -136,7 +163,7 @@ func (w *earlyWatch) add(v earlyVerdict, c *record.Completion, maxOutput int) er
 			w.cut++
 		}
 		if err == nil && w.seen == earlyLength && float64(w.cut) > earlyLengthShare*earlyLength {
-			err = fmt.Errorf("%d of the first %d completions were cut at max_output_tokens = %d, and validate-thinking rejects them as truncated: "+
+			err = fmt.Errorf("%d of the first %d completions were cut at the length limit (max_output_tokens = %d) and rejected for it: "+
 				"the model writes more than that. Raise max_output_tokens, or declare the trainer ([trainer] max_length) so that rows cut at its length are kept",
 				w.cut, earlyLength, maxOutput)
 		}

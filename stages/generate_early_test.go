@@ -73,7 +73,7 @@ func TestEarlyWatchCounts(t *testing.T) {
 				err = e
 			}
 		}
-		if (err != nil) != (cut > 80) || (err != nil && !strings.Contains(err.Error(), "81 of the first 100 completions were cut at max_output_tokens = 1024")) {
+		if (err != nil) != (cut > 80) || (err != nil && !strings.Contains(err.Error(), "81 of the first 100 completions were cut at the length limit (max_output_tokens = 1024)")) {
 			t.Fatalf("%d of 100 cut: %v", cut, err)
 		}
 	}
@@ -142,7 +142,7 @@ func TestEarlyMismatchesStopTheRunProcess(t *testing.T) {
 		{"thinking", "", []string{"--tokenizer", qwen, "--fault", "empty-thinking:1"},
 			[]string{"thinking is not happening: none of the first 50 completions with enable_thinking = true has any reasoning"}},
 		{"length", "", []string{"--tokenizer", qwen, "--think-mean", "3000"},
-			[]string{"of the first 100 completions were cut at max_output_tokens = 64", "Raise max_output_tokens"}},
+			[]string{"of the first 100 completions were cut at the length limit (max_output_tokens = 64) and rejected for it", "Raise max_output_tokens"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := testenv.StartSim(t, bin, 2, append([]string{"--speed", "2000", "--think-mean", "60", "--answer-mean", "20"}, c.sim...)...)

@@ -202,8 +202,9 @@ func (c *ValidateThinkingConfig) Validate() []error {
 type validateThinking struct {
 	cfg *ValidateThinkingConfig
 	// early stops the run when a server's first completions all have ids
-	// that do not spell their text (generate_early.go): generate checks
-	// only where it has a tokenizer, and on the chat API it need not.
+	// that do not spell their text (generate checks only where it has a
+	// tokenizer), or when most of the first ones are rejected for being
+	// cut at the length limit (generate_early.go).
 	early        earlyWatch
 	halt         func(error)
 	id           string
@@ -283,6 +284,9 @@ func (v *validateThinking) useTokenizer(tok *tokenize.Tokenizer) {
 // at the trainer's length (Report).
 func (v *validateThinking) Process(ctx context.Context, rec *record.Record, out pipeline.Emitter) error {
 	reason, detail := v.check(rec)
+	if c := rec.Completion; c != nil && v.halt != nil {
+		v.watchEarly(c, reason)
+	}
 	if reason == "" {
 		if v.fillsRow(rec.Completion) {
 			v.keptAtLength.Add(1)
@@ -392,14 +396,7 @@ func (v *validateThinking) idsRule(c *record.Completion) (string, string) {
 		return "", ""
 	}
 	out := v.tok.Decode(c.OutputIDs)
-	part := idsMisspell(out, c)
-	if v.halt != nil {
-		ids := earlyVerdict{server: c.Server, idsChecked: true, misspelled: part, decoded: out, tokenizer: v.cfg.Tokenizer, stage: v.id}
-		if err := v.early.add(ids, c, 0); err != nil {
-			v.halt(pipeline.Permanent(err))
-		}
-	}
-	if part != "" {
+	if part := idsMisspell(out, c); part != "" {
 		return v.fail(ReasonIDsTextMismatch, idsMismatchDetail(part, out))
 	}
 	return "", ""
