@@ -43,7 +43,8 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Exit codes: 0 success, 1 run failed, 2 usage or pipeline-file error,")
-	fmt.Fprintln(w, "or bad data (too many rejects, an empty output), 130 interrupted")
+	fmt.Fprintln(w, "or bad data (too many rejects, an empty output), 4 the run reached its")
+	fmt.Fprintln(w, "[pipeline] budget (raise it and run the same command), 130 interrupted")
 	fmt.Fprintln(w, "(in-flight work drained and committed).")
 	fmt.Fprintln(w, "Run 'pipe help COMMAND' for one command's flags.")
 }

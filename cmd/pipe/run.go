@@ -694,9 +694,18 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 	r.starting.Add(1)
 	go r.sayRunning(sigDone)
 	r.warner = newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), r.warned)
+	opts := r.runOptions()
+	if opts.Limit != nil {
+		// A budget spent by earlier starts stops this one before it
+		// sends a request.
+		if err := opts.Limit(&engine.Summary{}); err != nil {
+			be, _ := budgetReached(err)
+			return &exitError{code: exitBudget, err: fmt.Errorf("%w by its earlier starts; nothing was done.\nTo go on, raise [pipeline] budget (e.g. --set pipeline.budget.%s=...) and run the same command: %s", err, be.What, r.rs.again)}
+		}
+	}
 	done := make(chan runResult, 1)
 	go func() {
-		sum, err := engine.Run(runCtx, plan, r.runOptions())
+		sum, err := engine.Run(runCtx, plan, opts)
 		done <- runResult{sum, err}
 	}()
 	select {
@@ -820,7 +829,13 @@ func (r *runSession) warned(w runWarning) {
 }
 
 func (r *runSession) runOptions() engine.Options {
+	var limit func(*engine.Summary) error
+	if b := r.plan.File.Budget; !b.IsZero() {
+		points, _ := rundir.ReadTimeline(r.plan.File.RunDir) // unreadable: nothing spent before, as a new run
+		limit = budgetLimit(b, rundir.SpentBy(points))
+	}
 	return engine.Options{
+		Limit:        limit,
 		Stop:         r.stop,
 		DrainTimeout: r.rs.drainTimeout,
 		CommitEvery:  r.rs.commitEvery,
@@ -909,9 +924,11 @@ func (r *runSession) finish(ctx context.Context, sum *engine.Summary, runErr err
 		printSummary(r.log, r.plan, sum)
 	}
 	r.report(ctx, state, sum)
-	if state == stateFinished {
+	if _, budget := budgetReached(runErr); state == stateFinished || budget {
 		// Finished means complete: every output checked against its
-		// manifest, here and in a bucket, before exit 0.
+		// manifest, here and in a bucket, before exit 0. A run stopped
+		// by its budget has its outputs checked too: what it says it
+		// wrote is there.
 		if err := verifyAtEnd(ctx, r.std.Err, r.log, r.plan); err != nil {
 			r.rl.Error("outputs not verified", "err", err)
 			r.writeStatus(stateFailed, ls, err)
@@ -974,6 +991,11 @@ func (r *runSession) report(ctx context.Context, state string, sum *engine.Summa
 func (r *runSession) outcome(state string, sum *engine.Summary, runErr error) error {
 	switch state {
 	case stateFailed:
+		if be, ok := budgetReached(runErr); ok {
+			r.rl.Info("budget reached", "what", be.What, "spent", be.Spent)
+			return &exitError{code: exitBudget, err: fmt.Errorf("%w; intake stopped, what was in flight finished and everything is committed (%d ids finished).\n"+
+				"To go on, raise [pipeline] budget (e.g. --set pipeline.budget.%s=...) and run the same command: %s", be, sum.Finished, be.What, r.rs.again)}
+		}
 		r.rl.Error("run failed", "err", runErr)
 		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
 			runErr, sum.Finished, r.logPath, r.rs.again)

@@ -65,6 +65,11 @@ type Options struct {
 	// snapshot, from a goroutine of Run's; it must not block for long.
 	Progress      func(*Summary)
 	ProgressEvery time.Duration
+	// Limit, if set, is called with each ProgressEvery snapshot; an error
+	// ends the run as max_rejected does: intake stops, everything
+	// processed is committed, what is in flight finishes, and Run returns
+	// the error ([pipeline] budget).
+	Limit func(*Summary) error
 	// HashCheck makes writers check the SHA-256 of what they committed
 	// before they build on it (Env.HashCheck): asked for, or after a run
 	// that did not end cleanly. Sizes are always checked.
@@ -1029,8 +1034,16 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 		case <-drainTimer:
 			e.hardCancel(fmt.Errorf("drain did not finish within %s: %w", e.opts.DrainTimeout, ErrStopped))
 		case <-tick.C:
-			if e.opts.Progress != nil && e.running.Load() {
-				e.opts.Progress(e.summary())
+			if (e.opts.Progress != nil || e.opts.Limit != nil) && e.running.Load() {
+				s := e.summary()
+				if e.opts.Progress != nil {
+					e.opts.Progress(s)
+				}
+				if e.opts.Limit != nil {
+					if err := e.opts.Limit(s); err != nil {
+						e.halt(err)
+					}
+				}
 			}
 		}
 	}

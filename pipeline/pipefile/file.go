@@ -36,6 +36,8 @@ type File struct {
 	NotifyPos Pos
 	// MaxRejected is [pipeline] max_rejected (default DefaultRejectLimit).
 	MaxRejected RejectLimit
+	// Budget is [pipeline] budget (zero: none).
+	Budget Budget
 	// KeepJournal is [pipeline] keep_journal: keep journal segments after
 	// every output committed their records (default false: delete them).
 	KeepJournal bool
@@ -269,7 +271,7 @@ func (fp *fileParser) resolveVars(rawVars map[string]any, varPos map[string]Pos)
 	}
 }
 
-var pipelineKeys = []string{"name", "run_dir", "description", "max_failed", "max_rejected", "keep_journal", "notify", "shard"}
+var pipelineKeys = []string{"name", "run_dir", "description", "max_failed", "max_rejected", "budget", "keep_journal", "notify", "shard"}
 
 // parseHeader reads [pipeline] (but its shard, read first by parseShard).
 func (fp *fileParser) parseHeader() {
@@ -300,6 +302,8 @@ func (fp *fileParser) headerKey(p Pos, k string, v any) {
 		f.NotifyPos = p
 	case "max_rejected":
 		f.MaxRejected, err = ParseRejectLimit(v)
+	case "budget":
+		f.Budget, err = ParseBudget(v)
 	case "keep_journal":
 		b, ok := v.(bool)
 		if !ok {
@@ -548,8 +552,13 @@ func (f *File) setPipelineKey(key string, v any, p Pos, dir string) error {
 		return nil
 	case "shard":
 		return fmt.Errorf("the shard is chosen before anything else is read: use --shard I/N, not --set")
+	case "budget":
+		return fmt.Errorf("set one budget key: pipeline.budget.output_tokens, pipeline.budget.wall or pipeline.budget.gpu_hours")
 	default:
-		return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected, keep_journal, notify (and --shard)", key)
+		if k, ok := strings.CutPrefix(key, "budget."); ok {
+			return f.Budget.set(k, v)
+		}
+		return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected, budget.KEY, keep_journal, notify (and --shard)", key)
 	}
 	if !isStr {
 		return fmt.Errorf("pipeline.%s must be a string", key)

@@ -78,3 +78,44 @@ func ReadTimeline(dir string) ([]Point, error) {
 	}
 	return out, sc.Err()
 }
+
+// Spent is what earlier starts of a run spent, read from its timeline:
+// each start's last point (a start killed between points loses at most
+// the time since its last one).
+type Spent struct {
+	Wall         time.Duration
+	OutputTokens int64
+	// GPUHours are servers × hours: each start's servers (those with a
+	// figure in its points) for the time it lasted.
+	GPUHours float64
+}
+
+// SpentBy sums points by start: a start is a run of points of one
+// process whose elapsed time does not go back.
+func SpentBy(points []Point) Spent {
+	var s Spent
+	add := func(p *Point) {
+		if p == nil {
+			return
+		}
+		s.Wall += time.Duration(p.Elapsed * float64(time.Second))
+		servers := map[string]bool{}
+		for _, st := range p.Stages {
+			s.OutputTokens += st.Tokens
+			for name := range st.ServerTokens {
+				servers[name] = true
+			}
+		}
+		s.GPUHours += float64(len(servers)) * p.Elapsed / 3600
+	}
+	var last *Point
+	for i := range points {
+		p := &points[i]
+		if last != nil && (p.PID != last.PID || p.Elapsed < last.Elapsed) {
+			add(last)
+		}
+		last = p
+	}
+	add(last)
+	return s
+}

@@ -1,6 +1,7 @@
 package rundir_test
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,5 +40,32 @@ func TestTimeline(t *testing.T) {
 	pts, err := rundir.ReadTimeline(dir)
 	if err != nil || len(pts) != 2 || pts[1].Finished != 10 || pts[1].Stages[0].Out != 10 || pts[1].Stages[0].ServerTokens["a"] != 5 {
 		t.Errorf("read %+v, %v; want the two whole points", pts, err)
+	}
+}
+
+// What earlier starts spent is each start's last point: a start is a run
+// of points of one process whose elapsed time does not go back.
+func TestSpentBy(t *testing.T) {
+	fleet := func(tokens int64, servers ...string) []rundir.PointStage {
+		m := map[string]int64{}
+		for _, s := range servers {
+			m[s] = tokens / int64(len(servers))
+		}
+		return []rundir.PointStage{{Tokens: tokens, ServerTokens: m}}
+	}
+	points := []rundir.Point{
+		{PID: 10, Elapsed: 30, Stages: fleet(100, "a", "b")},
+		{PID: 10, Elapsed: 3600, Stages: fleet(5000, "a", "b")},
+		{PID: 11, Elapsed: 60, Stages: fleet(700, "a")},
+		{PID: 11, Elapsed: 1800, Stages: fleet(900, "a")},
+		{PID: 11, Elapsed: 5, Stages: fleet(10, "a", "b", "c")}, // the pid again, a new start
+	}
+	got := rundir.SpentBy(points)
+	want := rundir.Spent{Wall: 5405 * time.Second, OutputTokens: 5910, GPUHours: 2 + 0.5 + 3*5.0/3600}
+	if got.Wall != want.Wall || got.OutputTokens != want.OutputTokens || math.Abs(got.GPUHours-want.GPUHours) > 1e-9 {
+		t.Fatalf("SpentBy = %+v, want %+v", got, want)
+	}
+	if (rundir.SpentBy(nil) != rundir.Spent{}) {
+		t.Fatal("no points spent something")
 	}
 }
