@@ -83,6 +83,8 @@ type ServerView struct {
 	ErrorsTotal int64            `json:"errors_total"`
 	Ejections   int64            `json:"ejections"`
 	Accept      float64          `json:"spec_accept_length,omitempty"`
+	// QuietSeconds is how long ago it last completed a request.
+	QuietSeconds float64 `json:"quiet_s"`
 }
 
 var _ pipeline.Viewer = (*generate)(nil)
@@ -107,7 +109,7 @@ func (g *generate) View() any {
 		sv := ServerView{
 			Name: serverName(s), State: state, Reason: why, InFlight: int64(s.InFlight), Concurrency: int64(s.Concurrency),
 			Completions: s.Completions, Tokens: s.OutputTokens, PerSecond: s.CompletionsPerSec, P95Seconds: s.P95.Seconds(),
-			Ejections: s.Ejections, Accept: s.MeanAcceptLength,
+			Ejections: s.Ejections, Accept: s.MeanAcceptLength, QuietSeconds: s.Quiet.Seconds(),
 		}
 		if len(s.Errors) > 0 {
 			sv.Errors = maps.Clone(s.Errors)

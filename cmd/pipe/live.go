@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -273,7 +274,31 @@ func (l *live) eta(ls *liveStatus) *liveETA {
 	if rate > 0 {
 		e.Seconds = float64(remaining) / rate
 	}
+	if e.Waiting = tailWait(ls.Fleet, remaining); e.Waiting != "" {
+		e.Seconds = 0
+	}
 	return e
+}
+
+// quietTail is how long a server must have brought nothing back, holding
+// the run's last requests, before the ETA says it waits on it.
+const quietTail = time.Minute
+
+// tailWait says what the run waits on when every record left is a
+// request in flight and the servers holding some have answered none for
+// quietTail: the rate of the run says nothing about them (a hung server
+// holds them until stall_timeout sends them elsewhere). "" otherwise.
+func tailWait(f *liveFleet, remaining int64) string {
+	if f == nil || remaining <= 0 || remaining > f.InFlight {
+		return ""
+	}
+	var parts []string
+	for _, s := range f.Servers {
+		if s.InFlight > 0 && s.QuietSeconds >= quietTail.Seconds() {
+			parts = append(parts, fmt.Sprintf("%s on %s, no output for %s", plural(int(s.InFlight), "request"), s.Name, formatETA(s.QuietSeconds)))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // topReasons lists rejections by reason, largest first: "empty_answer 61%,

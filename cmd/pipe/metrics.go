@@ -125,7 +125,7 @@ func (m *runMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge("pipe_run_elapsed_seconds", "Time since the run started.", ls.ElapsedS)
 	gauge("pipe_run_finished_ids", "Ids the run directory counts as finished (committed everywhere they went).", float64(ls.Finished))
-	if ls.ETA != nil && ls.ETA.PerSecond > 0 {
+	if ls.ETA != nil && ls.ETA.PerSecond > 0 && ls.ETA.Waiting == "" {
 		gauge("pipe_run_eta_seconds", "Estimated time to finish, from the prompts left and the last minute's rate.", ls.ETA.Seconds)
 	}
 	if e := ls.Economy; e != nil {

@@ -34,6 +34,9 @@ func etaLine(e *liveETA) string {
 	if e.Estimated {
 		left = "~" + left
 	}
+	if e.Waiting != "" {
+		return fmt.Sprintf("ETA ?: %s left, waiting on %s", left, e.Waiting)
+	}
 	if e.PerSecond <= 0 {
 		return fmt.Sprintf("ETA ?: %s left, no rate yet", left)
 	}
@@ -196,7 +199,9 @@ func progressLine(ls *liveStatus) string {
 	if ls.Input != nil && !ls.Input.Complete {
 		fmt.Fprintf(&b, " read %s", pct(ls.Input.Share))
 	}
-	if ls.ETA != nil && ls.ETA.PerSecond > 0 {
+	if ls.ETA != nil && ls.ETA.Waiting != "" {
+		fmt.Fprintf(&b, " waiting on %s", ls.ETA.Waiting)
+	} else if ls.ETA != nil && ls.ETA.PerSecond > 0 {
 		fmt.Fprintf(&b, " ETA %s", formatETA(ls.ETA.Seconds))
 	}
 	return strings.TrimSuffix(b.String(), " |")

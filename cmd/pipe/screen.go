@@ -115,6 +115,8 @@ func headLine(ls *liveStatus) screenLine {
 		switch {
 		case e.Remaining == 0 && !e.Estimated:
 			l = append(l, p(strong, "nothing left"))
+		case e.Waiting != "":
+			l = append(l, p(strong, "ETA ?"), p(caution, "%s left, waiting on %s", left, e.Waiting))
 		case e.PerSecond <= 0:
 			l = append(l, p(strong, "ETA ?"), p(plain, "%s left, no rate yet", left))
 		default:

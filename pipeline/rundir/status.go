@@ -186,6 +186,11 @@ type ETA struct {
 	PerSecond float64 `json:"per_second"`
 	Seconds   float64 `json:"seconds"`
 	Estimated bool    `json:"estimated"` // the total is estimated from the input's bytes
+	// Waiting, at the end of a run, says what the rest waits on when it
+	// is requests a server has brought nothing back for a while: "3
+	// requests on gpu4:30000, no output for 3m10s". No time is estimated
+	// then: the stall timeout or the server decides it.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Edge is the records waiting on one output port.

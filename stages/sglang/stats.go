@@ -56,6 +56,10 @@ type ServerStats struct {
 	// decides.
 	Stalls  int64
 	Suspect bool
+	// Quiet is how long ago it last completed a request (since the start
+	// when it has not yet): with requests in flight, how long they have
+	// brought nothing back.
+	Quiet time.Duration
 }
 
 // Stats is a snapshot of the fleet's figures.
@@ -76,6 +80,7 @@ type serverStats struct {
 
 	mu          sync.Mutex
 	completions int64
+	last        time.Time // of the last completion
 	tokens      int64
 	lat         []time.Duration // ring of recent latencies
 	latSum      time.Duration
@@ -103,6 +108,7 @@ func (st *serverStats) completed(r *Result) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.completions++
+	st.last = time.Now()
 	st.tokens += int64(r.CompletionTokens)
 	st.latSum += r.Latency
 	if len(st.lat) < latencyKeep {
@@ -147,6 +153,10 @@ func (st *serverStats) snapshot(now time.Time, out *ServerStats, lat []time.Dura
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out.Completions, out.OutputTokens, out.LatencySum = st.completions, st.tokens, st.latSum
+	out.Quiet = now.Sub(st.start)
+	if !st.last.IsZero() {
+		out.Quiet = now.Sub(st.last)
+	}
 	out.Errors = maps.Clone(st.errors)
 	out.Ejections = st.ejections.Load()
 	out.Stalls = st.stalls.Load()
