@@ -149,7 +149,10 @@ func (w *earlyWatch) add(v earlyVerdict, c *record.Completion, maxOutput int) er
 		}
 	}
 	if err == nil && v.thinkingOn && w.thinking >= 0 {
-		if strings.TrimSpace(c.Reasoning) != "" {
+		// Thinking left in the answer (a server without a reasoning
+		// parser on a template that opens the reasoning itself) is
+		// thinking: validate-thinking says what is wrong with it.
+		if strings.TrimSpace(c.Reasoning) != "" || strings.Contains(c.Answer, "</think>") {
 			w.thinking = -1
 		} else if w.thinking++; w.thinking >= earlyThinking {
 			err = fmt.Errorf("thinking is not happening: none of the first %d completions with enable_thinking = true has any reasoning (the last from %s). "+
