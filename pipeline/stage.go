@@ -209,6 +209,9 @@ type Env struct {
 	// for a problem found ahead of the records it concerns, e.g. a bad line
 	// the reader has not reached yet. Nil outside a run.
 	Halt func(err error)
+	// Sample, when set, asks a source for a spread sample of its input
+	// (pipe plan): every Every-th record not finished yet, at most Max.
+	Sample Sample
 	// HashCheck asks a writer to check its committed outputs at Open by
 	// their SHA-256, not only their sizes (engine.Options.HashCheck).
 	HashCheck bool
@@ -239,4 +242,12 @@ const ReasonDuplicate = "duplicate_id"
 // and prints a table of them). Open has not been called.
 type DryRunner interface {
 	DryRun(ctx context.Context, env *Env) (string, error)
+}
+
+// Sample is a spread sample of a source's input: every Every-th record
+// (of those not finished yet), at most Max of them. The zero Sample is
+// the whole input. A sample spread over the file sees its whole range of
+// prompts, however the file is sorted.
+type Sample struct {
+	Every, Max int64
 }

@@ -455,6 +455,8 @@ type generate struct {
 	answers, tinyAnswers atomic.Int64
 	// ended counts conversations ended early, by endedReasons' index.
 	ended [len(endedReasons)]atomic.Int64
+	// lengths follows the completions' output tokens (pipe plan).
+	lengths lengths
 	// early watches the first completions for mistakes that make them
 	// all useless (generate_early.go).
 	early earlyWatch

@@ -32,6 +32,7 @@ func (g *generate) countEnded(why string) {
 
 func (g *generate) countAnswer(c *record.Completion) {
 	g.answers.Add(1)
+	g.lengths.add(c)
 	if tinyAnswer(c.Answer) {
 		g.tinyAnswers.Add(1)
 	}
@@ -66,6 +67,9 @@ type FleetView struct {
 	Waiting    string       `json:"waiting_for_servers,omitempty"`
 	Servers    []ServerView `json:"servers"`
 	P95Seconds float64      `json:"latency_p95_s"`
+	// Lengths are the output tokens and latencies of the completions sent
+	// on in this start (nil before the first).
+	Lengths *LengthView `json:"lengths,omitempty"`
 }
 
 // ServerView is one server of a FleetView.
@@ -85,6 +89,8 @@ type ServerView struct {
 	Accept      float64          `json:"spec_accept_length,omitempty"`
 	// QuietSeconds is how long ago it last completed a request.
 	QuietSeconds float64 `json:"quiet_s"`
+	// LatencyMean is its completions' mean seconds.
+	LatencyMean float64 `json:"latency_mean_s"`
 }
 
 var _ pipeline.Viewer = (*generate)(nil)
@@ -99,7 +105,7 @@ func (g *generate) View() any {
 	v := FleetView{
 		InFlight: int64(st.Total.InFlight), Capacity: int64(st.Total.Concurrency), Tokens: st.Total.OutputTokens,
 		Answers: g.answers.Load(), Tiny: g.tinyAnswers.Load(), MaxOutputTokens: int64(g.cfg.MaxOutputTokens),
-		P95Seconds: st.Total.P95.Seconds(), Servers: make([]ServerView, 0, len(st.Servers)),
+		P95Seconds: st.Total.P95.Seconds(), Servers: make([]ServerView, 0, len(st.Servers)), Lengths: g.lengths.view(),
 	}
 	if line, ok := g.client.Waiting(); ok {
 		v.Waiting = line
@@ -110,6 +116,9 @@ func (g *generate) View() any {
 			Name: serverName(s), State: state, Reason: why, InFlight: int64(s.InFlight), Concurrency: int64(s.Concurrency),
 			Completions: s.Completions, Tokens: s.OutputTokens, PerSecond: s.CompletionsPerSec, P95Seconds: s.P95.Seconds(),
 			Ejections: s.Ejections, Accept: s.MeanAcceptLength, QuietSeconds: s.Quiet.Seconds(),
+		}
+		if s.Completions > 0 {
+			sv.LatencyMean = s.LatencySum.Seconds() / float64(s.Completions)
 		}
 		if len(s.Errors) > 0 {
 			sv.Errors = maps.Clone(s.Errors)

@@ -26,6 +26,9 @@ type jsonlSource struct {
 	Path      string
 	OnBadLine string // "fail" stops with file:line; "skip" rejects the line as bad_line
 	Limit     int64  // records to emit; 0 means all
+	// Sample, when set, takes every Sample.Every-th record not finished
+	// yet, at most Sample.Max (pipeline.Env.Sample).
+	Sample pipeline.Sample
 	// Parse judges one non-blank line of valid UTF-8: its id (with needID
 	// or build) and, with build, its record; or what is wrong with it — a
 	// bad_line, or a reason that rejects the record (returned with it when
@@ -185,9 +188,12 @@ func (s *jsonlSource) eachLine(ctx context.Context, fn func(lineNo int, line []b
 // not taken, and is read again on resume.
 func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 	j := s.judge()
-	var emitted, seen int64
+	var emitted, seen, sampled, candidates int64
 	err := s.eachLine(ctx, func(lineNo int, line []byte) (bool, error) {
 		if s.Limit > 0 && emitted >= s.Limit {
+			return false, nil
+		}
+		if s.Sample.Max > 0 && sampled >= s.Sample.Max {
 			return false, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -196,10 +202,20 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		seen++
 		if s.QuickID != nil {
 			if id, ok := s.QuickID(line); ok && out.SkipFinished(id) {
+				if s.Sample.Max > 0 {
+					return true, nil // a sample is of the work left: a finished line is not read
+				}
 				out.Took(1)
 				emitted++
 				return true, nil
 			}
+		}
+		if s.Sample.Max > 0 {
+			candidates++
+			if (candidates-1)%max(s.Sample.Every, 1) != 0 {
+				return true, nil // not in the sample: not read in this start
+			}
+			sampled++
 		}
 		rec, prob := j.line(lineNo, line, true)
 		switch {

@@ -124,7 +124,7 @@ func (r *readPrompts) source(dedupe bool) *jsonlSource {
 // Open starts judging the whole file ahead of the reader (see jsonlSource.ahead).
 func (r *readPrompts) Open(ctx context.Context, env *pipeline.Env) error {
 	r.src = r.source(!env.DuplicatesHandled)
-	r.src.Halt = env.Halt
+	r.src.Halt, r.src.Sample = env.Halt, env.Sample
 	r.stopAhead = r.src.ahead(ctx, env)
 	return nil
 }

@@ -33,6 +33,10 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // runCmd is pipe run: its flags, and the steps of a run as methods.
 type runCmd struct {
+	// sample and planJSON are pipe plan's: the prompts of the sample and
+	// JSON output.
+	sample       int64
+	planJSON     bool
 	dryRun       bool
 	runDir       string
 	sim          int
@@ -193,7 +197,16 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 	if err := notifyDetached(plan.File.RunDir); err != nil {
 		return err
 	}
+	var sample pipeline.Sample
+	var work planWork
+	if c.sample > 0 {
+		if work, err = countWork(ctx, plan); err != nil {
+			return err
+		}
+		sample = sampleOf(work, c.sample)
+	}
 	return runPlan(ctx, std, plan, runSettings{
+		sample: sample, work: work, planJSON: c.planJSON,
 		drainTimeout: c.drainTimeout, progressEvery: c.progress, commitEvery: c.commitEvery, noJournal: c.noJournal,
 		again: again, metricsAddr: c.metricsAddr, logFormat: c.logFormat, warn: c.limits,
 		fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
@@ -487,6 +500,12 @@ type runSettings struct {
 	// hashCheck: writers check the SHA-256 of the shards they build on
 	// (asked, or the previous run did not end cleanly).
 	hashCheck bool
+	// sample, when set, is pipe plan's: the run reads this sample of the
+	// work (counted in work) and ends with the projection (JSON on stdout
+	// with planJSON).
+	sample   pipeline.Sample
+	work     planWork
+	planJSON bool
 }
 
 // serveMetrics serves the Prometheus metrics on addr (--metrics-addr),
@@ -835,6 +854,7 @@ func (r *runSession) runOptions() engine.Options {
 		limit = budgetLimit(b, rundir.SpentBy(points))
 	}
 	return engine.Options{
+		Sample:       r.rs.sample,
 		Limit:        limit,
 		Stop:         r.stop,
 		DrainTimeout: r.rs.drainTimeout,
@@ -935,6 +955,11 @@ func (r *runSession) finish(ctx context.Context, sum *engine.Summary, runErr err
 			return err
 		}
 		r.rl.Info("outputs verified")
+		if r.rs.sample.Max > 0 {
+			if err := printPlan(r.std.Err, r.std.Out, r.rs.planJSON, r.plan, sum, r.rs.sample, r.rs.work); err != nil {
+				return err
+			}
+		}
 	}
 	return r.outcome(state, sum, runErr)
 }

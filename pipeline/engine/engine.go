@@ -65,6 +65,9 @@ type Options struct {
 	// snapshot, from a goroutine of Run's; it must not block for long.
 	Progress      func(*Summary)
 	ProgressEvery time.Duration
+	// Sample asks the sources for a spread sample of their input
+	// (pipeline.Env.Sample; pipe plan).
+	Sample pipeline.Sample
 	// Limit, if set, is called with each ProgressEvery snapshot; an error
 	// ends the run as max_rejected does: intake stops, everything
 	// processed is committed, what is in flight finishes, and Run returns
@@ -375,7 +378,7 @@ func (e *engine) open() error {
 		if o, ok := n.stage.(pipeline.Opener); ok {
 			env := &pipeline.Env{StageID: n.ps.ID(), RunDir: e.plan.File.RunDir, Log: e.opts.Log, Notice: e.opts.Notice, Done: e.ledger, Resources: e.opts.Resources,
 				DuplicatesHandled: pipeline.DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
-				HashCheck: e.opts.HashCheck, Unfinish: e.ledger.unfinish}
+				HashCheck: e.opts.HashCheck, Unfinish: e.ledger.unfinish, Sample: e.opts.Sample}
 			if e.opts.Warn != nil {
 				id := n.ps.ID()
 				env.Warn = func(kind, text string) { e.opts.Warn(id, kind, text) }
