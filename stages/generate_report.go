@@ -88,9 +88,9 @@ type ServerView struct {
 	Ejections   int64            `json:"ejections"`
 	Accept      float64          `json:"spec_accept_length,omitempty"`
 	// QuietSeconds is how long ago it last completed a request.
-	QuietSeconds float64 `json:"quiet_s"`
+	QuietSeconds float64 `json:"quiet_s,omitempty"`
 	// LatencyMean is its completions' mean seconds.
-	LatencyMean float64 `json:"latency_mean_s"`
+	LatencyMean float64 `json:"latency_mean_s,omitempty"`
 }
 
 var _ pipeline.Viewer = (*generate)(nil)
