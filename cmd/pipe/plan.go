@@ -169,10 +169,17 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 	se := l.SD / math.Sqrt(n)
 	p.OutputTokens = Interval{left * l.Mean, left * max(0, l.Mean-1.96*se), left * (l.Mean + 1.96*se)}
 	// Wall: the prompts left at the fleet's rate, the latency scaling
-	// with the tokens, and the slowest prompts' tail at the end.
+	// with the tokens; then the drain: once the queue is empty each
+	// server finishes what it holds, the slowest one last (about its p95
+	// latency: the longest of a concurrency's worth of requests), less the
+	// half of a mean latency the rate already counted.
 	rel := 1.96 * se / max(l.Mean, 1)
 	wall := left / perSecond
-	tail := max(0, l.LatencyP99-l.LatencyMean)
+	var drain float64
+	for _, sv := range fleet.Servers {
+		drain = max(drain, sv.P95Seconds)
+	}
+	tail := max(0, drain-l.LatencyMean/2)
 	p.WallSeconds = Interval{wall + tail, wall*max(0, 1-rel) + tail, wall*(1+rel) + tail}
 	servers := float64(p.Servers)
 	p.GPUHours = Interval{p.WallSeconds.Value * servers / 3600, p.WallSeconds.Low * servers / 3600, p.WallSeconds.High * servers / 3600}
