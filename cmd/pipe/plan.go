@@ -26,10 +26,14 @@ func init() {
 		Long:      planLong,
 		SetFlags: func(fs *flag.FlagSet) {
 			c.setFlags(fs)
-			fs.Int64Var(&c.sample, "sample", 400, "prompts in the sample, spread over the work left")
 			fs.BoolVar(&c.planJSON, "json", false, "print the projection as JSON on stdout")
 		},
-		Run: c.run,
+		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+			if c.sample <= 0 {
+				c.sample = defaultSample
+			}
+			return c.run(ctx, std, fs)
+		},
 	})
 }
 
@@ -55,6 +59,9 @@ output_tokens and training_rows are each {"value", "low", "high"}.
 
 A sample of a few hundred prompts at least three times the fleet's
 concurrency measures the servers busy, as the run keeps them.`
+
+// defaultSample is pipe plan's sample when --sample is not given.
+const defaultSample = 400
 
 // planWork is what a plan samples: the input's records and those finished
 // before it.
@@ -109,6 +116,8 @@ type Projection struct {
 	SampleEvery int64 `json:"sample_every"` // one prompt in this many of the work left
 	Left        int64 `json:"prompts_left"` // after the sample
 	Servers     int   `json:"servers"`
+	// PerServer are the servers as measured.
+	PerServer []PlanServer `json:"per_server"`
 	// Per prompt, measured.
 	OutputTokensMean float64 `json:"output_tokens_per_prompt"`
 	OutputTokensP99  int     `json:"output_tokens_p99"`
@@ -129,6 +138,18 @@ type Projection struct {
 	MaxOutputTokens int64  `json:"max_output_tokens"`
 	Recommended     int64  `json:"recommended_max_output_tokens,omitempty"`
 	Why             string `json:"recommendation,omitempty"`
+}
+
+// PlanServer is one server as the sample measured it.
+type PlanServer struct {
+	Name        string  `json:"name"`
+	Concurrency int64   `json:"concurrency"`
+	Completions int64   `json:"completions"`
+	LatencyMean float64 `json:"latency_mean_s"`
+	// TokensPerSecond is what it decodes busy: its concurrency over its
+	// mean latency, times the fleet's mean output tokens.
+	TokensPerSecond float64 `json:"output_tokens_per_second"`
+	Accept          float64 `json:"spec_accept_length,omitempty"`
 }
 
 // project makes the projection of the work left after a sample run whose
@@ -156,9 +177,12 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 	// latency (Little's law), in completions per second, summed.
 	var perSecond float64
 	for _, sv := range fleet.Servers {
+		ps := PlanServer{Name: sv.Name, Concurrency: sv.Concurrency, Completions: sv.Completions, LatencyMean: sv.LatencyMean, Accept: sv.Accept}
 		if sv.LatencyMean > 0 && sv.Completions > 0 {
 			perSecond += float64(sv.Concurrency) / sv.LatencyMean
+			ps.TokensPerSecond = float64(sv.Concurrency) / sv.LatencyMean * l.Mean
 		}
+		p.PerServer = append(p.PerServer, ps)
 	}
 	if perSecond <= 0 {
 		return nil, fmt.Errorf("no server completed a request in the sample")
@@ -248,10 +272,23 @@ func depth(ps *pipeline.PlanStage) int {
 
 // writeProjection prints the projection for a person.
 func writeProjection(w io.Writer, p *Projection) {
-	d := func(s float64) string { return formatETA(s) }
+	d := func(s float64) string {
+		if s < 60 {
+			return fmt.Sprintf("%.3gs", s)
+		}
+		return formatETA(s)
+	}
 	fmt.Fprintf(w, "\nplan from a sample of %d prompts (one in %d of the work left), %d servers:\n", p.Sample, p.SampleEvery, p.Servers)
 	fmt.Fprintf(w, "  measured: %s output tokens per prompt (p99 %s), %.1f%% cut at max_output_tokens, %.1f%% kept; the fleet decodes %s tokens/s busy\n",
 		count(int64(p.OutputTokensMean)), count(int64(p.OutputTokensP99)), 100*p.CutShare, 100*p.KeptShare, numfmt.Count(p.TokensPerSecond))
+	for _, s := range p.PerServer {
+		accept := ""
+		if s.Accept > 0 {
+			accept = fmt.Sprintf(", speculative accept length %.2f", s.Accept)
+		}
+		fmt.Fprintf(w, "    server %s: %d completions, concurrency %d, mean latency %s, %s tokens/s busy%s\n",
+			s.Name, s.Completions, s.Concurrency, d(s.LatencyMean), numfmt.Count(s.TokensPerSecond), accept)
+	}
 	fmt.Fprintf(w, "  for the %s prompts left (95%% interval):\n", count(p.Left))
 	fmt.Fprintf(w, "    wall clock      %s (%s – %s)\n", d(p.WallSeconds.Value), d(p.WallSeconds.Low), d(p.WallSeconds.High))
 	fmt.Fprintf(w, "    GPU-hours       %.1f (%.1f – %.1f)\n", p.GPUHours.Value, p.GPUHours.Low, p.GPUHours.High)
