@@ -29,9 +29,9 @@ pipe=$work/pipe
 lens="think_mean=150&answer_mean=40&length_sigma=1.0&faults=empty-answer:0.1"
 servers_of() {
 	case $1 in
-	hetero) echo "[\"sim:1?speed=6&$lens\", \"sim:1?speed=2&$lens\"]" ;;
-	four) echo "[\"sim:4?speed=3&$lens,503:0.02\"]" ;;
-	hang) echo "[\"sim:1?speed=4&$lens\", \"sim:1?speed=4&$lens,hang:0.005\"]" ;;
+	hetero) echo "[\"sim:1?speed=12&$lens\", \"sim:1?speed=4&$lens\"]" ;;
+	four) echo "[\"sim:4?speed=6&$lens,503:0.02\"]" ;;
+	hang) echo "[\"sim:1?speed=8&$lens\", \"sim:1?speed=8&$lens,hang:0.005\"]" ;;
 	*) echo "unknown fleet $1" >&2; exit 2 ;;
 	esac
 }
