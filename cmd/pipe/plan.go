@@ -153,7 +153,7 @@ type PlanServer struct {
 }
 
 // project makes the projection of the work left after a sample run whose
-// summary is s (sampled: the sample asked for; work: before the sample).
+// summary is s (sample: the sample it read; work: the input before it).
 func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, work planWork) (*Projection, error) {
 	var fleet *stages.FleetView
 	for _, st := range s.Stages {
@@ -208,8 +208,8 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 	servers := float64(p.Servers)
 	p.GPUHours = Interval{p.WallSeconds.Value * servers / 3600, p.WallSeconds.Low * servers / 3600, p.WallSeconds.High * servers / 3600}
 
-	// Training rows: the share kept (the most rows any training output
-	// took in the sample), a binomial interval.
+	// Training rows: the share kept (the training output's rows of the
+	// sample, trainingRows), a binomial interval.
 	rows := trainingRows(plan, s)
 	k := min(1, float64(rows)/n)
 	p.KeptShare = k
