@@ -27,8 +27,9 @@ type jsonlSource struct {
 	OnBadLine string // "fail" stops with file:line; "skip" rejects the line as bad_line
 	Limit     int64  // records to emit; 0 means all
 	// Sample, when set, takes every Sample.Every-th record not finished
-	// yet, at most Sample.Max (pipeline.Env.Sample).
+	// yet (not in Done), at most Sample.Max (pipeline.Env.Sample).
 	Sample pipeline.Sample
+	Done   pipeline.DoneSet
 	// Parse judges one non-blank line of valid UTF-8: its id (with needID
 	// or build) and, with build, its record; or what is wrong with it — a
 	// bad_line, or a reason that rejects the record (returned with it when
@@ -201,10 +202,11 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		}
 		seen++
 		if s.QuickID != nil {
-			if id, ok := s.QuickID(line); ok && out.SkipFinished(id) {
-				if s.Sample.Max > 0 {
-					return true, nil // a sample is of the work left: a finished line is not read
-				}
+			id, ok := s.QuickID(line)
+			if ok && s.Sample.Max > 0 && s.Done != nil && s.Done.Has(id) {
+				return true, nil // a sample is of the work left: a finished line is not read in it
+			}
+			if ok && out.SkipFinished(id) {
 				out.Took(1)
 				emitted++
 				return true, nil

@@ -86,6 +86,11 @@ path  = "out/bad.jsonl"
 			t.Fatalf("%s is not one in %d", r.ID, plan.SampleEvery)
 		}
 	}
+	// A second plan samples the work left after the first: a start like
+	// any other, its accounting balanced.
+	if out, err := pipeCmd(t, nil, "plan", "--sample", "50", p); err != nil || !strings.Contains(out, fmt.Sprintf("for the %d prompts left", n-200)) {
+		t.Fatalf("a second plan: %v\n%s", err, out)
+	}
 
 	said, err := pipeCmd(t, nil, "run", p)
 	if err != nil {
@@ -119,7 +124,7 @@ path  = "out/bad.jsonl"
 	}
 	// Without a dedupe stage the sample is read again and taken from the
 	// journal: the servers answer only the prompts left.
-	if !strings.Contains(said, fmt.Sprintf("gen: answers %d,", n-150)) {
+	if !strings.Contains(said, fmt.Sprintf("gen: answers %d,", n-200)) {
 		t.Errorf("the run after the plan generated more than the prompts left:\n%s", said)
 	}
 	t.Logf("projected tokens %+v rows %+v wall %+v; actual tokens %.0f rows %d", plan.OutputTokens, plan.Rows, plan.WallSeconds, tokens, len(rows))

@@ -124,7 +124,7 @@ func (r *readPrompts) source(dedupe bool) *jsonlSource {
 // Open starts judging the whole file ahead of the reader (see jsonlSource.ahead).
 func (r *readPrompts) Open(ctx context.Context, env *pipeline.Env) error {
 	r.src = r.source(!env.DuplicatesHandled)
-	r.src.Halt, r.src.Sample = env.Halt, env.Sample
+	r.src.Halt, r.src.Sample, r.src.Done = env.Halt, env.Sample, env.Done
 	r.stopAhead = r.src.ahead(ctx, env)
 	return nil
 }

@@ -162,6 +162,9 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 			break
 		}
 	}
+	if work.Records <= work.Finished {
+		return nil, fmt.Errorf("nothing left to plan: every prompt of the input is finished")
+	}
 	if fleet == nil || fleet.Lengths == nil || fleet.Lengths.Completions < 2 {
 		return nil, fmt.Errorf("the sample generated too few completions to project from")
 	}

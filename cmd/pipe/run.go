@@ -204,6 +204,9 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 		if work, err = countWork(ctx, plan); err != nil {
 			return err
 		}
+		if work.Records <= work.Finished {
+			return fmt.Errorf("nothing left to plan: the %d prompts of the input are finished in %s", work.Records, pipeline.DisplayPath(plan.File.RunDir))
+		}
 		sample = sampleOf(work, c.sample)
 	}
 	return runPlan(ctx, std, plan, runSettings{
