@@ -185,6 +185,17 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 	if err := rundir.CheckShardLayout(plan.File.RunDir, plan.File.Shard); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	var sample pipeline.Sample
+	var work planWork
+	if c.sample > 0 {
+		if work, err = countWork(ctx, plan); err != nil {
+			return err
+		}
+		if work.Records <= work.Finished {
+			return fmt.Errorf("nothing left to plan: the %d prompts of the input are finished in %s", work.Records, pipeline.DisplayPath(plan.File.RunDir))
+		}
+		sample = sampleOf(work, c.sample)
+	}
 	lock, release, err := c.takeRunDir(std, plan)
 	if err != nil {
 		return err
@@ -197,17 +208,6 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 	}
 	if err := notifyDetached(plan.File.RunDir); err != nil {
 		return err
-	}
-	var sample pipeline.Sample
-	var work planWork
-	if c.sample > 0 {
-		if work, err = countWork(ctx, plan); err != nil {
-			return err
-		}
-		if work.Records <= work.Finished {
-			return fmt.Errorf("nothing left to plan: the %d prompts of the input are finished in %s", work.Records, pipeline.DisplayPath(plan.File.RunDir))
-		}
-		sample = sampleOf(work, c.sample)
 	}
 	return runPlan(ctx, std, plan, runSettings{
 		sample: sample, work: work, planJSON: c.planJSON,
