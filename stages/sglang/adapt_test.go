@@ -50,6 +50,12 @@ func TestAdaptiveConcurrencyFollowsCapacity(t *testing.T) {
 // per token rises with the batch, and the latency guard (rightly, for
 // what it sees) steps the limit back below the capacity.
 func TestAdaptiveLearnsCapacityOnSim(t *testing.T) {
+	if raceDetector {
+		// The limit follows latency; under the race detector's slowdown
+		// latency is noise (a CI run stopped at 65 of 128). The plain
+		// go test step runs it.
+		t.Skip("timing: skipped under the race detector")
+	}
 	for _, capacity := range []int{128, 32} {
 		cfg := sim.Config{Count: 1, Speed: 100, ThinkTokensMean: 300, AnswerTokensMean: 100}
 		cfg.MaxRunning, cfg.HideCapacity = capacity, true
