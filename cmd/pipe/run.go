@@ -712,20 +712,20 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		giveUp: closeGiveUp,
 	})
 
-	r.status = newStatusWriter(plan, rs.fingerprint)
-	r.opened = make(chan struct{})
-	r.starting.Add(1)
-	go r.sayRunning(sigDone)
-	r.warner = newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), r.warned)
 	opts := r.runOptions()
 	if opts.Limit != nil {
 		// A budget spent by earlier starts stops this one before it
-		// sends a request.
+		// sends a request (or says it is running).
 		if err := opts.Limit(&engine.Summary{}); err != nil {
 			be, _ := budgetReached(err)
 			return &exitError{code: exitBudget, err: fmt.Errorf("%w by its earlier starts; nothing was done.\nTo go on, raise [pipeline] budget (e.g. --set pipeline.budget.%s=...) and run the same command: %s", err, be.What, r.rs.again)}
 		}
 	}
+	r.status = newStatusWriter(plan, rs.fingerprint)
+	r.opened = make(chan struct{})
+	r.starting.Add(1)
+	go r.sayRunning(sigDone)
+	r.warner = newWarner(rs.warn, append([]string{plan.File.RunDir}, outputPaths(plan)...), r.warned)
 	done := make(chan runResult, 1)
 	go func() {
 		sum, err := engine.Run(runCtx, plan, opts)
