@@ -89,8 +89,13 @@ type ServerView struct {
 	Accept      float64          `json:"spec_accept_length,omitempty"`
 	// QuietSeconds is how long ago it last completed a request.
 	QuietSeconds float64 `json:"quiet_s,omitempty"`
-	// LatencyMean is its completions' mean seconds.
-	LatencyMean float64 `json:"latency_mean_s,omitempty"`
+	// LatencyMean is its completions' mean seconds; LatencyRecent that of
+	// its last 1024 (a server that slows down shows in it first).
+	LatencyMean   float64 `json:"latency_mean_s,omitempty"`
+	LatencyRecent float64 `json:"latency_recent_s,omitempty"`
+	// TTFTSeconds is its mean time to first token as its /metrics report
+	// it (SGLang's --enable-metrics), since the run first read them.
+	TTFTSeconds float64 `json:"ttft_mean_s,omitempty"`
 }
 
 var _ pipeline.Viewer = (*generate)(nil)
@@ -116,6 +121,7 @@ func (g *generate) View() any {
 			Name: serverName(s), State: state, Reason: why, InFlight: int64(s.InFlight), Concurrency: int64(s.Concurrency),
 			Completions: s.Completions, Tokens: s.OutputTokens, PerSecond: s.CompletionsPerSec, P95Seconds: s.P95.Seconds(),
 			Ejections: s.Ejections, Accept: s.MeanAcceptLength, QuietSeconds: s.Quiet.Seconds(),
+			LatencyRecent: s.LatencyRecent.Seconds(), TTFTSeconds: s.TTFT.Seconds(),
 		}
 		if s.Completions > 0 {
 			sv.LatencyMean = s.LatencySum.Seconds() / float64(s.Completions)

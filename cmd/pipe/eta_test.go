@@ -1,9 +1,13 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 
+	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -34,5 +38,42 @@ func TestETAWaitsOnQuietServers(t *testing.T) {
 	line := progressLine(&liveStatus{ETA: e})
 	if !strings.Contains(line, "waiting on 3 requests on gpu4:30000") || strings.Contains(line, "ETA 0s") {
 		t.Fatalf("progress line %q", line)
+	}
+}
+
+// Where the fleet is the work and is full, the ETA is the fleet's model
+// (pipe plan's): a server whose latency has just tripled moves it at once,
+// while the last minute's rate still says the old speed.
+func TestETAFromTheFleetModel(t *testing.T) {
+	fleet := func(recent float64, inFlight int64) *liveFleet {
+		return &liveFleet{Stage: "gen", FleetView: stages.FleetView{InFlight: inFlight, Capacity: 96, Servers: []stages.ServerView{
+			{Name: "a", State: stages.ServerReady, Concurrency: 48, InFlight: inFlight / 2, Completions: 500, LatencyMean: 10, LatencyRecent: 10, P95Seconds: 20},
+			{Name: "b", State: stages.ServerReady, Concurrency: 48, InFlight: inFlight / 2, Completions: 500, LatencyMean: 10, LatencyRecent: recent, P95Seconds: 20},
+		}}}
+	}
+	ls := func(f *liveFleet) *liveStatus {
+		return &liveStatus{
+			Input: &liveInput{Estimated: 10000, Records: 10000, Complete: true},
+			Stages: []liveStage{
+				{StageSummary: engine.StageSummary{StageCounts: engine.StageCounts{ID: "prompts", In: 10000, Out: 10000}}},
+				{StageSummary: engine.StageSummary{StageCounts: engine.StageCounts{ID: "gen", In: 10000, Out: 1000}}, Done1m: 9.6},
+			},
+			Fleet: f,
+		}
+	}
+	l := &live{plan: &pipeline.Plan{File: &pipefile.File{}}, expensive: map[string]bool{"gen": true}, upstream: map[string]bool{"prompts": true}}
+	// 9,000 left, 96 in flight: 8,904 to send at 48/10 + 48/10 per second,
+	// then the drain (20 - 10/2).
+	e := l.eta(ls(fleet(10, 96)))
+	if want := 8904/9.6 + 15; e.By != "fleet" || math.Abs(e.Seconds-want) > 1e-6 {
+		t.Errorf("steady: %.1f s by %q, want %.1f by the fleet", e.Seconds, e.By, want)
+	}
+	slowed := l.eta(ls(fleet(30, 96)))
+	if want := 8904/(4.8+1.6) + 20 - (10+30)/2.0/2; math.Abs(slowed.Seconds-want) > 1e-6 {
+		t.Errorf("b slowed to 30 s: %.1f s, want %.1f", slowed.Seconds, want)
+	}
+	// Starved (the fleet holds a fifth of what it may): the stage's rate.
+	if e := l.eta(ls(fleet(10, 20))); e.By != "rate" || e.Seconds != 9000/9.6 {
+		t.Errorf("starved fleet: %.1f s by %q, want the rate's %.1f", e.Seconds, e.By, 9000/9.6)
 	}
 }

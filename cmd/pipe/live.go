@@ -238,7 +238,12 @@ func inputOf(st engine.StageSummary, v stages.InputView) *liveInput {
 
 // eta is from the prompts left (the input's total, estimated from its
 // bytes until it is read, less what the expensive stage finished or the
-// run skipped as done) and that stage's rate over the last minute (15
+// run skipped as done). Where that stage is the fleet and the fleet is the
+// bottleneck (it holds nearly all it may, or nothing is left to send), the
+// time is pipe plan's model of it (FleetView.SecondsFor: what is not sent
+// yet at the servers' concurrency over their recent latency, then the
+// drain), which follows a server that slows down at once and counts the
+// requests in flight; otherwise the stage's rate over the last minute (15
 // minutes while the last minute saw nothing).
 func (l *live) eta(ls *liveStatus) *liveETA {
 	if ls.Input == nil {
@@ -272,7 +277,15 @@ func (l *live) eta(ls *liveStatus) *liveETA {
 	}
 	e := &liveETA{Remaining: remaining, PerSecond: rate, Estimated: !ls.Input.Complete && !ls.Input.Counted}
 	if rate > 0 {
-		e.Seconds = float64(remaining) / rate
+		e.Seconds, e.By = float64(remaining)/rate, "rate"
+	}
+	if f := ls.Fleet; f != nil && f.Stage == work.ID && remaining > 0 {
+		queued := remaining - f.InFlight
+		if queued <= 0 || 10*f.InFlight >= 9*f.Capacity {
+			if s, ok := f.SecondsFor(queued); ok {
+				e.Seconds, e.By = s, "fleet"
+			}
+		}
 	}
 	if e.Waiting = tailWait(ls.Fleet, remaining); e.Waiting != "" {
 		e.Seconds = 0

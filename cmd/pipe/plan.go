@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
@@ -47,12 +48,14 @@ servers', thinking that does not happen, most completions cut at the
 length limit) stop it as they stop a run.
 
 From the sample it measures each server's throughput at its concurrency
-(its completions' mean latency), the output tokens per prompt, the share
+(its completions' mean latency), its time to first token where its
+/metrics report it (SGLang's --enable-metrics), the output tokens per prompt, the share
 cut at the length limit and the rows kept, and projects for the rest of
 the input, with a 95% interval: the wall-clock time pipe run will take,
 GPU-hours (servers × hours), output tokens, training rows and the decoded
 tokens per trained token, and how long the slowest 1% of prompts take. It
-recommends max_output_tokens from the measured lengths.
+recommends max_output_tokens from the measured lengths. The run's ETA uses
+the same model of the fleet, with its servers' latencies as they are then.
 
 --json prints the figures on stdout: wall_seconds, gpu_hours,
 output_tokens and training_rows are each {"value", "low", "high"}.
@@ -150,6 +153,9 @@ type PlanServer struct {
 	// mean latency, times the fleet's mean output tokens.
 	TokensPerSecond float64 `json:"output_tokens_per_second"`
 	Accept          float64 `json:"spec_accept_length,omitempty"`
+	// TTFT is its mean time to first token, where its /metrics report
+	// it (SGLang's --enable-metrics).
+	TTFT float64 `json:"ttft_mean_s,omitempty"`
 }
 
 // project makes the projection of the work left after a sample run whose
@@ -176,13 +182,20 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 	p.Left = max(0, work.Records-work.Finished-int64(s.Finished-s.FinishedAtStart))
 	left := float64(p.Left)
 
-	// Throughput: each server's concurrency over its completions' mean
-	// latency (Little's law), in completions per second, summed.
-	var perSecond float64
-	for _, sv := range fleet.Servers {
-		ps := PlanServer{Name: sv.Name, Concurrency: sv.Concurrency, Completions: sv.Completions, LatencyMean: sv.LatencyMean, Accept: sv.Accept}
+	// The fleet's model of time (stages.FleetView.SecondsFor, which the
+	// run's ETA uses too): each server's concurrency over its mean
+	// latency, then the drain. A sample's servers all count as measured,
+	// whatever their state when it ended.
+	model := *fleet
+	model.Servers = slices.Clone(fleet.Servers)
+	for i := range model.Servers {
+		model.Servers[i].State = ""
+	}
+	perSecond := model.Throughput()
+	for _, sv := range model.Servers {
+		ps := PlanServer{Name: sv.Name, Concurrency: sv.Concurrency, Completions: sv.Completions, LatencyMean: sv.LatencyMean,
+			Accept: sv.Accept, TTFT: sv.TTFTSeconds}
 		if sv.LatencyMean > 0 && sv.Completions > 0 {
-			perSecond += float64(sv.Concurrency) / sv.LatencyMean
 			ps.TokensPerSecond = float64(sv.Concurrency) / sv.LatencyMean * l.Mean
 		}
 		p.PerServer = append(p.PerServer, ps)
@@ -196,17 +209,10 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 	se := l.SD / math.Sqrt(n)
 	p.OutputTokens = Interval{left * l.Mean, left * max(0, l.Mean-1.96*se), left * (l.Mean + 1.96*se)}
 	// Wall: the prompts left at the fleet's rate, the latency scaling
-	// with the tokens; then the drain: once the queue is empty each
-	// server finishes what it holds, the slowest one last (about its p95
-	// latency: the longest of a concurrency's worth of requests), less the
-	// half of a mean latency the rate already counted.
+	// with the tokens, then the drain.
 	rel := 1.96 * se / max(l.Mean, 1)
 	wall := left / perSecond
-	var drain float64
-	for _, sv := range fleet.Servers {
-		drain = max(drain, sv.P95Seconds)
-	}
-	tail := max(0, drain-l.LatencyMean/2)
+	tail := model.Drain()
 	p.WallSeconds = Interval{wall + tail, wall*max(0, 1-rel) + tail, wall*(1+rel) + tail}
 	servers := float64(p.Servers)
 	p.GPUHours = Interval{p.WallSeconds.Value * servers / 3600, p.WallSeconds.Low * servers / 3600, p.WallSeconds.High * servers / 3600}
@@ -286,8 +292,11 @@ func writeProjection(w io.Writer, p *Projection) {
 		count(int64(p.OutputTokensMean)), count(int64(p.OutputTokensP99)), 100*p.CutShare, 100*p.KeptShare, numfmt.Count(p.TokensPerSecond))
 	for _, s := range p.PerServer {
 		accept := ""
+		if s.TTFT > 0 {
+			accept = fmt.Sprintf(", time to first token %s", d(s.TTFT))
+		}
 		if s.Accept > 0 {
-			accept = fmt.Sprintf(", speculative accept length %.2f", s.Accept)
+			accept += fmt.Sprintf(", speculative accept length %.2f", s.Accept)
 		}
 		fmt.Fprintf(w, "    server %s: %d completions, concurrency %d, mean latency %s, %s tokens/s busy%s\n",
 			s.Name, s.Completions, s.Concurrency, d(s.LatencyMean), numfmt.Count(s.TokensPerSecond), accept)

@@ -186,6 +186,11 @@ type ETA struct {
 	PerSecond float64 `json:"per_second"`
 	Seconds   float64 `json:"seconds"`
 	Estimated bool    `json:"estimated"` // the total is estimated from the input's bytes
+	// By says how Seconds was found: "fleet" from the servers'
+	// concurrency and recent latencies (pipe plan's model: the records
+	// not sent yet at the fleet's rate, then what it holds), "rate" from
+	// the work stage's rate over the last minute.
+	By string `json:"by,omitempty"`
 	// Waiting, at the end of a run, says what the rest waits on when it
 	// is requests a server has brought nothing back for a while: "3
 	// requests on gpu4:30000, no output for 3m10s". No time is estimated

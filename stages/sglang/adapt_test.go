@@ -100,11 +100,40 @@ func TestParseMetrics(t *testing.T) {
 	if m.tokenUsage < 0 || m.tokenUsage > 1 {
 		t.Errorf("token_usage %v, want 0…1", m.tokenUsage)
 	}
+	if !m.hasTTFT {
+		t.Error("the sim's time_to_first_token_seconds histogram was not read")
+	}
 	body := "# TYPE sglang:token_usage gauge\nsglang:token_usage{model_name=\"m\",dp_rank=\"0\"} 0.5\nsglang:token_usage{model_name=\"m\",dp_rank=\"1\"} 0.97\n" +
 		"# TYPE sglang:num_retracted_requests_total counter\nsglang:num_retracted_requests_total{model_name=\"m\"} 3\n"
 	m, ok = parseMetrics([]byte(body))
-	if !ok || m.tokenUsage != 0.97 || !m.hasRetractedTotal || m.retractedTotal != 3 {
-		t.Errorf("parsed %+v, %v; want the largest token_usage 0.97 and 3 retractions", m, ok)
+	if !ok || m.tokenUsage != 0.97 || !m.hasRetractedTotal || m.retractedTotal != 3 || m.hasTTFT {
+		t.Errorf("parsed %+v, %v; want the largest token_usage 0.97 and 3 retractions, no time to first token", m, ok)
+	}
+	// The time to first token is a histogram: its sum and count, over
+	// every label set (dp ranks).
+	ttft := "# TYPE sglang:time_to_first_token_seconds histogram\n" +
+		"sglang:time_to_first_token_seconds_bucket{model_name=\"m\",dp_rank=\"0\",le=\"1\"} 3\n" +
+		"sglang:time_to_first_token_seconds_bucket{model_name=\"m\",dp_rank=\"0\",le=\"+Inf\"} 4\n" +
+		"sglang:time_to_first_token_seconds_sum{model_name=\"m\",dp_rank=\"0\"} 6\n" +
+		"sglang:time_to_first_token_seconds_count{model_name=\"m\",dp_rank=\"0\"} 4\n" +
+		"sglang:time_to_first_token_seconds_bucket{model_name=\"m\",dp_rank=\"1\",le=\"+Inf\"} 2\n" +
+		"sglang:time_to_first_token_seconds_sum{model_name=\"m\",dp_rank=\"1\"} 1\n" +
+		"sglang:time_to_first_token_seconds_count{model_name=\"m\",dp_rank=\"1\"} 2\n"
+	m, ok = parseMetrics([]byte(ttft))
+	if !ok || !m.hasTTFT || m.ttftSum != 7 || m.ttftCount != 6 {
+		t.Errorf("parsed %+v, %v; want a time to first token of 7 s over 6 requests", m, ok)
+	}
+	var w ttftWindow
+	w.scraped(100, 50) // the server's life before the run
+	w.scraped(106, 54)
+	w.scraped(110, 58)
+	if got := w.mean(); got != 1.25 {
+		t.Errorf("window mean %v, want 1.25 (10 s over the run's 8 requests)", got)
+	}
+	w.scraped(2, 1) // restarted: counts from there
+	w.scraped(5, 3)
+	if got := w.mean(); got != 1.5 {
+		t.Errorf("after a restart %v, want 1.5", got)
 	}
 	for _, bad := range []string{"<html>not found</html>", "up 1\n", ""} {
 		if _, ok := parseMetrics([]byte(bad)); ok {

@@ -219,6 +219,7 @@ type server struct {
 	peakRunning, sinceBackoff, retractions int
 	adaptStarted                           bool
 	tokenUsage                             float64
+	ttft                                   ttftWindow // from /metrics
 	// queuedSeen: it queued a request (its capacity is peakRunning);
 	// window sums the answers since the limit last moved, which waits
 	// for cooldown completions after a cut.

@@ -10,9 +10,11 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// An adaptive server's /metrics (SGLang's --enable-metrics, names from
+// A server's /metrics (SGLang's --enable-metrics, names from
 // python/sglang/srt/metrics/collector.py) is read every metricsInterval
-// while it is admitted: sglang:token_usage (the KV cache's use, 0…1) holds
+// while it is admitted. sglang:time_to_first_token_seconds gives its time
+// to first token (pipe does not stream, so it cannot see it otherwise).
+// For an adaptive server: sglang:token_usage (the KV cache's use, 0…1) holds
 // its limit near 1, a rising sglang:num_retracted_requests_total (or a
 // non-zero sglang:num_retracted_reqs gauge) backs it off as a retraction in
 // an answer does. None of it is needed: a server without /metrics (404,
@@ -30,6 +32,11 @@ type serverMetrics struct {
 	retractedTotal    float64 // num_retracted_requests_total: a counter
 	retractedNow      float64 // num_retracted_reqs: a gauge
 	hasRetractedTotal bool
+	// ttftSum and ttftCount are the time_to_first_token_seconds
+	// histogram's sum and count (over the server's life, every client's
+	// requests); hasTTFT says it was there.
+	ttftSum, ttftCount float64
+	hasTTFT            bool
 }
 
 // parseMetrics reads the figures the controller uses from Prometheus text;
@@ -68,15 +75,52 @@ func parseMetrics(body []byte) (m serverMetrics, ok bool) {
 	m.retractedTotal, has[1] = val("sglang:num_retracted_requests_total")
 	m.retractedNow, has[2] = val("sglang:num_retracted_reqs")
 	m.hasRetractedTotal = has[1]
-	return m, has[0] || has[1] || has[2]
+	if f, found := fams["sglang:time_to_first_token_seconds"]; found {
+		for _, mm := range f.GetMetric() {
+			if h := mm.GetHistogram(); h != nil {
+				m.ttftSum += h.GetSampleSum()
+				m.ttftCount += float64(h.GetSampleCount())
+				m.hasTTFT = true
+			}
+		}
+	}
+	return m, has[0] || has[1] || has[2] || m.hasTTFT
 }
 
-// startMetrics reads s's /metrics every metricsInterval while s is
-// adaptive and the client open (see above).
+// ttftWindow is the time to first token a server's /metrics reported
+// since its first scrape by this client: the histogram's growth from
+// then, so the requests of the run (and others sharing the server) count,
+// not the server's whole life.
+type ttftWindow struct {
+	sum0, count0 float64 // at the first scrape
+	sum, count   float64 // at the last
+	seen         bool
+}
+
+func (w *ttftWindow) scraped(sum, count float64) {
+	if !w.seen || count < w.count {
+		w.sum0, w.count0, w.seen = sum, count, true // first, or the server restarted
+	}
+	w.sum, w.count = sum, count
+}
+
+// mean is the mean seconds to first token in the window, 0 when no
+// request got its first token in it.
+func (w *ttftWindow) mean() float64 {
+	if n := w.count - w.count0; n > 0 {
+		return (w.sum - w.sum0) / n
+	}
+	return 0
+}
+
+// startMetrics reads s's /metrics every metricsInterval while the client
+// is open (see above): for an adaptive server's limit, and for every
+// server's time to first token.
 func (c *Client) startMetrics(s *server) {
-	if s.maxLimit == 0 || s.bad != nil {
+	if s.bad != nil {
 		return
 	}
+	adaptive := s.maxLimit > 0
 	c.probers.Add(1)
 	go func() {
 		defer c.probers.Done()
@@ -109,13 +153,18 @@ func (c *Client) startMetrics(s *server) {
 			if m.hasRetractedTotal && seen {
 				retracted = m.retractedTotal > last.retractedTotal
 			}
-			if retracted {
+			if retracted && adaptive {
 				c.retractedLocked(s)
+			}
+			if m.hasTTFT {
+				s.ttft.scraped(m.ttftSum, m.ttftCount)
 			}
 			c.mu.Unlock()
 			last, seen = m, true
 		}
-		c.opts.Logf("server %s: no usable /metrics (%d tries); its concurrency adapts from its answers alone", s.url, metricsGiveUp)
+		if adaptive {
+			c.opts.Logf("server %s: no usable /metrics (%d tries); its concurrency adapts from its answers alone", s.url, metricsGiveUp)
+		}
 	}()
 }
 

@@ -56,6 +56,12 @@ type ServerStats struct {
 	// decides.
 	Stalls  int64
 	Suspect bool
+	// TTFT is the mean time to first token of the requests its /metrics
+	// counted since this client first read them (SGLang's
+	// --enable-metrics histogram; adaptive servers only); 0 unknown.
+	TTFT time.Duration
+	// LatencyRecent is the mean of its last 1024 completions' latencies.
+	LatencyRecent time.Duration
 	// Quiet is how long ago it last completed a request (since the start
 	// when it has not yet): with requests in flight, how long they have
 	// brought nothing back.
@@ -193,6 +199,17 @@ func (st *serverStats) acceptLength() float64 {
 	return 0
 }
 
+func meanOf(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	var s time.Duration
+	for _, x := range d {
+		s += x
+	}
+	return s / time.Duration(len(d))
+}
+
 func quantile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
@@ -213,6 +230,7 @@ func (c *Client) Stats() Stats {
 		}
 		ss.NeverReady = !s.everAdmitted && s.neverReadyWarned
 		ss.Suspect = s.admitted && s.suspect
+		ss.TTFT = time.Duration(s.ttft.mean() * float64(time.Second))
 		out.Servers = append(out.Servers, ss)
 	}
 	c.mu.Unlock()
@@ -226,6 +244,7 @@ func (c *Client) Stats() Stats {
 		lat := s.stats.snapshot(now, ss, nil)
 		slices.Sort(lat)
 		ss.P50, ss.P95 = quantile(lat, 0.5), quantile(lat, 0.95)
+		ss.LatencyRecent = meanOf(lat)
 		all = append(all, lat...)
 		t.InFlight += ss.InFlight
 		t.Concurrency += ss.Concurrency

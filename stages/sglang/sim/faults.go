@@ -44,10 +44,18 @@ const (
 	// flight) and revives it at At+For (then warming up again). Rate is not
 	// used; For must be positive.
 	FaultDie FaultKind = "die"
+	// FaultSlow makes the server decode at a third of its speed while
+	// its window is open ("slow@30m", "slow@3000req#1": from its 3000th
+	// request on): a GPU that throttles, or a job that moved in beside
+	// it. Rate is not used; it needs a window.
+	FaultSlow FaultKind = "slow"
 )
 
+// slowFactor is how many times slower a server decodes under FaultSlow.
+const slowFactor = 3
+
 var faultKinds = []FaultKind{FaultServerError, FaultQueueFull, FaultBadRequest, FaultHang, FaultReset,
-	FaultEmptyAnswer, FaultEmptyThinking, FaultNoThinkEnd, FaultLeakedThink, FaultBadToolCall, FaultDie}
+	FaultEmptyAnswer, FaultEmptyThinking, FaultNoThinkEnd, FaultLeakedThink, FaultBadToolCall, FaultDie, FaultSlow}
 
 // Fault is one injected failure. Draws are reproducible: the k-th request
 // that reaches server i draws from (Config.Seed, i, k), so the same seed and
@@ -93,9 +101,15 @@ func (f Fault) normalize(servers int) (Fault, error) {
 			return f, fmt.Errorf("server index %d out of range 0..%d", s, servers-1)
 		}
 	}
-	if f.Kind == FaultDie {
+	switch f.Kind {
+	case FaultDie:
 		if f.For <= 0 {
 			return f, fmt.Errorf("die needs a duration (die@AT+FOR)")
+		}
+		return f, nil
+	case FaultSlow:
+		if f.Rate != 0 || f.At == 0 && f.For == 0 && f.FromRequest == 0 {
+			return f, fmt.Errorf("slow takes a window and no rate (slow@AT[+FOR] or slow@Nreq)")
 		}
 		return f, nil
 	}
@@ -187,7 +201,7 @@ func ParseFault(s string) (Fault, error) {
 func (f Fault) String() string {
 	var b strings.Builder
 	b.WriteString(string(f.Kind))
-	if f.Rate != 0 && f.Kind != FaultDie {
+	if f.Rate != 0 && f.Kind != FaultDie && f.Kind != FaultSlow {
 		b.WriteString(":" + strconv.FormatFloat(f.Rate, 'g', -1, 64))
 	}
 	if f.FromRequest > 0 {
@@ -224,7 +238,7 @@ func drawFaults(faults []Fault, seed uint64, server int, seq uint64, t time.Dura
 	var s faultSet
 	for j := range faults {
 		f := &faults[j]
-		if f.Kind == FaultDie || !f.appliesTo(server) || !f.open(t, seq) {
+		if f.Kind == FaultDie || f.Kind == FaultSlow || !f.appliesTo(server) || !f.open(t, seq) {
 			continue
 		}
 		u := unitFloat(mix(seed, uint64(server)+1, seq, uint64(j)+1))
@@ -233,4 +247,15 @@ func drawFaults(faults []Fault, seed uint64, server int, seq uint64, t time.Dura
 		}
 	}
 	return s
+}
+
+// slowed reports whether a FaultSlow window is open for server at
+// simulated time t, its seq-th request (from 1) the latest.
+func slowed(faults []Fault, server int, seq uint64, t time.Duration) bool {
+	for j := range faults {
+		if f := &faults[j]; f.Kind == FaultSlow && f.appliesTo(server) && f.open(t, seq) {
+			return true
+		}
+	}
+	return false
 }

@@ -380,6 +380,7 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	if err != nil {
 		return
 	}
+	l.ttft.observe(decodeFrom.Sub(start).Seconds() * l.cfg.Speed)
 	j.seed = l.cfg.Seed
 	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, j.forced, faults, j.keepEOS, j.tools)
 	n := min(out.total, j.maxNew)

@@ -206,6 +206,7 @@ func (l *life) metrics(w http.ResponseWriter) {
 	metric("num_retracted_reqs", "gauge", "The number of retracted requests.", float64(l.retractedNow.Load()))
 	metric("num_retracted_requests_total", "counter", "Total number of retracted requests due to insufficient KV cache.", float64(l.retracted.Load()))
 	metric("cache_hit_rate", "gauge", "The cache hit rate.", 0)
+	l.ttft.write(&b, "time_to_first_token_seconds", "Histogram of time to first token in seconds.", label)
 	if l.cfg.SpecAcceptMean > 0 {
 		metric("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", l.cfg.SpecAcceptMean)
 	}

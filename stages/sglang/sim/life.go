@@ -41,6 +41,9 @@ type life struct {
 	// waiting to run again (num_retracted_reqs).
 	kvMu                    sync.Mutex
 	retracted, retractedNow atomic.Int64
+	// ttft is the requests' time to first token (queue and prefill), in
+	// simulated seconds, as SGLang's --enable-metrics histogram.
+	ttft histogram
 }
 
 func newLife(s *Server, ln net.Listener) *life {
@@ -120,7 +123,11 @@ const (
 // rate is each running request's decode speed in simulated tokens/s.
 func (l *life) rate() float64 {
 	n, _ := l.adm.counts()
-	return l.cfg.decodeRate(n)
+	r := l.cfg.decodeRate(n)
+	if slowed(l.cfg.Faults, l.s.index, l.seq.Load(), l.s.fleet.now()) {
+		r /= slowFactor
+	}
+	return r
 }
 
 // decodeRate is each request's decode speed with n running, in simulated

@@ -919,6 +919,28 @@ func TestFaultFromRequest(t *testing.T) {
 	}
 }
 
+// A slow server decodes at a third of its speed from its window on: the
+// same request (the same output) takes about three times as long in the
+// server's own simulated time (meta_info.e2e_latency) from its 3rd request.
+func TestFaultSlow(t *testing.T) {
+	f := startFleet(t, Config{Speed: 100, ThinkTokensMean: 200, AnswerTokensMean: 100, LengthSigma: 0.01,
+		Faults: []Fault{{Kind: FaultSlow, FromRequest: 3}}})
+	c := client(t)
+	var lat []float64
+	for i := 0; i < 4; i++ {
+		r := post(t, c, f.URLs()[0]+"/generate", gen("the same prompt", 1000))
+		if r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+		v, _ := path(r.obj, "meta_info.e2e_latency").(float64)
+		lat = append(lat, v)
+	}
+	before, after := max(lat[0], lat[1]), min(lat[2], lat[3])
+	if after < 2*before {
+		t.Errorf("latencies %v: the 3rd and 4th requests are not about 3× the first two", lat)
+	}
+}
+
 func TestParseFault(t *testing.T) {
 	good := map[string]string{
 		"500:0.01":             "500:0.01",
@@ -927,6 +949,8 @@ func TestParseFault(t *testing.T) {
 		"reset:0.1@0s+10m#0,1": "reset:0.1@0s+10m0s#0,1",
 		"empty-answer:1":       "empty-answer:1",
 		"hang@200req#2":        "hang:1@200req#2",
+		"slow@3000req#1":       "slow@3000req#1",
+		"slow@30m":             "slow@30m0s",
 	}
 	for in, want := range good {
 		f, err := ParseFault(in)
@@ -942,7 +966,7 @@ func TestParseFault(t *testing.T) {
 			t.Errorf("%s → %s, want %s", in, g.String(), want)
 		}
 	}
-	for _, bad := range []string{"boom:0.1", "500", "500:2", "die@1m", "hang@x", "500:0.1#a", "hang@0req", "hang@5req+1s", "die@5req"} {
+	for _, bad := range []string{"boom:0.1", "500", "500:2", "die@1m", "hang@x", "500:0.1#a", "hang@0req", "hang@5req+1s", "die@5req", "slow", "slow:0.5@1m"} {
 		if _, err := ParseFault(bad); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
