@@ -85,6 +85,13 @@ path  = "bad.jsonl"
 				if judge.tokenizer != "" && len(c.OutputIDs) == 0 {
 					t.Fatalf("%s: no output ids on the chat API: the server was not asked for them", rec.ID)
 				}
+				// Judged, the detail says no more; not judged (the ids are
+				// there, no tokenizer finds </think> in them), it says what
+				// could not be told.
+				cannot := strings.Contains(rec.Reject.Detail, "without a tokenizer to find </think>'s id in the output ids pipe cannot tell whether the model wrote </think>")
+				if cannot != (judge.tokenizer == "") {
+					t.Fatalf("%s (%s): detail %q", rec.ID, judge.name, rec.Reject.Detail)
+				}
 			}
 			for _, rec := range good {
 				if strings.TrimSpace(rec.Completion.Answer) == "" {

@@ -60,9 +60,11 @@ type FleetView struct {
 	Tokens   int64 `json:"output_tokens"`
 	Answers  int64 `json:"answers"`
 	Tiny     int64 `json:"tiny_answers"` // see TinyAnswerRunes
-	// MaxOutputTokens bounds one completion: the input's prompts times it
-	// is the run's token budget.
+	// MaxOutputTokens is the setting; RequestCap bounds one completion
+	// (with [trainer], the trainer's max_length bounds it too): the
+	// input's prompts times it is the most the run can decode.
 	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	RequestCap      int64 `json:"request_cap,omitempty"`
 	// Waiting says what the stage waits for while no server is ready.
 	Waiting    string       `json:"waiting_for_servers,omitempty"`
 	Servers    []ServerView `json:"servers"`
@@ -109,7 +111,7 @@ func (g *generate) View() any {
 	st := g.client.Stats()
 	v := FleetView{
 		InFlight: int64(st.Total.InFlight), Capacity: int64(st.Total.Concurrency), Tokens: st.Total.OutputTokens,
-		Answers: g.answers.Load(), Tiny: g.tinyAnswers.Load(), MaxOutputTokens: int64(g.cfg.MaxOutputTokens),
+		Answers: g.answers.Load(), Tiny: g.tinyAnswers.Load(), MaxOutputTokens: int64(g.cfg.MaxOutputTokens), RequestCap: int64(g.requestCap()),
 		P95Seconds: st.Total.P95.Seconds(), Servers: make([]ServerView, 0, len(st.Servers)), Lengths: g.lengths.view(),
 	}
 	if line, ok := g.client.Waiting(); ok {
@@ -135,6 +137,15 @@ func (g *generate) View() any {
 		v.Servers = append(v.Servers, sv)
 	}
 	return v
+}
+
+// requestCap is the most one request may decode: max_output_tokens, or
+// less where [trainer]'s max_length leaves less room.
+func (g *generate) requestCap() int {
+	if g.cfg.MaxLength > 0 {
+		return min(g.cfg.MaxOutputTokens, g.cfg.MaxLength)
+	}
+	return g.cfg.MaxOutputTokens
 }
 
 func serverName(s sglang.ServerStats) string { return strings.TrimPrefix(s.URL, "http://") }

@@ -499,8 +499,12 @@ func (v *validateThinking) contentRules(c *record.Completion, thinking, atLength
 	// server's parser dropped (finish_reason tool_calls) is a bad call.
 	if strings.TrimSpace(c.Answer) == "" && len(c.ToolCalls) == 0 && c.FinishReason != "tool_calls" && !atLength {
 		d := fmt.Sprintf("answer is empty (%d bytes) after %d bytes of thinking (finish_reason %s)", len(c.Answer), len(c.Reasoning), c.FinishReason)
-		if thinking && len(c.OutputIDs) == 0 && strings.TrimSpace(c.Reasoning) != "" {
-			d += "; without output ids pipe cannot tell whether the model wrote " + v.cfg.ThinkEnd + " (the reasoning parser puts an unclosed output all into the reasoning)"
+		if _, ends := v.markerCounts(c); thinking && ends < 0 && strings.TrimSpace(c.Reasoning) != "" {
+			why := "without output ids"
+			if len(c.OutputIDs) > 0 {
+				why = "without a tokenizer to find " + v.cfg.ThinkEnd + "'s id in the output ids"
+			}
+			d += "; " + why + " pipe cannot tell whether the model wrote " + v.cfg.ThinkEnd + " (the reasoning parser puts an unclosed output all into the reasoning)"
 		}
 		if r, d := v.fail(ReasonEmptyAnswer, d); r != "" {
 			return r, d

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -99,15 +100,18 @@ bytes each), so memory grows with them, not with the rows.`,
 
 // rulesFromRuns takes the trainer's rules from the [trainer] that the
 // run directories among args recorded (run.json), for the flags not given
-// on the command line, and says so on w. Runs made for different trainers
-// are an error: their rows cannot go into one file for one trainer.
+// on the command line, and says so on w. Runs made for different trainers,
+// or whose chat templates differ (the template digests run.json records
+// beside each tokenizer key), are an error: their rows cannot go into one
+// file for one trainer, whose labelling follows one template.
 func rulesFromRuns(fs *flag.FlagSet, r *trainrow.Rules, args []string, w io.Writer) error {
 	paths, err := expandRunDirs(args)
 	if err != nil {
 		return err
 	}
 	var t *rundir.Trainer
-	var from string
+	var from, tmplFrom string
+	var tmpl []string
 	for _, p := range paths {
 		dirs := []string{p}
 		if run, _ := rundir.ReadRun(p); run == nil {
@@ -115,7 +119,17 @@ func rulesFromRuns(fs *flag.FlagSet, r *trainrow.Rules, args []string, w io.Writ
 		}
 		for _, d := range dirs {
 			run, err := rundir.ReadRun(d)
-			if err != nil || run == nil || run.Trainer == nil {
+			if err != nil || run == nil {
+				continue
+			}
+			if digests := templateDigests(run); len(digests) > 0 {
+				if tmpl != nil && !slices.Equal(tmpl, digests) {
+					return fmt.Errorf("%s and %s were made with different chat templates (%s against %s): their rows are labelled by different templates; export them separately",
+						tmplFrom, d, strings.Join(tmpl, ", "), strings.Join(digests, ", "))
+				}
+				tmpl, tmplFrom = digests, d
+			}
+			if run.Trainer == nil {
 				continue
 			}
 			if t != nil && *t != *run.Trainer {
@@ -138,6 +152,23 @@ func rulesFromRuns(fs *flag.FlagSet, r *trainrow.Rules, args []string, w io.Writ
 	}
 	fmt.Fprintf(w, "pipe export: rows judged by the runs' [trainer]: %s %s, max_length %d\n", t.Name, r.Trainer, r.MaxLength)
 	return nil
+}
+
+// templateDigests are the distinct chat template digests a run recorded
+// (pipeline.TemplateDigestSuffix settings of any stage), shortened and
+// sorted.
+func templateDigests(run *rundir.Run) []string {
+	var out []string
+	for _, v := range run.Settings {
+		keys, _ := v.(map[string]any)
+		for k, d := range keys {
+			if s, ok := d.(string); ok && strings.HasSuffix(k, pipeline.TemplateDigestSuffix) && len(s) >= 12 && !slices.Contains(out, s[:12]) {
+				out = append(out, s[:12])
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // exportInput is one output to export: its path and how its kind reads

@@ -455,6 +455,17 @@ id    = "train"
 kind  = "write-arrow"                 # the training rows: Parquet shards + .pipe/manifest.json
 input = "tok"
 path  = {{q (print .OutDir "/train")}}
+
+# The file SpecForge trains on as it is: data.train_data_path, one
+# {"id", "conversations"} line per row, rows its trainer would drop
+# rejected here with a reason ([trainer] decides). A finished run writes
+# the data: block that loads it beside it ({{print .OutDir "/specforge.specforge.yaml"}}).
+[[stage]]
+id     = "specforge"
+kind   = "write-jsonl"
+input  = "tok"
+path   = {{q (print .OutDir "/specforge.jsonl")}}
+layout = "conversations"              # trainer and max_length: from [trainer]
 {{if .S3}}
 # Uploads each training shard as it is committed (.pipe/manifest.json last).
 # Credentials come only from the AWS chain (AWS_ACCESS_KEY_ID and

@@ -55,7 +55,7 @@ func TestLiveDisplayOnTerminal(t *testing.T) {
 		regexp.MustCompile(`running \d+s(\x1b\[0m)?  (\x1b\[1m)?ETA `),
 		regexp.MustCompile(`prompts \d+ of ~?\d+ read +\[[=>-]+\] +\d+% of [\d.]+ KiB`),
 		regexp.MustCompile(`gen +generate +\d+ of \d+`),
-		regexp.MustCompile(`tokens [\d.K]+ of [\d.KM]+ budget \([\d.]+%\)  [\d.K]+ tok/s 1m  (\x1b\[2m)?in flight \d+/16`),
+		regexp.MustCompile(`tokens [\d.K]+ of at most [\d.KM]+ \([\d.]+%\)  [\d.K]+ tok/s 1m  (\x1b\[2m)?in flight \d+/16`),
 		regexp.MustCompile(`127\.0\.0\.1:\d+ +(\x1b\[32m)?ready(\x1b\[0m)?  \d+/8  [\d.]+/s`),
 		// The final frame: everything read.
 		regexp.MustCompile(`prompts 122 of 122 read +\[=+\] +100% of `),

@@ -125,8 +125,8 @@ func (m *runMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge("pipe_run_elapsed_seconds", "Time since the run started.", ls.ElapsedS)
 	gauge("pipe_run_finished_ids", "Ids the run directory counts as finished (committed everywhere they went).", float64(ls.Finished))
-	if ls.ETA != nil && ls.ETA.PerSecond > 0 && ls.ETA.Waiting == "" {
-		gauge("pipe_run_eta_seconds", "Estimated time to finish, from the prompts left and the last minute's rate.", ls.ETA.Seconds)
+	if ls.ETA != nil && ls.ETA.By != "" && ls.ETA.Waiting == "" {
+		gauge("pipe_run_eta_seconds", "Estimated time to finish, from the prompts left and the fleet's concurrency and latency (or the last minute's rate).", ls.ETA.Seconds)
 	}
 	if e := ls.Economy; e != nil {
 		counter("pipe_run_decoded_tokens_total", "Output tokens the servers decoded in this run.", float64(e.Decoded))

@@ -255,19 +255,21 @@ func serversLine(f *liveFleet) screenLine {
 	return l
 }
 
-// tokensLine: "tokens 152.9K of 999.4K budget (15%; 122 × 8192 max)  30.4K tok/s 1m  1.01 decoded per trained token  in flight 26/64  tiny answers 2%".
-// The budget is the input's prompts (estimated until read or counted)
-// times the stage's max_output_tokens: what the run can generate at most.
+// tokensLine: "tokens 152.9K of at most 999.4K (15%)  30.4K tok/s 1m  1.01 decoded per trained token  in flight 26/64  tiny answers 2%".
+// The most is the input's prompts (estimated until read or counted)
+// times what one request may decode (RequestCap): what the run can
+// generate at most. (A [pipeline] budget is another thing: pipe status
+// shows it.)
 func tokensLine(ls *liveStatus) screenLine {
 	f := ls.Fleet
 	l := screenLine{p(plain, "tokens %s", count(f.Tokens))}
-	if ls.Input != nil && f.MaxOutputTokens > 0 && ls.Input.Estimated > 0 {
-		budget := ls.Input.Estimated * f.MaxOutputTokens
+	if ls.Input != nil && f.RequestCap > 0 && ls.Input.Estimated > 0 {
+		most := ls.Input.Estimated * f.RequestCap
 		approx := ""
 		if !ls.Input.Complete && !ls.Input.Counted {
 			approx = "~"
 		}
-		l[0].text += fmt.Sprintf(" of %s%s budget (%s)", approx, count(budget), pct(float64(f.Tokens)/float64(budget)))
+		l[0].text += fmt.Sprintf(" of at most %s%s (%s)", approx, count(most), pct(float64(f.Tokens)/float64(most)))
 	}
 	l = append(l, p(plain, "%s tok/s 1m", numfmt.Count(f.Tokens1m)))
 	if e := ls.Economy; e != nil && e.Trained > 0 {

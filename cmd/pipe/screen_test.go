@@ -78,7 +78,7 @@ func TestLiveDisplayAt80Columns(t *testing.T) {
 		regexp.MustCompile(`(?m)^prompts \d+ of ~?\d+ read +\[[=>-]+\] +\d+% of [\d.]+ KiB`),
 		regexp.MustCompile(`(?m)^rejected [1-9]\d* = \d+% of \d+ done; of rejects: empty_answer \d+%`),
 		regexp.MustCompile(`(?m)^servers 2 of 3 ready; not ready: ` + regexp.QuoteMeta(strings.TrimPrefix(dead, "http://")) + ` (probing|never_ready)`),
-		regexp.MustCompile(`(?m)^tokens [\d.K]+ of [\d.KM]+ budget \([\d.]+%\)  [\d.K]+ tok/s 1m`),
+		regexp.MustCompile(`(?m)^tokens [\d.K]+ of at most [\d.KM]+ \([\d.]+%\)  [\d.K]+ tok/s 1m`),
 		regexp.MustCompile(`(?m)^gen +generate +\d+ of \d+`),
 		regexp.MustCompile(`(?m)^  127\.0\.0\.1:\d+ +ready  \d+/16  [\d.]+/s`),
 		regexp.MustCompile(`(?m)^finished \d+s  nothing left`),
