@@ -17,11 +17,19 @@
 #   four    four servers of one speed, 2% 503s
 #   hang    two servers, one of which holds 0.5% of its requests until
 #           stall_timeout (5 s) sends them elsewhere
+#   slows   two servers of one speed, one of which decodes at a third of
+#           its speed from its 4,000th request on (sim fault slow): the
+#           plan cannot see what happens after its sample, the run's ETA
+#           must
+#
+# Besides plan against run, for each fleet the run's own ETA (status.json
+# eta.seconds, the fleet's model) when half of the prompts left are done,
+# against the time the run then took to finish: "eta@50%".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-20000}
 SAMPLE=${SAMPLE:-400}
-FLEETS=${FLEETS:-"hetero four hang"}
+FLEETS=${FLEETS:-"hetero four hang slows"}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/pipe" ./cmd/pipe
@@ -32,6 +40,7 @@ servers_of() {
 	hetero) echo "[\"sim:1?speed=12&$lens\", \"sim:1?speed=4&$lens\"]" ;;
 	four) echo "[\"sim:4?speed=6&$lens,503:0.02\"]" ;;
 	hang) echo "[\"sim:1?speed=8&$lens\", \"sim:1?speed=8&$lens,hang:0.005\"]" ;;
+	slows) echo "[\"sim:1?speed=8&$lens\", \"sim:1?speed=8&$lens,slow@4000req\"]" ;;
 	*) echo "unknown fleet $1" >&2; exit 2 ;;
 	esac
 }
@@ -86,10 +95,37 @@ input = ["gen.rejected", "check.rejected"]
 path  = "bad.jsonl"
 TOML
 	"$pipe" plan --sample "$SAMPLE" --json "$d/p.toml" >"$d/plan.json" 2>"$d/plan.log" || { cat "$d/plan.log"; exit 1; }
-	"$pipe" run "$d/p.toml" >"$d/run.log" 2>&1 || { tail -20 "$d/run.log"; exit 1; }
-	python3 - "$fleet" "$d/plan.json" "$d/runs/p/status.json" <<'PY'
+	"$pipe" run "$d/p.toml" >"$d/run.log" 2>&1 &
+	runpid=$!
+	# The run's ETA when half the prompts left are done.
+	python3 - "$d/runs/p/status.json" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompts_left"])' "$d/plan.json")" >"$d/eta.txt" <<'PY' &
+import json, sys, time
+path, left = sys.argv[1], int(sys.argv[2])
+while True:
+    time.sleep(0.5)
+    try:
+        st = json.load(open(path))
+    except Exception:
+        continue
+    if st.get("state") not in ("running", "draining"):
+        continue
+    done = st.get("finished", 0) - st.get("finished_before_this_run", 0)
+    eta = (st.get("eta") or {})
+    if done >= left / 2 and eta.get("seconds"):
+        print(time.time(), eta["seconds"], eta.get("by", ""))
+        break
+PY
+	etapid=$!
+	wait "$runpid" || { tail -20 "$d/run.log"; kill "$etapid" 2>/dev/null; exit 1; }
+	kill "$etapid" 2>/dev/null || true
+	ended=$(date +%s.%N)
+	python3 - "$fleet" "$d/plan.json" "$d/runs/p/status.json" "$d/eta.txt" "$ended" <<'PY'
 import json, sys
 fleet, plan, status = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+eta = open(sys.argv[4]).read().split()
+if len(eta) >= 2:
+    took = float(sys.argv[5]) - float(eta[0])
+    print("%-8s %-14s %12.0f %12s %12.0f %8.3f" % (fleet, "eta@50%" + ("(" + eta[2] + ")" if len(eta) > 2 else ""), float(eta[1]), "-", took, took / float(eta[1])))
 gen = next(s for s in status["stages"] if s["id"] == "gen")
 rows = next(s for s in status["stages"] if s["id"] == "rows")
 actual = {"wall_seconds": status["elapsed_s"], "output_tokens": status["generation"]["output_tokens"], "training_rows": rows["out"]}

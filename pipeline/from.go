@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
 	"path/filepath"
@@ -147,7 +148,7 @@ func fromReader(f *pipefile.File, reg *Registry, target *pipefile.StageDecl, byI
 			sd.KeyPos[k] = p
 		}
 	}
-	journal := filepath.Join(fr.RunDir, "journal", fr.Stage+".jsonl")
+	journal := layout.LegacyJournal(fr.RunDir, fr.Stage)
 	files, err := commitlog.StageJournalFiles(fr.RunDir, fr.Stage)
 	if err != nil {
 		return nil, err
@@ -193,7 +194,7 @@ func journalReader(fr *pipefile.From, reg *Registry, sd *pipefile.StageDecl, jou
 	}
 	fr.Kind, fr.Source = sd.Kind, DisplayPath(journal)
 	if len(files) > 1 || (len(files) == 1 && files[0] != journal) {
-		fr.Source = DisplayPath(filepath.Join(fr.RunDir, "journal", fr.Stage)) + fmt.Sprintf(" (%d files)", len(files))
+		fr.Source = DisplayPath(layout.Journal(fr.RunDir, fr.Stage)) + fmt.Sprintf(" (%d files)", len(files))
 	}
 	return sd, nil
 }
@@ -265,7 +266,7 @@ func redirectOutputs(f *pipefile.File, reg *Registry) pipefile.Problems {
 					name = sd.ID + "-" + name
 				}
 				used[name] = true
-				to := filepath.Join(f.RunDir, "out", name)
+				to := layout.OutFile(f.RunDir, name)
 				from := s
 				if !filepath.IsAbs(from) {
 					from = filepath.Join(f.Dir, from)

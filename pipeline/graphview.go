@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
 	"path/filepath"
@@ -75,7 +76,7 @@ func (p *Plan) WriteText(w io.Writer) {
 			case len(to) > 0:
 				fmt.Fprintf(w, "%*s  └ %s → %s\n", idw, "", port, strings.Join(to, ", "))
 			case port == RejectedPort:
-				fmt.Fprintf(w, "%*s  └ %s → %s\n", idw, "", port, filepath.Join("RUN_DIR", "rejected", s.ID()+".jsonl"))
+				fmt.Fprintf(w, "%*s  └ %s → %s\n", idw, "", port, layout.DeadLetters("RUN_DIR", layout.Rejected, s.ID()))
 			}
 		}
 	}

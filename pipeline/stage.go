@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 
 	"github.com/pipe-dev/pipe/pipeline/figure"
@@ -230,7 +231,7 @@ type DoneSet interface {
 
 // DoneFile is the run directory's log of finished ids (see
 // commitlog.IDLog); Env.Done is what it held when the run started.
-const DoneFile = "done.ids"
+const DoneFile = layout.Done
 
 // ReasonDuplicate is the reason code for a record whose id an earlier record
 // of the same input already has. Rejecting a record with it never finishes

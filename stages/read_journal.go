@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -81,7 +81,7 @@ func (r *readJournal) Open(_ context.Context, env *pipeline.Env) error {
 		return err
 	}
 	if len(files) == 0 {
-		return fmt.Errorf("%s: no journal of stage %q (want %s)", r.cfg.RunDir, r.cfg.Stage, filepath.Join(r.cfg.RunDir, "journal", r.cfg.Stage+".jsonl"))
+		return fmt.Errorf("%s: no journal of stage %q (want %s)", r.cfg.RunDir, r.cfg.Stage, layout.LegacyJournal(r.cfg.RunDir, r.cfg.Stage))
 	}
 	return nil
 }

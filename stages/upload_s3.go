@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
 	"path"
@@ -232,7 +233,7 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 	if err != nil {
 		return refusal(err)
 	}
-	path := filepath.Join(env.RunDir, "uploads", env.StageID+".jsonl")
+	path := layout.UploadLedger(env.RunDir, env.StageID)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		c.Close()
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
 	"os/exec"
@@ -35,7 +36,7 @@ import (
 const detachNotifyEnv = "PIPE_DETACH_NOTIFY"
 
 // detachedLog is the detached run's stdout and stderr, in its run directory.
-const detachedLog = "detached.log"
+const detachedLog = layout.DetachedLog
 
 // detachReady is what the detached child sends once it holds the lock.
 type detachReady struct {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"io/fs"
 	"os"
@@ -926,13 +927,13 @@ func (ins *inspector) runDir(doc *inspectDoc, dir string) error {
 	if rr.Journal, err = readJournals(dir); err != nil {
 		return err
 	}
-	for _, class := range []string{"rejected", "failed"} {
-		for _, p := range jsonlIn(filepath.Join(dir, class)) {
+	for _, class := range layout.DeadLetterClasses {
+		for _, p := range jsonlIn(layout.DeadLetterDir(dir, class)) {
 			jr, _, err := ins.jsonlFile(p, 0)
 			if err != nil {
 				return err
 			}
-			if class == "rejected" {
+			if class == layout.Rejected {
 				rr.Rejected = append(rr.Rejected, jr)
 			} else {
 				rr.Failed = append(rr.Failed, jr)
@@ -985,7 +986,7 @@ func readLock(dir string) *lockReport {
 // dir: segments journal/STAGE/NNNNN.jsonl (those whose ids are all
 // finished are deleted), after an earlier pipe's single journal/STAGE.jsonl.
 func readJournals(dir string) ([]fileCount, error) {
-	journalDir := filepath.Join(dir, "journal")
+	journalDir := layout.JournalDir(dir)
 	var out []fileCount
 	byStage := map[string]int{}
 	for _, p := range commitlog.JournalFiles(journalDir, "") {

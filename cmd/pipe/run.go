@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"log/slog"
 	"math"
@@ -1157,7 +1158,7 @@ func printTotals(w io.Writer, plan *pipeline.Plan, s *engine.Summary, notStarted
 	}
 	if failed > 0 {
 		fmt.Fprintf(w, "failed: %d records (retries exhausted or a panic; [pipeline] max_failed = %s), kept in %s\n",
-			failed, plan.File.MaxFailed.Text, pipeline.DisplayPath(filepath.Join(plan.File.RunDir, "failed")))
+			failed, plan.File.MaxFailed.Text, pipeline.DisplayPath(layout.DeadLetterDir(plan.File.RunDir, layout.Failed)))
 	}
 	if s.Unfinished > 0 && s.Unfinished != notStarted {
 		fmt.Fprintf(w, "not finished: %d records read in this run; the next run does them (from the journal where they were generated)\n", s.Unfinished)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"log/slog"
 	"os"
@@ -13,7 +14,7 @@ import (
 )
 
 // runLogFile is the run log's name inside the run directory.
-const runLogFile = "run.log"
+const runLogFile = layout.RunLog
 
 // runLog is RUN_DIR/run.log: one log/slog record a line, as text
 // (key=value) or JSON (--log-format json), appended across the run

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,7 +23,7 @@ import (
 )
 
 // HTMLFile is the report's name in the run directory.
-const HTMLFile = "report.html"
+const HTMLFile = layout.Report
 
 // Report is what a run directory's committed state says about the run.
 type Report struct {
@@ -173,8 +174,8 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		rd.output(w)
 		r.Outputs[len(r.Outputs)-1].RejectsOnly = w.rejectsOnly
 	}
-	for _, class := range []string{"rejected", "failed"} {
-		files, _ := filepath.Glob(filepath.Join(dir, class, "*.jsonl"))
+	for _, class := range layout.DeadLetterClasses {
+		files, _ := filepath.Glob(layout.DeadLetters(dir, class, "*"))
 		sort.Strings(files)
 		for _, p := range files {
 			rd.deadLetters(p)

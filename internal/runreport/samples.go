@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
 	"path/filepath"
@@ -131,7 +132,7 @@ func (s *sampler) fromOutput(w writer) {
 // fromDeadLetters reads the rejected samples still wanted from the run
 // directory's rejected/ files.
 func (s *sampler) fromDeadLetters() {
-	files, _ := filepath.Glob(filepath.Join(s.r.RunDir, "rejected", "*.jsonl"))
+	files, _ := filepath.Glob(layout.DeadLetters(s.r.RunDir, layout.Rejected, "*"))
 	sort.Strings(files)
 	for _, p := range files {
 		if s.wantAll == 0 {
@@ -139,7 +140,7 @@ func (s *sampler) fromDeadLetters() {
 		}
 		err := s.jsonl(p, s.wanted, func(rec *record.Record) bool {
 			if rec.Reject != nil {
-				s.rejected(filepath.Join("rejected", filepath.Base(p)), rec)
+				s.rejected(filepath.Join(layout.Rejected, filepath.Base(p)), rec)
 			}
 			return s.wantAll == 0
 		})

@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
-	"path/filepath"
 )
 
 // StageJournalFiles lists the data files of the journal a stage kept in
@@ -19,7 +19,7 @@ func StageJournalFiles(runDir, stage string) ([]string, error) {
 	if _, err := os.Stat(runDir); err != nil {
 		return nil, err
 	}
-	return JournalFiles(filepath.Join(runDir, "journal"), stage), nil
+	return JournalFiles(layout.JournalDir(runDir), stage), nil
 }
 
 // EachCommitted calls fn with each committed line of the log at path (without

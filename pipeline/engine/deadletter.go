@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,7 +36,7 @@ func newDeadLetters(runDir string) *deadLetters {
 
 // Path is where records of the given class ("rejected", "failed") from stage go.
 func (d *deadLetters) Path(class, stage string) string {
-	return filepath.Join(d.dir, class, stage+".jsonl")
+	return layout.DeadLetters(d.dir, class, stage)
 }
 
 // write appends rec; its ticket is released at the next commit.

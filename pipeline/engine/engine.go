@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
+	"github.com/pipe-dev/pipe/pipeline/tally"
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -99,44 +100,12 @@ type Summary struct {
 	Unfinished int64
 }
 
-// StageCounts are the counts of one stage that status.json holds and every
-// reader of a run directory (inspect, the report, shard merges) shows: the
-// one declaration of them (StageSummary embeds it, so the JSON is flat).
-type StageCounts struct {
-	ID       string `json:"id"`
-	Kind     string `json:"kind"`
-	In       int64  `json:"in"`
-	Out      int64  `json:"out"`
-	Rejected int64  `json:"rejected"`
-	Failed   int64  `json:"failed"`
-	Skipped  int64  `json:"skipped"`
-}
-
-// StageSummary is one stage's accounting: In = Out + Rejected + Failed +
-// Skipped + Abandoned, where Abandoned counts records dropped by a stop or a
-// failure (the next run redoes them; zero when the run finished cleanly).
-type StageSummary struct {
-	StageCounts
-	Abandoned int64 `json:"abandoned"`
-	// NotStarted is the part of Abandoned that never reached an expensive
-	// stage's work (no request was sent for it); the rest was in flight at
-	// an expensive stage, or abandoned after one (taken from its journal
-	// by the next run).
-	NotStarted int64 `json:"not_started"`
-	// Replayed counts records an expensive stage took from its journal
-	// instead of redoing the work (they are also in Out or Rejected).
-	Replayed int64            `json:"replayed"`
-	Reasons  map[string]int64 `json:"reasons,omitempty"` // rejections by reason code
-	Skips    map[string]int64 `json:"skips,omitempty"`   // skipped records by reason
-	Queued   int              `json:"queued"`            // records waiting on this stage's output edges
-	// QueuedByPort is Queued per connected output port (one edge, or the
-	// fan-out feeding several).
-	QueuedByPort map[string]int  `json:"queued_by_port,omitempty"`
-	Figures      []figure.Figure `json:"figures,omitempty"`
-	// View is the stage's typed view of itself (see Viewer), nil when it
-	// exports none.
-	View any `json:"-"`
-}
+// StageCounts and StageSummary are declared in package tally, which the
+// run directory's readers import without the engine.
+type (
+	StageCounts  = tally.StageCounts
+	StageSummary = tally.StageSummary
+)
 
 // Started reports whether any record moved: false when the run failed
 // before doing any work (e.g. no server was ready).
@@ -147,12 +116,6 @@ func (s *Summary) Started() bool {
 		}
 	}
 	return false
-}
-
-// Balanced reports whether every record that came in went somewhere (or
-// was abandoned, to be redone).
-func (s StageSummary) Balanced() bool {
-	return s.In == s.Out+s.Rejected+s.Failed+s.Skipped+s.Abandoned
 }
 
 // StageError is a failure of one stage; it names the stage.
@@ -771,11 +734,11 @@ type journalEntry struct {
 // record could reach the stage without passing a stage that drops finished
 // ids (then the journal is what spares a finished id its regeneration).
 func (e *engine) openJournal(ps *pipeline.PlanStage) (*commitlog.Journal, error) {
-	dir := filepath.Join(e.plan.File.RunDir, "journal")
+	runDir := e.plan.File.RunDir
 	j, err := commitlog.OpenJournal(commitlog.JournalOptions{
-		Dir:          filepath.Join(dir, ps.ID()),
-		Legacy:       filepath.Join(dir, ps.ID()+".jsonl"),
-		Listing:      filepath.Join(e.plan.File.RunDir, "journal-"+ps.ID()+".json"),
+		Dir:          layout.Journal(runDir, ps.ID()),
+		Legacy:       layout.LegacyJournal(runDir, ps.ID()),
+		Listing:      layout.JournalListing(runDir, ps.ID()),
 		IDOf:         journalLineID,
 		Done:         e.ledger.set.Has,
 		SegmentBytes: e.opts.JournalSegmentBytes,
@@ -1281,7 +1244,7 @@ func (em *emitter) Reject(rec *record.Record, reason, detail string) error {
 			}
 			return err
 		}
-	} else if err := em.e.dead.write("rejected", em.n.ps.ID(), rec); err != nil {
+	} else if err := em.e.dead.write(layout.Rejected, em.n.ps.ID(), rec); err != nil {
 		return err
 	}
 	em.n.rejected.Add(1)
@@ -1320,7 +1283,7 @@ func (em *emitter) Fail(rec *record.Record, err error, attempts int) error {
 	em.touched.Store(true)
 	em.claim(rec)
 	rec.Failure = &record.Failure{Stage: em.n.ps.ID(), Error: err.Error(), Attempts: attempts}
-	if werr := em.e.dead.write("failed", em.n.ps.ID(), rec); werr != nil {
+	if werr := em.e.dead.write(layout.Failed, em.n.ps.ID(), rec); werr != nil {
 		return werr
 	}
 	em.n.failed.Add(1)
@@ -1358,7 +1321,7 @@ func (e *engine) checkFailed(final bool) error {
 	}
 	tooMany := func(n *node) error {
 		return fmt.Errorf("%w: %d failed of %d records taken by stage %q (max_failed = %s; [pipeline] max_failed or --set pipeline.max_failed=… allows more); they are in %s",
-			ErrTooManyFailed, n.failed.Load(), n.in.Load(), n.ps.ID(), limit.Text, filepath.Join(e.plan.File.RunDir, "failed"))
+			ErrTooManyFailed, n.failed.Load(), n.in.Load(), n.ps.ID(), limit.Text, layout.DeadLetterDir(e.plan.File.RunDir, layout.Failed))
 	}
 	if limit.Share == 0 { // a count is over the whole run
 		if limit.Exceeded(total, total, final) {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,7 +22,7 @@ import (
 )
 
 // LockFile is the lock's name inside the run directory.
-const LockFile = "lock"
+const LockFile = layout.Lock
 
 // lockInfo is what the lock file holds, as JSON.
 type lockInfo struct {

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"maps"
 	"os"
 	"path/filepath"
@@ -221,7 +222,7 @@ func didWork(dir string) bool {
 	if st, err := os.Stat(filepath.Join(dir, pipeline.DoneFile)); err == nil && st.Size() > 8 {
 		return true
 	}
-	for _, j := range commitlog.JournalFiles(filepath.Join(dir, "journal"), "") {
+	for _, j := range commitlog.JournalFiles(layout.JournalDir(dir), "") {
 		if st, err := os.Stat(j); err == nil && st.Size() > 0 {
 			return true
 		}

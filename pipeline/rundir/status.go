@@ -5,17 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/tally"
 )
 
 // StatusFile is status.json's name inside the run directory.
-const StatusFile = "status.json"
+const StatusFile = layout.Status
 
 // Run states in status.json. A reader that finds StateRunning or
 // StateDraining while no process holds the run directory's lock says the
@@ -112,7 +113,7 @@ type Economy struct {
 // an earlier start decoded (taken from the journal) count as trained
 // only: the report's figure, over every committed row, is the run's. A
 // run with no stage that builds training rows has no economy (nil).
-func EconomyOf(stages []engine.StageSummary) *Economy {
+func EconomyOf(stages []tally.StageSummary) *Economy {
 	var e Economy
 	var seen bool
 	for _, st := range stages {
@@ -153,9 +154,9 @@ func (e *Economy) String() string {
 	return s + ")"
 }
 
-// Stage is one stage's accounting (engine.StageSummary) with its rates.
+// Stage is one stage's accounting (tally.StageSummary) with its rates.
 type Stage struct {
-	engine.StageSummary
+	tally.StageSummary
 	// Done1m and Done15m are records finished (sent on, rejected or
 	// failed) a second over the last minute and 15 minutes.
 	Done1m  float64 `json:"done_per_second_1m"`

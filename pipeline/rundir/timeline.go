@@ -4,18 +4,19 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/tally"
 )
 
 // TimelineFile is RUN_DIR/timeline.jsonl: the run's counts over time, one
 // line per point, appended by every start of the run, for the report's
 // throughput plots.
-const TimelineFile = "timeline.jsonl"
+const TimelineFile = layout.Timeline
 
 // Point is one line of the timeline.
 type Point struct {
@@ -28,7 +29,7 @@ type Point struct {
 
 // PointStage is one stage's counts since its start began.
 type PointStage struct {
-	engine.StageCounts
+	tally.StageCounts
 	// Tokens are the output tokens of a stage with a fleet
 	// (stages.FleetView), ServerTokens each server's.
 	Tokens       int64            `json:"output_tokens,omitempty"`

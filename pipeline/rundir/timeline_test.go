@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/tally"
 )
 
 // Points append one line each, in the format earlier runs wrote (flat
@@ -23,7 +23,7 @@ func TestTimeline(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	for i := range 2 {
 		p := &rundir.Point{T: t0.Add(time.Duration(i) * time.Minute), PID: 7, Elapsed: float64(60 * i), Finished: 10 * i,
-			Stages: []rundir.PointStage{{StageCounts: engine.StageCounts{ID: "gen", Kind: "k", In: int64(10 * i), Out: int64(10 * i)}, Tokens: 5, ServerTokens: map[string]int64{"a": 5}}}}
+			Stages: []rundir.PointStage{{StageCounts: tally.StageCounts{ID: "gen", Kind: "k", In: int64(10 * i), Out: int64(10 * i)}, Tokens: 5, ServerTokens: map[string]int64{"a": 5}}}}
 		if err := rundir.AppendPoint(dir, p); err != nil {
 			t.Fatal(err)
 		}

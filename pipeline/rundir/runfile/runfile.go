@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,7 +19,7 @@ import (
 )
 
 // Name is run.json's name inside the run directory.
-const Name = "run.json"
+const Name = layout.Run
 
 // Run is RUN_DIR/run.json: the settings that define the run's data and every
 // start of it.
