@@ -926,11 +926,6 @@ func (g *generate) requestRecord(bound int) map[string]any {
 	return r
 }
 
-// RequestRowMaxLength is the request setting, recorded with a completion,
-// that says its output was bounded by the room the trainer's max_length
-// (its value) left after the prompt.
-const RequestRowMaxLength = "row_max_length"
-
 // sayOutputBound says at start how each request's output is bounded.
 func (g *generate) sayOutputBound() {
 	c := g.cfg

@@ -7,6 +7,10 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
+// ReasonIDsTextMismatch rejects a completion whose output ids do not
+// spell its text (generate, validate-thinking, tokenize-and-mask).
+const ReasonIDsTextMismatch = "ids_text_mismatch"
+
 // idsMisspell says which part of c's text ("answer" or "thinking") its
 // output ids, decoded, do not hold; "" when they hold both. Ids from
 // another tokenizer than the server's (or another record's) would put

@@ -1,7 +1,5 @@
 package stages
 
-import "github.com/pipe-dev/pipe/pipeline"
-
 // InputView is a source's typed view of how far it is into its input file
 // (its View): the live display's input bar and the ETA's total come from it.
 type InputView struct {
@@ -16,5 +14,3 @@ type InputView struct {
 func (p *inputPos) view() InputView {
 	return InputView{BytesRead: p.read.Load(), Bytes: p.size.Load(), Lines: p.lines.Load()}
 }
-
-var _ pipeline.Viewer = (*readPrompts)(nil)

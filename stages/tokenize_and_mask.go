@@ -2,10 +2,8 @@ package stages
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"runtime"
 	"sort"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -126,7 +123,6 @@ const (
 	ReasonBadPromptIDs       = "bad_prompt_ids"
 	ReasonUnterminatedOutput = "unterminated_output"
 	ReasonRenderFailed       = "render_failed"
-	ReasonIDsTextMismatch    = "ids_text_mismatch"
 )
 
 // TokenizeAndMaskConfig configures tokenize-and-mask.
@@ -662,19 +658,6 @@ func (s *tokenizeAndMask) Report() []figure.Figure {
 	return stats
 }
 
-// checkTokenizer is `pipe check`'s look at a tokenizer key's directory:
-// the components tokenize.Load would refuse, reported at the key (a missing
-// tokenizer.json is the path check's to report).
-func checkTokenizer(key, dir string) []error {
-	if dir == "" {
-		return nil
-	}
-	if err := tokenize.CheckFile(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return []error{&config.FieldError{Key: key, Msg: err.Error()}}
-	}
-	return nil
-}
-
 // Validate refuses a tokenizer.json whose components pipe does not reproduce.
 func (c *TokenizeAndMaskConfig) Validate() []error { return checkTokenizer("tokenizer", c.Tokenizer) }
 
@@ -688,22 +671,6 @@ func (c *TokenizeAndMaskConfig) TrainerDefaults(declared bool) {
 			c.OnTooLong = "truncate"
 		}
 	}
-}
-
-// sharedTokenizer loads the tokenizer in dir once per run: stages that name
-// the same directory share one (it is safe for concurrent use).
-func sharedTokenizer(env *pipeline.Env, dir string) (*tokenize.Tokenizer, error) {
-	if env == nil || env.Resources == nil {
-		return tokenize.Load(dir)
-	}
-	v, err := env.Resources.Get("tokenizer:"+dir, func() (any, func() error, error) {
-		tok, err := tokenize.Load(dir)
-		return tok, nil, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*tokenize.Tokenizer), nil
 }
 
 var (

@@ -184,7 +184,7 @@ func TestReadPromptsToolFieldErrors(t *testing.T) {
 }
 
 // Every writer and reader round-trips the tool fields: write-jsonl's
-// records read by read-completions and by EachRecord, write-arrow's
+// records read by read-completions and by EachJSONLRecord, write-arrow's
 // Parquet and Arrow shards read by read-completions, the journal read by
 // read-journal, the conversations layout read back by read-completions
 // (SpecForge's loader's view of it is trainrow's test), and an OpenAI chat
@@ -230,10 +230,10 @@ func TestToolFieldsRoundTrip(t *testing.T) {
 	os.WriteFile(jsonl, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	check("write-jsonl → read-completions", readAll(&readCompletions{cfg: ReadCompletionsConfig{Path: jsonl, RequireCompletion: true}}))
 	var each []*record.Record
-	if err := eachJSONLRecord(ctx, jsonl, func(r *record.Record) error { each = append(each, r); return nil }); err != nil {
+	if err := EachJSONLRecord(ctx, jsonl, func(r *record.Record) error { each = append(each, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	check("write-jsonl → EachRecord", each)
+	check("write-jsonl → EachJSONLRecord", each)
 
 	// write-arrow, both formats.
 	for _, format := range []string{arrowrow.FormatParquet, arrowrow.FormatArrow} {

@@ -127,7 +127,6 @@ path  = "out/rejected.jsonl"
 
 // The reason codes of validate-thinking, in the order the rules are checked.
 const (
-	ReasonNoCompletion      = "no_completion"
 	ReasonTruncated         = "truncated"
 	ReasonAborted           = "aborted"
 	ReasonThinkUnclosed     = "think_unclosed"
@@ -316,22 +315,6 @@ func (v *validateThinking) fillsRow(c *record.Completion) bool {
 	bound := max(requestIntOr0(c.Request, "max_new_tokens"), requestIntOr0(c.Request, "max_tokens"))
 	return bounded && room == v.cfg.MaxLength && bound > 0 && c.CompletionTokens >= bound
 }
-
-// requestInt reads an integer request setting, as recorded (an int) or
-// read back from JSON (a float64).
-func requestInt(req map[string]any, key string) (int, bool) {
-	switch n := req[key].(type) {
-	case int:
-		return n, true
-	case int64:
-		return int(n), true
-	case float64:
-		return int(n), true
-	}
-	return 0, false
-}
-
-func requestIntOr0(req map[string]any, key string) int { n, _ := requestInt(req, key); return n }
 
 // completionRowTokens is the tokens of the row a completion makes before
 // the template closes it: its prompt and its output.
@@ -675,27 +658,6 @@ func (v *validateThinking) thinkingOn(c *record.Completion) (bool, string) {
 		return b, fmt.Sprintf("request enable_thinking=%v", b)
 	}
 	return true, "request does not record enable_thinking; set thinking = \"off\" if it was off"
-}
-
-// requestThinking reads enable_thinking from recorded request settings, top
-// level or inside chat_template_kwargs.
-func requestThinking(req map[string]any) (bool, bool) {
-	if b, ok := req["enable_thinking"].(bool); ok {
-		return b, true
-	}
-	if kw, ok := req["chat_template_kwargs"].(map[string]any); ok {
-		if b, ok := kw["enable_thinking"].(bool); ok {
-			return b, true
-		}
-	}
-	return false, false
-}
-
-// requestForced reads thinking_forced from recorded request settings (set
-// by generate when the chat template forces thinking).
-func requestForced(req map[string]any) bool {
-	b, _ := req["thinking_forced"].(bool)
-	return b
 }
 
 // markerIn returns the first think marker found in s, or "".

@@ -198,7 +198,7 @@ func exportInputs(args []string, stage string) ([]exportInput, error) {
 		if !st.IsDir() {
 			// Read as pipe's records, whatever its name (an output
 			// of no kind that claims it).
-			out = append(out, exportInput{p, stages.EachRecord})
+			out = append(out, exportInput{p, stages.EachJSONLRecord})
 			continue
 		}
 		run, err := rundir.ReadRun(p)

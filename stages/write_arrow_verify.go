@@ -6,9 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
-	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/shardset"
 )
 
@@ -53,21 +51,6 @@ func VerifyShardDir(dir string, hash bool) (*output.Verified, error) {
 	}
 	for _, h := range redo {
 		v.Lost = append(v.Lost, fmt.Sprintf("id hash %016x", h))
-	}
-	return v, nil
-}
-
-// verifyJSONL is write-jsonl's Verify: the committed lines of its file
-// against their index (see commitlog.CheckLog).
-func verifyJSONL(_ context.Context, c *writeJSONLConfig, env *output.VerifyEnv) (*output.Verified, error) {
-	path := c.Path
-	res, err := commitlog.CheckLog(path, env.Hash, record.LineID)
-	if err != nil {
-		return nil, err
-	}
-	v := &output.Verified{Where: pipeline.DisplayPath(path), Items: res.Rows, Unit: "lines", Bytes: res.Bytes, How: "size", Problems: res.Problems}
-	if env.Hash {
-		v.How = "size, every committed line's id against the index"
 	}
 	return v, nil
 }
