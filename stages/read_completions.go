@@ -18,7 +18,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -245,7 +245,7 @@ func (r *readCompletions) readS3(ctx context.Context, out pipeline.Emitter) erro
 	if err != nil {
 		return err
 	}
-	var m shardset.Manifest
+	var m filecommit.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("%s: %w", c.URL(key), err)
 	}

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 )
 
 // shardFiles lists the shard files path names, in order, or nil when path
@@ -21,7 +21,7 @@ func shardFiles(path string) ([]string, error) {
 		return nil, err
 	}
 	dir := path
-	mdir, isManifest := shardset.ManifestDir(path)
+	mdir, isManifest := filecommit.ManifestDir(path)
 	switch {
 	case st.IsDir():
 	case isManifest:
@@ -31,7 +31,7 @@ func shardFiles(path string) ([]string, error) {
 	default:
 		return nil, nil
 	}
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func shardFiles(path string) ([]string, error) {
 		}
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no %s and no .parquet or .arrow shards in it", dir, shardset.ManifestName)
+		return nil, fmt.Errorf("%s: no %s and no .parquet or .arrow shards in it", dir, filecommit.ManifestName)
 	}
 	return files, nil // ReadDir sorts by name
 }

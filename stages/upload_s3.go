@@ -26,7 +26,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -449,7 +449,7 @@ func (u *uploadS3) loggedBefore(id, url string) (bool, error) {
 // verified there. Its move is noted first: the writer then knows the
 // missing file for moved, not damaged (its rows are not written again).
 func (u *uploadS3) removeUploaded(path, url string) error {
-	if err := shardset.MarkMoved(filepath.Dir(path), filepath.Base(path), url); err != nil {
+	if err := filecommit.MarkMoved(filepath.Dir(path), filepath.Base(path), url); err != nil {
 		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -486,14 +486,14 @@ func (u *uploadS3) Finish(ctx context.Context, _ pipeline.Emitter) error {
 }
 
 func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
-	mpath, _ := shardset.ManifestPath(dir) // the writer renamed a legacy one when it opened dir
+	mpath, _ := filecommit.ManifestPath(dir) // the writer renamed a legacy one when it opened dir
 	// The bytes read are the bytes checked and uploaded: the writer may
 	// replace the file meanwhile (it never names an unfinished shard).
 	data, err := os.ReadFile(mpath)
 	if err != nil {
 		return fmt.Errorf("reading the manifest to upload: %w", err)
 	}
-	var m shardset.Manifest
+	var m filecommit.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("%s: %w", mpath, err)
 	}
@@ -526,7 +526,7 @@ func (u *uploadS3) uploadManifest(ctx context.Context, dir string) error {
 
 // reupload uploads the shard sh at path again to key, where the bucket
 // has obj (nil: nothing) instead of it, and says so.
-func (u *uploadS3) reupload(ctx context.Context, dir, key, path string, sh shardset.ShardInfo, obj *s3up.Object) error {
+func (u *uploadS3) reupload(ctx context.Context, dir, key, path string, sh filecommit.ShardInfo, obj *s3up.Object) error {
 	u.mu.Lock()
 	was := u.inBucket[key]
 	u.mu.Unlock()
@@ -557,8 +557,8 @@ func (u *uploadS3) reupload(ctx context.Context, dir, key, path string, sh shard
 // putManifest uploads dir's manifest (data, read from mpath) unless the
 // bucket has it already; missing lists the shards neither in the bucket
 // nor in dir (rows in all), which fail the upload.
-func (u *uploadS3) putManifest(ctx context.Context, dir, mpath string, data []byte, m *shardset.Manifest, missing []string, rows int64) error {
-	key := u.shardKey(dir, shardset.ManifestName)
+func (u *uploadS3) putManifest(ctx context.Context, dir, mpath string, data []byte, m *filecommit.Manifest, missing []string, rows int64) error {
+	key := u.shardKey(dir, filecommit.ManifestName)
 	if len(missing) > 0 {
 		list := strings.Join(missing, ", ")
 		if len(missing) > 10 {
@@ -598,7 +598,7 @@ func (u *uploadS3) putManifest(ctx context.Context, dir, mpath string, data []by
 // beside the shards, once the one in .pipe/ (which lists every shard it
 // did) is there: left, it is what HF datasets hands to the Parquet reader.
 func (u *uploadS3) removeLegacyManifest(ctx context.Context, dir string) error {
-	key := u.shardKey(dir, shardset.LegacyManifestName)
+	key := u.shardKey(dir, filecommit.LegacyManifestName)
 	obj, err := u.client.Head(ctx, key)
 	if err != nil || obj == nil {
 		return err
@@ -606,7 +606,7 @@ func (u *uploadS3) removeLegacyManifest(ctx context.Context, dir string) error {
 	if err := u.client.Delete(ctx, key); err != nil {
 		return err
 	}
-	fmt.Fprintf(u.out, "%s removed: the manifest is %s now\n", u.client.URL(key), shardset.ManifestName)
+	fmt.Fprintf(u.out, "%s removed: the manifest is %s now\n", u.client.URL(key), filecommit.ManifestName)
 	return nil
 }
 
@@ -619,7 +619,7 @@ var staleShard = regexp.MustCompile(`^part-\d{5,}\.[a-z]+$`)
 // a reader of every part-*.parquet under the prefix would read its rows
 // twice. While rows of damaged shards are still to be written again, none
 // is removed (it may be their last copy).
-func (u *uploadS3) removeStale(ctx context.Context, dir string, m *shardset.Manifest) error {
+func (u *uploadS3) removeStale(ctx context.Context, dir string, m *filecommit.Manifest) error {
 	prefix := u.client.Key(filepath.Base(dir))
 	var keys map[string]int64
 	if err := u.wait.Do(ctx, "listing "+u.client.URL(prefix+"/"), func() (err error) {
@@ -634,7 +634,7 @@ func (u *uploadS3) removeStale(ctx context.Context, dir string, m *shardset.Mani
 	}
 	// Rows of a dropped shard not written again: a stale object may be
 	// their last copy, so none is removed while any are left.
-	redo, err := shardset.ReadRedo(dir)
+	redo, err := filecommit.ReadRedo(dir)
 	if err != nil {
 		return err
 	}
@@ -644,13 +644,13 @@ func (u *uploadS3) removeStale(ctx context.Context, dir string, m *shardset.Mani
 			continue
 		}
 		if len(redo) > 0 {
-			fmt.Fprintf(u.notice, "%s is not named by %s, and is kept: %d rows of damaged shards were not written again, and it may hold them (download it before removing it)\n", u.client.URL(key), shardset.ManifestName, len(redo))
+			fmt.Fprintf(u.notice, "%s is not named by %s, and is kept: %d rows of damaged shards were not written again, and it may hold them (download it before removing it)\n", u.client.URL(key), filecommit.ManifestName, len(redo))
 			continue
 		}
 		if err := u.wait.Do(ctx, "DeleteObject "+u.client.URL(key), func() error { return u.client.Delete(ctx, key) }); err != nil {
 			return refusal(err)
 		}
-		fmt.Fprintf(u.notice, "%s removed: %s no longer names it (a damaged shard taken out, its rows written again)\n", u.client.URL(key), shardset.ManifestName)
+		fmt.Fprintf(u.notice, "%s removed: %s no longer names it (a damaged shard taken out, its rows written again)\n", u.client.URL(key), filecommit.ManifestName)
 	}
 	return nil
 }

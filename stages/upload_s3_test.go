@@ -29,7 +29,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -89,11 +89,11 @@ func (s *syncBuffer) String() string {
 type shardDir struct {
 	t   *testing.T
 	dir string
-	m   shardset.Manifest
+	m   filecommit.Manifest
 }
 
 func newShardDir(t *testing.T, parent, name string) *shardDir {
-	d := &shardDir{t: t, dir: filepath.Join(parent, name), m: shardset.Manifest{Format: "parquet", Shards: []shardset.ShardInfo{}}}
+	d := &shardDir{t: t, dir: filepath.Join(parent, name), m: filecommit.Manifest{Format: "parquet", Shards: []filecommit.ShardInfo{}}}
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func (d *shardDir) add(size int) *record.Record {
 		d.t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	info := shardset.ShardInfo{Name: name, Rows: 10, Tokens: 100, Bytes: int64(size), SHA256: hex.EncodeToString(sum[:]), Committed: time.Now().UTC()}
+	info := filecommit.ShardInfo{Name: name, Rows: 10, Tokens: 100, Bytes: int64(size), SHA256: hex.EncodeToString(sum[:]), Committed: time.Now().UTC()}
 	d.m.Shards = append(d.m.Shards, info)
 	d.m.Rows += info.Rows
 	d.m.Tokens += info.Tokens
@@ -135,10 +135,10 @@ func (d *shardDir) writeManifest() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(d.dir, shardset.MetaDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(d.dir, filecommit.MetaDir), 0o755); err != nil {
 		d.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(d.dir, shardset.ManifestName), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(d.dir, filecommit.ManifestName), b, 0o644); err != nil {
 		d.t.Fatal(err)
 	}
 }
@@ -291,7 +291,7 @@ func TestUploadS3SinglePartAndMultipart(t *testing.T) {
 	}
 
 	// The manifest: the local bytes, uploaded after every shard.
-	manifest, _ := os.ReadFile(filepath.Join(d.dir, shardset.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(d.dir, filecommit.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "runs/r1/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest in the bucket: %q, want %q", got, manifest)
 	}
@@ -446,7 +446,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	if log := st2.log.String(); !strings.Contains(log, "part-00001.parquet was not in the bucket: uploaded again from") {
 		t.Errorf("run log: %q", log)
 	}
-	manifest, _ := os.ReadFile(filepath.Join(d.dir, shardset.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(d.dir, filecommit.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "p/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest after the resume: %q", got)
 	}
@@ -470,7 +470,7 @@ func TestUploadS3ResumeAfterKillBeforeUpload(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 of its 3 shards (10 rows) are neither in the bucket nor in") || !strings.Contains(err.Error(), "part-00001.parquet (10 rows)") {
 		t.Fatalf("Finish with B lost: %v", err)
 	}
-	if got := getObject(t, c, srv.Bucket, "p/train/"+shardset.ManifestName); !bytes.Equal(got, manifest) {
+	if got := getObject(t, c, srv.Bucket, "p/train/"+filecommit.ManifestName); !bytes.Equal(got, manifest) {
 		t.Fatalf("manifest replaced while B is missing: %q", got)
 	}
 	if rep := reportText(st3.Report()); !strings.Contains(rep, "manifest_held_back: ") {
@@ -502,7 +502,7 @@ func TestUploadS3TwoDirectoriesOnePrefix(t *testing.T) {
 			t.Errorf("%s not in the bucket", k)
 		}
 	}
-	manifest, _ := os.ReadFile(filepath.Join(d1.dir, shardset.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(d1.dir, filecommit.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("train manifest in the bucket is not the local one")
 	}
@@ -526,7 +526,7 @@ func TestUploadS3DeleteLocalAfterUpload(t *testing.T) {
 	if _, err := os.Stat(a.Shard.Path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the uploaded shard file is still there: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(d.dir, shardset.ManifestName)); err != nil {
+	if _, err := os.Stat(filepath.Join(d.dir, filecommit.ManifestName)); err != nil {
 		t.Fatal("the manifest was removed")
 	}
 	if got := getObject(t, srv.Client(t), srv.Bucket, "p/train/"+a.Shard.Name); !bytes.Equal(got, local) {
@@ -808,14 +808,14 @@ region           = "us-east-1"
 		}
 		failed += out + out2
 	}
-	if m, _ := shardset.ReadManifest(filepath.Join(dir, "out", "train")); m != nil && len(m.Shards) > 0 {
+	if m, _ := filecommit.ReadManifest(filepath.Join(dir, "out", "train")); m != nil && len(m.Shards) > 0 {
 		t.Fatalf("a run that failed at the bucket check wrote shards: %+v", m)
 	}
 	if n := srv.Requests(t, "PutObject"); n != 0 {
 		t.Fatalf("%d PutObject requests from runs that failed at the bucket check", n)
 	}
 	out := run(path)
-	m, err := shardset.ReadManifest(filepath.Join(dir, "out", "train"))
+	m, err := filecommit.ReadManifest(filepath.Join(dir, "out", "train"))
 	if err != nil || m == nil {
 		t.Fatalf("manifest: %v\n%s", err, out)
 	}
@@ -829,7 +829,7 @@ region           = "us-east-1"
 			t.Errorf("%s: %d bytes, sha256 %s in the bucket; want %d, %s", sh.Name, len(got), sha256Hex(got), sh.Bytes, sh.SHA256)
 		}
 	}
-	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", shardset.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", filecommit.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "runs/e2e/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("manifest in the bucket:\n%s\nwant\n%s", got, manifest)
 	}
@@ -963,11 +963,11 @@ upload_timeout   = "2s"
 	}
 	srv.Restart(t)
 	before := inBucket()
-	m, err := shardset.ReadManifest(filepath.Join(dir, "out", "train"))
+	m, err := filecommit.ReadManifest(filepath.Join(dir, "out", "train"))
 	if err != nil || m == nil {
 		t.Fatal(err)
 	}
-	if before[shardset.ManifestName] || len(before) >= len(m.Shards) {
+	if before[filecommit.ManifestName] || len(before) >= len(m.Shards) {
 		t.Fatalf("after run 1: %d objects in the bucket (%v) for %d committed shards: want fewer, no manifest\n%s", len(before), before, len(m.Shards), out1)
 	}
 	t.Logf("run 1: %d of %d committed shards uploaded when the server died", len(before), len(m.Shards))
@@ -977,7 +977,7 @@ upload_timeout   = "2s"
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("run 2: %v\n%s", err, out2)
 	}
-	m, err = shardset.ReadManifest(filepath.Join(dir, "out", "train"))
+	m, err = filecommit.ReadManifest(filepath.Join(dir, "out", "train"))
 	if err != nil || m.Rows != 300 {
 		t.Fatalf("manifest after run 2: %+v, %v", m, err)
 	}
@@ -987,7 +987,7 @@ upload_timeout   = "2s"
 			t.Errorf("%s: %d bytes, sha256 %s in the bucket; want %d, %s", sh.Name, len(got), sha256Hex(got), sh.Bytes, sh.SHA256)
 		}
 	}
-	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", shardset.ManifestName))
+	manifest, _ := os.ReadFile(filepath.Join(dir, "out", "train", filecommit.ManifestName))
 	if got := getObject(t, c, srv.Bucket, "runs/crash/train/.pipe/manifest.json"); !bytes.Equal(got, manifest) {
 		t.Errorf("manifest in the bucket is not the local one")
 	}
@@ -1073,7 +1073,7 @@ func TestUploadS3RemovesLegacyManifest(t *testing.T) {
 	if got := getObject(t, c, srv.Bucket, "old/train/manifest.json"); got != nil {
 		t.Fatalf("the old manifest.json is still there: %q", got)
 	}
-	if got := getObject(t, c, srv.Bucket, "old/train/"+shardset.ManifestName); got == nil {
+	if got := getObject(t, c, srv.Bucket, "old/train/"+filecommit.ManifestName); got == nil {
 		t.Fatal("no manifest in .pipe/")
 	}
 	if log := st.log.String(); !strings.Contains(log, "old/train/manifest.json removed: the manifest is .pipe/manifest.json now") {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -30,20 +30,20 @@ func verifyUploads(ctx context.Context, c *uploadS3Config, env *output.VerifyEnv
 		if in.Dir == "" {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(in.Dir, shardset.ManifestName))
+		data, err := os.ReadFile(filepath.Join(in.Dir, filecommit.ManifestName))
 		if err != nil {
 			return nil, err
 		}
-		var m shardset.Manifest
+		var m filecommit.Manifest
 		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, &commitlog.DamagedError{Path: filepath.Join(in.Dir, shardset.ManifestName), Err: err}
+			return nil, &commitlog.DamagedError{Path: filepath.Join(in.Dir, filecommit.ManifestName), Err: err}
 		}
 		prefix := client.Key(filepath.Base(in.Dir))
 		before := len(v.Problems)
 		if err := VerifyObjects(ctx, client, prefix, &m, in.Dir, env.Hash, env.Repair, v); err != nil {
 			return nil, err
 		}
-		key := prefix + "/" + shardset.ManifestName
+		key := prefix + "/" + filecommit.ManifestName
 		got, err := getIfThere(ctx, client, key)
 		if err == nil && env.Repair && len(v.Problems) == before && !bytes.Equal(got, data) {
 			// Every shard is there: the manifest goes up (last).
@@ -59,7 +59,7 @@ func verifyUploads(ctx context.Context, c *uploadS3Config, env *output.VerifyEnv
 		case got == nil:
 			v.Problems = append(v.Problems, client.URL(key)+" is not in the bucket")
 		case !bytes.Equal(got, data):
-			v.Problems = append(v.Problems, fmt.Sprintf("%s is not the local %s (%d bytes there, %d here)", client.URL(key), filepath.Join(in.Dir, shardset.ManifestName), len(got), len(data)))
+			v.Problems = append(v.Problems, fmt.Sprintf("%s is not the local %s (%d bytes there, %d here)", client.URL(key), filepath.Join(in.Dir, filecommit.ManifestName), len(got), len(data)))
 		}
 	}
 	return v, nil
@@ -77,7 +77,7 @@ func getIfThere(ctx context.Context, c *s3up.Client, key string) ([]byte, error)
 // adding to v; local is the shard directory ("" for none): with repair, a
 // shard missing or different in the bucket is uploaded again from it. The
 // manifest itself is the caller's.
-func VerifyObjects(ctx context.Context, c *s3up.Client, prefix string, m *shardset.Manifest, local string, hash, repair bool, v *output.Verified) error {
+func VerifyObjects(ctx context.Context, c *s3up.Client, prefix string, m *filecommit.Manifest, local string, hash, repair bool, v *output.Verified) error {
 	for _, sh := range m.Shards {
 		key := prefix + "/" + sh.Name
 		path := ""

@@ -16,7 +16,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -111,11 +111,11 @@ type writeArrow struct {
 	// Process and Commit.
 	mu     sync.Mutex
 	mem    memory.Allocator
-	shards *shardset.Set
+	shards *filecommit.Set
 	b      *arrowrow.Builder
 	log    io.Writer
 
-	cur            *shardset.Pending
+	cur            *filecommit.Pending
 	fw             arrowrow.FileWriter
 	rows, tokens   int64 // in cur, written and buffered
 	ids            []uint64
@@ -147,7 +147,7 @@ func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 	if w.mem == nil { // tests set their own
 		w.mem = memory.DefaultAllocator
 	}
-	s, removed, err := shardset.Open(w.cfg.Path, w.cfg.Format, arrowrow.Ext(w.cfg.Format), arrowrow.Version)
+	s, removed, err := filecommit.Open(w.cfg.Path, w.cfg.Format, arrowrow.Ext(w.cfg.Format), arrowrow.Version)
 	if err != nil {
 		return err
 	}
@@ -182,12 +182,12 @@ const shardBacklog = 32
 // is taken out of the directory and its rows leave the run's finished set,
 // so they are written again (from the journal, which has the completions).
 // A shard file that is missing is damage too, unless its removal was noted
-// (shardset.MarkMoved: an upload with delete_local_after_upload removed
+// (filecommit.MarkMoved: an upload with delete_local_after_upload removed
 // it after verifying its copy); verifying says whether the copy is whole.
 func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 	m := w.shards.Manifest()
 	hash := env != nil && env.HashCheck
-	res, err := shardset.Check(w.shards.Dir(), &m, hash)
+	res, err := filecommit.Check(w.shards.Dir(), &m, hash)
 	if err != nil {
 		return err
 	}
@@ -223,7 +223,7 @@ func (w *writeArrow) checkCommitted(env *pipeline.Env) error {
 		notice = w.log
 	}
 	fmt.Fprintf(notice, "%s: %d damaged committed shards (%v, checked by %s) moved aside as %s/NAME%s; their %d rows are written again from the journal (or generated again where its segments are gone: [pipeline] keep_journal = true keeps them)\n",
-		pipeline.DisplayPath(w.cfg.Path), len(damaged), damaged, how, shardset.MetaDir, shardset.DamagedSuffix, len(ids))
+		pipeline.DisplayPath(w.cfg.Path), len(damaged), damaged, how, filecommit.MetaDir, filecommit.DamagedSuffix, len(ids))
 	return nil
 }
 
@@ -329,7 +329,7 @@ func (w *writeArrow) seal() error {
 	return nil
 }
 
-func (w *writeArrow) ref(sh shardset.ShardInfo) record.ShardRef {
+func (w *writeArrow) ref(sh filecommit.ShardInfo) record.ShardRef {
 	dir := w.shards.Dir()
 	return record.ShardRef{Path: filepath.Join(dir, sh.Name), Dir: dir, Name: sh.Name,
 		Rows: sh.Rows, Tokens: sh.Tokens, Bytes: sh.Bytes, SHA256: sh.SHA256}

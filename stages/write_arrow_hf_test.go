@@ -17,7 +17,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/readers"
 	"github.com/pipe-dev/pipe/internal/trainers"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -82,11 +82,11 @@ func TestWriteArrowDirectoryIsAnHFDataset(t *testing.T) {
 	}
 	// The checker sees the failure the old layout had: a manifest.json
 	// beside the shards goes to the Parquet reader.
-	if err := os.Rename(filepath.Join(dir, shardset.ManifestName), filepath.Join(dir, shardset.LegacyManifestName)); err != nil {
+	if err := os.Rename(filepath.Join(dir, filecommit.ManifestName), filepath.Join(dir, filecommit.LegacyManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	splits, err := trainers.DataFiles(dir)
-	if err != nil || !slices.Contains(splits["train"], shardset.LegacyManifestName) {
+	if err != nil || !slices.Contains(splits["train"], filecommit.LegacyManifestName) {
 		t.Fatalf("with manifest.json at the top, load_dataset takes %v (%v)", splits, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -30,7 +30,7 @@ var shardOutput = &output.Spec{
 
 // committedShards is what the manifest of the shard directory dir names.
 func committedShards(dir string) (*output.Committed, error) {
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil || m == nil {
 		return nil, err
 	}
@@ -48,11 +48,11 @@ func committedShards(dir string) (*output.Committed, error) {
 // id log runs ahead of the manifest by the rows of a shard a crash left
 // uncommitted (they are written again, and logged again, on resume).
 func shardIDs(dir string) ([]uint64, error) {
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	ids, err := commitlog.ReadIDLog(shardset.IDLogPath(dir))
+	ids, err := commitlog.ReadIDLog(filecommit.IDLogPath(dir))
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 )
 
 // rotatePipeline is prompts → generate (simulated) → write-arrow with
@@ -49,7 +49,7 @@ max_rows = 100
 
 func shardRows(t *testing.T, dir string) []int64 {
 	t.Helper()
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil || m == nil {
 		t.Fatalf("manifest of %s: %v", dir, err)
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/readers"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -221,9 +221,9 @@ func normalizeJSON(t testing.TB, recs []*record.Record) {
 // readArrowDir checks the manifest of dir against its shard files (names in
 // order, bytes, sha256, rows, tokens, totals) and returns the rows of all
 // shards in order, decoded by arrowrow.
-func readArrowDir(t testing.TB, dir string) (*shardset.Manifest, []*record.Record) {
+func readArrowDir(t testing.TB, dir string) (*filecommit.Manifest, []*record.Record) {
 	t.Helper()
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil || m == nil {
 		t.Fatalf("manifest: %v %v", m, err)
 	}
@@ -334,7 +334,7 @@ func TestWriteArrowRoundTrip(t *testing.T) {
 					t.Fatalf("row %d differs:\n got %.2000s\nwant %.2000s", i, g, w)
 				}
 			}
-			if names := dirNames(t, dir); !slices.Equal(names, []string{shardset.MetaDir, "part-00000" + arrowrow.Ext(format)}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{filecommit.MetaDir, "part-00000" + arrowrow.Ext(format)}) {
 				t.Fatalf("directory holds %v", names)
 			}
 		})
@@ -524,7 +524,7 @@ func TestWriteArrowRotatesByRows(t *testing.T) {
 				t.Fatal("the rows read back are not the rows written, in order")
 			}
 			ext := arrowrow.Ext(format)
-			if names := dirNames(t, dir); !slices.Equal(names, []string{shardset.MetaDir, "part-00000" + ext, "part-00001" + ext, "part-00002" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{filecommit.MetaDir, "part-00000" + ext, "part-00001" + ext, "part-00002" + ext}) {
 				t.Fatalf("directory holds %v", names)
 			}
 		})
@@ -582,7 +582,7 @@ func TestWriteArrowRotatesByBytes(t *testing.T) {
 // checkShardBytes checks that a directory rotated at max: more than one
 // shard, each at most over bytes over max, all but the last of at least
 // least bytes.
-func checkShardBytes(t *testing.T, m *shardset.Manifest, max, over, least int64) {
+func checkShardBytes(t *testing.T, m *filecommit.Manifest, max, over, least int64) {
 	t.Helper()
 	if len(m.Shards) < 3 {
 		t.Fatalf("%d shards of %d bytes in all; want rotation at %d bytes", len(m.Shards), m.Bytes, max)
@@ -623,7 +623,7 @@ func copyTestFile(t testing.TB, from, to string) {
 
 func idLogLen(t testing.TB, dir string) int64 {
 	t.Helper()
-	st, err := os.Stat(filepath.Join(dir, shardset.IDLogName))
+	st, err := os.Stat(filepath.Join(dir, filecommit.IDLogName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,13 +663,13 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			mem.AssertSize(t, 0)
-			if names := dirNames(t, dir); !slices.Equal(names, []string{shardset.MetaDir, "part-00000" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{filecommit.MetaDir, "part-00000" + ext}) {
 				t.Fatalf("after close without commit the directory holds %v", names)
 			}
 			shard0, _ := os.ReadFile(filepath.Join(dir, "part-00000"+ext))
 
 			// A killed process leaves its temporary shard behind.
-			s, _, err := shardset.Open(dir, format, ext, arrowrow.Version)
+			s, _, err := filecommit.Open(dir, format, ext, arrowrow.Version)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -684,10 +684,10 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 			// 30-59 into part-00001.
 			var log bytes.Buffer
 			w = openArrow(t, cfg, mem, &log)
-			if !strings.Contains(log.String(), "removed ["+shardset.MetaDir+"/."+p.Name()) || !strings.Contains(log.String(), "continuing after 30 committed rows in 1 shards") {
+			if !strings.Contains(log.String(), "removed ["+filecommit.MetaDir+"/."+p.Name()) || !strings.Contains(log.String(), "continuing after 30 committed rows in 1 shards") {
 				t.Fatalf("reopen logged %q", log.String())
 			}
-			if names := dirNames(t, dir); !slices.Equal(names, []string{shardset.MetaDir, "part-00000" + ext}) {
+			if names := dirNames(t, dir); !slices.Equal(names, []string{filecommit.MetaDir, "part-00000" + ext}) {
 				t.Fatalf("after reopen the directory holds %v", names)
 			}
 			em = &arrowEmitter{}
@@ -706,14 +706,14 @@ func TestWriteArrowCrashAndResume(t *testing.T) {
 			// Run 2 goes on: part-00002 with rows 60-79 is renamed and its
 			// ids logged, and the process dies before the manifest names it
 			// (the manifest of before is put back).
-			before := snapshotFiles(t, dir, shardset.ManifestName)
+			before := snapshotFiles(t, dir, filecommit.ManifestName)
 			arrowProcessAll(t, w, em, in[60:80])
 			if err := w.Commit(ctx, &skipEmitter{}); err != nil {
 				t.Fatal(err)
 			}
 			w.Close()
 			mem.AssertSize(t, 0)
-			copyTestFile(t, filepath.Join(before, shardset.ManifestName), filepath.Join(dir, shardset.ManifestName))
+			copyTestFile(t, filepath.Join(before, filecommit.ManifestName), filepath.Join(dir, filecommit.ManifestName))
 			if n := idLogLen(t, dir); n != 80 {
 				t.Fatalf("the id log holds %d ids, want 80", n)
 			}
@@ -780,11 +780,11 @@ func TestWriteArrowCrashBeforeFirstManifest(t *testing.T) {
 	in := arrowRows("f", 10, 20)
 	w := openArrow(t, cfg, nil, nil)
 	// The directory as Open left it, before any shard.
-	_, err := os.Stat(filepath.Join(dir, shardset.ManifestName))
+	_, err := os.Stat(filepath.Join(dir, filecommit.ManifestName))
 	hadManifest := err == nil
 	var before string
 	if hadManifest {
-		before = snapshotFiles(t, dir, shardset.ManifestName)
+		before = snapshotFiles(t, dir, filecommit.ManifestName)
 	}
 	arrowProcessAll(t, w, &arrowEmitter{}, in)
 	if err := w.Commit(ctx, &skipEmitter{}); err != nil {
@@ -793,9 +793,9 @@ func TestWriteArrowCrashBeforeFirstManifest(t *testing.T) {
 	w.Close()
 	// The crash: the manifest is as it was before the commit.
 	if hadManifest {
-		copyTestFile(t, filepath.Join(before, shardset.ManifestName), filepath.Join(dir, shardset.ManifestName))
+		copyTestFile(t, filepath.Join(before, filecommit.ManifestName), filepath.Join(dir, filecommit.ManifestName))
 	} else {
-		os.Remove(filepath.Join(dir, shardset.ManifestName))
+		os.Remove(filepath.Join(dir, filecommit.ManifestName))
 	}
 	var log bytes.Buffer
 	w = openArrow(t, cfg, nil, &log)
@@ -823,7 +823,7 @@ func TestWriteArrowRefusesForeignShards(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "part-00000.parquet"), []byte("PAR1 theirs"), 0o644)
 	w := &writeArrow{cfg: arrowCfg(dir, arrowrow.FormatParquet)}
 	err := w.Open(context.Background(), &pipeline.Env{})
-	if err == nil || !strings.Contains(err.Error(), "holds shards but no "+shardset.ManifestName) {
+	if err == nil || !strings.Contains(err.Error(), "holds shards but no "+filecommit.ManifestName) {
 		t.Fatalf("open: %v", err)
 	}
 	if names := dirNames(t, dir); !slices.Equal(names, []string{"part-00000.parquet"}) {
@@ -944,7 +944,7 @@ func TestWriteArrowMemoryBoundedByRowGroup(t *testing.T) {
 				}
 				heapPeak[n] = heap.Stop() - base
 				mem.AssertSize(t, 0)
-				m, err := shardset.ReadManifest(dir)
+				m, err := filecommit.ReadManifest(dir)
 				if err != nil || len(m.Shards) != 1 || m.Rows != int64(n) {
 					t.Fatalf("manifest %+v, %v; want one shard of %d rows", m, err, n)
 				}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/output"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 )
 
 // verifyShardDir is write-arrow's Verify: every shard its manifest names,
@@ -25,15 +25,15 @@ func VerifyShardDir(dir string, hash bool) (*output.Verified, error) {
 	if hash {
 		v.How = "size, sha256"
 	}
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
 	if m == nil {
-		v.Problems = append(v.Problems, fmt.Sprintf("%s has no %s: nothing committed there", v.Where, shardset.ManifestName))
+		v.Problems = append(v.Problems, fmt.Sprintf("%s has no %s: nothing committed there", v.Where, filecommit.ManifestName))
 		return v, nil
 	}
-	res, err := shardset.Check(dir, m, hash)
+	res, err := filecommit.Check(dir, m, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func VerifyShardDir(dir string, hash bool) (*output.Verified, error) {
 		}
 		v.Problems = append(v.Problems, fmt.Sprintf("%s %s (%d rows; pipe run --verify-shards writes them again from the journal)", filepath.Join(v.Where, p.Shard.Name), p.What, p.Shard.Rows))
 	}
-	redo, err := shardset.ReadRedo(dir)
+	redo, err := filecommit.ReadRedo(dir)
 	if err != nil {
 		return nil, err
 	}

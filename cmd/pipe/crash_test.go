@@ -23,7 +23,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -338,7 +338,7 @@ func (r *crashRig) check() {
 // that no other part file is there.
 func shardIDs(t *testing.T, dir string) map[string]int {
 	t.Helper()
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
@@ -221,7 +221,7 @@ func exportInputs(args []string, stage string) ([]exportInput, error) {
 			}
 		}
 		if len(runs) == 0 {
-			return nil, fmt.Errorf("%s: neither an output (shards, %s) nor a run directory (%s) nor a sharded run's parent (shard-*-of-*/%s)", p, shardset.ManifestName, rundir.RunFile, rundir.RunFile)
+			return nil, fmt.Errorf("%s: neither an output (shards, %s) nor a run directory (%s) nor a sharded run's parent (shard-*-of-*/%s)", p, filecommit.ManifestName, rundir.RunFile, rundir.RunFile)
 		}
 		more, err := exportInputs(runs, stage)
 		if err != nil {

@@ -37,7 +37,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -209,13 +209,13 @@ func (ins *inspector) inspectDir(doc *inspectDoc, path string) (*inspectDoc, err
 		return ins.output(doc, kind, o, path)
 	}
 	return nil, usageErrorf("pipe inspect: %s: a directory with neither %s nor %s nor done.ids nor part files; PATH is %s",
-		path, shardset.ManifestName, rundir.RunFile, inspectAccepts)
+		path, filecommit.ManifestName, rundir.RunFile, inspectAccepts)
 }
 
 // inspectFile reads the file path: a shard, a manifest, a run.json, a
 // JSONL file, or a writer kind's output.
 func (ins *inspector) inspectFile(doc *inspectDoc, path string) (*inspectDoc, error) {
-	mdir, isManifest := shardset.ManifestDir(path)
+	mdir, isManifest := filecommit.ManifestDir(path)
 	switch base := filepath.Base(path); {
 	case isShardName(base):
 		doc.Kind = "shard"
@@ -540,13 +540,13 @@ type dirReport struct {
 }
 
 type shardEntry struct {
-	shardset.ShardInfo
+	filecommit.ShardInfo
 	// Status: "ok", "missing", "size ..." or "sha256 ...".
 	Status string `json:"status"`
 }
 
 func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil {
 		return fmt.Errorf("pipe inspect: %w", err)
 	}
@@ -585,7 +585,7 @@ func (ins *inspector) shardDir(doc *inspectDoc, dir string) error {
 
 // shardStatus checks the shard file at p against its manifest entry sh:
 // "ok", "missing", or what differs (its size; with verify, its SHA-256).
-func shardStatus(p string, sh shardset.ShardInfo, verify bool) string {
+func shardStatus(p string, sh filecommit.ShardInfo, verify bool) string {
 	st, err := os.Stat(p)
 	switch {
 	case err != nil && errors.Is(err, fs.ErrNotExist):
@@ -1288,9 +1288,9 @@ func wrapJoin(parts []string, sep string, width int) []string {
 
 func printDir(w io.Writer, d *dirReport) {
 	if !d.Manifest {
-		kv(w, "shards", "%s: no %s, so no shard here is committed", d.Dir, shardset.ManifestName)
+		kv(w, "shards", "%s: no %s, so no shard here is committed", d.Dir, filecommit.ManifestName)
 	} else {
-		kv(w, "shards", "%s (%s updated %s)", d.Dir, shardset.ManifestName, d.Updated.UTC().Format(time.RFC3339))
+		kv(w, "shards", "%s (%s updated %s)", d.Dir, filecommit.ManifestName, d.Updated.UTC().Format(time.RFC3339))
 		schema := ""
 		if d.Schema != "" {
 			schema = ", schema " + d.Schema
@@ -1310,7 +1310,7 @@ func printDir(w io.Writer, d *dirReport) {
 			nameW, s.Name, s.Rows, s.Tokens, numfmt.Bytes(s.Bytes), short(s.SHA256), s.Status)
 	}
 	for _, n := range d.NotCommitted {
-		fmt.Fprintf(w, "  %s  not committed (not in %s; a writer that resumes here removes it)\n", n, shardset.ManifestName)
+		fmt.Fprintf(w, "  %s  not committed (not in %s; a writer that resumes here removes it)\n", n, filecommit.ManifestName)
 	}
 	for _, n := range d.Temporary {
 		fmt.Fprintf(w, "  %s  being written (or left by a writer that stopped)\n", n)
@@ -1608,6 +1608,6 @@ func readable(s string, n int) string {
 
 // hasManifest reports whether dir has a manifest, under either name.
 func hasManifest(dir string) bool {
-	_, ok := shardset.ManifestPath(dir)
+	_, ok := filecommit.ManifestPath(dir)
 	return ok
 }

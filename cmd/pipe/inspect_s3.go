@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -27,7 +27,7 @@ func (ins *inspector) s3Dir(doc *inspectDoc, uri string) error {
 	if err != nil {
 		return fmt.Errorf("pipe inspect: %w (is %s a shard directory upload-s3 wrote?)", err, uri)
 	}
-	var m shardset.Manifest
+	var m filecommit.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("pipe inspect: %s: %w", c.URL(key), err)
 	}
@@ -59,7 +59,7 @@ func (ins *inspector) s3Dir(doc *inspectDoc, uri string) error {
 // "missing", or what differs (its size, the sha256 recorded at upload; with
 // --verify, the download's). The first shard that checks out is downloaded
 // into tmp, its path set in *first, for its rows.
-func (ins *inspector) s3ShardStatus(c *s3up.Client, sh shardset.ShardInfo, tmp string, first *string) string {
+func (ins *inspector) s3ShardStatus(c *s3up.Client, sh filecommit.ShardInfo, tmp string, first *string) string {
 	obj, err := c.Head(ins.ctx, c.Key(sh.Name))
 	switch {
 	case err != nil:

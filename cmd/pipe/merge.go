@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/shardrun"
+	"github.com/pipe-dev/pipe/pipeline/shardruns"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
@@ -51,11 +51,11 @@ scheduler's merge step can wait and run it again.`,
 			if err != nil {
 				return usageErrorf("pipe merge: %v", err)
 			}
-			runs, err := shardrun.OpenAll(dirs)
+			runs, err := shardruns.OpenAll(dirs)
 			if err != nil {
 				return usageErrorf("pipe merge: %v", err)
 			}
-			m, err := shardrun.Merge(runs)
+			m, err := shardruns.Merge(runs)
 			if err != nil {
 				return fmt.Errorf("pipe merge: %w", err)
 			}
@@ -95,7 +95,7 @@ scheduler's merge step can wait and run it again.`,
 // s3 as its client's settings, an s3:// prefix; where names what it wrote.
 func writeMerged(ctx context.Context, out string, data []byte, s3 s3up.Config) (where string, err error) {
 	if !strings.HasPrefix(out, "s3://") {
-		where = filepath.Join(out, shardrun.MergedName)
+		where = filepath.Join(out, shardruns.MergedName)
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return "", fmt.Errorf("pipe merge: %w", err)
 		}
@@ -109,10 +109,10 @@ func writeMerged(ctx context.Context, out string, data []byte, s3 s3up.Config) (
 		return "", usageErrorf("pipe merge: %v", err)
 	}
 	defer c.Close()
-	if _, err := c.PutBytes(ctx, c.Key(shardrun.MergedName), data, "application/json"); err != nil {
+	if _, err := c.PutBytes(ctx, c.Key(shardruns.MergedName), data, "application/json"); err != nil {
 		return "", fmt.Errorf("pipe merge: %w", err)
 	}
-	return c.URL(c.Key(shardrun.MergedName)), nil
+	return c.URL(c.Key(shardruns.MergedName)), nil
 }
 
 // exitIncomplete is pipe merge's exit code when shards are missing or not

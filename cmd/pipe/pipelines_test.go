@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -125,7 +125,7 @@ func mustJSON(t *testing.T, v any) string {
 // JSON shape write-jsonl would have written.
 func readShardRecords(t *testing.T, dir string) []map[string]any {
 	t.Helper()
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil || m == nil {
 		t.Fatalf("%s: no manifest (%v)", dir, err)
 	}

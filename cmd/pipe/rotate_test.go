@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 )
 
 // A run stopped (SIGTERM, as a scheduler's preemption sends it) every two
@@ -43,7 +43,7 @@ func TestStopAndResumeMakesFullShards(t *testing.T) {
 		r.wait(cmd, time.Minute)
 		stopped := stop.Stop() == false
 		code := exitCode(cmd)
-		m, err := shardset.ReadManifest(dir)
+		m, err := filecommit.ReadManifest(dir)
 		if err != nil || m == nil {
 			t.Fatalf("run %d: manifest: %v", run, err)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/pipeline/shardrun"
+	"github.com/pipe-dev/pipe/pipeline/shardruns"
 )
 
 // Two shards of a run that writes Parquet shards and uploads them to a
@@ -87,7 +87,7 @@ region           = "us-east-1"
 
 	c := srv.Client(t)
 	ctx := context.Background()
-	obj, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("merged/" + shardrun.MergedName)})
+	obj, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("merged/" + shardruns.MergedName)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ region           = "us-east-1"
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m shardrun.Merged
+	var m shardruns.Merged
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}

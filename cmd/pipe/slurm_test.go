@@ -17,7 +17,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
-	"github.com/pipe-dev/pipe/pipeline/shardrun"
+	"github.com/pipe-dev/pipe/pipeline/shardruns"
 )
 
 // slurmPipeline: prompts → dedupe → generate on an in-process pipe sim
@@ -163,8 +163,8 @@ func TestSlurmJobArray(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pipe merge: %v\n%s", err, out)
 	}
-	var m shardrun.Merged
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(merged, shardrun.MergedName))), &m); err != nil {
+	var m shardruns.Merged
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(merged, shardruns.MergedName))), &m); err != nil {
 		t.Fatal(err)
 	}
 	if !m.Complete || m.Shards != 4 || len(m.Runs) != 4 {
@@ -251,7 +251,7 @@ func taskState(t *testing.T, sl *testenv.Slurm, i string) testenv.Job {
 }
 
 // committedIDs reads the ids of a merged JSONL file's committed part.
-func committedIDs(t *testing.T, f shardrun.File) []string {
+func committedIDs(t *testing.T, f shardruns.File) []string {
 	t.Helper()
 	fh, err := os.Open(f.Path)
 	if err != nil {

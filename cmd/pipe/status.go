@@ -13,7 +13,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
-	"github.com/pipe-dev/pipe/pipeline/shardrun"
+	"github.com/pipe-dev/pipe/pipeline/shardruns"
 )
 
 // Run states in status.json (see rundir.ShownState).
@@ -102,11 +102,11 @@ Exit status: 0, or 1 when the run directory has no status.json.`,
 					return usageErrorf("pipe status: --json takes one RUN_DIR")
 				}
 				return watchStatus(ctx, std, watch, every, func() error {
-					runs, err := shardrun.OpenAll(dirs)
+					runs, err := shardruns.OpenAll(dirs)
 					if err != nil {
 						return err
 					}
-					return shardrun.WriteStatus(std.Out, runs)
+					return shardruns.WriteStatus(std.Out, runs)
 				})
 			}
 			dir := dirs[0]

@@ -15,7 +15,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -97,7 +97,7 @@ func verifyPath(ctx context.Context, arg string, hash, repair bool, log io.Write
 		return nil, usageErrorf("pipe verify: %v", err)
 	}
 	if st.IsDir() {
-		if _, err := os.Stat(filepath.Join(arg, shardset.ManifestName)); err == nil {
+		if _, err := os.Stat(filepath.Join(arg, filecommit.ManifestName)); err == nil {
 			v, err := stages.VerifyShardDir(arg, hash)
 			if err != nil {
 				return nil, err
@@ -110,7 +110,7 @@ func verifyPath(ctx context.Context, arg string, hash, repair bool, log io.Write
 			return nil, err
 		}
 		if r == nil {
-			return nil, usageErrorf("pipe verify: %s is neither a shard directory (no %s) nor a run directory (no %s)", arg, shardset.ManifestName, rundir.RunFile)
+			return nil, usageErrorf("pipe verify: %s is neither a shard directory (no %s) nor a run directory (no %s)", arg, filecommit.ManifestName, rundir.RunFile)
 		}
 		shard := ""
 		if r.Shard != nil {
@@ -184,7 +184,7 @@ func verifyS3(ctx context.Context, uri string, cfg s3up.Config) (*output.Verifie
 	if _, err := c.Check(ctx); err != nil {
 		return nil, err
 	}
-	key := c.Key(shardset.ManifestName)
+	key := c.Key(filecommit.ManifestName)
 	obj, err := c.Head(ctx, key)
 	if err != nil {
 		return nil, err
@@ -196,7 +196,7 @@ func verifyS3(ctx context.Context, uri string, cfg s3up.Config) (*output.Verifie
 	if err != nil {
 		return nil, err
 	}
-	var m shardset.Manifest
+	var m filecommit.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, &commitlog.DamagedError{Path: c.URL(key), Err: err}
 	}

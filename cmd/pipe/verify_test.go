@@ -20,7 +20,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/readers"
 	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 )
 
 // verifyRig is prompts → generate (an in-process simulator) → write-arrow
@@ -134,8 +134,8 @@ func (r *verifyRig) emptyBucket() int {
 	return n
 }
 
-func (r *verifyRig) manifest() *shardset.Manifest {
-	m, err := shardset.ReadManifest(filepath.Join(r.dir, "out", "train"))
+func (r *verifyRig) manifest() *filecommit.Manifest {
+	m, err := filecommit.ReadManifest(filepath.Join(r.dir, "out", "train"))
 	if err != nil || m == nil {
 		r.t.Fatalf("manifest: %v", err)
 	}
@@ -148,7 +148,7 @@ func (r *verifyRig) checkBucket() {
 	r.t.Helper()
 	m := r.manifest()
 	got := r.listing()
-	want := map[string]int64{shardset.ManifestName: -1}
+	want := map[string]int64{filecommit.ManifestName: -1}
 	for _, sh := range m.Shards {
 		want[sh.Name] = sh.Bytes
 	}
@@ -488,7 +488,7 @@ func TestChangedShardAndLostRows(t *testing.T) {
 		t.Fatalf("verify RUN_DIR with rows lost: exit %d\n%s", code, vout)
 	}
 	// The bucket's copy of the truncated shard may be their last one: kept.
-	if _, ok := r.listing()[victim.Name]; !ok || !strings.Contains(out3.String(), victim.Name+" is not named by "+shardset.ManifestName+", and is kept") {
+	if _, ok := r.listing()[victim.Name]; !ok || !strings.Contains(out3.String(), victim.Name+" is not named by "+filecommit.ManifestName+", and is kept") {
 		t.Errorf("the bucket's copy of %s was removed while its rows are lost:\n%s", victim.Name, out3)
 	}
 	t.Logf("run 3:\n%s", out3)
@@ -502,7 +502,7 @@ func TestHashCheckAfterCrash(t *testing.T) {
 	cmd, out := r.start()
 	dir := filepath.Join(r.dir, "out", "train")
 	waitRun(t, cmd, out, 60*time.Second, "3 committed shards", func() bool {
-		m, _ := shardset.ReadManifest(dir)
+		m, _ := filecommit.ReadManifest(dir)
 		return m != nil && len(m.Shards) >= 3
 	})
 	cmd.Process.Kill()
@@ -571,7 +571,7 @@ func TestTruncatedManifestExits2(t *testing.T) {
 	if err := waitDump(t, cmd, out, 3*time.Minute); err != nil {
 		t.Fatalf("run 1: %v\n%s", err, out)
 	}
-	path := filepath.Join(r.dir, "out", "train", shardset.ManifestName)
+	path := filepath.Join(r.dir, "out", "train", filecommit.ManifestName)
 	st, _ := os.Stat(path)
 	os.Truncate(path, st.Size()/2)
 	cmd, out2 := r.start()

@@ -18,7 +18,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardrun"
+	"github.com/pipe-dev/pipe/pipeline/shardruns"
 )
 
 // A writer kind is one file: write-tsv below is a whole writer (id, prompt,
@@ -109,8 +109,8 @@ path  = "out/rows.tsv"
 
 	// merge: every file of both shards, with its rows; ids compared.
 	pipe(0, "merge", "--out", "merged", shard(0), shard(1))
-	var m shardrun.Merged
-	data, err := os.ReadFile(filepath.Join("merged", shardrun.MergedName))
+	var m shardruns.Merged
+	data, err := os.ReadFile(filepath.Join("merged", shardruns.MergedName))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -79,7 +79,7 @@ func benchRunDir(b *testing.B, kind string, rows []*record.Record) (string, stri
 func writeArrowOutput(tb testing.TB, out string, rows []*record.Record) {
 	tb.Helper()
 	os.MkdirAll(out, 0o755)
-	sh, _, err := shardset.Open(out, arrowrow.FormatParquet, ".parquet", arrowrow.Version)
+	sh, _, err := filecommit.Open(out, arrowrow.FormatParquet, ".parquet", arrowrow.Version)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func BenchmarkReport(b *testing.B) {
 			for b.Loop() {
 				got := 0
 				if kind == "write-arrow" {
-					m, _ := shardset.ReadManifest(out)
+					m, _ := filecommit.ReadManifest(out)
 					for _, sh := range m.Shards {
 						arrowrow.ReadFile(context.Background(), filepath.Join(out, sh.Name), memory.DefaultAllocator, func(batch arrow.RecordBatch) error {
 							recs, err := arrowrow.Records(batch)

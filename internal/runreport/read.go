@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -313,7 +313,7 @@ func (rd *reader) deadLetters(path string) {
 // shards reads the shards a write-arrow manifest lists (a shard it does not
 // list was never committed), reading only the columns the report needs.
 func (rd *reader) shards(dir string, take func(*reader, *row)) error {
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil || m == nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -287,7 +287,7 @@ func (s *sampler) jsonl(path string, may func([]byte) bool, take func(*record.Re
 // shards reads a write-arrow output's committed shards (its manifest's)
 // until take says enough.
 func (s *sampler) shards(dir string, take func(*record.Record) bool) error {
-	m, err := shardset.ReadManifest(dir)
+	m, err := filecommit.ReadManifest(dir)
 	if err != nil || m == nil {
 		return err
 	}

@@ -17,5 +17,5 @@
 // log serves the generation journal, the rejected/failed files of a run
 // directory and the write-jsonl output; IDLog is the run's set of finished
 // ids, a plain file of hashes. Directories of whole shard files have a
-// protocol of their own, built on these: pipeline/shardset.
+// protocol of their own, built on these: pipeline/filecommit.
 package commitlog

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/pipe-dev/pipe/pipeline/shardset"
+	"github.com/pipe-dev/pipe/pipeline/filecommit"
 )
 
 // maxSmallObject bounds GetBytes (manifests are small).
@@ -66,10 +66,10 @@ func (c *Client) Download(ctx context.Context, key, path, wantSHA256 string) (er
 }
 
 // GetManifest returns the manifest of the shard directory at the client's
-// prefix and its key: shardset.ManifestNames in order, so a directory
+// prefix and its key: filecommit.ManifestNames in order, so a directory
 // uploaded before the manifest was hidden (manifest.json) still reads.
 func (c *Client) GetManifest(ctx context.Context) (key string, data []byte, err error) {
-	for _, name := range shardset.ManifestNames {
+	for _, name := range filecommit.ManifestNames {
 		key = c.Key(name)
 		obj, err := c.Head(ctx, key)
 		if err != nil {
@@ -80,5 +80,5 @@ func (c *Client) GetManifest(ctx context.Context) (key string, data []byte, err 
 			return key, data, err
 		}
 	}
-	return c.Key(shardset.ManifestName), nil, fmt.Errorf("%s: no manifest (%s)", c.URL(c.Key("")), strings.Join(shardset.ManifestNames, " or "))
+	return c.Key(filecommit.ManifestName), nil, fmt.Errorf("%s: no manifest (%s)", c.URL(c.Key("")), strings.Join(filecommit.ManifestNames, " or "))
 }

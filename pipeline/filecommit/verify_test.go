@@ -1,4 +1,4 @@
-package shardset
+package filecommit
 
 import (
 	"errors"

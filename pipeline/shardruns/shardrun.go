@@ -1,7 +1,7 @@
-// Package shardrun reads the run directories of a sharded run (one per
+// Package shardruns reads the run directories of a sharded run (one per
 // shard, see pipefile.Shard) as a set: pipe merge joins their committed
 // outputs into one manifest, and their status sums their progress.
-package shardrun
+package shardruns
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package shardrun
+package shardruns
 
 import (
 	"encoding/json"

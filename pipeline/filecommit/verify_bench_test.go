@@ -1,4 +1,4 @@
-package shardset
+package filecommit
 
 import (
 	"crypto/rand"
@@ -18,7 +18,7 @@ import (
 // is the figure the issue asks for (>= 1). Files are in the page cache
 // (written just before), as a verify right after a run finds them.
 //
-//	go test ./pipeline/shardset/ -run '^$' -bench VerifyShards -benchtime 5x -cpu 1,2
+//	go test ./pipeline/filecommit/ -run '^$' -bench VerifyShards -benchtime 5x -cpu 1,2
 //
 // -cpu 1 is the per-core figure without other load; with more cores on a
 // shared machine the per-core figure also measures the neighbours.
