@@ -93,6 +93,54 @@ func (s *Spec) WriteDoc(w io.Writer) {
 	}
 }
 
+// WriteMarkdown prints the kind's documentation as a Markdown section:
+// what WriteDoc prints, with its keys as a table (docs/stages.md is every
+// kind's, made by pipe stages --markdown).
+func (s *Spec) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "## %s\n\n%s.\n", s.Kind, s.Summary)
+	if s.Description != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(s.Description, "\n"))
+	}
+	fmt.Fprintln(w)
+	switch {
+	case s.Source:
+		fmt.Fprintln(w, "- inputs: none (a source)")
+	case s.MaxInputs > 0:
+		fmt.Fprintf(w, "- inputs: 1..%d (`stage` or `stage.port`)\n", s.MaxInputs)
+	default:
+		fmt.Fprintln(w, "- inputs: 1 or more, merged (`stage` or `stage.port`)")
+	}
+	if len(s.Outputs) == 0 {
+		fmt.Fprintln(w, "- outputs: none (a sink)")
+	} else {
+		fmt.Fprintf(w, "- outputs: `%s` (the first is the default)\n", strings.Join(s.Outputs, "`, `"))
+	}
+	if len(s.Needs) > 0 {
+		fmt.Fprintf(w, "- needs: %s\n", strings.Join(s.Needs, ", "))
+	}
+	if len(s.Produces) > 0 {
+		fmt.Fprintf(w, "- produces: %s\n", strings.Join(s.Produces, ", "))
+	}
+	cell := func(t string) string { return strings.ReplaceAll(strings.ReplaceAll(t, "|", "\\|"), "\n", " ") }
+	fmt.Fprintln(w, "\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|")
+	for _, f := range s.FieldDocs() {
+		def := "`" + f.Default + "`"
+		if f.Required {
+			def = "required"
+		} else if f.Default == "" {
+			def = "-"
+		}
+		allowed := "-"
+		if f.Allowed != "" {
+			allowed = cell(f.Allowed)
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s |\n", f.Key, f.Type, cell(def), allowed, cell(f.Doc))
+	}
+	if s.Example != "" {
+		fmt.Fprintf(w, "\nExample:\n\n```toml\n%s```\n", s.Example)
+	}
+}
+
 func indent(s, prefix string) string {
 	lines := strings.SplitAfter(s, "\n")
 	var b strings.Builder

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -14,11 +15,19 @@ import (
 func init() {
 	register(&command{
 		Name:      "stages",
-		UsageLine: "pipe stages [KIND]",
+		UsageLine: "pipe stages [--markdown] [KIND]",
 		Short:     "list stage kinds, or document one",
-		Long:      "With no argument, lists every stage kind with its summary. With a kind,\nprints its ports, keys with types, defaults and allowed values, and an example.",
+		Long: "With no argument, lists every stage kind with its summary. With a kind,\nprints its ports, keys with types, defaults and allowed values, and an example.\n\n" +
+			"--markdown prints every kind's (or KIND's) documentation as Markdown: docs/stages.md is its output.",
+		SetFlags: func(fs *flag.FlagSet) {
+			markdown = false
+			fs.BoolVar(&markdown, "markdown", false, "print the documentation as Markdown (docs/stages.md)")
+		},
 		Run: func(_ context.Context, std *stdio, fs *flag.FlagSet) error {
 			reg := pipeline.DefaultRegistry
+			if markdown {
+				return writeStagesMarkdown(std.Out, reg, fs.Args())
+			}
 			switch fs.NArg() {
 			case 0:
 				tw := tabwriter.NewWriter(std.Out, 2, 4, 2, ' ', 0)
@@ -39,4 +48,31 @@ func init() {
 			return usageErrorf("usage: pipe stages [KIND]")
 		},
 	})
+}
+
+// markdown is pipe stages --markdown.
+var markdown bool
+
+// writeStagesMarkdown prints the kinds' documentation (every kind, or
+// those named) as Markdown, as docs/stages.md holds it.
+func writeStagesMarkdown(w io.Writer, reg *pipeline.Registry, kinds []string) error {
+	if len(kinds) == 0 {
+		kinds = reg.Kinds()
+		fmt.Fprintf(w, "# Stage kinds\n\n<!-- Made by `pipe stages --markdown > docs/stages.md`; a test keeps it current. -->\n\n")
+		for _, k := range kinds {
+			fmt.Fprintf(w, "- [`%s`](#%s): %s\n", k, k, reg.Lookup(k).Summary)
+		}
+		fmt.Fprintln(w)
+	}
+	for i, k := range kinds {
+		spec := reg.Lookup(k)
+		if spec == nil {
+			return usageErrorf("unknown kind %q%s; known kinds: %s", k, suggest.DidYouMean(k, reg.Kinds()), strings.Join(reg.Kinds(), ", "))
+		}
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		spec.WriteMarkdown(w)
+	}
+	return nil
 }
