@@ -26,7 +26,7 @@ func init() {
 		Summary: "write records as Parquet or Arrow IPC shards with a manifest, committed as they go",
 		Description: `Writes typed columns (id, messages, reasoning, answer, input_ids
 list<int32>, loss_mask list<uint8>, counts, generation metadata; the schema
-is in the README) into shards part-00000.parquet, part-00001.parquet, … in the
+is in docs/training-data.md) into shards part-00000.parquet, part-00001.parquet, … in the
 directory path, with .pipe/manifest.json listing each committed shard (rows,
 tokens, bytes, sha256).
 

@@ -261,7 +261,7 @@ func (f initFlags) serverURLs() ([]string, error) {
 			return nil, fmt.Errorf("--servers %q: want http://HOST:PORT or https://HOST:PORT (or sim:N), comma-separated", s)
 		}
 		if u.User != nil {
-			return nil, fmt.Errorf("--servers %q: no credentials in the file; servers that want a key get it from the environment (api_key_env, see the README)", u.Redacted())
+			return nil, fmt.Errorf("--servers %q: no credentials in the file; servers that want a key get it from the environment (api_key_env, see docs/fleet.md)", u.Redacted())
 		}
 		out = append(out, strings.TrimRight(s, "/"))
 	}

@@ -1,6 +1,6 @@
 // Package arrowrow maps pipe records to Arrow record batches and back: the
 // one schema of write-arrow's Parquet and Arrow IPC shards (documented in
-// the README), and the readers read-completions and pipe inspect use.
+// docs/training-data.md), and the readers read-completions and pipe inspect use.
 package arrowrow
 
 import (
