@@ -98,6 +98,30 @@ path  = "out/rows.tsv"
 		t.Errorf("inspect shows no committed rows of write-tsv:\n%s", text)
 	}
 
+	// report RUN_DIR: its rows counted, read through its Spec (Each), with
+	// their answers' lengths.
+	var rep struct {
+		Outputs []struct {
+			Stage string `json:"stage"`
+			Kind  string `json:"kind"`
+			Rows  int64  `json:"rows"`
+			Dists []struct {
+				Name string `json:"name"`
+			} `json:"distributions"`
+		} `json:"outputs"`
+		Notes []string `json:"notes"`
+	}
+	var repOut, repErr bytes.Buffer
+	if code := run([]string{"report", "--json", shard(0)}, &stdio{Out: &repOut, Err: &repErr, Signals: make(chan os.Signal)}); code != 0 {
+		t.Fatalf("pipe report: exit %d\n%s", code, repErr.String())
+	}
+	if err := json.Unmarshal(repOut.Bytes(), &rep); err != nil {
+		t.Fatalf("pipe report --json: %v\n%s", err, repOut.String())
+	}
+	if len(rep.Outputs) != 1 || rep.Outputs[0].Stage != "rows" || rep.Outputs[0].Kind != "write-tsv" || rep.Outputs[0].Rows != r0 {
+		t.Errorf("report: outputs %+v, notes %q; want write-tsv's %d rows", rep.Outputs, rep.Notes, r0)
+	}
+
 	// inspect PATH: the kind claims its file, and reads its first rows.
 	doc = inspectDoc{}
 	if err := json.Unmarshal([]byte(pipe(0, "inspect", "--json", "--rows", "2", filepath.Join("out", "shard-0000-of-0002", "rows.tsv"))), &doc); err != nil {

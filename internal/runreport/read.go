@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -13,8 +11,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/filecommit"
+	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
@@ -125,15 +125,7 @@ type outputAcc struct {
 func (rd *reader) output(w writer) {
 	acc := &outputAcc{out: Output{Stage: w.id, Kind: w.kind, Path: w.path, FinishReasons: map[string]int64{}}, training: !w.rejectsOnly}
 	acc.prompt.name, acc.thinking.name, acc.answer.name, acc.loss.name = DistPrompt, DistThinking, DistAnswer, DistLoss
-	// A directory is a shard directory (its manifest names what it
-	// committed), a file a commit log of lines.
-	var err error
-	if st, serr := os.Stat(w.path); serr == nil && st.IsDir() {
-		err = rd.shards(w.path, acc.add)
-	} else {
-		err = rd.jsonl(w.path, acc.add)
-	}
-	if err != nil {
+	if err := rd.readOutput(w, acc.add); err != nil {
 		rd.r.note("output %s (%s): %v", w.id, w.path, err)
 	}
 	for _, x := range []*sample{&acc.prompt, &acc.thinking, &acc.answer, &acc.loss} {
@@ -310,13 +302,62 @@ func (rd *reader) deadLetters(path string) {
 	}
 }
 
-// shards reads the shards a write-arrow manifest lists (a shard it does not
-// list was never committed), reading only the columns the report needs.
-func (rd *reader) shards(dir string, take func(*reader, *row)) error {
-	m, err := filecommit.ReadManifest(dir)
-	if err != nil || m == nil {
-		return err
+// readOutput reads what w committed through what its kind declares
+// (output.Spec, never its name or whether its path is a directory): the
+// format of its committed files picks the report's fast readers (Parquet
+// and Arrow shards by column, through arrowrow; pipe's record lines), and
+// an output in any other format is read record by record (Spec.Each), so
+// a new writer kind's rows count like the others'.
+func (rd *reader) readOutput(w writer, take func(*reader, *row)) error {
+	spec := pipeline.DefaultRegistry.Output(w.kind)
+	if spec == nil || spec.Committed == nil {
+		return fmt.Errorf("kind %s declares no way to read its output back", w.kind)
 	}
+	c, err := spec.Committed(w.path)
+	if err != nil || c == nil {
+		return err // nil, nil: nothing committed yet
+	}
+	switch c.Format {
+	case arrowrow.FormatParquet, arrowrow.FormatArrow:
+		return rd.shards(c.Files, take)
+	case "jsonl":
+		return rd.jsonl(w.path, take)
+	}
+	if spec.Each == nil {
+		return fmt.Errorf("kind %s declares no way to read its %s rows", w.kind, c.Format)
+	}
+	return spec.Each(rd.ctx, w.path, func(rec *record.Record) error {
+		take(rd, rd.rowOf(rec))
+		return rd.ctx.Err()
+	})
+}
+
+// rowOf is what the report reads of a record.
+func (rd *reader) rowOf(rec *record.Record) *row {
+	x := &row{id: rec.ID, hasTools: len(rec.Tools) > 0}
+	if c := rec.Completion; c != nil {
+		x.hasCompletion, x.finishReason = true, c.FinishReason
+		x.promptTokens, x.completionTokens, x.reasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens
+		x.reasoningBytes, x.answerBytes = len(c.Reasoning), len(c.Answer)
+		x.thinkingForced, _ = c.Request["thinking_forced"].(bool)
+		if x.reasoningTokens <= 0 && len(c.OutputIDs) > 0 {
+			x.outputIDs = c.OutputIDs
+		}
+	}
+	if t := rec.Tokens; t != nil {
+		x.hasTokens, x.lossTokens = true, t.NumLossTokens
+		if rd.maxLength > 0 {
+			x.mask = countMask(t.LossMask, rd.maxLength)
+		}
+	}
+	x.cutAtLength, _ = rec.Meta[cutAtLengthKey].(bool)
+	x.setVerdict(rec.Reject, rec.Failure)
+	return x
+}
+
+// shards reads the committed shard files (a shard the manifest does not
+// list was never committed), reading only the columns the report needs.
+func (rd *reader) shards(files []output.File, take func(*reader, *row)) error {
 	cols := []string{arrowrow.ColID, arrowrow.ColRejectStage, arrowrow.ColRejectReason}
 	if !rd.verdictsOnly {
 		cols = append(cols, arrowrow.ColFinishReason, arrowrow.ColPromptTokens, arrowrow.ColCompletionTokens,
@@ -332,8 +373,8 @@ func (rd *reader) shards(dir string, take func(*reader, *row)) error {
 		// the template forced thinking.
 		cols = append(cols, arrowrow.ColOutputIDs, arrowrow.ColRequest)
 	}
-	for _, sh := range m.Shards {
-		err := arrowrow.ReadColumns(rd.ctx, filepath.Join(dir, sh.Name), cols, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
+	for _, f := range files {
+		err := arrowrow.ReadColumns(rd.ctx, f.Path, cols, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
 			rd.batch(b, take)
 			return nil
 		})
