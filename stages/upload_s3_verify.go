@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 

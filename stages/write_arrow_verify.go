@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
+	"github.com/pipe-dev/pipe/pipeline/output"
 )
 
 // verifyShardDir is write-arrow's Verify: every shard its manifest names,
