@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/pipeline/rundir/runfile"
 )
 

@@ -2,11 +2,12 @@ package pipeline
 
 import (
 	"fmt"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 )
 
 // DisplayPath shows an absolute path relative to the working directory when

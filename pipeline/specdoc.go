@@ -50,23 +50,8 @@ func (s *Spec) WriteDoc(w io.Writer) {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(s.Description, "\n"))
 	}
 	fmt.Fprintln(w)
-	if s.Source {
-		fmt.Fprintln(w, "inputs:   none (a source)")
-	} else if s.MaxInputs > 0 {
-		fmt.Fprintf(w, "inputs:   1..%d (\"stage\" or \"stage.port\")\n", s.MaxInputs)
-	} else {
-		fmt.Fprintln(w, "inputs:   1 or more, merged (\"stage\" or \"stage.port\")")
-	}
-	if len(s.Outputs) == 0 {
-		fmt.Fprintln(w, "outputs:  none (a sink)")
-	} else {
-		fmt.Fprintf(w, "outputs:  %s (first is the default)\n", strings.Join(s.Outputs, ", "))
-	}
-	if len(s.Needs) > 0 {
-		fmt.Fprintf(w, "needs:    %s\n", strings.Join(s.Needs, ", "))
-	}
-	if len(s.Produces) > 0 {
-		fmt.Fprintf(w, "produces: %s\n", strings.Join(s.Produces, ", "))
+	for _, p := range s.portDoc(`"`) {
+		fmt.Fprintf(w, "%-9s %s\n", p[0]+":", p[1])
 	}
 	fmt.Fprintln(w, "\nkeys:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -93,6 +78,32 @@ func (s *Spec) WriteDoc(w io.Writer) {
 	}
 }
 
+// portDoc is the kind's inputs, outputs and record fields as (what, text)
+// lines, names quoted with q.
+func (s *Spec) portDoc(q string) [][2]string {
+	var out [][2]string
+	switch {
+	case s.Source:
+		out = append(out, [2]string{"inputs", "none (a source)"})
+	case s.MaxInputs > 0:
+		out = append(out, [2]string{"inputs", fmt.Sprintf("1..%d (%sstage%s or %sstage.port%s)", s.MaxInputs, q, q, q, q)})
+	default:
+		out = append(out, [2]string{"inputs", fmt.Sprintf("1 or more, merged (%sstage%s or %sstage.port%s)", q, q, q, q)})
+	}
+	if len(s.Outputs) == 0 {
+		out = append(out, [2]string{"outputs", "none (a sink)"})
+	} else {
+		out = append(out, [2]string{"outputs", strings.Join(s.Outputs, ", ") + " (the first is the default)"})
+	}
+	if len(s.Needs) > 0 {
+		out = append(out, [2]string{"needs", strings.Join(s.Needs, ", ")})
+	}
+	if len(s.Produces) > 0 {
+		out = append(out, [2]string{"produces", strings.Join(s.Produces, ", ")})
+	}
+	return out
+}
+
 // WriteMarkdown prints the kind's documentation as a Markdown section:
 // what WriteDoc prints, with its keys as a table (docs/stages.md is every
 // kind's, made by pipe stages --markdown).
@@ -102,24 +113,8 @@ func (s *Spec) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(s.Description, "\n"))
 	}
 	fmt.Fprintln(w)
-	switch {
-	case s.Source:
-		fmt.Fprintln(w, "- inputs: none (a source)")
-	case s.MaxInputs > 0:
-		fmt.Fprintf(w, "- inputs: 1..%d (`stage` or `stage.port`)\n", s.MaxInputs)
-	default:
-		fmt.Fprintln(w, "- inputs: 1 or more, merged (`stage` or `stage.port`)")
-	}
-	if len(s.Outputs) == 0 {
-		fmt.Fprintln(w, "- outputs: none (a sink)")
-	} else {
-		fmt.Fprintf(w, "- outputs: `%s` (the first is the default)\n", strings.Join(s.Outputs, "`, `"))
-	}
-	if len(s.Needs) > 0 {
-		fmt.Fprintf(w, "- needs: %s\n", strings.Join(s.Needs, ", "))
-	}
-	if len(s.Produces) > 0 {
-		fmt.Fprintf(w, "- produces: %s\n", strings.Join(s.Produces, ", "))
+	for _, p := range s.portDoc("`") {
+		fmt.Fprintf(w, "- %s: %s\n", p[0], p[1])
 	}
 	cell := func(t string) string { return strings.ReplaceAll(strings.ReplaceAll(t, "|", "\\|"), "\n", " ") }
 	fmt.Fprintln(w, "\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|")

@@ -2,11 +2,11 @@ package pipeline
 
 import (
 	"context"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 )
 
 // A stage kind's constructor (NewSource or NewProcessor) returns a Source

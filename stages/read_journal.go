@@ -2,14 +2,13 @@ package stages
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 )
 
 func init() {
@@ -86,13 +85,6 @@ func (r *readJournal) Open(_ context.Context, env *pipeline.Env) error {
 	return nil
 }
 
-// journalLine is one line of a journal as the engine writes it
-// (pipeline/engine/engine.go journalEntry): the port and the record sent on it.
-type journalLine struct {
-	Port   string         `json:"port"`
-	Record *record.Record `json:"record"`
-}
-
 func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 	files, err := commitlog.StageJournalFiles(r.cfg.RunDir, r.cfg.Stage)
 	if err != nil {
@@ -104,8 +96,8 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			var jl journalLine
-			if err := json.Unmarshal(line, &jl); err != nil || jl.Record == nil || jl.Record.ID == "" {
+			jl, err := commitlog.ParseJournalEntry(line)
+			if err != nil {
 				// Committed lines are whole records: this one was changed by hand.
 				return fmt.Errorf("%s:%d: not a journal entry (want {\"port\", \"record\"} with a record id)", path, n)
 			}
@@ -113,7 +105,7 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 			if !seen.Add(commitlog.Hash(rec.ID)) {
 				return nil
 			}
-			if err := r.send(&jl, out); err != nil {
+			if err := r.send(jl, out); err != nil {
 				return err
 			}
 			out.Took(1)
@@ -129,7 +121,7 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 // send passes on the record of one journal entry: skipped when its id is
 // finished; rejected again when the replaced stage rejected it (its own
 // verdict stands: it is what it produced); else out.
-func (r *readJournal) send(jl *journalLine, out pipeline.Emitter) error {
+func (r *readJournal) send(jl *commitlog.JournalEntry, out pipeline.Emitter) error {
 	rec := jl.Record
 	if r.done != nil && r.done.Has(rec.ID) {
 		return out.Skip(rec, "done")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
@@ -250,20 +251,13 @@ func TestToolFieldsRoundTrip(t *testing.T) {
 	// The journal, as the engine writes it (record.AppendJSON of
 	// {"port", "record"}), replayed by read-journal.
 	runDir := filepath.Join(dir, "run")
-	j, err := commitlog.OpenJournal(commitlog.JournalOptions{Dir: filepath.Join(runDir, "journal", "gen"), Legacy: filepath.Join(runDir, "journal", "gen.jsonl"),
-		Listing: filepath.Join(runDir, "journal-gen.json"), IDOf: func(line []byte) (string, error) {
-			var e journalLine
-			err := json.Unmarshal(line, &e)
-			if err == nil && e.Record == nil {
-				return "", os.ErrInvalid
-			}
-			return e.Record.ID, err
-		}, Keep: true})
+	j, err := commitlog.OpenJournal(commitlog.JournalOptions{Dir: layout.Journal(runDir, "gen"), Legacy: layout.LegacyJournal(runDir, "gen"),
+		Listing: layout.JournalListing(runDir, "gen"), IDOf: commitlog.JournalEntryID, Keep: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		line, err := record.AppendJSON(nil, journalLine{Port: "out", Record: r})
+		line, err := record.AppendJSON(nil, commitlog.JournalEntry{Port: "out", Record: r})
 		if err != nil {
 			t.Fatal(err)
 		}

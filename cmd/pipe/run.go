@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"log/slog"
 	"math"
@@ -27,6 +26,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
 

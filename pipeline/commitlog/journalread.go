@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"io"
 	"os"
+
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 )
 
 // StageJournalFiles lists the data files of the journal a stage kept in

@@ -3,11 +3,8 @@ package engine
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
-	"github.com/pipe-dev/pipe/pipeline/tally"
 	"io"
 	"maps"
 	"os"
@@ -17,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
+	"github.com/pipe-dev/pipe/pipeline/tally"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -719,13 +719,6 @@ func (e *engine) call(n *node, proc pipeline.Processor, rec *record.Record, em *
 	return proc.Process(e.hardCtx, rec, em)
 }
 
-// journalEntry is one line of an expensive stage's journal: what it sent
-// out, and on which port.
-type journalEntry struct {
-	Port   string         `json:"port"`
-	Record *record.Record `json:"record"`
-}
-
 // openJournal opens the journal of an expensive stage: segments in
 // RUN_DIR/journal/STAGE/, an earlier pipe's RUN_DIR/journal/STAGE.jsonl
 // read as the oldest, the listing in RUN_DIR/journal-STAGE.json, outside
@@ -739,7 +732,7 @@ func (e *engine) openJournal(ps *pipeline.PlanStage) (*commitlog.Journal, error)
 		Dir:          layout.Journal(runDir, ps.ID()),
 		Legacy:       layout.LegacyJournal(runDir, ps.ID()),
 		Listing:      layout.JournalListing(runDir, ps.ID()),
-		IDOf:         journalLineID,
+		IDOf:         commitlog.JournalEntryID,
 		Done:         e.ledger.set.Has,
 		SegmentBytes: e.opts.JournalSegmentBytes,
 		Keep:         e.plan.File.KeepJournal || !finishedDropped(ps),
@@ -775,8 +768,8 @@ func (e *engine) replay(n *node, rec *record.Record, em *emitter) (bool, error) 
 	if err != nil || !ok {
 		return false, err
 	}
-	var je journalEntry
-	if err := json.Unmarshal(line, &je); err != nil || je.Record == nil {
+	je, err := commitlog.ParseJournalEntry(line)
+	if err != nil {
 		return false, fmt.Errorf("journal %s: entry of %q is damaged: %v", n.journal.Path(), rec.ID, err)
 	}
 	em.replaying = true
@@ -1123,7 +1116,7 @@ func (em *emitter) journal(port string, rec *record.Record) error {
 	// the buffer is free after it.
 	buf := journalBufs.Get().(*[]byte)
 	defer journalBufs.Put(buf)
-	line, err := record.AppendJSON(*buf, journalEntry{Port: port, Record: rec})
+	line, err := record.AppendJSON(*buf, commitlog.JournalEntry{Port: port, Record: rec})
 	if err != nil {
 		return fmt.Errorf("journal: encoding record %q: %w", rec.ID, err)
 	}

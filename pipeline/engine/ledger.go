@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -136,16 +134,3 @@ func (l *ledger) commit() ([]uint64, error) {
 	return fresh, nil
 }
 func (l *ledger) close() error { return l.log.Close() }
-
-// journalLineID is the commitlog.IDFunc of a journal.
-func journalLineID(line []byte) (string, error) {
-	var e struct {
-		Record *struct {
-			ID *string `json:"id"`
-		} `json:"record"`
-	}
-	if err := json.Unmarshal(line, &e); err != nil || e.Record == nil || e.Record.ID == nil {
-		return "", errors.New("not a whole journal entry")
-	}
-	return *e.Record.ID, nil
-}

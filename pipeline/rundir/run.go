@@ -2,7 +2,6 @@ package rundir
 
 import (
 	"fmt"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/pipeline/rundir/runfile"
 )
 

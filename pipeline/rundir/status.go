@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/pipeline/tally"
 )
 

@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/pipeline/tally"
 )
 

@@ -419,3 +419,28 @@ func TestArrowrowReadFileRows(t *testing.T) {
 		t.Fatalf("Arrow buffers at most %d bytes out in batches of 32 rows, %d in batches of 1024", peak[32], peak[1024])
 	}
 }
+
+// Describe gives a shard's schema and counts without its rows: a Parquet
+// file's row groups from its footer, an Arrow IPC file's batches.
+func TestDescribe(t *testing.T) {
+	recs := make([]*record.Record, 25)
+	for i := range recs {
+		recs[i] = testRecord(i)
+	}
+	for _, format := range []string{FormatParquet, FormatArrow} {
+		path := filepath.Join(t.TempDir(), "part-00000"+Ext(format))
+		writeFile(t, path, format, "zstd", recs, 10)
+		info, err := Describe(path, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if info.Format != format || info.Rows != 25 || info.Groups != 3 || info.Schema.NumFields() != Schema.NumFields() {
+			t.Errorf("%s: %+v, want 25 rows in 3 groups of pipe's schema", format, info)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "x.parquet")
+	os.WriteFile(bad, []byte("not parquet"), 0o644)
+	if _, err := Describe(bad, memory.DefaultAllocator); err == nil || !strings.Contains(err.Error(), "not a readable Parquet file") {
+		t.Errorf("a file that is not Parquet: %v", err)
+	}
+}
