@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/internal/gguf"
+	"github.com/pipe-dev/pipe/internal/testenv"
 )
 
 // writeTokenizer writes a small Qwen-shaped tokenizer into a temp dir.
@@ -87,11 +88,7 @@ func TestLoadTokenizerVariants(t *testing.T) {
 
 // TestRealQwen3Tokenizer checks the files scripts/fetch-qwen3.sh fetches.
 func TestRealQwen3Tokenizer(t *testing.T) {
-	dir := filepath.Join("..", "..", "..", ".cache", "qwen3")
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		t.Skip("no Qwen3 tokenizer files; run scripts/fetch-qwen3.sh")
-	}
-	tok, err := LoadTokenizer(dir, 151936)
+	tok, err := LoadTokenizer(testenv.Qwen3Dir(t), 151936)
 	if err != nil {
 		t.Fatal(err)
 	}

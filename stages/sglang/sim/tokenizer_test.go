@@ -2,25 +2,17 @@ package sim
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pipe-dev/pipe/internal/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
-// qwen3Tokenizer loads the real Qwen3 tokenizer from $PIPE_QWEN3_DIR or
-// .cache/qwen3 (scripts/fetch-qwen3.sh); the test is skipped without it.
+// qwen3Tokenizer loads the real Qwen3 tokenizer (testenv.Qwen3Dir: skipped
+// without it, a failure under PIPE_CI=1).
 func qwen3Tokenizer(t *testing.T) *tokenize.Tokenizer {
-	dir := os.Getenv("PIPE_QWEN3_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", ".cache", "qwen3")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		t.Skipf("no Qwen3 tokenizer in %s (run scripts/fetch-qwen3.sh)", dir)
-	}
-	tok, err := tokenize.Load(dir)
+	tok, err := tokenize.Load(testenv.Qwen3Dir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
