@@ -11,11 +11,13 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
+// checkCmd is pipe check and its flags.
+type checkCmd struct {
+	sets setFlags
+	data bool
+}
+
 func init() {
-	var (
-		sets setFlags
-		data bool
-	)
 	register(&command{
 		Name:      "check",
 		UsageLine: "pipe check [--data] [--set STAGE.KEY=VALUE]... FILE...",
@@ -34,42 +36,44 @@ empty_input) how many lines have it and the first few as FILE:LINE. It exits
 1 if an input has a problem that would stop the run (a bad line under
 on_bad_line = "fail", an empty input without allow_empty); the others are
 set aside by the run and only counted.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			sets, data = nil, false
-			fs.BoolVar(&data, "data", false, "also read every input the way the run will and report its problems")
-			addSetFlag(fs, &sets)
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() == 0 {
-				return usageErrorf("usage: pipe check [--data] FILE...")
-			}
-			code := exitOK
-			for _, path := range fs.Args() {
-				plan, probs := loadPlan(path, sets, "")
-				if len(probs) > 0 {
-					code = exitUsage
-					fmt.Fprintln(std.Err, probs.Error())
-					continue
-				}
-				if data {
-					fatal, err := checkInputs(ctx, std.Out, plan)
-					if err != nil {
-						return err
-					}
-					if len(fatal) > 0 {
-						code = max(code, exitFailed)
-						fmt.Fprintf(std.Err, "%s: %s\n", path, strings.Join(fatal, "\n"+path+": "))
-						continue
-					}
-				}
-				fmt.Fprintf(std.Out, "%s: OK\n", path)
-			}
-			if code != exitOK {
-				return &exitError{code: code}
-			}
-			return nil
-		},
+		New: func() runner { return &checkCmd{} },
 	})
+}
+
+func (c *checkCmd) setFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.data, "data", false, "also read every input the way the run will and report its problems")
+	addSetFlag(fs, &c.sets)
+}
+
+func (c *checkCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return usageErrorf("usage: pipe check [--data] FILE...")
+	}
+	code := exitOK
+	for _, path := range fs.Args() {
+		plan, probs := loadPlan(path, c.sets, "")
+		if len(probs) > 0 {
+			code = exitUsage
+			fmt.Fprintln(std.Err, probs.Error())
+			continue
+		}
+		if c.data {
+			fatal, err := checkInputs(ctx, std.Out, plan)
+			if err != nil {
+				return err
+			}
+			if len(fatal) > 0 {
+				code = max(code, exitFailed)
+				fmt.Fprintf(std.Err, "%s: %s\n", path, strings.Join(fatal, "\n"+path+": "))
+				continue
+			}
+		}
+		fmt.Fprintf(std.Out, "%s: OK\n", path)
+	}
+	if code != exitOK {
+		return &exitError{code: code}
+	}
+	return nil
 }
 
 // checkInputs judges the input of every stage that can (pipeline.InputChecker)

@@ -23,11 +23,20 @@ type command struct {
 	UsageLine string // e.g. "pipe check FILE..."
 	Short     string // one line for `pipe help`
 	Long      string // shown by `pipe help NAME` above the flags
-	// SetFlags declares the command's flags on fs; may be nil.
-	SetFlags func(fs *flag.FlagSet)
-	// Run does the work. It returns an error instead of exiting; wrap it in
-	// exitError to choose the exit code (default 1).
-	Run func(ctx context.Context, io *stdio, fs *flag.FlagSet) error
+	// New makes the runner of one invocation. It is called afresh for
+	// each, so no flag's value carries over to the next run in the same
+	// process (tests run many).
+	New func() runner
+}
+
+// runner is one invocation of a command: its flags' values live in it,
+// made fresh by command.New for every invocation.
+type runner interface {
+	// setFlags declares the command's flags on fs, bound to the runner.
+	setFlags(fs *flag.FlagSet)
+	// run does the work once fs is parsed. It returns an error instead of
+	// exiting; wrap it in exitError to choose the exit code (default 1).
+	run(ctx context.Context, std *stdio, fs *flag.FlagSet) error
 }
 
 // stdio carries the streams a command may use, so tests run commands in-process.
@@ -130,9 +139,8 @@ func run(args []string, std *stdio) int {
 	// The flag package prints a bad flag's error itself; the full help is
 	// shown only when asked for, so the error stays in sight.
 	fs.Usage = func() {}
-	if c.SetFlags != nil {
-		c.SetFlags(fs)
-	}
+	r := c.New()
+	r.setFlags(fs)
 	if err := parseInterspersed(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandHelp(std.Out, c)
@@ -141,7 +149,7 @@ func run(args []string, std *stdio) int {
 		fmt.Fprintf(std.Err, "Run 'pipe help %s' for usage.\n", c.Name)
 		return exitUsage
 	}
-	err := c.Run(context.Background(), std, fs)
+	err := r.run(context.Background(), std, fs)
 	if err == nil {
 		return exitOK
 	}

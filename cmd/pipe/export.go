@@ -22,11 +22,13 @@ import (
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
+// exportCmd is pipe export and its flags.
+type exportCmd struct {
+	layout, stage, tooLong, trainer string
+	maxLength                       int
+}
+
 func init() {
-	var (
-		layout, stage, tooLong, trainer string
-		maxLength                       int
-	)
 	register(&command{
 		Name:      "export",
 		UsageLine: "pipe export --layout specforge|conversations [--stage ID] OUT.jsonl PATH...",
@@ -49,53 +51,56 @@ drop without a word are left out and counted by reason. OUT.jsonl is
 written under a temporary name and renamed when complete; a file already
 there is kept as OUT.jsonl.prev-TIME. The ids exported are remembered (8
 bytes each), so memory grows with them, not with the rows.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			fs.StringVar(&layout, "layout", "", "specforge or conversations (required)")
-			fs.StringVar(&stage, "stage", "", "run directories: the output stage to export (default: their only output that holds records)")
-			fs.IntVar(&maxLength, "max-length", 0, "the trainer's max_length (SpecForge data.max_length); 0: no limit")
-			fs.StringVar(&tooLong, "too-long", "cut", "a row longer than --max-length: cut (as SpecForge does) or reject")
-			fs.StringVar(&trainer, "trainer", trainrow.TrainerEAGLE3, "eagle3 (1 loss token) or dflash (2, adjacent)")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() < 2 {
-				return usageErrorf("usage: pipe export --layout specforge|conversations [--stage ID] OUT.jsonl PATH...")
-			}
-			if layout != trainrow.SpecForge && layout != trainrow.Conversations {
-				return usageErrorf("pipe export: --layout %q: want specforge or conversations", layout)
-			}
-			if tooLong != "cut" && tooLong != "reject" {
-				return usageErrorf("pipe export: --too-long %q: want cut or reject", tooLong)
-			}
-			if trainer != trainrow.TrainerEAGLE3 && trainer != trainrow.TrainerDFlash {
-				return usageErrorf("pipe export: --trainer %q: want eagle3 or dflash", trainer)
-			}
-			if maxLength < 0 {
-				return usageErrorf("pipe export: --max-length %d: want 0 or more", maxLength)
-			}
-			out := fs.Arg(0)
-			inputs, err := exportInputs(fs.Args()[1:], stage)
-			if err != nil {
-				return usageErrorf("pipe export: %v", err)
-			}
-			if _, err := os.Stat(commitlog.IndexPath(out)); err == nil {
-				return usageErrorf("pipe export: %s is a run's output (it has a commit index): export into another file", out)
-			}
-			rules := trainrow.Rules{MaxLength: maxLength, TooLong: tooLong, Trainer: trainer}
-			if err := rulesFromRuns(fs, &rules, fs.Args()[1:], std.Err); err != nil {
-				return usageErrorf("pipe export: %v", err)
-			}
-			ex := &exporter{layout: layout, rules: rules,
-				seen: map[uint64]struct{}{}, reasons: map[string]int64{}}
-			if err := ex.run(ctx, out, inputs); err != nil {
-				return fmt.Errorf("pipe export: %w", err)
-			}
-			ex.report(std.Err, out, len(inputs))
-			if ex.rows == 0 {
-				return errors.New("pipe export: no row to export: " + out + " not written")
-			}
-			return nil
-		},
+		New: func() runner { return &exportCmd{} },
 	})
+}
+
+func (c *exportCmd) setFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.layout, "layout", "", "specforge or conversations (required)")
+	fs.StringVar(&c.stage, "stage", "", "run directories: the output stage to export (default: their only output that holds records)")
+	fs.IntVar(&c.maxLength, "max-length", 0, "the trainer's max_length (SpecForge data.max_length); 0: no limit")
+	fs.StringVar(&c.tooLong, "too-long", "cut", "a row longer than --max-length: cut (as SpecForge does) or reject")
+	fs.StringVar(&c.trainer, "trainer", trainrow.TrainerEAGLE3, "eagle3 (1 loss token) or dflash (2, adjacent)")
+}
+
+func (c *exportCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() < 2 {
+		return usageErrorf("usage: pipe export --layout specforge|conversations [--stage ID] OUT.jsonl PATH...")
+	}
+	if c.layout != trainrow.SpecForge && c.layout != trainrow.Conversations {
+		return usageErrorf("pipe export: --layout %q: want specforge or conversations", c.layout)
+	}
+	if c.tooLong != "cut" && c.tooLong != "reject" {
+		return usageErrorf("pipe export: --too-long %q: want cut or reject", c.tooLong)
+	}
+	if c.trainer != trainrow.TrainerEAGLE3 && c.trainer != trainrow.TrainerDFlash {
+		return usageErrorf("pipe export: --trainer %q: want eagle3 or dflash", c.trainer)
+	}
+	if c.maxLength < 0 {
+		return usageErrorf("pipe export: --max-length %d: want 0 or more", c.maxLength)
+	}
+	out := fs.Arg(0)
+	inputs, err := exportInputs(fs.Args()[1:], c.stage)
+	if err != nil {
+		return usageErrorf("pipe export: %v", err)
+	}
+	if _, err := os.Stat(commitlog.IndexPath(out)); err == nil {
+		return usageErrorf("pipe export: %s is a run's output (it has a commit index): export into another file", out)
+	}
+	rules := trainrow.Rules{MaxLength: c.maxLength, TooLong: c.tooLong, Trainer: c.trainer}
+	if err := rulesFromRuns(fs, &rules, fs.Args()[1:], std.Err); err != nil {
+		return usageErrorf("pipe export: %v", err)
+	}
+	ex := &exporter{layout: c.layout, rules: rules,
+		seen: map[uint64]struct{}{}, reasons: map[string]int64{}}
+	if err := ex.run(ctx, out, inputs); err != nil {
+		return fmt.Errorf("pipe export: %w", err)
+	}
+	ex.report(std.Err, out, len(inputs))
+	if ex.rows == 0 {
+		return errors.New("pipe export: no row to export: " + out + " not written")
+	}
+	return nil
 }
 
 // rulesFromRuns takes the trainer's rules from the [trainer] that the

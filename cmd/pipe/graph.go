@@ -11,12 +11,14 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
+// graphCmd is pipe graph and its flags.
+type graphCmd struct {
+	format, output string
+	sets           setFlags
+	from           string
+}
+
 func init() {
-	var (
-		format, output string
-		sets           setFlags
-		from           string
-	)
 	register(&command{
 		Name:      "graph",
 		UsageLine: "pipe graph [--format text|dot|mermaid|svg] [-o FILE] FILE",
@@ -31,31 +33,33 @@ cycles. It reads nothing but the pipeline file (no input files, tokenizer,
 environment variables, servers or S3), so it draws a pipeline meant for
 another machine; pipe check checks the rest. A problem with the shape is
 reported, one per line, and exits 2, but what is sound is still drawn.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			sets = nil
-			fs.StringVar(&format, "format", "text", "output format: text, dot, mermaid or svg")
-			fs.StringVar(&output, "o", "", "write to `FILE` instead of standard output")
-			addSetFlag(fs, &sets)
-			fs.StringVar(&from, "from", "", "draw the replay of `STAGE=RUN_DIR` (as pipe run --from)")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() != 1 {
-				return usageErrorf("usage: pipe graph [--format text|dot|mermaid|svg] FILE")
-			}
-			plan, probs := loadGraph(fs.Arg(0), sets, from)
-			if plan != nil {
-				if err := drawGraph(ctx, std, plan, format, output); err != nil {
-					return err
-				}
-			}
-			if len(probs) > 0 {
-				// One problem a line, as pipe check prints them.
-				fmt.Fprintln(std.Err, probs.Error())
-				return &exitError{code: exitUsage}
-			}
-			return nil
-		},
+		New: func() runner { return &graphCmd{} },
 	})
+}
+
+func (c *graphCmd) setFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.format, "format", "text", "output format: text, dot, mermaid or svg")
+	fs.StringVar(&c.output, "o", "", "write to `FILE` instead of standard output")
+	addSetFlag(fs, &c.sets)
+	fs.StringVar(&c.from, "from", "", "draw the replay of `STAGE=RUN_DIR` (as pipe run --from)")
+}
+
+func (c *graphCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() != 1 {
+		return usageErrorf("usage: pipe graph [--format text|dot|mermaid|svg] FILE")
+	}
+	plan, probs := loadGraph(fs.Arg(0), c.sets, c.from)
+	if plan != nil {
+		if err := drawGraph(ctx, std, plan, c.format, c.output); err != nil {
+			return err
+		}
+	}
+	if len(probs) > 0 {
+		// One problem a line, as pipe check prints them.
+		fmt.Fprintln(std.Err, probs.Error())
+		return &exitError{code: exitUsage}
+	}
+	return nil
 }
 
 // drawGraph writes plan in format to output, or standard output if "".

@@ -8,27 +8,34 @@ import (
 	"strings"
 )
 
+// helpCmd is pipe help; it has no flags.
+type helpCmd struct{}
+
 func init() {
 	register(&command{
 		Name:      "help",
 		UsageLine: "pipe help [COMMAND]",
 		Short:     "show help for pipe or one command",
-		Run: func(_ context.Context, std *stdio, fs *flag.FlagSet) error {
-			switch fs.NArg() {
-			case 0:
-				printUsage(std.Out)
-				return nil
-			case 1:
-				c, ok := commands[fs.Arg(0)]
-				if !ok {
-					return usageErrorf("unknown command %q%s", fs.Arg(0), suggestCommand(fs.Arg(0)))
-				}
-				printCommandHelp(std.Out, c)
-				return nil
-			}
-			return usageErrorf("usage: pipe help [COMMAND]")
-		},
+		New:       func() runner { return &helpCmd{} },
 	})
+}
+
+func (*helpCmd) setFlags(*flag.FlagSet) {}
+
+func (*helpCmd) run(_ context.Context, std *stdio, fs *flag.FlagSet) error {
+	switch fs.NArg() {
+	case 0:
+		printUsage(std.Out)
+		return nil
+	case 1:
+		c, ok := commands[fs.Arg(0)]
+		if !ok {
+			return usageErrorf("unknown command %q%s", fs.Arg(0), suggestCommand(fs.Arg(0)))
+		}
+		printCommandHelp(std.Out, c)
+		return nil
+	}
+	return usageErrorf("usage: pipe help [COMMAND]")
 }
 
 func printUsage(w io.Writer) {
@@ -54,11 +61,8 @@ func printCommandHelp(w io.Writer, c *command) {
 	if c.Long != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(c.Long, "\n"))
 	}
-	if c.SetFlags == nil {
-		return
-	}
 	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
-	c.SetFlags(fs)
+	c.New().setFlags(fs)
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n == 0 {

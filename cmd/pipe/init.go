@@ -74,8 +74,12 @@ func looksLikeServer(a string) bool {
 	return strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://") || strings.HasPrefix(a, "sim:")
 }
 
+// initCmd is pipe init and its flags.
+type initCmd struct {
+	f initFlags
+}
+
 func init() {
-	var f initFlags
 	register(&command{
 		Name:      "init",
 		UsageLine: "pipe init regenerate --prompts FILE (--servers URL... | --ports FROM-TO) [--model-dir DIR] [flags] | pipe init revalidate --from RUN_DIR",
@@ -96,35 +100,37 @@ Templates:
 
 Paths given on the command line are relative to the current directory; the
 file refers to them relative to itself.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			f = initFlags{}
-			fs.StringVar(&f.out, "o", "regenerate.toml", "the pipeline `FILE` to write (never overwritten)")
-			fs.StringVar(&f.prompts, "prompts", "", "the prompts, a JSONL `FILE` (messages, conversations or prompt per line); required")
-			fs.StringVar(&f.servers, "servers", "", "SGLang server `URLs`, comma- or space-separated (--servers http://a:30000 http://b:30000; or sim:N for simulated ones)")
-			fs.StringVar(&f.ports, "ports", "", "instead of --servers: local server ports, `FROM-TO` or comma-separated (e.g. 30000-30006)")
-			fs.StringVar(&f.host, "host", "localhost", "the host of the --ports servers")
-			fs.StringVar(&f.outputDir, "output-dir", "runs/regenerate", "`DIR` for the run's state and its outputs")
-			fs.IntVar(&f.maxOutputTokens, "max-output-tokens", 16384, "at most `N` tokens generated per prompt, thinking and answer together")
-			fs.IntVar(&f.maxLength, "max-length", 4096, "the trainer's `N` tokens per row ([trainer] max_length, SpecForge's data.max_length): no request decodes past it")
-			fs.StringVar(&f.method, "method", "dflash", "the trainer's `METHOD`: dflash or eagle3 ([trainer] method)")
-			fs.StringVar(&f.chatTemplate, "chat-template", "", "SpecForge's `NAME` for the model's chat template, e.g. qwen3.5 ([trainer] chat_template; default: not written, fill it in)")
-			// "auto" measured at >= 95% of the best fixed setting on pipe
-			// sim servers of capacity 128 and 32 (bench/adaptive.sh).
-			fs.StringVar(&f.concurrency, "concurrency", "auto", "`N` requests in flight per server, or auto: each server's adapts to what it runs at once")
-			fs.StringVar(&f.modelDir, "model-dir", "", "the model `DIR` with tokenizer.json and the chat template (default: the tokenizer_path the servers report, if it is on this machine)")
-			fs.StringVar(&f.from, "from", "", "revalidate: the `RUN_DIR` whose completions to re-validate")
-			fs.StringVar(&f.s3, "s3", "", "upload the training shards to `s3://BUCKET/PREFIX` as they are committed")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if err := f.takeArgs(fs.Args()); err != nil {
-				return err
-			}
-			if f.template == "revalidate" {
-				return initRevalidate(std, f)
-			}
-			return initRegenerate(ctx, std, f)
-		},
+		New: func() runner { return &initCmd{} },
 	})
+}
+
+func (c *initCmd) setFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.f.out, "o", "regenerate.toml", "the pipeline `FILE` to write (never overwritten)")
+	fs.StringVar(&c.f.prompts, "prompts", "", "the prompts, a JSONL `FILE` (messages, conversations or prompt per line); required")
+	fs.StringVar(&c.f.servers, "servers", "", "SGLang server `URLs`, comma- or space-separated (--servers http://a:30000 http://b:30000; or sim:N for simulated ones)")
+	fs.StringVar(&c.f.ports, "ports", "", "instead of --servers: local server ports, `FROM-TO` or comma-separated (e.g. 30000-30006)")
+	fs.StringVar(&c.f.host, "host", "localhost", "the host of the --ports servers")
+	fs.StringVar(&c.f.outputDir, "output-dir", "runs/regenerate", "`DIR` for the run's state and its outputs")
+	fs.IntVar(&c.f.maxOutputTokens, "max-output-tokens", 16384, "at most `N` tokens generated per prompt, thinking and answer together")
+	fs.IntVar(&c.f.maxLength, "max-length", 4096, "the trainer's `N` tokens per row ([trainer] max_length, SpecForge's data.max_length): no request decodes past it")
+	fs.StringVar(&c.f.method, "method", "dflash", "the trainer's `METHOD`: dflash or eagle3 ([trainer] method)")
+	fs.StringVar(&c.f.chatTemplate, "chat-template", "", "SpecForge's `NAME` for the model's chat template, e.g. qwen3.5 ([trainer] chat_template; default: not written, fill it in)")
+	// "auto" measured at >= 95% of the best fixed setting on pipe
+	// sim servers of capacity 128 and 32 (bench/adaptive.sh).
+	fs.StringVar(&c.f.concurrency, "concurrency", "auto", "`N` requests in flight per server, or auto: each server's adapts to what it runs at once")
+	fs.StringVar(&c.f.modelDir, "model-dir", "", "the model `DIR` with tokenizer.json and the chat template (default: the tokenizer_path the servers report, if it is on this machine)")
+	fs.StringVar(&c.f.from, "from", "", "revalidate: the `RUN_DIR` whose completions to re-validate")
+	fs.StringVar(&c.f.s3, "s3", "", "upload the training shards to `s3://BUCKET/PREFIX` as they are committed")
+}
+
+func (c *initCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if err := c.f.takeArgs(fs.Args()); err != nil {
+		return err
+	}
+	if c.f.template == "revalidate" {
+		return initRevalidate(std, c.f)
+	}
+	return initRegenerate(ctx, std, c.f)
 }
 
 func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {

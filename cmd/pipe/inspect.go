@@ -24,8 +24,12 @@ import (
 
 const inspectAccepts = "a shard file (.parquet, .arrow), a shard directory (with .pipe/manifest.json) or s3://bucket/prefix/DIR where upload-s3 put one, a JSONL file (.jsonl) or a run directory (with run.json or done.ids)"
 
+// inspectCmd is pipe inspect and its flags.
+type inspectCmd struct {
+	opts inspectOptions
+}
+
 func init() {
-	var o inspectOptions
 	register(&command{
 		Name:      "inspect",
 		UsageLine: "pipe inspect [--rows N] [--tokenizer DIR] [--verify] [--json] PATH",
@@ -62,50 +66,52 @@ without it, those spans are given as token index ranges [from, to).
 Exit status: 0 when the data reads and checks, 1 when it cannot be read or a
 check fails (a shard missing, of the wrong size, or with the wrong sha256),
 2 for a PATH that is none of the above.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			o = inspectOptions{}
-			fs.IntVar(&o.rows, "rows", 3, "rows to show (0 for none)")
-			fs.StringVar(&o.tokenizer, "tokenizer", "", "model directory with tokenizer.json: decode input_ids to text, loss-masked spans in ⟦ ⟧")
-			fs.BoolVar(&o.json, "json", false, "print one JSON document")
-			fs.BoolVar(&o.verify, "verify", false, "shard directory: check each shard's sha256 against the manifest (reads every shard)")
-			fs.StringVar(&o.endpoint, "endpoint", "", "s3:// PATH: the S3 endpoint URL of an S3-compatible server (default: AWS, or AWS_ENDPOINT_URL_S3)")
-			fs.StringVar(&o.region, "region", "", "s3:// PATH: the region (default: the AWS configuration's, else us-east-1)")
-			fs.BoolVar(&o.pathStyle, "force-path-style", false, "s3:// PATH: address the bucket as ENDPOINT/BUCKET")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() != 1 {
-				return usageErrorf("usage: %s\nPATH is %s", "pipe inspect [--rows N] [--tokenizer DIR] [--verify] [--json] PATH", inspectAccepts)
-			}
-			if o.rows < 0 {
-				return usageErrorf("pipe inspect: --rows must be >= 0, got %d", o.rows)
-			}
-			ins := &inspector{ctx: ctx, opts: o, mem: memory.DefaultAllocator}
-			if o.tokenizer != "" {
-				tok, err := tokenize.Load(o.tokenizer)
-				if err != nil {
-					return usageErrorf("pipe inspect: --tokenizer: %v", err)
-				}
-				ins.tok = tok
-			}
-			doc, err := ins.inspect(fs.Arg(0))
-			if doc != nil {
-				if o.json {
-					enc := json.NewEncoder(std.Out)
-					enc.SetEscapeHTML(false)
-					enc.SetIndent("", "  ")
-					if jerr := enc.Encode(doc); jerr != nil && err == nil {
-						err = jerr
-					}
-				} else {
-					doc.print(std.Out)
-				}
-			}
-			if err == nil && doc != nil && len(doc.Problems) > 0 {
-				err = fmt.Errorf("pipe inspect: %s: %d problem(s): %s", fs.Arg(0), len(doc.Problems), strings.Join(doc.Problems, "; "))
-			}
-			return err
-		},
+		New: func() runner { return &inspectCmd{} },
 	})
+}
+
+func (c *inspectCmd) setFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.opts.rows, "rows", 3, "rows to show (0 for none)")
+	fs.StringVar(&c.opts.tokenizer, "tokenizer", "", "model directory with tokenizer.json: decode input_ids to text, loss-masked spans in ⟦ ⟧")
+	fs.BoolVar(&c.opts.json, "json", false, "print one JSON document")
+	fs.BoolVar(&c.opts.verify, "verify", false, "shard directory: check each shard's sha256 against the manifest (reads every shard)")
+	fs.StringVar(&c.opts.endpoint, "endpoint", "", "s3:// PATH: the S3 endpoint URL of an S3-compatible server (default: AWS, or AWS_ENDPOINT_URL_S3)")
+	fs.StringVar(&c.opts.region, "region", "", "s3:// PATH: the region (default: the AWS configuration's, else us-east-1)")
+	fs.BoolVar(&c.opts.pathStyle, "force-path-style", false, "s3:// PATH: address the bucket as ENDPOINT/BUCKET")
+}
+
+func (c *inspectCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() != 1 {
+		return usageErrorf("usage: %s\nPATH is %s", "pipe inspect [--rows N] [--tokenizer DIR] [--verify] [--json] PATH", inspectAccepts)
+	}
+	if c.opts.rows < 0 {
+		return usageErrorf("pipe inspect: --rows must be >= 0, got %d", c.opts.rows)
+	}
+	ins := &inspector{ctx: ctx, opts: c.opts, mem: memory.DefaultAllocator}
+	if c.opts.tokenizer != "" {
+		tok, err := tokenize.Load(c.opts.tokenizer)
+		if err != nil {
+			return usageErrorf("pipe inspect: --tokenizer: %v", err)
+		}
+		ins.tok = tok
+	}
+	doc, err := ins.inspect(fs.Arg(0))
+	if doc != nil {
+		if c.opts.json {
+			enc := json.NewEncoder(std.Out)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			if jerr := enc.Encode(doc); jerr != nil && err == nil {
+				err = jerr
+			}
+		} else {
+			doc.print(std.Out)
+		}
+	}
+	if err == nil && doc != nil && len(doc.Problems) > 0 {
+		err = fmt.Errorf("pipe inspect: %s: %d problem(s): %s", fs.Arg(0), len(doc.Problems), strings.Join(doc.Problems, "; "))
+	}
+	return err
 }
 
 type inspectOptions struct {

@@ -18,24 +18,29 @@ import (
 	"github.com/pipe-dev/pipe/stages"
 )
 
+// planCmd is pipe plan: pipe run with --json, and a sample by default.
+type planCmd struct{ runCmd }
+
 func init() {
-	c := &runCmd{}
 	register(&command{
 		Name:      "plan",
 		UsageLine: "pipe plan [--sample N] [--json] [--set STAGE.KEY=VALUE]... [--run-dir DIR] FILE",
 		Short:     "run a spread sample of the input and project the whole run from it",
 		Long:      planLong,
-		SetFlags: func(fs *flag.FlagSet) {
-			c.setFlags(fs)
-			fs.BoolVar(&c.planJSON, "json", false, "print the projection as JSON on stdout")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if c.sample <= 0 {
-				c.sample = defaultSample
-			}
-			return c.run(ctx, std, fs)
-		},
+		New:       func() runner { return &planCmd{} },
 	})
+}
+
+func (c *planCmd) setFlags(fs *flag.FlagSet) {
+	c.runCmd.setFlags(fs)
+	fs.BoolVar(&c.planJSON, "json", false, "print the projection as JSON on stdout")
+}
+
+func (c *planCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if c.sample <= 0 {
+		c.sample = defaultSample
+	}
+	return c.runCmd.run(ctx, std, fs)
 }
 
 const planLong = `Plan runs the pipeline on a sample of the work left, spread over the

@@ -12,11 +12,13 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
+// reportCmd is pipe report and its flags.
+type reportCmd struct {
+	tokenizer string
+	asJSON    bool
+}
+
 func init() {
-	var (
-		tokenizer string
-		asJSON    bool
-	)
 	register(&command{
 		Name:      "report",
 		UsageLine: "pipe report [--tokenizer DIR] [--json] RUN_DIR [RUN_DIR_B]",
@@ -41,38 +43,41 @@ failed) and the ids that moved between them, e.g.
 "accepted → rejected answer_too_short: 1,204  e.g. p1, p17, p9". An id is
 accepted when an output holds it and no rejection or failure of it was
 committed. It writes no HTML then.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			fs.StringVar(&tokenizer, "tokenizer", "", "model `DIR` whose </think> splits output ids into thinking and answer tokens")
-			fs.BoolVar(&asJSON, "json", false, "print the report as JSON instead of text (report.html is written either way)")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() == 2 {
-				return compareRuns(ctx, std, fs.Arg(0), fs.Arg(1), asJSON)
-			}
-			if fs.NArg() != 1 {
-				return usageErrorf("usage: pipe report [--tokenizer DIR] [--json] RUN_DIR [RUN_DIR_B]")
-			}
-			r, err := runreport.Build(ctx, fs.Arg(0), runreport.Options{Tokenizer: tokenizer})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				e := json.NewEncoder(std.Out)
-				e.SetIndent("", "  ")
-				if err := e.Encode(r); err != nil {
-					return err
-				}
-			} else {
-				r.WriteText(std.Out)
-			}
-			path, err := r.WriteHTMLFile()
-			if err != nil {
-				return fmt.Errorf("writing the HTML report: %w", err)
-			}
-			fmt.Fprintf(std.Err, "pipe report: wrote %s\n", pipeline.DisplayPath(path))
-			return nil
-		},
+		New: func() runner { return &reportCmd{} },
 	})
+}
+
+func (c *reportCmd) setFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.tokenizer, "tokenizer", "", "model `DIR` whose </think> splits output ids into thinking and answer tokens")
+	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON instead of text (report.html is written either way)")
+}
+
+func (c *reportCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() == 2 {
+		return compareRuns(ctx, std, fs.Arg(0), fs.Arg(1), c.asJSON)
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("usage: pipe report [--tokenizer DIR] [--json] RUN_DIR [RUN_DIR_B]")
+	}
+	r, err := runreport.Build(ctx, fs.Arg(0), runreport.Options{Tokenizer: c.tokenizer})
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		e := json.NewEncoder(std.Out)
+		e.SetIndent("", "  ")
+		if err := e.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		r.WriteText(std.Out)
+	}
+	path, err := r.WriteHTMLFile()
+	if err != nil {
+		return fmt.Errorf("writing the HTML report: %w", err)
+	}
+	fmt.Fprintf(std.Err, "pipe report: wrote %s\n", pipeline.DisplayPath(path))
+	return nil
 }
 
 // compareRuns prints what changed from run directory a to b.

@@ -60,14 +60,12 @@ type runCmd struct {
 }
 
 func init() {
-	c := &runCmd{}
 	register(&command{
 		Name:      "run",
 		UsageLine: "pipe run [--dry-run] [--set STAGE.KEY=VALUE]... [--run-dir DIR] [--sim N] [--shard I/N] [--from STAGE=RUN_DIR] FILE",
 		Short:     "run a pipeline (or plan it with --dry-run)",
 		Long:      runLong,
-		SetFlags:  c.setFlags,
-		Run:       c.run,
+		New:       func() runner { return &runCmd{} },
 	})
 }
 
@@ -134,7 +132,6 @@ until the file, the command, the credentials or the cause is fixed); 130
 interrupted by a signal (retryable: the same command continues).`
 
 func (c *runCmd) setFlags(fs *flag.FlagSet) {
-	c.sets, c.notify = nil, nil
 	fs.BoolVar(&c.dryRun, "dry-run", false, "check, resolve paths, print the graph and plan; do no work")
 	fs.Int64Var(&c.sample, "sample", 0, "pipe plan: run a spread sample of `N` prompts of the work left (kept) and project the rest (with --dry-run too: the plan is the dry run that measures)")
 	fs.StringVar(&c.runDir, "run-dir", "", "run directory (overrides [pipeline] run_dir)")

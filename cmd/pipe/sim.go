@@ -13,8 +13,8 @@ import (
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
-// simFlags are `pipe sim`'s options; each default is sim's own default.
-type simFlags struct {
+// simCmd is pipe sim and its flags; each default is sim's own default.
+type simCmd struct {
 	ports, listen, tokenizer string
 	lengths                  string // a length preset; "" keeps the flags as given
 	toolCalls                float64
@@ -46,7 +46,6 @@ func (f *faultFlags) Set(v string) error {
 }
 
 func init() {
-	var sf simFlags
 	register(&command{
 		Name:      "sim",
 		UsageLine: "pipe sim [--ports FROM-TO | --listen HOST:PORT --count N] [flags]",
@@ -108,93 +107,95 @@ window); AT and FOR are simulated times since start; SERVER indexes restrict it
 (default all servers). Examples: --fault 500:0.01  --fault hang@10m+30s
 --fault die@1h+5m#2 (server 2 down from 1h to 1h05m). Draws are reproducible
 with --seed.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			sf = simFlags{}
-			c := &sf.cfg
-			fs.StringVar(&sf.ports, "ports", "", "serve on 127.0.0.1 at each port of `FROM-TO` (or a comma list); overrides --listen/--count")
-			fs.StringVar(&sf.listen, "listen", "127.0.0.1:30000", "first server's `HOST:PORT`; later servers take the next ports (port 0: any free ports)")
-			fs.IntVar(&sf.count, "count", 1, "number of servers with --listen")
-			fs.StringVar(&c.Model, "model", sim.DefaultModel, "model name reported by the info endpoints")
-			fs.IntVar(&c.ContextLength, "context-length", sim.DefaultContextLength, "context length: prompt + max new tokens beyond it is a 400")
-			fs.StringVar(&c.ReasoningParser, "reasoning-parser", sim.DefaultReasoningParser, "chat reasoning split: qwen3 or none")
-			fs.BoolVar(&c.ForcedThinking, "forced-thinking", false, "the served chat template forces thinking (generation prompt ends in <think>\\n): chat outputs start inside the reasoning (/generate tells it from the prompt)")
-			fs.IntVar(&c.MaxRunning, "max-running", sim.DefaultMaxRunning, "requests decoding at once per server")
-			fs.IntVar(&c.MaxQueued, "max-queued", sim.DefaultMaxQueued, "requests waiting for a slot before 503 (negative: no limit)")
-			fs.DurationVar(&c.WarmUp, "warm-up", 0, "simulated time /health answers 503 after start or revival (default 0s: none)")
-			fs.Float64Var(&c.Speed, "speed", sim.DefaultSpeed, "simulated seconds per wall second")
-			fs.DurationVar(&c.PrefillLatency, "prefill-latency", sim.DefaultPrefillLatency, "fixed part of the time to first token")
-			fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tps", sim.DefaultPrefillTokensPerSec, "prefill speed, prompt tokens/s")
-			fs.Float64Var(&c.DecodeTokensPerSec, "decode-tps", sim.DefaultDecodeTokensPerSec, "one request's decode speed when alone, tokens/s")
-			fs.Float64Var(&c.BatchHalfSpeed, "batch-half-speed", sim.DefaultBatchHalfSpeed, "running-batch size at which each request decodes at half speed")
-			fs.IntVar(&c.ThinkTokensMean, "think-mean", sim.DefaultThinkTokensMean, "mean thinking length, tokens")
-			fs.IntVar(&c.ThinkTokensMax, "think-max", sim.DefaultThinkTokensMax, "maximum thinking length, tokens")
-			fs.IntVar(&c.AnswerTokensMean, "answer-mean", sim.DefaultAnswerTokensMean, "mean answer length, tokens")
-			fs.IntVar(&c.AnswerTokensMax, "answer-max", sim.DefaultAnswerTokensMax, "maximum answer length, tokens")
-			fs.Float64Var(&c.LengthSigma, "length-sigma", sim.DefaultLengthSigma, "log-normal shape of both lengths")
-			fs.StringVar(&sf.lengths, "lengths", "", "length `PRESET`: "+strings.Join(sim.LengthPresets(), " or ")+"; the length flags given override it (default: the length flags' defaults)")
-			fs.Float64Var(&c.SpecAcceptMean, "spec-accept", 0, "mean accepted tokens per speculative verify step (default 0: no speculative decoding)")
-			fs.Float64Var(&sf.toolCalls, "tool-calls", sim.DefaultToolCalls, "share of answers to prompts with tools that call one, 0..1")
-			fs.StringVar(&c.ToolCallParser, "tool-call-parser", "", "parse chat answers' tool calls into message.tool_calls like SGLang's --tool-call-parser: qwen25 (default: none)")
-			fs.Uint64Var(&c.Seed, "seed", 0, "seed for outputs and fault draws (default 0)")
-			fs.Var(&sf.faults, "fault", "inject a `FAULT` (repeatable; see above)")
-			fs.StringVar(&c.APIKey, "api-key", "", "require \"Authorization: Bearer `KEY`\" like SGLang's --api-key (default: none)")
-			fs.StringVar(&sf.tokenizer, "tokenizer", "", "`DIR` with tokenizer.json: real token counts and output ids (default: approximation)")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() != 0 {
-				return usageErrorf("usage: pipe sim [flags] (no arguments)")
-			}
-			cfg := sf.cfg
-			cfg.Faults = sf.faults
-			if sf.toolCalls < 0 || sf.toolCalls > 1 {
-				return usageErrorf("--tool-calls: want a share in 0..1, got %g", sf.toolCalls)
-			}
-			cfg.ToolCalls = sf.toolCalls
-			if cfg.ToolCalls == 0 {
-				cfg.ToolCalls = -1 // never; the config's 0 is the default
-			}
-			if sf.lengths != "" {
-				if err := simUseLengths(&cfg, fs, sf.lengths); err != nil {
-					return usageErrorf("--lengths: %v", err)
-				}
-			}
-			addrs, err := simAddrs(sf.ports, sf.listen, sf.count)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			cfg.Addrs = addrs
-			if sf.tokenizer != "" {
-				tok, err := tokenize.Load(sf.tokenizer)
-				if err != nil {
-					return fmt.Errorf("--tokenizer: %w", err)
-				}
-				cfg.Tokenizer = tok
-			}
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			fleet, err := sim.Start(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer fleet.Close()
-			c := fleet.Config()
-			for _, s := range fleet.Servers() {
-				fmt.Fprintf(std.Out, "sim: server %d ready at %s\n", s.Index(), s.URL())
-			}
-			keyNote := ""
-			if c.APIKey != "" {
-				keyNote = ", API key required"
-			}
-			fmt.Fprintf(std.Err, "sim: %d servers, model %s, max running %d, speed %g%s%s; Ctrl-C stops\n",
-				len(fleet.Servers()), c.Model, c.MaxRunning, c.Speed, warmNote(c.WarmUp), keyNote)
-			select {
-			case <-std.Signals:
-			case <-ctx.Done():
-			}
-			fmt.Fprintln(std.Err, "sim: stopping")
-			return nil
-		},
+		New: func() runner { return &simCmd{} },
 	})
+}
+
+func (c *simCmd) setFlags(fs *flag.FlagSet) {
+	cfg := &c.cfg
+	fs.StringVar(&c.ports, "ports", "", "serve on 127.0.0.1 at each port of `FROM-TO` (or a comma list); overrides --listen/--count")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:30000", "first server's `HOST:PORT`; later servers take the next ports (port 0: any free ports)")
+	fs.IntVar(&c.count, "count", 1, "number of servers with --listen")
+	fs.StringVar(&cfg.Model, "model", sim.DefaultModel, "model name reported by the info endpoints")
+	fs.IntVar(&cfg.ContextLength, "context-length", sim.DefaultContextLength, "context length: prompt + max new tokens beyond it is a 400")
+	fs.StringVar(&cfg.ReasoningParser, "reasoning-parser", sim.DefaultReasoningParser, "chat reasoning split: qwen3 or none")
+	fs.BoolVar(&cfg.ForcedThinking, "forced-thinking", false, "the served chat template forces thinking (generation prompt ends in <think>\\n): chat outputs start inside the reasoning (/generate tells it from the prompt)")
+	fs.IntVar(&cfg.MaxRunning, "max-running", sim.DefaultMaxRunning, "requests decoding at once per server")
+	fs.IntVar(&cfg.MaxQueued, "max-queued", sim.DefaultMaxQueued, "requests waiting for a slot before 503 (negative: no limit)")
+	fs.DurationVar(&cfg.WarmUp, "warm-up", 0, "simulated time /health answers 503 after start or revival (default 0s: none)")
+	fs.Float64Var(&cfg.Speed, "speed", sim.DefaultSpeed, "simulated seconds per wall second")
+	fs.DurationVar(&cfg.PrefillLatency, "prefill-latency", sim.DefaultPrefillLatency, "fixed part of the time to first token")
+	fs.Float64Var(&cfg.PrefillTokensPerSec, "prefill-tps", sim.DefaultPrefillTokensPerSec, "prefill speed, prompt tokens/s")
+	fs.Float64Var(&cfg.DecodeTokensPerSec, "decode-tps", sim.DefaultDecodeTokensPerSec, "one request's decode speed when alone, tokens/s")
+	fs.Float64Var(&cfg.BatchHalfSpeed, "batch-half-speed", sim.DefaultBatchHalfSpeed, "running-batch size at which each request decodes at half speed")
+	fs.IntVar(&cfg.ThinkTokensMean, "think-mean", sim.DefaultThinkTokensMean, "mean thinking length, tokens")
+	fs.IntVar(&cfg.ThinkTokensMax, "think-max", sim.DefaultThinkTokensMax, "maximum thinking length, tokens")
+	fs.IntVar(&cfg.AnswerTokensMean, "answer-mean", sim.DefaultAnswerTokensMean, "mean answer length, tokens")
+	fs.IntVar(&cfg.AnswerTokensMax, "answer-max", sim.DefaultAnswerTokensMax, "maximum answer length, tokens")
+	fs.Float64Var(&cfg.LengthSigma, "length-sigma", sim.DefaultLengthSigma, "log-normal shape of both lengths")
+	fs.StringVar(&c.lengths, "lengths", "", "length `PRESET`: "+strings.Join(sim.LengthPresets(), " or ")+"; the length flags given override it (default: the length flags' defaults)")
+	fs.Float64Var(&cfg.SpecAcceptMean, "spec-accept", 0, "mean accepted tokens per speculative verify step (default 0: no speculative decoding)")
+	fs.Float64Var(&c.toolCalls, "tool-calls", sim.DefaultToolCalls, "share of answers to prompts with tools that call one, 0..1")
+	fs.StringVar(&cfg.ToolCallParser, "tool-call-parser", "", "parse chat answers' tool calls into message.tool_calls like SGLang's --tool-call-parser: qwen25 (default: none)")
+	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed for outputs and fault draws (default 0)")
+	fs.Var(&c.faults, "fault", "inject a `FAULT` (repeatable; see above)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "require \"Authorization: Bearer `KEY`\" like SGLang's --api-key (default: none)")
+	fs.StringVar(&c.tokenizer, "tokenizer", "", "`DIR` with tokenizer.json: real token counts and output ids (default: approximation)")
+}
+
+func (c *simCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() != 0 {
+		return usageErrorf("usage: pipe sim [flags] (no arguments)")
+	}
+	cfg := c.cfg
+	cfg.Faults = c.faults
+	if c.toolCalls < 0 || c.toolCalls > 1 {
+		return usageErrorf("--tool-calls: want a share in 0..1, got %g", c.toolCalls)
+	}
+	cfg.ToolCalls = c.toolCalls
+	if cfg.ToolCalls == 0 {
+		cfg.ToolCalls = -1 // never; the config's 0 is the default
+	}
+	if c.lengths != "" {
+		if err := simUseLengths(&cfg, fs, c.lengths); err != nil {
+			return usageErrorf("--lengths: %v", err)
+		}
+	}
+	addrs, err := simAddrs(c.ports, c.listen, c.count)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	cfg.Addrs = addrs
+	if c.tokenizer != "" {
+		tok, err := tokenize.Load(c.tokenizer)
+		if err != nil {
+			return fmt.Errorf("--tokenizer: %w", err)
+		}
+		cfg.Tokenizer = tok
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fleet, err := sim.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer fleet.Close()
+	served := fleet.Config()
+	for _, s := range fleet.Servers() {
+		fmt.Fprintf(std.Out, "sim: server %d ready at %s\n", s.Index(), s.URL())
+	}
+	keyNote := ""
+	if served.APIKey != "" {
+		keyNote = ", API key required"
+	}
+	fmt.Fprintf(std.Err, "sim: %d servers, model %s, max running %d, speed %g%s%s; Ctrl-C stops\n",
+		len(fleet.Servers()), served.Model, served.MaxRunning, served.Speed, warmNote(served.WarmUp), keyNote)
+	select {
+	case <-std.Signals:
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(std.Err, "sim: stopping")
+	return nil
 }
 
 // simUseLengths applies a length preset to the length flags not given on

@@ -24,7 +24,7 @@ func TestSimLengthsFlag(t *testing.T) {
 		{[]string{"--answer-mean", "60", "--lengths", "default"}, sim.DefaultThinkTokensMean, sim.DefaultThinkTokensMax, 60, sim.DefaultAnswerTokensMax, sim.DefaultLengthSigma},
 	} {
 		fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-		cmd.SetFlags(fs)
+		cmd.New().setFlags(fs)
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestSimLengthsFlag(t *testing.T) {
 }
 
 // flagConfig reads the length flags of fs back into a sim.Config (the
-// command keeps its own in its closure).
+// command keeps its own in its runner).
 func flagConfig(t *testing.T, fs *flag.FlagSet) sim.Config {
 	t.Helper()
 	atoi := func(name string) int {

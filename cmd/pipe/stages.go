@@ -12,6 +12,11 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 )
 
+// stagesCmd is pipe stages and its flags.
+type stagesCmd struct {
+	markdown bool
+}
+
 func init() {
 	register(&command{
 		Name:      "stages",
@@ -19,39 +24,38 @@ func init() {
 		Short:     "list stage kinds, or document one",
 		Long: "With no argument, lists every stage kind with its summary. With a kind,\nprints its ports, keys with types, defaults and allowed values, and an example.\n\n" +
 			"--markdown prints every kind's (or KIND's) documentation as Markdown: docs/stages.md is its output.",
-		SetFlags: func(fs *flag.FlagSet) {
-			markdown = false
-			fs.BoolVar(&markdown, "markdown", false, "print the documentation as Markdown (docs/stages.md)")
-		},
-		Run: func(_ context.Context, std *stdio, fs *flag.FlagSet) error {
-			reg := pipeline.DefaultRegistry
-			if markdown {
-				return writeStagesMarkdown(std.Out, reg, fs.Args())
-			}
-			switch fs.NArg() {
-			case 0:
-				tw := tabwriter.NewWriter(std.Out, 2, 4, 2, ' ', 0)
-				for _, k := range reg.Kinds() {
-					fmt.Fprintf(tw, "%s\t%s\n", k, reg.Lookup(k).Summary)
-				}
-				tw.Flush()
-				fmt.Fprintln(std.Out, "\nRun 'pipe stages KIND' for a kind's keys and an example.")
-				return nil
-			case 1:
-				spec := reg.Lookup(fs.Arg(0))
-				if spec == nil {
-					return usageErrorf("unknown kind %q%s; known kinds: %s", fs.Arg(0), suggest.DidYouMean(fs.Arg(0), reg.Kinds()), strings.Join(reg.Kinds(), ", "))
-				}
-				spec.WriteDoc(std.Out)
-				return nil
-			}
-			return usageErrorf("usage: pipe stages [KIND]")
-		},
+		New: func() runner { return &stagesCmd{} },
 	})
 }
 
-// markdown is pipe stages --markdown.
-var markdown bool
+func (c *stagesCmd) setFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.markdown, "markdown", false, "print the documentation as Markdown (docs/stages.md)")
+}
+
+func (c *stagesCmd) run(_ context.Context, std *stdio, fs *flag.FlagSet) error {
+	reg := pipeline.DefaultRegistry
+	if c.markdown {
+		return writeStagesMarkdown(std.Out, reg, fs.Args())
+	}
+	switch fs.NArg() {
+	case 0:
+		tw := tabwriter.NewWriter(std.Out, 2, 4, 2, ' ', 0)
+		for _, k := range reg.Kinds() {
+			fmt.Fprintf(tw, "%s\t%s\n", k, reg.Lookup(k).Summary)
+		}
+		tw.Flush()
+		fmt.Fprintln(std.Out, "\nRun 'pipe stages KIND' for a kind's keys and an example.")
+		return nil
+	case 1:
+		spec := reg.Lookup(fs.Arg(0))
+		if spec == nil {
+			return usageErrorf("unknown kind %q%s; known kinds: %s", fs.Arg(0), suggest.DidYouMean(fs.Arg(0), reg.Kinds()), strings.Join(reg.Kinds(), ", "))
+		}
+		spec.WriteDoc(std.Out)
+		return nil
+	}
+	return usageErrorf("usage: pipe stages [KIND]")
+}
 
 // writeStagesMarkdown prints the kinds' documentation (every kind, or
 // those named) as Markdown, as docs/stages.md holds it.

@@ -59,12 +59,14 @@ func (w *statusWriter) write(state string, ls *liveStatus, runErr error) error {
 	return doc.Write(w.dir)
 }
 
+// statusCmd is pipe status and its flags.
+type statusCmd struct {
+	asJSON bool
+	watch  bool
+	every  time.Duration
+}
+
 func init() {
-	var (
-		asJSON bool
-		watch  bool
-		every  time.Duration
-	)
 	register(&command{
 		Name:      "status",
 		UsageLine: "pipe status [--json] [--watch [--every 2s]] RUN_DIR...",
@@ -83,47 +85,50 @@ shards of a sharded run (pipe run --shard I/N), one line each — state,
 finished ids, rate, ETA — shards not given as missing, and a total.
 
 Exit status: 0, or 1 when the run directory has no status.json.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&asJSON, "json", false, "print status.json (with alive and the inferred state)")
-			fs.BoolVar(&watch, "watch", false, "refresh until interrupted")
-			fs.DurationVar(&every, "every", 2*time.Second, "with --watch, how often")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() == 0 {
-				return usageErrorf("usage: pipe status [--json] [--watch] RUN_DIR...")
-			}
-			dirs, err := expandRunDirs(fs.Args())
-			if err != nil {
-				return usageErrorf("pipe status: %v", err)
-			}
-			if len(dirs) > 1 || dirs[0] != fs.Arg(0) {
-				// The shards of a sharded run (pipe run --shard).
-				if asJSON {
-					return usageErrorf("pipe status: --json takes one RUN_DIR")
-				}
-				return watchStatus(ctx, std, watch, every, func() error {
-					runs, err := shardruns.OpenAll(dirs)
-					if err != nil {
-						return err
-					}
-					return shardruns.WriteStatus(std.Out, runs)
-				})
-			}
-			dir := dirs[0]
-			show := func() error {
-				st, err := readStatus(dir)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return printStatusJSON(std.Out, st)
-				}
-				printStatus(std.Out, st)
-				return nil
-			}
-			return watchStatus(ctx, std, watch, every, show)
-		},
+		New: func() runner { return &statusCmd{} },
 	})
+}
+
+func (c *statusCmd) setFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.asJSON, "json", false, "print status.json (with alive and the inferred state)")
+	fs.BoolVar(&c.watch, "watch", false, "refresh until interrupted")
+	fs.DurationVar(&c.every, "every", 2*time.Second, "with --watch, how often")
+}
+
+func (c *statusCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return usageErrorf("usage: pipe status [--json] [--watch] RUN_DIR...")
+	}
+	dirs, err := expandRunDirs(fs.Args())
+	if err != nil {
+		return usageErrorf("pipe status: %v", err)
+	}
+	if len(dirs) > 1 || dirs[0] != fs.Arg(0) {
+		// The shards of a sharded run (pipe run --shard).
+		if c.asJSON {
+			return usageErrorf("pipe status: --json takes one RUN_DIR")
+		}
+		return watchStatus(ctx, std, c.watch, c.every, func() error {
+			runs, err := shardruns.OpenAll(dirs)
+			if err != nil {
+				return err
+			}
+			return shardruns.WriteStatus(std.Out, runs)
+		})
+	}
+	dir := dirs[0]
+	show := func() error {
+		st, err := readStatus(dir)
+		if err != nil {
+			return err
+		}
+		if c.asJSON {
+			return printStatusJSON(std.Out, st)
+		}
+		printStatus(std.Out, st)
+		return nil
+	}
+	return watchStatus(ctx, std, c.watch, c.every, show)
 }
 
 // watchStatus calls show once, or with watch every every until interrupted.

@@ -17,8 +17,12 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
+// stopCmd is pipe stop and its flags.
+type stopCmd struct {
+	now bool
+}
+
 func init() {
-	var now bool
 	register(&command{
 		Name:      "stop",
 		UsageLine: "pipe stop [--now] RUN_DIR",
@@ -32,16 +36,19 @@ the stop.
 
 --now stops at once, as a second Ctrl-C does: requests in flight are
 abandoned (and redone by the next run); everything processed is committed.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&now, "now", false, "stop at once instead of draining requests in flight")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() != 1 {
-				return usageErrorf("usage: pipe stop [--now] RUN_DIR")
-			}
-			return stopRun(std, fs.Arg(0), now, 200*time.Millisecond)
-		},
+		New: func() runner { return &stopCmd{} },
 	})
+}
+
+func (c *stopCmd) setFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.now, "now", false, "stop at once instead of draining requests in flight")
+}
+
+func (c *stopCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() != 1 {
+		return usageErrorf("usage: pipe stop [--now] RUN_DIR")
+	}
+	return stopRun(std, fs.Arg(0), c.now, 200*time.Millisecond)
 }
 
 // stopRun signals the run holding dir's lock and waits for it to exit,

@@ -16,16 +16,18 @@ import (
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
 
+// tokenizeCmd is pipe tokenize and its flags.
+type tokenizeCmd struct {
+	dir          string
+	template     string
+	genPrompt    bool
+	thinking     optBool
+	systemPrompt string
+	maskMode     string
+	renderOnly   bool
+}
+
 func init() {
-	var (
-		dir          string
-		template     string
-		genPrompt    bool
-		thinking     optBool
-		systemPrompt string
-		maskMode     string
-		renderOnly   bool
-	)
 	register(&command{
 		Name:      "tokenize",
 		UsageLine: "pipe tokenize --tokenizer DIR [flags] < rows.jsonl",
@@ -39,35 +41,38 @@ is 1 on assistant replies (through <|im_end|> and its newline), 0 elsewhere,
 found by rendering the conversation message by message (as
 tokenize-and-mask's mask modes), never by searching marker strings.
 With --render-only, writes only {"rendered": "..."}.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			fs.StringVar(&dir, "tokenizer", "", "model directory with tokenizer.json and tokenizer_config.json (required)")
-			fs.StringVar(&template, "template", "", `chat template: empty for the model's own, or "chatml"`)
-			fs.BoolVar(&genPrompt, "add-generation-prompt", false, "default add_generation_prompt for message rows")
-			fs.Var(&thinking, "enable-thinking", "default enable_thinking for message rows (true or false; unset leaves it to the template)")
-			fs.StringVar(&systemPrompt, "system-prompt", "", "system prompt prepended to conversations that have none (default none)")
-			fs.StringVar(&maskMode, "mask", "assistant", `loss mask: "assistant" (every assistant turn), "last_turn", "generated" or "specforge" (as tokenize-and-mask)`)
-			fs.BoolVar(&renderOnly, "render-only", false, `write only {"rendered": ...} for message rows`)
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if dir == "" {
-				return usageErrorf("pipe tokenize: --tokenizer DIR is required")
-			}
-			if fs.NArg() > 0 {
-				return usageErrorf("pipe tokenize: unexpected argument %q (rows come on stdin)", fs.Arg(0))
-			}
-			mode, err := tokenize.ParseMaskMode(maskMode)
-			if err != nil {
-				return usageErrorf("pipe tokenize: --mask: %v", err)
-			}
-			tok, err := tokenize.Load(dir)
-			if err != nil {
-				return err
-			}
-			t := &tokenizeCmd{tok: tok, templateName: template, mode: mode, renderOnly: renderOnly,
-				defaults: chat.Options{AddGenerationPrompt: genPrompt, EnableThinking: thinking.ptr(), SystemPrompt: systemPrompt}}
-			return t.run(ctx, std.In, std.Out)
-		},
+		New: func() runner { return &tokenizeCmd{} },
 	})
+}
+
+func (c *tokenizeCmd) setFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.dir, "tokenizer", "", "model directory with tokenizer.json and tokenizer_config.json (required)")
+	fs.StringVar(&c.template, "template", "", `chat template: empty for the model's own, or "chatml"`)
+	fs.BoolVar(&c.genPrompt, "add-generation-prompt", false, "default add_generation_prompt for message rows")
+	fs.Var(&c.thinking, "enable-thinking", "default enable_thinking for message rows (true or false; unset leaves it to the template)")
+	fs.StringVar(&c.systemPrompt, "system-prompt", "", "system prompt prepended to conversations that have none (default none)")
+	fs.StringVar(&c.maskMode, "mask", "assistant", `loss mask: "assistant" (every assistant turn), "last_turn", "generated" or "specforge" (as tokenize-and-mask)`)
+	fs.BoolVar(&c.renderOnly, "render-only", false, `write only {"rendered": ...} for message rows`)
+}
+
+func (c *tokenizeCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if c.dir == "" {
+		return usageErrorf("pipe tokenize: --tokenizer DIR is required")
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("pipe tokenize: unexpected argument %q (rows come on stdin)", fs.Arg(0))
+	}
+	mode, err := tokenize.ParseMaskMode(c.maskMode)
+	if err != nil {
+		return usageErrorf("pipe tokenize: --mask: %v", err)
+	}
+	tok, err := tokenize.Load(c.dir)
+	if err != nil {
+		return err
+	}
+	t := &rowTokenizer{tok: tok, templateName: c.template, mode: mode, renderOnly: c.renderOnly,
+		defaults: chat.Options{AddGenerationPrompt: c.genPrompt, EnableThinking: c.thinking.ptr(), SystemPrompt: c.systemPrompt}}
+	return t.run(ctx, std.In, std.Out)
 }
 
 // optBool is a bool flag that remembers whether it was given.
@@ -96,7 +101,8 @@ func (b *optBool) ptr() *bool {
 	return &v
 }
 
-type tokenizeCmd struct {
+// rowTokenizer writes the JSONL rows of pipe tokenize, its flags resolved.
+type rowTokenizer struct {
 	tok          *tokenize.Tokenizer
 	templateName string
 	tmpl         *chat.Template // compiled on the first message row
@@ -114,7 +120,7 @@ type tokenizeRow struct {
 	Tools               json.RawMessage `json:"tools"`
 }
 
-func (c *tokenizeCmd) run(ctx context.Context, in io.Reader, out io.Writer) error {
+func (c *rowTokenizer) run(ctx context.Context, in io.Reader, out io.Writer) error {
 	r := bufio.NewReaderSize(in, 1<<20)
 	w := bufio.NewWriterSize(out, 1<<20)
 	defer w.Flush()
@@ -139,7 +145,7 @@ func (c *tokenizeCmd) run(ctx context.Context, in io.Reader, out io.Writer) erro
 
 // loadTemplate loads the chat template at the first messages row, and
 // whether it forces thinking.
-func (c *tokenizeCmd) loadTemplate() error {
+func (c *rowTokenizer) loadTemplate() error {
 	if c.tmpl != nil {
 		return nil
 	}
@@ -157,7 +163,7 @@ func (c *tokenizeCmd) loadTemplate() error {
 
 // rowOptions are the render options for row: the flags', with the row's
 // own add_generation_prompt, enable_thinking and tools where it has them.
-func (c *tokenizeCmd) rowOptions(row *tokenizeRow) chat.Options {
+func (c *rowTokenizer) rowOptions(row *tokenizeRow) chat.Options {
 	opts := c.defaults
 	if row.AddGenerationPrompt != nil {
 		opts.AddGenerationPrompt = *row.AddGenerationPrompt
@@ -171,7 +177,7 @@ func (c *tokenizeCmd) rowOptions(row *tokenizeRow) chat.Options {
 	return opts
 }
 
-func (c *tokenizeCmd) row(w *bufio.Writer, data []byte) error {
+func (c *rowTokenizer) row(w *bufio.Writer, data []byte) error {
 	var row tokenizeRow
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&row); err != nil {

@@ -20,12 +20,14 @@ import (
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
 
+// verifyCmd is pipe verify and its flags.
+type verifyCmd struct {
+	sizeOnly, repair bool
+	endpoint, region string
+	pathStyle        bool
+}
+
 func init() {
-	var (
-		sizeOnly, repair bool
-		endpoint, region string
-		pathStyle        bool
-	)
 	register(&command{
 		Name:      "verify",
 		UsageLine: "pipe verify [--size-only] [--repair] [--endpoint URL] [--force-path-style] PATH|RUN_DIR|FILE|s3://BUCKET/PREFIX/DIR",
@@ -48,36 +50,39 @@ Exit 0: everything checked out. 1: something is missing or different
 (listed, with the rows it holds; the same pipe run writes or uploads it
 again). 2: rows of damaged shards that were never written again (by id
 hash), a damaged manifest, or refused credentials.`,
-		SetFlags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&sizeOnly, "size-only", false, "check local shards by size only, without reading them")
-			fs.BoolVar(&repair, "repair", false, "upload again from the local copy what is missing or different in the bucket, then the manifest")
-			fs.StringVar(&endpoint, "endpoint", "", "S3 endpoint for an s3:// URI (default: AWS, or AWS_ENDPOINT_URL_S3)")
-			fs.StringVar(&region, "region", "", "S3 region for an s3:// URI")
-			fs.BoolVar(&pathStyle, "force-path-style", false, "address the bucket as ENDPOINT/BUCKET (most S3-compatible servers)")
-		},
-		Run: func(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
-			if fs.NArg() != 1 {
-				return usageErrorf("usage: pipe verify [flags] PATH|RUN_DIR|FILE|s3://…")
-			}
-			arg := fs.Arg(0)
-			var (
-				res []*output.Verified
-				err error
-			)
-			switch {
-			case strings.HasPrefix(arg, "s3://"):
-				var v *output.Verified
-				v, err = verifyS3(ctx, arg, s3up.Config{URI: arg, Endpoint: endpoint, Region: region, PathStyle: pathStyle})
-				res = []*output.Verified{v}
-			default:
-				res, err = verifyPath(ctx, arg, !sizeOnly, repair, std.Err)
-			}
-			if err != nil {
-				return verifyExit(err)
-			}
-			return reportVerified(std.Out, res)
-		},
+		New: func() runner { return &verifyCmd{} },
 	})
+}
+
+func (c *verifyCmd) setFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.sizeOnly, "size-only", false, "check local shards by size only, without reading them")
+	fs.BoolVar(&c.repair, "repair", false, "upload again from the local copy what is missing or different in the bucket, then the manifest")
+	fs.StringVar(&c.endpoint, "endpoint", "", "S3 endpoint for an s3:// URI (default: AWS, or AWS_ENDPOINT_URL_S3)")
+	fs.StringVar(&c.region, "region", "", "S3 region for an s3:// URI")
+	fs.BoolVar(&c.pathStyle, "force-path-style", false, "address the bucket as ENDPOINT/BUCKET (most S3-compatible servers)")
+}
+
+func (c *verifyCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
+	if fs.NArg() != 1 {
+		return usageErrorf("usage: pipe verify [flags] PATH|RUN_DIR|FILE|s3://…")
+	}
+	arg := fs.Arg(0)
+	var (
+		res []*output.Verified
+		err error
+	)
+	switch {
+	case strings.HasPrefix(arg, "s3://"):
+		var v *output.Verified
+		v, err = verifyS3(ctx, arg, s3up.Config{URI: arg, Endpoint: c.endpoint, Region: c.region, PathStyle: c.pathStyle})
+		res = []*output.Verified{v}
+	default:
+		res, err = verifyPath(ctx, arg, !c.sizeOnly, c.repair, std.Err)
+	}
+	if err != nil {
+		return verifyExit(err)
+	}
+	return reportVerified(std.Out, res)
 }
 
 // verifyExit is the exit of a verify that could not check: 2 for a
