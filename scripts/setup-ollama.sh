@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Prepares the real third-party inference server the integration tests run
-# against (internal/ollamatest), all under .cache/ (gitignored):
+# against (internal/testrig/ollamatest), all under .cache/ (gitignored):
 #   .cache/bin/ollama                  ollama v0.6.5, built from the Go module
 #                                      proxy with cgo (a few minutes, once)
 #   .cache/ollama/pipe-tiny-qwen.gguf  a tiny random-weight model with the real
-#                                      Qwen3 tokenizer (internal/gguf/cmd/mkmodel)
+#                                      Qwen3 tokenizer (internal/testrig/gguf/cmd/mkmodel)
 # Idempotent: an ollama binary already built at that version is kept; the
 # model is rewritten each time (about a second; the same bytes every time).
 # Nothing here downloads anything at test time; the tests serve on loopback.
@@ -41,4 +41,4 @@ else
 fi
 
 "$root/scripts/fetch-qwen3.sh"
-(cd "$root" && go run ./internal/gguf/cmd/mkmodel -tokenizer "${PIPE_QWEN3_DIR:-$root/.cache/qwen3}" -o "$model")
+(cd "$root" && go run ./internal/testrig/gguf/cmd/mkmodel -tokenizer "${PIPE_QWEN3_DIR:-$root/.cache/qwen3}" -o "$model")

@@ -4,7 +4,7 @@
 # @duckdb/node-api@1.5.6-r.1 (DuckDB, prebuilt for the platform) for Parquet
 # and npm apache-arrow@21.2.0 for Arrow IPC files. Exact versions come from
 # scripts/readers/package.json and its package-lock.json; they are installed
-# with `npm ci` into .cache/readers/ (gitignored), where internal/readers finds
+# with `npm ci` into .cache/readers/ (gitignored), where internal/testrig/readers finds
 # them. Idempotent: with the same lock file already installed and loading,
 # it does no network access.
 set -euo pipefail

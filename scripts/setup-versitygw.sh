@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares the real S3-compatible server the upload-s3 tests run against
-# (internal/testenv.StartS3), under .cache/ (gitignored):
+# (internal/testrig/testenv.StartS3), under .cache/ (gitignored):
 #   .cache/bin/versitygw   versitygw v1.8.0 (github.com/versity/versitygw),
 #                          built from the Go module proxy (pure Go; about a
 #                          minute and a half cold, once)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/ollamatest"
+	"github.com/pipe-dev/pipe/internal/testrig/ollamatest"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 

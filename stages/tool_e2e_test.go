@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/specforgeref"
-	"github.com/pipe-dev/pipe/internal/testenv"
-	"github.com/pipe-dev/pipe/internal/trainers"
+	"github.com/pipe-dev/pipe/internal/testrig/specforgeref"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/specforgeref"
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/specforgeref"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"

@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
@@ -34,7 +34,7 @@ import (
 )
 
 // The tests run against versitygw, a real S3-compatible server with SigV4
-// checks (scripts/setup-versitygw.sh, internal/testenv.StartS3). Shard
+// checks (scripts/setup-versitygw.sh, internal/testrig/testenv.StartS3). Shard
 // records are made by hand, pointing at files of random bytes, with a
 // manifest (.pipe/manifest.json) like write-arrow's.
 

@@ -14,8 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/pipe-dev/pipe/internal/readers"
-	"github.com/pipe-dev/pipe/internal/trainers"
+	"github.com/pipe-dev/pipe/internal/testrig/readers"
+	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"

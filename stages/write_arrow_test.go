@@ -22,7 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
-	"github.com/pipe-dev/pipe/internal/readers"
+	"github.com/pipe-dev/pipe/internal/testrig/readers"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/pipeline/record"

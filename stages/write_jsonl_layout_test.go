@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/trainers"
+	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/trainrow"

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/pipe-dev/pipe/internal/trainers"
+	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 

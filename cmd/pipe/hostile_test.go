@@ -20,7 +20,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // Escape sequences a hostile server or prompt file plants: an OSC retitles

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // A bad line at 99% of a 200,000-line input stops a real `pipe run` within

@@ -20,7 +20,7 @@ import (
 	"github.com/creack/pty"
 	"go.uber.org/goleak"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // On a terminal, pipe run draws the live display (mpb): the input read of

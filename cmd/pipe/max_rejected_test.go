@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // rejectsPipeline writes n prompts and a pipeline whose simulated model

@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/pipe-dev/pipe/internal/runreport"
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // chromium is the headless browser scripts/setup-chromium.sh installs

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // A second user on a shared machine runs every command after root did, with

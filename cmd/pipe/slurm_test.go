@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/shardruns"

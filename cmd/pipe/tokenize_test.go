@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 func runTokenize(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {

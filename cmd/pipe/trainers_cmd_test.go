@@ -7,12 +7,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/pipe-dev/pipe/internal/trainers"
+	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 )
 
 // Commands for the scripts (testdata/script/trainer_layouts.txtar) that
 // read pipe's outputs as the trainers do, by their own rules
-// (internal/trainers): they print what the trainer would see.
+// (internal/testrig/trainers): they print what the trainer would see.
 
 // hfDataFilesMain is `hfdatafiles DIR`: the files HF datasets' load_dataset
 // takes from DIR, one "SPLIT FILE" line each (trainers.DataFiles, after

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/pipe-dev/pipe/internal/readers"
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/readers"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
 )
 

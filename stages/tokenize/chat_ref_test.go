@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/specforgeref"
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/specforgeref"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )
@@ -146,7 +146,7 @@ func TestChatTemplateMatchesJinja2(t *testing.T) {
 // checkSpecForgeMasks builds the mask of every conversation without a
 // generation prompt by message boundaries (EncodeConversation) and checks
 // it token for token against SpecForge's own labelling
-// (internal/specforgeref: specforge/data/parse.py GeneralParser.parse with
+// (internal/testrig/specforgeref: specforge/data/parse.py GeneralParser.parse with
 // template.py's "qwen3-thinking", or "qwen3-instruct" for thinking off),
 // with token indexes from Hugging Face tokenizers' encoding of prefixes,
 // as SpecForge computes them. The corpus has no reply starting with a

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/specforgeref"
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/specforgeref"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize/internal/corpus"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // tinyTokenizerJSON builds a minimal byte-level BPE tokenizer.json: the 256

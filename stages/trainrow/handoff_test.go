@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/trainers"
+	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 )
 
 // Strings YAML 1.1 would read as another type stay strings (PyYAML's

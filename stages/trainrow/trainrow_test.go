@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/trainers"
+	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 

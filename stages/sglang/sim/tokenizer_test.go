@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 

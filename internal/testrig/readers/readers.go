@@ -27,7 +27,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // SetupHint is the script that installs the readers.

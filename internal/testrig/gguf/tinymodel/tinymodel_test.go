@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/gguf"
-	"github.com/pipe-dev/pipe/internal/testenv"
+	"github.com/pipe-dev/pipe/internal/testrig/gguf"
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // writeTokenizer writes a small Qwen-shaped tokenizer into a temp dir.

@@ -10,7 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/pipe-dev/pipe/internal/gguf"
+	"github.com/pipe-dev/pipe/internal/testrig/gguf"
 )
 
 // Config sizes the model; zero fields take the defaults given.

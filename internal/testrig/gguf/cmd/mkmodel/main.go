@@ -12,7 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/pipe-dev/pipe/internal/gguf/tinymodel"
+	"github.com/pipe-dev/pipe/internal/testrig/gguf/tinymodel"
 )
 
 func main() {
