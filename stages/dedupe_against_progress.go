@@ -61,7 +61,7 @@ path  = "out/prompts.jsonl"
 }
 
 type dedupeConfig struct {
-	// Against lists files whose ids are skipped too. Default none.
+	// Against lists files whose ids are skipped too.
 	Against []string `toml:"against" path:"in" doc:"other outputs whose ids count as done: JSONL files with an \"id\" per line, or another run directory's done.ids (default: none)"`
 }
 

@@ -166,13 +166,12 @@ type generateConfig struct {
 	// their values.
 	HeadersEnv map[string]string `toml:"headers_env" op:"true" doc:"extra headers sent with every request to every server, each value read from an environment variable: {\"X-Header-Name\" = \"VAR\"}; unset or empty fails the run at start; not Authorization (use api_key_env) nor the headers the client sets itself (default: none)"`
 	// Concurrency is the requests in flight per server, or "auto".
-	// Default 48.
 	Concurrency concurrencySetting `toml:"concurrency" op:"true" default:"48" doc:"requests in flight per server, 1..4096, or \"auto\": each server's limit follows what it can run (raised while its queue stays empty, lowered when it queues or answers 503, within its max_running_requests), starting at the capacity the server reports in /server_info (16 when it reports none), up to max_concurrency"`
 	// MaxConcurrency is the ceiling of concurrency = "auto".
 	MaxConcurrency int `toml:"max_concurrency" op:"true" default:"256" min:"1" max:"4096" doc:"with concurrency = \"auto\": the most requests in flight per server"`
 	// API is "chat" (default) or "generate".
 	API string `toml:"api" default:"chat" enum:"chat|generate" doc:"\"chat\": /v1/chat/completions, the server renders the template (default); \"generate\": native /generate with input_ids rendered from tokenizer"`
-	// Model is the model name sent on the chat API. Default: the servers'.
+	// Model is the model name sent on the chat API.
 	Model string `toml:"model" doc:"model name sent on the chat API (default: the model the servers report)"`
 	// Tokenizer is the model directory (tokenizer.json and chat template);
 	// required with api = "generate".
@@ -194,7 +193,7 @@ type generateConfig struct {
 	RepetitionPenalty *float64 `toml:"repetition_penalty" min:"0" doc:"repetition penalty (default: the server's)"`
 	PresencePenalty   *float64 `toml:"presence_penalty" min:"-2" max:"2" doc:"presence penalty (default: the server's)"`
 	FrequencyPenalty  *float64 `toml:"frequency_penalty" min:"-2" max:"2" doc:"frequency penalty (default: the server's)"`
-	// EnableThinking turns the model's thinking on. Default true.
+	// EnableThinking turns the model's thinking on.
 	EnableThinking bool `toml:"enable_thinking" default:"true" doc:"let the model think before answering"`
 	// SystemPrompt is prepended to conversations without a system message.
 	SystemPrompt string `toml:"system_prompt" doc:"system message for conversations that have none (default: none); recorded with each completion"`

@@ -104,10 +104,10 @@ type ReadCompletionsConfig struct {
 	ForcePathStyle bool   `toml:"force_path_style" default:"false" op:"true" doc:"with an s3:// path: address the bucket as ENDPOINT/BUCKET"`
 	// OnBadLine is "fail" (default) or "skip".
 	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"what a malformed line does: stop the run with file:line, or be counted and set aside"`
-	// RequireCompletion makes a line without a completion a bad line. Default true.
+	// RequireCompletion makes a line without a completion a bad line.
 	RequireCompletion bool `toml:"require_completion" default:"true" doc:"a record without a completion is a bad line"`
 	// RequireOutputIDs makes a completion without output_ids a bad line, and
-	// tells pipe check that completion.output_ids is produced. Default false.
+	// tells pipe check that completion.output_ids is produced.
 	RequireOutputIDs bool `toml:"require_output_ids" default:"false" doc:"a completion without output_ids is a bad line (for source = \"ids\" downstream)"`
 	// Limit stops after this many records; 0 (default) reads all.
 	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many records; 0 reads all"`

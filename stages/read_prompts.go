@@ -69,13 +69,13 @@ path  = "out/prompts.jsonl"
 type readPromptsConfig struct {
 	// Path is the JSONL file, relative to the pipeline file. Required.
 	Path string `toml:"path" op:"true" required:"true" path:"in" doc:"JSONL file of prompts, relative to the pipeline file"`
-	// IDField names the field holding the record id. Default "id".
+	// IDField names the field holding the record id.
 	IDField string `toml:"id_field" default:"id" doc:"field holding the prompt id; rows without it get a content hash"`
 	// OnBadLine is "fail" (default) or "skip".
 	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"what a malformed line does: stop the run, or be counted and set aside"`
 	// Limit stops after this many prompts; 0 (default) reads all.
 	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many prompts; 0 reads all"`
-	// AllowEmpty lets a file with no prompt end the run well. Default false.
+	// AllowEmpty lets a file with no prompt end the run well.
 	AllowEmpty bool `toml:"allow_empty" op:"true" default:"false" doc:"a file with no prompt is fine; else it fails the run, as an empty or truncated input usually is a mistake"`
 }
 

@@ -129,13 +129,12 @@ const (
 type TokenizeAndMaskConfig struct {
 	// Tokenizer is the model directory. Required.
 	Tokenizer string `toml:"tokenizer" required:"true" path:"indir" contains:"tokenizer.json" doc:"model directory with tokenizer.json and the chat template (tokenizer_config.json or chat_template.jinja)"`
-	// Template is "" (the model's own) or "chatml". Default "".
+	// Template is "" (the model's own) or "chatml".
 	Template string `toml:"template" default:"" enum:"|chatml" doc:"chat template: the model's own (default) or \"chatml\""`
 	// Mask is "specforge" (default: SpecForge's labelling for the
 	// template's family), "assistant", "last_turn" or "generated".
 	Mask string `toml:"mask" default:"specforge" enum:"specforge|assistant|last_turn|generated" doc:"which tokens carry loss: SpecForge's labelling for the template (default), every assistant turn, the last turn, or exactly the generated tokens"`
 	// SystemPrompt, when set, is every row's system prompt ("" for none).
-	// Default: unset, each row keeps generation's.
 	SystemPrompt *string `toml:"system_prompt" doc:"system prompt of every row (\"\" = none); unset keeps the one generation used"`
 	// MaxLength is the most tokens a row may have; 0 (default) is no limit.
 	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"most tokens per row (read from [trainer] max_length); 0 = no limit"`
@@ -143,12 +142,12 @@ type TokenizeAndMaskConfig struct {
 	// "truncate" with [trainer] and "reject" without (TrainerDefaults).
 	OnTooLong string `toml:"on_too_long" default:"" enum:"|reject|truncate" doc:"what a row longer than max_length does: \"truncate\" cuts it, keeping its head as the trainer does (the default with [trainer]), \"reject\" refuses it as too_long (the default without)"`
 	// MinAdjacentLossTokens: a row needs a run of at least this many loss
-	// tokens (block-parallel drafters need 2). Default 2.
+	// tokens (block-parallel drafters need 2).
 	MinAdjacentLossTokens int `toml:"min_adjacent_loss_tokens" default:"2" min:"1" doc:"reject rows with no run of this many adjacent loss tokens"`
 	// Source is "auto" (default: ids when present, else text), "ids" or "text".
 	Source string `toml:"source" default:"auto" enum:"auto|ids|text" doc:"build rows from the generation's ids, from the text, or ids when present (auto)"`
 	// CompareText also builds each ids row from text and counts
-	// disagreements. Default true.
+	// disagreements.
 	CompareText bool `toml:"compare_text" default:"true" doc:"also re-tokenize ids rows and count rows whose ids would differ"`
 	// Workers is how many records are tokenized at once; 0 (default) is one
 	// per CPU.

@@ -116,7 +116,7 @@ type uploadS3Config struct {
 	PartConcurrency  int    `toml:"part_concurrency" op:"true" default:"4" min:"1" max:"64" doc:"parts of one shard uploaded at once"`
 	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once"`
 	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request by the SDK, with exponential backoff, before upload_timeout's wait takes over"`
-	// UploadTimeout bounds the wait through an outage. Default 30m.
+	// UploadTimeout bounds the wait through an outage.
 	UploadTimeout config.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1"`
 	DeleteLocal   bool            `toml:"delete_local_after_upload" default:"false" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays"`
 	AllowInsecure bool            `toml:"allow_insecure" default:"false" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted"`

@@ -153,10 +153,10 @@ type ValidateThinkingConfig struct {
 	// what the completion's request recorded (enable_thinking), and on when
 	// it recorded nothing.
 	Thinking string `toml:"thinking" default:"auto" enum:"auto|on|off" doc:"whether completions must contain thinking: on, off, or auto (from the request's enable_thinking; on when not recorded)"`
-	// Disable lists reason codes whose rules are not applied. Default: none.
+	// Disable lists reason codes whose rules are not applied.
 	Disable []string `toml:"disable" doc:"reason codes of rules to turn off, e.g. [\"repetition\"]"`
 	// Tokenizer is a model directory; with it, lengths are counted in tokens
-	// and the output ids are checked for think markers. Default: none.
+	// and the output ids are checked for think markers.
 	Tokenizer string `toml:"tokenizer" path:"indir" contains:"tokenizer.json" doc:"model directory (tokenizer.json); lengths are then in tokens and output ids are checked for think markers"`
 	// MinAnswerLength and MinThinkingLength are in tokens with a tokenizer,
 	// else in characters. Default 0 (off; empty ones are caught by
@@ -164,18 +164,18 @@ type ValidateThinkingConfig struct {
 	MinAnswerLength   int `toml:"min_answer_length" default:"0" min:"0" doc:"reject answers shorter than this (tokens with tokenizer, else characters); 0 = off"`
 	MinThinkingLength int `toml:"min_thinking_length" default:"0" min:"0" doc:"reject thinking shorter than this (tokens with tokenizer, else characters); 0 = off"`
 	// RepetitionNgram is the n of the n-grams of words (CJK: characters)
-	// compared by the repetition rule. Default 10.
+	// compared by the repetition rule.
 	RepetitionNgram int `toml:"repetition_ngram" default:"10" min:"2" max:"1000" doc:"n-gram length in words for the repetition rule"`
 	// MaxRepetition is the largest allowed share of n-grams that repeat an
 	// earlier one. Default 0.5.
 	MaxRepetition float64 `toml:"max_repetition" default:"0.5" min:"0" max:"1" doc:"largest share of repeated n-grams allowed in thinking or answer"`
 	// RepetitionMinWords: texts with fewer words are not checked for
-	// repetition. Default 100.
+	// repetition.
 	RepetitionMinWords int `toml:"repetition_min_words" default:"100" min:"1" doc:"texts with fewer words are not checked for repetition"`
 	// PlaceholderAnswers are answers that mean "no answer", compared trimmed
 	// and case-insensitively.
 	PlaceholderAnswers []string `toml:"placeholder_answers" default:"...,…,N/A,TODO,TBD,null,undefined,placeholder,[placeholder],<placeholder>,[answer],<answer>" doc:"answers rejected as placeholders (trimmed, case-insensitive)"`
-	// ThinkStart and ThinkEnd are the model's think markers. Default Qwen3's.
+	// ThinkStart and ThinkEnd are the model's think markers.
 	ThinkStart string `toml:"think_start" default:"<think>" doc:"the model's opening think marker"`
 	ThinkEnd   string `toml:"think_end" default:"</think>" doc:"the model's closing think marker"`
 	// MaxLength is the trainer's tokens per row ([trainer] max_length).

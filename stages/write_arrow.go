@@ -83,14 +83,14 @@ type writeArrowConfig struct {
 	Format string `toml:"format" default:"parquet" enum:"parquet|arrow" doc:"\"parquet\" (default) or \"arrow\" (Arrow IPC file format)"`
 	// Compression: "" is zstd for Parquet and none for Arrow.
 	Compression string `toml:"compression" enum:"|zstd|snappy|lz4|none" doc:"\"zstd\", \"snappy\" (Parquet only), \"lz4\" or \"none\" (default: zstd for Parquet, none for Arrow, which every Arrow reader reads)"`
-	// MaxRows rotates a shard at this many rows. Default 100000.
+	// MaxRows rotates a shard at this many rows.
 	MaxRows int64 `toml:"max_rows" op:"true" default:"100000" min:"1" doc:"rows per shard at most"`
-	// MaxBytes rotates a shard at about this many bytes. Default 512 MiB.
+	// MaxBytes rotates a shard at about this many bytes.
 	MaxBytes int64 `toml:"max_bytes" op:"true" default:"536870912" min:"1048576" doc:"bytes per shard, about, at most"`
-	// MaxAge commits a shard this long after its first row. Default 30m.
+	// MaxAge commits a shard this long after its first row.
 	MaxAge config.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run"`
 	// RowGroupRows is the rows of a Parquet row group or an Arrow IPC
-	// batch. Default 1024.
+	// batch.
 	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group (held compressed until written) / Arrow batch (held as columns)"`
 }
 
