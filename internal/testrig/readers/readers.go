@@ -72,7 +72,7 @@ func ArrowIPCEach(t testing.TB, path string, fn func(row map[string]any)) []Fiel
 	return run(t, "arrow_rows.mjs", "apache-arrow", path, fn)
 }
 
-// Dirs returns the directory of the node scripts (internal/readers) and the
+// Dirs returns the directory of the node scripts (internal/testrig/readers) and the
 // one the packages are installed in (.cache/readers, or $PIPE_READERS_DIR),
 // after checking that node is on PATH and that the packages installed there
 // are those of scripts/readers/package-lock.json; if not, the test skips (or
@@ -80,7 +80,7 @@ func ArrowIPCEach(t testing.TB, path string, fn func(row map[string]any)) []Fiel
 func Dirs(t testing.TB) (scripts, installed string) {
 	t.Helper()
 	root := testenv.RepoRoot(t)
-	scripts = filepath.Join(root, "internal", "readers")
+	scripts = filepath.Join(root, "internal", "testrig", "readers")
 	installed = os.Getenv("PIPE_READERS_DIR")
 	if installed == "" {
 		installed = filepath.Join(root, ".cache", "readers")

@@ -124,7 +124,7 @@ const (
 func (l *life) rate() float64 {
 	n, _ := l.adm.counts()
 	r := l.cfg.decodeRate(n)
-	if slowed(l.cfg.Faults, l.s.index, l.seq.Load(), l.s.fleet.now()) {
+	if l.s != nil && slowed(l.cfg.Faults, l.s.index, l.seq.Load(), l.s.fleet.now()) {
 		r /= slowFactor
 	}
 	return r
