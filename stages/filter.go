@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync/atomic"
 
@@ -383,7 +384,13 @@ func newFilter(c *FilterConfig) (pipeline.Processor, error) {
 	return &filter{cfg: c, counts: make([]atomic.Int64, len(c.Rules))}, nil
 }
 
-func (f *filter) Workers() int { return f.cfg.Workers }
+// Workers is the workers key, or one per CPU.
+func (f *filter) Workers() int {
+	if f.cfg.Workers > 0 {
+		return f.cfg.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
 
 // Open compiles the rules, with the tokenizer where one is given.
 func (f *filter) Open(_ context.Context, env *pipeline.Env) error {

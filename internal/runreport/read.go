@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -314,8 +316,17 @@ func (rd *reader) readOutput(w writer, take func(*reader, *row)) error {
 		return fmt.Errorf("kind %s declares no way to read its output back", w.kind)
 	}
 	c, err := spec.Committed(w.path)
-	if err != nil || c == nil {
-		return err // nil, nil: nothing committed yet
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		// Nothing committed by the writer's own record; a file there was
+		// copied or restored without it (a JSONL file without its index).
+		if st, err := os.Stat(w.path); err == nil && !st.IsDir() && st.Size() > 0 {
+			rd.r.note("%s has %d bytes but its writer recorded no commit of them (for a JSONL file, its index %s): not counted",
+				w.path, st.Size(), filepath.Base(commitlog.IndexPath(w.path)))
+		}
+		return nil
 	}
 	switch c.Format {
 	case arrowrow.FormatParquet, arrowrow.FormatArrow:
