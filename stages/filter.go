@@ -4,17 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
 
 	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 
-	"github.com/pipe-dev/pipe/internal/suggest"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
@@ -34,32 +30,7 @@ The rules are compiled by pipe check, typed against the record: a name the
 record has not, a type that does not fit, or an expression that is not a
 boolean is a problem at the rules key, naming the rule and the column.
 
-What an expression sees:
-
-  id                          the record id
-  meta                        the input's other fields (meta.source, ...)
-  prompt.text                 the last user (or tool) message
-  prompt.system               the system message ("" without one)
-  prompt.messages             [{role, content, reasoning}], the conversation
-                              before the completion
-  prompt.turns, prompt.tools  the number of messages, of declared tools
-  completion.answer           the answer, completion.reasoning its thinking
-  completion.finish_reason    "stop", "length", ...
-  completion.prompt_tokens, completion.completion_tokens,
-  completion.reasoning_tokens, completion.tool_calls (a count)
-  completion.present          false when the record has none
-  row.tokens, row.loss_tokens the training row's lengths (after
-                              tokenize-and-mask), row.present
-
-Functions besides expr-lang's own (len, lower, trim, hasPrefix, contains,
-the matches operator for regular expressions, ...):
-
-  tokens(text)                tokens of text by the run's tokenizer (needs
-                              tokenizer)
-  script(text)                the Unicode script most of text's letters are
-                              in: "Latin", "Han", "Cyrillic", "Arabic", ...,
-                              "" with no letters (a language check:
-                              script(completion.answer) != script(prompt.text))
+` + recordExprHelp + `
 
 Rejections by reason are in the run summary and the report.`,
 		Outputs:  []string{"accepted", pipeline.RejectedPort},
@@ -194,7 +165,7 @@ func (c *FilterConfig) Validate() []error {
 	for i, r := range c.Rules {
 		prog, err := compileRule(r.RejectIf, nil)
 		if err != nil {
-			errs = append(errs, &config.FieldError{Key: "rules", Msg: fmt.Sprintf("#%d (%s): %s", i+1, r.Reason, ruleError(err))})
+			errs = append(errs, &config.FieldError{Key: "rules", Msg: fmt.Sprintf("#%d (%s): %s", i+1, r.Reason, exprError(err))})
 			continue
 		}
 		if c.Tokenizer == "" && callsTokens(prog) {
@@ -207,162 +178,10 @@ func (c *FilterConfig) Validate() []error {
 	return errs
 }
 
-// ruleError is expr's message, its caret line kept under the expression,
-// in the record's words: "completion has no field anwser (did you mean
-// answer?) (1:16)" for expr's "type stages.completionEnv has no field
-// anwser", and a did-you-mean for an unknown name.
-func ruleError(err error) string {
-	msg := strings.TrimRight(err.Error(), "\n")
-	if m := noField.FindStringSubmatch(msg); m != nil {
-		if fields, ok := envFields[m[1]]; ok {
-			hint := suggest.DidYouMean(m[2], fields)
-			if hint == "" {
-				hint = " (its fields: " + strings.Join(fields, ", ") + ")"
-			}
-			msg = strings.Replace(msg, m[0], envNames[m[1]]+" has no field "+m[2]+hint, 1)
-		}
-	} else if m := unknownName.FindStringSubmatch(msg); m != nil {
-		hint := suggest.DidYouMean(m[1], topNames)
-		if hint == "" {
-			// A field named without its part: "answer" for completion.answer.
-			for _, part := range []string{"completion", "prompt", "row"} {
-				if h := suggest.DidYouMean(m[1], envFields[part+"Env"]); h != "" {
-					hint = strings.Replace(h, `"`, `"`+part+".", 1)
-					break
-				}
-			}
-		}
-		msg = strings.Replace(msg, m[0], m[0]+hint, 1)
-	}
-	return msg
-}
-
-var (
-	noField     = regexp.MustCompile(`type stages\.(\w+) has no field (\w+)`)
-	unknownName = regexp.MustCompile(`unknown name (\w+)`)
-	// envNames and envFields are each env struct's name in a rule and
-	// its fields; topNames what a rule may name at the top.
-	envNames  = map[string]string{"promptEnv": "prompt", "messageEnv": "a message", "completionEnv": "completion", "rowEnv": "row", "filterEnv": "the record"}
-	envFields = map[string][]string{}
-	topNames  = []string{"tokens", "script"}
-)
-
-func init() {
-	for _, v := range []any{filterEnv{}, promptEnv{}, messageEnv{}, completionEnv{}, rowEnv{}} {
-		t := reflect.TypeOf(v)
-		for i := range t.NumField() {
-			envFields[t.Name()] = append(envFields[t.Name()], t.Field(i).Tag.Get("expr"))
-		}
-	}
-	topNames = append(topNames, envFields["filterEnv"]...)
-}
-
-// filterEnv is what a rule sees of a record (see the Description).
-type filterEnv struct {
-	ID         string         `expr:"id"`
-	Meta       map[string]any `expr:"meta"`
-	Prompt     promptEnv      `expr:"prompt"`
-	Completion completionEnv  `expr:"completion"`
-	Row        rowEnv         `expr:"row"`
-}
-
-type promptEnv struct {
-	Text     string       `expr:"text"`
-	System   string       `expr:"system"`
-	Messages []messageEnv `expr:"messages"`
-	Turns    int          `expr:"turns"`
-	Tools    int          `expr:"tools"`
-}
-
-type messageEnv struct {
-	Role      string `expr:"role"`
-	Content   string `expr:"content"`
-	Reasoning string `expr:"reasoning"`
-}
-
-type completionEnv struct {
-	Present          bool   `expr:"present"`
-	Answer           string `expr:"answer"`
-	Reasoning        string `expr:"reasoning"`
-	FinishReason     string `expr:"finish_reason"`
-	PromptTokens     int    `expr:"prompt_tokens"`
-	CompletionTokens int    `expr:"completion_tokens"`
-	ReasoningTokens  int    `expr:"reasoning_tokens"`
-	ToolCalls        int    `expr:"tool_calls"`
-}
-
-type rowEnv struct {
-	Present    bool `expr:"present"`
-	Tokens     int  `expr:"tokens"`
-	LossTokens int  `expr:"loss_tokens"`
-}
-
-// envOf is what a rule sees of rec.
-func envOf(rec *record.Record) filterEnv {
-	e := filterEnv{ID: rec.ID, Meta: rec.Meta}
-	if e.Meta == nil {
-		e.Meta = map[string]any{}
-	}
-	e.Prompt.Turns, e.Prompt.Tools = len(rec.Messages), len(rec.Tools)
-	e.Prompt.Messages = make([]messageEnv, len(rec.Messages))
-	for i, m := range rec.Messages {
-		e.Prompt.Messages[i] = messageEnv{Role: m.Role, Content: m.Content, Reasoning: m.ReasoningContent}
-		switch m.Role {
-		case "system":
-			if e.Prompt.System == "" {
-				e.Prompt.System = m.Content
-			}
-		case "user", "tool":
-			e.Prompt.Text = m.Content
-		}
-	}
-	if c := rec.Completion; c != nil {
-		e.Completion = completionEnv{Present: true, Answer: c.Answer, Reasoning: c.Reasoning, FinishReason: c.FinishReason,
-			PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, ReasoningTokens: c.ReasoningTokens, ToolCalls: len(c.ToolCalls)}
-	}
-	if t := rec.Tokens; t != nil {
-		e.Row = rowEnv{Present: true, Tokens: t.NumTokens, LossTokens: t.NumLossTokens}
-	}
-	return e
-}
-
-// compileRule compiles a rule's expression to a boolean program. tok,
-// when not nil, is what tokens() counts with; compiled without it (pipe
-// check), tokens() type-checks and is not called.
+// compileRule compiles a rule's expression to a boolean program (see
+// compileExpr for tok).
 func compileRule(src string, tok *tokenize.Tokenizer) (*vm.Program, error) {
-	count := func(params ...any) (any, error) {
-		if tok == nil {
-			return nil, fmt.Errorf("tokens() needs the stage's tokenizer")
-		}
-		return len(tok.Encode(params[0].(string))), nil
-	}
-	return expr.Compile(src,
-		expr.Env(filterEnv{}),
-		expr.AsBool(),
-		expr.Function("tokens", count, new(func(string) int)),
-		expr.Function("script", func(params ...any) (any, error) { return dominantScript(params[0].(string)), nil }, new(func(string) string)),
-	)
-}
-
-// callsTokens reports whether prog calls tokens().
-func callsTokens(prog *vm.Program) bool {
-	v := &callFinder{name: "tokens"}
-	node := prog.Node()
-	ast.Walk(&node, v)
-	return v.found
-}
-
-type callFinder struct {
-	name  string
-	found bool
-}
-
-func (v *callFinder) Visit(n *ast.Node) {
-	if c, ok := (*n).(*ast.CallNode); ok {
-		if id, ok := c.Callee.(*ast.IdentifierNode); ok && id.Value == v.name {
-			v.found = true
-		}
-	}
+	return compileExpr(src, tok, expr.AsBool())
 }
 
 // filter is a filter stage.
@@ -405,7 +224,7 @@ func (f *filter) Open(_ context.Context, env *pipeline.Env) error {
 	for i, r := range f.cfg.Rules {
 		prog, err := compileRule(r.RejectIf, tok)
 		if err != nil {
-			return fmt.Errorf("rule %d (%s): %s", i+1, r.Reason, ruleError(err))
+			return fmt.Errorf("rule %d (%s): %s", i+1, r.Reason, exprError(err))
 		}
 		f.programs[i] = prog
 	}
@@ -425,7 +244,7 @@ func (f *filter) Process(_ context.Context, rec *record.Record, out pipeline.Emi
 		v, err := machine.Run(prog, env)
 		if err != nil {
 			f.errors.Add(1)
-			return out.Fail(rec, fmt.Errorf("rule %d (%s): %s", i+1, f.cfg.Rules[i].Reason, ruleError(err)), 1)
+			return out.Fail(rec, fmt.Errorf("rule %d (%s): %s", i+1, f.cfg.Rules[i].Reason, exprError(err)), 1)
 		}
 		if v.(bool) {
 			f.counts[i].Add(1)
