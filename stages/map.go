@@ -224,7 +224,11 @@ func parseMapTarget(field string) (mapTarget, error) {
 	case part == "prompt":
 		return mapTarget{}, fmt.Errorf("prompt.%s cannot be set%s", rest, allowed)
 	}
-	return mapTarget{}, fmt.Errorf("unknown field %q%s%s", field, suggest.DidYouMean(field, []string{"prompt.system", "prompt.text"}), allowed)
+	hint := suggest.DidYouMean(field, []string{"prompt.system", "prompt.text", "meta." + rest})
+	if p := "prompt." + field; hint == "" && (p == "prompt.system" || p == "prompt.text") {
+		hint = fmt.Sprintf(" (did you mean %q?)", p) // a part named without its prompt
+	}
+	return mapTarget{}, fmt.Errorf("unknown field %q%s%s", field, hint, allowed)
 }
 
 func validMetaName(s string) bool {

@@ -192,6 +192,8 @@ func TestMapProblems(t *testing.T) {
 		{mapAssignment{Field: "row.tokens", Value: `1`}, `not the map's to change`},
 		{mapAssignment{Field: "prompt.turns", Value: `1`}, `prompt.turns cannot be set; map sets meta.NAME, prompt.system, prompt.text`},
 		{mapAssignment{Field: "promt.system", Value: `"x"`}, `unknown field "promt.system" (did you mean "prompt.system"?); map sets`},
+		{mapAssignment{Field: "mta.lang", Value: `"x"`}, `unknown field "mta.lang" (did you mean "meta.lang"?)`},
+		{mapAssignment{Field: "system", Value: `"x"`}, `unknown field "system" (did you mean "prompt.system"?)`},
 		{mapAssignment{Field: "meta.a.b", Value: `1`}, `"a.b" is not a meta field's name`},
 		{mapAssignment{Field: "meta.1x", Value: `1`}, `"1x" is not a meta field's name`},
 		{mapAssignment{Field: "prompt.system", Value: `len(prompt.text)`}, `#1 (prompt.system): value: expected string, but got int`},
@@ -435,4 +437,25 @@ func BenchmarkMap(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// stoppingEmitter is an emitter of a run that is stopping.
+type stoppingEmitter struct{ *thinkTestEmitter }
+
+var errStopping = errors.New("stopping")
+
+func (stoppingEmitter) Emit(string, *record.Record) error     { return errStopping }
+func (stoppingEmitter) Fail(*record.Record, error, int) error { return errStopping }
+
+// A stop in the middle: Process returns the emitter's error, from a
+// record sent on and from one failed, so the stage ends with the run.
+func TestMapStopsWithTheRun(t *testing.T) {
+	m := openMap(t, mapAssignment{Field: "prompt.system", Value: `meta.system`})
+	ok, bad := prompt("ok", "user", "q"), prompt("bad", "user", "q")
+	ok.Meta, bad.Meta = map[string]any{"system": "s"}, map[string]any{"system": 1}
+	for _, r := range []*record.Record{ok, bad} {
+		if err := m.Process(context.Background(), r, stoppingEmitter{newThinkTestEmitter()}); !errors.Is(err, errStopping) {
+			t.Errorf("%s: %v, want the emitter's error", r.ID, err)
+		}
+	}
 }
