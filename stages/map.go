@@ -37,8 +37,8 @@ A field is one of:
                    nil removes it. NAME is letters, digits and _.
   prompt.system    a string: the system message, put first when the
                    prompt has none; "" removes it
-  prompt.text      a string: the content of the message prompt.text reads,
-                   the last user message
+  prompt.text      a string: the last user message's content (a record
+                   whose prompt.text is a tool's result fails)
 
 id never changes: exactly-once accounting keys on it. The completion and
 the training row are what generate and tokenize-and-mask made, not the
@@ -56,8 +56,8 @@ key, naming the assignment and the column.
 ` + recordExprHelp + `
 
 The assignments are part of the settings that define the run's data: a
-resumed run with other assignments is refused (pipe run
---force-new-config). The report counts the records each assignment
+resumed run with other assignments is refused, unless pipe run
+--force-new-config. The report counts the records each assignment
 changed.`,
 		Outputs: []string{"out"},
 		KeySettings: pipeline.SettingsFor(func(cfg *MapConfig) string {
