@@ -54,3 +54,19 @@ func Qwen3Dir(t testing.TB) string {
 	}
 	return dir
 }
+
+// TinyQwen3Dir is the checked-in Qwen3-like tokenizer for unit tests
+// (testdata/tokenizers/qwen3-tiny, written by scripts/make-tiny-tokenizer.py):
+// Qwen3's pre-tokenizer, added tokens, ids and chat template with the
+// first 3,000 merges of its vocabulary. A test that needs "a tokenizer
+// with Qwen3's template and <think>" uses it and runs on a fresh clone;
+// a test that compares with Qwen3's real ids (a reference, a server's
+// output) uses Qwen3Dir and belongs to the e2e layer.
+func TinyQwen3Dir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(RepoRoot(t), "testdata", "tokenizers", "qwen3-tiny")
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Fatalf("the checked-in tokenizer fixture is missing: %v", err)
+	}
+	return dir
+}
