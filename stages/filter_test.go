@@ -113,7 +113,7 @@ func TestFilterRuleProblems(t *testing.T) {
 
 // tokens() counts with the stage's tokenizer (the real Qwen3 one here).
 func TestFilterTokens(t *testing.T) {
-	dir := testenv.Qwen3Dir(t)
+	dir := testenv.TinyQwen3Dir(t)
 	cfg := &FilterConfig{Tokenizer: dir, Rules: filterRules{{RejectIf: `tokens(completion.answer) > 5`, Reason: "long"}}}
 	if errs := cfg.Validate(); errs != nil {
 		t.Fatal(errs)

@@ -20,8 +20,8 @@ import (
 // every message and field. The training row puts no loss on the tools
 // block or on a tool result (the given call, an assistant turn, has it).
 func TestGenerateToolConversation(t *testing.T) {
-	dir := testenv.Qwen3Dir(t)
-	tok := testQwen3(t)
+	dir := testenv.TinyQwen3Dir(t)
+	tok := testTokenizer(t)
 	const line = `{"id": "w", "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}], ` +
 		`"messages": [{"role": "user", "content": "What's the weather in Paris?"}, ` +
 		`{"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}, ` +
@@ -99,8 +99,8 @@ func normalJSON(t *testing.T, raw json.RawMessage) string {
 // parsed: completion.tool_calls, with the server's id, and the row renders
 // it in the model's own format, trained as the reply.
 func TestGenerateToolConversationChat(t *testing.T) {
-	dir := testenv.Qwen3Dir(t)
-	tok := testQwen3(t)
+	dir := testenv.TinyQwen3Dir(t)
+	tok := testTokenizer(t)
 	const line = `{"id": "w", "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}], ` +
 		`"messages": [{"role": "user", "content": "Weather in Paris and in Rome?"}, ` +
 		`{"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}, ` +
@@ -144,8 +144,8 @@ path  = "out/rows.jsonl"
 // is rejected as bad_tool_call (on the chat API, the one the server's
 // parser dropped), every good one trains as part of its reply.
 func TestToolCallsValidatedOnBothAPIs(t *testing.T) {
-	dir := testenv.Qwen3Dir(t)
-	tok := testQwen3(t)
+	dir := testenv.TinyQwen3Dir(t)
+	tok := testTokenizer(t)
 	var prompts strings.Builder
 	for i := range 30 {
 		fmt.Fprintf(&prompts, `{"id": "p%02d", "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}], "messages": [{"role": "user", "content": "Look up fact %d for me."}]}`+"\n", i, i)

@@ -40,7 +40,7 @@ func benchRows(b *testing.B, n int) []*record.Record {
 	if len(src) < n*8000 {
 		b.Skip("no Go sources under GOROOT to build rows from")
 	}
-	tok := testQwen3(b)
+	tok := testTokenizer(b)
 	tmpl, err := tok.Chat("")
 	if err != nil {
 		b.Fatal(err)
@@ -93,7 +93,7 @@ func (d *discardEmitter) Skip(*record.Record, string) error     { return nil }
 func BenchmarkTokenizeAndMask(b *testing.B) {
 	const n = 256
 	recs := benchRows(b, n)
-	tok := testQwen3(b)
+	tok := testTokenizer(b)
 	tmpl, _ := tok.Chat("")
 	rendered := make([]string, n)
 	var bytes, tokens int

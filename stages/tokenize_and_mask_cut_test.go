@@ -18,7 +18,7 @@ import (
 // generation's ids the row is the prompt's and the output's ids; from the
 // text (the chat API) it is the rendering cut where the model's text ends.
 func TestTokenizeAndMaskCutAtLength(t *testing.T) {
-	tok := testQwen3(t)
+	tok := testTokenizer(t)
 	prompt := "<|im_start|>user\n" + q1 + "<|im_end|>\n<|im_start|>assistant\n"
 	cutReasoning := r1[:len(r1)-30] // the limit cut the thinking
 	cutAnswer := a1[:40]            // the limit cut the answer
@@ -69,7 +69,7 @@ func TestTokenizeAndMaskCutAtLength(t *testing.T) {
 // declares [trainer] (the trainer keeps its head), and refused without one
 // (max_length is then the user's own limit); on_too_long says otherwise.
 func TestTokenizeAndMaskOnTooLongDefault(t *testing.T) {
-	testQwen3(t)
+	testTokenizer(t)
 	for _, tc := range []struct{ head, keys, want string }{
 		{"[trainer]\nname = \"specforge\"\nmax_length = 4096\n", "", "truncate"},
 		{"", "max_length = 4096\n", "reject"},

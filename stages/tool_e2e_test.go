@@ -1,3 +1,5 @@
+//go:build e2e
+
 package stages
 
 import (
@@ -239,7 +241,7 @@ func TestToolConversationsEndToEndProcess(t *testing.T) {
 		t.Skip("real processes")
 	}
 	qwen := testenv.Qwen3Dir(t)
-	tok := testQwen3(t)
+	tok := testTokenizer(t)
 	bin := testenv.PipeBinary(t)
 	const n = 48
 	prompts := toolE2EPrompts(n)

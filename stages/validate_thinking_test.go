@@ -54,10 +54,12 @@ var testTok struct {
 	dir string
 }
 
-// testQwen3 loads the real Qwen3 tokenizer once per test binary.
-func testQwen3(t testing.TB) *tokenize.Tokenizer {
+// testTokenizer loads the checked-in Qwen3-like tokenizer once per test
+// binary (testenv.TinyQwen3Dir: Qwen3's template, added tokens and ids, a
+// smaller vocabulary), so these tables run on a fresh clone.
+func testTokenizer(t testing.TB) *tokenize.Tokenizer {
 	t.Helper()
-	dir := testenv.Qwen3Dir(t)
+	dir := testenv.TinyQwen3Dir(t)
 	if testTok.tok == nil && testTok.err == nil {
 		testTok.tok, testTok.err = tokenize.Load(dir)
 		testTok.dir = dir
@@ -101,7 +103,7 @@ func loop(n int) string {
 }
 
 func TestValidateThinkingReasons(t *testing.T) {
-	tok := testQwen3(t)
+	tok := testTokenizer(t)
 	// ids builds output ids as a native /generate response has them.
 	ids := func(text string) []int { return append(tok.Encode(text), 151645) }
 
@@ -249,7 +251,7 @@ func TestValidateThinkingReasons(t *testing.T) {
 		{name: "answer too short in tokens", reason: ReasonAnswerTooShort,
 			// 4 characters but 2 tokens: the minimum counts tokens.
 			cfg:    func(c *ValidateThinkingConfig) { c.MinAnswerLength = 3 },
-			change: func(c *record.Completion) { c.Answer = "Yes." }},
+			change: func(c *record.Completion) { c.Answer = "The." }},
 		{name: "thinking too short", reason: ReasonThinkingTooShort,
 			cfg:    func(c *ValidateThinkingConfig) { c.MinThinkingLength = 32 },
 			change: func(c *record.Completion) { c.Reasoning = "Product rule." }},
@@ -564,7 +566,7 @@ func toolRecord(tools, reasoning, answer string) *record.Record {
 const toolReasoning = "The user asks two things: the weather in Paris and a café nearby. I have get_weather and search_web, so I'll call both."
 
 func TestValidateThinkingToolCalls(t *testing.T) {
-	tok := testQwen3(t)
+	tok := testTokenizer(t)
 	args := func(s string) json.RawMessage { return json.RawMessage(s) }
 	tests := []struct {
 		name      string

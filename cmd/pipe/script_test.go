@@ -2,16 +2,16 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
-var update = flag.Bool("update", false, "rewrite the expected output in testdata/script/*.txtar")
+var update = flag.Bool("update", false, "rewrite the expected output in the *.txtar scripts run")
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
@@ -24,18 +24,24 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs every CLI behaviour script in testdata/script: one
-// .txtar per behaviour, with its input files and expected output.
+// .txtar per behaviour, with its input files and expected output. $QWEN3
+// is the checked-in Qwen3-like tokenizer (testenv.TinyQwen3Dir), so they
+// run on a fresh clone; the scripts whose output holds Qwen3's real ids
+// are in testdata/script-e2e (TestScriptsE2E, the e2e layer).
 func TestScripts(t *testing.T) {
-	repo, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	runScripts(t, "testdata/script", testenv.TinyQwen3Dir(t))
+}
+
+// runScripts runs the scripts in dir with $REPO, $QWEN3 (the tokenizer
+// directory) and $PIPEBIN set.
+func runScripts(t *testing.T, dir, qwen3 string) {
+	repo := testenv.RepoRoot(t)
 	testscript.Run(t, testscript.Params{
-		Dir:           "testdata/script",
+		Dir:           dir,
 		UpdateScripts: *update,
 		Setup: func(env *testscript.Env) error {
-			env.Setenv("REPO", repo+"/../..")
-			env.Setenv("QWEN3", qwen3Dir(repo))
+			env.Setenv("REPO", repo)
+			env.Setenv("QWEN3", qwen3)
 			// PIPEBIN holds only the pipe command, for scripts that set a
 			// PATH of their own (graph.txtar: with and without dot).
 			bin, err := exec.LookPath("pipe")
@@ -45,25 +51,5 @@ func TestScripts(t *testing.T) {
 			env.Setenv("PIPEBIN", filepath.Dir(bin))
 			return nil
 		},
-		// [qwen3] holds when the real Qwen3 tokenizer files are installed
-		// (scripts/fetch-qwen3.sh); under PIPE_CI=1 their absence is an
-		// error, not a skip.
-		Condition: func(cond string) (bool, error) {
-			if cond != "qwen3" {
-				return false, fmt.Errorf("unknown condition %q", cond)
-			}
-			_, err := os.Stat(filepath.Join(qwen3Dir(repo), "tokenizer.json"))
-			if err != nil && os.Getenv("PIPE_CI") == "1" {
-				return false, fmt.Errorf("Qwen3 tokenizer files missing (run scripts/fetch-qwen3.sh): %v", err)
-			}
-			return err == nil, nil
-		},
 	})
-}
-
-func qwen3Dir(pkgDir string) string {
-	if d := os.Getenv("PIPE_QWEN3_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join(pkgDir, "..", "..", ".cache", "qwen3")
 }

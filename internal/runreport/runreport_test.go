@@ -228,7 +228,7 @@ func TestRestartWithTheSamePID(t *testing.T) {
 // </think>) it is all thinking, whatever text an older split stored as
 // its answer; a hybrid one with answer text and no </think> is an answer.
 func TestSplitForcedThinking(t *testing.T) {
-	rd := newReader(context.Background(), &Report{}, testenv.Qwen3Dir(t))
+	rd := newReader(context.Background(), &Report{}, testenv.TinyQwen3Dir(t))
 	tok := rd.tokenizer()
 	if tok == nil {
 		t.Fatal(rd.tokErr)
@@ -309,7 +309,7 @@ func TestConcurrencyLimitsOverTime(t *testing.T) {
 // was still filling it counted </think> as text, and a report of a
 // thinking run said "100% have no thinking tokens" now and then).
 func TestLineParsersShareAWholeIDTable(t *testing.T) {
-	rd := newReader(context.Background(), &Report{}, testenv.Qwen3Dir(t))
+	rd := newReader(context.Background(), &Report{}, testenv.TinyQwen3Dir(t))
 	tok := rd.tokenizer()
 	if tok == nil {
 		t.Fatal(rd.tokErr)
