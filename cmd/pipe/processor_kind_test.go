@@ -16,7 +16,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/pipe-dev/pipe/internal/runreport"
+	"github.com/pipe-dev/pipe/cmd/pipe/runreport"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"

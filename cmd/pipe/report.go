@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/pipe-dev/pipe/internal/runreport"
+	"github.com/pipe-dev/pipe/cmd/pipe/runreport"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/pipe-dev/pipe/internal/runreport"
+	"github.com/pipe-dev/pipe/cmd/pipe/runreport"
 	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 

@@ -121,7 +121,7 @@ func writeArrowOutput(tb testing.TB, out string, rows []*record.Record) {
 // read-completions and pipe inspect do): the report reads only the fields it
 // needs.
 //
-//	go test ./internal/runreport -run '^$' -bench Report -benchtime 3x
+//	go test ./cmd/pipe/runreport -run '^$' -bench Report -benchtime 3x
 func BenchmarkReport(b *testing.B) {
 	const n = 5000
 	rows := benchRows(n)
