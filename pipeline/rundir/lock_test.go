@@ -19,11 +19,16 @@ import (
 // directory named, says "locked" and waits to be killed.
 const helperEnv = "RUNDIR_TEST_HOLD_LOCK"
 
-func TestHelperHoldLock(t *testing.T) {
-	dir := os.Getenv(helperEnv)
-	if dir == "" {
-		t.Skip("helper process for TestLockStale")
+// TestMain runs the test binary as TestLockStale's helper when helperEnv
+// names a directory, and the tests otherwise.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(helperEnv); dir != "" {
+		holdLock(dir)
 	}
+	os.Exit(m.Run())
+}
+
+func holdLock(dir string) {
 	l, err := rundir.Lock(dir)
 	if err != nil {
 		fmt.Println("error:", err)
@@ -134,7 +139,7 @@ func TestLockFileStates(t *testing.T) {
 // a SIGKILL its lock is taken over with a message.
 func TestLockStale(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldLock$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+dir)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
