@@ -3,8 +3,10 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +18,10 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
+	"github.com/pipe-dev/pipe/stages/tokenize"
+	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
 
 // TestRevalidatePipeline runs pipelines/revalidate.toml on the fixture.
@@ -247,5 +252,124 @@ path  = "out/rejected.jsonl"
 			t.Logf("%s API: %d prompts, %d empty answers; check: %d accepted, rejected by reason %v; %d training rows; tok: %s",
 				api, n, empty, check.Out, check.Reasons, len(train), strings.Join(stats, "; "))
 		})
+	}
+}
+
+var updateCompletions = flag.Bool("update-completions", false, "rewrite testdata/completions/completions.jsonl")
+
+var fixtureCompletions = []fixtureCompletion{
+	{id: "ok-native-thinking", msgs: fxUser, thinking: true, api: "generate",
+		output: "<think>\n" + fxThink + "\n</think>\n\n" + fxAnswer, reasoning: fxThink, answer: fxAnswer},
+	{id: "ok-chat-thinking", msgs: fxUser, thinking: true, api: "chat",
+		output: "<think>\n" + fxThink + "\n</think>\n\n" + fxAnswer, reasoning: fxThink, answer: fxAnswer},
+	{id: "ok-native-no-thinking", msgs: fxUser, thinking: false, api: "generate",
+		output: fxAnswer, answer: fxAnswer},
+	{id: "ok-native-multi-turn", msgs: fxMulti, thinking: true, api: "generate",
+		output:    "<think>\nThe user wants the difference. Goroutines are cheap, start with small stacks, and are multiplexed M:N by the runtime.\n</think>\n\nGoroutines are managed by the Go runtime, not the OS: they start with a few KB of stack that grows as needed, are multiplexed onto a small pool of OS threads, and are far cheaper to create and switch between, so a program can run hundreds of thousands of them.",
+		reasoning: "The user wants the difference. Goroutines are cheap, start with small stacks, and are multiplexed M:N by the runtime.",
+		answer:    "Goroutines are managed by the Go runtime, not the OS: they start with a few KB of stack that grows as needed, are multiplexed onto a small pool of OS threads, and are far cheaper to create and switch between, so a program can run hundreds of thousands of them."},
+	{id: "ok-native-noncanonical", msgs: fxUser, thinking: true, api: "generate",
+		output: "<think>\n" + fxThink + "\n</think>\n\n" + fxAnswer, reasoning: fxThink, answer: fxAnswer,
+		// The model sampled " spell" as " sp" + "ell": valid, but not what
+		// encoding the text gives. The row keeps the sampled ids.
+		ids: func(encode func(string) []int) []int {
+			return slices.Concat(encode("<think>\nLet me"), encode(" sp"), encode("ell"), encode(strings.TrimPrefix("<think>\n"+fxThink, "<think>\nLet me spell")+"\n</think>\n\n"+fxAnswer))
+		}},
+	{id: "bad-empty-answer-native", msgs: fxUser, thinking: true, api: "generate",
+		output: "<think>\n" + fxThink + "\n</think>\n\n", reasoning: fxThink, reason: ReasonEmptyAnswer},
+	{id: "bad-empty-answer-chat", msgs: fxUser, thinking: true, api: "chat",
+		output: "<think>\n" + fxThink + "\n</think>\n\n", reasoning: fxThink, reason: ReasonEmptyAnswer},
+	{id: "bad-empty-thinking", msgs: fxUser, thinking: true, api: "generate",
+		output: "<think>\n\n</think>\n\n" + fxAnswer, answer: fxAnswer, reason: ReasonEmptyThinking},
+	{id: "bad-unclosed-think", msgs: fxUser, thinking: true, api: "generate",
+		output: "<think>\n" + fxThink, reasoning: fxThink, reason: ReasonThinkUnclosed},
+	{id: "bad-truncated", msgs: fxUser, thinking: true, api: "generate", finish: "length",
+		output: "<think>\n" + fxThink[:40], reasoning: fxThink[:40], reason: ReasonTruncated},
+	{id: "bad-leaked-marker", msgs: fxUser, thinking: true, api: "generate",
+		output:    "<think>\n" + fxThink + "\n</think>\n\nThere are 3.\n</think>\n\n" + fxAnswer,
+		reasoning: fxThink, answer: "There are 3.\n</think>\n\n" + fxAnswer, reason: ReasonThinkLeaked},
+	{id: "bad-placeholder", msgs: fxUser, thinking: true, api: "chat",
+		output: "<think>\n" + fxThink + "\n</think>\n\nN/A", reasoning: fxThink, answer: "N/A", reason: ReasonPlaceholderAnswer},
+	{id: "bad-loop", msgs: fxUser, thinking: true, api: "generate",
+		output: "<think>\n" + fxLoop + "\n</think>\n\n" + fxAnswer, reasoning: fxLoop, answer: fxAnswer, reason: ReasonRepetition},
+}
+
+// buildFixture renders the fixture records with the real tokenizer and chat
+// template, as generate would have recorded them.
+func buildFixture(t *testing.T) []byte {
+	t.Helper()
+	tok, err := tokenize.Load(testenv.Qwen3Dir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := tok.Chat("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for i, fx := range fixtureCompletions {
+		c := &record.Completion{Reasoning: fx.reasoning, Answer: fx.answer, FinishReason: fx.finish,
+			LatencySeconds: 3.2 + float64(i)/10, Server: "http://127.0.0.1:30000", Attempts: 1}
+		if c.FinishReason == "" {
+			c.FinishReason, c.MatchedStop = "stop", 151645
+		}
+		var msgs []chat.Message
+		for _, m := range fx.msgs {
+			msgs = append(msgs, chat.NewMessage(m.Role, m.Content))
+		}
+		think := fx.thinking
+		prompt, err := tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, EnableThinking: &think})
+		if err != nil {
+			t.Fatal(err)
+		}
+		promptIDs := tok.Encode(prompt)
+		outIDs := tok.Encode(fx.output)
+		if fx.ids != nil {
+			outIDs = fx.ids(tok.Encode)
+			if tok.Decode(outIDs) != fx.output {
+				t.Fatalf("%s: ids decode to %q", fx.id, tok.Decode(outIDs))
+			}
+		}
+		if c.FinishReason == "stop" {
+			outIDs = append(outIDs, 151645)
+		}
+		c.PromptTokens, c.CompletionTokens = len(promptIDs), len(outIDs)
+		switch fx.api {
+		case "generate":
+			c.PromptIDs, c.OutputIDs = promptIDs, outIDs
+			c.Request = map[string]any{"api": "generate", "enable_thinking": fx.thinking, "sampling_params": map[string]any{"max_new_tokens": 4096, "temperature": 0.6, "top_p": 0.95}}
+		case "chat":
+			c.Request = map[string]any{"api": "chat", "model": "Qwen/Qwen3-8B", "max_tokens": 4096, "chat_template_kwargs": map[string]any{"enable_thinking": fx.thinking}, "separate_reasoning": true}
+		}
+		rec := record.Record{ID: fx.id, Messages: fx.msgs, Completion: c}
+		line, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	return buf.Bytes()
+}
+
+// TestCompletionsFixture keeps testdata/completions/completions.jsonl what
+// buildFixture makes (go test -run TestCompletionsFixture -update-completions).
+func TestCompletionsFixture(t *testing.T) {
+	path := filepath.Join(repoRoot(), "testdata", "completions", "completions.jsonl")
+	want := buildFixture(t)
+	if *updateCompletions {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is stale: run go test ./stages -run TestCompletionsFixture -update-completions", path)
 	}
 }
