@@ -203,16 +203,29 @@ func (b *planBuilder) checkConnected() {
 		if ps.Spec == nil {
 			continue
 		}
+		var used []string
+		if ps.Spec.OutputsUsed != nil && ps.Config != nil {
+			used = ps.Spec.OutputsUsed(ps.Config)
+		}
 		for _, port := range ps.Spec.Outputs {
-			if port == RejectedPort || len(ps.Outputs[port]) > 0 || contains(ps.Spec.OptionalOutputs, port) {
+			optional := contains(ps.Spec.OptionalOutputs, port)
+			if ps.Spec.OutputsUsed != nil && ps.Config != nil && optional && len(ps.Outputs[port]) > 0 && !contains(used, port) {
+				b.probs = append(b.probs, pipefile.Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
+					Msg: fmt.Sprintf("output port %q is connected but this stage's settings send nothing there (see pipe stages %s)", port, ps.Decl.Kind)})
+				continue
+			}
+			if port == RejectedPort || len(ps.Outputs[port]) > 0 || optional && !contains(used, port) {
 				continue
 			}
 			ref := ps.Decl.ID
 			if port != ps.Spec.Outputs[0] {
 				ref += "." + port
 			}
-			b.probs = append(b.probs, pipefile.Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
-				Msg: fmt.Sprintf("output port %q is not connected: add a stage with input = %q (e.g. a write-jsonl)", port, ref)})
+			msg := fmt.Sprintf("output port %q is not connected: add a stage with input = %q (e.g. a write-jsonl)", port, ref)
+			if optional {
+				msg = fmt.Sprintf("output port %q is not connected, and this stage's settings send records there: add a stage with input = %q (see pipe stages %s)", port, ref, ps.Decl.Kind)
+			}
+			b.probs = append(b.probs, pipefile.Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true, Msg: msg})
 		}
 	}
 }

@@ -40,6 +40,11 @@ type Spec struct {
 	// OptionalOutputs are ports that may be left unconnected; what is sent
 	// on one that is not connected is dropped (write-arrow's "shards").
 	OptionalOutputs []string
+	// OutputsUsed, when set, says which optional ports the decoded config
+	// sends records on: pipe check requires those connected (records never
+	// vanish) and the others unconnected (nothing would arrive there).
+	// validate-thinking's "retry" is used only with second_chance.
+	OutputsUsed func(config any) []string
 	// PortBuffers sets the capacity of a port's edges where the run's
 	// default (engine.Options.EdgeBuffer) would hold too much: write-arrow's
 	// "shards" holds one, so shards waiting for an upload stay few and a

@@ -32,8 +32,12 @@ boolean is a problem at the rules key, naming the rule and the column.
 
 ` + recordExprHelp + `
 
-Rejections by reason are in the run summary and the report.`,
-		Outputs:  []string{"accepted", pipeline.RejectedPort},
+Rejections by reason are in the run summary and the report. A rule's
+reason listed in second_chance sends its records out of the "retry" port
+for a new attempt instead, as validate-thinking's second_chance does.`,
+		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
+		OptionalOutputs: []string{RetryPort},
+		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*FilterConfig).SecondChance }),
 		Needs:    nil,
 		Produces: nil,
 		KeySettings: pipeline.SettingsFor(func(cfg *FilterConfig) string {
@@ -79,6 +83,8 @@ type FilterConfig struct {
 	Rules     filterRules `toml:"rules" required:"true" op:"false" doc:"the rules, in order: [{reject_if = EXPRESSION, reason = CODE}, ...]; the first true one rejects the record with its reason"`
 	Tokenizer string      `toml:"tokenizer" op:"false" path:"indir" contains:"tokenizer.json" doc:"model directory whose tokenizer tokens() counts with; needed only by rules that call tokens()"`
 	Workers   int         `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"records judged in parallel; 0 = one per CPU"`
+	// SecondChance lists the rules' reasons whose records are sampled again.
+	SecondChance []string `toml:"second_chance" op:"false" doc:"rule reasons whose records leave by the retry port for a new attempt (a generate stage with input = STAGE.retry) instead of being rejected"`
 }
 
 // filterRule is one rule: an expression that, true, rejects with Reason.
@@ -161,7 +167,11 @@ func validReason(s string) bool {
 // Validate compiles every rule against the record's fields: pipe check
 // names a rule that would fail at run time.
 func (c *FilterConfig) Validate() []error {
-	var errs []error
+	reasons := make([]string, len(c.Rules))
+	for i, r := range c.Rules {
+		reasons[i] = r.Reason
+	}
+	errs := checkSecondChance(c.SecondChance, reasons)
 	for i, r := range c.Rules {
 		prog, err := compileRule(r.RejectIf, nil)
 		if err != nil {
@@ -190,6 +200,7 @@ type filter struct {
 	programs []*vm.Program
 	counts   []atomic.Int64 // rejections per rule
 	errors   atomic.Int64   // evaluations that failed (the record failed)
+	chances  *secondChances
 }
 
 var (
@@ -200,7 +211,7 @@ var (
 )
 
 func newFilter(c *FilterConfig) (pipeline.Processor, error) {
-	return &filter{cfg: c, counts: make([]atomic.Int64, len(c.Rules))}, nil
+	return &filter{cfg: c, counts: make([]atomic.Int64, len(c.Rules)), chances: newSecondChances(c.SecondChance)}, nil
 }
 
 // Workers is the workers key, or one per CPU.
@@ -248,9 +259,10 @@ func (f *filter) Process(_ context.Context, rec *record.Record, out pipeline.Emi
 		}
 		if v.(bool) {
 			f.counts[i].Add(1)
-			return out.Reject(rec, f.cfg.Rules[i].Reason, "rule "+fmt.Sprint(i+1)+": "+truncate(f.cfg.Rules[i].RejectIf, 200))
+			return f.chances.reject(out, rec, f.cfg.Rules[i].Reason, "rule "+fmt.Sprint(i+1)+": "+truncate(f.cfg.Rules[i].RejectIf, 200))
 		}
 	}
+	f.chances.accepted(rec)
 	return out.Emit("accepted", rec)
 }
 
@@ -260,5 +272,5 @@ func (f *filter) Report() []figure.Figure {
 	for i := range f.counts {
 		out = append(out, figure.NewCounter("rule_rejections", f.counts[i].Load(), "reason", f.cfg.Rules[i].Reason))
 	}
-	return append(out, figure.NewCounter("rule_errors", f.errors.Load()))
+	return append(append(out, figure.NewCounter("rule_errors", f.errors.Load())), f.chances.Report()...)
 }

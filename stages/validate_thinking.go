@@ -85,8 +85,18 @@ length = "reject" rejects every cut completion.
 
 Any rule is turned off by listing its code in disable. Lengths are in tokens
 when tokenizer is set, else in characters. Rejections by reason are in the
-run summary.`,
-		Outputs:  []string{"accepted", pipeline.RejectedPort},
+run summary.
+
+A second chance: a record rejected for a reason listed in second_chance
+leaves by the "retry" port instead, its completion dropped, meta.attempt
+counted up and the reason added to meta.retried_after. A generate stage
+reading STAGE.retry samples it again (give it another seed or
+temperature), and a judge of its own checks the new completion; chain as
+many attempts as you allow. The report counts second_chances by reason
+and, at each later judge, accepted_on_attempt.`,
+		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
+		OptionalOutputs: []string{RetryPort},
+		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*ValidateThinkingConfig).SecondChance }),
 		Needs:    []string{record.FieldCompletion},
 		Produces: nil,
 		KeySettings: pipeline.SettingsFor(func(cfg *ValidateThinkingConfig) string {
@@ -182,11 +192,13 @@ type ValidateThinkingConfig struct {
 	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"the trainer's tokens per row (read from [trainer] max_length): a completion cut at the length limit whose row fills it is kept (see length); 0: every cut completion is truncated"`
 	// Length is what a completion cut where its row fills max_length does.
 	Length string `toml:"length" default:"keep" enum:"keep|reject" doc:"a completion cut by the length limit whose prompt and output fill max_length: \"keep\" it, as the trainer would train it (kept_at_length), or \"reject\" it (truncated)"`
+	// SecondChance lists the reasons whose records are sampled again.
+	SecondChance []string `toml:"second_chance" op:"false" doc:"reason codes whose records leave by the retry port for a new attempt (a generate stage with input = STAGE.retry) instead of being rejected"`
 }
 
 // Validate checks the disable list and the markers.
 func (c *ValidateThinkingConfig) Validate() []error {
-	var errs []error
+	errs := checkSecondChance(c.SecondChance, validateReasons)
 	for _, d := range c.Disable {
 		if !slices.Contains(validateReasons, d) {
 			errs = append(errs, &config.FieldError{Key: "disable", Msg: fmt.Sprintf("unknown reason code %q; codes: %s", d, strings.Join(validateReasons, ", "))})
@@ -211,6 +223,7 @@ type validateThinking struct {
 	off          map[string]bool
 	placeholders map[string]bool
 	tok          *tokenize.Tokenizer
+	chances      *secondChances
 	startID      int // -1 when unknown
 	endID        int
 	// forced: the tokenizer's own template forces thinking.
@@ -239,7 +252,8 @@ func (v *validateThinking) declaredNames(tools []byte) ([]string, bool) {
 }
 
 func newValidateThinking(cfg *ValidateThinkingConfig) *validateThinking {
-	v := &validateThinking{cfg: cfg, off: map[string]bool{}, placeholders: map[string]bool{}, startID: -1, endID: -1}
+	v := &validateThinking{cfg: cfg, off: map[string]bool{}, placeholders: map[string]bool{}, startID: -1, endID: -1,
+		chances: newSecondChances(cfg.SecondChance)}
 	for _, d := range cfg.Disable {
 		v.off[d] = true
 	}
@@ -294,9 +308,10 @@ func (v *validateThinking) Process(ctx context.Context, rec *record.Record, out 
 			}
 			rec.Meta[record.MetaCutAtLength] = true
 		}
+		v.chances.accepted(rec)
 		return out.Emit("accepted", rec)
 	}
-	return out.Reject(rec, reason, detail)
+	return v.chances.reject(out, rec, reason, detail)
 }
 
 // fillsRow says whether c was cut by the length limit where its row fills
@@ -328,7 +343,7 @@ func completionRowTokens(c *record.Completion) int {
 
 // Report counts the completions kept though cut at the length limit.
 func (v *validateThinking) Report() []figure.Figure {
-	return []figure.Figure{figure.NewCounter(figure.KeptAtLength, v.keptAtLength.Load())}
+	return append([]figure.Figure{figure.NewCounter(figure.KeptAtLength, v.keptAtLength.Load())}, v.chances.Report()...)
 }
 
 // check returns the reason code and detail of the first rule rec fails, or "".
