@@ -38,8 +38,8 @@ for a new attempt instead, as validate-thinking's second_chance does.`,
 		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
 		OptionalOutputs: []string{RetryPort},
 		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*FilterConfig).SecondChance }),
-		Needs:    nil,
-		Produces: nil,
+		Needs:           nil,
+		Produces:        nil,
 		KeySettings: pipeline.SettingsFor(func(cfg *FilterConfig) string {
 			reasons := make([]string, len(cfg.Rules))
 			for i, r := range cfg.Rules {

@@ -97,8 +97,8 @@ and, at each later judge, accepted_on_attempt.`,
 		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
 		OptionalOutputs: []string{RetryPort},
 		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*ValidateThinkingConfig).SecondChance }),
-		Needs:    []string{record.FieldCompletion},
-		Produces: nil,
+		Needs:           []string{record.FieldCompletion},
+		Produces:        nil,
 		KeySettings: pipeline.SettingsFor(func(cfg *ValidateThinkingConfig) string {
 			s := "thinking " + cfg.Thinking
 			if len(cfg.Disable) > 0 {
