@@ -46,7 +46,9 @@ stage slows its input down). A record without an answer after timeout
 makes pipe kill the program, hung, and start it again; so does the
 program's death. Records it had not answered are sent to the new start.
 After max_restarts restarts the run stops (what it committed is kept,
-and a resume sends the rest again).
+and a resume sends the rest again). The stage keeps nothing on disk: a
+record not committed when pipe or the program is killed is sent again,
+so the program must judge a record alike each time it sees it.
 
 A rejection without a valid reason fails the record. A line that is not
 an answer (not JSON, no id or accept, an id pipe did not send, a changed
@@ -101,7 +103,7 @@ path  = "out/rejected.jsonl"
 type ExecConfig struct {
 	Command     execCommand     `toml:"command" required:"true" op:"false" path:"exec" doc:"the program and its arguments, e.g. [\"python3\", \"rules.py\"]; it runs in the pipeline file's directory"`
 	InFlight    int             `toml:"in_flight" op:"true" default:"64" min:"1" max:"4096" doc:"records with the program at once, sent and not answered"`
-	Timeout     config.Duration `toml:"timeout" op:"true" default:"30s" doc:"how long a record may wait for its answer before the program counts as hung and is restarted"`
+	Timeout     config.Duration `toml:"timeout" op:"true" default:"30s" doc:"how long a record may wait for its answer, from when it is sent, before the program counts as hung and is restarted; a program that answers in turn must answer in_flight records within it"`
 	MaxRestarts int             `toml:"max_restarts" op:"true" default:"3" min:"0" max:"1000" doc:"restarts of the program (it died or hung) before the run stops"`
 }
 

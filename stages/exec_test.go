@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,14 +88,21 @@ func needPython(t testing.TB) {
 	}
 }
 
-// openExec writes each script into a new directory, opens an exec stage
+// openExec writes each script (a name ending in .fifo: a named pipe)
+// into a new directory, opens an exec stage
 // running args there (the pipeline file's directory, as pipe check
 // resolves it) and closes it at the end of the test.
-func openExec(t *testing.T, scripts map[string]string, cfg ExecConfig, args ...string) (*execStage, *execLogBuffer, string) {
+func openExec(t testing.TB, scripts map[string]string, cfg ExecConfig, args ...string) (*execStage, *execLogBuffer, string) {
 	t.Helper()
 	needPython(t)
 	dir := t.TempDir()
 	for name, src := range scripts {
+		if strings.HasSuffix(name, ".fifo") {
+			if err := syscall.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -425,24 +434,29 @@ func TestExecMalformedAnswers(t *testing.T) {
 // Process waits; a cancel ends every Process, and a late answer is
 // dropped.
 func TestExecWindowAndCancel(t *testing.T) {
-	s, _, dir := openExec(t, map[string]string{"slow.py": `
+	s, _, dir := openExec(t, map[string]string{"seen.fifo": "", "slow.py": `
 import sys
-seen = open("seen", "w")
+seen = open("seen.fifo", "w")
 for line in sys.stdin:
     seen.write(line)
     seen.flush()
 `}, ExecConfig{InFlight: 3}, "python3", "slow.py")
+	fifo, err := os.Open(filepath.Join(dir, "seen.fifo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fifo.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 5)
 	for _, r := range execRecs(5) {
 		go func() { errs <- s.Process(ctx, r, newExecVerdicts()) }()
 	}
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, "seen"))
-		if bytes.Count(b, []byte("\n")) >= 3 {
-			break
+	seen := bufio.NewScanner(fifo)
+	seen.Buffer(nil, 1<<20)
+	for range 3 {
+		if !seen.Scan() {
+			t.Fatal("the program's fifo ended")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	s.mu.Lock()
 	n := len(s.pending)
