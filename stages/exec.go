@@ -299,11 +299,10 @@ type execCall struct {
 
 // execAnswer is the program's answer for a record, and where it was.
 type execAnswer struct {
-	Accept bool
-	Reason string
-	Detail string
-	Record *record.Record // the changed record, or nil
-	line   int            // the line of the program's output, counted from its start
+	accept         bool
+	reason, detail string
+	record         *record.Record // the changed record, or nil
+	line           int            // the line of the program's output, counted from its start
 }
 
 var (
@@ -426,24 +425,24 @@ func (s *execStage) Process(ctx context.Context, rec *record.Record, out pipelin
 // route sends rec on by its answer: accepted, rejected with its reason,
 // or failed when a rejection's reason is not a code.
 func (s *execStage) route(rec *record.Record, a execAnswer, out pipeline.Emitter) error {
-	if a.Record != nil {
+	if a.record != nil {
 		ticket := rec.Ticket // the engine's, not part of the record's JSON
-		*rec = *a.Record
+		*rec = *a.record
 		rec.Ticket = ticket
 	}
-	if a.Accept {
+	if a.accept {
 		s.accepted.Add(1)
 		return out.Emit("accepted", rec)
 	}
-	if !reasonCode(a.Reason) {
+	if !reasonCode(a.reason) {
 		s.badAnswers.Add(1)
 		return out.Fail(rec, fmt.Errorf("the program rejected it (output line %d) with reason %q: a reason must be a code of lowercase letters, digits and _ (e.g. short_answer)",
-			a.line, termsafe.Line(truncate(a.Reason, 80))), 1)
+			a.line, termsafe.Line(truncate(a.reason, 80))), 1)
 	}
 	s.mu.Lock()
-	s.rejected[a.Reason]++
+	s.rejected[a.reason]++
 	s.mu.Unlock()
-	return out.Reject(rec, a.Reason, truncate(a.Detail, 1000))
+	return out.Reject(rec, a.reason, truncate(a.detail, 1000))
 }
 
 // sendLocked queues call's line for the program's current start.

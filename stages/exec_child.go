@@ -184,7 +184,7 @@ func (s *execStage) answer(c *execChild, n int, line []byte) error {
 	case v.Accept == nil:
 		return bad(`has no "accept" (true or false)`)
 	}
-	a := execAnswer{Accept: *v.Accept, Reason: v.Reason, Detail: v.Detail, line: n}
+	a := execAnswer{accept: *v.Accept, reason: v.Reason, detail: v.Detail, line: n}
 	if len(v.Record) > 0 && string(v.Record) != "null" {
 		var r record.Record
 		if err := json.Unmarshal(v.Record, &r); err != nil {
@@ -193,7 +193,7 @@ func (s *execStage) answer(c *execChild, n int, line []byte) error {
 		if r.ID != *v.ID {
 			return bad("changes the record's id %q to %q", truncate(*v.ID, 100), truncate(r.ID, 100))
 		}
-		a.Record = &r
+		a.record = &r
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,9 +243,9 @@ func (s *execStage) died(c *execChild, err error) {
 		}
 		return
 	}
-	restarts := s.starts // the first start is not a restart
-	if restarts > s.cfg.MaxRestarts {
-		msg := fmt.Sprintf("the program died %d times (max_restarts = %d); the last time: %s", restarts, s.cfg.MaxRestarts, status)
+	deaths := s.starts // each start ends once: this is its last one's end
+	if deaths > s.cfg.MaxRestarts {
+		msg := fmt.Sprintf("the program died %d times (max_restarts = %d); the last time: %s", deaths, s.cfg.MaxRestarts, status)
 		if last := s.log.lastLines(); last != "" {
 			msg += "; its last stderr: " + last
 		}
@@ -254,7 +254,7 @@ func (s *execStage) died(c *execChild, err error) {
 	}
 	s.restarts.Add(1)
 	s.log.printf("the program (pid %d) %s with %d records unanswered: starting it again (restart %d of at most %d)",
-		c.cmd.Process.Pid, status, len(s.pending), restarts, s.cfg.MaxRestarts)
+		c.cmd.Process.Pid, status, len(s.pending), deaths, s.cfg.MaxRestarts)
 	if err := s.startLocked(); err != nil {
 		s.failLocked(err)
 	}
