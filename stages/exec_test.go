@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/config"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
@@ -537,5 +539,143 @@ func TestExecCommandRoundTrip(t *testing.T) {
 	resolved := execCommand(filepath.Join("/data/pipelines", string(execCommandOf("", args...))))
 	if fmt.Sprint(resolved.Args()) != fmt.Sprint(args) || resolved.Dir() != "/data/pipelines" {
 		t.Errorf("resolved: %q in %q", resolved.Args(), resolved.Dir())
+	}
+}
+
+// runExecPipeline checks and runs the pipeline file dir/p.toml.
+func runExecPipeline(t *testing.T, dir string) (*engine.Summary, error) {
+	t.Helper()
+	f, probs := pipefile.Load(filepath.Join(dir, "p.toml"), pipefile.Options{})
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	plan, probs := pipeline.Build(f, pipeline.DefaultRegistry)
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	return engine.Run(context.Background(), plan, engine.Options{})
+}
+
+// In a run: the sample program's verdicts, each reason in the summary; a
+// program that dies more than max_restarts times stops the run, what was
+// committed stays, and the same run, with the program mended, ends with
+// every id exactly once, judged as the program judges the input file by
+// itself.
+func TestExecInAPipeline(t *testing.T) {
+	needPython(t)
+	dir := t.TempDir()
+	prog, err := os.ReadFile("../pipelines/answer_rules.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines strings.Builder
+	for _, r := range execRecs(400) {
+		b, _ := json.Marshal(r)
+		lines.Write(append(b, '\n'))
+	}
+	for name, content := range map[string]string{
+		"answer_rules.py": string(prog),
+		"c.jsonl":         lines.String(),
+		"limit":           "50",
+		// Each start answers limit records at most, then dies.
+		"gate.py": `import json, os, sys
+import answer_rules
+limit = int(open("limit").read()) if os.path.exists("limit") else None
+for i, line in enumerate(sys.stdin):
+    if limit is not None and i == limit:
+        sys.stderr.write("gate: limit reached\n")
+        os._exit(1)
+    r = json.loads(line)
+    accept, reason, detail = answer_rules.judge(r)
+    print(json.dumps({"id": r["id"], "accept": accept, "reason": reason, "detail": detail}), flush=True)
+`,
+		"p.toml": `[pipeline]
+name         = "exec"
+run_dir      = "run"
+max_rejected = "off"
+
+[[stage]]
+id   = "in"
+kind = "read-completions"
+path = "c.jsonl"
+
+[[stage]]
+id           = "rules"
+kind         = "exec"
+input        = "in"
+command      = ["python3", "gate.py"]
+max_restarts = 2
+
+[[stage]]
+id    = "good"
+kind  = "write-jsonl"
+input = "rules.accepted"
+path  = "good.jsonl"
+
+[[stage]]
+id    = "bad"
+kind  = "write-jsonl"
+input = "rules.rejected"
+path  = "bad.jsonl"
+`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := runExecPipeline(t, dir)
+	if err == nil || !strings.Contains(err.Error(), `"rules"`) || !strings.Contains(err.Error(), "the program died 3 times (max_restarts = 2)") ||
+		!strings.Contains(err.Error(), "gate: limit reached") {
+		t.Fatalf("the first run: %v, want it stopped by the program's deaths", err)
+	}
+	if sum == nil || sum.Finished == 0 || sum.Finished > 150 {
+		t.Fatalf("the first run finished %v ids, want some, at most the 150 answered", sum)
+	}
+	first := sum.Finished
+
+	if err := os.Remove(filepath.Join(dir, "limit")); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err = runExecPipeline(t, dir); err != nil {
+		t.Fatal(err)
+	}
+	if sum.FinishedAtStart != first || sum.Finished != 400 {
+		t.Errorf("the second run: %d finished at its start, %d at its end; want %d and 400", sum.FinishedAtStart, sum.Finished, first)
+	}
+	cmd := exec.Command("python3", "answer_rules.py")
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(lines.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var a struct {
+			ID     string `json:"id"`
+			Accept bool   `json:"accept"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatal(err)
+		}
+		want[a.ID] = map[bool]string{true: "accepted", false: a.Reason}[a.Accept]
+	}
+	got := map[string][]string{}
+	for _, r := range readRecords(t, filepath.Join(dir, "good.jsonl")) {
+		got[r.ID] = append(got[r.ID], "accepted")
+	}
+	for _, r := range readRecords(t, filepath.Join(dir, "bad.jsonl")) {
+		got[r.ID] = append(got[r.ID], r.Reject.Reason)
+	}
+	if len(got) != 400 || len(want) != 400 {
+		t.Fatalf("%d ids in the output, %d judged; want 400", len(got), len(want))
+	}
+	for id, w := range want {
+		if g := got[id]; len(g) != 1 || g[0] != w {
+			t.Errorf("%s: %q, want %s exactly once", id, g, w)
+		}
+	}
+	if st := stageSummary(t, sum, "rules"); st.Reasons["short_answer"]+st.Reasons["as_an_ai"] == 0 {
+		t.Errorf("the summary has no reasons: %v", st.Reasons)
 	}
 }
