@@ -1,11 +1,14 @@
 package stages
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -183,11 +186,13 @@ type generateConfig struct {
 	// MaxLength is the trainer's tokens per row ([trainer] max_length).
 	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"the trainer's tokens per row (read from [trainer] max_length): each request asks for at most what its row can still train, max_length minus the prompt's tokens (never above max_output_tokens), and a prompt that leaves no room is rejected before any GPU time (prompt_too_long); 0: no cap"`
 	// Sampling: nil (not set) means the server's default.
-	Temperature       *float64 `toml:"temperature" min:"0" doc:"sampling temperature (default: the server's)"`
-	TopP              *float64 `toml:"top_p" min:"0" max:"1" doc:"nucleus sampling (default: the server's)"`
-	TopK              *int     `toml:"top_k" min:"-1" doc:"top-k sampling, -1 off (default: the server's)"`
-	MinP              *float64 `toml:"min_p" min:"0" max:"1" doc:"min-p sampling (default: the server's)"`
-	Seed              *int     `toml:"seed" doc:"sampling seed (default: none; sent as seed on the chat API, sampling_seed on /generate)"`
+	Temperature *float64 `toml:"temperature" min:"0" doc:"sampling temperature (default: the server's)"`
+	TopP        *float64 `toml:"top_p" min:"0" max:"1" doc:"nucleus sampling (default: the server's)"`
+	TopK        *int     `toml:"top_k" min:"-1" doc:"top-k sampling, -1 off (default: the server's)"`
+	MinP        *float64 `toml:"min_p" min:"0" max:"1" doc:"min-p sampling (default: the server's)"`
+	Seed        *int     `toml:"seed" doc:"sampling seed (default: none; sent as seed on the chat API, sampling_seed on /generate); a record with meta.sample K (read-prompts' samples) is sent seed + K - 1"`
+	// PerPrompt names the sampling settings a record's meta may set.
+	PerPrompt         []string `toml:"per_prompt" op:"false" enum:"temperature|top_p|top_k|seed" doc:"sampling settings taken from each record's meta where it has them (meta.temperature, meta.top_p, meta.top_k, meta.seed), recorded with its completion; a value of the wrong type rejects the record as bad_sampling"`
 	Stop              []string `toml:"stop" doc:"stop strings (default: none)"`
 	StopTokenIDs      []int    `toml:"stop_token_ids" doc:"stop token ids (default: none; the model's EOS always stops)"`
 	RepetitionPenalty *float64 `toml:"repetition_penalty" min:"0" doc:"repetition penalty (default: the server's)"`
@@ -830,6 +835,9 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, rec *
 	if req.MaxOutputTokens, reject = g.outputBound(ids); reject != nil {
 		return nil, reject, nil
 	}
+	if req.Per, reject = g.perRecord(rec); reject != nil {
+		return nil, reject, nil
+	}
 	if g.cfg.API == string(sglang.APIGenerate) {
 		req.InputIDs = ids
 	} else {
@@ -865,8 +873,93 @@ func (g *generate) generateTurn(ctx context.Context, sess *sglang.Session, rec *
 		LatencySeconds:   res.Latency.Seconds(),
 		Server:           res.Server,
 		Attempts:         res.Attempts,
-		Request:          g.requestRecord(req.MaxOutputTokens),
+		Request:          g.withPer(g.requestRecord(req.MaxOutputTokens), req.Per),
 	}, nil, nil
+}
+
+// perRecord is what rec sets of its own sampling: the per_prompt keys its
+// meta has, and the seed of its sample (seed + meta.sample - 1). Nil when
+// it sets nothing. A meta value of the wrong type rejects the record.
+func (g *generate) perRecord(rec *record.Record) (*sglang.PerRequest, *record.Rejection) {
+	var p sglang.PerRequest
+	set := false
+	for _, key := range g.cfg.PerPrompt {
+		v, ok := rec.Meta[key]
+		if !ok {
+			continue
+		}
+		f, isNum := metaNumber(v)
+		if !isNum || (key == "top_k" || key == "seed") && f != math.Trunc(f) {
+			return nil, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be a number%s, got %s", key,
+				map[bool]string{true: " (an integer)"}[key == "top_k" || key == "seed"], truncate(fmt.Sprint(v), 80))}
+		}
+		set = true
+		switch key {
+		case "temperature":
+			p.Temperature = &f
+		case "top_p":
+			p.TopP = &f
+		case "top_k":
+			k := int(f)
+			p.TopK = &k
+		case "seed":
+			k := int(f)
+			p.Seed = &k
+		}
+	}
+	if k, ok := metaNumber(rec.Meta[MetaSample]); ok && k > 1 {
+		if base := cmp.Or(p.Seed, g.cfg.Seed); base != nil {
+			seed := *base + int(k) - 1
+			p.Seed, set = &seed, true
+		}
+	}
+	if !set {
+		return nil, nil
+	}
+	return &p, nil
+}
+
+// metaNumber is a meta value as a number: set by a stage (an int or a
+// float64) or read from the input (its JSON text).
+func metaNumber(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case json.RawMessage:
+		var f float64
+		err := json.Unmarshal(n, &f)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// withPer records what a request set of its own sampling over the
+// stage's settings, under the names sent.
+func (g *generate) withPer(r map[string]any, p *sglang.PerRequest) map[string]any {
+	if p == nil {
+		return r
+	}
+	if p.Temperature != nil {
+		r["temperature"] = *p.Temperature
+	}
+	if p.TopP != nil {
+		r["top_p"] = *p.TopP
+	}
+	if p.TopK != nil {
+		r["top_k"] = *p.TopK
+	}
+	if p.Seed != nil {
+		if g.cfg.API == string(sglang.APIGenerate) {
+			r["sampling_seed"] = *p.Seed
+		} else {
+			r["seed"] = *p.Seed
+		}
+	}
+	return r
 }
 
 // outputBound is the most tokens a request with prompt ids may ask for:

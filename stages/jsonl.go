@@ -6,7 +6,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -51,6 +54,11 @@ type jsonlSource struct {
 	Halt func(error)
 	// Pos, if set, follows how far the read is into the file.
 	Pos *inputPos
+	// Samples, above 1, makes each good line that many records, ID#1 …
+	// ID#N (sampleRecords); each is a record of its own for exactly-once,
+	// so every existing guarantee (done log, journal, resume) holds per
+	// sample.
+	Samples int
 }
 
 // inputPos is how far a source is into its input file, for the progress
@@ -211,6 +219,7 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 				emitted++
 				return true, nil
 			}
+
 		}
 		if s.Sample.Max > 0 {
 			candidates++
@@ -221,6 +230,12 @@ func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
 		}
 		rec, prob := j.line(lineNo, line, true)
 		switch {
+		case prob == nil && s.Samples > 1:
+			if err := emitSamples(rec, s.Samples, out); err != nil {
+				return false, err
+			}
+			emitted++
+			return true, nil
 		case prob == nil:
 			if err := out.Emit("", rec); err != nil {
 				return false, err
@@ -386,4 +401,40 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		}
 		return buf[:len(buf)-1], nil
 	}
+}
+
+// Meta keys of a sample: its number (1…N) and the id of its prompt.
+const (
+	MetaSample   = "sample"
+	MetaPromptID = "prompt_id"
+)
+
+// sampleID is the id of sample k of the prompt with id id. The sample
+// number after the last '#' makes it one-to-one, '#' in ids or not.
+func sampleID(id string, k int) string { return id + "#" + strconv.Itoa(k) }
+
+// emitSamples sends n records for rec, ids ID#1 … ID#N with meta.sample
+// and meta.prompt_id, each taken once sent or skipped as finished. The messages are copied per sample, so a
+// stage that changes one sample's prompt leaves the others' alone.
+func emitSamples(rec *record.Record, n int, out pipeline.Emitter) error {
+	for k := 1; k <= n; k++ {
+		id := sampleID(rec.ID, k)
+		if out.SkipFinished(id) {
+			out.Took(1)
+			continue
+		}
+		r := *rec
+		r.ID = id
+		r.Messages = slices.Clone(rec.Messages)
+		r.Meta = maps.Clone(rec.Meta)
+		if r.Meta == nil {
+			r.Meta = map[string]any{}
+		}
+		r.Meta[MetaSample], r.Meta[MetaPromptID] = k, rec.ID
+		if err := out.Emit("", &r); err != nil {
+			return err
+		}
+		out.Took(1)
+	}
+	return nil
 }

@@ -77,6 +77,8 @@ type readPromptsConfig struct {
 	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many prompts; 0 reads all"`
 	// AllowEmpty lets a file with no prompt end the run well.
 	AllowEmpty bool `toml:"allow_empty" op:"true" default:"false" doc:"a file with no prompt is fine; else it fails the run, as an empty or truncated input usually is a mistake"`
+	// Samples makes each prompt N records, one per completion wanted.
+	Samples int `toml:"samples" op:"false" default:"1" min:"1" max:"10000" doc:"records per prompt, ids ID#1 ... ID#N with meta.sample and meta.prompt_id: N completions of each prompt, each exactly once (generate's seed, when set, is seed + sample - 1)"`
 }
 
 type readPrompts struct {
@@ -104,7 +106,7 @@ func (r *readPrompts) View() any { return r.pos.view() }
 // source is the file as this stage reads it; dedupe makes it reject
 // repeated ids (when no dedupe-against-progress stage reads its output).
 func (r *readPrompts) source(dedupe bool) *jsonlSource {
-	return &jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, AllowEmpty: r.cfg.AllowEmpty, Dedupe: dedupe,
+	return &jsonlSource{Path: r.cfg.Path, OnBadLine: r.cfg.OnBadLine, Limit: r.cfg.Limit, AllowEmpty: r.cfg.AllowEmpty, Dedupe: dedupe, Samples: r.cfg.Samples,
 		Parse: func(line []byte, build, needID bool) (*record.Record, string, *lineProblem) {
 			return promptLine(line, r.cfg.IDField, build, needID)
 		},

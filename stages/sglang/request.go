@@ -2,6 +2,7 @@ package sglang
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -98,6 +99,16 @@ type Request struct {
 	// of Sampling.MaxOutputTokens (e.g. what a training row can still
 	// hold).
 	MaxOutputTokens int
+	// Per, when not nil, replaces sampling settings for this request
+	// alone: a prompt's own temperature, a sample's seed.
+	Per *PerRequest
+}
+
+// PerRequest are the sampling settings one request may set for itself; a
+// nil field keeps the client's.
+type PerRequest struct {
+	Temperature, TopP *float64
+	TopK, Seed        *int
 }
 
 // settings renders the constant part of a request body once, so the hot path
@@ -324,17 +335,29 @@ func checkTools(tools []byte) error {
 }
 
 // bodyFor is the settings' body for req: the one rendered once, or, when
-// req bounds its own output, that body with its bound.
+// req bounds its own output or sets its own sampling, that body with them.
 func (st *settings) bodyFor(req *Request) jsontext.Value {
 	mx := req.MaxOutputTokens
-	if mx <= 0 {
+	if mx <= 0 && req.Per == nil {
 		return st.body
 	}
 	out := st.sent
-	if st.api == APIGenerate {
+	switch {
+	case mx <= 0:
+	case st.api == APIGenerate:
 		out.MaxNewTokens = &mx
-	} else {
+	default:
 		out.MaxTokens = &mx
+	}
+	if p := req.Per; p != nil {
+		out.Temperature = cmp.Or(p.Temperature, out.Temperature)
+		out.TopP = cmp.Or(p.TopP, out.TopP)
+		out.TopK = cmp.Or(p.TopK, out.TopK)
+		if p.Seed != nil && st.api == APIGenerate {
+			out.SamplingSeed = p.Seed
+		} else if p.Seed != nil {
+			out.Seed = p.Seed
+		}
 	}
 	body, err := json.Marshal(&out, requestOpts)
 	if err != nil {

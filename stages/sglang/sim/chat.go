@@ -20,6 +20,7 @@ type chatRequest struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	} `json:"chat_template_kwargs"`
 	SeparateReasoning *bool           `json:"separate_reasoning"`
+	Seed              *int64          `json:"seed"`
 	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
 	RID               json.RawMessage `json:"rid"`
 	ReturnMetaInfo    bool            `json:"return_meta_info"`
@@ -135,6 +136,7 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 	if !j.thinking {
 		j.hash = mix(j.hash, 4)
 	}
+	j.hash = seeded(j.hash, req.Seed)
 	switch {
 	case req.MaxCompletionTokens != nil:
 		j.maxNew = *req.MaxCompletionTokens

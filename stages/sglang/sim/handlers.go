@@ -196,6 +196,20 @@ type job struct {
 type samplingParams struct {
 	MaxNewTokens      *int  `json:"max_new_tokens"`
 	SkipSpecialTokens *bool `json:"skip_special_tokens"`
+	// SamplingSeed, as a request's own seed, picks another output for the
+	// same prompt (see seeded).
+	SamplingSeed *int64 `json:"sampling_seed"`
+}
+
+// seeded mixes a request's own seed into its content hash: the same
+// prompt with another seed gets another output, as a server sampling at
+// a temperature above 0 gives; without a seed the output is the
+// prompt's, so runs stay reproducible.
+func seeded(hash uint64, seed *int64) uint64 {
+	if seed == nil {
+		return hash
+	}
+	return mix(hash, uint64(*seed)+0x5eed)
 }
 
 type generateRequest struct {
@@ -256,6 +270,7 @@ func (l *life) generate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiNative, http.StatusBadRequest, "Either text or input_ids should be provided.")
 		return
 	}
+	j.hash = seeded(j.hash, req.SamplingParams.SamplingSeed)
 	if p := req.SamplingParams.MaxNewTokens; p != nil {
 		j.maxNew = *p
 	}
