@@ -2,6 +2,8 @@ package stages
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,7 +60,9 @@ at most 20 lines a second and 4 MiB in all (the rest is counted).
 
 pipe check finds the program on PATH (or, with a /, against the pipeline
 file's directory) and checks that an argument naming a script (.py, .sh,
-.js, .rb, .pl, .lua, .R, .jl) exists. pipelines/answer_rules.py is a
+.js, .rb, .pl, .lua, .R, .jl) exists. Such a script's content is one of
+the run's settings, as the command is: a resume with the script changed
+is refused without --force-new-config. pipelines/answer_rules.py is a
 sample program. Accepted and rejected records, by reason, restarts and
 timeouts are in the run summary and the report.`,
 		Outputs: []string{"accepted", pipeline.RejectedPort},
@@ -183,16 +187,48 @@ func (c execCommand) Args() []string {
 	return args
 }
 
-// String is the command as the run's settings record it: the arguments,
-// not the directory, so moving the pipeline file changes no setting.
+// String is the command as the run's settings record it: the arguments
+// (not the directory: moving the pipeline file changes no setting), and
+// the SHA-256 of each script they name. The script makes the verdicts as
+// a chat template makes the rows, so a resume with the script changed is
+// a change of settings (pipe run --force-new-config accepts it).
 func (c execCommand) String() string {
-	b, _ := json.Marshal(c.Args())
-	return string(b)
+	args := c.Args()
+	b, _ := json.Marshal(args)
+	out := string(b)
+	for _, a := range scriptArgs(args) {
+		data, err := os.ReadFile(inDir(c.Dir(), a))
+		if err != nil {
+			continue // pipe check names it
+		}
+		sum := sha256.Sum256(data)
+		out += " " + a + " sha256:" + hex.EncodeToString(sum[:8])
+	}
+	return out
 }
 
 // scriptExts are the extensions of an argument pipe check expects to be
 // a file: the script an interpreter runs.
 var scriptExts = []string{".py", ".sh", ".js", ".mjs", ".rb", ".pl", ".lua", ".r", ".jl"}
+
+// scriptArgs are the arguments after the program that name a script.
+func scriptArgs(args []string) []string {
+	var out []string
+	for _, a := range args[min(1, len(args)):] {
+		if !strings.HasPrefix(a, "-") && containsString(scriptExts, strings.ToLower(filepath.Ext(a))) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// inDir is path p resolved against dir.
+func inDir(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
 
 // Validate finds the program and the script it runs: pipe check says a
 // missing one at the command key, before anything runs.
@@ -208,15 +244,8 @@ func (c *ExecConfig) Validate() []error {
 	if _, err := lookProgram(args[0], dir); err != nil {
 		errs = append(errs, &config.FieldError{Key: "command", Msg: err.Error()})
 	}
-	for _, a := range args[1:] {
-		ext := strings.ToLower(filepath.Ext(a))
-		if strings.HasPrefix(a, "-") || !containsString(scriptExts, ext) {
-			continue
-		}
-		p := a
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
+	for _, a := range scriptArgs(args) {
+		p := inDir(dir, a)
 		if st, err := os.Stat(p); err != nil {
 			errs = append(errs, &config.FieldError{Key: "command", Msg: fmt.Sprintf("script %s: no such file (relative names are in the pipeline file's directory, %s)", termsafe.Line(a), termsafe.Line(dir))})
 		} else if st.IsDir() {
@@ -236,10 +265,7 @@ func lookProgram(name, dir string) (string, error) {
 		}
 		return p, nil
 	}
-	p := name
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(dir, p)
-	}
+	p := inDir(dir, name)
 	if _, err := exec.LookPath(p); err != nil {
 		if _, serr := os.Stat(p); serr != nil {
 			return "", fmt.Errorf("program %s: no such file", termsafe.Line(p))

@@ -542,6 +542,30 @@ func TestExecCommandRoundTrip(t *testing.T) {
 	}
 }
 
+// The run's settings hold the arguments and the script's digest: a
+// changed script is a changed setting; a moved pipeline file is not.
+func TestExecCommandSetting(t *testing.T) {
+	dir, moved := t.TempDir(), t.TempDir()
+	for _, d := range []string{dir, moved} {
+		if err := os.WriteFile(filepath.Join(d, "rules.py"), []byte("print('v1')\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	was := execCommandOf(dir, "python3", "-u", "rules.py").String()
+	if !strings.HasPrefix(was, `["python3","-u","rules.py"] rules.py sha256:`) {
+		t.Fatalf("setting %q", was)
+	}
+	if now := execCommandOf(moved, "python3", "-u", "rules.py").String(); now != was {
+		t.Errorf("moved: %q, was %q", now, was)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.py"), []byte("print('v2')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if now := execCommandOf(dir, "python3", "-u", "rules.py").String(); now == was {
+		t.Errorf("the script changed, the setting did not: %q", now)
+	}
+}
+
 // runExecPipeline checks and runs the pipeline file dir/p.toml.
 func runExecPipeline(t *testing.T, dir string) (*engine.Summary, error) {
 	t.Helper()
