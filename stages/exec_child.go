@@ -176,7 +176,7 @@ func (s *execStage) answer(c *execChild, n int, line []byte) error {
 		Record json.RawMessage `json:"record"`
 	}
 	if err := json.Unmarshal(line, &v); err != nil {
-		return bad("is not an answer (%s)", jsonErrText(err))
+		return bad("is not an answer (%s; the program's other output belongs on stderr)", jsonErrText(err))
 	}
 	switch {
 	case v.ID == nil:
