@@ -573,6 +573,9 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 		return
 	}
 	d.checkTrainer(f, fv)
+	if r, ok := fv.Addr().Interface().(config.DirResolver); ok {
+		r.ResolveDir(sd.PathDir(f.Key, d.dir))
+	}
 	if f.Path != "" {
 		if msgs := emptyPath(fv, f, sd.EmptyEnv[f.Key]); len(msgs) > 0 {
 			for _, m := range msgs {

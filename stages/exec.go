@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,35 +104,27 @@ path  = "out/rejected.jsonl"
 
 // ExecConfig configures exec.
 type ExecConfig struct {
-	Command     execCommand     `toml:"command" required:"true" op:"false" path:"exec" doc:"the program and its arguments, e.g. [\"python3\", \"rules.py\"]; it runs in the pipeline file's directory"`
+	Command     execCommand     `toml:"command" required:"true" op:"false" doc:"the program and its arguments, e.g. [\"python3\", \"rules.py\"]; it runs in the pipeline file's directory"`
 	InFlight    int             `toml:"in_flight" op:"true" default:"64" min:"1" max:"4096" doc:"records with the program at once, sent and not answered"`
 	Timeout     config.Duration `toml:"timeout" op:"true" default:"30s" doc:"how long a record may wait for its answer, from when it is sent, before the program counts as hung and is restarted; a program that answers in turn must answer in_flight records within it"`
 	MaxRestarts int             `toml:"max_restarts" op:"true" default:"3" min:"0" max:"1000" doc:"restarts of the program (it died or hung) before the run stops"`
 }
 
-// execCommand is the command key's value. A stage is not told the
-// pipeline file's directory, which the program runs in; only a path key
-// is resolved against it. So command is a path key (of a mode nothing
-// else reads: it is neither created nor checked as a file) whose value
-// is one relative name, "$ " and the arguments each path-escaped,
-// joined by spaces: resolving puts the directory in front (the working
-// directory for a --set value) and changes nothing else, since the name
-// holds no "/". Dir and Args read the two back.
-type execCommand string
-
-// execCommandOf is the value the key decodes to for args, resolved
-// against dir (unresolved when dir is "").
-func execCommandOf(dir string, args ...string) execCommand {
-	esc := make([]string, len(args))
-	for i, a := range args {
-		esc[i] = url.PathEscape(a)
-	}
-	name := "$ " + strings.Join(esc, " ")
-	if dir == "" {
-		return execCommand(name)
-	}
-	return execCommand(filepath.Join(dir, name))
+// execCommand is the command key's value: the program and its
+// arguments as the file gives them, and the directory they run in (the
+// pipeline file's, set by the decoder through ResolveDir).
+type execCommand struct {
+	args []string
+	dir  string
 }
+
+// execCommandOf is the command args run in dir.
+func execCommandOf(dir string, args ...string) execCommand {
+	return execCommand{args: args, dir: dir}
+}
+
+// ResolveDir sets the directory the program runs in.
+func (c *execCommand) ResolveDir(dir string) { c.dir = dir }
 
 // ConfigTypeName names the shape in docs and messages.
 func (execCommand) ConfigTypeName() string { return "array of strings" }
@@ -158,34 +149,15 @@ func (c *execCommand) DecodeConfig(raw any) error {
 	if args[0] == "" {
 		return fmt.Errorf("item 1, the program, is empty")
 	}
-	*c = execCommandOf("", args...)
+	c.args = args
 	return nil
 }
 
 // Dir is the directory the program runs in: the pipeline file's.
-func (c execCommand) Dir() string {
-	if !filepath.IsAbs(string(c)) {
-		return ""
-	}
-	return filepath.Dir(string(c))
-}
+func (c execCommand) Dir() string { return c.dir }
 
 // Args are the program and its arguments as the file gives them.
-func (c execCommand) Args() []string {
-	name := strings.TrimPrefix(filepath.Base(string(c)), "$ ")
-	if name == "" || name == filepath.Base(string(c)) {
-		return nil
-	}
-	var args []string
-	for _, e := range strings.Split(name, " ") {
-		a, err := url.PathUnescape(e)
-		if err != nil {
-			return nil
-		}
-		args = append(args, a)
-	}
-	return args
-}
+func (c execCommand) Args() []string { return c.args }
 
 // String is the command as the run's settings record it: the arguments
 // (not the directory: moving the pipeline file changes no setting), and
@@ -460,7 +432,7 @@ func (s *execStage) route(rec *record.Record, a execAnswer, out pipeline.Emitter
 		s.accepted.Add(1)
 		return out.Emit("accepted", rec)
 	}
-	if !reasonCode(a.reason) {
+	if !validReason(a.reason) {
 		s.badAnswers.Add(1)
 		return out.Fail(rec, fmt.Errorf("the program rejected it (output line %d) with reason %q: a reason must be a code of lowercase letters, digits and _ (e.g. short_answer)",
 			a.line, termsafe.Line(truncate(a.reason, 80))), 1)
@@ -553,21 +525,6 @@ func (s *execStage) Report() []figure.Figure {
 	}
 	s.mu.Unlock()
 	return out
-}
-
-// reasonCode reports whether s is a reason code: 1 to 64 lowercase
-// letters, digits and _. It is filter's rule for its rules' reasons,
-// kept here too so that each kind builds without the other's files.
-func reasonCode(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // errExecProtocol marks an answer line that breaks the protocol.

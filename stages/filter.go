@@ -152,18 +152,6 @@ func (r *filterRules) DecodeConfig(raw any) error {
 	return nil
 }
 
-func validReason(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // Validate compiles every rule against the record's fields: pipe check
 // names a rule that would fail at run time.
 func (c *FilterConfig) Validate() []error {

@@ -31,6 +31,14 @@ type Validator interface {
 	Validate() []error
 }
 
+// DirResolver is a key's value that names something relative to the
+// pipeline file's directory without being a path (exec's command: its
+// program runs there). After decoding it, pipe calls ResolveDir with that
+// directory (the working directory for a value given by --set).
+type DirResolver interface {
+	ResolveDir(dir string)
+}
+
 // TrainerUser is implemented by a config whose keys tagged
 // `trainer:"KEY"` take the [trainer] table's values only in some of its
 // settings (a writer's trainer layouts, not its plain records): with the
