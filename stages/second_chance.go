@@ -124,7 +124,7 @@ func (s *secondChances) Report() []figure.Figure {
 	}
 	slices.Sort(attempts)
 	for _, a := range attempts {
-		out = append(out, figure.NewCounter("accepted_on_attempt", s.recovered[a], "attempt", fmt.Sprint(a)))
+		out = append(out, figure.NewCounter("recovered", s.recovered[a], "attempt", fmt.Sprint(a)))
 	}
 	return out
 }

@@ -55,8 +55,8 @@ second_chance = ["empty_answer"]`).(*ValidateThinkingConfig)
 	if f, ok := figure.Find(v.Report(), "second_chances", "reason", "empty_answer"); !ok || f.Value != 1 {
 		t.Fatalf("second_chances: %v", v.Report())
 	}
-	if f, ok := figure.Find(v2.Report(), "accepted_on_attempt", "attempt", "2"); !ok || f.Value != 1 {
-		t.Fatalf("accepted_on_attempt: %v", v2.Report())
+	if f, ok := figure.Find(v2.Report(), "recovered", "attempt", "2"); !ok || f.Value != 1 {
+		t.Fatalf("recovered: %v", v2.Report())
 	}
 }
 

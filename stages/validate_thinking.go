@@ -92,8 +92,9 @@ leaves by the "retry" port instead, its completion dropped, meta.attempt
 counted up and the reason added to meta.retried_after. A generate stage
 reading STAGE.retry samples it again (give it another seed or
 temperature), and a judge of its own checks the new completion; chain as
-many attempts as you allow. The report counts second_chances by reason
-and, at each later judge, accepted_on_attempt.`,
+many attempts as you allow. The summary counts second_chances by reason
+and, at each later judge, the records recovered by attempt; pipe report
+counts them from the rows.`,
 		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
 		OptionalOutputs: []string{RetryPort},
 		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*ValidateThinkingConfig).SecondChance }),

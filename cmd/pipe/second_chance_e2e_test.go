@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -179,9 +180,17 @@ func TestSecondChancesRecoverEmptyAnswersAcrossKill(t *testing.T) {
 	}
 	// The summary counts what each extra attempt recovered.
 	out, _ := os.ReadFile(logf.Name())
-	for _, want := range []string{"second chances", "accepted on attempt"} {
+	for _, want := range []string{"second chances", "recovered"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the runs' output lacks %q", want)
 		}
+	}
+	// The report counts, from the rows, what each extra attempt recovered.
+	c := exec.Command(bin, "report", "run")
+	c.Dir = dir
+	rep, err := c.CombinedOutput()
+	want := fmt.Sprintf("second chances recovered %d prompts (attempt 2: %d, attempt 3: %d)", attempts[2]+attempts[3], attempts[2], attempts[3])
+	if err != nil || !strings.Contains(string(rep), want) {
+		t.Errorf("pipe report: %v; want %q in:\n%s", err, want, tail(string(rep), 3000))
 	}
 }

@@ -42,6 +42,9 @@ func (r *Report) Headline() []HeadLine {
 		}
 		out = append(out, HeadLine{Text: text})
 	}
+	if s := r.SecondChances; s != nil {
+		out = append(out, HeadLine{Text: s.Text()})
+	}
 	if e := r.Economy; e != nil && e.Decoded > 0 {
 		out = append(out, HeadLine{Text: fmt.Sprintf("%s (%d decoded, %d trained)", e.Ratio(), e.Decoded, e.Trained), Empty: e.Trained == 0})
 	}

@@ -35,3 +35,13 @@ func TestHeadline(t *testing.T) {
 		t.Errorf("headline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// The second chances' sentence names what each extra attempt recovered
+// and what was still rejected after its last one.
+func TestSecondChancesText(t *testing.T) {
+	s := &SecondChances{Recovered: map[int]int64{3: 13, 2: 77}, LostAfter: map[int]int64{3: 1}}
+	want := "second chances recovered 90 prompts (attempt 2: 77, attempt 3: 13); 1 rejected after their last attempt"
+	if got := s.Text(); got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}

@@ -50,6 +50,7 @@ type jsonlLine struct {
 	// length limit stopped it (it fills the trainer's max_length).
 	Meta *struct {
 		CutAtLength bool `json:"cut_at_length"`
+		Attempt     int  `json:"attempt"`
 	} `json:"meta"`
 	Reject  *record.Rejection `json:"reject"`
 	Failure *record.Failure   `json:"failure"`
@@ -391,6 +392,9 @@ func (p *lineParser) line(line []byte, x *row) error {
 		x.hasTokens, x.lossTokens = true, x.mask.all
 	}
 	x.cutAtLength = l.Meta != nil && l.Meta.CutAtLength
+	if l.Meta != nil {
+		x.attempt = l.Meta.Attempt
+	}
 	x.setVerdict(l.Reject, l.Failure)
 	return nil
 }

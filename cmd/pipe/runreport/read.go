@@ -45,7 +45,10 @@ type row struct {
 	// mask counts the loss mask's ones, when the row's mask was read.
 	mask maskCount
 	// cutAtLength: kept though the length limit stopped it (meta.cut_at_length).
-	cutAtLength       bool
+	cutAtLength bool
+	// attempt is meta.attempt: 2 and up for a row a second chance made
+	// (validate-thinking's or filter's second_chance), 0 otherwise.
+	attempt           int
 	rejectStage       string
 	rejectReason      string
 	failStage, failed string
@@ -54,6 +57,22 @@ type row struct {
 // cutAtLengthKey is the meta key validate-thinking sets on a row it kept
 // though the length limit stopped it.
 const cutAtLengthKey = "cut_at_length"
+
+// attemptKey is the meta key a second chance sets: the attempt a record
+// is on (stages.MetaAttempt).
+const attemptKey = "attempt"
+
+// metaAttempt is a meta.attempt value as an int: set in the run (an int)
+// or read back from JSON (a float64).
+func metaAttempt(v any) int {
+	switch n := v.(type) {
+	case int:
+		return n
+	case float64:
+		return int(n)
+	}
+	return 0
+}
 
 // countMask counts mask's nonzero values, all and within its first max
 // (0: all).
@@ -176,9 +195,17 @@ func (acc *outputAcc) add(rd *reader, x *row) {
 	}
 	if x.rejectReason != "" {
 		acc.out.RejectedRows++
-		if rd.countReject(x.id, x.rejectStage, x.rejectReason) && rd.econ != nil {
-			rd.econ.reject(x)
+		if rd.countReject(x.id, x.rejectStage, x.rejectReason) {
+			if rd.econ != nil {
+				rd.econ.reject(x)
+			}
+			if x.attempt > 1 {
+				rd.r.secondChances().LostAfter[x.attempt]++
+			}
 		}
+	}
+	if acc.training && x.attempt > 1 && x.rejectReason == "" && x.failStage == "" {
+		rd.r.secondChances().Recovered[x.attempt]++
 	}
 	if x.failStage != "" {
 		rd.countFailure(x.id, x.failStage, x.failed)
@@ -362,6 +389,7 @@ func (rd *reader) rowOf(rec *record.Record) *row {
 		}
 	}
 	x.cutAtLength, _ = rec.Meta[cutAtLengthKey].(bool)
+	x.attempt = metaAttempt(rec.Meta[attemptKey])
 	x.setVerdict(rec.Reject, rec.Failure)
 	return x
 }
@@ -460,12 +488,13 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 				x.mask = countMask(vals.Uint8Values()[lo:hi], rd.maxLength)
 			}
 		}
-		if meta, ok := str(arrowrow.ColMeta, i); ok && strings.Contains(meta, cutAtLengthKey) {
+		if meta, ok := str(arrowrow.ColMeta, i); ok && (strings.Contains(meta, cutAtLengthKey) || strings.Contains(meta, attemptKey)) {
 			var m struct {
 				CutAtLength bool `json:"cut_at_length"`
+				Attempt     int  `json:"attempt"`
 			}
-			_ = json.Unmarshal([]byte(meta), &m) // a bad meta column only loses the mark
-			x.cutAtLength = m.CutAtLength
+			_ = json.Unmarshal([]byte(meta), &m) // a bad meta column only loses the marks
+			x.cutAtLength, x.attempt = m.CutAtLength, m.Attempt
 		}
 		x.rejectStage, _ = str(arrowrow.ColRejectStage, i)
 		x.rejectReason, _ = str(arrowrow.ColRejectReason, i)

@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -53,6 +55,9 @@ type Report struct {
 	Tokens []Series `json:"output_tokens_per_second,omitempty"`
 	// Limits are each server's concurrency limit over time (tokens.go).
 	Limits []Series `json:"concurrency_limits,omitempty"`
+	// SecondChances counts the rows later attempts made; nil when the run
+	// gave none.
+	SecondChances *SecondChances `json:"second_chances,omitempty"`
 	// Economy is decoded tokens against trained ones and the output
 	// lengths kept and rejected (economy.go); nil when no row had either.
 	Economy *Economy `json:"economy,omitempty"`
@@ -90,6 +95,44 @@ type Output struct {
 	// Dists are prompt, thinking, answer and loss tokens per row; a
 	// distribution is absent when no row has its part.
 	Dists []Dist `json:"distributions"`
+}
+
+// SecondChances are the training rows each extra attempt made (meta.attempt
+// 2, 3, …: a second chance recovered the prompt) and the rejects that
+// had one and still failed, by their last attempt.
+type SecondChances struct {
+	Recovered map[int]int64 `json:"recovered"`
+	LostAfter map[int]int64 `json:"rejected_after"`
+}
+
+func (r *Report) secondChances() *SecondChances {
+	if r.SecondChances == nil {
+		r.SecondChances = &SecondChances{Recovered: map[int]int64{}, LostAfter: map[int]int64{}}
+	}
+	return r.SecondChances
+}
+
+// Text is the headline's sentence: "second chances recovered 90 prompts
+// (attempt 2: 77, attempt 3: 13); 1 rejected after its last attempt".
+func (s *SecondChances) Text() string {
+	byAttempt := func(m map[int]int64) (int64, string) {
+		var total int64
+		var parts []string
+		for _, a := range slices.Sorted(maps.Keys(m)) {
+			total += m[a]
+			parts = append(parts, fmt.Sprintf("attempt %d: %d", a, m[a]))
+		}
+		return total, strings.Join(parts, ", ")
+	}
+	rec, recBy := byAttempt(s.Recovered)
+	text := fmt.Sprintf("second chances recovered %s", plural(rec, "prompt"))
+	if rec > 0 {
+		text += " (" + recBy + ")"
+	}
+	if lost, _ := byAttempt(s.LostAfter); lost > 0 {
+		text += fmt.Sprintf("; %d rejected after their last attempt", lost)
+	}
+	return text
 }
 
 // Reason is a count of rejections (or failures) by stage and reason.
