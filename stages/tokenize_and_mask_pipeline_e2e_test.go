@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pipe-dev/pipe/internal/testrig/testenv"
@@ -126,7 +127,7 @@ func quoteTOML(s string) string {
 // end on a rejected port with its reason, none in the training rows.
 func TestEmptyAnswersNeverReachTraining(t *testing.T) {
 	dir := testenv.Qwen3Dir(t)
-	tok := testTokenizer(t)
+	tok := testQwen3(t)
 	for _, api := range []string{"generate", "chat"} {
 		t.Run(api, func(t *testing.T) {
 			fleet, err := sim.Start(context.Background(), sim.Config{
@@ -372,4 +373,23 @@ func TestCompletionsFixture(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s is stale: run go test ./stages -run TestCompletionsFixture -update-completions", path)
 	}
+}
+
+var realQwen3 struct {
+	once sync.Once
+	tok  *tokenize.Tokenizer
+	err  error
+}
+
+// testQwen3 loads the real Qwen3 tokenizer once per test binary: for the
+// e2e tests whose servers (pipe sim --tokenizer) or references use it,
+// where the checked-in fixture (testTokenizer) would not agree id for id.
+func testQwen3(t testing.TB) *tokenize.Tokenizer {
+	t.Helper()
+	dir := testenv.Qwen3Dir(t)
+	realQwen3.once.Do(func() { realQwen3.tok, realQwen3.err = tokenize.Load(dir) })
+	if realQwen3.err != nil {
+		t.Fatal(realQwen3.err)
+	}
+	return realQwen3.tok
 }

@@ -241,7 +241,7 @@ func TestToolConversationsEndToEndProcess(t *testing.T) {
 		t.Skip("real processes")
 	}
 	qwen := testenv.Qwen3Dir(t)
-	tok := testTokenizer(t)
+	tok := testQwen3(t)
 	bin := testenv.PipeBinary(t)
 	const n = 48
 	prompts := toolE2EPrompts(n)

@@ -160,7 +160,7 @@ const (
 // with template special tokens in its system and user text trains none of
 // them.
 func TestTrainingRowsOracle(t *testing.T) {
-	tok := testTokenizer(t)
+	tok := testQwen3(t)
 	for _, forced := range []bool{false, true} {
 		dir := testenv.Qwen3Dir(t)
 		name, sf := "hybrid", specforgeref.Qwen3Thinking
