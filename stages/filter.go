@@ -106,36 +106,20 @@ func (r filterRules) String() string {
 	return string(b)
 }
 
+// filterTable is how the rules are written.
+var filterTable = exprTable{item: "rule", noun: "rule", shape: "{reject_if = EXPRESSION, reason = CODE}",
+	keys: []string{"reject_if", "reason"}, want: "reject_if and reason"}
+
 // DecodeConfig reads the rules from the file's value.
 func (r *filterRules) DecodeConfig(raw any) error {
-	list, ok := raw.([]any)
-	if !ok {
-		return fmt.Errorf("must be an array of {reject_if, reason} tables, got %T", raw)
+	tables, err := filterTable.decode(raw)
+	if err != nil {
+		return err
 	}
-	if len(list) == 0 {
-		return fmt.Errorf("must hold at least one rule")
-	}
-	out := make(filterRules, 0, len(list))
+	out := make(filterRules, 0, len(tables))
 	seen := map[string]int{}
-	for i, el := range list {
-		t, ok := el.(map[string]any)
-		if !ok {
-			return fmt.Errorf("rule %d: must be a table {reject_if = EXPRESSION, reason = CODE}", i+1)
-		}
-		var rule filterRule
-		for k, v := range t {
-			s, ok := v.(string)
-			switch {
-			case k != "reject_if" && k != "reason":
-				return fmt.Errorf("rule %d: unknown key %q (want reject_if and reason)", i+1, k)
-			case !ok:
-				return fmt.Errorf("rule %d: %s must be a string", i+1, k)
-			case k == "reject_if":
-				rule.RejectIf = s
-			default:
-				rule.Reason = s
-			}
-		}
+	for i, t := range tables {
+		rule := filterRule{RejectIf: t["reject_if"], Reason: t["reason"]}
 		if strings.TrimSpace(rule.RejectIf) == "" {
 			return fmt.Errorf("rule %d: reject_if is missing or empty", i+1)
 		}

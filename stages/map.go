@@ -120,38 +120,21 @@ func (s mapAssignments) String() string {
 	return string(b)
 }
 
+// mapTable is how the assignments are written.
+var mapTable = exprTable{noun: "assignment", shape: "{field = FIELD, value = EXPRESSION, when = CONDITION}",
+	keys: []string{"field", "value", "when"}, want: "field, value and optionally when",
+	hint: ` (an expression in single quotes: '"text"', '1', 'true')`}
+
 // DecodeConfig reads the assignments from the file's value; what they
 // say is Validate's to judge.
 func (s *mapAssignments) DecodeConfig(raw any) error {
-	list, ok := raw.([]any)
-	if !ok {
-		return fmt.Errorf("must be an array of {field, value, when} tables, got %T", raw)
+	tables, err := mapTable.decode(raw)
+	if err != nil {
+		return err
 	}
-	if len(list) == 0 {
-		return fmt.Errorf("must hold at least one assignment")
-	}
-	out := make(mapAssignments, 0, len(list))
-	for i, el := range list {
-		t, ok := el.(map[string]any)
-		if !ok {
-			return fmt.Errorf("#%d: must be a table {field = FIELD, value = EXPRESSION, when = CONDITION}", i+1)
-		}
-		var a mapAssignment
-		for k, v := range t {
-			s, ok := v.(string)
-			switch {
-			case k != "field" && k != "value" && k != "when":
-				return fmt.Errorf("#%d: unknown key %q (want field, value and optionally when)%s", i+1, k, suggest.DidYouMean(k, []string{"field", "value", "when"}))
-			case !ok:
-				return fmt.Errorf("#%d: %s must be a string (an expression in single quotes: '\"text\"', '1', 'true')", i+1, k)
-			case k == "field":
-				a.Field = s
-			case k == "value":
-				a.Value = s
-			default:
-				a.When = s
-			}
-		}
+	out := make(mapAssignments, 0, len(tables))
+	for i, t := range tables {
+		a := mapAssignment{Field: t["field"], Value: t["value"], When: t["when"]}
 		switch {
 		case a.Field == "":
 			return fmt.Errorf("#%d: field is missing or empty", i+1)

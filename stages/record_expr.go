@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -255,4 +256,54 @@ func scriptOf(r rune) int {
 		}
 	}
 	return len(scriptsChecked) - 1
+}
+
+// exprTable says how a key whose value is an array of tables of
+// expressions (filter's rules, map's set) is written, for its messages.
+type exprTable struct {
+	item  string   // one table in a message: "rule" → "rule 2"; "" → "#2"
+	noun  string   // what a table is: "rule", "assignment"
+	shape string   // the table's form: "{reject_if = EXPRESSION, reason = CODE}"
+	keys  []string // the keys a table may hold
+	want  string   // the keys in words: "reject_if and reason"
+	hint  string   // added to "must be a string"
+}
+
+// label is table i's name in a message: "rule 2", "#2".
+func (e exprTable) label(i int) string {
+	if e.item == "" {
+		return fmt.Sprintf("#%d", i+1)
+	}
+	return fmt.Sprintf("%s %d", e.item, i+1)
+}
+
+// decode reads raw, the file's value, as an array of at least one table
+// whose keys are among e.keys and whose values are strings.
+func (e exprTable) decode(raw any) ([]map[string]string, error) {
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("must be an array of {%s} tables, got %T", strings.Join(e.keys, ", "), raw)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("must hold at least one %s", e.noun)
+	}
+	out := make([]map[string]string, len(list))
+	for i, el := range list {
+		t, ok := el.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s: must be a table %s", e.label(i), e.shape)
+		}
+		out[i] = map[string]string{}
+		for k, v := range t {
+			s, ok := v.(string)
+			switch {
+			case !slices.Contains(e.keys, k):
+				return nil, fmt.Errorf("%s: unknown key %q (want %s)%s", e.label(i), k, e.want, suggest.DidYouMean(k, e.keys))
+			case !ok:
+				return nil, fmt.Errorf("%s: %s must be a string%s", e.label(i), k, e.hint)
+			}
+			out[i][k] = s
+		}
+	}
+	return out, nil
 }

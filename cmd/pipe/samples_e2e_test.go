@@ -3,16 +3,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
-
-	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 const samplesPipeline = `[pipeline]
@@ -54,38 +47,11 @@ path  = "out.jsonl"
 // and recorded with each of its completions.
 func TestSamplesPerPromptExactlyOnceAcrossKill(t *testing.T) {
 	const n = 1500
-	dir := t.TempDir()
-	bin := testenv.PipeBinary(t)
-	sim := testenv.StartSim(t, bin, 2, "--speed", "400", "--think-mean", "30", "--answer-mean", "20")
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, `{"id":"p%d","temperature":%g,"messages":[{"role":"user","content":"Question %d."}]}`+"\n", i, 0.5+float64(i%3)/10, i)
-	}
-	writeFile(t, filepath.Join(dir, "prompts.jsonl"), b.String())
-	servers, _ := json.Marshal(sim.URLs)
-	writeFile(t, filepath.Join(dir, "s.toml"), fmt.Sprintf(samplesPipeline, servers))
-	logf, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	r := &crashRig{t: t, bin: bin, dir: dir, file: "s.toml", prompts: n, sim: sim, log: logf}
-	defer func() {
-		if t.Failed() {
-			out, _ := os.ReadFile(logf.Name())
-			t.Logf("runs' output (tail):\n%s", tail(string(out), 6000))
-		}
-	}()
-	cmd := r.start()
-	deadline := time.Now().Add(3 * time.Minute)
-	for len(readJSONL(t, filepath.Join(dir, "out.jsonl"))) < n {
-		if time.Now().After(deadline) {
-			t.Fatal("no quarter of the rows within 3 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	cmd.Wait()
+	r := newSimRig(t, n, func(i int) string {
+		return fmt.Sprintf(`{"id":"p%d","temperature":%g,"messages":[{"role":"user","content":"Question %d."}]}`, i, 0.5+float64(i%3)/10, i)
+	}, "s.toml", samplesPipeline, "--speed", "400", "--think-mean", "30", "--answer-mean", "20")
+	dir := r.dir
+	r.killWhenRows(r.start(), filepath.Join(dir, "out.jsonl"), n)
 	r.finish()
 
 	seen := map[string]bool{}

@@ -99,41 +99,13 @@ path  = "rejected.jsonl"
 // exactly once, across a kill -9 of pipe in the middle of the run.
 func TestSecondChancesRecoverEmptyAnswersAcrossKill(t *testing.T) {
 	const n = 4000
-	dir := t.TempDir()
-	bin := testenv.PipeBinary(t)
-	sim := testenv.StartSim(t, bin, 2, "--speed", "400", "--think-mean", "30", "--answer-mean", "20",
-		"--fault", "empty-answer:0.15")
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, `{"id":"p%d","messages":[{"role":"user","content":"Question %d: explain topic %d briefly."}]}`+"\n", i, i, i*7)
-	}
-	writeFile(t, filepath.Join(dir, "prompts.jsonl"), b.String())
-	servers, _ := json.Marshal(sim.URLs)
-	writeFile(t, filepath.Join(dir, "sc.toml"), fmt.Sprintf(secondChancePipeline, servers))
-	logf, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	r := &crashRig{t: t, bin: bin, dir: dir, file: "sc.toml", prompts: n, sim: sim, log: logf}
-	defer func() {
-		if t.Failed() {
-			out, _ := os.ReadFile(logf.Name())
-			t.Logf("runs' output (tail):\n%s", tail(string(out), 6000))
-		}
-	}()
+	r := newSimRig(t, n, func(i int) string {
+		return fmt.Sprintf(`{"id":"p%d","messages":[{"role":"user","content":"Question %d: explain topic %d briefly."}]}`, i, i, i*7)
+	}, "sc.toml", secondChancePipeline, "--speed", "400", "--think-mean", "30", "--answer-mean", "20", "--fault", "empty-answer:0.15")
+	dir, bin := r.dir, r.bin
 
 	// Kill -9 once a third of the rows are committed.
-	cmd := r.start()
-	deadline := time.Now().Add(3 * time.Minute)
-	for len(readJSONL(t, filepath.Join(dir, "train.jsonl"))) < n/3 {
-		if time.Now().After(deadline) {
-			t.Fatal("no third of the rows within 3 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	cmd.Wait()
+	r.killWhenRows(r.start(), filepath.Join(dir, "train.jsonl"), n/3)
 	r.finish()
 
 	seen := map[string]string{}
@@ -179,7 +151,7 @@ func TestSecondChancesRecoverEmptyAnswersAcrossKill(t *testing.T) {
 		t.Fatalf("rows by attempt %v: the second and third attempts recovered none", attempts)
 	}
 	// The summary counts what each extra attempt recovered.
-	out, _ := os.ReadFile(logf.Name())
+	out, _ := os.ReadFile(r.log.Name())
 	for _, want := range []string{"second chances", "recovered"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the runs' output lacks %q", want)
@@ -193,4 +165,48 @@ func TestSecondChancesRecoverEmptyAnswersAcrossKill(t *testing.T) {
 	if err != nil || !strings.Contains(string(rep), want) {
 		t.Errorf("pipe report: %v; want %q in:\n%s", err, want, tail(string(rep), 3000))
 	}
+}
+
+// newSimRig is a crashRig on a pipeline of its own: n prompts (line(i)
+// each), pipe sim with simArgs, and the pipeline src with the servers'
+// URLs for its %s, as FILE in a new directory. The runs' output is shown
+// when the test fails.
+func newSimRig(t *testing.T, n int, line func(i int) string, file, src string, simArgs ...string) *crashRig {
+	t.Helper()
+	dir := t.TempDir()
+	bin := testenv.PipeBinary(t)
+	sim := testenv.StartSim(t, bin, 2, simArgs...)
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(line(i) + "\n")
+	}
+	writeFile(t, filepath.Join(dir, "prompts.jsonl"), b.String())
+	servers, _ := json.Marshal(sim.URLs)
+	writeFile(t, filepath.Join(dir, file), fmt.Sprintf(src, servers))
+	logf, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := os.ReadFile(logf.Name())
+			t.Logf("runs' output (tail):\n%s", tail(string(out), 6000))
+		}
+		logf.Close()
+	})
+	return &crashRig{t: t, bin: bin, dir: dir, file: file, prompts: n, sim: sim, log: logf}
+}
+
+// killWhenRows kill -9s the run cmd once path holds rows committed rows.
+func (r *crashRig) killWhenRows(cmd *exec.Cmd, path string, rows int) {
+	r.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(readJSONL(r.t, path)) < rows {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("not %d rows in %s within 3 minutes", rows, path)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cmd.Wait()
 }
