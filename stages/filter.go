@@ -45,7 +45,11 @@ for a new attempt instead, as validate-thinking's second_chance does.`,
 			for i, r := range cfg.Rules {
 				reasons[i] = r.Reason
 			}
-			return "rules: " + strings.Join(reasons, ", ")
+			s := "rules: " + strings.Join(reasons, ", ")
+			if len(cfg.SecondChance) > 0 {
+				s += "; second chance: " + strings.Join(cfg.SecondChance, ",")
+			}
+			return s
 		}),
 		Example: `[[stage]]
 id   = "completions"

@@ -105,6 +105,9 @@ counts them from the rows.`,
 			if len(cfg.Disable) > 0 {
 				s += ", off: " + strings.Join(cfg.Disable, ",")
 			}
+			if len(cfg.SecondChance) > 0 {
+				s += ", second chance: " + strings.Join(cfg.SecondChance, ",")
+			}
 			return s
 		}),
 		Example: `[[stage]]
