@@ -473,7 +473,9 @@ func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles boo
 	}
 	if val, ok := ptr.Interface().(config.Validator); ok {
 		for _, err := range val.Validate() {
-			if fe, ok := err.(*config.FieldError); ok {
+			if fe, ok := err.(*config.FieldError); ok && fe.Item > 0 {
+				d.probs = append(d.probs, pipefile.Problem{Pos: d.sd.ElemPosition(fe.Key, fe.Item-1), Stage: d.sd.ID, Kind: d.sd.Kind, Msg: fmt.Sprintf("%s %s", fe.Key, fe.Msg)})
+			} else if ok {
 				d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
 			} else {
 				d.atStage(err)

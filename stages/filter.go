@@ -151,11 +151,11 @@ func (c *FilterConfig) Validate() []error {
 	for i, r := range c.Rules {
 		prog, err := compileRule(r.RejectIf, nil)
 		if err != nil {
-			errs = append(errs, &config.FieldError{Key: "rules", Msg: fmt.Sprintf("#%d (%s): %s", i+1, r.Reason, exprError(err))})
+			errs = append(errs, &config.FieldError{Key: "rules", Item: i + 1, Msg: fmt.Sprintf("#%d (%s): %s", i+1, r.Reason, exprError(err))})
 			continue
 		}
 		if c.Tokenizer == "" && callsTokens(prog) {
-			errs = append(errs, &config.FieldError{Key: "rules", Msg: fmt.Sprintf("#%d (%s): tokens() needs tokenizer = MODEL_DIR (the model directory whose tokenizer counts)", i+1, r.Reason)})
+			errs = append(errs, &config.FieldError{Key: "rules", Item: i + 1, Msg: fmt.Sprintf("#%d (%s): tokens() needs tokenizer = MODEL_DIR (the model directory whose tokenizer counts)", i+1, r.Reason)})
 		}
 	}
 	if c.Tokenizer != "" {

@@ -155,7 +155,7 @@ func (s *mapAssignments) DecodeConfig(raw any) error {
 func (c *MapConfig) Validate() []error {
 	var errs []error
 	at := func(i int, format string, args ...any) {
-		errs = append(errs, &config.FieldError{Key: "set", Msg: fmt.Sprintf("#%d (%s): ", i+1, c.Set[i].Field) + fmt.Sprintf(format, args...)})
+		errs = append(errs, &config.FieldError{Key: "set", Item: i + 1, Msg: fmt.Sprintf("#%d (%s): ", i+1, c.Set[i].Field) + fmt.Sprintf(format, args...)})
 	}
 	for i, a := range c.Set {
 		target, err := parseMapTarget(a.Field)

@@ -61,6 +61,9 @@ type TrainerDefaulter interface {
 type FieldError struct {
 	Key string
 	Msg string
+	// Item, when above 0, is the item (from 1) of the key's array the
+	// problem is in: it is shown where the file writes that item.
+	Item int
 }
 
 func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }

@@ -64,6 +64,8 @@ type StageDecl struct {
 	// Raw holds the kind's own keys (not id, kind, input), interpolated.
 	Raw    map[string]any
 	KeyPos map[string]Pos
+	// ElemPos are where the inline tables of a key's array value open.
+	ElemPos map[string][]Pos
 	// BadKeys are keys whose ${...} could not be expanded (already reported).
 	BadKeys map[string]bool
 	// EmptyEnv lists, per key, the references it used (directly or through
@@ -86,6 +88,15 @@ func (s *StageDecl) PathDir(key, fileDir string) string {
 		return d
 	}
 	return fileDir
+}
+
+// ElemPosition returns where item i (from 0) of key's array value opens,
+// when it is an inline table the file wrote; else where key is set.
+func (s *StageDecl) ElemPosition(key string, i int) Pos {
+	if ps := s.ElemPos[key]; i >= 0 && i < len(ps) {
+		return ps[i]
+	}
+	return s.KeyPosition(key)
 }
 
 // KeyPosition returns where key is set, or the stage header.
@@ -349,7 +360,7 @@ func (fp *fileParser) parseStages() {
 // parseStage reads the i-th [[stage]] table: its id, kind and input, and
 // its other keys, interpolated, for decodeConfig.
 func (fp *fileParser) parseStage(i int, raw map[string]any) *StageDecl {
-	sd := &StageDecl{Pos: fp.pos.stageHeader(i), Raw: map[string]any{}, KeyPos: fp.pos.stageKeys(i), BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{}}
+	sd := &StageDecl{Pos: fp.pos.stageHeader(i), Raw: map[string]any{}, KeyPos: fp.pos.stageKeys(i), ElemPos: fp.pos.stageElems(i), BadKeys: map[string]bool{}, EmptyEnv: map[string][]string{}}
 	// Problems with a stage's id, kind or input are the graph's shape.
 	sprob := func(p Pos, format string, args ...any) {
 		fp.probs = append(fp.probs, Problem{Pos: p, Stage: sd.ID, Msg: fmt.Sprintf(format, args...), Structural: true})
@@ -604,6 +615,7 @@ func (f *File) setStageKey(target, key string, v any, p Pos, in *interpolator, d
 			sd.SetDir[key] = dir
 		}
 		sd.KeyPos[key] = p
+		delete(sd.ElemPos, key) // the file's items are not the --set value's
 		return nil
 	}
 	return fmt.Errorf("no stage %q%s", target, suggest.DidYouMean(target, ids))

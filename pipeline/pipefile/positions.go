@@ -18,6 +18,9 @@ type positions struct {
 type stagePos struct {
 	header Pos
 	keys   map[string]Pos
+	// elems are where each inline table of a key's array value opens
+	// (filter's rules, map's set): a problem of one item is shown there.
+	elems map[string][]Pos
 }
 
 var (
@@ -36,6 +39,8 @@ func scanPositions(file string, src []byte) *positions {
 	atTop := true // no table header yet
 	depth := 0    // open [ or { brackets of a value spanning lines
 	inMulti := "" // `"""` or `'''` while inside a multi-line string
+	var stage *stagePos
+	key := "" // the stage's key whose value is being scanned
 	for i, line := range strings.Split(string(src), "\n") {
 		ln := i + 1
 		if inMulti == "" && depth == 0 {
@@ -44,9 +49,11 @@ func scanPositions(file string, src []byte) *positions {
 				h := Pos{File: file, Line: ln, Col: m[2] + 1}
 				atTop = false
 				if line[m[2]:m[3]] == "[[" && name == "stage" {
-					p.stages = append(p.stages, stagePos{header: h, keys: map[string]Pos{}})
-					cur = p.stages[len(p.stages)-1].keys
+					p.stages = append(p.stages, stagePos{header: h, keys: map[string]Pos{}, elems: map[string][]Pos{}})
+					stage = &p.stages[len(p.stages)-1]
+					cur = stage.keys
 				} else {
+					stage = nil
 					if p.tables[name] == nil {
 						p.tables[name] = map[string]Pos{"": h}
 					}
@@ -67,6 +74,7 @@ func scanPositions(file string, src []byte) *positions {
 				// table sets its key a; at the top, `pipeline.name = "x"`
 				// also sets [pipeline]'s key name.
 				setPos(cur, parts[0], kp)
+				key = parts[0]
 				if len(parts) > 1 && atTop {
 					if p.tables[parts[0]] == nil {
 						p.tables[parts[0]] = map[string]Pos{"": kp}
@@ -75,7 +83,11 @@ func scanPositions(file string, src []byte) *positions {
 				}
 			}
 		}
-		depth, inMulti = scanLine(line, depth, inMulti)
+		depth, inMulti = scanLine(line, depth, inMulti, func(col int) {
+			if stage != nil && key != "" {
+				stage.elems[key] = append(stage.elems[key], Pos{File: file, Line: ln, Col: col + 1})
+			}
+		})
 	}
 	return p
 }
@@ -88,8 +100,9 @@ func setPos(m map[string]Pos, key string, p Pos) {
 }
 
 // scanLine tracks bracket depth and multi-line strings across one line,
-// skipping single-line strings and comments.
-func scanLine(line string, depth int, inMulti string) (int, string) {
+// skipping single-line strings and comments. item, if not nil, is called
+// with the index of each '{' that opens an item of a top-level array.
+func scanLine(line string, depth int, inMulti string, item func(col int)) (int, string) {
 	for i := 0; i < len(line); i++ {
 		if inMulti != "" {
 			if strings.HasPrefix(line[i:], inMulti) {
@@ -112,6 +125,9 @@ func scanLine(line string, depth int, inMulti string) (int, string) {
 			}
 			i = stringEnd(line, i)
 		case '[', '{':
+			if c == '{' && depth == 1 && item != nil {
+				item(i)
+			}
 			depth++
 		case ']', '}':
 			if depth > 0 {
@@ -160,6 +176,13 @@ func (p *positions) stageHeader(i int) Pos {
 		return p.stages[i].header
 	}
 	return Pos{File: p.file}
+}
+
+func (p *positions) stageElems(i int) map[string][]Pos {
+	if i < len(p.stages) {
+		return p.stages[i].elems
+	}
+	return map[string][]Pos{}
 }
 
 func (p *positions) stageKeys(i int) map[string]Pos {
