@@ -28,7 +28,7 @@ rule that is true decides. Records no rule rejects go to "accepted".
 
 The rules are compiled by pipe check, typed against the record: a name the
 record has not, a type that does not fit, or an expression that is not a
-boolean is a problem at the rules key, naming the rule and the column.
+boolean is a problem at the rule's line, naming it and the column.
 
 ` + recordExprHelp + `
 

@@ -50,8 +50,8 @@ the assignments before it set.
 
 The expressions are compiled by pipe check, typed against the record: a
 name the record has not, a value that does not fit its field (prompt.* is
-a string) or a condition that is not a boolean is a problem at the set
-key, naming the assignment and the column.
+a string) or a condition that is not a boolean is a problem at the
+assignment's line, naming it and the column.
 
 ` + recordExprHelp + `
 
