@@ -1,3 +1,5 @@
+//go:build e2e
+
 package stages
 
 import (
@@ -16,7 +18,8 @@ import (
 // what two kinds share lives in files named for what it does (text.go,
 // prompt_lines.go, request_settings.go, early_checks.go, ...), never in
 // one kind's file. Each kind's files are left out of a build of this
-// package in turn (go build -overlay).
+// package in turn (go build -overlay): 13 builds, so it is in the e2e
+// layer.
 func TestEachKindIsItsOwnFiles(t *testing.T) {
 	dir, err := filepath.Abs(".")
 	if err != nil {
