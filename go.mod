@@ -15,6 +15,7 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/creack/pty v1.1.24
 	github.com/dlclark/regexp2 v1.12.0
+	github.com/expr-lang/expr v1.17.8
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -26,11 +27,10 @@ require (
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
 	golang.org/x/text v0.44.0
+	golang.org/x/time v0.16.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0
 )
-
-require github.com/expr-lang/expr v1.17.8 // indirect
 
 require (
 	github.com/VividCortex/ewma v1.2.0 // indirect

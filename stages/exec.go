@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -187,7 +188,7 @@ var scriptExts = []string{".py", ".sh", ".js", ".mjs", ".rb", ".pl", ".lua", ".r
 func scriptArgs(args []string) []string {
 	var out []string
 	for _, a := range args[min(1, len(args)):] {
-		if !strings.HasPrefix(a, "-") && containsString(scriptExts, strings.ToLower(filepath.Ext(a))) {
+		if !strings.HasPrefix(a, "-") && slices.Contains(scriptExts, strings.ToLower(filepath.Ext(a))) {
 			out = append(out, a)
 		}
 	}
@@ -245,15 +246,6 @@ func lookProgram(name, dir string) (string, error) {
 		return "", fmt.Errorf("program %s is not an executable file", termsafe.Line(p))
 	}
 	return p, nil
-}
-
-func containsString(xs []string, x string) bool {
-	for _, y := range xs {
-		if x == y {
-			return true
-		}
-	}
-	return false
 }
 
 // execStage is an exec stage: one program at a time (see execChild), the

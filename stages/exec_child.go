@@ -18,6 +18,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"golang.org/x/time/rate"
 )
 
 // execChild is one start of an exec stage's program: its process, the
@@ -261,16 +262,15 @@ func (s *execStage) died(c *execChild, err error) {
 }
 
 // execLog writes the program's stderr to the run log: line by line, each
-// line cut at maxLine bytes and terminal-safe, at most rate lines a
-// second (burst lines at once) and maxBytes in all; what is over is
-// counted in dropped.
+// line cut at maxLine bytes and terminal-safe, at most 20 lines a second
+// (200 at once: limit) and maxBytes in all; what is over is counted in
+// dropped.
 type execLog struct {
 	w     io.Writer
 	stage string
 
 	mu       sync.Mutex
-	tokens   float64 // lines that may be written now
-	last     time.Time
+	limit    *rate.Limiter
 	written  int64    // bytes of stderr written
 	skipped  int64    // lines dropped since the last one written
 	full     bool     // maxBytes was reached (and said)
@@ -278,13 +278,11 @@ type execLog struct {
 	dropped  atomic.Int64
 	maxLine  int
 	maxBytes int64
-	rate     float64
-	burst    float64
 	now      func() time.Time
 }
 
 func newExecLog(w io.Writer, stage string) *execLog {
-	return &execLog{w: w, stage: stage, maxLine: 1 << 10, maxBytes: 4 << 20, rate: 20, burst: 200, tokens: 200, now: time.Now}
+	return &execLog{w: w, stage: stage, maxLine: 1 << 10, maxBytes: 4 << 20, limit: rate.NewLimiter(20, 200), now: time.Now}
 }
 
 // printf writes a line of pipe's own about the program.
@@ -342,11 +340,6 @@ func (l *execLog) line(pid int, b []byte, cut bool) {
 	if len(l.tail) > 3 {
 		l.tail = l.tail[1:]
 	}
-	now := l.now()
-	if !l.last.IsZero() {
-		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	}
-	l.last = now
 	switch {
 	case l.full:
 		l.dropped.Add(1)
@@ -356,15 +349,14 @@ func (l *execLog) line(pid int, b []byte, cut bool) {
 		l.dropped.Add(1)
 		fmt.Fprintf(l.w, "stage %q: the program's stderr passed %d MiB: further lines are counted (stderr_lines_dropped), not logged\n", l.stage, l.maxBytes>>20)
 		return
-	case l.tokens < 1:
+	case !l.limit.AllowN(l.now(), 1):
 		l.skipped++
 		l.dropped.Add(1)
 		return
 	}
-	l.tokens--
 	l.written += int64(len(b))
 	if l.skipped > 0 {
-		fmt.Fprintf(l.w, "stage %q: %d lines of the program's stderr not logged (over %g lines a second)\n", l.stage, l.skipped, l.rate)
+		fmt.Fprintf(l.w, "stage %q: %d lines of the program's stderr not logged (over %g lines a second)\n", l.stage, l.skipped, float64(l.limit.Limit()))
 		l.skipped = 0
 	}
 	fmt.Fprintf(l.w, "stage %q: program [pid %d]: %s\n", l.stage, pid, text)

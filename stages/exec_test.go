@@ -21,6 +21,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"golang.org/x/time/rate"
 )
 
 // execLogBuffer is a run log the stage's goroutines write to.
@@ -382,7 +383,7 @@ for line in sys.stdin:
 	// A clock that stands still: the burst is all there is.
 	s.log.mu.Lock()
 	s.log.now = func() time.Time { return time.Unix(1, 0) }
-	s.log.burst, s.log.tokens = 13, 13
+	s.log.limit = rate.NewLimiter(20, 13)
 	s.log.mu.Unlock()
 	recs := execRecs(20)
 	if err := processAll(s, recs, newExecVerdicts()); err != nil {
