@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -219,5 +220,45 @@ func BenchmarkFilter(b *testing.B) {
 		if err := p.Process(context.Background(), r, em); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// meta as a reader keeps it (the input line's JSON text) is seen by
+// expressions as values: a string compares as a string, a number as a
+// number; a map that leaves a field as it was keeps the input's spelling.
+func TestExpressionsSeeInputMeta(t *testing.T) {
+	line := []byte(`{"id":"a","source":"web","n":5.0,"messages":[{"role":"user","content":"hi"}]}`)
+	read := func() *record.Record {
+		r, _, prob := promptLine(line, "id", true, true)
+		if prob != nil {
+			t.Fatal(prob.Detail)
+		}
+		return r
+	}
+	p, _ := newFilter(&FilterConfig{Rules: filterRules{{RejectIf: `meta.source == "web" && meta.n > 4`, Reason: "web"}}})
+	f := p.(*filter)
+	if err := f.Open(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	e := newThinkTestEmitter()
+	if err := f.Process(context.Background(), read(), e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.rejected) != 1 || e.rejected[0].Reject.Reason != "web" {
+		t.Fatalf("emitted %v, rejected %v: want rejected as web", e.emitted, e.rejected)
+	}
+
+	m, _ := newMap(&MapConfig{Set: mapAssignments{{Field: "meta.n", Value: `meta.n`}, {Field: "meta.k", Value: `meta.n * 2`}}})
+	if err := m.(*mapStage).Open(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	e = newThinkTestEmitter()
+	if err := m.Process(context.Background(), read(), e); err != nil {
+		t.Fatal(err)
+	}
+	out := e.emitted["out"][0]
+	b, _ := json.Marshal(out.Meta)
+	if string(b) != `{"k":10,"n":5.0,"source":"web"}` {
+		t.Fatalf("meta %s, want n as the input spelled it and k = 10", b)
 	}
 }

@@ -3,7 +3,6 @@ package stages
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -917,24 +916,6 @@ func (g *generate) perRecord(rec *record.Record) (*sglang.PerRequest, *record.Re
 		return nil, nil
 	}
 	return &p, nil
-}
-
-// metaNumber is a meta value as a number: set by a stage (an int or a
-// float64) or read from the input (its JSON text).
-func metaNumber(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case json.RawMessage:
-		var f float64
-		err := json.Unmarshal(n, &f)
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // withPer records what a request set of its own sampling over the

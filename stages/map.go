@@ -433,16 +433,23 @@ func (t mapTarget) set(rec *record.Record, env *recordEnv, v any) (bool, error) 
 		if err := jsonValue(v); err != nil {
 			return false, err
 		}
+		// env.Meta may be rec.Meta or its decoded copy (metaValues):
+		// both change, and a value left as it was keeps the input's
+		// spelling in rec.Meta.
 		old, had := env.Meta[t.name]
 		if v == nil {
 			delete(env.Meta, t.name)
+			delete(rec.Meta, t.name)
 			return had, nil
 		}
 		if had && sameValue(old, v) {
-			return false, nil // the value as the input spelled it stays
+			return false, nil
 		}
 		env.Meta[t.name] = v
-		rec.Meta = env.Meta // envOf made a map for a record without one
+		if rec.Meta == nil {
+			rec.Meta = env.Meta // envOf made a map for a record without one
+		}
+		rec.Meta[t.name] = v
 		return true, nil
 	}
 	s, ok := v.(string)

@@ -94,10 +94,7 @@ type rowEnv struct {
 // envOf is what an expression sees of rec. Its Meta is rec.Meta itself
 // (a new empty map when rec has none).
 func envOf(rec *record.Record) recordEnv {
-	e := recordEnv{ID: rec.ID, Meta: rec.Meta}
-	if e.Meta == nil {
-		e.Meta = map[string]any{}
-	}
+	e := recordEnv{ID: rec.ID, Meta: metaValues(rec.Meta)}
 	e.Prompt.Turns, e.Prompt.Tools = len(rec.Messages), len(rec.Tools)
 	e.Prompt.Messages = make([]messageEnv, len(rec.Messages))
 	for i, m := range rec.Messages {

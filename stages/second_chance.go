@@ -129,17 +129,10 @@ func (s *secondChances) Report() []figure.Figure {
 	return out
 }
 
-// attemptOf is the attempt rec is on: meta.attempt, 1 without it. The
-// value is an int when set in this run and a float64 when read back from
-// a JSON line (a replay).
+// attemptOf is the attempt rec is on: meta.attempt, 1 without it.
 func attemptOf(rec *record.Record) int {
-	switch v := rec.Meta[MetaAttempt].(type) {
-	case int:
-		return v
-	case float64:
-		return int(v)
-	case int64:
-		return int(v)
+	if n, ok := metaNumber(rec.Meta[MetaAttempt]); ok {
+		return int(n)
 	}
 	return 1
 }
