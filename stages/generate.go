@@ -3,6 +3,7 @@ package stages
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -884,13 +885,17 @@ func (g *generate) perRecord(rec *record.Record) (*sglang.PerRequest, *record.Re
 	set := false
 	for _, key := range g.cfg.PerPrompt {
 		v, ok := rec.Meta[key]
-		if !ok {
-			continue
+		if raw, isRaw := v.(json.RawMessage); !ok || v == nil || isRaw && string(raw) == "null" {
+			continue // absent or null: the stage's setting
 		}
 		f, isNum := metaNumber(v)
-		if !isNum || (key == "top_k" || key == "seed") && f != math.Trunc(f) {
-			return nil, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be a number%s, got %s", key,
-				map[bool]string{true: " (an integer)"}[key == "top_k" || key == "seed"], truncate(fmt.Sprint(v), 80))}
+		integer := key == "top_k" || key == "seed"
+		if !isNum || integer && f != math.Trunc(f) {
+			want := "a number"
+			if integer {
+				want = "an integer"
+			}
+			return nil, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be %s, got %s", key, want, metaText(v))}
 		}
 		set = true
 		switch key {

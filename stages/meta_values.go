@@ -3,10 +3,22 @@ package stages
 import (
 	"encoding/json"
 	"maps"
+
+	"github.com/pipe-dev/pipe/internal/termsafe"
 )
 
 // The record's meta as stages read it: set by a stage (Go values) or
 // kept by a reader as the input line's JSON text (json.RawMessage).
+
+// metaText is a meta value for a message: its JSON text, cut and
+// terminal-safe (it comes from an input file).
+func metaText(v any) string {
+	b, ok := v.(json.RawMessage)
+	if !ok {
+		b, _ = json.Marshal(v)
+	}
+	return termsafe.Line(truncate(string(b), 80))
+}
 
 // metaNumber is a meta value as a number: set by a stage (an int or a
 // float64) or read from the input (its JSON text).

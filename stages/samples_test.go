@@ -59,6 +59,7 @@ func TestPerRecordSampling(t *testing.T) {
 		{meta: map[string]any{MetaSample: float64(2), "temperature": json.RawMessage("0.9")}, seed: 8, temp: 0.9},
 		{meta: map[string]any{"top_k": json.RawMessage("20")}, seed: 0, topK: 20},
 		{meta: map[string]any{"temperature": json.RawMessage(`"hot"`)}, bad: true},
+		{meta: map[string]any{"temperature": json.RawMessage(`null`)}, unset: true},
 		{meta: map[string]any{"top_k": 2.5}, bad: true},
 	} {
 		p, rej := g.perRecord(&record.Record{ID: "x", Meta: tc.meta})
@@ -79,6 +80,10 @@ func TestPerRecordSampling(t *testing.T) {
 				t.Errorf("%v: %+v %v", tc.meta, p, rej)
 			}
 		}
+	}
+	if _, rej := g.perRecord(&record.Record{Meta: map[string]any{"temperature": json.RawMessage(`"hot\u001b[2J"`)}}); rej == nil ||
+		rej.Detail != `meta.temperature must be a number, got "hot\u001b[2J"` {
+		t.Errorf("detail %v: want the value's JSON text", rej)
 	}
 	r := g.withPer(map[string]any{"seed": 7, "temperature": 0.6}, &sglang.PerRequest{Seed: &seed})
 	if r["seed"] != 7 || r["temperature"] != 0.6 {

@@ -67,7 +67,7 @@ type secondChances struct {
 	// recovered counts accepted records by the attempt they came from
 	// (meta.attempt ≥ 2): what each extra attempt recovered.
 	recovered map[int]int64
-	any       atomic.Bool
+	seen      atomic.Bool // something was sent or recovered
 }
 
 func newSecondChances(reasons []string) *secondChances {
@@ -92,7 +92,7 @@ func (s *secondChances) reject(out pipeline.Emitter, rec *record.Record, reason,
 	s.mu.Lock()
 	s.sent[reason]++
 	s.mu.Unlock()
-	s.any.Store(true)
+	s.seen.Store(true)
 	return out.Emit(RetryPort, rec)
 }
 
@@ -102,14 +102,14 @@ func (s *secondChances) accepted(rec *record.Record) {
 		s.mu.Lock()
 		s.recovered[a]++
 		s.mu.Unlock()
-		s.any.Store(true)
+		s.seen.Store(true)
 	}
 }
 
 // Report gives the records sent for another attempt, by reason, and the
 // records accepted after one, by attempt.
 func (s *secondChances) Report() []figure.Figure {
-	if !s.any.Load() && len(s.reasons) == 0 {
+	if !s.seen.Load() && len(s.reasons) == 0 {
 		return nil
 	}
 	s.mu.Lock()
