@@ -26,9 +26,12 @@ const RetryPort = "retry"
 // Meta keys a second chance sets on the record it sends: the attempt it
 // goes to (2 for the first second chance) and the reasons of the attempts
 // before, oldest first. Both reach the record's output rows.
+// MetaRetriedTokens sums the output tokens of the completions dropped:
+// GPU time the report counts as decoded, though no row keeps them.
 const (
-	MetaAttempt      = "attempt"
-	MetaRetriedAfter = "retried_after"
+	MetaAttempt       = "attempt"
+	MetaRetriedAfter  = "retried_after"
+	MetaRetriedTokens = "retried_tokens"
 )
 
 // secondChanceOutputs is OutputsUsed for a kind whose config has a
@@ -88,6 +91,10 @@ func (s *secondChances) reject(out pipeline.Emitter, rec *record.Record, reason,
 	}
 	rec.Meta[MetaAttempt] = attempt + 1
 	rec.Meta[MetaRetriedAfter] = append(retriedAfter(rec), reason)
+	if c := rec.Completion; c != nil {
+		before, _ := metaNumber(rec.Meta[MetaRetriedTokens])
+		rec.Meta[MetaRetriedTokens] = int(before) + c.CompletionTokens
+	}
 	rec.Completion, rec.Tokens, rec.Reject = nil, nil, nil
 	s.mu.Lock()
 	s.sent[reason]++

@@ -20,7 +20,7 @@ second_chance = ["empty_answer"]`).(*ValidateThinkingConfig)
 	v := newValidateThinking(cfg)
 	e := newThinkTestEmitter()
 	empty := &record.Record{ID: "a", Meta: map[string]any{"source": "x"},
-		Completion: &record.Completion{Reasoning: "Some reasoning here.", Answer: "", FinishReason: "stop"}}
+		Completion: &record.Completion{Reasoning: "Some reasoning here.", Answer: "", FinishReason: "stop", CompletionTokens: 40}}
 	unclosed := &record.Record{ID: "b", Completion: &record.Completion{Reasoning: "", Answer: "<think>never closed", FinishReason: "stop"}}
 	for _, rec := range []*record.Record{empty, unclosed} {
 		if err := v.Process(context.Background(), rec, e); err != nil {
@@ -34,6 +34,10 @@ second_chance = ["empty_answer"]`).(*ValidateThinkingConfig)
 	r := retried[0]
 	if r.Completion != nil || r.Reject != nil || r.Meta[MetaAttempt] != 2 || !slices.Equal(r.Meta[MetaRetriedAfter].([]string), []string{"empty_answer"}) || r.Meta["source"] != "x" {
 		t.Fatalf("retried record: completion %v, reject %v, meta %v", r.Completion, r.Reject, r.Meta)
+	}
+
+	if r.Meta[MetaRetriedTokens] != 40 {
+		t.Fatalf("meta.retried_tokens %v, want the dropped completion's 40", r.Meta[MetaRetriedTokens])
 	}
 
 	// The same record, read back from a JSON line after its second attempt

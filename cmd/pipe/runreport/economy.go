@@ -80,7 +80,7 @@ func (e *economy) keep(x *row) {
 		h = commitlog.Hash(x.id)
 	}
 	if x.hasCompletion && (!e.dedupe || e.seen.Add(h)) {
-		e.decoded += int64(x.completionTokens)
+		e.decoded += int64(x.completionTokens + x.retriedTokens)
 		e.kept.add(x.completionTokens)
 		if x.cutAtLength {
 			e.atLength++
@@ -96,7 +96,7 @@ func (e *economy) keep(x *row) {
 // counts a rejection kept in two places once).
 func (e *economy) reject(x *row) {
 	if x.hasCompletion {
-		e.decoded += int64(x.completionTokens)
+		e.decoded += int64(x.completionTokens + x.retriedTokens)
 		e.rejected.add(x.completionTokens)
 	}
 }

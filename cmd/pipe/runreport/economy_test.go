@@ -187,3 +187,14 @@ func TestMaskEnd(t *testing.T) {
 		}
 	}
 }
+
+// A row a second chance made also counts what its dropped attempts
+// decoded (meta.retried_tokens): GPU time no row keeps.
+func TestEconomyCountsDroppedAttempts(t *testing.T) {
+	e := newEconomy(0, 1)
+	e.keep(&row{id: "a", hasCompletion: true, completionTokens: 10, retriedTokens: 25, hasTokens: true, lossTokens: 10})
+	e.reject(&row{id: "b", hasCompletion: true, completionTokens: 5, retriedTokens: 7, rejectReason: "empty_answer"})
+	if got := e.result(); got.Decoded != 10+25+5+7 || got.Trained != 10 {
+		t.Fatalf("decoded %d (want 47), trained %d (want 10)", got.Decoded, got.Trained)
+	}
+}

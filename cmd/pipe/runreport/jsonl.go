@@ -51,6 +51,7 @@ type jsonlLine struct {
 	Meta *struct {
 		CutAtLength bool `json:"cut_at_length"`
 		Attempt     int  `json:"attempt"`
+		Retried     int  `json:"retried_tokens"`
 	} `json:"meta"`
 	Reject  *record.Rejection `json:"reject"`
 	Failure *record.Failure   `json:"failure"`
@@ -393,7 +394,7 @@ func (p *lineParser) line(line []byte, x *row) error {
 	}
 	x.cutAtLength = l.Meta != nil && l.Meta.CutAtLength
 	if l.Meta != nil {
-		x.attempt = l.Meta.Attempt
+		x.attempt, x.retriedTokens = l.Meta.Attempt, l.Meta.Retried
 	}
 	x.setVerdict(l.Reject, l.Failure)
 	return nil

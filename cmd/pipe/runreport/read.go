@@ -48,7 +48,10 @@ type row struct {
 	cutAtLength bool
 	// attempt is meta.attempt: 2 and up for a row a second chance made
 	// (validate-thinking's or filter's second_chance), 0 otherwise.
-	attempt           int
+	attempt int
+	// retriedTokens is meta.retried_tokens: what the attempts before
+	// this row's decoded and no row keeps.
+	retriedTokens     int
 	rejectStage       string
 	rejectReason      string
 	failStage, failed string
@@ -62,9 +65,13 @@ const cutAtLengthKey = "cut_at_length"
 // is on (stages.MetaAttempt).
 const attemptKey = "attempt"
 
-// metaAttempt is a meta.attempt value as an int: set in the run (an int)
+// retriedTokensKey is the meta key a second chance sums the dropped
+// completions' output tokens in (stages.MetaRetriedTokens).
+const retriedTokensKey = "retried_tokens"
+
+// metaInt is a meta value as an int (meta.attempt, meta.retried_tokens): set in the run (an int)
 // or read back from JSON (a float64).
-func metaAttempt(v any) int {
+func metaInt(v any) int {
 	switch n := v.(type) {
 	case int:
 		return n
@@ -389,7 +396,8 @@ func (rd *reader) rowOf(rec *record.Record) *row {
 		}
 	}
 	x.cutAtLength, _ = rec.Meta[cutAtLengthKey].(bool)
-	x.attempt = metaAttempt(rec.Meta[attemptKey])
+	x.attempt = metaInt(rec.Meta[attemptKey])
+	x.retriedTokens = metaInt(rec.Meta[retriedTokensKey])
 	x.setVerdict(rec.Reject, rec.Failure)
 	return x
 }
@@ -492,9 +500,10 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 			var m struct {
 				CutAtLength bool `json:"cut_at_length"`
 				Attempt     int  `json:"attempt"`
+				Retried     int  `json:"retried_tokens"`
 			}
 			_ = json.Unmarshal([]byte(meta), &m) // a bad meta column only loses the marks
-			x.cutAtLength, x.attempt = m.CutAtLength, m.Attempt
+			x.cutAtLength, x.attempt, x.retriedTokens = m.CutAtLength, m.Attempt, m.Retried
 		}
 		x.rejectStage, _ = str(arrowrow.ColRejectStage, i)
 		x.rejectReason, _ = str(arrowrow.ColRejectReason, i)
