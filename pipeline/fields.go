@@ -23,7 +23,7 @@ type fieldInfo struct {
 	Min, Max *float64
 	Enum     []string
 	Required bool
-	Path     string // "", "in", "indir", "inany", "out", "dir"
+	Path     string // "", "in", "indir", "inany", "rundir", "out", "dir"
 	// Contains lists files an "indir" directory must hold (tag `contains:"a,b"`).
 	Contains []string
 	// Op marks an operational key (tag `op:"true"`): how the run goes, not

@@ -14,7 +14,7 @@ import (
 type PathUse struct {
 	Stage, Key string
 	Kind       string // the stage's kind; "" for the run directory
-	Mode       string // "in", "indir", "out", "dir", or "run_dir"
+	Mode       string // "in", "indir", "inany", "rundir", "out", "dir", or "run_dir"
 	Path       string // absolute
 	Pos        pipefile.Pos
 }

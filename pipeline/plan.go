@@ -13,6 +13,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 )
 
 // Plan is a checked pipeline: every stage's config decoded and validated, the
@@ -672,14 +673,15 @@ func resolvePaths(v reflect.Value, dir, mode string, contains []string, check bo
 		p = filepath.Join(dir, p)
 	}
 	v.SetString(p)
-	if !check || (mode != "in" && mode != "indir" && mode != "inany") {
+	if !check || (mode != "in" && mode != "indir" && mode != "inany" && mode != "rundir") {
 		return nil
 	}
 	return checkInputPath(p, mode, contains)
 }
 
 // checkInputPath checks that input path p exists and is what mode wants
-// (in: a file, indir: a directory holding each of contains, inany: either).
+// (in: a file, indir: a directory holding each of contains, inany: either,
+// rundir: a run directory that kept journals).
 func checkInputPath(p, mode string, contains []string) error {
 	st, err := os.Stat(p)
 	switch {
@@ -689,8 +691,12 @@ func checkInputPath(p, mode string, contains []string) error {
 		return nil
 	case mode == "in" && st.IsDir():
 		return fmt.Errorf("%s is a directory, want a file", p)
-	case mode == "indir" && !st.IsDir():
+	case (mode == "indir" || mode == "rundir") && !st.IsDir():
 		return fmt.Errorf("%s is a file, want a directory", p)
+	case mode == "rundir":
+		if _, err := os.Stat(layout.JournalDir(p)); err != nil {
+			return fmt.Errorf("%s is not a run directory with journals: it has no %s", p, filepath.Base(layout.JournalDir(p)))
+		}
 	}
 	for _, name := range contains {
 		if _, err := os.Stat(filepath.Join(p, name)); err != nil {

@@ -20,9 +20,10 @@ type Spec struct {
 	// set by Register from New's type: a spec leaves it unset. Its
 	// exported fields carry `toml:"key"` tags and optionally `default:"…"`,
 	// `doc:"…"`, `min:"…"`, `max:"…"`, `enum:"a|b"`, `required:"true"`,
-	// `path:"in|indir|out|dir"` (resolved against the pipeline file; "in" is
-	// an existing file, "indir" an existing directory, "inany" either, "out" a file and "dir"
-	// a directory the run creates); with "indir", `contains:"a.json,b"`
+	// `path:"in|indir|inany|rundir|out|dir"` (resolved against the pipeline
+	// file; "in" is an existing file, "indir" an existing directory, "inany"
+	// either, "rundir" an existing run directory with journals, "out" a file
+	// and "dir" a directory the run creates); with "indir", `contains:"a.json,b"`
 	// names files the directory must hold; `op:"true"` marks an operational
 	// key (servers, timeouts, input limits: how the run goes, not what data
 	// it makes), which a resume may change (see PlanStage.Settings). A config

@@ -58,7 +58,7 @@ path  = "out/good.jsonl"
 // ReadJournalConfig configures read-journal.
 type ReadJournalConfig struct {
 	// RunDir is the run directory whose journal is read. Required.
-	RunDir string `toml:"run_dir" op:"true" required:"true" path:"indir" contains:"journal" doc:"the run directory whose journal is read (relative to the pipeline file)"`
+	RunDir string `toml:"run_dir" op:"true" required:"true" path:"rundir" doc:"the run directory whose journal is read (relative to the pipeline file)"`
 	// Stage is the id of the journaled stage in that run. Required.
 	Stage string `toml:"stage" required:"true" doc:"the id of the stage in that run whose journal is read (e.g. gen)"`
 }

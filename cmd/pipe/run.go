@@ -455,7 +455,7 @@ func dryRunStages(ctx context.Context, w io.Writer, plan *pipeline.Plan) (failed
 func describePath(u pipeline.PathUse) string {
 	st, err := os.Stat(u.Path)
 	switch u.Mode {
-	case "in", "indir", "inany":
+	case "in", "indir", "inany", "rundir":
 		if err == nil && !st.IsDir() {
 			return "input, " + numfmt.Bytes(st.Size())
 		}
