@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 )
 
 // Every kind documents itself, and its example is a pipeline that passes the
@@ -90,12 +91,16 @@ func createInputs(t *testing.T, f *pipefile.File, reg *pipeline.Registry) {
 			sf := rt.Field(i)
 			mode := sf.Tag.Get("path")
 			raw, ok := sd.Raw[sf.Tag.Get("toml")].(string)
-			if !ok || (mode != "in" && mode != "indir" && mode != "inany") {
+			if !ok || (mode != "in" && mode != "indir" && mode != "inany" && mode != "rundir") {
 				continue
 			}
 			p := raw
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(f.Dir, p)
+			}
+			if mode == "rundir" {
+				os.MkdirAll(layout.JournalDir(p), 0o755)
+				continue
 			}
 			if mode == "indir" {
 				os.MkdirAll(p, 0o755)
