@@ -5,8 +5,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -41,9 +44,13 @@ func TestStopAndResumeMakesFullShards(t *testing.T) {
 			t.Fatalf("not done after %d stopped runs: %v", run, perRun)
 		}
 		cmd := r.start()
-		stop := time.AfterFunc(2*time.Second, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) })
+		// Stopped once this run has committed a shard of its own, rather
+		// than after a time: a loaded machine may not have started the
+		// run (or installed its signal handling) within any fixed time,
+		// and every run makes progress, so the loop ends.
+		stopped, quit := stopAfterNewShard(cmd, dir, seen)
 		r.wait(cmd, time.Minute)
-		stopped := stop.Stop() == false
+		quit()
 		code := exitCode(cmd)
 		m, err := filecommit.ReadManifest(dir)
 		if err != nil || m == nil {
@@ -61,8 +68,8 @@ func TestStopAndResumeMakesFullShards(t *testing.T) {
 		if code == 0 {
 			break
 		}
-		if !stopped || code != exitInterrupted {
-			t.Fatalf("run %d: exit %d (stopped by SIGTERM: %v), want %d", run, code, stopped, exitInterrupted)
+		if !stopped.Load() || code != exitInterrupted {
+			t.Fatalf("run %d: exit %d (stopped by SIGTERM: %v), want %d", run, code, stopped.Load(), exitInterrupted)
 		}
 	}
 	t.Logf("shards per run (rows): %v", perRun)
@@ -80,4 +87,30 @@ func TestStopAndResumeMakesFullShards(t *testing.T) {
 		}
 	}
 	r.check()
+}
+
+// stopAfterNewShard sends the run's process group SIGTERM once the
+// manifest in dir lists more than seen shards, and says whether it did.
+// quit stops the looking; call it once the process has exited.
+func stopAfterNewShard(cmd *exec.Cmd, dir string, seen int) (sent *atomic.Bool, quit func()) {
+	sent = new(atomic.Bool)
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if m, err := filecommit.ReadManifest(dir); err == nil && m != nil && len(m.Shards) > seen {
+				sent.Store(true)
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return sent, func() { once.Do(func() { close(done) }) }
 }
