@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -673,10 +674,20 @@ func resolvePaths(v reflect.Value, dir, mode string, contains []string, check bo
 		p = filepath.Join(dir, p)
 	}
 	v.SetString(p)
-	if !check || (mode != "in" && mode != "indir" && mode != "inany" && mode != "rundir") {
+	if !check || !IsInputMode(mode) {
 		return nil
 	}
 	return checkInputPath(p, mode, contains)
+}
+
+// IsInputMode says whether a `path:"…"` mode names a path the run reads
+// (in, indir, inany, rundir), which must exist before it starts.
+func IsInputMode(mode string) bool {
+	switch mode {
+	case "in", "indir", "inany", "rundir":
+		return true
+	}
+	return false
 }
 
 // checkInputPath checks that input path p exists and is what mode wants
@@ -694,8 +705,11 @@ func checkInputPath(p, mode string, contains []string) error {
 	case (mode == "indir" || mode == "rundir") && !st.IsDir():
 		return fmt.Errorf("%s is a file, want a directory", p)
 	case mode == "rundir":
-		if _, err := os.Stat(layout.JournalDir(p)); err != nil {
-			return fmt.Errorf("%s is not a run directory with journals: it has no %s", p, filepath.Base(layout.JournalDir(p)))
+		journals := layout.JournalDir(p)
+		if _, err := os.Stat(journals); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s is not a run directory with journals: it has no %s", p, filepath.Base(journals))
+		} else if err != nil {
+			return fmt.Errorf("%s: %s", journals, pipefile.DescribeReadError(err))
 		}
 	}
 	for _, name := range contains {

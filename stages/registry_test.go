@@ -91,7 +91,7 @@ func createInputs(t *testing.T, f *pipefile.File, reg *pipeline.Registry) {
 			sf := rt.Field(i)
 			mode := sf.Tag.Get("path")
 			raw, ok := sd.Raw[sf.Tag.Get("toml")].(string)
-			if !ok || (mode != "in" && mode != "indir" && mode != "inany" && mode != "rundir") {
+			if !ok || !pipeline.IsInputMode(mode) {
 				continue
 			}
 			p := raw

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -111,6 +110,5 @@ func stopAfterNewShard(cmd *exec.Cmd, dir string, seen int) (sent *atomic.Bool, 
 			}
 		}
 	}()
-	var once sync.Once
-	return sent, func() { once.Do(func() { close(done) }) }
+	return sent, func() { close(done) }
 }

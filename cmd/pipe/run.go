@@ -454,13 +454,13 @@ func dryRunStages(ctx context.Context, w io.Writer, plan *pipeline.Plan) (failed
 
 func describePath(u pipeline.PathUse) string {
 	st, err := os.Stat(u.Path)
-	switch u.Mode {
-	case "in", "indir", "inany", "rundir":
+	if pipeline.IsInputMode(u.Mode) {
 		if err == nil && !st.IsDir() {
 			return "input, " + numfmt.Bytes(st.Size())
 		}
 		return "input"
-	case "out":
+	}
+	if u.Mode == "out" {
 		switch {
 		case err != nil:
 			return "output, will be created"
@@ -468,12 +468,11 @@ func describePath(u pipeline.PathUse) string {
 			return fmt.Sprintf("output, %s committed; continued", numfmt.Bytes(st.Size()))
 		}
 		return fmt.Sprintf("output; the existing %s file, not written by pipe, will be kept as PATH.prev-TIME", numfmt.Bytes(st.Size()))
-	default:
-		if err == nil {
-			return "directory, exists"
-		}
-		return "directory, will be created"
 	}
+	if err == nil {
+		return "directory, exists"
+	}
+	return "directory, will be created"
 }
 
 // stopGrace is how long the second Ctrl-C waits for stages to stop before
