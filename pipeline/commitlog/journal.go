@@ -42,6 +42,9 @@ type Journal struct {
 	cut    int64
 	adopt  int
 	broken error
+	// lost: the ids, not finished, whose entries Open found damaged and
+	// could not keep (they are generated again).
+	lost map[uint64]bool
 }
 
 // JournalOptions say where a journal lives and when its segments go.
@@ -91,7 +94,7 @@ func OpenJournal(o JournalOptions) (*Journal, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	j := &Journal{opts: o, live: map[uint64]*segment{}}
+	j := &Journal{opts: o, live: map[uint64]*segment{}, lost: map[uint64]bool{}}
 	listed, err := j.readListing()
 	if err != nil {
 		j.warns = append(j.warns, fmt.Sprintf("%s is unreadable (%v): what was removed by hand cannot be told", o.Listing, err))
@@ -119,6 +122,14 @@ func OpenJournal(o JournalOptions) (*Journal, error) {
 	for _, p := range paths {
 		name := j.listedName(p)
 		present[name] = true
+		w, err := j.repair(p)
+		if w != "" {
+			j.warns = append(j.warns, w)
+		}
+		if err != nil {
+			j.setAside(p, name, err)
+			continue
+		}
 		l, err := OpenLookup(p, o.IDOf)
 		if err != nil {
 			j.setAside(p, name, err)
@@ -281,6 +292,10 @@ func removeIfThere(path string) error {
 	}
 	return nil
 }
+
+// Lost reports whether Open found id's entry damaged and could not keep
+// it: a record of id that reaches the stage now is done again.
+func (j *Journal) Lost(id string) bool { return j.lost[Hash(id)] }
 
 // Warnings are what Open found removed or damaged by hand.
 func (j *Journal) Warnings() []string { return j.warns }

@@ -3,6 +3,9 @@ package commitlog
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/crc32"
+	"strconv"
 
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
@@ -10,6 +13,16 @@ import (
 // JournalEntry is one line of an expensive stage's journal: a record the
 // stage sent out, and on which port. The engine writes it; a replay
 // (read-journal), pipe inspect and the engine's recovery read it.
+//
+// A line carries a checksum of its bytes as its first member:
+//
+//	{"crc":"1f2e3d4c","port":"out","record":{...}}
+//
+// The CRC-32C (Castagnoli) covers every byte after `{"crc":"XXXXXXXX",`.
+// A line without it (written before pipe kept checksums) is read as it
+// is. A line whose checksum does not match was changed after it was
+// written (a bad sector, a torn page, a hand): it is damaged, even when
+// it still parses.
 type JournalEntry struct {
 	Port   string         `json:"port"`
 	Record *record.Record `json:"record"`
@@ -19,8 +32,62 @@ type JournalEntry struct {
 // record id.
 var ErrNotJournalEntry = errors.New(`not a journal entry (want {"port", "record"} with a record id)`)
 
-// ParseJournalEntry reads a journal line.
+// ErrJournalChecksum is a line whose bytes do not match its checksum.
+var ErrJournalChecksum = errors.New("its checksum does not match its bytes (changed after it was written)")
+
+// crcPrefix is what a checksummed line starts with; the 8 hex digits of
+// the checksum follow, then `",`, then the checksummed bytes.
+const (
+	crcPrefix   = `{"crc":"`
+	crcHeadSize = len(crcPrefix) + 8 + 2
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// AppendJournalEntry appends e's line (without a newline) to dst, its
+// checksum first.
+func AppendJournalEntry(dst []byte, e JournalEntry) ([]byte, error) {
+	// The entry's JSON goes after a head of the checksum's size; its
+	// opening brace becomes the comma after the checksum, so the line is
+	// one JSON object and no byte is copied.
+	head := len(dst)
+	dst = append(dst, crcPrefix+`00000000"`...)
+	out, err := record.AppendJSON(dst, e)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) < crcHeadSize || out[crcHeadSize-1] != '{' {
+		return nil, fmt.Errorf("journal entry of %q: its JSON is not an object", e.Record.ID)
+	}
+	out[head+crcHeadSize-1] = ','
+	sum := crc32.Checksum(out[head+crcHeadSize:], castagnoli)
+	var hex [9]byte
+	strconv.AppendUint(hex[:0], uint64(sum)|1<<32, 16) // 9 digits: the first is the 1
+	copy(out[head+len(crcPrefix):], hex[1:])
+	return out, nil
+}
+
+// CheckJournalLine reports whether line carries a checksum and, when it
+// does, returns ErrJournalChecksum if the checksum does not match.
+func CheckJournalLine(line []byte) (checked bool, err error) {
+	if len(line) < crcHeadSize || string(line[:len(crcPrefix)]) != crcPrefix {
+		return false, nil
+	}
+	if line[crcHeadSize-2] != '"' || line[crcHeadSize-1] != ',' {
+		return true, ErrJournalChecksum
+	}
+	want, perr := strconv.ParseUint(string(line[len(crcPrefix):crcHeadSize-2]), 16, 32)
+	if perr != nil || uint32(want) != crc32.Checksum(line[crcHeadSize:], castagnoli) {
+		return true, ErrJournalChecksum
+	}
+	return true, nil
+}
+
+// ParseJournalEntry reads a journal line, checking its checksum.
 func ParseJournalEntry(line []byte) (*JournalEntry, error) {
+	if _, err := CheckJournalLine(line); err != nil {
+		return nil, err
+	}
 	var e JournalEntry
 	if err := json.Unmarshal(line, &e); err != nil || e.Record == nil || e.Record.ID == "" {
 		return nil, ErrNotJournalEntry
@@ -29,8 +96,12 @@ func ParseJournalEntry(line []byte) (*JournalEntry, error) {
 }
 
 // JournalEntryID reads only the record id of a journal line (the
-// journal's recovery reads every line's; the record is not decoded).
+// journal's recovery reads every line's; the record is not decoded),
+// checking its checksum.
 func JournalEntryID(line []byte) (string, error) {
+	if _, err := CheckJournalLine(line); err != nil {
+		return "", err
+	}
 	var e struct {
 		Record *struct {
 			ID *string `json:"id"`

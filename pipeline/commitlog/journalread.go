@@ -1,8 +1,6 @@
 package commitlog
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,29 +36,12 @@ func EachCommitted(path string, fn func(n int, line []byte) error) error {
 		return err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(io.LimitReader(f, size), 1<<20)
-	for n := 1; ; n++ {
-		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: gather it whole.
-			long := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = r.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
+	n := 0
+	return eachLine(io.LimitReader(f, size), func(_ int64, line []byte, whole bool) error {
+		n++
+		if !whole {
+			return fmt.Errorf("%s: committed data ends inside line %d (the index says %d bytes)", path, n, size)
 		}
-		if err == io.EOF {
-			if len(line) > 0 {
-				return fmt.Errorf("%s: committed data ends inside line %d (the index says %d bytes)", path, n, size)
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := fn(n, line[:len(line)-1]); err != nil {
-			return err
-		}
-	}
+		return fn(n, line)
+	})
 }

@@ -241,7 +241,10 @@ const appendKeep = 1 << 20
 // Append writes one line (without its newline) for the record id, in one
 // write, so a process killed right after leaves it whole in the file. It is
 // pending until the next Commit.
-func (l *Log) Append(id string, line []byte) error {
+func (l *Log) Append(id string, line []byte) error { return l.appendHashed(Hash(id), line) }
+
+// appendHashed is Append for a line whose id's hash is known.
+func (l *Log) appendHashed(h uint64, line []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.broken != nil {
@@ -260,7 +263,7 @@ func (l *Log) Append(id string, line []byte) error {
 		return l.fail(err)
 	}
 	l.size += int64(len(buf))
-	l.pendHashes = append(l.pendHashes, Hash(id))
+	l.pendHashes = append(l.pendHashes, h)
 	l.pendEnds = append(l.pendEnds, l.size)
 	return nil
 }

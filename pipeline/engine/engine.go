@@ -144,9 +144,12 @@ type node struct {
 
 	in, out, rejected, failed, skipped atomic.Int64
 	abandoned, replayed                atomic.Int64
-	reasonsMu                          sync.Mutex
-	reasons, skips                     map[string]int64
-	failedSelf                         atomic.Bool
+	// redone counts records whose journal entry was damaged (set aside at
+	// Open, or unreadable when looked up): done again.
+	redone         atomic.Int64
+	reasonsMu      sync.Mutex
+	reasons, skips map[string]int64
+	failedSelf     atomic.Bool
 	// finishedBy, for a source, is the only stage reading its first port
 	// when that stage drops finished ids (Spec.DropsFinished).
 	finishedBy *node
@@ -765,12 +768,21 @@ func finishedDropped(ps *pipeline.PlanStage) bool {
 // committed it).
 func (e *engine) replay(n *node, rec *record.Record, em *emitter) (bool, error) {
 	line, ok, err := n.journal.Lookup(rec.ID)
-	if err != nil || !ok {
-		return false, err
+	if err != nil {
+		// A segment that cannot be read loses its entries, not the run.
+		e.journalDamaged(n, rec.ID, err)
+		return false, nil
+	}
+	if !ok {
+		if n.journal.Lost(rec.ID) {
+			n.redone.Add(1)
+		}
+		return false, nil
 	}
 	je, err := commitlog.ParseJournalEntry(line)
 	if err != nil {
-		return false, fmt.Errorf("journal %s: entry of %q is damaged: %v", n.journal.Path(), rec.ID, err)
+		e.journalDamaged(n, rec.ID, err)
+		return false, nil
 	}
 	em.replaying = true
 	n.replayed.Add(1)
@@ -779,6 +791,20 @@ func (e *engine) replay(n *node, rec *record.Record, em *emitter) (bool, error) 
 		return true, em.Reject(out, out.Reject.Reason, out.Reject.Detail)
 	}
 	return true, em.Emit(je.Port, out)
+}
+
+// journalDamaged notes an entry found damaged when it was to be replayed
+// (Open reads whole only the segments holding unfinished ids; a kept
+// segment, or one damaged while the run goes, is found here): the record
+// is done again. The first few are named on the terminal, every one in the
+// run log.
+func (e *engine) journalDamaged(n *node, id string, err error) {
+	k := n.redone.Add(1)
+	msg := fmt.Sprintf("journal %s: the entry of %q is damaged (%v): it is done again (generated again, at full cost)", n.journal.Path(), id, err)
+	fmt.Fprintf(e.opts.Log, "stage %q: %s\n", n.ps.ID(), msg)
+	if k <= 3 {
+		fmt.Fprintf(e.opts.Notice, "pipe: warning: stage %q: %s\n", n.ps.ID(), msg)
+	}
 }
 
 // maxPending is how many records a sink that commits at every round may
@@ -1032,7 +1058,7 @@ func (e *engine) summary() *Summary {
 		ss := StageSummary{
 			StageCounts: StageCounts{ID: n.ps.ID(), Kind: n.ps.Spec.Kind,
 				In: n.in.Load(), Out: n.out.Load(), Rejected: n.rejected.Load(), Failed: n.failed.Load(),
-				Skipped: n.skipped.Load()},
+				Skipped: n.skipped.Load(), Redone: n.redone.Load()},
 			Abandoned: n.abandoned.Load(), NotStarted: n.notStarted.Load(), Replayed: n.replayed.Load(),
 		}
 		n.reasonsMu.Lock()
@@ -1116,7 +1142,7 @@ func (em *emitter) journal(port string, rec *record.Record) error {
 	// the buffer is free after it.
 	buf := journalBufs.Get().(*[]byte)
 	defer journalBufs.Put(buf)
-	line, err := record.AppendJSON(*buf, commitlog.JournalEntry{Port: port, Record: rec})
+	line, err := commitlog.AppendJournalEntry((*buf)[:0], commitlog.JournalEntry{Port: port, Record: rec})
 	if err != nil {
 		return fmt.Errorf("journal: encoding record %q: %w", rec.ID, err)
 	}

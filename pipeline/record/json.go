@@ -22,7 +22,7 @@ import (
 func AppendJSON(dst []byte, v any) ([]byte, error) {
 	w := jsonWriters.Get().(*jsonWriter)
 	defer w.release()
-	w.buf = *bytes.NewBuffer(dst[:0])
+	w.buf = *bytes.NewBuffer(dst) // its contents stay; writes go after them
 	if err := w.value(reflect.ValueOf(v)); err != nil {
 		return nil, err
 	}

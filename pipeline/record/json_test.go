@@ -171,11 +171,17 @@ func TestAppendJSONIsMarshal(t *testing.T) {
 	for round := range 3000 {
 		v := cases[round%len(cases)]()
 		want, werr := json.Marshal(v)
-		got, err := AppendJSON(dst, v)
+		got, err := AppendJSON(dst[:0], v)
 		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
 			t.Fatalf("round %d (%T): AppendJSON\n %s (%v)\njson.Marshal\n %s (%v)", round, v, got, err, want, werr)
 		}
-		dst = got
+		if err == nil {
+			dst = got
+		}
+	}
+	// It appends: what dst held stays in front.
+	if got, err := AppendJSON([]byte("head:"), []int{1, 2}); err != nil || string(got) != "head:[1,2]" {
+		t.Errorf("AppendJSON after a head = %q, %v; want \"head:[1,2]\"", got, err)
 	}
 }
 

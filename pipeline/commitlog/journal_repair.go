@@ -1,0 +1,284 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// A journal segment that a restart may replay from is read whole before it
+// is trusted: every line must be a journal entry (its checksum matching,
+// see JournalEntry) and the committed lines must be the index's entries,
+// in order. A segment that is not is damaged (a bad sector, a torn page, a
+// cut or a copied block): its readable entries are written into a new
+// segment of the same name, the damaged file is kept aside, and the
+// prompts whose entries were lost are generated again. Damage never stops
+// a start.
+
+// indexEntries reads the entries of the index at path as they are, a torn
+// last entry left out: the hashes and line ends in order.
+func indexEntries(path string) (hashes []uint64, ends []int64, err error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(raw) < len(indexMagic) || string(raw[:len(indexMagic)]) != indexMagic {
+		return nil, nil, errors.New("not a commit index (bad header)")
+	}
+	body := raw[len(indexMagic):]
+	for i := 0; i+entrySize <= len(body); i += entrySize {
+		hashes = append(hashes, binary.LittleEndian.Uint64(body[i:]))
+		ends = append(ends, int64(binary.LittleEndian.Uint64(body[i+8:])))
+	}
+	return hashes, ends, nil
+}
+
+// goodLine is a line of a segment that reads as a journal entry.
+type goodLine struct {
+	start, end int64 // end: past its newline
+	hash       uint64
+}
+
+// damagedSpan is a run of bytes of a segment that do not read as journal
+// entries, and the ids of the entries around it ("" at an end).
+type damagedSpan struct {
+	from, to      int64
+	before, after string
+}
+
+// segmentScan is what reading a segment whole found.
+type segmentScan struct {
+	good    []goodLine
+	damaged []damagedSpan
+	// torn is the bytes of a last line without its newline: a write a
+	// killed process left unfinished, cut as usual, not damage.
+	torn int64
+	// indexed: the index's entries are the first good lines, in order.
+	indexed bool
+	size    int64
+}
+
+// intact reports whether the segment can be opened as it is.
+func (s *segmentScan) intact() bool { return len(s.damaged) == 0 && s.indexed }
+
+// scanSegment reads the data file at path whole and compares its lines
+// with the index's entries.
+func scanSegment(path string, idOf IDFunc, hashes []uint64, ends []int64) (*segmentScan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := &segmentScan{indexed: true}
+	var prevID string
+	var open *damagedSpan // the span being read, if any
+	err = eachLine(f, func(off int64, line []byte, whole bool) error {
+		end := off + int64(len(line))
+		if whole {
+			end++
+		}
+		sc.size = end
+		var id string
+		ok := whole
+		if ok {
+			var err error
+			id, err = idOf(line)
+			ok = err == nil && id != ""
+		}
+		if !ok && !whole && open == nil {
+			sc.torn = end - off
+			return nil
+		}
+		if !ok {
+			if open == nil {
+				sc.damaged = append(sc.damaged, damagedSpan{from: off, before: prevID})
+				open = &sc.damaged[len(sc.damaged)-1]
+			}
+			open.to = end
+			return nil
+		}
+		if open != nil {
+			open.after = id
+			open = nil
+		}
+		prevID = id
+		g := goodLine{start: off, end: end, hash: Hash(id)}
+		if n := len(sc.good); n < len(ends) && (ends[n] != g.end || hashes[n] != g.hash) {
+			sc.indexed = false
+		}
+		sc.good = append(sc.good, g)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(sc.good) < len(ends) {
+		sc.indexed = false // the index names lines the file no longer has
+	}
+	return sc, nil
+}
+
+// repair reads the segment at path whole when it holds a prompt that is
+// not finished (or anything past its index, or an index that cannot be
+// read), and rewrites it from its readable entries when it is damaged. It
+// returns the warning that names what was set aside and lost ("" when the
+// segment was intact), and records the lost ids in j.lost. An error means
+// the segment could not be read or rewritten at all.
+func (j *Journal) repair(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	hashes, ends, ierr := indexEntries(IndexPath(path))
+	if errors.Is(ierr, os.ErrNotExist) && st.Size() == 0 {
+		return "", nil // a new segment
+	}
+	need := ierr != nil
+	if n := len(ends); n > 0 && ends[n-1] != st.Size() || n == 0 && st.Size() > 0 {
+		need = true // lines past the index (or a file cut short)
+	}
+	for _, h := range hashes {
+		need = need || !j.opts.Done(h)
+	}
+	if !need {
+		return "", nil
+	}
+	sc, err := scanSegment(path, j.opts.IDOf, hashes, ends)
+	if err != nil {
+		return "", err
+	}
+	if ierr == nil && sc.intact() {
+		return "", nil
+	}
+	aside, err := j.rewrite(path, sc)
+	if err != nil {
+		return "", err
+	}
+	kept := map[uint64]bool{}
+	for _, g := range sc.good {
+		kept[g.hash] = true
+	}
+	var lostFinished, lostOpen int
+	for _, h := range hashes {
+		switch {
+		case kept[h]:
+		case j.opts.Done(h):
+			lostFinished++
+		case !j.lost[h]:
+			j.lost[h] = true
+			lostOpen++
+		}
+	}
+	var why []string
+	switch {
+	case ierr != nil:
+		why = append(why, fmt.Sprintf("its index cannot be read (%v)", ierr))
+	case !sc.indexed && len(sc.damaged) == 0:
+		why = append(why, "its index does not match its lines")
+	}
+	for i, d := range sc.damaged {
+		if i == 3 {
+			why = append(why, fmt.Sprintf("%d more damaged spans", len(sc.damaged)-3))
+			break
+		}
+		why = append(why, fmt.Sprintf("bytes %d-%d do not read as journal entries (%s)", d.from, d.to, around(d)))
+	}
+	w := fmt.Sprintf("segment %s is damaged: %s; set aside as %s; its %d readable entries are kept", path, strings.Join(why, "; "), aside, len(sc.good))
+	if lostOpen > 0 {
+		w += fmt.Sprintf("; %d prompts whose completions were lost are generated again (at full cost)", lostOpen)
+	}
+	if lostFinished > 0 {
+		w += fmt.Sprintf("; %d lost entries were of prompts already in every output (nothing to redo)", lostFinished)
+	}
+	return w, nil
+}
+
+func around(d damagedSpan) string {
+	switch {
+	case d.before != "" && d.after != "":
+		return fmt.Sprintf("between the entries of %q and %q", d.before, d.after)
+	case d.before != "":
+		return fmt.Sprintf("after the entry of %q, to the end", d.before)
+	case d.after != "":
+		return fmt.Sprintf("from the start to the entry of %q", d.after)
+	}
+	return "no entry around it reads"
+}
+
+// rewrite replaces the segment at path with its good lines and a new
+// index, keeping the damaged file (and its index) as PATH.damaged-TIME,
+// which it returns. Each step leaves a segment that a next Open reads: the
+// old file is linked aside before the new one is renamed over it, and a
+// crash between the two renames leaves a new data file under an old index
+// (or the reverse), which reads as damaged and is rewritten again, from
+// lines that are all good.
+func (j *Journal) rewrite(path string, sc *segmentScan) (string, error) {
+	tmp := path + ".salvage"
+	for _, p := range []string{tmp, IndexPath(tmp)} {
+		if err := removeIfThere(p); err != nil {
+			return "", err
+		}
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	l, err := Open(tmp, nil)
+	if err != nil {
+		return "", err
+	}
+	var buf []byte
+	for _, g := range sc.good {
+		buf = slicesGrow(buf, int(g.end-g.start))
+		if _, err := src.ReadAt(buf, g.start); err != nil && !errors.Is(err, io.EOF) {
+			l.Close()
+			return "", err
+		}
+		if err := l.appendHashed(g.hash, buf[:len(buf)-1]); err != nil {
+			l.Close()
+			return "", err
+		}
+	}
+	if err := errors.Join(l.Commit(), l.Close()); err != nil {
+		return "", err
+	}
+	aside := path + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
+	if err := linkOrRename(path, aside); err != nil {
+		return "", fmt.Errorf("setting the damaged file aside: %w", err)
+	}
+	if _, err := os.Stat(IndexPath(path)); err == nil {
+		if err := linkOrRename(IndexPath(path), IndexPath(aside)); err != nil {
+			return "", fmt.Errorf("setting the damaged index aside: %w", err)
+		}
+	}
+	if err := os.Rename(IndexPath(tmp), IndexPath(path)); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return aside, SyncDir(filepath.Dir(path))
+}
+
+// slicesGrow returns buf with length n, reusing its array when it can.
+func slicesGrow(buf []byte, n int) []byte {
+	if cap(buf) < n {
+		return make([]byte, n)
+	}
+	return buf[:n]
+}
+
+// linkOrRename makes the file at from also reachable as to (a hard link),
+// or, where links cannot be made, moves it there.
+func linkOrRename(from, to string) error {
+	if err := os.Link(from, to); err == nil {
+		return nil
+	}
+	return os.Rename(from, to)
+}
