@@ -200,7 +200,7 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 	}
 	defer release()
 	cmdline, again := commandLine(std.Args, detached)
-	r, err := c.record(std, plan, cmdline)
+	r, err := c.record(std, plan, cmdline, again)
 	if err != nil {
 		return err
 	}
@@ -330,10 +330,18 @@ func commandLine(args []string, detached bool) (cmdline []string, again string) 
 // record checks the run directory's settings against the plan's
 // (--force-new-config) and records this start; it says what changed and
 // whether the run resumes.
-func (c *runCmd) record(std *stdio, plan *pipeline.Plan, cmdline []string) (*rundir.Run, error) {
+func (c *runCmd) record(std *stdio, plan *pipeline.Plan, cmdline []string, again string) (*rundir.Run, error) {
 	r, diffs, err := rundir.Check(plan.File.RunDir, plan, c.forceNew, cmdline)
+	if commitlog.TransientIO(err) {
+		// A full disk or a failing device at the start is what it is in
+		// the middle of a run: the same command goes on once it passes.
+		return nil, fmt.Errorf("%w\nNothing was lost. Once there is room (or the device answers): %s", err, again)
+	}
 	if err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
+	}
+	if r.Recovered != "" {
+		fmt.Fprintf(std.Err, "pipe: warning: %s\n", r.Recovered)
 	}
 	switch {
 	case len(diffs) > 0 && c.forceNew:
@@ -1046,6 +1054,9 @@ func (r *runSession) outcome(state string, sum *engine.Summary, runErr error) er
 // repeats: a refusal (every server refusing the credentials too), or bad
 // data (the same rejects), so a scheduler must not retry it.
 func notRetryable(runErr error) bool {
+	if commitlog.TransientIO(runErr) {
+		return false
+	}
 	ae := (*sglang.AuthError)(nil)
 	return errors.As(runErr, &ae) || pipeline.IsPermanent(runErr) ||
 		errors.Is(runErr, engine.ErrTooManyRejected) || errors.Is(runErr, engine.ErrNoTrainingRows)

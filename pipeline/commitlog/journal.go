@@ -126,11 +126,16 @@ func OpenJournal(o JournalOptions) (*Journal, error) {
 		if w != "" {
 			j.warns = append(j.warns, w)
 		}
-		if err != nil {
-			j.setAside(p, name, err)
-			continue
+		var l *Log
+		if err == nil {
+			l, err = OpenLookup(p, o.IDOf)
 		}
-		l, err := OpenLookup(p, o.IDOf)
+		if NoRoom(err) {
+			// A full disk is not damage: the same start succeeds once
+			// there is room, with nothing set aside.
+			j.Close()
+			return nil, err
+		}
 		if err != nil {
 			j.setAside(p, name, err)
 			continue
@@ -211,6 +216,13 @@ func (j *Journal) writeListing() error {
 // setAside renames a segment that cannot be opened (and its index) out of
 // the way, keeping it for whoever wants to look.
 func (j *Journal) setAside(path, name string, cause error) {
+	if hashes, _, err := indexEntries(IndexPath(path)); err == nil {
+		for _, h := range hashes {
+			if !j.opts.Done(h) {
+				j.lost[h] = true
+			}
+		}
+	}
 	stamp := time.Now().UTC().Format("20060102T150405Z")
 	aside := path + ".damaged-" + stamp
 	what := "set aside as " + aside

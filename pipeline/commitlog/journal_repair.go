@@ -155,7 +155,7 @@ func (j *Journal) repair(path string) (string, error) {
 	if ierr == nil && sc.intact() {
 		return "", nil
 	}
-	aside, err := j.rewrite(path, sc)
+	aside, written, err := j.rewrite(path, sc)
 	if err != nil {
 		return "", err
 	}
@@ -188,7 +188,7 @@ func (j *Journal) repair(path string) (string, error) {
 		}
 		why = append(why, fmt.Sprintf("bytes %d-%d do not read as journal entries (%s)", d.from, d.to, around(d)))
 	}
-	w := fmt.Sprintf("segment %s is damaged: %s; set aside as %s; its %d readable entries are kept", path, strings.Join(why, "; "), aside, len(sc.good))
+	w := fmt.Sprintf("segment %s is damaged: %s; set aside as %s; its %d readable entries are kept", path, strings.Join(why, "; "), aside, written)
 	if lostOpen > 0 {
 		w += fmt.Sprintf("; %d prompts whose completions were lost are generated again (at full cost)", lostOpen)
 	}
@@ -212,58 +212,68 @@ func around(d damagedSpan) string {
 
 // rewrite replaces the segment at path with its good lines and a new
 // index, keeping the damaged file (and its index) as PATH.damaged-TIME,
-// which it returns. Each step leaves a segment that a next Open reads: the
+// which it returns with the number of entries kept. Each step leaves a segment that a next Open reads: the
 // old file is linked aside before the new one is renamed over it, and a
 // crash between the two renames leaves a new data file under an old index
 // (or the reverse), which reads as damaged and is rewritten again, from
 // lines that are all good.
-func (j *Journal) rewrite(path string, sc *segmentScan) (string, error) {
+func (j *Journal) rewrite(path string, sc *segmentScan) (aside string, written int, err error) {
 	tmp := path + ".salvage"
 	for _, p := range []string{tmp, IndexPath(tmp)} {
 		if err := removeIfThere(p); err != nil {
-			return "", err
+			return "", 0, err
 		}
 	}
 	src, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer src.Close()
 	l, err := Open(tmp, nil)
 	if err != nil {
-		return "", err
+		return "", 0, err
+	}
+	// Of several lines of one id (a copied block), the last is the one a
+	// look-up reads: only it is kept.
+	last := make(map[uint64]int, len(sc.good))
+	for i, g := range sc.good {
+		last[g.hash] = i
 	}
 	var buf []byte
-	for _, g := range sc.good {
+	for i, g := range sc.good {
+		if last[g.hash] != i {
+			continue
+		}
 		buf = slicesGrow(buf, int(g.end-g.start))
 		if _, err := src.ReadAt(buf, g.start); err != nil && !errors.Is(err, io.EOF) {
 			l.Close()
-			return "", err
+			return "", 0, err
 		}
 		if err := l.appendHashed(g.hash, buf[:len(buf)-1]); err != nil {
 			l.Close()
-			return "", err
+			return "", 0, err
 		}
+		written++
 	}
 	if err := errors.Join(l.Commit(), l.Close()); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	aside := path + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
+	aside = path + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
 	if err := linkOrRename(path, aside); err != nil {
-		return "", fmt.Errorf("setting the damaged file aside: %w", err)
+		return "", 0, fmt.Errorf("setting the damaged file aside: %w", err)
 	}
 	if _, err := os.Stat(IndexPath(path)); err == nil {
 		if err := linkOrRename(IndexPath(path), IndexPath(aside)); err != nil {
-			return "", fmt.Errorf("setting the damaged index aside: %w", err)
+			return "", 0, fmt.Errorf("setting the damaged index aside: %w", err)
 		}
 	}
 	if err := os.Rename(IndexPath(tmp), IndexPath(path)); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return aside, SyncDir(filepath.Dir(path))
+	return aside, written, SyncDir(filepath.Dir(path))
 }
 
 // slicesGrow returns buf with length n, reusing its array when it can.

@@ -1,6 +1,7 @@
 package rundir_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -42,8 +43,8 @@ func TestRunFile(t *testing.T) {
 		}
 	}
 	entries, _ := os.ReadDir(runDir)
-	if len(entries) != 1 {
-		t.Errorf("run directory holds %d files, want only run.json (no temp files)", len(entries))
+	if len(entries) != 2 {
+		t.Errorf("run directory holds %d files, want only run.json and its copy (no temp files)", len(entries))
 	}
 
 	r, err = rundir.ReadRun(runDir)
@@ -67,10 +68,19 @@ func TestRunFile(t *testing.T) {
 		t.Errorf("rewrite: history has %d starts, want 1", len(r2.History))
 	}
 
-	// A damaged run.json is an error naming it, not a new run.
-	os.WriteFile(filepath.Join(runDir, rundir.RunFile), []byte(`{"pipeline": `), 0o644)
-	if r, err := rundir.ReadRun(runDir); err == nil || !strings.Contains(err.Error(), rundir.RunFile) {
-		t.Errorf("ReadRun of a damaged file = %v, %v; want an error naming it", r, err)
+	// A damaged run.json is read from its copy, and says so.
+	good, _ := os.ReadFile(filepath.Join(runDir, rundir.RunFile))
+	for _, bad := range [][]byte{[]byte(`{"pipeline": `), append(bytes.Clone(good), good[:40]...), bytes.Repeat([]byte{0}, len(good))} {
+		os.WriteFile(filepath.Join(runDir, rundir.RunFile), bad, 0o644)
+		r, err := rundir.ReadRun(runDir)
+		if err != nil || len(r.History) != 1 || !strings.Contains(r.Recovered, "run.json was damaged") {
+			t.Errorf("ReadRun of a damaged run.json with its copy = %+v, %v; want the copy, with a warning", r, err)
+		}
+	}
+	// Both damaged: an error naming it and saying what to do, not a new run.
+	os.WriteFile(filepath.Join(runDir, ".run.json.copy"), []byte(`{"pipe`), 0o644)
+	if r, err := rundir.ReadRun(runDir); err == nil || !strings.Contains(err.Error(), rundir.RunFile) || !strings.Contains(err.Error(), "--fresh") {
+		t.Errorf("ReadRun of a damaged file = %v, %v; want an error naming it and what to do", r, err)
 	}
 }
 

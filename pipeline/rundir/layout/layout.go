@@ -5,6 +5,7 @@
 //
 //	RUN_DIR/
 //	  run.json          the settings that define the data, every start
+//	  .run.json.copy    its copy, read when run.json is damaged
 //	  status.json       the live figures, replaced as the run goes
 //	  timeline.jsonl    one line per start and stop
 //	  run.log           the run's log
@@ -25,6 +26,7 @@ import "path/filepath"
 // The names inside a run directory.
 const (
 	Run         = "run.json"
+	RunCopy     = ".run.json.copy"
 	Status      = "status.json"
 	Timeline    = "timeline.jsonl"
 	RunLog      = "run.log"

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -40,6 +41,9 @@ type Run struct {
 	// nil when it has none.
 	Trainer *Trainer `json:"trainer,omitempty"`
 	History []Start  `json:"history"`
+	// Recovered, when Read found run.json damaged and read its copy,
+	// says so (a warning to show); it is not written.
+	Recovered string `json:"-"`
 }
 
 // Trainer is [trainer] as run.json records it: what the report and pipe
@@ -85,21 +89,56 @@ type Start struct {
 	ForcedNewConfig []string `json:"forced_new_config,omitempty"`
 }
 
-// Read reads dir/run.json; it returns nil, nil when there is none.
+// Read reads dir/run.json; it returns nil, nil when there is none. A
+// run.json that does not parse (a bad sector, a torn page) is read from
+// its copy, written with it at every start; the Run then says so in
+// Recovered. When neither parses the error says what to do.
 func Read(dir string) (*Run, error) {
 	path := filepath.Join(dir, Name)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	r, err := decode(path)
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		return r, nil
 	}
+	var de *damagedError
+	if !errors.As(err, &de) {
+		return nil, fmt.Errorf("run directory: %w", err) // an I/O error: not the file's fault
+	}
+	copyPath := filepath.Join(dir, layout.RunCopy)
+	c, cerr := decode(copyPath)
+	if cerr != nil || c == nil {
+		return nil, fmt.Errorf("run directory: %s is not a run file (%v), and its copy %s cannot stand in for it (%v): "+
+			"restore run.json from a backup, or start over with --fresh (it moves this run aside, nothing is deleted)", path, de.err, copyPath, cmpErr(cerr))
+	}
+	c.Recovered = fmt.Sprintf("%s was damaged (%v): read its copy %s, written with it at start %d; run.json is written again", path, de.err, copyPath, len(c.History))
+	return c, nil
+}
+
+func cmpErr(err error) error {
+	if err == nil {
+		return errors.New("it is missing")
+	}
+	return err
+}
+
+// damagedError is a file that was read but is not a run file.
+type damagedError struct{ err error }
+
+func (e *damagedError) Error() string { return e.err.Error() }
+
+// decode reads one run file; a missing one is os.ErrNotExist.
+func decode(path string) (*Run, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("run directory: %w", err)
+		return nil, err
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	var r Run
 	if err := d.Decode(&r); err != nil {
-		return nil, fmt.Errorf("run directory: %s is not a run file: %v", path, err)
+		return nil, &damagedError{err}
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, &damagedError{errors.New("bytes follow its JSON object")}
 	}
 	return &r, nil
 }
@@ -117,8 +156,12 @@ func (r *Run) Write(dir string) error {
 	if err := e.Encode(r); err != nil {
 		return fmt.Errorf("run directory: encoding %s: %w", Name, err)
 	}
-	if err := commitlog.WriteFileAtomic(filepath.Join(dir, Name), buf.Bytes()); err != nil {
-		return fmt.Errorf("run directory: %w", err)
+	// The copy first: run.json and its copy never both hold a half-done
+	// start, and a crash between the two leaves run.json as it was.
+	for _, name := range []string{layout.RunCopy, Name} {
+		if err := commitlog.WriteFileAtomic(filepath.Join(dir, name), buf.Bytes()); err != nil {
+			return fmt.Errorf("run directory: %w", err)
+		}
 	}
 	return nil
 }
