@@ -1136,6 +1136,9 @@ func printStageNotes(w io.Writer, plan *pipeline.Plan, st engine.StageSummary, e
 	if st.Replayed > 0 {
 		fmt.Fprintf(w, "%s: %d records taken from its journal (done by an earlier run, not redone)\n", st.ID, st.Replayed)
 	}
+	if st.Redone > 0 {
+		fmt.Fprintf(w, "%s: %d records done again, their journal entries lost to damage (the warnings above name them)\n", st.ID, st.Redone)
+	}
 	if len(st.Reasons) > 0 {
 		fmt.Fprintf(w, "rejected by %s: %s (%.1f%% of %d)\n", st.ID, countsByValue(st.Reasons), 100*float64(st.Rejected)/float64(max(st.In, 1)), st.In)
 	}

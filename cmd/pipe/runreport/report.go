@@ -67,6 +67,9 @@ type Report struct {
 	// Samples are a few accepted rows of each output and a few rejected
 	// rows of each reason (samples.go).
 	Samples []Sample `json:"samples,omitempty"`
+	// Redone counts, per stage, the records done again over every start
+	// because their journal entries were found damaged (StageCounts.Redone).
+	Redone map[string]int64 `json:"redone_after_journal_damage,omitempty"`
 	// Notes are things the report could not read or had to estimate.
 	Notes     []string  `json:"notes,omitempty"`
 	Generated time.Time `json:"generated"`
@@ -183,7 +186,11 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 	if r.Finished, err = commitlog.CountIDs(filepath.Join(dir, pipeline.DoneFile)); err != nil {
 		r.note("%v", err)
 	}
-	if pts, err := ReadTimeline(dir); err != nil {
+	pts, err := ReadTimeline(dir)
+	if err == nil {
+		r.Redone = redone(pts)
+	}
+	if err != nil {
 		r.note("%s: %v", TimelineFile, err)
 	} else if r.Throughput = throughput(pts); r.Throughput == nil {
 		r.note("no throughput over time: %s has fewer than two points (runs of this pipe version write it)", TimelineFile)

@@ -3,6 +3,8 @@ package runreport
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +24,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  finished ids: %d\n", r.Finished)
 	fmt.Fprintf(w, "  rejected:     %d%s\n", r.RejectedAll, topReasons(r.Rejected, r.RejectedAll))
 	fmt.Fprintf(w, "  failed:       %d%s\n", r.FailedAll, topReasons(r.Failed, r.FailedAll))
+	for _, id := range slices.Sorted(maps.Keys(r.Redone)) {
+		fmt.Fprintf(w, "  journal damage: %s did %s again, their journal entries lost to damage (the warnings in run.log name them)\n", id, plural(r.Redone[id], "record"))
+	}
 	r.writeRates(w)
 	r.writeEconomy(w)
 	for i := range r.Outputs {

@@ -1,6 +1,7 @@
 package runreport
 
 import (
+	"slices"
 	"sort"
 	"time"
 )
@@ -123,6 +124,38 @@ func rates(points []Point, l rateLine) []XY {
 // newStart reports whether q comes from a later start of the run than p: its
 // pid differs, or — pids repeat in containers (PID 1 every time) — its
 // elapsed time went back.
+// redone sums each stage's Redone over the run's starts: the last figure
+// of each start (a start's counts grow from zero); nil when none is.
+func redone(points []Point) map[string]int64 {
+	points = slices.Clone(points)
+	sort.SliceStable(points, func(i, j int) bool { return points[i].T.Before(points[j].T) })
+	var total, start map[string]int64
+	flush := func() {
+		for id, n := range start {
+			if total == nil {
+				total = map[string]int64{}
+			}
+			total[id] += n
+		}
+		start = nil
+	}
+	for i, p := range points {
+		if i > 0 && newStart(points[i-1], p) {
+			flush()
+		}
+		for _, st := range p.Stages {
+			if st.Redone > 0 {
+				if start == nil {
+					start = map[string]int64{}
+				}
+				start[st.ID] = max(start[st.ID], st.Redone)
+			}
+		}
+	}
+	flush()
+	return total
+}
+
 func newStart(p, q Point) bool {
 	return q.PID != p.PID || q.Elapsed < p.Elapsed
 }

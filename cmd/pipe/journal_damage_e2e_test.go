@@ -1,0 +1,205 @@
+//go:build e2e
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+)
+
+// journalDamage is what a failing disk does to a file while pipe is
+// stopped: it changes bytes in place at an offset.
+type journalDamage struct {
+	name string
+	do   func(data []byte, at int, rng *rand.Rand) []byte
+}
+
+var journalDamages = []journalDamage{
+	{"random-bytes", func(d []byte, at int, rng *rand.Rand) []byte {
+		for i := at; i < at+100 && i < len(d); i++ {
+			d[i] = byte(rng.IntN(256))
+		}
+		return d
+	}},
+	{"torn-page", func(d []byte, at int, _ *rand.Rand) []byte { // a run of zeros
+		for i := at &^ 4095; i < (at&^4095)+4096 && i < len(d); i++ {
+			d[i] = 0
+		}
+		return d
+	}},
+	{"truncated-middle", func(d []byte, at int, _ *rand.Rand) []byte {
+		return append(d[:at:at], d[min(at+3000, len(d)):]...)
+	}},
+	{"duplicated-block", func(d []byte, at int, _ *rand.Rand) []byte {
+		copy(d[at:], bytes.Clone(d[100:min(4196, len(d))]))
+		return d
+	}},
+}
+
+// A journal damaged while pipe is stopped, as a bad sector, a torn page, a
+// cut or a misdirected write leaves it, in the part of the segment whose
+// prompts are in every output and in the part whose prompts are not: the
+// same command finishes with exit 0, every id exactly once in every
+// output, the warning names what was set aside, and the report counts the
+// prompts generated again (as many as the warning said).
+func TestJournalDamageThenResume(t *testing.T) {
+	for _, dmg := range journalDamages {
+		t.Run(dmg.name, func(t *testing.T) {
+			r := newCrashRig(t, "", 3000)
+			cmd := r.start("--commit-every", "1s")
+			seg := r.waitForJournal(cmd, 200, 200)
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+
+			finishedAt, unfinishedAt := r.journalParts(seg)
+			data, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+			// The later offset first, so a cut leaves the earlier one where it was.
+			data = dmg.do(data, unfinishedAt, rng)
+			data = dmg.do(data, finishedAt, rng)
+			if err := os.WriteFile(seg, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(r.log, "=== %s written at bytes %d (finished part) and %d (unfinished part) of %s\n", dmg.name, finishedAt, unfinishedAt, seg)
+			logStart, _ := r.log.Seek(0, 1)
+
+			r.finish()
+			r.check()
+			out, _ := os.ReadFile(r.log.Name())
+			said := string(out[logStart:])
+			for _, want := range []string{"segment " + seg + " is damaged", "set aside as " + seg + ".damaged-"} {
+				if !strings.Contains(said, want) {
+					t.Fatalf("the resumed run does not say %q:\n%s", want, tail(said, 3000))
+				}
+			}
+			if aside, _ := filepath.Glob(seg + ".damaged-*"); len(aside) != 1 {
+				t.Fatalf("the damaged segment is not kept aside: %v", aside)
+			}
+			lost := 0
+			if m := regexp.MustCompile(`(\d+) prompts whose completions were lost are generated again`).FindStringSubmatch(said); m != nil {
+				lost, _ = strconv.Atoi(m[1])
+			}
+			if lost == 0 {
+				t.Fatalf("damage in the unfinished part lost no prompt, or the warning does not count them:\n%s", tail(said, 3000))
+			}
+			var rep struct {
+				Redone map[string]int64 `json:"redone_after_journal_damage"`
+			}
+			js, err := exec.Command(r.bin, "report", "--json", filepath.Join(r.dir, "run")).Output()
+			if err != nil {
+				t.Fatalf("pipe report: %v", err)
+			}
+			if err := json.Unmarshal(js, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Redone["gen"] != int64(lost) {
+				t.Fatalf("the report counts %d prompts generated again after the damage; the warning said %d", rep.Redone["gen"], lost)
+			}
+			text, _ := exec.Command(r.bin, "report", filepath.Join(r.dir, "run")).Output()
+			if want := fmt.Sprintf("journal damage: gen did %d records again", lost); !strings.Contains(string(text), want) {
+				t.Fatalf("pipe report lacks %q:\n%s", want, text)
+			}
+			t.Logf("%s: %d prompts generated again", dmg.name, lost)
+		})
+	}
+}
+
+// waitForJournal waits until the run's journal holds at least finished
+// entries of prompts in every output and unfinished ones of prompts not
+// yet, and returns the segment holding them.
+func (r *crashRig) waitForJournal(cmd *exec.Cmd, finished, unfinished int) string {
+	r.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if cmd.ProcessState != nil {
+			r.t.Fatal("the run ended before its journal held both parts")
+		}
+		segs := commitlog.JournalFiles(filepath.Join(r.dir, "run", "journal"), "gen")
+		if len(segs) > 0 {
+			seg := segs[len(segs)-1]
+			f, u := r.journalCounts(seg)
+			if f >= finished && u >= unfinished {
+				return seg
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.t.Fatal("the journal never held both parts")
+	return ""
+}
+
+// journalLinesOf returns the whole lines of a segment with their offsets
+// and whether their ids are finished (in done.ids).
+func (r *crashRig) journalLinesOf(seg string) (offs []int, finished []bool) {
+	r.t.Helper()
+	done := map[uint64]bool{}
+	hs, _ := commitlog.ReadIDLog(filepath.Join(r.dir, "run", "done.ids"))
+	for _, h := range hs {
+		done[h] = true
+	}
+	data, _ := os.ReadFile(seg)
+	off := 0
+	for {
+		nl := bytes.IndexByte(data[off:], '\n')
+		if nl < 0 {
+			return offs, finished
+		}
+		id, err := commitlog.JournalEntryID(data[off : off+nl])
+		if err == nil {
+			offs = append(offs, off)
+			finished = append(finished, done[commitlog.Hash(id)])
+		}
+		off += nl + 1
+	}
+}
+
+func (r *crashRig) journalCounts(seg string) (finished, unfinished int) {
+	_, fin := r.journalLinesOf(seg)
+	for _, f := range fin {
+		if f {
+			finished++
+		} else {
+			unfinished++
+		}
+	}
+	return finished, unfinished
+}
+
+// journalParts returns an offset in the middle of the segment's finished
+// entries and one in the middle of its unfinished ones.
+func (r *crashRig) journalParts(seg string) (finishedAt, unfinishedAt int) {
+	r.t.Helper()
+	offs, fin := r.journalLinesOf(seg)
+	var f, u []int
+	for i, off := range offs {
+		if fin[i] {
+			f = append(f, off)
+		} else {
+			u = append(u, off)
+		}
+	}
+	if len(f) == 0 || len(u) == 0 {
+		r.t.Fatalf("segment %s: %d finished and %d unfinished entries", seg, len(f), len(u))
+	}
+	finishedAt, unfinishedAt = f[len(f)/2]+20, u[len(u)/2]+20
+	if finishedAt > unfinishedAt {
+		r.t.Fatalf("the finished entries (at %d) come after the unfinished ones (at %d)", finishedAt, unfinishedAt)
+	}
+	return finishedAt, unfinishedAt
+}
