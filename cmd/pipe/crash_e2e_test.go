@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/internal/testrig/testenv"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
 // newCrashRig writes the prompts and the pipeline into dir ("" for a new
@@ -268,4 +269,62 @@ func TestFullDiskThenResume(t *testing.T) {
 		}
 	}
 	t.Logf("committed before the disk filled: %v", committed)
+}
+
+// A disk that fills while pipe is stopped (another job's files) fails the
+// next start with exit 1, the code that says "retry", as a full disk in
+// the middle of a run does; once there is room the same command finishes.
+func TestFullDiskAtStartIsRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256m"); err != nil {
+		testenv.Missing(t, "cannot mount a small tmpfs to fill ("+err.Error()+")", "the tests as root on Linux")
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	r := newCrashRig(t, dir, 20000)
+	cmd := r.start()
+	deadline := time.Now().Add(2 * time.Minute)
+	for n, _ := commitlog.CountIDs(filepath.Join(dir, "run", "done.ids")); n < 500; n, _ = commitlog.CountIDs(filepath.Join(dir, "run", "done.ids")) {
+		if time.Now().After(deadline) {
+			t.Fatal("no 500 ids finished within 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cmd.Wait()
+
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(block); err != nil {
+			break // the disk is full
+		}
+	}
+	for _, n := range []int{4096, 1} { // the last pages too
+		for {
+			if _, err := f.Write(block[:n]); err != nil {
+				break
+			}
+		}
+	}
+	f.Close()
+
+	start := r.start()
+	r.wait(start, time.Minute)
+	out, _ := os.ReadFile(r.log.Name())
+	if code := exitCode(start); code != exitFailed {
+		t.Fatalf("a start on a full disk: exit %d, want %d (retry):\n%s", code, exitFailed, tail(string(out), 2000))
+	}
+	if !strings.Contains(string(out), "no space left on device") {
+		t.Fatalf("the failed start does not say the disk is full:\n%s", tail(string(out), 2000))
+	}
+	os.Remove(filler)
+	r.finish()
+	r.check()
 }

@@ -254,3 +254,47 @@ func TestJournalReadsOnlySegmentsThatMatter(t *testing.T) {
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// Damage past the index (entries a killed process wrote after the last
+// commit): the entries after it are kept too, not cut as a torn tail, and
+// a prompt whose id is still legible in the damaged entry is named lost.
+func TestJournalDamagePastTheIndex(t *testing.T) {
+	dir := t.TempDir()
+	o := testJournalOptions(dir)
+	o.IDOf, o.SegmentBytes = JournalEntryID, 1<<30
+	j, err := OpenJournal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		id := fmt.Sprintf("p%02d", i)
+		if err := j.Append(id, entryLine(t, id)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 9 {
+			j.Commit() // p10 … p29 are past the index
+		}
+	}
+	j.Close()
+	seg := JournalFiles(filepath.Join(dir, "journal"), "gen")[0]
+	data, _ := os.ReadFile(seg)
+	i := bytes.Index(data, []byte(`"answer":"answer of p20"`))
+	copy(data[i+2:], "XXXX") // a changed key: still JSON, but not what was written
+	os.WriteFile(seg, data, 0o644)
+
+	if j, err = OpenJournal(o); err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if w := strings.Join(j.Warnings(), "\n"); !strings.Contains(w, "1 prompts whose completions were lost") {
+		t.Errorf("warnings: %s", w)
+	}
+	if !j.Lost("p20") {
+		t.Error("p20, legible in its damaged entry, is not named lost")
+	}
+	for _, id := range []string{"p19", "p21", "p29"} {
+		if _, ok, _ := j.Lookup(id); !ok {
+			t.Errorf("%s, past the index and undamaged, was cut", id)
+		}
+	}
+}

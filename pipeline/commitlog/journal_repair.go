@@ -1,7 +1,9 @@
 package commitlog
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,7 +62,10 @@ type segmentScan struct {
 	torn int64
 	// indexed: the index's entries are the first good lines, in order.
 	indexed bool
-	size    int64
+	// loose are the id hashes still legible in damaged lines (those past
+	// the index are known by nothing else).
+	loose []uint64
+	size  int64
 }
 
 // intact reports whether the segment can be opened as it is.
@@ -95,6 +100,9 @@ func scanSegment(path string, idOf IDFunc, hashes []uint64, ends []int64) (*segm
 			return nil
 		}
 		if !ok {
+			if id := looseID(line); id != "" {
+				sc.loose = append(sc.loose, Hash(id))
+			}
 			if open == nil {
 				sc.damaged = append(sc.damaged, damagedSpan{from: off, before: prevID})
 				open = &sc.damaged[len(sc.damaged)-1]
@@ -164,7 +172,7 @@ func (j *Journal) repair(path string) (string, error) {
 		kept[g.hash] = true
 	}
 	var lostFinished, lostOpen int
-	for _, h := range hashes {
+	for _, h := range append(hashes, sc.loose...) {
 		switch {
 		case kept[h]:
 		case j.opts.Done(h):
@@ -196,6 +204,30 @@ func (j *Journal) repair(path string) (string, error) {
 		w += fmt.Sprintf("; %d lost entries were of prompts already in every output (nothing to redo)", lostFinished)
 	}
 	return w, nil
+}
+
+// recordIDKey is how a journal entry's record id starts (the record's
+// first field, as AppendJournalEntry writes it).
+var recordIDKey = []byte(`"record":{"id":"`)
+
+// looseID reads the record id of a damaged journal line when its bytes
+// are still there, "" when not.
+func looseID(line []byte) string {
+	i := bytes.Index(line, recordIDKey)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(recordIDKey)-1:] // from the id's opening quote
+	for j := 1; j < len(rest) && j < 4096; j++ {
+		if rest[j] == '"' && rest[j-1] != '\\' {
+			var id string
+			if json.Unmarshal(rest[:j+1], &id) != nil {
+				return ""
+			}
+			return id
+		}
+	}
+	return ""
 }
 
 func around(d damagedSpan) string {
