@@ -73,7 +73,7 @@ func (s *segmentScan) intact() bool { return len(s.damaged) == 0 && s.indexed }
 
 // scanSegment reads the data file at path whole and compares its lines
 // with the index's entries.
-func scanSegment(path string, idOf IDFunc, hashes []uint64, ends []int64) (*segmentScan, error) {
+func scanSegment(path string, idOf IDFunc, hashes []uint64, ends []int64, looseID func([]byte) string) (*segmentScan, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -100,8 +100,10 @@ func scanSegment(path string, idOf IDFunc, hashes []uint64, ends []int64) (*segm
 			return nil
 		}
 		if !ok {
-			if id := looseID(line); id != "" {
-				sc.loose = append(sc.loose, Hash(id))
+			if looseID != nil {
+				if id := looseID(line); id != "" {
+					sc.loose = append(sc.loose, Hash(id))
+				}
 			}
 			if open == nil {
 				sc.damaged = append(sc.damaged, damagedSpan{from: off, before: prevID})
@@ -131,6 +133,77 @@ func scanSegment(path string, idOf IDFunc, hashes []uint64, ends []int64) (*segm
 	return sc, nil
 }
 
+// Repaired is what RepairLog found wrong with a log and did about it.
+type Repaired struct {
+	// Aside is where the damaged file was kept (PATH.damaged-TIME).
+	Aside string
+	// Kept is how many lines the rewritten log holds.
+	Kept int
+	// Lost are the hashes of the ids that the index (or a damaged line,
+	// still legible) named and no kept line has.
+	Lost []uint64
+	// Why says what was wrong, one phrase a fault.
+	Why []string
+}
+
+// String says what was wrong with the log at path and what was done.
+func (r *Repaired) String(path string) string {
+	return fmt.Sprintf("%s was damaged: %s; set aside as %s; its %d readable lines are kept, %d lost", path, strings.Join(r.Why, "; "), r.Aside, r.Kept, len(r.Lost))
+}
+
+// RepairLog reads the log at path whole and, when its lines are not all
+// readable (idOf) or are not what its index says, rewrites it from its
+// readable lines with a new index, keeping the damaged file aside. It
+// returns nil when the log is intact. looseID, if set, reads the id of a
+// damaged line whose id is still legible. The log must not be open.
+func RepairLog(path string, idOf IDFunc, looseID func([]byte) string) (*Repaired, error) {
+	hashes, ends, ierr := indexEntries(IndexPath(path))
+	if ierr != nil && !errors.Is(ierr, os.ErrNotExist) {
+		var pe *os.PathError
+		if errors.As(ierr, &pe) {
+			return nil, ierr // the disk, not the file
+		}
+	}
+	sc, err := scanSegment(path, idOf, hashes, ends, looseID)
+	if err != nil {
+		return nil, err
+	}
+	if ierr == nil && sc.intact() {
+		return nil, nil
+	}
+	aside, written, err := rewrite(path, sc)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Repaired{Aside: aside, Kept: written}
+	kept := map[uint64]bool{}
+	for _, g := range sc.good {
+		kept[g.hash] = true
+	}
+	for _, h := range append(hashes, sc.loose...) {
+		if !kept[h] {
+			kept[h] = true // once
+			rep.Lost = append(rep.Lost, h)
+		}
+	}
+	switch {
+	case errors.Is(ierr, os.ErrNotExist):
+		rep.Why = append(rep.Why, "its index is missing")
+	case ierr != nil:
+		rep.Why = append(rep.Why, fmt.Sprintf("its index cannot be read (%v)", ierr))
+	case !sc.indexed && len(sc.damaged) == 0:
+		rep.Why = append(rep.Why, "its index does not match its lines")
+	}
+	for i, d := range sc.damaged {
+		if i == 3 {
+			rep.Why = append(rep.Why, fmt.Sprintf("%d more damaged spans", len(sc.damaged)-3))
+			break
+		}
+		rep.Why = append(rep.Why, fmt.Sprintf("bytes %d-%d are not whole records (%s)", d.from, d.to, around(d)))
+	}
+	return rep, nil
+}
+
 // repair reads the segment at path whole when it holds a prompt that is
 // not finished (or anything past its index, or an index that cannot be
 // read), and rewrites it from its readable entries when it is damaged. It
@@ -156,25 +229,13 @@ func (j *Journal) repair(path string) (string, error) {
 	if !need {
 		return "", nil
 	}
-	sc, err := scanSegment(path, j.opts.IDOf, hashes, ends)
-	if err != nil {
+	rep, err := RepairLog(path, j.opts.IDOf, looseID)
+	if err != nil || rep == nil {
 		return "", err
-	}
-	if ierr == nil && sc.intact() {
-		return "", nil
-	}
-	aside, written, err := j.rewrite(path, sc)
-	if err != nil {
-		return "", err
-	}
-	kept := map[uint64]bool{}
-	for _, g := range sc.good {
-		kept[g.hash] = true
 	}
 	var lostFinished, lostOpen int
-	for _, h := range append(hashes, sc.loose...) {
+	for _, h := range rep.Lost {
 		switch {
-		case kept[h]:
 		case j.opts.Done(h):
 			lostFinished++
 		case !j.lost[h]:
@@ -182,21 +243,7 @@ func (j *Journal) repair(path string) (string, error) {
 			lostOpen++
 		}
 	}
-	var why []string
-	switch {
-	case ierr != nil:
-		why = append(why, fmt.Sprintf("its index cannot be read (%v)", ierr))
-	case !sc.indexed && len(sc.damaged) == 0:
-		why = append(why, "its index does not match its lines")
-	}
-	for i, d := range sc.damaged {
-		if i == 3 {
-			why = append(why, fmt.Sprintf("%d more damaged spans", len(sc.damaged)-3))
-			break
-		}
-		why = append(why, fmt.Sprintf("bytes %d-%d do not read as journal entries (%s)", d.from, d.to, around(d)))
-	}
-	w := fmt.Sprintf("segment %s is damaged: %s; set aside as %s; its %d readable entries are kept", path, strings.Join(why, "; "), aside, written)
+	w := fmt.Sprintf("segment %s is damaged: %s; set aside as %s; its %d readable entries are kept", path, strings.Join(rep.Why, "; "), rep.Aside, rep.Kept)
 	if lostOpen > 0 {
 		w += fmt.Sprintf("; %d prompts whose completions were lost are generated again (at full cost)", lostOpen)
 	}
@@ -249,7 +296,7 @@ func around(d damagedSpan) string {
 // crash between the two renames leaves a new data file under an old index
 // (or the reverse), which reads as damaged and is rewritten again, from
 // lines that are all good.
-func (j *Journal) rewrite(path string, sc *segmentScan) (aside string, written int, err error) {
+func rewrite(path string, sc *segmentScan) (aside string, written int, err error) {
 	tmp := path + ".salvage"
 	for _, p := range []string{tmp, IndexPath(tmp)} {
 		if err := removeIfThere(p); err != nil {

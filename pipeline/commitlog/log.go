@@ -134,7 +134,7 @@ func (l *Log) load() error {
 		raw = []byte(indexMagic)
 	}
 	if string(raw[:len(indexMagic)]) != indexMagic {
-		return fmt.Errorf("%s: not a commit index (bad header)", ipath)
+		return &DamagedError{Path: ipath, Err: errors.New("not a commit index (bad header)")}
 	}
 	body := raw[len(indexMagic):]
 	whole := len(body) / entrySize * entrySize
@@ -150,7 +150,7 @@ func (l *Log) load() error {
 		h := binary.LittleEndian.Uint64(body[i:])
 		end := int64(binary.LittleEndian.Uint64(body[i+8:]))
 		if end <= prev {
-			return fmt.Errorf("%s: entry %d ends at %d, before the previous one (%d): the index is damaged", ipath, i/entrySize, end, prev)
+			return &DamagedError{Path: ipath, Err: fmt.Errorf("entry %d ends at %d, before the previous one (%d)", i/entrySize, end, prev)}
 		}
 		prev = end
 		l.byHash = append(l.byHash, hashLine{h, len(l.openEnds)})
@@ -158,7 +158,7 @@ func (l *Log) load() error {
 	}
 	l.rows, l.bytes = len(l.openEnds), prev
 	if prev > st.Size() {
-		return fmt.Errorf("%s: the index says %d bytes were committed but %s has %d: the data file was cut by something else", ipath, prev, l.path, st.Size())
+		return &DamagedError{Path: l.path, Err: fmt.Errorf("its index %s says %d bytes were committed but it has %d: it was cut by something else", ipath, prev, st.Size())}
 	}
 	if _, err := l.idx.Seek(0, io.SeekEnd); err != nil {
 		return err
@@ -223,6 +223,29 @@ func (l *Log) recover(from, size int64) error {
 		return l.commitLocked()
 	}
 	return l.data.Sync()
+}
+
+// OpenRepaired is Open (OpenLookup with lookup) for a log a restart
+// builds on. When its index or committed lines are damaged, it is first
+// rewritten from its readable lines (RepairLog, the damaged file kept
+// aside) and what was done is returned with it; with check, its lines are
+// read whole first even when its index looks right (after a crash, or when
+// asked). A data file without an index is ErrNotALog, as Open says.
+func OpenRepaired(path string, idOf IDFunc, lookup, check bool) (*Log, *Repaired, error) {
+	var rep *Repaired
+	if _, err := os.Stat(IndexPath(path)); err == nil && check {
+		if rep, err = RepairLog(path, idOf, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	l, err := open(path, idOf, lookup)
+	var de *DamagedError
+	if rep == nil && errors.As(err, &de) {
+		if rep, err = RepairLog(path, idOf, nil); err == nil {
+			l, err = open(path, idOf, lookup)
+		}
+	}
+	return l, rep, err
 }
 
 // Path is the data file.
