@@ -216,6 +216,10 @@ type Env struct {
 	// HashCheck asks a writer to check its committed outputs at Open by
 	// their SHA-256, not only their sizes (engine.Options.HashCheck).
 	HashCheck bool
+	// ReadWhole asks a writer of lines to read every committed line of its
+	// output at Open, repairing a damaged one (commitlog.OpenRepaired), not
+	// only to trust its index (engine.Options.ReadWhole).
+	ReadWhole bool
 	// Unfinish, during Open only, takes ids (commitlog.Hash) out of the
 	// run directory's finished set, in memory and in done.ids: a writer
 	// that found committed rows damaged has them written again (from the

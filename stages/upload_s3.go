@@ -238,10 +238,15 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 		c.Close()
 		return err
 	}
-	l, err := commitlog.OpenLookup(path, record.LineID)
+	l, rep, err := commitlog.OpenRepaired(path, record.LineID, true, false)
 	if err != nil {
 		c.Close()
 		return err
+	}
+	if rep != nil && env.Notice != nil {
+		// A lost line is a shard this ledger no longer knows was uploaded:
+		// it is checked in the bucket, and uploaded again if missing.
+		fmt.Fprintf(env.Notice, "pipe: warning: stage %q: %s\n", env.StageID, rep.String(path))
 	}
 	u.client, u.log = c, l
 	u.dirs, u.dirOf, u.inBucket, u.logged = map[string]bool{}, map[string]string{}, map[string]bool{}, map[string]bool{}

@@ -132,7 +132,13 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 	if env != nil && env.Log != nil {
 		log = env.Log
 	}
-	l, err := commitlog.Open(w.cfg.Path, record.LineID)
+	check := env != nil && env.ReadWhole
+	l, rep, err := commitlog.OpenRepaired(w.cfg.Path, record.LineID, false, check)
+	if rep != nil {
+		if err := w.repaired(env, rep); err != nil {
+			return err
+		}
+	}
 	if errors.Is(err, commitlog.ErrNotALog) {
 		// Outputs can hold days of GPU work: keep what is there.
 		if w.prev, err = pipeline.KeepAside(w.cfg.Path); err != nil {
@@ -151,6 +157,25 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 			msg += fmt.Sprintf(" (%d whole records written after the last commit kept, %d bytes of torn tail cut)", k, cut)
 		}
 		fmt.Fprintln(log, msg) // one write: the run log stamps each
+	}
+	return nil
+}
+
+// repaired says what a damaged output lost when it was opened, and has
+// the lost rows' ids done again: they are finished in done.ids, but their
+// rows are gone from the file.
+func (w *writeJSONL) repaired(env *pipeline.Env, rep *commitlog.Repaired) error {
+	msg := rep.String(w.cfg.Path)
+	if len(rep.Lost) > 0 && env.Unfinish != nil {
+		if err := env.Unfinish(rep.Lost); err != nil {
+			return fmt.Errorf("%s: %w", msg, err)
+		}
+		msg += " (their records are done again: from the journal where it still holds them, else generated again)"
+	}
+	if env.Warn != nil {
+		env.Warn("output_damaged", msg)
+	} else if env.Notice != nil {
+		fmt.Fprintf(env.Notice, "pipe: warning: stage %q: %s\n", env.StageID, msg)
 	}
 	return nil
 }

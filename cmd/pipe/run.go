@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -214,8 +215,22 @@ func (c *runCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error {
 		fingerprint: rundir.Fingerprint(r.Settings), terminal: canDraw(std.Err),
 		notify:    append(append([]string(nil), plan.File.Notify...), c.notify...),
 		detached:  detached,
-		hashCheck: c.verifyShards || lock.TookOver != "",
+		readWhole: c.verifyShards || lastUnverified(std, plan.File.RunDir),
+		tookOver:  lock.TookOver != "",
 	})
+}
+
+// lastUnverified reports whether the run's last start found its outputs
+// not as committed: this start then reads them whole before building on
+// them (as --verify-shards), so the same command mends what it can
+// instead of failing the same way again.
+func lastUnverified(std *stdio, dir string) bool {
+	st, err := rundir.ReadStatus[json.RawMessage](dir)
+	if err != nil || st == nil || !st.OutputsUnverified {
+		return false
+	}
+	fmt.Fprintf(std.Err, "pipe: the last start found outputs not as committed: each is read whole before the run builds on it (as --verify-shards)\n")
+	return true
 }
 
 // takeRunDir moves the run directory aside for --fresh, then locks it and
@@ -506,9 +521,11 @@ type runSettings struct {
 	// detached: started by --detach, so no terminal and no Ctrl-C; it
 	// is stopped with pipe stop.
 	detached bool
-	// hashCheck: writers check the SHA-256 of the shards they build on
-	// (asked, or the previous run did not end cleanly).
-	hashCheck bool
+	// readWhole: writers read what they committed whole before they
+	// build on it (--verify-shards, or the last start found outputs not
+	// as committed); tookOver: the last start did not end cleanly, so
+	// shards are checked by their SHA-256 too.
+	readWhole, tookOver bool
 	// sample, when set, is pipe plan's: the run reads this sample of the
 	// work (counted in work) and ends with the projection (JSON on stdout
 	// with planJSON).
@@ -869,7 +886,8 @@ func (r *runSession) runOptions() engine.Options {
 		DrainTimeout: r.rs.drainTimeout,
 		CommitEvery:  r.rs.commitEvery,
 		NoJournal:    r.rs.noJournal,
-		HashCheck:    r.rs.hashCheck,
+		HashCheck:    r.rs.readWhole || r.rs.tookOver,
+		ReadWhole:    r.rs.readWhole,
 		Log:          r.log,
 		// The stages' own warnings (a stalled or never-ready server)
 		// take the warner's path: terminal, log, status.json, notify.
@@ -960,6 +978,7 @@ func (r *runSession) finish(ctx context.Context, sum *engine.Summary, runErr err
 		// wrote is there.
 		if err := verifyAtEnd(ctx, r.std.Err, r.log, r.plan); err != nil {
 			r.rl.Error("outputs not verified", "err", err)
+			r.status.base.OutputsUnverified = true // the next start reads them whole
 			r.writeStatus(stateFailed, ls, err)
 			return err
 		}

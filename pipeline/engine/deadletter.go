@@ -28,6 +28,8 @@ type deadLetters struct {
 	logs    map[string]*commitlog.Log
 	pending []*ticket.Ticket
 	written map[string]bool // files this run wrote to
+	// warn shows what a damaged file lost when it was opened.
+	warn func(msg string)
 }
 
 func newDeadLetters(runDir string) *deadLetters {
@@ -53,7 +55,14 @@ func (d *deadLetters) write(class, stage string, rec *record.Record) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if l, err = commitlog.Open(p, record.LineID); errors.Is(err, commitlog.ErrNotALog) {
+		var rep *commitlog.Repaired
+		l, rep, err = commitlog.OpenRepaired(p, record.LineID, false, false)
+		if rep != nil && d.warn != nil {
+			// Their ids stay finished: the records were rejected or
+			// failed for good; only their lines are gone.
+			d.warn(rep.String(p) + " (their ids stay finished: these records are not done again)")
+		}
+		if errors.Is(err, commitlog.ErrNotALog) {
 			// Written by a version of pipe without commit logs: keep it.
 			if _, err = pipeline.KeepAside(p); err == nil {
 				l, err = commitlog.Open(p, record.LineID)

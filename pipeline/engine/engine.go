@@ -78,6 +78,10 @@ type Options struct {
 	// before they build on it (Env.HashCheck): asked for, or after a run
 	// that did not end cleanly. Sizes are always checked.
 	HashCheck bool
+	// ReadWhole makes writers read every committed line of their outputs
+	// before they build on them (Env.ReadWhole): asked for, or after a
+	// start whose outputs failed verification.
+	ReadWhole bool
 }
 
 // Summary is the state of a run: per-stage accounting and figures.
@@ -241,6 +245,7 @@ func Run(ctx context.Context, p *pipeline.Plan, opts Options) (*Summary, error) 
 	defer e.ledger.close()
 	e.ledger.full = e.requestCommit
 	e.dead = newDeadLetters(p.File.RunDir)
+	e.dead.warn = func(msg string) { fmt.Fprintf(e.opts.Notice, "pipe: warning: %s\n", msg) }
 	e.hardCtx, e.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	defer e.hardCancel(nil)
 	var intakeCancel context.CancelFunc
@@ -344,7 +349,7 @@ func (e *engine) open() error {
 		if o, ok := n.stage.(pipeline.Opener); ok {
 			env := &pipeline.Env{StageID: n.ps.ID(), RunDir: e.plan.File.RunDir, Log: e.opts.Log, Notice: e.opts.Notice, Done: e.ledger, Resources: e.opts.Resources,
 				DuplicatesHandled: pipeline.DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
-				HashCheck: e.opts.HashCheck, Unfinish: e.ledger.unfinish, Sample: e.opts.Sample}
+				HashCheck: e.opts.HashCheck, ReadWhole: e.opts.ReadWhole, Unfinish: e.ledger.unfinish, Sample: e.opts.Sample}
 			if e.opts.Warn != nil {
 				id := n.ps.ID()
 				env.Warn = func(kind, text string) { e.opts.Warn(id, kind, text) }

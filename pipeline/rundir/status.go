@@ -61,6 +61,10 @@ type Status[F any] struct {
 	RunDir      string `json:"run_dir"`
 	Fingerprint string `json:"config_fingerprint"` // of run.json's settings (Fingerprint)
 	Error       string `json:"error,omitempty"`
+	// OutputsUnverified: the run's outputs were found, at its end, not as
+	// it committed them. The next start reads them whole (repairing what
+	// it can) before it builds on them, instead of failing the same way.
+	OutputsUnverified bool `json:"outputs_unverified,omitempty"`
 	Live[F]
 	// Raw is the file as ReadStatus read it, keys this binary does not
 	// know included (pipe status --json prints it); nil when written.
