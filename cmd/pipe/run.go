@@ -1242,6 +1242,9 @@ func verifyAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan) 
 		var ee *exitError
 		if errors.As(err, &ee) {
 			ee.err = fmt.Errorf("the run finished, but its outputs are not complete (above); %w", ee.err)
+			if ee.code == exitFailed {
+				ee.err = fmt.Errorf("%w\nThe next start reads every output whole before it builds on it, sets damage aside and writes again what was lost: run the same command", ee.err)
+			}
 		}
 		return err
 	}
