@@ -21,6 +21,10 @@ type IDLog struct {
 	pending []uint64
 	n       int
 	broken  error
+	// sums, for a checked log (OpenCheckedIDLog), holds its checksums;
+	// tail are the ids of its last block, not yet full.
+	sums *os.File
+	tail []uint64
 }
 
 // OpenIDLog opens (creating if needed) the id log at path and returns it with
@@ -44,7 +48,7 @@ func OpenIDLog(path string) (*IDLog, []uint64, error) {
 	}
 	if string(raw[:len(idsMagic)]) != idsMagic {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s: not an id log (bad header)", path)
+		return nil, nil, &DamagedError{Path: path, Err: errors.New("not an id log (bad header)")}
 	}
 	body := raw[len(idsMagic):]
 	whole := len(body) / 8 * 8
@@ -106,6 +110,14 @@ func (l *IDLog) Commit() error {
 		l.broken = fmt.Errorf("%s: %w", l.path, err)
 		return l.broken
 	}
+	if l.sums != nil {
+		ids := append(l.tail, l.pending...)
+		if err := updateSums(l.sums, l.n/sumBlock, ids); err != nil {
+			l.broken = fmt.Errorf("%s: %w", SumsPath(l.path), err)
+			return l.broken
+		}
+		l.tail = append(l.tail[:0], ids[len(ids)/sumBlock*sumBlock:]...)
+	}
 	l.n += len(l.pending)
 	l.pending = l.pending[:0]
 	return nil
@@ -122,7 +134,12 @@ func (l *IDLog) Len() int {
 func (l *IDLog) Path() string { return l.path }
 
 // Close closes the file; pending hashes are dropped.
-func (l *IDLog) Close() error { return l.f.Close() }
+func (l *IDLog) Close() error {
+	if l.sums != nil {
+		l.sums.Close()
+	}
+	return l.f.Close()
+}
 
 // CountIDs is the number of whole ids in the id log at path (done.ids),
 // read from its size after checking its header; a missing or empty log has
@@ -149,5 +166,8 @@ func CountIDs(path string) (int64, error) {
 
 // TruncateIDLog cuts the id log at path to its first n ids.
 func TruncateIDLog(path string, n int) error {
+	if err := removeSums(path); err != nil {
+		return err
+	}
 	return os.Truncate(path, int64(len(idsMagic)+8*n))
 }

@@ -62,6 +62,9 @@ func RewriteIDLog(path string, drop func(uint64) bool) (int, error) {
 
 // WriteIDLog writes an id log at path holding hashes, atomically.
 func WriteIDLog(path string, hashes []uint64) error {
+	if err := removeSums(path); err != nil {
+		return err
+	}
 	buf := make([]byte, len(idsMagic)+8*len(hashes))
 	copy(buf, idsMagic)
 	for i, h := range hashes {

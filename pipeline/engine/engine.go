@@ -239,8 +239,12 @@ func Run(ctx context.Context, p *pipeline.Plan, opts Options) (*Summary, error) 
 		return e.summary(), fmt.Errorf("run directory: %w", err)
 	}
 	var err error
-	if e.ledger, err = openLedger(p.File.RunDir); err != nil {
+	var warning string
+	if e.ledger, warning, err = openLedger(p.File.RunDir); err != nil {
 		return e.summary(), err
+	}
+	if warning != "" {
+		fmt.Fprintf(e.opts.Notice, "pipe: warning: %s\n", warning)
 	}
 	defer e.ledger.close()
 	e.ledger.full = e.requestCommit

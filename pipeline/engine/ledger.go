@@ -53,13 +53,15 @@ type ledger struct {
 	fresh   []uint64
 }
 
-func openLedger(runDir string) (*ledger, error) {
-	log, hashes, err := commitlog.OpenIDLog(filepath.Join(runDir, pipeline.DoneFile))
+// openLedger opens done.ids, checked against its checksums; warning says
+// what damage it found and set aside ("" for none).
+func openLedger(runDir string) (l *ledger, warning string, err error) {
+	log, hashes, warning, err := commitlog.OpenCheckedIDLog(filepath.Join(runDir, pipeline.DoneFile))
 	if err != nil {
-		return nil, fmt.Errorf("run directory state: %w", err)
+		return nil, "", fmt.Errorf("run directory state: %w", err)
 	}
 	set := commitlog.NewSet(hashes)
-	return &ledger{log: log, set: set, atStart: set.Len()}, nil
+	return &ledger{log: log, set: set, atStart: set.Len()}, warning, nil
 }
 
 // Has reports whether id was finished when the run started (DoneSet).
@@ -111,7 +113,7 @@ func (l *ledger) unfinish(hashes []uint64) error {
 	if _, err := commitlog.RewriteIDLog(path, func(h uint64) bool { return drop[h] }); err != nil {
 		return fmt.Errorf("run directory state: %w", err)
 	}
-	log, kept, err := commitlog.OpenIDLog(path)
+	log, kept, _, err := commitlog.OpenCheckedIDLog(path)
 	if err != nil {
 		return fmt.Errorf("run directory state: %w", err)
 	}
