@@ -139,6 +139,14 @@ var (
 	_ pipeline.RowCounter = (*writeArrow)(nil)
 )
 
+// shardIDs reads the id hashes of a committed shard's rows, in order (to
+// rebuild a damaged id log).
+func (w *writeArrow) shardIDs(path string) ([]uint64, error) {
+	var out []uint64
+	err := arrowrow.EachID(context.Background(), path, w.mem, func(id string) { out = append(out, commitlog.Hash(id)) })
+	return out, err
+}
+
 func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 	w.log = io.Discard
 	if env != nil && env.Log != nil {
@@ -147,11 +155,14 @@ func (w *writeArrow) Open(_ context.Context, env *pipeline.Env) error {
 	if w.mem == nil { // tests set their own
 		w.mem = memory.DefaultAllocator
 	}
-	s, removed, err := filecommit.Open(w.cfg.Path, w.cfg.Format, arrowrow.Ext(w.cfg.Format), arrowrow.Version)
+	s, removed, err := filecommit.OpenRebuilding(w.cfg.Path, w.cfg.Format, arrowrow.Ext(w.cfg.Format), arrowrow.Version, w.shardIDs)
 	if err != nil {
 		return err
 	}
 	w.shards = s
+	if msg := s.Recovered(); msg != "" && env != nil && env.Notice != nil {
+		fmt.Fprintf(env.Notice, "pipe: warning: stage %q: %s\n", env.StageID, msg)
+	}
 	if len(removed) > 0 {
 		fmt.Fprintf(w.log, "%s: removed %v, left by a run that stopped before committing them (their rows are written again)\n", w.cfg.Path, removed)
 	}

@@ -749,3 +749,51 @@ func (p *rowPool) row(i int) *record.Record {
 	r.ID = fmt.Sprintf("row-%d", i)
 	return &r
 }
+
+// The shard directory's id log damaged while pipe is stopped (cut short,
+// a torn header): it is rebuilt from the committed shards' rows, in order,
+// with a warning, and the writer goes on knowing every row it holds.
+func TestWriteArrowRebuildsADamagedIDLog(t *testing.T) {
+	for _, format := range []string{arrowrow.FormatParquet, arrowrow.FormatArrow} {
+		for _, damage := range []string{"cut short", "torn header"} {
+			t.Run(format+"/"+damage, func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "out")
+				cfg := arrowCfg(dir, format)
+				cfg.MaxRows = 100
+				w := openArrow(t, cfg, nil, nil)
+				in := arrowRows("r", 250, 10)
+				arrowProcessAll(t, w, &arrowEmitter{}, in)
+				if err := w.Commit(context.Background(), &skipEmitter{}); err != nil {
+					t.Fatal(err)
+				}
+				w.Close()
+				ids := filepath.Join(dir, filecommit.IDLogName)
+				before, _ := os.ReadFile(ids)
+				if damage == "cut short" {
+					os.Truncate(ids, int64(len(before)-8*30))
+				} else {
+					f, _ := os.OpenFile(ids, os.O_WRONLY, 0)
+					f.WriteAt(make([]byte, 8), 0)
+					f.Close()
+				}
+				var notice strings.Builder
+				w = &writeArrow{cfg: cfg}
+				if err := w.Open(context.Background(), &pipeline.Env{StageID: "completions", Notice: &notice}); err != nil {
+					t.Fatalf("a damaged id log stopped the writer: %v", err)
+				}
+				defer w.Close()
+				if !strings.Contains(notice.String(), "rebuilt from the 3 shards' rows") {
+					t.Errorf("notice %q", notice.String())
+				}
+				if after, _ := os.ReadFile(ids); !bytes.Equal(after, before) {
+					t.Error("the rebuilt id log differs from the one the writer kept")
+				}
+				for _, r := range in {
+					if !w.shards.Has(r.ID) {
+						t.Fatalf("%s is not known as committed after the rebuild", r.ID)
+					}
+				}
+			})
+		}
+	}
+}

@@ -24,6 +24,10 @@ const MetaDir = ".pipe"
 // S3 prefix upload-s3 wrote).
 const ManifestName = MetaDir + "/manifest.json"
 
+// ManifestCopyName is the manifest's copy, written with it, read when the
+// manifest is damaged.
+const ManifestCopyName = MetaDir + "/manifest.json.copy"
+
 // IDLogName is the id log's path in a shard directory.
 const IDLogName = MetaDir + "/ids"
 

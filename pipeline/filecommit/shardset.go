@@ -27,6 +27,9 @@ type Manifest struct {
 	Bytes   int64       `json:"bytes"`
 	Updated time.Time   `json:"updated"`
 	Shards  []ShardInfo `json:"shards"`
+	// Recovered, when ReadManifest found the manifest damaged and read
+	// its copy, says so (a warning to show); it is not written.
+	Recovered string `json:"-"`
 }
 
 // ShardInfo is one committed shard.
@@ -55,7 +58,16 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, &commitlog.DamagedError{Path: path, Err: err}
+		// A damaged manifest (a bad sector, a torn page): its copy,
+		// written just before it, names the same shards or one more
+		// (whole: a shard is in place before either names it).
+		copyPath := filepath.Join(dir, ManifestCopyName)
+		if cdata, cerr := os.ReadFile(copyPath); cerr == nil && json.Unmarshal(cdata, &m) == nil {
+			m.Recovered = fmt.Sprintf("%s was damaged (%v): read its copy %s", path, err, copyPath)
+			return &m, nil
+		}
+		return nil, &commitlog.DamagedError{Path: path, Err: fmt.Errorf("%v, and it has no readable copy (%s): "+
+			"restore the manifest from a copy (upload-s3 keeps one beside the shards in the bucket), or move %s aside and run with --fresh", err, copyPath, dir)}
 	}
 	return &m, nil
 }
@@ -73,7 +85,11 @@ type Set struct {
 	held                     *commitlog.Set // ids held when opened
 	next                     int            // number of the next shard
 	redo                     map[uint64]bool
+	recovered                string // what Open found damaged and mended
 }
+
+// Recovered says what Open found damaged and mended ("" for nothing).
+func (s *Set) Recovered() string { return s.recovered }
 
 var partName = regexp.MustCompile(`^part-\d{5,}\.`)
 
@@ -81,6 +97,17 @@ var partName = regexp.MustCompile(`^part-\d{5,}\.`)
 // with extension ext ("parquet", ".parquet"). removed lists the files a
 // crash left that were not committed, now deleted.
 func Open(dir, format, ext, schema string) (s *Set, removed []string, err error) {
+	return OpenRebuilding(dir, format, ext, schema, nil)
+}
+
+// IDsOf reads the id hashes of a committed shard's rows, in order.
+type IDsOf func(shard string) ([]uint64, error)
+
+// OpenRebuilding is Open for a writer that can read its shards' ids
+// (idsOf): an id log damaged by the disk (cut short, a torn header) is
+// rebuilt from the shards the manifest names, with a warning (Recovered),
+// instead of refused.
+func OpenRebuilding(dir, format, ext, schema string, idsOf IDsOf) (s *Set, removed []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -97,6 +124,12 @@ func Open(dir, format, ext, schema string) (s *Set, removed []string, err error)
 			return nil, nil, fmt.Errorf("%s holds %s shards; this writer writes %s (use another path, or --fresh)", dir, m.Format, format)
 		}
 		s.m = *m
+		if m.Recovered != "" {
+			s.recovered = m.Recovered + "; the manifest is written again"
+			if err := writeManifest(dir, s.m); err != nil {
+				return nil, nil, err
+			}
+		}
 	} else {
 		s.m = Manifest{Format: format, Schema: schema, Shards: []ShardInfo{}, Updated: time.Now().UTC()}
 		entries, _ := os.ReadDir(dir)
@@ -118,6 +151,20 @@ func Open(dir, format, ext, schema string) (s *Set, removed []string, err error)
 	}
 	idLog := filepath.Join(dir, IDLogName)
 	ids, hashes, err := commitlog.OpenIDLog(idLog)
+	var de *commitlog.DamagedError
+	if (errors.As(err, &de) || err == nil && int64(len(hashes)) < s.m.Rows) && idsOf != nil {
+		if ids != nil {
+			ids.Close()
+		}
+		why := fmt.Sprintf("it has %d ids for %d committed rows", len(hashes), s.m.Rows)
+		if de != nil {
+			why = de.Err.Error()
+		}
+		if ids, hashes, err = s.rebuildIDs(idLog, idsOf); err != nil {
+			return nil, nil, fmt.Errorf("%s is damaged (%s) and could not be rebuilt from the shards: %w", idLog, why, err)
+		}
+		s.recovered = joinPhrases(s.recovered, fmt.Sprintf("%s was damaged (%s): rebuilt from the %d shards' rows", idLog, why, len(s.m.Shards)))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,7 +180,7 @@ func Open(dir, format, ext, schema string) (s *Set, removed []string, err error)
 		}
 	case int64(len(hashes)) < s.m.Rows:
 		ids.Close()
-		return nil, nil, fmt.Errorf("%s: the id log has %d ids for %d committed rows: it was damaged", dir, len(hashes), s.m.Rows)
+		return nil, nil, &commitlog.DamagedError{Path: idLog, Err: fmt.Errorf("the id log has %d ids for %d committed rows; move %s aside and run with --fresh, or restore the id log from a copy", len(hashes), s.m.Rows, dir)}
 	}
 	s.ids, s.held = ids, commitlog.NewSet(hashes)
 	named := map[string]bool{}
@@ -171,6 +218,33 @@ func Open(dir, format, ext, schema string) (s *Set, removed []string, err error)
 		}
 	}
 	return s, removed, nil
+}
+
+// rebuildIDs writes the id log again from the ids of the shards the
+// manifest names, in its order, and opens it.
+func (s *Set) rebuildIDs(idLog string, idsOf IDsOf) (*commitlog.IDLog, []uint64, error) {
+	var all []uint64
+	for _, sh := range s.m.Shards {
+		hs, err := idsOf(filepath.Join(s.dir, sh.Name))
+		if err != nil {
+			return nil, nil, err
+		}
+		if int64(len(hs)) != sh.Rows {
+			return nil, nil, fmt.Errorf("%s has %d rows, its manifest says %d", sh.Name, len(hs), sh.Rows)
+		}
+		all = append(all, hs...)
+	}
+	if err := commitlog.WriteIDLog(idLog, all); err != nil {
+		return nil, nil, err
+	}
+	return commitlog.OpenIDLog(idLog)
+}
+
+func joinPhrases(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // Has reports whether the directory held a row for id when it was opened.
@@ -287,7 +361,14 @@ func writeManifest(dir string, m Manifest) error {
 	if err := os.MkdirAll(filepath.Join(dir, MetaDir), 0o755); err != nil {
 		return err
 	}
-	return commitlog.WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'))
+	// The copy first: when the manifest is damaged, its copy names what
+	// the manifest named, or one shard more that is already in place.
+	for _, name := range []string{ManifestCopyName, ManifestName} {
+		if err := commitlog.WriteFileAtomic(filepath.Join(dir, name), append(data, '\n')); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var _ io.Writer = (*Pending)(nil)

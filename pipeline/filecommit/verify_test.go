@@ -151,7 +151,37 @@ func TestDamagedManifest(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, ManifestName), []byte(`{"format":"par`), 0o644)
 	_, err := ReadManifest(dir)
 	var d *commitlog.DamagedError
-	if !errors.As(err, &d) {
+	if !errors.As(err, &d) || !strings.Contains(err.Error(), "--fresh") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// A manifest damaged by the disk (a torn page) is read from its copy,
+// written with it; Open writes it again and says so.
+func TestDamagedManifestReadFromItsCopy(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := Open(dir, "parquet", ".parquet", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitShard(t, s, "first shard", "a", "b")
+	commitShard(t, s, "second shard", "c")
+	s.Close()
+	good, _ := os.ReadFile(filepath.Join(dir, ManifestName))
+	os.WriteFile(filepath.Join(dir, ManifestName), make([]byte, len(good)), 0o644)
+
+	s, _, err = Open(dir, "parquet", ".parquet", "v1")
+	if err != nil {
+		t.Fatalf("a damaged manifest with its copy: %v", err)
+	}
+	defer s.Close()
+	if m := s.Manifest(); len(m.Shards) != 2 || m.Rows != 3 {
+		t.Fatalf("read back %d shards, %d rows; want 2, 3", len(m.Shards), m.Rows)
+	}
+	if !strings.Contains(s.Recovered(), "was damaged") {
+		t.Errorf("Recovered() = %q", s.Recovered())
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir, ManifestName)); string(now) != string(good) {
+		t.Errorf("the manifest was not written again:\n%s", now)
 	}
 }

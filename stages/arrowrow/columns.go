@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -40,4 +41,23 @@ func ReadColumns(ctx context.Context, path string, columns []string, mem memory.
 		return nil // none of the columns: nothing to read (nil leaves would read them all)
 	}
 	return parquetBatches(ctx, path, pf, leaves, readBatchRows, mem, fn)
+}
+
+// EachID calls fn with the id of every row of a shard, in order, reading
+// only that column of a Parquet shard.
+func EachID(ctx context.Context, path string, mem memory.Allocator, fn func(id string)) error {
+	return ReadColumns(ctx, path, []string{ColID}, mem, func(b arrow.RecordBatch) error {
+		idx := b.Schema().FieldIndices(ColID)
+		if len(idx) == 0 {
+			return fmt.Errorf("%s has no %q column", path, ColID)
+		}
+		col, ok := b.Column(idx[0]).(*array.String)
+		if !ok {
+			return fmt.Errorf("%s: column %q is %s, not strings", path, ColID, b.Column(idx[0]).DataType())
+		}
+		for i := range col.Len() {
+			fn(col.Value(i))
+		}
+		return nil
+	})
 }
