@@ -90,8 +90,14 @@ func Lock(dir string) (*Locked, error) {
 		return nil, fmt.Errorf("run directory lock %s: %w", path, err)
 	}
 	l := &Locked{Dir: dir, f: f}
-	if prev, ok := readLockInfo(f); ok && prev.PID != 0 && prev.Released.IsZero() {
+	prev, ok := readLockInfo(f)
+	switch {
+	case ok && prev.PID != 0 && prev.Released.IsZero():
 		l.TookOver = tookOver(prev)
+	case !ok && lockHasBytes(f):
+		// Damaged: whether the last run ended cleanly cannot be told, so
+		// it is taken as one that did not (its outputs are checked whole).
+		l.TookOver = "the lock file of the previous run is damaged, so whether it finished cleanly is unknown; resuming from its committed state, checked whole"
 	}
 	host, _ := os.Hostname()
 	l.info = lockInfo{PID: os.Getpid(), Host: host, Started: time.Now().UTC().Truncate(time.Second)}
@@ -162,6 +168,11 @@ func busy(dir, path string) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return e
+}
+
+func lockHasBytes(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Size() > 0
 }
 
 func readLockInfo(f *os.File) (lockInfo, bool) {

@@ -57,8 +57,10 @@ func AppendPoint(dir string, p *Point) error {
 	return err
 }
 
-// ReadTimeline reads dir's timeline; a missing file has no points, and a
-// torn or unreadable line (a crash mid-write) is skipped.
+// ReadTimeline reads dir's timeline; a missing file has no points, a torn
+// or unreadable line (a crash mid-write, a bad sector) is skipped, and a
+// point read twice (a block of the file written again elsewhere) counts
+// once: the budget sums what earlier starts spent from it.
 func ReadTimeline(dir string) ([]Point, error) {
 	f, err := os.Open(filepath.Join(dir, TimelineFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -69,11 +71,21 @@ func ReadTimeline(dir string) ([]Point, error) {
 	}
 	defer f.Close()
 	var out []Point
+	type key struct {
+		t       int64
+		pid     int
+		elapsed float64
+	}
+	seen := map[key]bool{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		var p Point
-		if json.Unmarshal(sc.Bytes(), &p) == nil && !p.T.IsZero() {
+		if json.Unmarshal(sc.Bytes(), &p) != nil || p.T.IsZero() {
+			continue
+		}
+		if k := (key{p.T.UnixNano(), p.PID, p.Elapsed}); !seen[k] {
+			seen[k] = true
 			out = append(out, p)
 		}
 	}

@@ -41,6 +41,16 @@ func TestTimeline(t *testing.T) {
 	if err != nil || len(pts) != 2 || pts[1].Finished != 10 || pts[1].Stages[0].Out != 10 || pts[1].Stages[0].ServerTokens["a"] != 5 {
 		t.Errorf("read %+v, %v; want the two whole points", pts, err)
 	}
+
+	// A block of the file written again further on (a misdirected write)
+	// does not count those points twice: the budget would stop early.
+	f, _ = os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("\n" + string(data))
+	f.Close()
+	pts, _ = rundir.ReadTimeline(dir)
+	if s := rundir.SpentBy(pts); len(pts) != 2 || s.OutputTokens != 5 {
+		t.Errorf("after a duplicated block: %d points, %d tokens spent; want 2 points, 5 tokens", len(pts), s.OutputTokens)
+	}
 }
 
 // What earlier starts spent is each start's last point: a start is a run
