@@ -104,7 +104,7 @@ func TestLockFileStates(t *testing.T) {
 	}{
 		{"no lock file", "", ""},
 		{"empty lock file", "\x00", ""},
-		{"unreadable lock file", "garbage", ""},
+		{"unreadable lock file", "garbage", "lock file of the previous run is damaged"}, // taken as an unclean end
 		{"released", `{"pid":99,"host":"h","started":"2026-11-30T16:40:00Z","released":"2026-11-30T17:00:00Z"}`, ""},
 		{"died", `{"pid":99,"host":"h","started":"2026-11-30T16:40:00Z"}`,
 			"previous run (pid 99 on host h, started 2026-11-30T16:40:00Z) did not finish cleanly; resuming from its committed state"},
