@@ -298,3 +298,58 @@ func TestJournalDamagePastTheIndex(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkJournalOpenReadsSegment is the cost a start pays to read whole a
+// segment holding unfinished prompts: a full 64 MiB segment of completions
+// of 2,000 output ids each (a reasoning completion's size), none finished.
+func BenchmarkJournalOpenReadsSegment(b *testing.B) {
+	dir := b.TempDir()
+	o := testJournalOptions(dir)
+	o.IDOf, o.SegmentBytes = JournalEntryID, 1<<30
+	j, err := OpenJournal(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]int, 2000)
+	for i := range ids {
+		ids[i] = 1000 + i*37%150000
+	}
+	var size int64
+	for i := 0; size < 64<<20; i++ {
+		id := fmt.Sprintf("p%07d", i)
+		line, err := AppendJournalEntry(nil, JournalEntry{Port: "out", Record: &record.Record{ID: id,
+			Completion: &record.Completion{Reasoning: strings.Repeat("thinking ", 600), Answer: "answer", OutputIDs: ids}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		j.Append(id, line)
+		size += int64(len(line) + 1)
+	}
+	j.Commit()
+	j.Close()
+	b.SetBytes(size)
+	b.ResetTimer()
+	for range b.N {
+		j, err := OpenJournal(o)
+		if err != nil || len(j.Warnings()) > 0 {
+			b.Fatal(err, j.Warnings())
+		}
+		j.Close()
+	}
+}
+
+// JournalEntryID reads a checksummed line's id without decoding the line:
+// it must give what decoding gives, for any id.
+func TestJournalEntryIDFastPath(t *testing.T) {
+	for _, id := range []string{"p1", `quote"inside`, `back\slash`, "tab\there", "ünïcode ✓", "<think>&", `\"`, "x\u2028y"} {
+		line, err := AppendJournalEntry(nil, JournalEntry{Port: "rejected", Record: &record.Record{ID: id, Meta: map[string]any{"id": "not this"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := JournalEntryID(line)
+		e, perr := ParseJournalEntry(line)
+		if err != nil || perr != nil || got != id || e.Record.ID != id {
+			t.Errorf("id %q: JournalEntryID = %q, %v; decoded %v", id, got, err, perr)
+		}
+	}
+}
