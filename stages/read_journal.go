@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -64,8 +65,10 @@ type ReadJournalConfig struct {
 }
 
 type readJournal struct {
-	cfg  ReadJournalConfig
-	done pipeline.DoneSet
+	cfg    ReadJournalConfig
+	done   pipeline.DoneSet
+	notice io.Writer
+	id     string
 }
 
 var (
@@ -74,7 +77,10 @@ var (
 )
 
 func (r *readJournal) Open(_ context.Context, env *pipeline.Env) error {
-	r.done = env.Done
+	r.done, r.notice, r.id = env.Done, env.Notice, env.StageID
+	if r.notice == nil {
+		r.notice = io.Discard
+	}
 	files, err := commitlog.StageJournalFiles(r.cfg.RunDir, r.cfg.Stage)
 	if err != nil {
 		return err
@@ -92,14 +98,19 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 	}
 	var seen commitlog.SeenSet
 	for _, path := range files {
+		damaged := 0
 		err := commitlog.EachCommitted(path, func(n int, line []byte) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			jl, err := commitlog.ParseJournalEntry(line)
 			if err != nil {
-				// Committed lines are whole records: this one was changed by hand.
-				return fmt.Errorf("%s:%d: not a journal entry (want {\"port\", \"record\"} with a record id)", path, n)
+				// Committed lines are whole records: this one was changed
+				// on disk. Its record is lost to the replay, not the rest.
+				if damaged++; damaged <= 3 {
+					fmt.Fprintf(r.notice, "pipe: warning: stage %q: %s:%d is damaged (%v): its record is not replayed\n", r.id, path, n, err)
+				}
+				return nil
 			}
 			rec := jl.Record
 			if !seen.Add(commitlog.Hash(rec.ID)) {
@@ -111,6 +122,9 @@ func (r *readJournal) Read(ctx context.Context, out pipeline.Emitter) error {
 			out.Took(1)
 			return nil
 		})
+		if damaged > 3 {
+			fmt.Fprintf(r.notice, "pipe: warning: stage %q: %s: %d damaged entries in all, not replayed\n", r.id, path, damaged)
+		}
 		if err != nil {
 			return err
 		}
