@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/pipe-dev/pipe/pipeline/figure"
@@ -225,7 +226,18 @@ type Env struct {
 	// that found committed rows damaged has them written again (from the
 	// journal where it holds them). Nil outside a run.
 	Unfinish func(hashes []uint64) error
+	// Stopping is closed when the run stops taking work: a stop request,
+	// SIGTERM, a budget reached, too many failures. A stage whose work
+	// costs (generate) then starts none: for a record it holds but has not
+	// started, Process returns ErrNotStarted, and the next run does the
+	// record. Nil outside a run.
+	Stopping <-chan struct{}
 }
+
+// ErrNotStarted, returned (wrapped) by Process, says the stage did not
+// start the record's work because the run is stopping (Env.Stopping): the
+// record is abandoned, not failed, and the next run does it.
+var ErrNotStarted = errors.New("not started: the run is stopping")
 
 // DoneSet is a run directory's set of finished ids.
 type DoneSet interface {

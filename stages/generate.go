@@ -538,6 +538,9 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		Notify: g.noticef,
 		// Warnings while servers work: on the terminal and in the log.
 		Warn: g.warnf,
+		// A stop sends nothing more: what waits for a slot goes back
+		// unfinished (the next run does it).
+		Stop: env.Stopping,
 	})
 	// A proxy from the environment is obeyed (a gateway may need one) but
 	// said: on a cluster HTTP_PROXY is often set for the internet, and a
@@ -754,6 +757,9 @@ func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline
 	history, comp, ended, reject, err := g.generateAll(ctx, sess, rec, plan)
 	// Free the server's slot before waiting on downstream (backpressure).
 	sess.Close()
+	if errors.Is(err, sglang.ErrNotSent) {
+		return pipeline.ErrNotStarted
+	}
 	if err != nil {
 		var ex *sglang.ExhaustedError
 		if errors.As(err, &ex) {

@@ -20,6 +20,9 @@ const exitBudget = 4
 type budgetError struct {
 	What  string // "output_tokens", "wall", "gpu_hours"
 	Spent string // what the run spent of it, with the limit
+	// Answers and InFlight are the fleets' completions so far and
+	// requests in flight when it was measured.
+	Answers, InFlight int64
 }
 
 func (e *budgetError) Error() string {
@@ -31,12 +34,14 @@ func (e *budgetError) Error() string {
 // (the fleets' decoded tokens and servers, the elapsed time), against b.
 func budgetLimit(b pipefile.Budget, before rundir.Spent) func(*engine.Summary) error {
 	return func(s *engine.Summary) error {
-		var tokens int64
+		var tokens, answers, inFlight int64
 		servers := 0
 		for _, st := range s.Stages {
 			if v, ok := st.View.(stages.FleetView); ok {
 				tokens += v.Tokens
 				servers += len(v.Servers)
+				answers += v.Answers
+				inFlight += v.InFlight
 			}
 		}
 		tokens += before.OutputTokens
@@ -44,11 +49,11 @@ func budgetLimit(b pipefile.Budget, before rundir.Spent) func(*engine.Summary) e
 		gpu := before.GPUHours + float64(servers)*s.Elapsed.Hours()
 		switch {
 		case b.OutputTokens > 0 && tokens >= b.OutputTokens:
-			return &budgetError{"output_tokens", fmt.Sprintf("%d decoded of %d", tokens, b.OutputTokens)}
+			return &budgetError{"output_tokens", fmt.Sprintf("%d decoded of %d", tokens, b.OutputTokens), answers, inFlight}
 		case b.Wall > 0 && wall >= b.Wall:
-			return &budgetError{"wall", fmt.Sprintf("%s of %s", wall.Round(time.Second), b.Wall)}
+			return &budgetError{"wall", fmt.Sprintf("%s of %s", wall.Round(time.Second), b.Wall), answers, inFlight}
 		case b.GPUHours > 0 && gpu >= b.GPUHours:
-			return &budgetError{"gpu_hours", fmt.Sprintf("%.2f of %g (%d servers)", gpu, b.GPUHours, servers)}
+			return &budgetError{"gpu_hours", fmt.Sprintf("%.2f of %g (%d servers)", gpu, b.GPUHours, servers), answers, inFlight}
 		}
 		return nil
 	}
@@ -58,4 +63,13 @@ func budgetLimit(b pipefile.Budget, before rundir.Spent) func(*engine.Summary) e
 func budgetReached(err error) (*budgetError, bool) {
 	var be *budgetError
 	return be, errors.As(err, &be)
+}
+
+// finalSpend is the budget check of the run's last summary (nil without a
+// budget or a summary).
+func (r *runSession) finalSpend(sum *engine.Summary) error {
+	if r.limit == nil || sum == nil {
+		return nil
+	}
+	return r.limit(sum)
 }

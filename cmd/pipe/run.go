@@ -775,6 +775,8 @@ type runSession struct {
 	std  *stdio
 	plan *pipeline.Plan
 	rs   runSettings
+	// limit is the run's budget check (nil without a budget).
+	limit func(*engine.Summary) error
 
 	rl      *runLog
 	logPath string
@@ -878,6 +880,18 @@ func (r *runSession) runOptions() engine.Options {
 	if b := r.plan.File.Budget; !b.IsZero() {
 		points, _ := rundir.ReadTimeline(r.plan.File.RunDir) // unreadable: nothing spent before, as a new run
 		limit = budgetLimit(b, rundir.SpentBy(points))
+		r.limit = limit
+		var once sync.Once
+		limit = func(s *engine.Summary) error {
+			err := r.limit(s)
+			if be, ok := budgetReached(err); ok {
+				once.Do(func() {
+					r.rl.Info("budget reached while running: no request is sent from here", "what", be.What, "spent", be.Spent,
+						"answers", be.Answers, "in_flight", be.InFlight)
+				})
+			}
+			return err
+		}
 	}
 	return engine.Options{
 		Sample:       r.rs.sample,
@@ -1045,6 +1059,11 @@ func (r *runSession) outcome(state string, sum *engine.Summary, runErr error) er
 	switch state {
 	case stateFailed:
 		if be, ok := budgetReached(runErr); ok {
+			// What was spent in the end, in flight included: the figure
+			// the next start reads, not the one at the moment of reaching.
+			if fin, ok := budgetReached(r.finalSpend(sum)); ok && fin.What == be.What {
+				be = fin
+			}
 			r.rl.Info("budget reached", "what", be.What, "spent", be.Spent)
 			return &exitError{code: exitBudget, err: fmt.Errorf("%w; intake stopped, what was in flight finished and everything is committed (%d ids finished).\n"+
 				"To go on, raise [pipeline] budget (e.g. --set pipeline.budget.%s=...) and run the same command: %s", be, sum.Finished, be.What, r.rs.again)}

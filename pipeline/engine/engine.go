@@ -353,7 +353,7 @@ func (e *engine) open() error {
 		if o, ok := n.stage.(pipeline.Opener); ok {
 			env := &pipeline.Env{StageID: n.ps.ID(), RunDir: e.plan.File.RunDir, Log: e.opts.Log, Notice: e.opts.Notice, Done: e.ledger, Resources: e.opts.Resources,
 				DuplicatesHandled: pipeline.DuplicatesHandled(n.ps), Halt: func(err error) { e.halt(&StageError{n.ps.ID(), n.ps.Spec.Kind, err}) },
-				HashCheck: e.opts.HashCheck, ReadWhole: e.opts.ReadWhole, Unfinish: e.ledger.unfinish, Sample: e.opts.Sample}
+				HashCheck: e.opts.HashCheck, ReadWhole: e.opts.ReadWhole, Stopping: e.intakeCtx.Done(), Unfinish: e.ledger.unfinish, Sample: e.opts.Sample}
 			if e.opts.Warn != nil {
 				id := n.ps.ID()
 				env.Warn = func(kind, text string) { e.opts.Warn(id, kind, text) }
@@ -653,6 +653,9 @@ func (e *engine) handle(n *node, proc pipeline.Processor, rec *record.Record, si
 	if !sink || n.committer == nil {
 		err := e.call(n, proc, rec, em)
 		switch {
+		case err != nil && errors.Is(err, pipeline.ErrNotStarted) && !em.touched.Load():
+			n.abandon(false) // stopped before its work began: the next run does it
+			return nil
 		case err != nil:
 			if !em.touched.Load() {
 				n.abandon(true)
@@ -985,11 +988,22 @@ func (e *engine) releaseAll(tickets []*ticket.Ticket) {
 	}
 }
 
+// limitEvery is how often Options.Limit is checked.
+const limitEvery = 100 * time.Millisecond
+
 // watch turns Stop and ctx into the intake and hard cancellations and calls
 // Progress periodically, until finished is closed.
 func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake func()) {
 	tick := time.NewTicker(e.opts.ProgressEvery)
 	defer tick.Stop()
+	// The limit (a budget) is checked often: what is sent between its
+	// being reached and its check is spent past it.
+	var limitC <-chan time.Time
+	if e.opts.Limit != nil {
+		lt := time.NewTicker(limitEvery)
+		defer lt.Stop()
+		limitC = lt.C
+	}
 	stop := e.opts.Stop
 	tooMany := e.tooMany
 	var drainTimer <-chan time.Time
@@ -1028,15 +1042,14 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 		case <-drainTimer:
 			e.hardCancel(fmt.Errorf("drain did not finish within %s: %w", e.opts.DrainTimeout, ErrStopped))
 		case <-tick.C:
-			if (e.opts.Progress != nil || e.opts.Limit != nil) && e.running.Load() {
-				s := e.summary()
-				if e.opts.Progress != nil {
-					e.opts.Progress(s)
-				}
-				if e.opts.Limit != nil {
-					if err := e.opts.Limit(s); err != nil {
-						e.halt(err)
-					}
+			if e.opts.Progress != nil && e.running.Load() {
+				e.opts.Progress(e.summary())
+			}
+		case <-limitC:
+			if e.running.Load() {
+				if err := e.opts.Limit(e.summary()); err != nil {
+					limitC = nil
+					e.halt(err)
 				}
 			}
 		}

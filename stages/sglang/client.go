@@ -94,6 +94,26 @@ type Options struct {
 	// running out of memory. Default 256 MiB: a few hundred answers of a
 	// few hundred KB each use a tenth of it.
 	AnswerBudget int64
+	// Stop, when closed, ends the sending of requests: a request not yet
+	// sent (waiting for a slot, a retry, a hedge) is not sent, and
+	// Generate returns ErrNotSent; requests already sent go on. Nil: never.
+	// It is how a run's stop spends nothing past what is in flight.
+	Stop <-chan struct{}
+}
+
+// ErrNotSent is Generate's error for a request it did not send because
+// Options.Stop was closed first: the record was not started, and a next
+// run does it.
+var ErrNotSent = errors.New("not sent: the run is stopping")
+
+// stopping reports whether Options.Stop is closed.
+func (c *Client) stopping() bool {
+	select {
+	case <-c.opts.Stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func (o *Options) setDefaults() {
@@ -721,6 +741,9 @@ func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*s
 		}()
 	}
 	for {
+		if c.stopping() {
+			return nil, ErrNotSent
+		}
 		c.mu.Lock()
 		// A slot a waiting hedge could take is left to it (a hedge never
 		// takes the server it avoids, so that one stays open to all).
@@ -755,6 +778,7 @@ func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*s
 		case <-ch:
 		case <-deadline:
 		case <-ctx.Done():
+		case <-c.opts.Stop:
 		}
 		c.mu.Lock()
 		c.waiters--
@@ -884,6 +908,9 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 				ss.Close()
 			}
 		}
+		if sent > 1 && c.stopping() {
+			return nil, ErrNotSent // a retry is a request not yet sent
+		}
 		if ss.s == nil {
 			s, err := c.acquire(ctx, avoid)
 			if err != nil {
@@ -923,7 +950,7 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 		if failures >= c.opts.MaxAttempts {
 			return nil, &ExhaustedError{Attempts: sent, Last: last}
 		}
-		if err := sleepCtx(ctx, c.backoff(failures)); err != nil {
+		if err := c.sleepBackoff(ctx, c.backoff(failures)); err != nil {
 			return nil, err
 		}
 	}
@@ -940,7 +967,9 @@ func (c *Client) backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// sleepBackoff waits d before a retry, or until ctx ends, or until the
+// sending stops (then the retry is not sent: ErrNotSent).
+func (c *Client) sleepBackoff(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -948,6 +977,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	case <-c.opts.Stop:
+		return ErrNotSent
 	}
 }
 
