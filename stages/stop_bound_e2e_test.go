@@ -52,7 +52,9 @@ func (r *stopRig) start(args ...string) (*exec.Cmd, *strings.Builder) {
 	return cmd, &out
 }
 
-func (r *stopRig) completions() int { return len(readRecords(r.t, filepath.Join(r.dir, "out/completions.jsonl"))) }
+func (r *stopRig) completions() int {
+	return len(readRecords(r.t, filepath.Join(r.dir, "out/completions.jsonl")))
+}
 
 // runLogLine returns the first line of the run's log holding msg.
 func (r *stopRig) runLogLine(msg string) string {
