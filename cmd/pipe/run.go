@@ -616,8 +616,9 @@ func handleSignals(std *stdio, errOut io.Writer, a signalActions) {
 // endState is the state a run ended in, for status.json and the
 // notifications.
 func endState(sum *engine.Summary, runErr error) string {
+	_, budget := budgetReached(runErr)
 	switch {
-	case runErr != nil && errors.Is(runErr, engine.ErrStopped):
+	case runErr != nil && errors.Is(runErr, engine.ErrStopped) && !budget:
 		return stateStopped
 	case runErr != nil:
 		return stateFailed
@@ -1065,8 +1066,12 @@ func (r *runSession) outcome(state string, sum *engine.Summary, runErr error) er
 				be = fin
 			}
 			r.rl.Info("budget reached", "what", be.What, "spent", be.Spent)
-			return &exitError{code: exitBudget, err: fmt.Errorf("%w; intake stopped, what was in flight finished and everything is committed (%d ids finished).\n"+
-				"To go on, raise [pipeline] budget (e.g. --set pipeline.budget.%s=...) and run the same command: %s", be, sum.Finished, be.What, r.rs.again)}
+			inFlight := "what was in flight finished"
+			if errors.Is(runErr, engine.ErrStopped) {
+				inFlight = fmt.Sprintf("what was in flight past the grace (--drain-timeout %s) was cancelled, and the next start does it", r.rs.drainTimeout)
+			}
+			return &exitError{code: exitBudget, err: fmt.Errorf("%w; nothing more was sent, %s, and everything is committed (%d ids finished).\n"+
+				"To go on, raise [pipeline] budget (e.g. --set pipeline.budget.%s=...) and run the same command: %s", be, inFlight, sum.Finished, be.What, r.rs.again)}
 		}
 		r.rl.Error("run failed", "err", runErr)
 		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",

@@ -405,6 +405,12 @@ func (e *engine) finish() (*Summary, error) {
 	sum := e.summary()
 	sum.DeadLetters = paths
 	if err := context.Cause(e.hardCtx); err != nil {
+		if halt := e.tooManyErr.Load(); halt != nil && errors.Is(err, ErrStopped) {
+			// The grace ran out on a halt (a budget, too many failures):
+			// the halt is why the run stopped; the requests cut off are
+			// done by the next start.
+			return sum, fmt.Errorf("%w; %w", *halt, err)
+		}
 		return sum, err
 	}
 	if err := e.tooManyErr.Load(); err != nil {
