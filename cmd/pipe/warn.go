@@ -161,8 +161,13 @@ func (w *warner) check(l *live, ls *liveStatus) {
 		}
 		on := w.limits.FailShare > 0 && warnConfident(float64(failed), float64(finished), w.limits.FailShare)
 		w.condition("failures:"+st.ID, on, share < w.limits.FailShare/2, func() {
-			w.warn(elapsed, "failures", "stage %s failed %s of records in the last minute (%d of %d; kept in RUN_DIR/failed): its servers or inputs may be failing",
-				st.ID, pct(share), failed, finished)
+			// Servers only where the stage has them.
+			cause := "its rules, its program or its inputs may be failing (its first errors are in run.log)"
+			if st.Expensive {
+				cause = "its servers or inputs may be failing"
+			}
+			w.warn(elapsed, "failures", "stage %s failed %s of records in the last minute (%d of %d; kept in RUN_DIR/failed): %s",
+				st.ID, pct(share), failed, finished, cause)
 		})
 	}
 	if elapsed-w.diskAt >= w.diskEvery {

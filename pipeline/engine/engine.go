@@ -150,7 +150,11 @@ type node struct {
 	abandoned, replayed                atomic.Int64
 	// redone counts records whose journal entry was damaged (set aside at
 	// Open, or unreadable when looked up): done again.
-	redone         atomic.Int64
+	redone atomic.Int64
+	// firstFailure is the error of the stage's first failed record;
+	// saidFailures the distinct errors shown (under reasonsMu).
+	firstFailure   atomic.Pointer[string]
+	saidFailures   map[string]bool
 	reasonsMu      sync.Mutex
 	reasons, skips map[string]int64
 	failedSelf     atomic.Bool
@@ -440,8 +444,31 @@ func (e *engine) finish() (*Summary, error) {
 		if err := e.checkOutputRows(sum); err != nil {
 			return sum, err
 		}
+		if err := e.recordsFailed(); err != nil {
+			return sum, err
+		}
 	}
 	return sum, nil
+}
+
+// recordsFailed is ErrRecordsFailed, naming each stage's count and first
+// error, when records failed in this start: the run is not done.
+func (e *engine) recordsFailed() error {
+	var parts []string
+	for _, n := range e.nodes {
+		if f := n.failed.Load(); f > 0 {
+			first := ""
+			if p := n.firstFailure.Load(); p != nil {
+				first = " (first: " + *p + ")"
+			}
+			parts = append(parts, fmt.Sprintf("%d in stage %q%s", f, n.ps.ID(), first))
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s; they are in %s and not finished: the same command does them again", ErrRecordsFailed,
+		strings.Join(parts, ", "), layout.DeadLetterDir(e.plan.File.RunDir, layout.Failed))
 }
 
 // checkOutputRows fails a finished run one of whose outputs of accepted
@@ -1329,15 +1356,45 @@ func (em *emitter) Fail(rec *record.Record, err error, attempts int) error {
 	}
 	em.touched.Store(true)
 	em.claim(rec)
+	if rec.Ticket != nil {
+		// A fault (a server's, a rule's, a program's) finishes nothing:
+		// the id stays unfinished and the next start does it again.
+		rec.Ticket.Void.Store(true)
+	}
 	rec.Failure = &record.Failure{Stage: em.n.ps.ID(), Error: err.Error(), Attempts: attempts}
 	if werr := em.e.dead.write(layout.Failed, em.n.ps.ID(), rec); werr != nil {
 		return werr
 	}
 	em.n.failed.Add(1)
+	em.e.sayFailure(em.n, rec.ID, err)
 	if err := em.e.checkFailed(false); err != nil {
 		em.e.halt(err)
 	}
 	return nil
+}
+
+// maxSaidFailures is how many distinct errors of one stage's failed
+// records are shown as they happen; the rest are in failed/ only.
+const maxSaidFailures = 5
+
+// sayFailure shows the first occurrence of each distinct error of a
+// stage's failed records (a rule's, a program's, a server's), whole, on
+// the terminal and in the run log: failed/ is not where people look.
+func (e *engine) sayFailure(n *node, id string, err error) {
+	text := err.Error()
+	n.firstFailure.CompareAndSwap(nil, &text)
+	n.reasonsMu.Lock()
+	if n.saidFailures == nil {
+		n.saidFailures = map[string]bool{}
+	}
+	say := !n.saidFailures[text] && len(n.saidFailures) < maxSaidFailures
+	if say {
+		n.saidFailures[text] = true
+	}
+	n.reasonsMu.Unlock()
+	if say {
+		fmt.Fprintf(e.opts.Notice, "pipe: stage %q: record %q failed: %s\n", n.ps.ID(), id, text)
+	}
 }
 
 // halt ends the run like a stop request (commit, drain) and then fails it
@@ -1367,8 +1424,12 @@ func (e *engine) checkFailed(final bool) error {
 		return nil
 	}
 	tooMany := func(n *node) error {
-		return fmt.Errorf("%w: %d failed of %d records taken by stage %q (max_failed = %s; [pipeline] max_failed or --set pipeline.max_failed=… allows more); they are in %s",
-			ErrTooManyFailed, n.failed.Load(), n.in.Load(), n.ps.ID(), limit.Text, layout.DeadLetterDir(e.plan.File.RunDir, layout.Failed))
+		first := ""
+		if p := n.firstFailure.Load(); p != nil {
+			first = "; the first: " + *p
+		}
+		return fmt.Errorf("%w: %d failed of %d records taken by stage %q (%s; max_failed = %s; [pipeline] max_failed or --set pipeline.max_failed=… allows more)%s; they are in %s",
+			ErrTooManyFailed, n.failed.Load(), n.in.Load(), n.ps.ID(), n.ps.Spec.Kind, limit.Text, first, layout.DeadLetterDir(e.plan.File.RunDir, layout.Failed))
 	}
 	if limit.Share == 0 { // a count is over the whole run
 		if limit.Exceeded(total, total, final) {

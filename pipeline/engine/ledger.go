@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 )
 
 func (l *ledger) newTicket(id string) *ticket.Ticket {
@@ -51,6 +53,11 @@ type ledger struct {
 	// start too), for the journals: a segment goes once all its ids did.
 	freshMu sync.Mutex
 	fresh   []uint64
+	// failedBefore are the ids failed/ held at the start; recovered those
+	// of them finished since the last commit (layout.Recovered).
+	runDir       string
+	failedBefore *commitlog.Set
+	recovered    []uint64
 }
 
 // openLedger opens done.ids, checked against its checksums; warning says
@@ -61,7 +68,21 @@ func openLedger(runDir string) (l *ledger, warning string, err error) {
 		return nil, "", fmt.Errorf("run directory state: %w", err)
 	}
 	set := commitlog.NewSet(hashes)
-	return &ledger{log: log, set: set, atStart: set.Len()}, warning, nil
+	l = &ledger{log: log, set: set, atStart: set.Len(), runDir: runDir}
+	// The ids that failed in earlier starts (not finished: this start
+	// does them again); one that finishes now is recorded as recovered.
+	var failed []uint64
+	files, _ := filepath.Glob(layout.DeadLetters(runDir, layout.Failed, "*"))
+	for _, f := range files {
+		hs, err := commitlog.ReadIDs(f)
+		if err != nil {
+			log.Close()
+			return nil, "", fmt.Errorf("run directory state: %w", err)
+		}
+		failed = append(failed, hs...)
+	}
+	l.failedBefore = commitlog.NewSet(failed)
+	return l, warning, nil
 }
 
 // Has reports whether id was finished when the run started (DoneSet).
@@ -93,6 +114,9 @@ func (l *ledger) release(t *ticket.Ticket) {
 	}
 	l.freshMu.Lock()
 	l.fresh = append(l.fresh, h)
+	if l.failedBefore != nil && l.failedBefore.Has(h) {
+		l.recovered = append(l.recovered, h)
+	}
 	l.freshMu.Unlock()
 }
 
@@ -127,12 +151,29 @@ func (l *ledger) unfinish(hashes []uint64) error {
 // after the commit began waits for the next.
 func (l *ledger) commit() ([]uint64, error) {
 	l.freshMu.Lock()
-	fresh := l.fresh
-	l.fresh = nil
+	fresh, recovered := l.fresh, l.recovered
+	l.fresh, l.recovered = nil, nil
 	l.freshMu.Unlock()
 	if err := l.log.Commit(); err != nil {
 		return nil, err
 	}
+	if len(recovered) > 0 {
+		if err := appendIDs(layout.Recovered(l.runDir), recovered); err != nil {
+			return nil, fmt.Errorf("run directory state: %w", err)
+		}
+	}
 	return fresh, nil
 }
 func (l *ledger) close() error { return l.log.Close() }
+
+// appendIDs appends hashes to the id log at path and commits them.
+func appendIDs(path string, hashes []uint64) error {
+	l, _, err := commitlog.OpenIDLog(path)
+	if err != nil {
+		return err
+	}
+	for _, h := range hashes {
+		l.Add(h)
+	}
+	return errors.Join(l.Commit(), l.Close())
+}

@@ -12,6 +12,11 @@ import (
 // ErrTooManyFailed is the cause when failures passed max_failed.
 var ErrTooManyFailed = errors.New("too many failed records")
 
+// ErrRecordsFailed is the cause when a run ended with records that failed
+// (no more than max_failed allows): they are not finished, and the same
+// command does them again.
+var ErrRecordsFailed = errors.New("records failed")
+
 // ErrTooManyRejected is the cause when a stage's rejections passed
 // max_rejected. Retrying does not help: the same settings regenerate the
 // same rejects, so the command exits 2 (fix the cause first).

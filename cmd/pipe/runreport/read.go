@@ -128,6 +128,9 @@ type reader struct {
 	// counted holds a hash of (id, stage, reason) for each rejection or
 	// failure counted, so a record kept in two places counts once.
 	counted map[uint64]bool
+	// recovered are the ids that failed in a start and that a later start
+	// finished (layout.Recovered): their failures count no more.
+	recovered *commitlog.Set
 	// verdicts, if not nil, keeps each id's verdict (Options.Verdicts).
 	verdicts *verdicts
 	// verdictsOnly: read ids and verdicts, nothing else (Options.VerdictsOnly).
@@ -312,6 +315,9 @@ func (rd *reader) countReject(id, stage, reason string) bool {
 }
 
 func (rd *reader) countFailure(id, stage, msg string) {
+	if rd.recovered != nil && rd.recovered.Has(commitlog.Hash(id)) {
+		return // redone since, and finished: it is where it ended
+	}
 	rd.verdicts.set(id, VerdictFailed)
 	if r := []rune(msg); len(r) > 80 {
 		msg = string(r[:80]) + "…"

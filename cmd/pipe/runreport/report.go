@@ -199,6 +199,11 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 		r.Limits = concurrencyLimits(pts)
 	}
 	rd := newReader(ctx, r, tokenizerDir(run.Settings, opts.Tokenizer))
+	if hs, err := commitlog.ReadIDLog(layout.Recovered(dir)); err != nil {
+		r.note("%v", err)
+	} else if len(hs) > 0 {
+		rd.recovered = commitlog.NewSet(hs)
+	}
 	rd.verdictsOnly = opts.VerdictsOnly
 	if opts.Verdicts || opts.VerdictsOnly {
 		rd.verdicts = newVerdicts()

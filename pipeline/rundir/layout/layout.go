@@ -15,7 +15,8 @@
 //	  journal/STAGE/    an expensive stage's results, kept until committed
 //	  journal-STAGE.json  its segments' listing
 //	  rejected/STAGE.jsonl  rejections no stage takes
-//	  failed/STAGE.jsonl    records that failed
+//	  failed/STAGE.jsonl    records that failed (done again by the next start)
+//	  failed/.recovered.ids  the ids of those a later start finished
 //	  uploads/STAGE.jsonl   an upload stage's ledger
 //	  out/              outputs of a replay into the run directory
 //	  report.html       pipe report's page
@@ -63,6 +64,10 @@ func JournalListing(runDir, stage string) string {
 
 // DeadLetterDir is the folder of class (Rejected or Failed).
 func DeadLetterDir(runDir, class string) string { return filepath.Join(runDir, class) }
+
+// Recovered is the id log of failed records that a later start finished
+// (they stay in failed/, and count as failed no more).
+func Recovered(runDir string) string { return filepath.Join(runDir, Failed, ".recovered.ids") }
 
 // DeadLetters is where stage's records of class go.
 func DeadLetters(runDir, class, stage string) string {
