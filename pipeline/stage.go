@@ -195,8 +195,8 @@ type Env struct {
 	// (engine.Options.Warn). Nil: write it to Notice.
 	Warn func(kind, text string)
 	// Done is the set of ids this run directory had finished (committed in
-	// every output they reached, or rejected or failed for good) when the
-	// run started.
+	// every output they reached, or rejected; a failed record is not
+	// finished) when the run started.
 	Done DoneSet
 	// Resources are shared across stages of one run (e.g. one simulator
 	// fleet); see Resource.

@@ -22,7 +22,7 @@ func init() {
 		Summary: "drop prompts this run directory already finished, and repeated ids in the input",
 		Description: `Placed right after the reader, it makes a resumed run skip what is done.
 At open it loads the ids the run directory has finished — committed in every
-output they reached, or rejected or failed for good (RUN_DIR/done.ids, 8
+output they reached, or rejected (RUN_DIR/done.ids, 8
 bytes an id) — and drops those prompts while streaming (counted as skipped:
 done). A prompt whose completion was generated but not yet committed
 everywhere passes: the generate stage takes it from its journal instead of
