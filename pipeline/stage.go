@@ -234,6 +234,14 @@ type Env struct {
 	Stopping <-chan struct{}
 }
 
+// Holder is a writer that can tell whether its committed output holds an
+// id (by its commitlog.Hash). The engine asks about the ids whose journal
+// entries were lost to damage: a record done again for one lands only
+// where a verdict was not already committed (see engine's landed).
+type Holder interface {
+	Holds(h uint64) bool
+}
+
 // ErrNotStarted, returned (wrapped) by Process, says the stage did not
 // start the record's work because the run is stopping (Env.Stopping): the
 // record is abandoned, not failed, and the next run does it.

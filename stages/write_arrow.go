@@ -137,6 +137,7 @@ var (
 	_ pipeline.Closer     = (*writeArrow)(nil)
 	_ pipeline.Reporter   = (*writeArrow)(nil)
 	_ pipeline.RowCounter = (*writeArrow)(nil)
+	_ pipeline.Holder     = (*writeArrow)(nil)
 )
 
 // shardIDs reads the id hashes of a committed shard's rows, in order (to
@@ -251,6 +252,9 @@ func (w *writeArrow) unfinishRedo(env *pipeline.Env) error {
 	}
 	return env.Unfinish(redo)
 }
+
+// Holds reports whether the directory held id's row when it was opened.
+func (w *writeArrow) Holds(h uint64) bool { return w.shards.HasHash(h) }
 
 func (w *writeArrow) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	w.mu.Lock()

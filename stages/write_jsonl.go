@@ -122,6 +122,7 @@ var (
 	_ pipeline.Closer     = (*writeJSONL)(nil)
 	_ pipeline.Reporter   = (*writeJSONL)(nil)
 	_ pipeline.RowCounter = (*writeJSONL)(nil)
+	_ pipeline.Holder     = (*writeJSONL)(nil)
 )
 
 func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
@@ -179,6 +180,9 @@ func (w *writeJSONL) repaired(env *pipeline.Env, rep *commitlog.Repaired) error 
 	}
 	return nil
 }
+
+// Holds reports whether the output held id's line when it was opened.
+func (w *writeJSONL) Holds(h uint64) bool { return w.log.HasHash(h) }
 
 func (w *writeJSONL) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	if w.log.Has(rec.ID) {

@@ -412,8 +412,9 @@ func TestRemovedShardFiles(t *testing.T) {
 	r2.checkBucket()
 }
 
-// A truncated manifest is a permanent refusal: exit 2 (a scheduler does not
-// retry it), naming the file; pipe verify says the same.
+// A truncated manifest (a torn page) is read from its copy, with a warning,
+// and the run goes on to exit 0; with its copy damaged too, the run and
+// pipe verify exit 2 saying what to do.
 func TestTruncatedManifestExits2(t *testing.T) {
 	r := newVerifyRig(t, 40, "", "")
 	cmd, out := r.start()
@@ -424,9 +425,17 @@ func TestTruncatedManifestExits2(t *testing.T) {
 	st, _ := os.Stat(path)
 	os.Truncate(path, st.Size()/2)
 	cmd, out2 := r.start()
-	waitDump(t, cmd, out2, 3*time.Minute)
-	if code := exitCode(cmd); code != 2 || !strings.Contains(out2.String(), path+" is damaged") {
-		t.Fatalf("run with a truncated manifest: exit %d\n%s", code, out2)
+	if err := waitDump(t, cmd, out2, 3*time.Minute); err != nil || !strings.Contains(out2.String(), path+" was damaged") || !strings.Contains(out2.String(), "read its copy") {
+		t.Fatalf("run with a truncated manifest and its copy: %v\n%s", err, out2)
+	}
+	st, _ = os.Stat(path)
+	os.Truncate(path, st.Size()/2)
+	copyPath := filepath.Join(r.dir, "out", "train", filecommit.ManifestCopyName)
+	os.Truncate(copyPath, 10)
+	cmd, out3 := r.start()
+	waitDump(t, cmd, out3, 3*time.Minute)
+	if code := exitCode(cmd); code != 2 || !strings.Contains(out3.String(), path+" is damaged") || !strings.Contains(out3.String(), "--fresh") {
+		t.Fatalf("run with a truncated manifest and copy: exit %d\n%s", code, out3)
 	}
 	if vout, code := r.pipe("verify", filepath.Join(r.dir, "out", "train")); code != 2 || !strings.Contains(vout, "is damaged") {
 		t.Fatalf("verify of a truncated manifest: exit %d\n%s", code, vout)

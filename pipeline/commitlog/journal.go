@@ -305,6 +305,15 @@ func removeIfThere(path string) error {
 	return nil
 }
 
+// LostHashes are the hashes of the ids Lost reports.
+func (j *Journal) LostHashes() []uint64 {
+	out := make([]uint64, 0, len(j.lost))
+	for h := range j.lost {
+		out = append(out, h)
+	}
+	return out
+}
+
 // Lost reports whether Open found id's entry damaged and could not keep
 // it: a record of id that reaches the stage now is done again.
 func (j *Journal) Lost(id string) bool { return j.lost[Hash(id)] }

@@ -302,12 +302,15 @@ func (l *Log) fail(err error) error {
 }
 
 // Has reports whether the log held a line for id when it was opened.
-func (l *Log) Has(id string) bool {
+func (l *Log) Has(id string) bool { return l.HasHash(Hash(id)) }
+
+// HasHash is Has for an id's hash.
+func (l *Log) HasHash(h uint64) bool {
 	if l.lookup {
-		_, ok := l.find(Hash(id))
+		_, ok := l.find(h)
 		return ok
 	}
-	return l.ids.Has(Hash(id))
+	return l.ids.Has(h)
 }
 
 // find returns the line number of h among the lines held at open (the last

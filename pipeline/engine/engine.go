@@ -151,6 +151,9 @@ type node struct {
 	// redone counts records whose journal entry was damaged (set aside at
 	// Open, or unreadable when looked up): done again.
 	redone atomic.Int64
+	// landed, for a writer of verdicts, are the ids whose journal entries
+	// were lost and that another such writer already holds (markLanded).
+	landed map[uint64]bool
 	// firstFailure is the error of the stage's first failed record;
 	// saidFailures the distinct errors shown (under reasonsMu).
 	firstFailure   atomic.Pointer[string]
@@ -277,6 +280,7 @@ func Run(ctx context.Context, p *pipeline.Plan, opts Options) (*Summary, error) 
 	if err := e.open(); err != nil {
 		return e.summary(), err
 	}
+	e.markLanded()
 	e.wire()
 	e.markIntake()
 	e.running.Store(true)
@@ -681,6 +685,13 @@ func (e *engine) handle(n *node, proc pipeline.Processor, rec *record.Record, si
 		}
 		if replayed {
 			return nil
+		}
+	}
+	if sink && n.landed != nil {
+		if h := commitlog.Hash(rec.ID); n.landed[h] {
+			// Its verdict landed in another output before its journal
+			// entry was lost: a second one here would be the id twice.
+			return em.skip(rec, "landed_elsewhere", false)
 		}
 	}
 	if !sink || n.committer == nil {
@@ -1373,6 +1384,60 @@ func (em *emitter) Fail(rec *record.Record, err error, attempts int) error {
 	return nil
 }
 
+// markLanded finds, for the ids whose journal entries were lost to damage
+// (done again this start), the writers of verdicts that already hold them:
+// a record done again may get another verdict (accepted where it was
+// rejected), and must not land in a second output of verdicts. A writer fed
+// straight by an expensive stage (every completion) takes its copy as
+// usual; the others skip the id where another one holds it.
+func (e *engine) markLanded() {
+	var lost []uint64
+	for _, n := range e.nodes {
+		if n.journal != nil {
+			lost = append(lost, n.journal.LostHashes()...)
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	held := map[uint64]*node{}
+	var verdicts []*node
+	for _, n := range e.nodes {
+		h, ok := n.stage.(pipeline.Holder)
+		if !ok || !n.opened || n.committer == nil || fedByExpensive(n.ps) {
+			continue
+		}
+		verdicts = append(verdicts, n)
+		for _, id := range lost {
+			if h.Holds(id) {
+				held[id] = n
+			}
+		}
+	}
+	for _, n := range verdicts {
+		h := n.stage.(pipeline.Holder)
+		for id, by := range held {
+			if by != n && !h.Holds(id) {
+				if n.landed == nil {
+					n.landed = map[uint64]bool{}
+				}
+				n.landed[id] = true
+			}
+		}
+	}
+}
+
+// fedByExpensive reports whether every input of ps is an expensive
+// stage's output (not its rejected port): a writer of every completion.
+func fedByExpensive(ps *pipeline.PlanStage) bool {
+	for _, in := range ps.Inputs {
+		if !in.From.Spec.Expensive || in.Port == pipeline.RejectedPort {
+			return false
+		}
+	}
+	return len(ps.Inputs) > 0
+}
+
 // maxSaidFailures is how many distinct errors of one stage's failed
 // records are shown as they happen; the rest are in failed/ only.
 const maxSaidFailures = 5
@@ -1446,9 +1511,15 @@ func (e *engine) checkFailed(final bool) error {
 }
 
 func (em *emitter) Skip(rec *record.Record, reason string) error {
+	return em.skip(rec, reason, len(em.n.ps.Spec.Outputs) > 0)
+}
+
+// skip counts rec as skipped and releases its place; void, its id is not
+// finished by it.
+func (em *emitter) skip(rec *record.Record, reason string, void bool) error {
 	em.touched.Store(true)
 	em.claim(rec)
-	if len(em.n.ps.Spec.Outputs) > 0 && rec.Ticket != nil {
+	if void && rec.Ticket != nil {
 		rec.Ticket.Void.Store(true)
 	}
 	em.e.ledger.release(rec.Ticket)

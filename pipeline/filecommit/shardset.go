@@ -250,6 +250,9 @@ func joinPhrases(a, b string) string {
 // Has reports whether the directory held a row for id when it was opened.
 func (s *Set) Has(id string) bool { return s.held.Has(commitlog.Hash(id)) }
 
+// HasHash is Has for an id's hash.
+func (s *Set) HasHash(h uint64) bool { return s.held.Has(h) }
+
 // Manifest returns a copy of the manifest as committed.
 func (s *Set) Manifest() Manifest {
 	m := s.m
