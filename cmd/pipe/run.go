@@ -1074,8 +1074,8 @@ func (r *runSession) outcome(state string, sum *engine.Summary, runErr error) er
 				"To go on, raise [pipeline] budget (e.g. --set pipeline.budget.%s=...) and run the same command: %s", be, inFlight, sum.Finished, be.What, r.rs.again)}
 		}
 		r.rl.Error("run failed", "err", runErr)
-		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s",
-			runErr, sum.Finished, r.logPath, r.rs.again)
+		err := fmt.Errorf("run failed: %w\nEverything committed so far is kept (%d ids finished). Log: %s\nTo continue once the cause is fixed: %s%s",
+			runErr, sum.Finished, r.logPath, r.rs.again, settingsHint(r.plan, sum, r.rs.again))
 		if notRetryable(runErr) {
 			return &exitError{code: exitUsage, err: err}
 		}
@@ -1091,6 +1091,25 @@ func (r *runSession) outcome(state string, sum *engine.Summary, runErr error) er
 	}
 	r.rl.Info("done")
 	return nil
+}
+
+// settingsHint is the second way to continue after records failed in a
+// stage whose fix is its own settings (a filter's rule, a map's
+// assignment, an exec's program): a changed setting is refused unless
+// --force-new-config says it is meant. "" when no such stage failed.
+func settingsHint(plan *pipeline.Plan, sum *engine.Summary, again string) string {
+	if sum == nil {
+		return ""
+	}
+	for _, st := range sum.Stages {
+		ps := plan.Lookup(st.ID)
+		if st.Failed == 0 || ps == nil || ps.Spec.Expensive {
+			continue
+		}
+		return fmt.Sprintf("\nIf the fix is in stage %q's settings (a rule, an assignment, a program), say the change is meant: %s",
+			st.ID, strings.Replace(again, "pipe run ", "pipe run --force-new-config ", 1))
+	}
+	return ""
 }
 
 // notRetryable reports a failure that running the same command again
