@@ -146,6 +146,9 @@ type Projection struct {
 	MaxOutputTokens int64  `json:"max_output_tokens"`
 	Recommended     int64  `json:"recommended_max_output_tokens,omitempty"`
 	Why             string `json:"recommendation,omitempty"`
+	// trainerMax is [trainer] max_length (0: none): rows cut at the
+	// length limit are kept, so a larger max_output_tokens changes none.
+	trainerMax int64
 }
 
 // PlanServer is one server as the sample measured it.
@@ -232,6 +235,9 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 	if e := rundir.EconomyOf(s.Stages); e != nil {
 		p.DecodedPerTrained = e.Ratio
 	}
+	if t := plan.File.Trainer; t != nil {
+		p.trainerMax = int64(t.MaxLength)
+	}
 	p.recommend(l)
 	return p, nil
 }
@@ -240,6 +246,11 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 func (p *Projection) recommend(l *stages.LengthView) {
 	switch {
 	case p.MaxOutputTokens <= 0:
+	case p.CutShare > 0.05 && p.trainerMax > 0:
+		// A row cut at the limit is kept as the trainer would cut it:
+		// decoding further would only be cut away again.
+		p.Why = fmt.Sprintf("%.0f%% of the sample reached the length limit and is kept, as [trainer] max_length = %d cuts it; a larger max_output_tokens would not change the rows",
+			100*p.CutShare, p.trainerMax)
 	case p.CutShare > 0.05:
 		p.Recommended = roundUp(2*p.MaxOutputTokens, 256)
 		p.Why = fmt.Sprintf("%.0f%% of the sample was cut at max_output_tokens = %d: the model writes more; try %d (or declare [trainer] max_length so rows cut at it are kept)",
