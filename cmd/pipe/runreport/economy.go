@@ -67,6 +67,9 @@ type economy struct {
 // trainedKey tells an id's trained count from its decoded one in seen.
 const trainedKey = 0x9e3779b97f4a7c15
 
+// atLengthKey tells an id's kept-at-length count from the others in seen.
+const atLengthKey = 0x632be59bd9b4e019
+
 func newEconomy(maxLength, trainingOutputs int) *economy {
 	e := &economy{maxLength: maxLength, dedupe: trainingOutputs > 1}
 	e.kept.name, e.rejected.name = DistKept, DistRejected
@@ -82,10 +85,12 @@ func (e *economy) keep(x *row) {
 	if x.hasCompletion && (!e.dedupe || e.seen.Add(h)) {
 		e.decoded += int64(x.completionTokens + x.retriedTokens)
 		e.kept.add(x.completionTokens)
-		if x.cutAtLength {
-			e.atLength++
-			e.atLengthTokens += int64(x.completionTokens)
-		}
+	}
+	// Apart from the decode: the output read first may be a writer of
+	// every completion, from before validate-thinking marked the cut.
+	if x.hasCompletion && x.cutAtLength && (!e.dedupe || e.seen.Add(h^atLengthKey)) {
+		e.atLength++
+		e.atLengthTokens += int64(x.completionTokens)
 	}
 	if x.hasTokens && (!e.dedupe || e.seen.Add(h^trainedKey)) {
 		e.trained += int64(e.trainedTokens(x))

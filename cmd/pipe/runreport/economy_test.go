@@ -198,3 +198,16 @@ func TestEconomyCountsDroppedAttempts(t *testing.T) {
 		t.Fatalf("decoded %d (want 47), trained %d (want 10)", got.Decoded, got.Trained)
 	}
 }
+
+// pipe init's pipeline writes every completion (before validate-thinking
+// marks a row cut at the length limit) beside the training rows: a row
+// kept at length counts once, whichever output is read first.
+func TestKeptAtLengthCountedWithACompletionsWriter(t *testing.T) {
+	e := newEconomy(4096, 2)
+	e.keep(&row{id: "a", hasCompletion: true, completionTokens: 4000})                    // the completions writer
+	e.keep(&row{id: "a", hasCompletion: true, completionTokens: 4000, cutAtLength: true}) // the training rows
+	e.keep(&row{id: "a", hasCompletion: true, completionTokens: 4000, cutAtLength: true}) // a third output
+	if r := e.result(); r.KeptAtLength != 1 || r.KeptAtLengthTokens != 4000 || r.Decoded != 4000 {
+		t.Fatalf("kept at length %d (%d tokens), decoded %d; want 1, 4000, 4000", r.KeptAtLength, r.KeptAtLengthTokens, r.Decoded)
+	}
+}
