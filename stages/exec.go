@@ -460,6 +460,7 @@ func (s *execStage) expire(call *execCall) time.Duration {
 		s.timeouts.Add(1)
 		s.log.printf("record %s got no answer in %s: the program (pid %d) is hung; killing it to start it again",
 			termsafe.Line(truncate(call.id, 100)), timeout, c.cmd.Process.Pid)
+		c.hung = true
 		c.kill()
 	}
 	return timeout

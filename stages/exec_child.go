@@ -33,6 +33,8 @@ type execChild struct {
 	exited  chan struct{} // closed when the process was waited for
 	killed  bool
 	retired bool
+	// hung: killed because a record got no answer within the timeout.
+	hung bool
 }
 
 // send queues call's line for the writer; the caller holds the stage's mu.
@@ -235,7 +237,10 @@ func (s *execStage) died(c *execChild, err error) {
 	}
 	c.retired = true
 	status := "exited"
-	if err != nil {
+	switch {
+	case c.hung:
+		status = fmt.Sprintf("hung (a record got no answer within timeout = %s) and was killed", s.cfg.Timeout.Duration)
+	case err != nil:
 		status = err.Error() // "exit status 1", "signal: killed"
 	}
 	if s.closing || s.err != nil {

@@ -343,6 +343,9 @@ for line in sys.stdin:
 	if !strings.Contains(log.String(), "got no answer in 2s: the program (pid") {
 		t.Errorf("the log does not name the hang:\n%s", log)
 	}
+	if !strings.Contains(log.String(), "hung (a record got no answer within timeout = 2s) and was killed with") {
+		t.Errorf("the restart does not say the program hung (not that it died of a signal):\n%s", log)
+	}
 }
 
 // After max_restarts restarts the next death fails the stage, naming the

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -903,6 +904,9 @@ func (g *generate) perRecord(rec *record.Record) (*sglang.PerRequest, *record.Re
 			}
 			return nil, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be %s, got %s", key, want, metaText(v))}
 		}
+		if lo, hi, ok := samplingRange(key); ok && (f < lo || f > hi) {
+			return nil, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be %s (as the stage's %s), got %s", key, rangeText(lo, hi), key, metaText(v))}
+		}
 		set = true
 		switch key {
 		case "temperature":
@@ -1046,4 +1050,35 @@ func (g *generate) detectForcedThinking() error {
 		g.noticef("thinking: the chat template does not force thinking (generation prompt %q): the model opens its own <think>", gen)
 	}
 	return nil
+}
+
+// samplingRange is the range the stage's key of that name allows (its
+// min and max tags): a record's own value is held to the same.
+func samplingRange(key string) (lo, hi float64, ok bool) {
+	t := reflect.TypeFor[generateConfig]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if strings.Split(f.Tag.Get("toml"), ",")[0] != key {
+			continue
+		}
+		lo, hi = math.Inf(-1), math.Inf(1)
+		if v, err := strconv.ParseFloat(f.Tag.Get("min"), 64); err == nil {
+			lo, ok = v, true
+		}
+		if v, err := strconv.ParseFloat(f.Tag.Get("max"), 64); err == nil {
+			hi, ok = v, true
+		}
+		return lo, hi, ok
+	}
+	return 0, 0, false
+}
+
+func rangeText(lo, hi float64) string {
+	switch {
+	case math.IsInf(hi, 1):
+		return fmt.Sprintf("at least %g", lo)
+	case math.IsInf(lo, -1):
+		return fmt.Sprintf("at most %g", hi)
+	}
+	return fmt.Sprintf("%g..%g", lo, hi)
 }

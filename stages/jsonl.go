@@ -142,8 +142,10 @@ func (j *lineJudge) line(lineNo int, line []byte, build bool) (*record.Record, *
 	return rec, prob
 }
 
+// badLineError is bad data: running again meets the same line, so it is
+// permanent (exit 2: fix the file, or set the bad lines aside).
 func (s *jsonlSource) badLineError(lineNo int, p *lineProblem) error {
-	return fmt.Errorf("%s:%d: %s (set on_bad_line = \"skip\" to set bad lines aside)", s.Path, lineNo, p.Detail)
+	return pipeline.Permanent(fmt.Errorf("%s:%d: %s (set on_bad_line = \"skip\" to set bad lines aside)", s.Path, lineNo, p.Detail))
 }
 
 func (s *jsonlSource) emptyError() error {

@@ -2,6 +2,8 @@ package stages
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline/record"
@@ -45,7 +47,7 @@ func TestEmitSamples(t *testing.T) {
 // stage's; a value of the wrong type rejects the record.
 func TestPerRecordSampling(t *testing.T) {
 	seed := 7
-	g := &generate{cfg: generateConfig{Seed: &seed, PerPrompt: []string{"temperature", "top_k"}, API: "chat"}}
+	g := &generate{cfg: generateConfig{Seed: &seed, PerPrompt: []string{"temperature", "top_k", "top_p"}, API: "chat"}}
 	for _, tc := range []struct {
 		meta       map[string]any
 		seed       int
@@ -61,12 +63,18 @@ func TestPerRecordSampling(t *testing.T) {
 		{meta: map[string]any{"temperature": json.RawMessage(`"hot"`)}, bad: true},
 		{meta: map[string]any{"temperature": json.RawMessage(`null`)}, unset: true},
 		{meta: map[string]any{"top_k": 2.5}, bad: true},
+		// Out of the stage keys' ranges (their min and max tags).
+		{meta: map[string]any{"temperature": json.RawMessage(`-1`)}, bad: true},
+		{meta: map[string]any{"top_p": json.RawMessage(`1.5`)}, bad: true},
+		{meta: map[string]any{"top_k": json.RawMessage(`-2`)}, bad: true},
 	} {
 		p, rej := g.perRecord(&record.Record{ID: "x", Meta: tc.meta})
 		switch {
 		case tc.bad:
 			if rej == nil || rej.Reason != "bad_sampling" {
 				t.Errorf("%v: %v %v, want bad_sampling", tc.meta, p, rej)
+			} else if strings.Contains(fmt.Sprint(tc.meta), "top_p") && !strings.Contains(rej.Detail, "meta.top_p must be 0..1 (as the stage's top_p), got 1.5") {
+				t.Errorf("detail %q", rej.Detail)
 			}
 		case tc.unset:
 			if p != nil || rej != nil {

@@ -319,7 +319,7 @@ func writeProjection(w io.Writer, p *Projection) {
 	}
 	fmt.Fprintf(w, "  for the %s prompts left (95%% interval):\n", count(p.Left))
 	fmt.Fprintf(w, "    wall clock      %s (%s – %s)\n", d(p.WallSeconds.Value), d(p.WallSeconds.Low), d(p.WallSeconds.High))
-	fmt.Fprintf(w, "    GPU-hours       %.1f (%.1f – %.1f)\n", p.GPUHours.Value, p.GPUHours.Low, p.GPUHours.High)
+	fmt.Fprintf(w, "    GPU-hours       %s (%s – %s)\n", gpuHours(p.GPUHours.Value), gpuHours(p.GPUHours.Low), gpuHours(p.GPUHours.High))
 	fmt.Fprintf(w, "    output tokens   %s (%s – %s)\n", numfmt.Count(p.OutputTokens.Value), numfmt.Count(p.OutputTokens.Low), numfmt.Count(p.OutputTokens.High))
 	fmt.Fprintf(w, "    training rows   %s (%s – %s)\n", numfmt.Count(p.TrainingRows.Value), numfmt.Count(p.TrainingRows.Low), numfmt.Count(p.TrainingRows.High))
 	if p.DecodedPerTrained > 0 {
@@ -346,4 +346,15 @@ func printPlan(w, out io.Writer, asJSON bool, plan *pipeline.Plan, s *engine.Sum
 	}
 	writeProjection(w, p)
 	return nil
+}
+
+// gpuHours shows x with the digits a small run needs: 0.019, not 0.0.
+func gpuHours(x float64) string {
+	switch {
+	case x < 0.1:
+		return fmt.Sprintf("%.3f", x)
+	case x < 10:
+		return fmt.Sprintf("%.2f", x)
+	}
+	return fmt.Sprintf("%.1f", x)
 }

@@ -23,3 +23,13 @@ func TestPlanAdviceUnderATrainer(t *testing.T) {
 		t.Errorf("without [trainer]: recommended %d, want 8192 (%q)", without.Recommended, without.Why)
 	}
 }
+
+// A small plan's GPU-hours keep their digits (the JSON's 0.019 is not
+// "0.0" on the terminal).
+func TestPlanGPUHoursDigits(t *testing.T) {
+	for x, want := range map[float64]string{0.019: "0.019", 0.5: "0.50", 12.34: "12.3", 0: "0.000"} {
+		if got := gpuHours(x); got != want {
+			t.Errorf("gpuHours(%g) = %q, want %q", x, got, want)
+		}
+	}
+}

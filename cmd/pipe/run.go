@@ -1137,12 +1137,13 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *engine.Summary) {
 		notStarted += st.NotStarted
 	}
 	expensive := expensiveStages(plan)
+	if len(expensive) == 0 {
+		// Without a costly stage there is no "before it" to count; the
+		// records read and not finished (below) are each counted once.
+		notStarted = 0
+	}
 	if notStarted > 0 {
-		where := ""
-		if len(expensive) > 0 {
-			where = " (never reached " + strings.Join(expensive, ", ") + ")"
-		}
-		fmt.Fprintf(w, "not started: %d records%s when the run stopped; the next run does them\n", notStarted, where)
+		fmt.Fprintf(w, "not started: %d records (never reached %s) when the run stopped; the next run does them\n", notStarted, strings.Join(expensive, ", "))
 	}
 	for _, st := range s.Stages {
 		printStageNotes(w, plan, st, expensive)
@@ -1233,7 +1234,11 @@ func printTotals(w io.Writer, plan *pipeline.Plan, s *engine.Summary, notStarted
 			failed, plan.File.MaxFailed.Text, pipeline.DisplayPath(layout.DeadLetterDir(plan.File.RunDir, layout.Failed)))
 	}
 	if s.Unfinished > 0 && s.Unfinished != notStarted {
-		fmt.Fprintf(w, "not finished: %d records read in this run; the next run does them (from the journal where they were generated)\n", s.Unfinished)
+		from := ""
+		if expensive := expensiveStages(plan); len(expensive) > 0 {
+			from = fmt.Sprintf(" (from %s's journal where it holds them)", strings.Join(expensive, ", "))
+		}
+		fmt.Fprintf(w, "not finished: %d records read in this run; the next run does them%s\n", s.Unfinished, from)
 	}
 }
 

@@ -216,7 +216,8 @@ func kindOf(key string) string {
 }
 
 // disks warns for each watched directory whose disk has less than MinFree
-// free (or under 2% of its size).
+// free and is more than half used (a small disk that is mostly free is
+// not filling), or has under 2% of its size free.
 func (w *warner) disks(elapsed time.Duration) {
 	if w.limits.MinFree <= 0 {
 		return
@@ -226,7 +227,7 @@ func (w *warner) disks(elapsed time.Duration) {
 		if err != nil || total == 0 {
 			continue
 		}
-		low := free < w.limits.MinFree || float64(free) < 0.02*float64(total)
+		low := free < w.limits.MinFree && float64(free) < 0.5*float64(total) || float64(free) < 0.02*float64(total)
 		ok := free >= 2*w.limits.MinFree && float64(free) >= 0.04*float64(total)
 		w.condition("disk:"+d, low, ok, func() {
 			w.warn(elapsed, "disk", "disk of %s is filling: %s free of %s; the run fails when it is full (what is committed is kept)",

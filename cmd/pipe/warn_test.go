@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ type warnRig struct {
 	w        *warner
 	got      []string
 	free     int64
+	total    int64 // 0: 200 GiB
 	at       time.Duration
 	gen      engine.StageSummary
 	check    engine.StageSummary
@@ -34,7 +36,7 @@ func newWarnRig(t *testing.T) *warnRig {
 		func(w runWarning) {
 			r.got = append(r.got, fmt.Sprintf("%s [%s]: %s", w.Kind, fmtElapsed(w.ElapsedS), w.Text))
 		})
-	r.w.statfs = func(string) (int64, int64, error) { return r.free, 200 << 30, nil }
+	r.w.statfs = func(string) (int64, int64, error) { return r.free, cmp.Or(r.total, 200<<30), nil }
 	r.w.diskEvery = 0
 	return r
 }
@@ -149,6 +151,18 @@ func TestWarnDiskFilling(t *testing.T) {
 	r.expect(r.step(time.Second, 1, 0, 0))
 	r.free = 100 << 20
 	r.expect(r.step(time.Second, 1, 0, 0), "disk [5s]: disk of /run is filling: 100.0 MiB free of 200.0 GiB; the run fails when it is full (what is committed is kept)")
+}
+
+// A small disk that is all free (2 GiB, under the 5 GiB minimum) is not
+// filling; it is once more than half of it is used.
+func TestWarnSmallDiskNotFillingWhenFree(t *testing.T) {
+	r := newWarnRig(t)
+	r.total, r.free = 2<<30, 2<<30
+	r.expect(r.step(time.Second, 1, 0, 0))
+	r.free = 1800 << 20
+	r.expect(r.step(time.Second, 1, 0, 0))
+	r.free = 900 << 20
+	r.expect(r.step(time.Second, 1, 0, 0), "disk [3s]: disk of /run is filling: 900.0 MiB free of 2.0 GiB; the run fails when it is full (what is committed is kept)")
 }
 
 // A minute where a stage fails more than --warn-failures of its records
