@@ -100,6 +100,9 @@ func TestBudgetSpendsNothingPastWhatIsInFlight(t *testing.T) {
 	if int64(got) > answers+inFlight {
 		t.Fatalf("%d completions; when the budget was reached %d were done and %d in flight: %d were sent after it", got, answers, inFlight, int64(got)-answers-inFlight)
 	}
+	if st, _ := os.ReadFile(filepath.Join(r.dir, "runs", "status.json")); !strings.Contains(string(st), `"state": "budget reached"`) {
+		t.Errorf("status.json does not say the budget was reached:\n%.300s", st)
+	}
 	closing := regexp.MustCompile(`output_tokens (\d+) decoded of 300000`).FindStringSubmatch(out.String())
 	if closing == nil {
 		t.Fatalf("no closing figure:\n%s", out)

@@ -1024,7 +1024,11 @@ func (r *runSession) recordEnd(state string, sum *engine.Summary, runErr error) 
 		failure = runErr
 	}
 	r.notes.send(r.about.message(event, state, ls, nil, failure))
-	r.writeStatus(state, ls, runErr)
+	written := state
+	if _, ok := budgetReached(runErr); ok {
+		written = rundir.StateBudget // not a failure: what it was allowed to spend is spent
+	}
+	r.writeStatus(written, ls, runErr)
 	addr := ""
 	if r.metrics != nil {
 		r.metrics.set(state, ls)

@@ -203,7 +203,7 @@ func printStopped(std *stdio, dir string, pid int) {
 		}
 		fmt.Fprintln(std.Out)
 	}
-	if st.State == "failed" && st.Error != "" {
+	if (st.State == stateFailed || st.State == rundir.StateBudget) && st.Error != "" {
 		fmt.Fprintf(std.Out, "error: %s\n", st.Error)
 	}
 	fmt.Fprintf(std.Out, "what it holds: pipe report %s\n", shellJoin([]string{pipeline.DisplayPath(dir)}))

@@ -27,6 +27,7 @@ const (
 	StateFinished = "finished" // every input processed
 	StateStopped  = "stopped"  // interrupted; the same command continues
 	StateFailed   = "failed"
+	StateBudget   = "budget reached" // stopped at its [pipeline] budget; raise it to go on
 	StateGone     = "process gone" // inferred by readers, never written
 )
 
