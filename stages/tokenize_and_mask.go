@@ -289,7 +289,15 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 		}
 		row = newRow(ids, mask, "ids")
 		s.fromIDs.Add(1)
-		if textRow != nil {
+		switch {
+		case textRow != nil && cut:
+			// The template closed the reply the model never finished, and
+			// the limit may have cut a word the text's tokens would have
+			// merged: compare up to the ids' last token, or every cut row
+			// reads as a retokenizing mismatch.
+			n := len(row.InputIDs) - 1
+			s.compareRows(rec, tokensPrefix(row, n), tokensPrefix(textRow, n))
+		case textRow != nil:
 			s.compareRows(rec, row, textRow)
 		}
 	} else {
@@ -317,6 +325,13 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 		return nil, ReasonTooFewLossTokens, fmt.Sprintf("%d loss tokens, longest run %d, need a run of %d", row.NumLossTokens, run, s.cfg.MinAdjacentLossTokens)
 	}
 	return row, "", ""
+}
+
+// tokensPrefix is row's first n tokens (all of a shorter row), sharing
+// its arrays.
+func tokensPrefix(row *record.Tokens, n int) *record.Tokens {
+	n = max(0, min(n, len(row.InputIDs)))
+	return &record.Tokens{InputIDs: row.InputIDs[:n], LossMask: row.LossMask[:n]}
 }
 
 // compareRows notes where the row built from the ids differs from the

@@ -271,6 +271,30 @@ func TestTokenizeAndMaskFromIDs(t *testing.T) {
 		}
 	})
 
+	// A completion the length limit stopped, kept (meta.cut_at_length): the
+	// template closes the reply the model never finished, the ids do not;
+	// the text's row is compared up to where the model stopped, so a cut
+	// row does not read as a tokenizer mismatch.
+	t.Run("cut at length agrees with text", func(t *testing.T) {
+		rec := singleTurn(true)
+		partial := r1[:len(r1)/2]
+		c := rec.Completion
+		c.Reasoning, c.Answer, c.FinishReason, c.MatchedStop = partial, "", "length", nil
+		c.PromptIDs, c.OutputIDs = tok.Encode(user), tok.Encode("<think>\n"+partial)
+		rec.Meta = map[string]any{record.MetaCutAtLength: true}
+		s := newTestTokenizeAndMask(t, "")
+		row, rej := process(t, s, rec)
+		if rej != nil {
+			t.Fatalf("rejected: %+v", rej)
+		}
+		if s.differs.Load() != 0 || rec.Meta["retokenized_differs_at"] != nil {
+			t.Fatalf("a row cut at length reads as a retokenizing difference (at %v)", rec.Meta["retokenized_differs_at"])
+		}
+		if row.Source != "ids" || !slices.Equal(toInts(row.InputIDs), slices.Concat(c.PromptIDs, c.OutputIDs)) {
+			t.Fatalf("row is not the sampled ids")
+		}
+	})
+
 	t.Run("EOS missing from output ids but matched", func(t *testing.T) {
 		rec := withGenerationIDs(tok, singleTurn(true), user, "<think>\n"+r1+"\n</think>\n\n"+a1)
 		rec.Completion.OutputIDs = rec.Completion.OutputIDs[:len(rec.Completion.OutputIDs)-1]
