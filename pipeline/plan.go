@@ -130,7 +130,7 @@ func (b *planBuilder) declare(sd *pipefile.StageDecl) *PlanStage {
 		}
 	}
 	if ps.Spec != nil {
-		cfg, cprobs := decodeConfig(ps.Spec, sd, b.f.Dir, b.checkFiles, b.f.Shard, b.f.Trainer)
+		cfg, cprobs := decodeConfig(ps.Spec, sd, b.f.Dir, b.checkFiles, b.f.Shard, b.f.Trainer, b.reg)
 		ps.Config = cfg
 		b.probs = append(b.probs, cprobs...)
 	}
@@ -446,8 +446,8 @@ func (ps *PlanStage) fields() (needs, produces []string) {
 // are checked to exist. With a shard, output paths and shard prefixes get
 // the shard's name where they do not have it yet (Shard.ShardPath,
 // Shard.ShardPrefix).
-func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles bool, shard *pipefile.Shard, trainer *pipefile.Trainer) (any, pipefile.Problems) {
-	d := &configDecoder{sd: sd, dir: dir, checkFiles: checkFiles, shard: shard, trainer: trainer}
+func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles bool, shard *pipefile.Shard, trainer *pipefile.Trainer, reg *Registry) (any, pipefile.Problems) {
+	d := &configDecoder{sd: sd, dir: dir, checkFiles: checkFiles, shard: shard, trainer: trainer, reg: reg}
 	t := reflect.TypeOf(spec.Config)
 	fields, _ := fieldsOf(t) // checked at Register
 	ptr := reflect.New(t)
@@ -503,6 +503,8 @@ type configDecoder struct {
 	shard      *pipefile.Shard
 	trainer    *pipefile.Trainer
 	probs      pipefile.Problems
+	// reg, when set, names the kinds that take a key this kind does not.
+	reg *Registry
 }
 
 // prob is a problem at key.
@@ -550,8 +552,35 @@ func (d *configDecoder) unknownKeys(keys []string) {
 			d.prob(k, "unknown key \"%s.%s\": a dotted key makes a table %q; did you mean %s = …?", k, inner, k, inner)
 			continue
 		}
+		if others := d.kindsTaking(k); len(others) > 0 && suggest.DidYouMean(k, keys) == "" {
+			d.prob(k, "unknown key %q: it is a key of %s, not of %s; %s takes: %s", k, strings.Join(others, ", "), sd.Kind, sd.Kind, strings.Join(keys[3:], ", "))
+			continue
+		}
 		d.prob(k, "unknown key %q%s; %s takes: %s", k, suggest.DidYouMean(k, keys), sd.Kind, strings.Join(keys[3:], ", "))
 	}
+}
+
+// kindsTaking lists the other kinds whose configs have key (e.g. samples
+// given to generate is read-prompts' key).
+func (d *configDecoder) kindsTaking(key string) []string {
+	if d.reg == nil {
+		return nil
+	}
+	var out []string
+	for _, kind := range d.reg.Kinds() {
+		spec := d.reg.Lookup(kind)
+		if kind == d.sd.Kind || spec == nil || spec.Config == nil {
+			continue
+		}
+		fields, _ := fieldsOf(reflect.TypeOf(spec.Config))
+		for _, f := range fields {
+			if f.Key == key {
+				out = append(out, kind)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // field decodes field f into fv: required, in range, a path resolved (and
