@@ -28,7 +28,7 @@ const (
 	StateStopped  = "stopped"  // interrupted; the same command continues
 	StateFailed   = "failed"
 	StateBudget   = "budget reached" // stopped at its [pipeline] budget; raise it to go on
-	StateGone     = "process gone" // inferred by readers, never written
+	StateGone     = "process gone"   // inferred by readers, never written
 )
 
 // ShownState is the state to show of a run whose status.json says
