@@ -631,9 +631,14 @@ kind = "read-completions"
 path = "c.jsonl"
 
 [[stage]]
+id    = "todo"
+kind  = "dedupe-against-progress"
+input = "in"
+
+[[stage]]
 id           = "rules"
 kind         = "exec"
-input        = "in"
+input        = "todo"
 command      = ["python3", "gate.py"]
 max_restarts = 2
 
@@ -661,6 +666,13 @@ path  = "bad.jsonl"
 	}
 	if sum == nil || sum.Finished == 0 || sum.Finished > 150 {
 		t.Fatalf("the first run finished %v ids, want some, at most the 150 answered", sum)
+	}
+	// Its accounting still holds: what each stage took in went somewhere
+	// or was abandoned (records on their way when the program died too).
+	for _, st := range sum.Stages {
+		if !st.Balanced() {
+			t.Errorf("after the program's deaths stage %s is not balanced: %+v", st.ID, st)
+		}
 	}
 	first := sum.Finished
 

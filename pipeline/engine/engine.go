@@ -678,7 +678,7 @@ func (e *engine) handle(n *node, proc pipeline.Processor, rec *record.Record, si
 	if n.journal != nil {
 		replayed, err := e.replay(n, rec, em)
 		if err != nil {
-			if !em.touched.Load() {
+			if em.unsent() {
 				n.abandon(false)
 			}
 			return e.fail(n, err)
@@ -701,7 +701,7 @@ func (e *engine) handle(n *node, proc pipeline.Processor, rec *record.Record, si
 			n.abandon(false) // stopped before its work began: the next run does it
 			return nil
 		case err != nil:
-			if !em.touched.Load() {
+			if em.unsent() {
 				n.abandon(true)
 			}
 			return e.fail(n, err)
@@ -1175,6 +1175,9 @@ type emitter struct {
 	in      *record.Record
 	uses    atomic.Int32
 	touched atomic.Bool // a record was emitted, rejected, failed or skipped through it
+	// lost is set when a record sent on never got there (the run was
+	// stopping): the input it came from is abandoned, not sent on.
+	lost atomic.Bool
 	// replaying is set when the record comes from the stage's journal, so
 	// it is not journaled again.
 	replaying bool
@@ -1251,6 +1254,9 @@ func (em *emitter) Emit(port string, rec *record.Record) error {
 		if fresh {
 			em.e.ledger.unmake(rec)
 		}
+		if em.in != nil && !em.side {
+			em.lost.Store(true)
+		}
 		return err
 	}
 	if !em.side {
@@ -1259,6 +1265,10 @@ func (em *emitter) Emit(port string, rec *record.Record) error {
 	}
 	return nil
 }
+
+// unsent reports whether the record being processed went nowhere: nothing
+// sent on, or what was sent never got there.
+func (em *emitter) unsent() bool { return !em.touched.Load() || em.lost.Load() }
 
 // fanOut counts the copies a port's fan-out will make: each is one more
 // place the record must be committed.

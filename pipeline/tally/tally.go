@@ -36,14 +36,10 @@ type StageSummary struct {
 	NotStarted int64 `json:"not_started"`
 	// Replayed counts records an expensive stage took from its journal
 	// instead of redoing the work (they are also in Out or Rejected).
-	Replayed int64 `json:"replayed"`
-	// Redone counts records an expensive stage did again because their
-	// journal entries were found damaged (see commitlog.Journal): the
-	// cost of the damage.
-	Redone  int64            `json:"redone,omitempty"`
-	Reasons map[string]int64 `json:"reasons,omitempty"` // rejections by reason code
-	Skips   map[string]int64 `json:"skips,omitempty"`   // skipped records by reason
-	Queued  int              `json:"queued"`            // records waiting on this stage's output edges
+	Replayed int64            `json:"replayed"`
+	Reasons  map[string]int64 `json:"reasons,omitempty"` // rejections by reason code
+	Skips    map[string]int64 `json:"skips,omitempty"`   // skipped records by reason
+	Queued   int              `json:"queued"`            // records waiting on this stage's output edges
 	// QueuedByPort is Queued per connected output port (one edge, or the
 	// fan-out feeding several).
 	QueuedByPort map[string]int  `json:"queued_by_port,omitempty"`
