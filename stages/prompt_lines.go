@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,6 +38,9 @@ func promptLine(line []byte, idField string, build, needID bool) (*record.Record
 	var buf [4]turnSpan
 	turns, prob := pf.turns(buf[:0])
 	if prob != nil {
+		return nil, "", prob
+	}
+	if prob := checkHistoryCalls(turns, pf.tools); prob != nil {
 		return nil, "", prob
 	}
 	idText, prob := promptID(pf.idRaw, idField)
@@ -70,6 +74,28 @@ func promptLine(line []byte, idField string, build, needID bool) (*record.Record
 		}
 	}
 	return rec, id, nil
+}
+
+// checkHistoryCalls judges the tool calls of a conversation's earlier
+// turns as the chat template will read them: arguments that are not a
+// JSON object (or a string holding one) fail its rendering, and a call of
+// a tool the conversation's tools do not declare teaches a call the model
+// could not make.
+func checkHistoryCalls(turns []turnSpan, tools json.RawMessage) *lineProblem {
+	names, known := declaredToolNames(tools)
+	known = known && len(names) > 0
+	for n, t := range turns {
+		for k, call := range t.toolCalls {
+			if what := checkCallArguments(call.Function.Arguments); what != "" && what != "it has no arguments" {
+				return badLine("turn %d: tool call %d (%s): %s", n+1, k+1, quoteClipped(call.Function.Name, 40), what)
+			}
+			if known && !slices.Contains(names, call.Function.Name) {
+				return badLine("turn %d: tool call %d calls %s, which the conversation's tools do not declare (%s)", n+1, k+1,
+					quoteClipped(call.Function.Name, 40), quoteNames(names, 5))
+			}
+		}
+	}
+	return nil
 }
 
 // badLine is a reasonBadLine problem.
