@@ -17,37 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/testrig/diskdamage"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 )
 
-// journalDamage is what a failing disk does to a file while pipe is
-// stopped: it changes bytes in place at an offset.
-type journalDamage struct {
-	name string
-	do   func(data []byte, at int, rng *rand.Rand) []byte
-}
-
-var journalDamages = []journalDamage{
-	{"random-bytes", func(d []byte, at int, rng *rand.Rand) []byte {
-		for i := at; i < at+100 && i < len(d); i++ {
-			d[i] = byte(rng.IntN(256))
-		}
-		return d
-	}},
-	{"torn-page", func(d []byte, at int, _ *rand.Rand) []byte { // a run of zeros
-		for i := at &^ 4095; i < (at&^4095)+4096 && i < len(d); i++ {
-			d[i] = 0
-		}
-		return d
-	}},
-	{"truncated-middle", func(d []byte, at int, _ *rand.Rand) []byte {
-		return append(d[:at:at], d[min(at+3000, len(d)):]...)
-	}},
-	{"duplicated-block", func(d []byte, at int, _ *rand.Rand) []byte {
-		copy(d[at:], bytes.Clone(d[100:min(4196, len(d))]))
-		return d
-	}},
-}
+// journalDamages are the disk's faults, sized for a segment of megabytes:
+// a bad sector's random bytes, a torn page of zeros, a lost block, a
+// misdirected write.
+var journalDamages = []diskdamage.Damage{diskdamage.RandomBytes(100), diskdamage.Zeros(4096, true), diskdamage.Cut(3000), diskdamage.CopyBlock(100, 4096)}
 
 // A journal damaged while pipe is stopped, as a bad sector, a torn page, a
 // cut or a misdirected write leaves it, in the part of the segment whose
@@ -57,7 +34,7 @@ var journalDamages = []journalDamage{
 // prompts generated again (as many as the warning said).
 func TestJournalDamageThenResume(t *testing.T) {
 	for _, dmg := range journalDamages {
-		t.Run(dmg.name, func(t *testing.T) {
+		t.Run(dmg.Name, func(t *testing.T) {
 			r := newCrashRig(t, "", 20000)
 			cmd := r.start("--commit-every", "1s")
 			seg := r.waitForJournal(cmd, 200, 200)
@@ -71,12 +48,12 @@ func TestJournalDamageThenResume(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 			// The later offset first, so a cut leaves the earlier one where it was.
-			data = dmg.do(data, unfinishedAt, rng)
-			data = dmg.do(data, finishedAt, rng)
+			data = dmg.Do(data, unfinishedAt, rng)
+			data = dmg.Do(data, finishedAt, rng)
 			if err := os.WriteFile(seg, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(r.log, "=== %s written at bytes %d (finished part) and %d (unfinished part) of %s\n", dmg.name, finishedAt, unfinishedAt, seg)
+			fmt.Fprintf(r.log, "=== %s written at bytes %d (finished part) and %d (unfinished part) of %s\n", dmg.Name, finishedAt, unfinishedAt, seg)
 			logStart, _ := r.log.Seek(0, 1)
 
 			r.finish()
@@ -116,7 +93,7 @@ func TestJournalDamageThenResume(t *testing.T) {
 			if want := fmt.Sprintf("journal damage: gen did %d record", lost); !strings.Contains(string(text), want) {
 				t.Fatalf("pipe report lacks %q:\n%s", want, text)
 			}
-			t.Logf("%s: %d prompts generated again", dmg.name, lost)
+			t.Logf("%s: %d prompts generated again", dmg.Name, lost)
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipe-dev/pipe/internal/testrig/diskdamage"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
@@ -56,35 +57,8 @@ func TestJournalChecksumCatchesAFlippedDigit(t *testing.T) {
 	}
 }
 
-// damage is one way a disk damages a file: it changes data in place.
-type damage struct {
-	name string
-	do   func(data []byte, at int, rng *rand.Rand) []byte
-}
-
-var damages = []damage{
-	{"random bytes", func(d []byte, at int, rng *rand.Rand) []byte {
-		for i := at; i < at+100 && i < len(d); i++ {
-			d[i] = byte(rng.IntN(256))
-		}
-		return d
-	}},
-	{"a run of zeros", func(d []byte, at int, _ *rand.Rand) []byte {
-		for i := at; i < at+512 && i < len(d); i++ {
-			d[i] = 0
-		}
-		return d
-	}},
-	{"a truncated middle", func(d []byte, at int, _ *rand.Rand) []byte {
-		return append(d[:at:at], d[at+700:]...)
-	}},
-	{"a duplicated block", func(d []byte, at int, _ *rand.Rand) []byte {
-		// 900 bytes from the start copied over the bytes at `at`, as a
-		// misdirected write leaves them.
-		copy(d[at:], bytes.Clone(d[100:1000]))
-		return d
-	}},
-}
+// damages are the disk's faults, sized for a small segment.
+var damages = []diskdamage.Damage{diskdamage.RandomBytes(100), diskdamage.Zeros(512, false), diskdamage.Cut(700), diskdamage.CopyBlock(100, 900)}
 
 // Each kind of damage, in the part of a segment whose prompts are finished
 // and in the part whose prompts are not: the journal opens, names what it
@@ -95,7 +69,7 @@ func TestJournalSetsDamageAsideAndKeepsTheRest(t *testing.T) {
 	const n = 200
 	for _, part := range []string{"finished", "unfinished"} {
 		for _, dmg := range damages {
-			t.Run(part+"/"+dmg.name, func(t *testing.T) {
+			t.Run(part+"/"+dmg.Name, func(t *testing.T) {
 				dir := t.TempDir()
 				o := testJournalOptions(dir)
 				o.IDOf, o.SegmentBytes = JournalEntryID, 1<<30
@@ -128,7 +102,7 @@ func TestJournalSetsDamageAsideAndKeepsTheRest(t *testing.T) {
 					at = len(data) * 70 / 100
 				}
 				rng := rand.New(rand.NewPCG(1, 2))
-				if err := os.WriteFile(seg, dmg.do(data, at, rng), 0o644); err != nil {
+				if err := os.WriteFile(seg, dmg.Do(data, at, rng), 0o644); err != nil {
 					t.Fatal(err)
 				}
 
@@ -165,11 +139,11 @@ func TestJournalSetsDamageAsideAndKeepsTheRest(t *testing.T) {
 					kept++
 				}
 				if lost == 0 || lost > 12 {
-					t.Errorf("%d entries lost to %s; want a few (those the damage touched)", lost, dmg.name)
+					t.Errorf("%d entries lost to %s; want a few (those the damage touched)", lost, dmg.Name)
 				}
 				// Entries on both sides of the damage are read.
 				for _, id := range []string{"p000", "p199"} {
-					if _, ok, _ := j.Lookup(id); !ok && dmg.name != "a duplicated block" {
+					if _, ok, _ := j.Lookup(id); !ok && dmg.Name != "duplicated-block" {
 						t.Errorf("%s, far from the damage, is lost", id)
 					}
 				}
@@ -206,7 +180,7 @@ func TestJournalSetsDamageAsideAndKeepsTheRest(t *testing.T) {
 				if _, ok, _ := j.Lookup("p999"); !ok {
 					t.Error("the entry appended after the repair is gone")
 				}
-				t.Logf("%s in the %s part: %d kept, %d lost", dmg.name, part, kept, lost)
+				t.Logf("%s in the %s part: %d kept, %d lost", dmg.Name, part, kept, lost)
 			})
 		}
 	}
