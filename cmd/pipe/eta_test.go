@@ -22,16 +22,20 @@ func TestETAWaitsOnQuietServers(t *testing.T) {
 			{Name: "gpu4:30000", InFlight: 3, QuietSeconds: quiet},
 		}}}
 	}
-	if got, want := tailWait(fleet(190), 3), "3 requests on gpu4:30000, no output for 3m10s"; got != want {
+	if got, want := tailWait(fleet(190), 3, quietTail), "3 requests on gpu4:30000, no output for 3m10s"; got != want {
 		t.Fatalf("tailWait = %q, want %q", got, want)
 	}
-	if got := tailWait(fleet(20), 3); got != "" {
+	if got := tailWait(fleet(20), 3, quietTail); got != "" {
 		t.Fatalf("a server quiet for 20 s: %q", got)
 	}
-	if got := tailWait(fleet(190), 50); got != "" {
+	if got := tailWait(fleet(190), 50, quietTail); got != "" {
 		t.Fatalf("records left beyond those in flight: %q", got)
 	}
-	e := &liveETA{Remaining: 3, PerSecond: 40, Seconds: 0.075, Waiting: tailWait(fleet(190), 3)}
+	// Once the estimate has run out, 20 s of quiet is already the answer.
+	if got := tailWait(fleet(20), 3, quietPastETA); got != "3 requests on gpu4:30000, no output for 20s" {
+		t.Fatalf("past the ETA, a server quiet for 20 s: %q", got)
+	}
+	e := &liveETA{Remaining: 3, PerSecond: 40, Seconds: 0.075, Waiting: tailWait(fleet(190), 3, quietTail)}
 	if got := etaLine(e); got != "ETA ?: 3 left, waiting on 3 requests on gpu4:30000, no output for 3m10s" {
 		t.Fatalf("etaLine = %q", got)
 	}

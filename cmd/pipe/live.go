@@ -287,27 +287,37 @@ func (l *live) eta(ls *liveStatus) *liveETA {
 			}
 		}
 	}
-	if e.Waiting = tailWait(ls.Fleet, remaining); e.Waiting != "" {
+	// Once the estimate has run out, a quiet server is what the rest
+	// waits on well before quietTail: an "ETA 0s" that stays says nothing.
+	quiet := quietTail
+	if e.Seconds < 1 {
+		quiet = quietPastETA
+	}
+	if e.Waiting = tailWait(ls.Fleet, remaining, quiet); e.Waiting != "" {
 		e.Seconds = 0
 	}
 	return e
 }
 
 // quietTail is how long a server must have brought nothing back, holding
-// the run's last requests, before the ETA says it waits on it.
-const quietTail = time.Minute
+// the run's last requests, before the ETA says it waits on it; quietPastETA
+// the same once the estimated time has run out.
+const (
+	quietTail    = time.Minute
+	quietPastETA = 10 * time.Second
+)
 
 // tailWait says what the run waits on when every record left is a
 // request in flight and the servers holding some have answered none for
-// quietTail: the rate of the run says nothing about them (a hung server
+// quiet: the rate of the run says nothing about them (a hung server
 // holds them until stall_timeout sends them elsewhere). "" otherwise.
-func tailWait(f *liveFleet, remaining int64) string {
+func tailWait(f *liveFleet, remaining int64, quiet time.Duration) string {
 	if f == nil || remaining <= 0 || remaining > f.InFlight {
 		return ""
 	}
 	var parts []string
 	for _, s := range f.Servers {
-		if s.InFlight > 0 && s.QuietSeconds >= quietTail.Seconds() {
+		if s.InFlight > 0 && s.QuietSeconds >= quiet.Seconds() {
 			parts = append(parts, fmt.Sprintf("%s on %s, no output for %s", plural(int(s.InFlight), "request"), s.Name, formatETA(s.QuietSeconds)))
 		}
 	}
