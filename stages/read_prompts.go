@@ -28,7 +28,10 @@ string stays that string, an object that object), a tool turn's
 "tool_call_id" and any turn's "name"; ShareGPT's "function_call" turn (its
 value the call's JSON) is an assistant turn with those tool_calls, and
 "observation" a tool turn. A message key pipe does not carry is a bad line
-naming it, never dropped. Other fields of the line are kept in the record's
+naming it, never dropped; so is a call whose arguments are not a JSON
+object (or a string holding one), or that calls a tool the line's "tools"
+do not declare: the chat template would fail on it, or teach a call the
+model cannot make. Other fields of the line are kept in the record's
 meta. The file is streamed, never loaded whole.
 A malformed line (invalid JSON or UTF-8, no prompt, a bad id) stops the run
 with its file and line (on_bad_line = "fail"), or is counted and written to
