@@ -21,7 +21,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
+	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
@@ -795,5 +798,63 @@ func TestWriteArrowRebuildsADamagedIDLog(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A record a shard directory already holds (committed there before a crash
+// that came before the other outputs committed it) is skipped by
+// write-arrow as already committed: that is its copy's commit, and the id
+// finishes once the other outputs have it.
+func TestWriteArrowAlreadyCommittedFinishesTheID(t *testing.T) {
+	src := func(outputs string) string {
+		return `[pipeline]
+run_dir = "run"
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "prompts.jsonl"
+` + outputs
+	}
+	arrow := `
+[[stage]]
+id    = "shards"
+kind  = "write-arrow"
+input = "prompts"
+path  = "out/shards"
+`
+	jsonl := `
+[[stage]]
+id    = "lines"
+kind  = "write-jsonl"
+input = "prompts"
+path  = "out/lines.jsonl"
+`
+	dir, sum, err := runTestPipelineWith(t, context.Background(), src(arrow), map[string]string{"prompts.jsonl": genPrompts(20)}, engine.Options{})
+	if err != nil || sum.Finished != 20 {
+		t.Fatalf("first run: %v, %d finished", err, sum.Finished)
+	}
+	// As after a crash between the shard's commit and the other outputs':
+	// the ids are in the shards, not finished.
+	if err := commitlog.WriteIDLog(filepath.Join(dir, "run", "done.ids"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p.toml"), []byte(src(arrow+jsonl)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, probs := pipefile.Load(filepath.Join(dir, "p.toml"), pipefile.Options{})
+	plan, bprobs := pipeline.Build(f, pipeline.DefaultRegistry)
+	if len(probs)+len(bprobs) > 0 {
+		t.Fatal(probs, bprobs)
+	}
+	sum, err = engine.Run(context.Background(), plan, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := stageSummary(t, sum, "shards"); s.Skips["already_committed"] != 20 {
+		t.Fatalf("shards skipped %v, want 20 already committed", s.Skips)
+	}
+	if sum.Finished != 20 {
+		t.Fatalf("%d ids finished, want the 20 (each committed in both outputs now)", sum.Finished)
 	}
 }

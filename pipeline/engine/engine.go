@@ -1521,7 +1521,10 @@ func (e *engine) checkFailed(final bool) error {
 }
 
 func (em *emitter) Skip(rec *record.Record, reason string) error {
-	return em.skip(rec, reason, len(em.n.ps.Spec.Outputs) > 0)
+	// A stage that sends records on and skips one ends that copy's way (a
+	// duplicate, a finished id): it finishes nothing. A writer's skip
+	// (already committed) is that copy's commit, side ports or not.
+	return em.skip(rec, reason, len(em.n.ps.Spec.Outputs) > 0 && em.n.committer == nil)
 }
 
 // skip counts rec as skipped and releases its place; void, its id is not
