@@ -3,12 +3,12 @@ package commitlog
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -158,11 +158,14 @@ func (r *Repaired) String(path string) string {
 // damaged line whose id is still legible. The log must not be open.
 func RepairLog(path string, idOf IDFunc, looseID func([]byte) string) (*Repaired, error) {
 	hashes, ends, ierr := indexEntries(IndexPath(path))
-	if ierr != nil && !errors.Is(ierr, os.ErrNotExist) {
-		var pe *os.PathError
-		if errors.As(ierr, &pe) {
-			return nil, ierr // the disk, not the file
-		}
+	return repairLog(path, idOf, looseID, hashes, ends, ierr)
+}
+
+// repairLog is RepairLog with the index already read (indexEntries).
+func repairLog(path string, idOf IDFunc, looseID func([]byte) string, hashes []uint64, ends []int64, ierr error) (*Repaired, error) {
+	var pe *os.PathError
+	if ierr != nil && !errors.Is(ierr, os.ErrNotExist) && errors.As(ierr, &pe) {
+		return nil, ierr // the disk, not the file
 	}
 	sc, err := scanSegment(path, idOf, hashes, ends, looseID)
 	if err != nil {
@@ -229,7 +232,7 @@ func (j *Journal) repair(path string) (string, error) {
 	if !need {
 		return "", nil
 	}
-	rep, err := RepairLog(path, j.opts.IDOf, looseID)
+	rep, err := repairLog(path, j.opts.IDOf, looseID, hashes, ends, ierr)
 	if err != nil || rep == nil {
 		return "", err
 	}
@@ -264,17 +267,8 @@ func looseID(line []byte) string {
 	if i < 0 {
 		return ""
 	}
-	rest := line[i+len(recordIDKey)-1:] // from the id's opening quote
-	for j := 1; j < len(rest) && j < 4096; j++ {
-		if rest[j] == '"' && rest[j-1] != '\\' {
-			var id string
-			if json.Unmarshal(rest[:j+1], &id) != nil {
-				return ""
-			}
-			return id
-		}
-	}
-	return ""
+	id, _, _ := jsonString(line[i+len(recordIDKey)-1:]) // from the id's opening quote
+	return id
 }
 
 func around(d damagedSpan) string {
@@ -291,11 +285,11 @@ func around(d damagedSpan) string {
 
 // rewrite replaces the segment at path with its good lines and a new
 // index, keeping the damaged file (and its index) as PATH.damaged-TIME,
-// which it returns with the number of entries kept. Each step leaves a segment that a next Open reads: the
-// old file is linked aside before the new one is renamed over it, and a
-// crash between the two renames leaves a new data file under an old index
-// (or the reverse), which reads as damaged and is rewritten again, from
-// lines that are all good.
+// which it returns with the number of entries kept. Each step leaves a
+// segment that a next Open reads: the old file is linked aside before the
+// new one is renamed over it, and a crash between the two renames leaves a
+// new data file under an old index (or the reverse), which reads as
+// damaged and is rewritten again, from lines that are all good.
 func rewrite(path string, sc *segmentScan) (aside string, written int, err error) {
 	tmp := path + ".salvage"
 	for _, p := range []string{tmp, IndexPath(tmp)} {
@@ -323,7 +317,7 @@ func rewrite(path string, sc *segmentScan) (aside string, written int, err error
 		if last[g.hash] != i {
 			continue
 		}
-		buf = slicesGrow(buf, int(g.end-g.start))
+		buf = slices.Grow(buf[:0], int(g.end-g.start))[:g.end-g.start]
 		if _, err := src.ReadAt(buf, g.start); err != nil && !errors.Is(err, io.EOF) {
 			l.Close()
 			return "", 0, err
@@ -353,14 +347,6 @@ func rewrite(path string, sc *segmentScan) (aside string, written int, err error
 		return "", 0, err
 	}
 	return aside, written, SyncDir(filepath.Dir(path))
-}
-
-// slicesGrow returns buf with length n, reusing its array when it can.
-func slicesGrow(buf []byte, n int) []byte {
-	if cap(buf) < n {
-		return make([]byte, n)
-	}
-	return buf[:n]
 }
 
 // linkOrRename makes the file at from also reachable as to (a hard link),

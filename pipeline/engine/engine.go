@@ -1452,11 +1452,18 @@ func fedByExpensive(ps *pipeline.PlanStage) bool {
 // records are shown as they happen; the rest are in failed/ only.
 const maxSaidFailures = 5
 
+// maxFailureText bounds a failure's text as shown (the terminal's writer
+// makes it safe; this keeps it short).
+const maxFailureText = 2000
+
 // sayFailure shows the first occurrence of each distinct error of a
 // stage's failed records (a rule's, a program's, a server's), whole, on
 // the terminal and in the run log: failed/ is not where people look.
 func (e *engine) sayFailure(n *node, id string, err error) {
 	text := err.Error()
+	if len(text) > maxFailureText { // a server's or a program's words
+		text = strings.ToValidUTF8(text[:maxFailureText], "") + "…"
+	}
 	n.firstFailure.CompareAndSwap(nil, &text)
 	n.reasonsMu.Lock()
 	if n.saidFailures == nil {
