@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -91,11 +92,31 @@ func (c *Client) UploadFile(ctx context.Context, key, path string, size int64, s
 		md[k] = v
 	}
 
+	// An object gone at the check after its upload was removed in
+	// between (a lifecycle rule, another job emptying the prefix): it is
+	// uploaded once more before that is an error.
+	var res *Uploaded
+	for attempt := 1; ; attempt++ {
+		res, err = c.putVerified(ctx, f, key, size, sha, fullSum, partSize, partSums, md)
+		if !errors.Is(err, errGoneAfterUpload) || attempt == 2 {
+			return res, err
+		}
+	}
+}
+
+// errGoneAfterUpload marks an upload whose object was not there at the
+// check right after it.
+var errGoneAfterUpload = errors.New("it is not there after the upload")
+
+// putVerified is one upload of f (PutObject, or multipart when partSums
+// has its parts) and the HeadObject that checks it.
+func (c *Client) putVerified(ctx context.Context, f *os.File, key string, size int64, sha string, fullSum []byte, partSize int64, partSums [][]byte, md map[string]string) (*Uploaded, error) {
+	multipart := partSums != nil
 	res := &Uploaded{Key: key, Bytes: size}
 	var wantChecksum string
 	if !multipart {
 		wantChecksum = b64(fullSum)
-		_, err = c.s3.PutObject(ctx, &s3.PutObjectInput{
+		_, err := c.s3.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:            aws.String(c.Bucket),
 			Key:               aws.String(key),
 			Body:              io.NewSectionReader(f, 0, size),
@@ -126,7 +147,7 @@ func (c *Client) UploadFile(ctx context.Context, key, path string, size int64, s
 	}
 	switch {
 	case obj == nil:
-		return nil, fmt.Errorf("verifying the upload: %s is not there after the upload", c.URL(key))
+		return nil, fmt.Errorf("verifying the upload: %s: %w", c.URL(key), errGoneAfterUpload)
 	case obj.Size != size:
 		return nil, fmt.Errorf("verifying the upload: %s has %d bytes, want %d", c.URL(key), obj.Size, size)
 	case obj.SHA256 != "" && !strings.EqualFold(obj.SHA256, sha):
