@@ -505,11 +505,19 @@ type configDecoder struct {
 	probs      pipefile.Problems
 	// reg, when set, names the kinds that take a key this kind does not.
 	reg *Registry
+	// fromTrainerAt is where [trainer] sets each key the stage took from
+	// it: a problem with such a key is shown there.
+	fromTrainerAt map[string]pipefile.Pos
 }
 
-// prob is a problem at key.
+// prob is a problem at key: where the stage sets it, or where [trainer]
+// does when the stage took it from there.
 func (d *configDecoder) prob(key, format string, args ...any) {
-	d.probs = append(d.probs, pipefile.Problem{Pos: d.sd.KeyPosition(key), Stage: d.sd.ID, Kind: d.sd.Kind, Msg: fmt.Sprintf(format, args...)})
+	pos, ok := d.fromTrainerAt[key]
+	if !ok {
+		pos = d.sd.KeyPosition(key)
+	}
+	d.probs = append(d.probs, pipefile.Problem{Pos: pos, Stage: d.sd.ID, Kind: d.sd.Kind, Msg: fmt.Sprintf(format, args...)})
 }
 
 // probEach reports err about key, or each error it joins (one per bad
@@ -642,7 +650,12 @@ func (d *configDecoder) fromTrainer(f *fieldInfo, fv reflect.Value) {
 	}
 	if err := setFromRaw(fv, v); err != nil {
 		d.prob(f.Key, "%s from [trainer] %s (%s): %v", f.Key, f.Trainer, d.trainer.KeyPosition(f.Trainer), err)
+		return
 	}
+	if d.fromTrainerAt == nil {
+		d.fromTrainerAt = map[string]pipefile.Pos{}
+	}
+	d.fromTrainerAt[f.Key] = d.trainer.KeyPosition(f.Trainer)
 }
 
 // checkTrainer names a conflict between a key the stage sets and the

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pipe-dev/pipe/pipeline"
+	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -149,6 +150,9 @@ type TokenizeAndMaskConfig struct {
 	// CompareText also builds each ids row from text and counts
 	// disagreements.
 	CompareText bool `toml:"compare_text" default:"true" doc:"also re-tokenize ids rows and count rows whose ids would differ"`
+	// ChatTemplate is the trainer's name of the chat template, checked
+	// against the model's.
+	ChatTemplate string `toml:"chat_template" default:"" trainer:"chat_template" doc:"SpecForge's name of the chat template (read from [trainer] chat_template); with mask = \"specforge\", a name under which SpecForge would label the model's conversations otherwise than these rows is refused, with the names that agree"`
 	// Workers is how many records are tokenized at once; 0 (default) is one
 	// per CPU.
 	Workers int `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"records tokenized in parallel; 0 = one per CPU"`
@@ -672,8 +676,17 @@ func (s *tokenizeAndMask) Report() []figure.Figure {
 	return stats
 }
 
-// Validate refuses a tokenizer.json whose components pipe does not reproduce.
-func (c *TokenizeAndMaskConfig) Validate() []error { return checkTokenizer("tokenizer", c.Tokenizer) }
+// Validate refuses a tokenizer.json whose components pipe does not
+// reproduce, and a trainer's template name that labels the rows otherwise.
+func (c *TokenizeAndMaskConfig) Validate() []error {
+	errs := checkTokenizer("tokenizer", c.Tokenizer)
+	if c.ChatTemplate != "" && c.Mask == "specforge" && c.Tokenizer != "" {
+		if err := checkTrainerTemplate(c.Tokenizer, c.Template, c.ChatTemplate); err != nil {
+			errs = append(errs, &config.FieldError{Key: "chat_template", Msg: err.Error()})
+		}
+	}
+	return errs
+}
 
 // TrainerDefaults: a row longer than the trainer's max_length is cut as
 // the trainer cuts it (its head kept); without [trainer], max_length is a

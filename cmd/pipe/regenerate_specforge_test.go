@@ -12,7 +12,10 @@ import (
 // data.train_data_path, a raw-conversation JSONL file; data.max_length
 // 4096; training.strategy dflash): a write-jsonl output in the
 // conversations layout judged by DFlash's rules at that max_length, from
-// the tokenized rows (so lengths and loss tokens can be judged).
+// the tokenized rows (so lengths and loss tokens can be judged). Its
+// chat_template is SpecForge's name for the demo's model, Qwen3's hybrid
+// template ("qwen3-thinking"; the recipe's Qwen3.6 is "qwen3.5"): pipe
+// check refuses one that labels the rows otherwise.
 func TestRegenerateWritesSpecForgeQwen36DFlash(t *testing.T) {
 	var file struct {
 		Trainer map[string]any   `toml:"trainer"`
@@ -30,8 +33,8 @@ func TestRegenerateWritesSpecForgeQwen36DFlash(t *testing.T) {
 			continue
 		}
 		tr := file.Trainer
-		if tr["method"] != "dflash" || tr["max_length"] != int64(4096) || tr["chat_template"] != "qwen3.5" {
-			t.Fatalf("[trainer] has method %v, max_length %v, chat_template %v; the recipe trains DFlash at max_length 4096 with qwen3.5", tr["method"], tr["max_length"], tr["chat_template"])
+		if tr["method"] != "dflash" || tr["max_length"] != int64(4096) || tr["chat_template"] != "qwen3-thinking" {
+			t.Fatalf("[trainer] has method %v, max_length %v, chat_template %v; the recipe trains DFlash at max_length 4096, and Qwen3's template is qwen3-thinking", tr["method"], tr["max_length"], tr["chat_template"])
 		}
 		if _, set := s["max_length"]; set {
 			t.Fatal("the conversations output sets max_length itself: it is read from [trainer]")

@@ -107,6 +107,17 @@ func Load(dir string) (*Tokenizer, error) {
 	return t, nil
 }
 
+// LoadChat reads only the chat template and the special tokens' names of
+// the model in dir (tokenizer_config.json, chat_template.jinja), not its
+// vocabulary: enough for Chat, cheap enough for pipe check.
+func LoadChat(dir string) (*Tokenizer, error) {
+	t := &Tokenizer{dir: dir}
+	if err := t.loadConfig(dir); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // ByteLevel reports whether the model encodes bytes (a ByteLevel
 // pre-tokenizer: GPT-2 style BPE) rather than characters (SentencePiece-style
 // BPE with byte fallback).
