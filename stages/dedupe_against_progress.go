@@ -107,10 +107,15 @@ func (d *dedupe) Process(_ context.Context, rec *record.Record, out pipeline.Emi
 	return out.Emit("out", rec)
 }
 
+// FigureFinishedBefore is dedupe-against-progress's gauge of the ids the
+// run directory had finished when this start began; its skips of them are
+// counted under the reason "done".
+const FigureFinishedBefore = "finished_before_this_run"
+
 func (d *dedupe) Report() []figure.Figure {
 	var st []figure.Figure
 	if d.done != nil {
-		st = append(st, figure.NewGauge("finished_before_this_run", float64(d.done.Len())))
+		st = append(st, figure.NewGauge(FigureFinishedBefore, float64(d.done.Len())))
 	}
 	if len(d.cfg.Against) > 0 {
 		st = append(st, figure.NewGauge("ids_in_other_outputs", float64(d.against.Len())))

@@ -114,6 +114,9 @@ func TestBudgetSpendsNothingPastWhatIsInFlight(t *testing.T) {
 	if want := fmt.Sprintf("output_tokens %s decoded of 300000 by its earlier starts", closing[1]); !strings.Contains(string(again), want) {
 		t.Fatalf("the closing message said %s tokens; the next start says:\n%s", closing[1], again)
 	}
+	if st, _ := os.ReadFile(filepath.Join(r.dir, "runs", "status.json")); !strings.Contains(string(st), `"state": "budget reached"`) || !strings.Contains(string(st), "by its earlier starts") {
+		t.Errorf("status.json after the refused start does not say why:\n%.400s", st)
+	}
 	t.Logf("reached with %d done and %d in flight; %d completions in the end, %s tokens decoded", answers, inFlight, got, closing[1])
 }
 

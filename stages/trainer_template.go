@@ -87,6 +87,53 @@ func lineAt(text string, i int) string {
 	return text[start:end]
 }
 
+// modelChat is the chat template tokenize-and-mask renders with from the
+// model directory dir (template "" is the model's own, or "chatml"), and
+// whether it forces thinking; nil when it cannot be read (the run's own
+// load then says why).
+func modelChat(dir, template string) (*chat.Template, bool) {
+	tok, err := tokenize.LoadChat(dir)
+	if err != nil {
+		return nil, false
+	}
+	tmpl, err := tok.Chat(template)
+	if err != nil {
+		return nil, false
+	}
+	forced, _, err := tmpl.ThinkingForced("<think>", "</think>")
+	if err != nil {
+		return nil, false
+	}
+	return tmpl, forced
+}
+
+// agreeingTemplates are SpecForge's names under which it labels tmpl's
+// conversations as tokenize-and-mask's rows are.
+func agreeingTemplates(tmpl *chat.Template, forced bool) []string {
+	var agree []string
+	for _, t := range trainrow.SFTemplates {
+		if a, _, _ := trainerTemplateAgrees(tmpl, forced, t); a {
+			agree = append(agree, t.Name)
+		}
+	}
+	return agree
+}
+
+// TrainerTemplateFor is SpecForge's name for the chat template of the
+// model in dir (its data.chat_template): the first that labels the model's
+// conversations as tokenize-and-mask's rows are; "" when none does or the
+// directory has no readable template.
+func TrainerTemplateFor(dir string) string {
+	tmpl, forced := modelChat(dir, "")
+	if tmpl == nil {
+		return ""
+	}
+	if agree := agreeingTemplates(tmpl, forced); len(agree) > 0 {
+		return agree[0]
+	}
+	return ""
+}
+
 // checkTrainerTemplate refuses a [trainer] chat_template under which
 // SpecForge would label the model's conversations otherwise than the rows
 // tokenize-and-mask builds from the model directory dir (its template, or
@@ -97,16 +144,8 @@ func checkTrainerTemplate(dir, template, name string) error {
 	if !known {
 		return fmt.Errorf("= %q is not one of SpecForge's templates (specforge/data/template.py): %s%s", name, strings.Join(trainrow.SFTemplateNames(), ", "), suggest.DidYouMean(name, trainrow.SFTemplateNames()))
 	}
-	tok, err := tokenize.LoadChat(dir)
-	if err != nil {
-		return nil // the run's own load says what is wrong with it
-	}
-	tmpl, err := tok.Chat(template)
-	if err != nil {
-		return nil
-	}
-	forced, _, err := tmpl.ThinkingForced("<think>", "</think>")
-	if err != nil {
+	tmpl, forced := modelChat(dir, template)
+	if tmpl == nil {
 		return nil
 	}
 	ok, why, err := trainerTemplateAgrees(tmpl, forced, sf)
@@ -114,10 +153,8 @@ func checkTrainerTemplate(dir, template, name string) error {
 		return nil
 	}
 	var agree []string
-	for _, t := range trainrow.SFTemplates {
-		if a, _, _ := trainerTemplateAgrees(tmpl, forced, t); a {
-			agree = append(agree, fmt.Sprintf("%q", t.Name))
-		}
+	for _, n := range agreeingTemplates(tmpl, forced) {
+		agree = append(agree, fmt.Sprintf("%q", n))
 	}
 	family := "does not force thinking (a hybrid template)"
 	if forced {

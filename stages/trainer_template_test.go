@@ -66,7 +66,7 @@ func TestTrainerChatTemplateMatchesTheModel(t *testing.T) {
 		{hybrid, "qwen3-instruct", []string{"drops each turn's reasoning_content"}},
 		{forced, "qwen3.5", nil},
 		{forced, "qwen3-next-thinking", nil},
-		{forced, "qwen3-thinking", []string{"forces thinking", `"qwen3-next-thinking" or "qwen3.5"`}},
+		{forced, "qwen3-thinking", []string{"forces thinking", `"qwen3.5" or "qwen3-next-thinking"`}},
 		{hybrid, "llama3", []string{"another family's template"}},
 		{hybrid, "qwen35", []string{`is not one of SpecForge's templates`, `did you mean "qwen3.5"`}},
 	} {
@@ -89,6 +89,19 @@ func TestTrainerChatTemplateMatchesTheModel(t *testing.T) {
 				t.Errorf("%s over %s: problems %s\nwant %q", tc.name, filepath.Base(tc.dir), got, w)
 			}
 		}
+	}
+}
+
+// pipe init writes SpecForge's name for the model's template.
+func TestTrainerTemplateFor(t *testing.T) {
+	if got := TrainerTemplateFor(testenv.TinyQwen3Dir(t)); got != "qwen3-thinking" {
+		t.Errorf("Qwen3's hybrid template: %q, want qwen3-thinking", got)
+	}
+	if got := TrainerTemplateFor(forcedTinyDir(t)); got != "qwen3.5" {
+		t.Errorf("a forced template: %q, want qwen3.5", got)
+	}
+	if got := TrainerTemplateFor(t.TempDir()); got != "" {
+		t.Errorf("no model: %q", got)
 	}
 }
 

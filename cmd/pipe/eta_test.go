@@ -7,6 +7,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages"
 )
@@ -79,5 +80,26 @@ func TestETAFromTheFleetModel(t *testing.T) {
 	// Starved (the fleet holds a fifth of what it may): the stage's rate.
 	if e := l.eta(ls(fleet(10, 20))); e.By != "rate" || e.Seconds != 9000/9.6 {
 		t.Errorf("starved fleet: %.1f s by %q, want the rate's %.1f", e.Seconds, e.By, 9000/9.6)
+	}
+}
+
+// The prompts left are the input's, less what is done and what will be
+// skipped as finished before this run: a plan's spread sample lies ahead
+// in the unread part of the file too (2,000 prompts, 626 read, 100
+// finished before of which 32 skipped so far, 257 done: 1,643 left, not
+// 1,711).
+func TestETALeftCountsFinishedAhead(t *testing.T) {
+	l := &live{plan: &pipeline.Plan{File: &pipefile.File{}}, expensive: map[string]bool{"gen": true}, upstream: map[string]bool{"prompts": true, "todo": true}}
+	e := l.eta(&liveStatus{
+		Input: &liveInput{Estimated: 2000, Records: 626, Counted: true},
+		Stages: []liveStage{
+			{StageSummary: engine.StageSummary{StageCounts: engine.StageCounts{ID: "prompts", In: 626, Out: 626}}},
+			{StageSummary: engine.StageSummary{StageCounts: engine.StageCounts{ID: "todo", In: 626, Out: 530, Skipped: 32}, Abandoned: 64,
+				Skips: map[string]int64{"done": 32}, Figures: []figure.Figure{figure.NewGauge(stages.FigureFinishedBefore, 100)}}},
+			{StageSummary: engine.StageSummary{StageCounts: engine.StageCounts{ID: "gen", In: 530, Out: 257}, Abandoned: 273}},
+		},
+	})
+	if e.Remaining != 2000-357 {
+		t.Fatalf("%d left, want %d", e.Remaining, 2000-357)
 	}
 }

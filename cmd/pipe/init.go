@@ -15,6 +15,7 @@ import (
 	"text/template"
 
 	"github.com/pipe-dev/pipe/internal/suggest"
+	"github.com/pipe-dev/pipe/stages"
 )
 
 // initFlags are pipe init's flags: the names users of one-off generation
@@ -107,7 +108,15 @@ file refers to them relative to itself.`,
 func (c *initCmd) setFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.f.out, "o", "regenerate.toml", "the pipeline `FILE` to write (never overwritten)")
 	fs.StringVar(&c.f.prompts, "prompts", "", "the prompts, a JSONL `FILE` (messages, conversations or prompt per line); required")
-	fs.StringVar(&c.f.servers, "servers", "", "SGLang server `URLs`, comma- or space-separated (--servers http://a:30000 http://b:30000; or sim:N for simulated ones)")
+	// Repeated, --servers adds to the list: a user who types it once per
+	// server means all of them.
+	fs.Func("servers", "SGLang server `URLs`, comma- or space-separated, or --servers once per server (--servers http://a:30000 http://b:30000; or sim:N for simulated ones)", func(v string) error {
+		if c.f.servers != "" {
+			v = c.f.servers + "," + v
+		}
+		c.f.servers = v
+		return nil
+	})
 	fs.StringVar(&c.f.ports, "ports", "", "instead of --servers: local server ports, `FROM-TO` or comma-separated (e.g. 30000-30006)")
 	fs.StringVar(&c.f.host, "host", "localhost", "the host of the --ports servers")
 	fs.StringVar(&c.f.outputDir, "output-dir", "runs/regenerate", "`DIR` for the run's state and its outputs")
@@ -167,6 +176,13 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 		return abs
 	}
 	outDir := rel(f.outputDir)
+	templateGuessed := false
+	if f.chatTemplate == "" {
+		// SpecForge's name for the model's template, found as pipe check
+		// holds [trainer] chat_template to it.
+		f.chatTemplate = stages.TrainerTemplateFor(f.modelDir)
+		templateGuessed = f.chatTemplate != ""
+	}
 	var buf bytes.Buffer
 	err = regenerateTemplate.Execute(&buf, map[string]any{
 		"Command":   shellJoin(redactedArgs(append([]string{"pipe"}, std.Args...))),
@@ -181,6 +197,7 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 		"MaxLength": f.maxLength,
 		"Method":    f.method,
 		"Template":  f.chatTemplate,
+		"Guessed":   templateGuessed,
 		"OutDir":    outDir,
 		"S3":        f.s3,
 	})
@@ -405,7 +422,7 @@ name    = "regenerate"
 name          = "specforge"
 {{pad (print "method        = " (q .Method)) 38}}# dflash or eagle3
 {{pad (print "max_length    = " .MaxLength) 38}}# tokens per row: SpecForge's data.max_length
-{{if .Template}}chat_template = {{q .Template}}{{else}}# chat_template = "qwen3.5"            # SpecForge's data.chat_template for this model{{end}}
+{{if .Template}}chat_template = {{q .Template}}{{if .Guessed}}   # SpecForge's name for the model's template (pipe check holds it to it){{end}}{{else}}# chat_template = "qwen3.5"            # SpecForge's data.chat_template for this model{{end}}
 
 [vars]
 {{pad (print "model_dir = " (q .ModelDir)) 38}}# tokenizer.json and the chat template

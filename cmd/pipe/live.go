@@ -11,6 +11,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
 )
@@ -265,10 +266,17 @@ func (l *live) eta(ls *liveStatus) *liveETA {
 			dropped += st.Rejected + st.Failed + st.Skipped
 		}
 	}
-	// Of the input not read yet, a shard of N takes 1/N.
+	// Of the input not read yet, a shard of N takes 1/N; the ids finished
+	// before this run that are not met yet (a plan's spread sample, an
+	// earlier start's stragglers) will be skipped, not done.
 	unread := max(0, ls.Input.Estimated-ls.Input.Records)
 	if sh := l.plan.File.Shard; sh != nil && sh.Count > 1 {
 		unread /= int64(sh.Count)
+	}
+	for _, st := range ls.Stages {
+		if f, ok := figure.Find(st.Figures, stages.FigureFinishedBefore); ok && l.upstream[st.ID] {
+			unread = max(0, unread-max(0, int64(f.Value)-st.Skips["done"]))
+		}
 	}
 	remaining := max(0, unread+min(ls.Input.Records, ls.Input.Estimated)-dropped-done(work.StageSummary)-work.Skipped)
 	rate := work.Done1m

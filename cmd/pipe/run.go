@@ -741,6 +741,11 @@ func runPlan(ctx context.Context, std *stdio, plan *pipeline.Plan, rs runSetting
 		// sends a request (or says it is running).
 		if err := opts.Limit(&engine.Summary{}); err != nil {
 			be, _ := budgetReached(err)
+			// pipe status says so too, not the state the last start left.
+			if st, rerr := rundir.ReadStatus[liveFleet](plan.File.RunDir); rerr == nil {
+				st.State, st.Error, st.Updated = rundir.StateBudget, err.Error()+" by its earlier starts", time.Now().UTC().Format(time.RFC3339)
+				st.Write(plan.File.RunDir)
+			}
 			return &exitError{code: exitBudget, err: fmt.Errorf("%w by its earlier starts; nothing was done.\nTo go on, raise [pipeline] budget (e.g. --set pipeline.budget.%s=...) and run the same command: %s", err, be.What, r.rs.again)}
 		}
 	}

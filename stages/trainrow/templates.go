@@ -27,7 +27,8 @@ type SFTemplate struct {
 }
 
 // SFTemplates are SpecForge's registered templates (template.py
-// TEMPLATE_REGISTRY.register calls, a6b6b023). The ChatML ones are whole;
+// TEMPLATE_REGISTRY.register calls, a6b6b023), the usual name of a family
+// first (qwen3.5 before qwen3-next-thinking). The ChatML ones are whole;
 // the others are named, so a name from another family is told apart from
 // a misspelling.
 var SFTemplates = []SFTemplate{
@@ -35,8 +36,8 @@ var SFTemplates = []SFTemplate{
 	{Name: "lfm", AssistantHeader: "<|im_start|>assistant\n", EndOfTurn: "<|im_end|>\n"},
 	{Name: "qwen3-thinking", AssistantHeader: "<|im_start|>assistant\n", EndOfTurn: "<|im_end|>\n", Thinking: true},
 	{Name: "qwen3-instruct", AssistantHeader: "<|im_start|>assistant\n", EndOfTurn: "<|im_end|>\n", IgnoreTokens: []string{"<think>\n\n</think>\n\n"}},
-	{Name: "qwen3-next-thinking", AssistantHeader: "<|im_start|>assistant\n<think>\n", EndOfTurn: "<|im_end|>\n", Thinking: true},
 	{Name: "qwen3.5", AssistantHeader: "<|im_start|>assistant\n<think>\n", EndOfTurn: "<|im_end|>\n", Thinking: true},
+	{Name: "qwen3-next-thinking", AssistantHeader: "<|im_start|>assistant\n<think>\n", EndOfTurn: "<|im_end|>\n", Thinking: true},
 	{Name: "llama3", Other: true}, {Name: "llama4", Other: true}, {Name: "phi3", Other: true},
 	{Name: "phi4", Other: true}, {Name: "phi4-mini", Other: true}, {Name: "gpt-oss-naive", Other: true},
 	{Name: "gpt-oss", Other: true}, {Name: "deepseek-r1-distill", Other: true}, {Name: "kimi-k2-thinking", Other: true},
