@@ -1,0 +1,550 @@
+// Package fleet launches the servers of a generation stage and keeps them
+// alive: each in a guard of its own (guard.go), its output in a bounded log
+// in the run directory, ready only once a one-token generation answers,
+// restarted with backoff after any exit it was not asked for, a hang (its
+// probes unanswered) or a log line that means it is broken, and ended —
+// every process it started — when the run ends, is stopped, or pipe dies.
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Config is a launched fleet.
+type Config struct {
+	// Name prefixes each server's name and log file ("gen" → gen-0.log).
+	Name string
+	// Command is run by /bin/sh for each server, after {port}, {gpus},
+	// {index} and {host} are replaced by the server's.
+	Command string
+	Count   int
+	// GPUs are the devices handed out, GPUsPerServer to each server in
+	// order (CUDA_VISIBLE_DEVICES and {gpus}); none: no variable set.
+	GPUs          []string
+	GPUsPerServer int
+	Host          string
+	Port          int // the first server's; the others count up
+	Env           map[string]string
+	Dir           string
+	LogDir        string
+	// LogBytes bounds a log file; at it, the file moves to NAME.log.1
+	// (replacing the one before) and a new one starts.
+	LogBytes int64
+	// ReadyTimeout is how long a start may take to answer a generation;
+	// ProbeEvery how often a ready server is asked for one token, each
+	// probe waiting ProbeTimeout; HangProbes failed in a row is a hang.
+	ReadyTimeout, ProbeEvery, ProbeTimeout time.Duration
+	HangProbes                             int
+	// Restarts is how many times a server is started again before it is
+	// given up; Backoff the first wait before a restart (doubled each
+	// time, at most 5 minutes); StopGrace the time between SIGTERM and
+	// SIGKILL.
+	Restarts           int
+	Backoff, StopGrace time.Duration
+	// Header is sent with each probe (an API key).
+	Header http.Header `json:"-"`
+	// Event is told of every start, readiness, crash, hang, restart and
+	// give-up, as a line for the terminal and the log.
+	Event func(server, text string) `json:"-"`
+}
+
+// FatalLines are log lines after which a server is broken whatever it
+// answers: it is ended and started again.
+var FatalLines = []string{
+	"CUDA out of memory",
+	"torch.OutOfMemoryError",
+	"Detected errors during sampling",
+	"NCCL timeout",
+	"Watchdog caught collective operation timeout",
+	"CUDA error: an illegal memory access",
+}
+
+// State of a server.
+const (
+	StateStarting = "starting"
+	StateReady    = "ready"
+	StateBackoff  = "restarting"
+	StateGivenUp  = "given up"
+	StateStopped  = "stopped"
+)
+
+// Stats are a server's events since the run began.
+type Stats struct {
+	Name, URL, State string
+	Starts           int // processes started
+	Crashes          int // exits nobody asked for, whatever the code
+	Hangs            int // killed after HangProbes unanswered probes
+	Fatal            int // killed after a FatalLines line
+	NeverReady       int // killed after ReadyTimeout without a generation
+	LastExit         string
+	ReadyAfter       time.Duration // the last start's time to its first generation
+}
+
+// Fleet is the launched servers.
+type Fleet struct {
+	cfg     Config
+	servers []*server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	exe     string
+}
+
+type server struct {
+	f     *Fleet
+	index int
+	name  string
+	url   string
+	port  int
+	gpus  []string
+
+	mu    sync.Mutex
+	stats Stats
+	proc  *exec.Cmd
+	stdin io.WriteCloser
+	tail  []string // the last lines of its output
+}
+
+// Start launches every server and supervises them until Close; it returns
+// at once (URLs are known before any is ready: WaitReady waits).
+func Start(ctx context.Context, cfg Config) (*Fleet, error) {
+	if cfg.Count < 1 {
+		return nil, fmt.Errorf("launch: count must be at least 1")
+	}
+	if need := cfg.Count * cfg.GPUsPerServer; len(cfg.GPUs) > 0 && need > len(cfg.GPUs) {
+		return nil, fmt.Errorf("launch: %d servers × %d GPUs need %d GPUs, %d given (%s)", cfg.Count, cfg.GPUsPerServer, need, len(cfg.GPUs), strings.Join(cfg.GPUs, ","))
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	defaults(&cfg)
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("launch: finding pipe's own binary for the server guards: %w", err)
+	}
+	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f := &Fleet{cfg: cfg, cancel: cancel, exe: exe}
+	for i := range cfg.Count {
+		s := &server{f: f, index: i, name: fmt.Sprintf("%s-%d", cfg.Name, i), port: cfg.Port + i}
+		s.url = "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(s.port))
+		if len(cfg.GPUs) > 0 {
+			s.gpus = cfg.GPUs[i*cfg.GPUsPerServer : (i+1)*cfg.GPUsPerServer]
+		}
+		s.stats = Stats{Name: s.name, URL: s.url, State: StateStarting}
+		f.servers = append(f.servers, s)
+	}
+	for _, s := range f.servers {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			s.supervise(ctx)
+		}()
+	}
+	return f, nil
+}
+
+func defaults(c *Config) {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&c.ReadyTimeout, 30*time.Minute)
+	set(&c.ProbeEvery, 30*time.Second)
+	set(&c.ProbeTimeout, time.Minute)
+	set(&c.Backoff, 10*time.Second)
+	set(&c.StopGrace, 30*time.Second)
+	if c.HangProbes <= 0 {
+		c.HangProbes = 3
+	}
+	if c.LogBytes <= 0 {
+		c.LogBytes = 64 << 20
+	}
+	if c.GPUsPerServer <= 0 {
+		c.GPUsPerServer = 1
+	}
+}
+
+// URLs are the servers' base URLs, in order.
+func (f *Fleet) URLs() []string {
+	var out []string
+	for _, s := range f.servers {
+		out = append(out, s.url)
+	}
+	return out
+}
+
+// Stats are every server's.
+func (f *Fleet) Stats() []Stats {
+	var out []Stats
+	for _, s := range f.servers {
+		s.mu.Lock()
+		out = append(out, s.stats)
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// Close ends every server (SIGTERM, the grace, SIGKILL, each guard ending
+// all its server's processes) and waits for them.
+func (f *Fleet) Close() error {
+	f.cancel()
+	f.wg.Wait()
+	return nil
+}
+
+func (s *server) event(format string, args ...any) {
+	if s.f.cfg.Event != nil {
+		s.f.cfg.Event(s.name, fmt.Sprintf(format, args...))
+	}
+}
+
+func (s *server) setState(st string) {
+	s.mu.Lock()
+	s.stats.State = st
+	s.mu.Unlock()
+}
+
+// supervise runs the server until ctx ends: start, wait for a generation,
+// watch, and after each end not asked for, start again.
+func (s *server) supervise(ctx context.Context) {
+	cfg := &s.f.cfg
+	backoff := cfg.Backoff
+	for restarts := 0; ; restarts++ {
+		if restarts > 0 {
+			if restarts > cfg.Restarts {
+				s.setState(StateGivenUp)
+				s.event("given up after %d restarts (restarts = %d); the run goes on without it. Its log: %s", restarts-1, cfg.Restarts, s.logPath())
+				return
+			}
+			s.setState(StateBackoff)
+			s.event("restarting in %s (restart %d of at most %d)", backoff.Round(time.Second), restarts, cfg.Restarts)
+			if !sleep(ctx, backoff) {
+				s.setState(StateStopped)
+				return
+			}
+			backoff = min(2*backoff, 5*time.Minute)
+			if !s.waitPortFree(ctx) {
+				s.event("port %d is still in use; starting anyway", s.port)
+			}
+		}
+		if ctx.Err() != nil {
+			s.setState(StateStopped)
+			return
+		}
+		ended, why := s.run(ctx)
+		if ctx.Err() != nil {
+			s.setState(StateStopped)
+			return
+		}
+		s.mu.Lock()
+		tail := strings.Join(s.tail, "\n    ")
+		s.mu.Unlock()
+		s.event("%s; its last lines:\n    %s", why, tail)
+		_ = ended
+	}
+}
+
+// run starts the server once and returns when it ended (ended: it exited
+// on its own) or was ended for a reason, why saying which.
+func (s *server) run(ctx context.Context) (ended bool, why string) {
+	cfg := &s.f.cfg
+	started := time.Now()
+	cmd, exited, fatal, err := s.launch()
+	if err != nil {
+		return true, fmt.Sprintf("could not start: %v", err)
+	}
+	s.event("started (pid %d, port %d%s): %s", cmd.Process.Pid, s.port, s.gpuText(), s.command())
+	readyBy := time.NewTimer(cfg.ReadyTimeout)
+	defer readyBy.Stop()
+	probe := time.NewTicker(min(time.Second, cfg.ProbeEvery))
+	defer probe.Stop()
+	ready, failed := false, 0
+	type answer struct {
+		ok  bool
+		err error
+	}
+	probing := false
+	answers := make(chan answer, 1)
+	for {
+		select {
+		case <-ctx.Done():
+			s.stop(cmd, exited)
+			return false, "stopped"
+		case err := <-exited:
+			s.mu.Lock()
+			s.stats.Crashes++
+			s.stats.LastExit = exitText(err)
+			s.mu.Unlock()
+			return true, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err))
+		case line := <-fatal:
+			s.mu.Lock()
+			s.stats.Fatal++
+			s.mu.Unlock()
+			s.stop(cmd, exited)
+			return false, fmt.Sprintf("printed %q: broken whatever it answers, ended", line)
+		case <-readyBy.C:
+			if !ready {
+				s.mu.Lock()
+				s.stats.NeverReady++
+				s.mu.Unlock()
+				s.stop(cmd, exited)
+				return false, fmt.Sprintf("no generation answered within %s (ready_timeout) of its start: ended", cfg.ReadyTimeout)
+			}
+		case <-probe.C:
+			if probing {
+				continue
+			}
+			probing = true
+			go func() {
+				ok, err := s.probe(ctx)
+				answers <- answer{ok, err}
+			}()
+		case a := <-answers:
+			probing = false
+			switch {
+			case a.ok && !ready:
+				ready, failed = true, 0
+				probe.Reset(cfg.ProbeEvery)
+				s.mu.Lock()
+				s.stats.State = StateReady
+				s.stats.ReadyAfter = time.Since(started)
+				s.mu.Unlock()
+				s.event("ready: a one-token generation answered %s after its start", time.Since(started).Round(100*time.Millisecond))
+			case a.ok:
+				failed = 0
+			case ready:
+				failed++
+				if failed >= cfg.HangProbes {
+					s.mu.Lock()
+					s.stats.Hangs++
+					s.mu.Unlock()
+					s.stop(cmd, exited)
+					return false, fmt.Sprintf("hung: %d one-token generations in a row went unanswered within %s (last: %v); ended", failed, cfg.ProbeTimeout, a.err)
+				}
+			}
+		}
+	}
+}
+
+// launch starts the server's guard with the server's environment, its
+// output to the log and scanned for fatal lines.
+func (s *server) launch() (*exec.Cmd, <-chan error, <-chan string, error) {
+	cfg := &s.f.cfg
+	cmd := exec.Command(s.f.exe)
+	cmd.Dir = cfg.Dir
+	cmd.Env = append(os.Environ(), guardEnv+"="+s.command(), guardGraceEnv+"="+cfg.StopGrace.String())
+	if len(s.gpus) > 0 {
+		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(s.gpus, ","))
+	}
+	for k, v := range cfg.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	// Its own session: a Ctrl-C on pipe's terminal is pipe's to handle,
+	// not sent to every server at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	log, err := openLog(s.logPath(), cfg.LogBytes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, nil, nil, err
+	}
+	s.mu.Lock()
+	s.proc, s.stdin, s.tail = cmd, stdin, nil
+	s.stats.Starts++
+	s.stats.State = StateStarting
+	s.mu.Unlock()
+	fatal := make(chan string, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		defer log.Close()
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			log.WriteLine(line)
+			s.keep(line)
+			for _, f := range FatalLines {
+				if strings.Contains(line, f) {
+					select {
+					case fatal <- boundLine(line):
+					default:
+					}
+				}
+			}
+		}
+		io.Copy(io.Discard, out)
+	}()
+	exited := make(chan error, 1)
+	go func() {
+		<-copied
+		exited <- cmd.Wait()
+	}()
+	return cmd, exited, fatal, nil
+}
+
+// stop ends the running server: SIGTERM to its guard, which ends every
+// process with the grace; the guard itself is killed past twice that.
+func (s *server) stop(cmd *exec.Cmd, exited <-chan error) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(2*s.f.cfg.StopGrace + 5*time.Second):
+		cmd.Process.Kill()
+		<-exited
+	}
+	s.mu.Lock()
+	s.stdin.Close()
+	s.mu.Unlock()
+}
+
+// probe asks for one token; ok when a generation answers.
+func (s *server) probe(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.f.cfg.ProbeTimeout)
+	defer cancel()
+	body := []byte(`{"text": "Hello", "sampling_params": {"max_new_tokens": 1, "temperature": 0}}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/generate", bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range s.f.cfg.Header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var ans struct {
+		Text     *string `json:"text"`
+		MetaInfo struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"meta_info"`
+	}
+	if err := json.Unmarshal(b, &ans); err != nil || ans.Text == nil {
+		return false, fmt.Errorf("the answer is not a generation")
+	}
+	return true, nil
+}
+
+func (s *server) command() string {
+	r := strings.NewReplacer("{port}", strconv.Itoa(s.port), "{gpus}", strings.Join(s.gpus, ","),
+		"{index}", strconv.Itoa(s.index), "{host}", s.f.cfg.Host)
+	return r.Replace(s.f.cfg.Command)
+}
+
+func (s *server) gpuText() string {
+	if len(s.gpus) == 0 {
+		return ""
+	}
+	return ", GPUs " + strings.Join(s.gpus, ",")
+}
+
+func (s *server) logPath() string {
+	return filepath.Join(s.f.cfg.LogDir, s.name+".log")
+}
+
+// keep remembers the last lines of output, bounded.
+func (s *server) keep(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tail = append(s.tail, boundLine(line))
+	if len(s.tail) > 10 {
+		s.tail = s.tail[len(s.tail)-10:]
+	}
+}
+
+// waitPortFree waits up to a minute for nothing to listen on the port.
+func (s *server) waitPortFree(ctx context.Context) bool {
+	for range 120 {
+		l, err := net.Listen("tcp", net.JoinHostPort(s.f.cfg.Host, strconv.Itoa(s.port)))
+		if err == nil {
+			l.Close()
+			return true
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return false
+		}
+	}
+	return false
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// exitText is how the guard's status reads: the server's exit code or
+// the signal that ended it.
+func exitText(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "status 0"
+	case !asExit(err, &ee):
+		return err.Error()
+	case ee.ExitCode() > 128:
+		return "signal " + syscall.Signal(ee.ExitCode()-128).String()
+	}
+	return fmt.Sprintf("status %d", ee.ExitCode())
+}
+
+func asExit(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	*ee = e
+	return ok
+}
+
+// boundLine makes a line of a server's output safe to show: at most 300
+// bytes, control characters replaced.
+func boundLine(line string) string {
+	if len(line) > 300 {
+		line = line[:300] + "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, line)
+}
