@@ -23,6 +23,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/stages/fleet"
 	"github.com/pipe-dev/pipe/stages/sglang"
 	"github.com/pipe-dev/pipe/stages/sglang/sim"
 	"github.com/pipe-dev/pipe/stages/tokenize"
@@ -132,7 +133,7 @@ simulated servers require the key in $NAME.`,
 		KeySettings: pipeline.SettingsFor(func(cfg *generateConfig) string {
 			n := 0
 			for _, s := range cfg.Servers.Items {
-				n += max(s.Sim, 1)
+				n += s.count()
 			}
 			return fmt.Sprintf("%d servers × %s, %s, max %d tokens", n, cfg.Concurrency, cfg.API, cfg.MaxOutputTokens)
 		}),
@@ -293,6 +294,8 @@ type serverEntry struct {
 	SimQuery    url.Values
 	// APIKeyEnv is the table's api_key_env; nil: the stage's.
 	APIKeyEnv *string
+	// Launch, for a table with launch = "COMMAND": servers pipe starts.
+	Launch *launchEntry
 
 	dial     string // the URL as given, with any user:password: what the client is handed
 	userinfo bool   // dial has user:password
@@ -356,12 +359,29 @@ func decodeServer(it any) (serverEntry, error) {
 
 // fromTable reads a server table {url, concurrency, api_key_env}.
 func (e *serverEntry) fromTable(x map[string]any) error {
+	_, launch := x["launch"]
 	for _, k := range slices.Sorted(maps.Keys(x)) {
-		if k != "url" && k != "concurrency" && k != "api_key_env" {
-			return fmt.Errorf("unknown key %q (a server table has url, concurrency and api_key_env)", k)
+		switch {
+		case k == "concurrency" || k == "api_key_env":
+		case k == "url" && !launch:
+		case launch && slices.Contains(launchKeys, k):
+		case launch && k == "url":
+			return fmt.Errorf("a server table has url (a server that runs) or launch (servers pipe starts), not both")
+		case launch:
+			return fmt.Errorf("unknown key %q (a launch table has %s, concurrency and api_key_env)", k, strings.Join(launchKeys, ", "))
+		default:
+			return fmt.Errorf("unknown key %q (a server table has url, concurrency and api_key_env; or launch = \"COMMAND\" to start servers)", k)
+		}
+	}
+	if launch {
+		if err := e.fromLaunchTable(x); err != nil {
+			return err
 		}
 	}
 	u, ok := x["url"].(string)
+	if launch {
+		u, ok = e.URL, true
+	}
 	if !ok {
 		return fmt.Errorf("a server table needs url = \"http://…\"")
 	}
@@ -384,6 +404,9 @@ func (e *serverEntry) fromTable(x map[string]any) error {
 }
 
 func (e *serverEntry) parse() error {
+	if e.Launch != nil {
+		return nil
+	}
 	if n, q, ok, err := sim.ParseURL(e.URL); ok {
 		if err != nil {
 			return err
@@ -465,6 +488,8 @@ type generate struct {
 	// early watches the first completions for mistakes that make them
 	// all useless (generate_early.go).
 	early earlyWatch
+	// fleets are the servers this stage launched (launch tables).
+	fleets []*fleet.Fleet
 }
 
 var (
@@ -481,7 +506,7 @@ func (g *generate) Workers() int {
 	n := 0
 	for _, s := range g.cfg.Servers.Items {
 		limit, ceiling := g.perServer(s.Concurrency)
-		n += max(limit, ceiling) * max(s.Sim, 1)
+		n += max(limit, ceiling) * s.count()
 	}
 	return n
 }
@@ -532,7 +557,7 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		BackoffMax:      c.BackoffMax.Duration,
 		BreakerFailures: c.BreakerFailures,
 		ProbeInterval:   c.ProbeInterval.Duration,
-		ReadyTimeout:    c.ReadyTimeout.Duration,
+		ReadyTimeout:    g.readyTimeout(),
 		Logf:            g.logf,
 		// While no server is ready: every 5 s each server's state and
 		// reason, in the run log (and in Report's "waiting for servers").
@@ -571,6 +596,10 @@ func (g *generate) start(ctx context.Context) error {
 	defer g.startMu.Unlock()
 	if g.started || g.startErr != nil {
 		return g.startErr
+	}
+	if err := g.launchFleets(ctx); err != nil {
+		g.startErr = err
+		return err
 	}
 	if err := g.client.Start(ctx); err != nil {
 		var ae *sglang.AuthError
@@ -627,6 +656,13 @@ func (g *generate) resolveServers(ctx context.Context, env *pipeline.Env) ([]sgl
 		header, err := g.serverHeader(s)
 		if err != nil {
 			return nil, err
+		}
+		if s.Launch != nil {
+			for _, u := range s.Launch.urls() {
+				specs = append(specs, sglang.ServerSpec{URL: u, Concurrency: conc, MaxConcurrency: ceiling, Header: header})
+				g.entryOf = append(g.entryOf, i)
+			}
+			continue
 		}
 		if s.Sim == 0 {
 			specs = append(specs, sglang.ServerSpec{URL: s.dial, Concurrency: conc, MaxConcurrency: ceiling, Header: header})

@@ -33,6 +33,7 @@ func (g *generate) DryRun(ctx context.Context, _ *pipeline.Env) (string, error) 
 	var specs []sglang.ServerSpec
 	var b strings.Builder
 	sims := 0
+	var launched []string
 	for _, s := range g.cfg.Servers.Items {
 		header, err := g.serverHeader(s)
 		if err != nil {
@@ -42,9 +43,16 @@ func (g *generate) DryRun(ctx context.Context, _ *pipeline.Env) (string, error) 
 			sims += s.Sim
 			continue
 		}
+		if l := s.Launch; l != nil {
+			launched = append(launched, fmt.Sprintf("%d launched by the run (ports %d-%d%s): %s", l.Count, l.Port, l.Port+l.Count-1, gpuNote(l), l.Command))
+			continue
+		}
 		specs = append(specs, sglang.ServerSpec{URL: s.dial, Header: header})
 	}
 	fmt.Fprintf(&b, "api %s, %s per server, max_output_tokens %d\n", g.cfg.API, g.cfg.Concurrency, g.cfg.MaxOutputTokens)
+	for _, l := range launched {
+		fmt.Fprintf(&b, "%s\n", l)
+	}
 	if sims > 0 {
 		fmt.Fprintf(&b, "%d simulated server(s), started in-process when the run starts\n", sims)
 	}

@@ -191,7 +191,7 @@ func (g *generate) Report() []figure.Figure {
 	for _, s := range st.Servers {
 		out = appendServerFigures(out, s, "server", serverName(s))
 	}
-	return out
+	return g.fleetFigures(out)
 }
 
 // appendServerFigures adds one server's figures (or, without labels, the

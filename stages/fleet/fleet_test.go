@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 //   - never-ready: listens, answers 503 for ever;
 //   - orphan: starts a child in a session of its own that outlives it
 //     (a scheduler re-parented away), its pid in $FLEET_TEST_ORPHANS.
+//
 // A mode with a suffix "@start=K" applies from its K-th start only (the
 // start count is kept in a file beside the orphans file).
 func testServer(mode, port string) {
@@ -112,10 +113,10 @@ func testServer(mode, port string) {
 }
 
 type rig struct {
-	t                *testing.T
-	dir, orphans     string
-	mu               sync.Mutex
-	events           []string
+	t            *testing.T
+	dir, orphans string
+	mu           sync.Mutex
+	events       []string
 }
 
 func newRig(t *testing.T) *rig {
@@ -128,8 +129,8 @@ func (r *rig) config(mode string, count int) Config {
 	port := freePorts(r.t, count)
 	return Config{
 		Name: "gen", Count: count, Port: port, LogDir: filepath.Join(r.dir, "servers"),
-		Command: fmt.Sprintf("%s={mode} exec %s -test.run=NONE {port}", testServerEnv, exe),
-		Env:     map[string]string{"FLEET_TEST_ORPHANS": r.orphans, "FLEET_TEST_STARTS": filepath.Join(r.dir, "starts")},
+		Command:      fmt.Sprintf("%s={mode} exec %s -test.run=NONE {port}", testServerEnv, exe),
+		Env:          map[string]string{"FLEET_TEST_ORPHANS": r.orphans, "FLEET_TEST_STARTS": filepath.Join(r.dir, "starts")},
 		ReadyTimeout: 5 * time.Second, ProbeEvery: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond,
 		HangProbes: 3, Restarts: 3, Backoff: 100 * time.Millisecond, StopGrace: time.Second,
 		Event: func(server, text string) {

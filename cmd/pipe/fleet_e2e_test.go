@@ -1,0 +1,232 @@
+//go:build e2e
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
+)
+
+// fleetRig runs a pipeline whose generate stage launches its servers:
+// pipe sim processes standing in for SGLang, each marked in its
+// environment so that /proc tells which processes are this test's.
+type fleetRig struct {
+	t        *testing.T
+	bin, dir string
+	marker   string
+	prompts  int
+}
+
+func newFleetRig(t *testing.T, prompts int, command string, count int) *fleetRig {
+	dir := t.TempDir()
+	r := &fleetRig{t: t, bin: testenv.PipeBinary(t), dir: dir, marker: "PIPE_TEST_FLEET=" + dir, prompts: prompts}
+	var b bytes.Buffer
+	for i := range prompts {
+		fmt.Fprintf(&b, "{\"id\": \"p%05d\", \"prompt\": \"Question %d\"}\n", i, i)
+	}
+	os.WriteFile(filepath.Join(dir, "p.jsonl"), b.Bytes(), 0o644)
+	port := freePortRange(t, count)
+	cmd := strings.ReplaceAll(command, "{bin}", r.bin)
+	os.WriteFile(filepath.Join(dir, "f.toml"), []byte(fmt.Sprintf(`[pipeline]
+name    = "f"
+run_dir = "run"
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "p.jsonl"
+
+[[stage]]
+id    = "todo"
+kind  = "dedupe-against-progress"
+input = "prompts"
+
+[[stage]]
+id                = "gen"
+kind              = "generate"
+input             = "todo"
+concurrency       = 8
+max_output_tokens = 256
+
+[[stage.servers]]
+launch        = %q
+count         = %d
+port          = %d
+ready_timeout = "30s"
+env           = { PIPE_TEST_FLEET = %q }
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = "gen"
+path  = "out.jsonl"
+`, cmd, count, port, dir)), 0o644)
+	return r
+}
+
+// freePortRange is n consecutive ports nothing listens on now.
+func freePortRange(t *testing.T, n int) int {
+	for base := 33000 + os.Getpid()%2000*8; base < 65000; base += 37 {
+		ok := true
+		for i := range n {
+			if portBusy(base + i) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free ports")
+	return 0
+}
+
+func portBusy(port int) bool {
+	c := exec.Command("sh", "-c", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", port))
+	return c.Run() == nil
+}
+
+func (r *fleetRig) start(extra ...string) (*exec.Cmd, *syncBuffer) {
+	out := &syncBuffer{}
+	cmd := exec.Command(r.bin, append([]string{"run", filepath.Join(r.dir, "f.toml"), "--commit-every", "300ms"}, extra...)...)
+	cmd.Dir = r.dir
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	return cmd, out
+}
+
+// processes are the live processes of this test's servers (guards,
+// shells, sims), read from /proc.
+func (r *fleetRig) processes() []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if !bytes.Contains(env, []byte(r.marker+"\x00")) {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && bytes.HasPrefix(bytes.TrimSpace(stat[i+1:]), []byte("Z")) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, e.Name()+" "+string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+	}
+	return out
+}
+
+func (r *fleetRig) nothingLeft(within time.Duration, after string) {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	for len(r.processes()) > 0 {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: processes of the servers still running after %s:\n%s", after, within, strings.Join(r.processes(), "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// everyIDOnce: out.jsonl holds each prompt's id exactly once.
+func (r *fleetRig) everyIDOnce() {
+	r.t.Helper()
+	seen := map[string]int{}
+	for _, rec := range readJSONL(r.t, filepath.Join(r.dir, "out.jsonl")) {
+		seen[rec["id"].(string)]++
+	}
+	if len(seen) != r.prompts {
+		r.t.Fatalf("%d ids in out.jsonl, want %d", len(seen), r.prompts)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			r.t.Fatalf("%s is in out.jsonl %d times", id, n)
+		}
+	}
+}
+
+// The first start of server 0 dies by SIGKILL two seconds in (a scheduler
+// crash); pipe starts it again, the run finishes with every id exactly
+// once, the crash is named on the terminal, in run.log and in the
+// summary's figures, and no process of any server is left after it.
+func TestLaunchedServerCrashMidRun(t *testing.T) {
+	r := newFleetRig(t, 400, `sh -c 'test {index} != 0 || test -e crashed || { touch crashed; (sleep 2; kill -9 $$) & }; exec {bin} sim --listen 127.0.0.1:{port} --speed 20 --think-mean 60 --answer-mean 30'`, 2)
+	cmd, out := r.start()
+	if err := waitDump(t, cmd, out, 3*time.Minute); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	r.everyIDOnce()
+	text := out.String()
+	for _, want := range []string{"server gen-0-0: exited (signal killed) though nobody asked it to: a crash", "server gen-0-0: restarting in", "launched crashes 1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the run does not say %q:\n%s", want, text)
+		}
+	}
+	if log, _ := os.ReadFile(filepath.Join(r.dir, "run", "run.log")); !bytes.Contains(log, []byte("a crash")) {
+		t.Errorf("run.log does not name the crash")
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, "run", "servers", "gen-0-0.log")); err != nil {
+		t.Errorf("no server log: %v", err)
+	}
+	r.nothingLeft(5*time.Second, "after the run")
+}
+
+// pipe stop ends the run and every server process; kill -9 of pipe ends
+// them too (each guard sees pipe gone), and the next start launches them
+// again and finishes with every id exactly once.
+func TestLaunchedServersEndWithTheRun(t *testing.T) {
+	r := newFleetRig(t, 600, `{bin} sim --listen 127.0.0.1:{port} --speed 2 --think-mean 60 --answer-mean 30`, 2)
+	waitReady := func(out *syncBuffer) {
+		deadline := time.Now().Add(60 * time.Second)
+		for strings.Count(out.String(), ": ready: a one-token generation answered") < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the servers never got ready:\n%s", out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+	}
+	cmd, out := r.start()
+	waitReady(out)
+	if n := len(r.processes()); n < 4 {
+		t.Fatalf("%d server processes while running, want guards and sims: %v", n, r.processes())
+	}
+	stop := exec.Command(r.bin, "stop", filepath.Join(r.dir, "run"))
+	if b, err := stop.CombinedOutput(); err != nil {
+		t.Fatalf("pipe stop: %v\n%s", err, b)
+	}
+	waitDump(t, cmd, out, time.Minute)
+	r.nothingLeft(5*time.Second, "after pipe stop")
+
+	cmd, out = r.start()
+	waitReady(out)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	r.nothingLeft(15*time.Second, "after kill -9 of pipe")
+
+	// Faster servers for the rest (servers are operational: the file's
+	// change is taken on a resume).
+	file := filepath.Join(r.dir, "f.toml")
+	b, _ := os.ReadFile(file)
+	os.WriteFile(file, bytes.Replace(b, []byte("--speed 2 "), []byte("--speed 50 "), 1), 0o644)
+	cmd, out = r.start()
+	if err := waitDump(t, cmd, out, 3*time.Minute); err != nil {
+		t.Fatalf("the last start: %v\n%s", err, out)
+	}
+	r.everyIDOnce()
+	r.nothingLeft(5*time.Second, "after the run")
+}

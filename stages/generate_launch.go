@@ -1,0 +1,284 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/stages/fleet"
+)
+
+// launchEntry is a servers table with launch = "COMMAND": servers pipe
+// starts, watches and ends (stages/fleet) instead of a URL.
+type launchEntry struct {
+	Command       string
+	Count         int
+	GPUs          []string
+	GPUsPerServer int
+	Host          string
+	Port          int
+	Env           map[string]string
+	Dir           string
+	ReadyTimeout  time.Duration
+	Restarts      int
+}
+
+// launchKeys are a launch table's keys besides concurrency and api_key_env.
+var launchKeys = []string{"launch", "count", "gpus", "gpus_per_server", "host", "port", "env", "dir", "ready_timeout", "restarts"}
+
+// fromLaunchTable reads a servers table that launches servers.
+func (e *serverEntry) fromLaunchTable(x map[string]any) error {
+	l := &launchEntry{Count: 1, Host: "127.0.0.1", Port: 30000, GPUsPerServer: 1, Restarts: 10, ReadyTimeout: 30 * time.Minute}
+	cmd, ok := x["launch"].(string)
+	if !ok || strings.TrimSpace(cmd) == "" {
+		return fmt.Errorf("launch must be the command that starts one server, with {port} where its port goes (e.g. \"python -m sglang.launch_server --model-path /models/m --port {port}\")")
+	}
+	if !strings.Contains(cmd, "{port}") {
+		return fmt.Errorf("launch: the command has no {port}: each server is told its port there (they count up from port = %d)", l.Port)
+	}
+	l.Command = cmd
+	intKey := func(k string, lo, hi int64, dst *int) error {
+		v, set := x[k]
+		if !set {
+			return nil
+		}
+		n, ok := v.(int64)
+		if !ok || n < lo || n > hi {
+			return fmt.Errorf("%s must be %d..%d, got %v", k, lo, hi, v)
+		}
+		*dst = int(n)
+		return nil
+	}
+	for _, k := range []struct {
+		key    string
+		lo, hi int64
+		dst    *int
+	}{{"count", 1, 1024, &l.Count}, {"port", 1, 65535, &l.Port}, {"gpus_per_server", 1, 64, &l.GPUsPerServer}, {"restarts", 0, 10000, &l.Restarts}} {
+		if err := intKey(k.key, k.lo, k.hi, k.dst); err != nil {
+			return err
+		}
+	}
+	if l.Port+l.Count-1 > 65535 {
+		return fmt.Errorf("port %d + count %d runs past 65535", l.Port, l.Count)
+	}
+	if v, set := x["host"]; set {
+		h, ok := v.(string)
+		if !ok || h == "" {
+			return fmt.Errorf("host must be the address the servers listen on (default 127.0.0.1)")
+		}
+		l.Host = h
+	}
+	if v, set := x["dir"]; set {
+		d, ok := v.(string)
+		if !ok || d == "" {
+			return fmt.Errorf("dir must be the servers' working directory")
+		}
+		l.Dir = d
+	}
+	if v, set := x["ready_timeout"]; set {
+		s, _ := v.(string)
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("ready_timeout must be a duration such as \"30m\" (how long a start may take to answer a generation), got %v", v)
+		}
+		l.ReadyTimeout = d
+	}
+	if v, set := x["env"]; set {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("env must be a table of variables, e.g. env = { SGLANG_ENABLE_JIT_DEEPGEMM = \"0\" }")
+		}
+		l.Env = map[string]string{}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			s, ok := m[k].(string)
+			if !ok || !envNameRe.MatchString(k) {
+				return fmt.Errorf("env.%s must be a variable name with a string value", k)
+			}
+			l.Env[k] = s
+		}
+	}
+	if v, set := x["gpus"]; set {
+		gpus, err := parseGPUs(v)
+		if err != nil {
+			return fmt.Errorf("gpus: %v", err)
+		}
+		if need := l.Count * l.GPUsPerServer; len(gpus) < need {
+			return fmt.Errorf("gpus: %d servers × %d GPUs need %d, %d given", l.Count, l.GPUsPerServer, need, len(gpus))
+		}
+		l.GPUs = gpus
+	}
+	e.Launch = l
+	e.URL = fmt.Sprintf("launch:%s:%d", l.Host, l.Port)
+	return nil
+}
+
+// parseGPUs reads "0-6", "0,2,4", or a list of ids.
+func parseGPUs(v any) ([]string, error) {
+	var parts []string
+	switch x := v.(type) {
+	case string:
+		parts = strings.Split(x, ",")
+	case []any:
+		for _, it := range x {
+			switch n := it.(type) {
+			case int64:
+				parts = append(parts, strconv.FormatInt(n, 10))
+			case string:
+				parts = append(parts, n)
+			default:
+				return nil, fmt.Errorf("want GPU ids, got %v", it)
+			}
+		}
+	default:
+		return nil, fmt.Errorf(`want "0-6", "0,2,4" or a list of ids, got %v`, v)
+	}
+	var out []string
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if a, b, ok := strings.Cut(p, "-"); ok {
+			lo, err1 := strconv.Atoi(a)
+			hi, err2 := strconv.Atoi(b)
+			if err1 != nil || err2 != nil || lo > hi {
+				return nil, fmt.Errorf("%q is not a range of GPU ids", p)
+			}
+			for i := lo; i <= hi; i++ {
+				out = append(out, strconv.Itoa(i))
+			}
+			continue
+		}
+		if _, err := strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("%q is not a GPU id", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// launchURLs are the servers a launch table starts, in order.
+func (l *launchEntry) urls() []string {
+	var out []string
+	for i := range l.Count {
+		out = append(out, fmt.Sprintf("http://%s:%d", hostForURL(l.Host), l.Port+i))
+	}
+	return out
+}
+
+func hostForURL(h string) string {
+	if strings.Contains(h, ":") {
+		return "[" + h + "]"
+	}
+	return h
+}
+
+// launchFleets starts the stage's launched servers (once per run: the
+// run's resources end them at its end), before the client waits for one
+// to be ready.
+func (g *generate) launchFleets(ctx context.Context) error {
+	for i, s := range g.cfg.Servers.Items {
+		l := s.Launch
+		if l == nil {
+			continue
+		}
+		key := fmt.Sprintf("fleet:%s:%d", g.id, i)
+		v, err := g.env.Resources.Get(key, func() (any, func() error, error) {
+			header, err := g.serverHeader(s)
+			if err != nil {
+				return nil, nil, err
+			}
+			f, err := fleet.Start(ctx, fleet.Config{
+				Name: fmt.Sprintf("%s-%d", g.id, i), Command: l.Command, Count: l.Count,
+				GPUs: l.GPUs, GPUsPerServer: l.GPUsPerServer, Host: l.Host, Port: l.Port,
+				Env: l.Env, Dir: l.Dir, LogDir: filepath.Join(g.env.RunDir, "servers"),
+				ReadyTimeout: l.ReadyTimeout, Restarts: l.Restarts, Header: header,
+				Event: g.fleetEvent,
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			return f, f.Close, nil
+		})
+		if err != nil {
+			return fmt.Errorf("launching servers (servers item %d): %w", i+1, err)
+		}
+		g.fleets = append(g.fleets, v.(*fleet.Fleet))
+	}
+	return nil
+}
+
+// fleetEvent tells of a launched server's start and readiness on the
+// terminal and in the log, and of its crashes, hangs and restarts as
+// warnings too (status.json, notifications, the report).
+func (g *generate) fleetEvent(server, text string) {
+	if strings.HasPrefix(text, "started ") || strings.HasPrefix(text, "ready: ") || strings.HasPrefix(text, "restarting in ") {
+		g.noticef("server %s: %s", server, text)
+		return
+	}
+	g.warnf("server_restarted", fmt.Sprintf("server %s: %s", server, text))
+}
+
+// fleetFigures are the launched servers' events, summed and per server.
+func (g *generate) fleetFigures(out []figure.Figure) []figure.Figure {
+	var total fleet.Stats
+	var each []fleet.Stats
+	for _, f := range g.fleets {
+		for _, s := range f.Stats() {
+			total.Starts += s.Starts
+			total.Crashes += s.Crashes
+			total.Hangs += s.Hangs
+			total.Fatal += s.Fatal
+			total.NeverReady += s.NeverReady
+			each = append(each, s)
+		}
+	}
+	if len(each) == 0 {
+		return out
+	}
+	out = append(out,
+		figure.NewCounter("launched_starts", int64(total.Starts)),
+		figure.NewCounter("launched_crashes", int64(total.Crashes)),
+		figure.NewCounter("launched_hangs", int64(total.Hangs)),
+		figure.NewCounter("launched_fatal_lines", int64(total.Fatal)),
+		figure.NewCounter("launched_never_ready", int64(total.NeverReady)))
+	for _, s := range each {
+		out = append(out, figure.NewState("launched_state", s.State, fmt.Sprintf("%d starts", s.Starts), "server", s.Name))
+	}
+	return out
+}
+
+// count is how many servers the item stands for.
+func (e serverEntry) count() int {
+	switch {
+	case e.Launch != nil:
+		return e.Launch.Count
+	case e.Sim > 0:
+		return e.Sim
+	}
+	return 1
+}
+
+// readyTimeout is how long the client waits for a first ready server:
+// the stage's, or a launch table's when longer (a model takes minutes to
+// load).
+func (g *generate) readyTimeout() time.Duration {
+	d := g.cfg.ReadyTimeout.Duration
+	for _, s := range g.cfg.Servers.Items {
+		if s.Launch != nil {
+			d = max(d, s.Launch.ReadyTimeout)
+		}
+	}
+	return d
+}
+
+// gpuNote is ", GPUs 0-6 (1 each)" for a launch table with GPUs.
+func gpuNote(l *launchEntry) string {
+	if len(l.GPUs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", GPUs %s, %d each", strings.Join(l.GPUs, ","), l.GPUsPerServer)
+}
