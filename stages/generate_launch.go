@@ -27,10 +27,13 @@ type launchEntry struct {
 	Dir           string
 	ReadyTimeout  time.Duration
 	Restarts      int
+	// ProbeEvery, ProbeTimeout: the one-token generations that tell a
+	// hang (3 unanswered in a row); StopGrace: SIGTERM to SIGKILL.
+	ProbeEvery, ProbeTimeout, StopGrace time.Duration
 }
 
 // launchKeys are a launch table's keys besides concurrency and api_key_env.
-var launchKeys = []string{"launch", "count", "gpus", "gpus_per_server", "host", "port", "env", "dir", "ready_timeout", "restarts"}
+var launchKeys = []string{"launch", "count", "gpus", "gpus_per_server", "host", "port", "env", "dir", "ready_timeout", "restarts", "probe_every", "probe_timeout", "stop_grace"}
 
 // fromLaunchTable reads a servers table that launches servers.
 func (e *serverEntry) fromLaunchTable(x map[string]any) error {
@@ -81,13 +84,25 @@ func (e *serverEntry) fromLaunchTable(x map[string]any) error {
 		}
 		l.Dir = d
 	}
-	if v, set := x["ready_timeout"]; set {
+	for _, k := range []struct {
+		key, what string
+		dst       *time.Duration
+	}{
+		{"ready_timeout", "how long a start may take to answer a generation", &l.ReadyTimeout},
+		{"probe_every", "how often a ready server is asked for one token", &l.ProbeEvery},
+		{"probe_timeout", "how long a probe waits; 3 unanswered in a row are a hang", &l.ProbeTimeout},
+		{"stop_grace", "how long a server has between SIGTERM and SIGKILL", &l.StopGrace},
+	} {
+		v, set := x[k.key]
+		if !set {
+			continue
+		}
 		s, _ := v.(string)
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("ready_timeout must be a duration such as \"30m\" (how long a start may take to answer a generation), got %v", v)
+			return fmt.Errorf("%s must be a duration such as \"30s\" (%s), got %v", k.key, k.what, v)
 		}
-		l.ReadyTimeout = d
+		*k.dst = d
 	}
 	if v, set := x["env"]; set {
 		m, ok := v.(map[string]any)
@@ -196,6 +211,7 @@ func (g *generate) launchFleets(ctx context.Context) error {
 				GPUs: l.GPUs, GPUsPerServer: l.GPUsPerServer, Host: l.Host, Port: l.Port,
 				Env: l.Env, Dir: l.Dir, LogDir: filepath.Join(g.env.RunDir, "servers"),
 				ReadyTimeout: l.ReadyTimeout, Restarts: l.Restarts, Header: header,
+				ProbeEvery: l.ProbeEvery, ProbeTimeout: l.ProbeTimeout, StopGrace: l.StopGrace,
 				Event: g.fleetEvent,
 			})
 			if err != nil {

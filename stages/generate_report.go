@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"github.com/pipe-dev/pipe/stages/fleet"
 	"maps"
 	"slices"
 	"strings"
@@ -72,6 +73,11 @@ type FleetView struct {
 	// Lengths are the output tokens and latencies of the completions sent
 	// on in this start (nil before the first).
 	Lengths *LengthView `json:"lengths,omitempty"`
+	// Launched are the servers the stage launched, each with its starts
+	// and ends; Events what happened to them (for the timeline, not
+	// status.json).
+	Launched []fleet.Stats `json:"launched,omitempty"`
+	Events   []fleet.Event `json:"-"`
 }
 
 // ServerView is one server of a FleetView.
@@ -113,6 +119,10 @@ func (g *generate) View() any {
 		InFlight: int64(st.Total.InFlight), Capacity: int64(st.Total.Concurrency), Tokens: st.Total.OutputTokens,
 		Answers: g.answers.Load(), Tiny: g.tinyAnswers.Load(), MaxOutputTokens: int64(g.cfg.MaxOutputTokens), RequestCap: int64(g.requestCap()),
 		P95Seconds: st.Total.P95.Seconds(), Servers: make([]ServerView, 0, len(st.Servers)), Lengths: g.lengths.view(),
+	}
+	for _, f := range g.fleets {
+		v.Launched = append(v.Launched, f.Stats()...)
+		v.Events = append(v.Events, f.Events()...)
 	}
 	if line, ok := g.client.Waiting(); ok {
 		v.Waiting = line

@@ -27,7 +27,7 @@ type fleetRig struct {
 	prompts  int
 }
 
-func newFleetRig(t *testing.T, prompts int, command string, count int) *fleetRig {
+func newFleetRig(t *testing.T, prompts int, command string, count int, keys ...string) *fleetRig {
 	dir := t.TempDir()
 	r := &fleetRig{t: t, bin: testenv.PipeBinary(t), dir: dir, marker: "PIPE_TEST_FLEET=" + dir, prompts: prompts}
 	var b bytes.Buffer
@@ -62,16 +62,27 @@ max_output_tokens = 256
 launch        = %q
 count         = %d
 port          = %d
-ready_timeout = "30s"
+%s
 env           = { PIPE_TEST_FLEET = %q }
+%s
 
 [[stage]]
 id    = "out"
 kind  = "write-jsonl"
 input = "gen"
 path  = "out.jsonl"
-`, cmd, count, port, dir)), 0o644)
+`, cmd, count, port, readyKey(keys), dir, strings.Join(keys, "\n"))), 0o644)
 	return r
+}
+
+// readyKey is the launch table's ready_timeout: 30 s unless keys set it.
+func readyKey(keys []string) string {
+	for _, k := range keys {
+		if strings.HasPrefix(k, "ready_timeout") {
+			return ""
+		}
+	}
+	return `ready_timeout = "30s"`
 }
 
 // freePortRange is n consecutive ports nothing listens on now.
@@ -229,4 +240,52 @@ func TestLaunchedServersEndWithTheRun(t *testing.T) {
 	}
 	r.everyIDOnce()
 	r.nothingLeft(5*time.Second, "after the run")
+}
+
+// Five servers, each failing its first start its own way: killed by a
+// signal (a crash), exiting 0 unasked, hanging (stopped: its probes go
+// unanswered), printing CUDA out of memory while it serves, and never
+// answering a generation. Each is ended and started again; the run ends
+// with every id exactly once; pipe report names every event with the
+// server's last lines, and the timeline holds them; nothing is left.
+func TestLaunchedServersEachFailure(t *testing.T) {
+	sim := "{bin} sim --listen 127.0.0.1:{port} --speed 4 --think-mean 60 --answer-mean 30"
+	cmd := `sh -c 'f=first-{index}; test -e $f && exec ` + sim + `; touch $f; case {index} in
+0) (sleep 2; kill -9 $$) & exec ` + sim + `;;
+1) ` + sim + ` & p=$!; sleep 2; kill $p; wait $p; exit 0;;
+2) ` + sim + ` & p=$!; sleep 2; kill -STOP $p; wait $p;;
+3) ` + sim + ` & p=$!; sleep 2; echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"; wait $p;;
+4) echo loading; exec sleep 120;;
+esac'`
+	r := newFleetRig(t, 500, cmd, 5, `probe_every = "300ms"`, `probe_timeout = "1s"`, `stop_grace = "2s"`, `restarts = 2`, `ready_timeout = "5s"`)
+	c, out := r.start()
+	if err := waitDump(t, c, out, 4*time.Minute); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	r.everyIDOnce()
+	r.nothingLeft(5*time.Second, "after the run")
+	rep, err := exec.Command(r.bin, "report", filepath.Join(r.dir, "run")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pipe report: %v\n%s", err, rep)
+	}
+	for _, want := range []string{
+		"gen-0-0 (start 1): exited (signal killed) though nobody asked it to: a crash",
+		"gen-0-1 (start 1): exited (status 0) though nobody asked it to: a crash",
+		"gen-0-2 (start 1): hung: 3 one-token generations in a row went unanswered",
+		`gen-0-3 (start 1): printed "torch.OutOfMemoryError: CUDA out of memory.`,
+		"gen-0-4 (start 1): no generation answered within 5s (ready_timeout)",
+		"| loading",
+		"gen-0-0: 2 starts, 1 crash", "gen-0-2: 2 starts, 1 hang", "gen-0-4: 2 starts, 1 start never ready",
+	} {
+		if !strings.Contains(string(rep), want) {
+			t.Errorf("pipe report does not say %q:\n%s", want, rep)
+		}
+	}
+	tl, _ := os.ReadFile(filepath.Join(r.dir, "run", "timeline.jsonl"))
+	for _, kind := range []string{"crash", "hang", "fatal_line", "never_ready"} {
+		if !bytes.Contains(tl, []byte(`"kind":"`+kind+`"`)) {
+			t.Errorf("the timeline has no %s event", kind)
+		}
+	}
+	t.Logf("report:\n%s", rep)
 }

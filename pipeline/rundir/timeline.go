@@ -37,6 +37,20 @@ type PointStage struct {
 	// ServerLimits are each server's concurrency limit at the point: what
 	// concurrency = "auto" chose over time (a fixed number stays flat).
 	ServerLimits map[string]int64 `json:"server_concurrency,omitempty"`
+	// ServerEvents are what happened to the servers the stage launched
+	// since the point before: starts, readiness, crashes, hangs,
+	// restarts, give-ups.
+	ServerEvents []ServerEvent `json:"server_events,omitempty"`
+}
+
+// ServerEvent is one event of a launched server (stages/fleet.Event).
+type ServerEvent struct {
+	T      time.Time `json:"t"`
+	Server string    `json:"server"`
+	Start  int       `json:"start"`
+	Kind   string    `json:"kind"`
+	Text   string    `json:"text"`
+	Tail   []string  `json:"tail,omitempty"`
 }
 
 // AppendPoint appends p to dir's timeline in one write, so lines of two

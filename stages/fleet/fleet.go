@@ -83,6 +83,34 @@ const (
 	StateStopped  = "stopped"
 )
 
+// Event is one thing that happened to a launched server.
+type Event struct {
+	Seq    int       `json:"seq"` // 1, 2, … over the fleet's life
+	T      time.Time `json:"t"`
+	Server string    `json:"server"`
+	Start  int       `json:"start"` // which start of the server (1: the first)
+	Kind   string    `json:"kind"`  // EventStarted, EventReady, …
+	Text   string    `json:"text"`
+	// Tail is the server's last lines of output, for an end not asked for.
+	Tail []string `json:"tail,omitempty"`
+}
+
+// Kinds of Event.
+const (
+	EventStarted    = "started"
+	EventReady      = "ready"
+	EventCrash      = "crash"
+	EventHang       = "hang"
+	EventFatal      = "fatal_line"
+	EventNeverReady = "never_ready"
+	EventRestarting = "restarting"
+	EventGivenUp    = "given_up"
+	EventNoStart    = "could_not_start"
+)
+
+// maxEvents bounds the events a fleet keeps (the oldest go first).
+const maxEvents = 512
+
 // Stats are a server's events since the run began.
 type Stats struct {
 	Name, URL, State string
@@ -102,6 +130,17 @@ type Fleet struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	exe     string
+
+	evMu   sync.Mutex
+	events []Event
+	seq    int
+}
+
+// Events are the fleet's events so far (at most the last maxEvents).
+func (f *Fleet) Events() []Event {
+	f.evMu.Lock()
+	defer f.evMu.Unlock()
+	return append([]Event(nil), f.events...)
 }
 
 type server struct {
@@ -210,9 +249,24 @@ func (f *Fleet) Close() error {
 	return nil
 }
 
-func (s *server) event(format string, args ...any) {
-	if s.f.cfg.Event != nil {
-		s.f.cfg.Event(s.name, fmt.Sprintf(format, args...))
+func (s *server) event(kind string, tail []string, format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	start := s.stats.Starts
+	s.mu.Unlock()
+	f := s.f
+	f.evMu.Lock()
+	f.seq++
+	f.events = append(f.events, Event{Seq: f.seq, T: time.Now().UTC(), Server: s.name, Start: start, Kind: kind, Text: text, Tail: tail})
+	if len(f.events) > maxEvents {
+		f.events = f.events[len(f.events)-maxEvents:]
+	}
+	f.evMu.Unlock()
+	if f.cfg.Event != nil {
+		if len(tail) > 0 {
+			text += "; its last lines:\n    " + strings.Join(tail, "\n    ")
+		}
+		f.cfg.Event(s.name, text)
 	}
 }
 
@@ -231,47 +285,46 @@ func (s *server) supervise(ctx context.Context) {
 		if restarts > 0 {
 			if restarts > cfg.Restarts {
 				s.setState(StateGivenUp)
-				s.event("given up after %d restarts (restarts = %d); the run goes on without it. Its log: %s", restarts-1, cfg.Restarts, s.logPath())
+				s.event(EventGivenUp, nil, "given up after %d restarts (restarts = %d); the run goes on without it. Its log: %s", restarts-1, cfg.Restarts, s.logPath())
 				return
 			}
 			s.setState(StateBackoff)
-			s.event("restarting in %s (restart %d of at most %d)", backoff.Round(time.Second), restarts, cfg.Restarts)
+			s.event(EventRestarting, nil, "restarting in %s (restart %d of at most %d)", backoff.Round(time.Second), restarts, cfg.Restarts)
 			if !sleep(ctx, backoff) {
 				s.setState(StateStopped)
 				return
 			}
 			backoff = min(2*backoff, 5*time.Minute)
 			if !s.waitPortFree(ctx) {
-				s.event("port %d is still in use; starting anyway", s.port)
+				s.event(EventRestarting, nil, "port %d is still in use; starting anyway", s.port)
 			}
 		}
 		if ctx.Err() != nil {
 			s.setState(StateStopped)
 			return
 		}
-		ended, why := s.run(ctx)
+		kind, why := s.run(ctx)
 		if ctx.Err() != nil {
 			s.setState(StateStopped)
 			return
 		}
 		s.mu.Lock()
-		tail := strings.Join(s.tail, "\n    ")
+		tail := append([]string(nil), s.tail...)
 		s.mu.Unlock()
-		s.event("%s; its last lines:\n    %s", why, tail)
-		_ = ended
+		s.event(kind, tail, "%s", why)
 	}
 }
 
-// run starts the server once and returns when it ended (ended: it exited
-// on its own) or was ended for a reason, why saying which.
-func (s *server) run(ctx context.Context) (ended bool, why string) {
+// run starts the server once and returns when it ended on its own or was
+// ended: kind is the Event's, why says which.
+func (s *server) run(ctx context.Context) (kind, why string) {
 	cfg := &s.f.cfg
 	started := time.Now()
 	cmd, exited, fatal, err := s.launch()
 	if err != nil {
-		return true, fmt.Sprintf("could not start: %v", err)
+		return EventNoStart, fmt.Sprintf("could not start: %v", err)
 	}
-	s.event("started (pid %d, port %d%s): %s", cmd.Process.Pid, s.port, s.gpuText(), s.command())
+	s.event(EventStarted, nil, "started (pid %d, port %d%s): %s", cmd.Process.Pid, s.port, s.gpuText(), s.command())
 	readyBy := time.NewTimer(cfg.ReadyTimeout)
 	defer readyBy.Stop()
 	probe := time.NewTicker(min(time.Second, cfg.ProbeEvery))
@@ -287,26 +340,26 @@ func (s *server) run(ctx context.Context) (ended bool, why string) {
 		select {
 		case <-ctx.Done():
 			s.stop(cmd, exited)
-			return false, "stopped"
+			return "", "stopped"
 		case err := <-exited:
 			s.mu.Lock()
 			s.stats.Crashes++
 			s.stats.LastExit = exitText(err)
 			s.mu.Unlock()
-			return true, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err))
+			return EventCrash, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err))
 		case line := <-fatal:
 			s.mu.Lock()
 			s.stats.Fatal++
 			s.mu.Unlock()
 			s.stop(cmd, exited)
-			return false, fmt.Sprintf("printed %q: broken whatever it answers, ended", line)
+			return EventFatal, fmt.Sprintf("printed %q: broken whatever it answers, ended", line)
 		case <-readyBy.C:
 			if !ready {
 				s.mu.Lock()
 				s.stats.NeverReady++
 				s.mu.Unlock()
 				s.stop(cmd, exited)
-				return false, fmt.Sprintf("no generation answered within %s (ready_timeout) of its start: ended", cfg.ReadyTimeout)
+				return EventNeverReady, fmt.Sprintf("no generation answered within %s (ready_timeout) of its start: ended", cfg.ReadyTimeout)
 			}
 		case <-probe.C:
 			if probing {
@@ -327,7 +380,7 @@ func (s *server) run(ctx context.Context) (ended bool, why string) {
 				s.stats.State = StateReady
 				s.stats.ReadyAfter = time.Since(started)
 				s.mu.Unlock()
-				s.event("ready: a one-token generation answered %s after its start", time.Since(started).Round(100*time.Millisecond))
+				s.event(EventReady, nil, "ready: a one-token generation answered %s after its start", time.Since(started).Round(100*time.Millisecond))
 			case a.ok:
 				failed = 0
 			case ready:
@@ -337,7 +390,7 @@ func (s *server) run(ctx context.Context) (ended bool, why string) {
 					s.stats.Hangs++
 					s.mu.Unlock()
 					s.stop(cmd, exited)
-					return false, fmt.Sprintf("hung: %d one-token generations in a row went unanswered within %s (last: %v); ended", failed, cfg.ProbeTimeout, a.err)
+					return EventHang, fmt.Sprintf("hung: %d one-token generations in a row went unanswered within %s (last: %v); ended", failed, cfg.ProbeTimeout, a.err)
 				}
 			}
 		}

@@ -86,6 +86,9 @@ func runGuard(command string, grace time.Duration) int {
 // when it still runs), then SIGKILLs what is left and reaps it.
 func endTree(pgid int, grace time.Duration, exited <-chan error) error {
 	signalTree(pgid, syscall.SIGTERM)
+	// A stopped process (SIGSTOP, a debugger) acts on SIGTERM only once
+	// it runs again.
+	signalTree(pgid, syscall.SIGCONT)
 	var werr error
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {

@@ -139,7 +139,15 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 <table><tr><th>stage</th><th class="l">error</th><th>records</th></tr>
 {{range .}}<tr><td>{{.Stage}}</td><td class="l">{{.Reason}}</td><td>{{.Count}}</td></tr>
 {{end}}</table>
-{{end}}{{range .Outputs}}<h2>Output {{.O.Stage}} <span class="sub">({{.O.Kind}}, {{.O.Rows}} rows, {{.O.Path}})</span></h2>
+{{end}}{{with .R.Launched}}<h2>Launched servers</h2>
+<ul>
+{{range .}}<li>{{.Summary}}</li>
+{{end}}</ul>
+{{with $.R.ServerEvents}}<table><tr><th class="l">time</th><th class="l">server</th><th>start</th><th class="l">what happened, and its last lines</th></tr>
+{{range .}}<tr><td class="l">{{.T.Format "2006-01-02 15:04:05"}}</td><td class="l">{{.Server}}</td><td>{{.Start}}</td><td class="l">{{.Text}}{{with .Tail}}<pre>{{range .}}{{.}}
+{{end}}</pre>{{end}}</td></tr>
+{{end}}</table>
+{{end}}{{end}}{{range .Outputs}}<h2>Output {{.O.Stage}} <span class="sub">({{.O.Kind}}, {{.O.Rows}} rows, {{.O.Path}})</span></h2>
 <table><tr><th>per row</th><th>rows</th><th>zero</th><th>&lt;{{$.SmallBelow}}</th><th>mean</th><th>p10</th><th>median</th><th>p90</th><th>p99</th><th>max</th><th class="l">source</th></tr>
 {{range .O.Dists}}<tr><td>{{.Name}}</td><td>{{.N}}</td><td>{{share .Zero .N}}</td><td>{{share .Small .N}}</td><td>{{printf "%.1f" .Mean}}</td><td>{{.P10}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.Max}}</td><td class="l">{{.Note}}</td></tr>
 {{end}}</table>

@@ -70,6 +70,14 @@ type Report struct {
 	// Redone counts, per stage, the records done again over every start
 	// because their journal entries were found damaged (StageCounts.Redone).
 	Redone map[string]int64 `json:"redone_after_journal_damage,omitempty"`
+	// ServerEvents are what happened to the servers the run launched,
+	// over every start, from the timeline: each crash, hang, fatal log
+	// line, start that never got ready, restart and give-up (starts and
+	// readiness are counted in Launched).
+	ServerEvents []rundir.ServerEvent `json:"server_events,omitempty"`
+	// Launched counts, per launched server, its starts and the ends
+	// nobody asked for.
+	Launched []LaunchedServer `json:"launched,omitempty"`
 	// Notes are things the report could not read or had to estimate.
 	Notes     []string  `json:"notes,omitempty"`
 	Generated time.Time `json:"generated"`
@@ -189,6 +197,7 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 	pts, err := ReadTimeline(dir)
 	if err == nil {
 		r.Redone = redone(pts)
+		r.ServerEvents, r.Launched = serverEvents(pts)
 	}
 	if err != nil {
 		r.note("%s: %v", TimelineFile, err)

@@ -27,6 +27,7 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, id := range slices.Sorted(maps.Keys(r.Redone)) {
 		fmt.Fprintf(w, "  journal damage: %s did %s again, their journal entries lost to damage (the warnings in run.log name them)\n", id, plural(r.Redone[id], "record"))
 	}
+	r.writeServers(w)
 	r.writeRates(w)
 	r.writeEconomy(w)
 	for i := range r.Outputs {

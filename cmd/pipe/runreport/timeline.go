@@ -8,6 +8,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages"
+	"github.com/pipe-dev/pipe/stages/fleet"
 )
 
 // TimelineFile is RUN_DIR/timeline.jsonl (declared in pipeline/rundir).
@@ -48,6 +49,7 @@ func RecordPoint(runDir string, s *engine.Summary, final bool) {
 				ps.ServerTokens[s.Name] = s.Tokens
 				ps.ServerLimits[s.Name] = s.Concurrency
 			}
+			ps.ServerEvents = newEvents(runDir+"\x00"+st.ID, v.Events)
 		}
 		p.Stages = append(p.Stages, ps)
 	}
@@ -56,3 +58,23 @@ func RecordPoint(runDir string, s *engine.Summary, final bool) {
 
 // ReadTimeline reads runDir's timeline (rundir.ReadTimeline).
 func ReadTimeline(runDir string) ([]Point, error) { return rundir.ReadTimeline(runDir) }
+
+// eventsSeen is, per run directory and stage, the last launched-server
+// event a point holds: each event goes into one point.
+var eventsSeen sync.Map
+
+// newEvents are the events of evs not in a point yet.
+func newEvents(key string, evs []fleet.Event) []rundir.ServerEvent {
+	last, _ := eventsSeen.Load(key)
+	seen, _ := last.(int)
+	var out []rundir.ServerEvent
+	for _, e := range evs {
+		if e.Seq <= seen {
+			continue
+		}
+		out = append(out, rundir.ServerEvent{T: e.T, Server: e.Server, Start: e.Start, Kind: e.Kind, Text: e.Text, Tail: e.Tail})
+		seen = e.Seq
+	}
+	eventsSeen.Store(key, seen)
+	return out
+}
