@@ -488,8 +488,10 @@ type generate struct {
 	// early watches the first completions for mistakes that make them
 	// all useless (generate_early.go).
 	early earlyWatch
-	// fleets are the servers this stage launched (launch tables).
-	fleets []*fleet.Fleet
+	// fleets are the servers this stage launched (launch tables);
+	// quality watches their completions (generate_quality.go).
+	fleets  []*fleet.Fleet
+	quality qualityWatch
 }
 
 var (
@@ -820,6 +822,7 @@ func (g *generate) Process(ctx context.Context, rec *record.Record, out pipeline
 		g.countEnded(ended)
 	}
 	g.countAnswer(comp)
+	g.watchQuality(comp)
 	g.watchEarly(comp)
 	return out.Emit("out", rec)
 }

@@ -249,6 +249,7 @@ func (g *generate) fleetFigures(out []figure.Figure) []figure.Figure {
 			total.Hangs += s.Hangs
 			total.Fatal += s.Fatal
 			total.NeverReady += s.NeverReady
+			total.Breaker += s.Breaker
 			each = append(each, s)
 		}
 	}
@@ -260,7 +261,8 @@ func (g *generate) fleetFigures(out []figure.Figure) []figure.Figure {
 		figure.NewCounter("launched_crashes", int64(total.Crashes)),
 		figure.NewCounter("launched_hangs", int64(total.Hangs)),
 		figure.NewCounter("launched_fatal_lines", int64(total.Fatal)),
-		figure.NewCounter("launched_never_ready", int64(total.NeverReady)))
+		figure.NewCounter("launched_never_ready", int64(total.NeverReady)),
+		figure.NewCounter("launched_breaker_trips", int64(total.Breaker)))
 	for _, s := range each {
 		out = append(out, figure.NewState("launched_state", s.State, fmt.Sprintf("%d starts", s.Starts), "server", s.Name))
 	}

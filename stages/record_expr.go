@@ -37,6 +37,9 @@ const recordExprHelp = `What an expression sees:
   completion.finish_reason    "stop", "length", ...
   completion.prompt_tokens, completion.completion_tokens,
   completion.reasoning_tokens, completion.tool_calls (a count)
+  completion.server           the server that made it ("127.0.0.1:30000")
+  completion.server_start     which start of a launched server made it
+                              (1: its first process; 0: not launched)
   completion.present          false when the record has none
   row.tokens, row.loss_tokens the training row's lengths (after
                               tokenize-and-mask), row.present
@@ -83,6 +86,8 @@ type completionEnv struct {
 	CompletionTokens int    `expr:"completion_tokens"`
 	ReasoningTokens  int    `expr:"reasoning_tokens"`
 	ToolCalls        int    `expr:"tool_calls"`
+	Server           string `expr:"server"`
+	ServerStart      int    `expr:"server_start"`
 }
 
 type rowEnv struct {
@@ -110,7 +115,8 @@ func envOf(rec *record.Record) recordEnv {
 	}
 	if c := rec.Completion; c != nil {
 		e.Completion = completionEnv{Present: true, Answer: c.Answer, Reasoning: c.Reasoning, FinishReason: c.FinishReason,
-			PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, ReasoningTokens: c.ReasoningTokens, ToolCalls: len(c.ToolCalls)}
+			PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, ReasoningTokens: c.ReasoningTokens, ToolCalls: len(c.ToolCalls),
+			Server: c.Server, ServerStart: c.ServerStart}
 	}
 	if t := rec.Tokens; t != nil {
 		e.Row = rowEnv{Present: true, Tokens: t.NumTokens, LossTokens: t.NumLossTokens}

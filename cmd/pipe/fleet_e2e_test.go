@@ -289,3 +289,44 @@ esac'`
 	}
 	t.Logf("report:\n%s", rep)
 }
+
+// A launched server whose answers turn empty (its process and probes
+// fine) trips the quality breaker: it is restarted, the run finishes with
+// every id once, each row records the start that made it, and the rows of
+// the bad start are the ones a filter on completion.server_start finds.
+func TestLaunchedServerBreakerOnEmptyAnswers(t *testing.T) {
+	sim := "{bin} sim --listen 127.0.0.1:{port} --speed 10 --think-mean 60 --answer-mean 40"
+	cmd := `sh -c 'if test {index} = 1 && ! test -e bad; then touch bad; exec ` + sim + ` --fault empty-answer:1; fi; exec ` + sim + `'`
+	r := newFleetRig(t, 800, cmd, 2)
+	c, out := r.start()
+	if err := waitDump(t, c, out, 4*time.Minute); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	r.everyIDOnce()
+	r.nothingLeft(5*time.Second, "after the run")
+	if !strings.Contains(out.String(), "server gen-0-1 (start 1): ") || !strings.Contains(out.String(), "answers are tiny (under 8 characters) against") {
+		t.Fatalf("no breaker trip named:\n%s", out)
+	}
+	if !strings.Contains(out.String(), "server gen-0-0 (start 1): its first 16 completions decode ") {
+		t.Errorf("no first-completions speed said for gen-0-0:\n%s", out)
+	}
+	starts := map[string]int{}
+	emptyOfBad := 0
+	for _, rec := range readJSONL(t, filepath.Join(r.dir, "out.jsonl")) {
+		comp := rec["completion"].(map[string]any)
+		start, _ := comp["server_start"].(float64)
+		key := fmt.Sprintf("%v#%v", comp["server"], start)
+		starts[key]++
+		if start == 1 && strings.TrimSpace(comp["answer"].(string)) == "" {
+			emptyOfBad++
+		}
+	}
+	if len(starts) != 3 || emptyOfBad == 0 {
+		t.Errorf("rows by server and start: %v (%d empty answers from a first start)", starts, emptyOfBad)
+	}
+	rep, _ := exec.Command(r.bin, "report", filepath.Join(r.dir, "run")).CombinedOutput()
+	if !strings.Contains(string(rep), "gen-0-1: 2 starts, 1 breaker trip") {
+		t.Errorf("pipe report:\n%s", rep)
+	}
+	t.Logf("rows by server and start: %v", starts)
+}

@@ -122,6 +122,10 @@ type Completion struct {
 
 	LatencySeconds float64 `json:"latency_s"`
 	Server         string  `json:"server"`
+	// ServerStart is which start of a server the run launched made it (1:
+	// its first process): rows from a start a breaker later tripped on
+	// can be found (completion.server_start in expressions).
+	ServerStart int `json:"server_start,omitempty"`
 	Attempts       int     `json:"attempts"`
 	// SystemPrompt is the system prompt sent, if any; recorded because
 	// trainers must use the same one.

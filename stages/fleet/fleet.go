@@ -106,6 +106,7 @@ const (
 	EventRestarting = "restarting"
 	EventGivenUp    = "given_up"
 	EventNoStart    = "could_not_start"
+	EventBreaker    = "breaker"
 )
 
 // maxEvents bounds the events a fleet keeps (the oldest go first).
@@ -119,6 +120,7 @@ type Stats struct {
 	Hangs            int // killed after HangProbes unanswered probes
 	Fatal            int // killed after a FatalLines line
 	NeverReady       int // killed after ReadyTimeout without a generation
+	Breaker          int // ended by Restart (its answers' quality)
 	LastExit         string
 	ReadyAfter       time.Duration // the last start's time to its first generation
 }
@@ -151,6 +153,10 @@ type server struct {
 	port  int
 	gpus  []string
 
+	// kick asks the running start to end and the server to start again
+	// (a breaker on its answers' quality).
+	kick chan string
+
 	mu    sync.Mutex
 	stats Stats
 	proc  *exec.Cmd
@@ -181,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f := &Fleet{cfg: cfg, cancel: cancel, exe: exe}
 	for i := range cfg.Count {
-		s := &server{f: f, index: i, name: fmt.Sprintf("%s-%d", cfg.Name, i), port: cfg.Port + i}
+		s := &server{f: f, index: i, name: fmt.Sprintf("%s-%d", cfg.Name, i), port: cfg.Port + i, kick: make(chan string, 1)}
 		s.url = "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(s.port))
 		if len(cfg.GPUs) > 0 {
 			s.gpus = cfg.GPUs[i*cfg.GPUsPerServer : (i+1)*cfg.GPUsPerServer]
@@ -228,6 +234,38 @@ func (f *Fleet) URLs() []string {
 		out = append(out, s.url)
 	}
 	return out
+}
+
+// Server is the index of the server at url, -1 when it is not one of
+// the fleet's.
+func (f *Fleet) Server(url string) int {
+	for i, s := range f.servers {
+		if s.url == url {
+			return i
+		}
+	}
+	return -1
+}
+
+// Start is which start of server i is running (1: its first process).
+func (f *Fleet) Start(i int) int {
+	s := f.servers[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats.Starts
+}
+
+// Name is server i's name ("gen-0").
+func (f *Fleet) Name(i int) string { return f.servers[i].name }
+
+// Restart ends server i's running start and starts it again, why being
+// the event's text: for what its answers show and its process does not
+// (a quality breaker). A restart already asked for is not asked twice.
+func (f *Fleet) Restart(i int, why string) {
+	select {
+	case f.servers[i].kick <- why:
+	default:
+	}
 }
 
 // Stats are every server's.
@@ -320,6 +358,10 @@ func (s *server) supervise(ctx context.Context) {
 func (s *server) run(ctx context.Context) (kind, why string) {
 	cfg := &s.f.cfg
 	started := time.Now()
+	select { // a breaker's ask from the start before is spent
+	case <-s.kick:
+	default:
+	}
 	cmd, exited, fatal, err := s.launch()
 	if err != nil {
 		return EventNoStart, fmt.Sprintf("could not start: %v", err)
@@ -347,6 +389,12 @@ func (s *server) run(ctx context.Context) (kind, why string) {
 			s.stats.LastExit = exitText(err)
 			s.mu.Unlock()
 			return EventCrash, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err))
+		case why := <-s.kick:
+			s.mu.Lock()
+			s.stats.Breaker++
+			s.mu.Unlock()
+			s.stop(cmd, exited)
+			return EventBreaker, why + ": ended"
 		case line := <-fatal:
 			s.mu.Lock()
 			s.stats.Fatal++

@@ -18,6 +18,7 @@ type LaunchedServer struct {
 	Hangs      int    `json:"hangs"`
 	FatalLines int    `json:"fatal_lines"`
 	NeverReady int    `json:"never_ready"`
+	Breaker    int    `json:"breaker"`
 	GivenUp    bool   `json:"given_up,omitempty"`
 }
 
@@ -49,6 +50,8 @@ func serverEvents(pts []Point) ([]rundir.ServerEvent, []LaunchedServer) {
 					ls.FatalLines++
 				case "never_ready":
 					ls.NeverReady++
+				case "breaker":
+					ls.Breaker++
 				case "given_up":
 					ls.GivenUp = true
 				}
@@ -70,7 +73,7 @@ func (l LaunchedServer) Summary() string {
 	for _, c := range []struct {
 		n    int
 		what string
-	}{{l.Crashes, "crash"}, {l.Hangs, "hang"}, {l.FatalLines, "fatal log line"}, {l.NeverReady, "start never ready"}} {
+	}{{l.Crashes, "crash"}, {l.Hangs, "hang"}, {l.FatalLines, "fatal log line"}, {l.NeverReady, "start never ready"}, {l.Breaker, "breaker trip"}} {
 		if c.n > 0 {
 			s += ", " + plural(int64(c.n), c.what)
 		}
