@@ -187,19 +187,20 @@ type generateConfig struct {
 	MaxOutputTokens int `toml:"max_output_tokens" required:"true" min:"1" doc:"bound on thinking + answer tokens; required because the server's default (128) silently truncates"`
 	// MaxLength is the trainer's tokens per row ([trainer] max_length).
 	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"the trainer's tokens per row (read from [trainer] max_length): each request asks for at most what its row can still train, max_length minus the prompt's tokens (never above max_output_tokens), and a prompt that leaves no room is rejected before any GPU time (prompt_too_long); 0: no cap"`
-	// Sampling: nil (not set) means the server's default.
-	Temperature *float64 `toml:"temperature" min:"0" doc:"sampling temperature (default: the server's)"`
-	TopP        *float64 `toml:"top_p" min:"0" max:"1" doc:"nucleus sampling (default: the server's)"`
-	TopK        *int     `toml:"top_k" min:"-1" doc:"top-k sampling, -1 off (default: the server's)"`
-	MinP        *float64 `toml:"min_p" min:"0" max:"1" doc:"min-p sampling (default: the server's)"`
+	// Sampling: nil (not set) is resolved at Open from the model's
+	// generation_config.json (generate_sampling.go) and sent.
+	Temperature *float64 `toml:"temperature" min:"0" doc:"sampling temperature (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
+	TopP        *float64 `toml:"top_p" min:"0" max:"1" doc:"nucleus sampling (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
+	TopK        *int     `toml:"top_k" min:"-1" doc:"top-k sampling, -1 off (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
+	MinP        *float64 `toml:"min_p" min:"0" max:"1" doc:"min-p sampling (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
 	Seed        *int     `toml:"seed" doc:"sampling seed (default: none; sent as seed on the chat API, sampling_seed on /generate); a record with meta.sample K (read-prompts' samples) is sent seed + K - 1"`
 	// PerPrompt names the sampling settings a record's meta may set.
 	PerPrompt         []string `toml:"per_prompt" op:"false" enum:"temperature|top_p|top_k|seed" doc:"sampling settings taken from each record's meta where it has them (meta.temperature, meta.top_p, meta.top_k, meta.seed), recorded with its completion; a value of the wrong type rejects the record as bad_sampling"`
 	Stop              []string `toml:"stop" doc:"stop strings (default: none)"`
 	StopTokenIDs      []int    `toml:"stop_token_ids" doc:"stop token ids (default: none; the model's EOS always stops)"`
-	RepetitionPenalty *float64 `toml:"repetition_penalty" min:"0" doc:"repetition penalty (default: the server's)"`
-	PresencePenalty   *float64 `toml:"presence_penalty" min:"-2" max:"2" doc:"presence penalty (default: the server's)"`
-	FrequencyPenalty  *float64 `toml:"frequency_penalty" min:"-2" max:"2" doc:"frequency penalty (default: the server's)"`
+	RepetitionPenalty *float64 `toml:"repetition_penalty" min:"0" doc:"repetition penalty (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
+	PresencePenalty   *float64 `toml:"presence_penalty" min:"-2" max:"2" doc:"presence penalty (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
+	FrequencyPenalty  *float64 `toml:"frequency_penalty" min:"-2" max:"2" doc:"frequency penalty (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
 	// EnableThinking turns the model's thinking on.
 	EnableThinking bool `toml:"enable_thinking" default:"true" doc:"let the model think before answering"`
 	// SystemPrompt is prepended to conversations without a system message.
@@ -536,6 +537,9 @@ func (g *generate) Open(ctx context.Context, env *pipeline.Env) error {
 		return err
 	}
 	g.sayOutputBound()
+	if err := g.fillSampling(); err != nil {
+		return err
+	}
 	specs, err := g.resolveServers(ctx, env)
 	if err != nil {
 		return err

@@ -102,6 +102,25 @@ func backfill(old map[string]any, plan *pipeline.Plan) map[string]any {
 }
 
 // trainerSpec is [trainer] as run.json records it.
+// samplingOf is each stage's resolved sampling (a config with
+// ResolvedSampling: generate's).
+func samplingOf(plan *pipeline.Plan) map[string]map[string]any {
+	var out map[string]map[string]any
+	for _, st := range plan.Stages {
+		r, ok := st.Config.(interface{ ResolvedSampling() map[string]any })
+		if !ok {
+			continue
+		}
+		if m := r.ResolvedSampling(); m != nil {
+			if out == nil {
+				out = map[string]map[string]any{}
+			}
+			out[st.ID()] = m
+		}
+	}
+	return out
+}
+
 func trainerSpec(t *pipefile.Trainer) *Trainer {
 	if t == nil {
 		return nil
@@ -183,6 +202,7 @@ func Check(dir string, plan *pipeline.Plan, force bool, command []string) (*Run,
 	r.Settings = settings
 	r.Outputs = outputs(plan)
 	r.Trainer = trainerSpec(plan.File.Trainer)
+	r.Sampling = samplingOf(plan)
 	r.History = append(r.History, start)
 	if err := r.Write(dir); err != nil {
 		return nil, diffs, err

@@ -40,7 +40,13 @@ type Run struct {
 	// Trainer is the pipeline file's [trainer] as of the run's last start;
 	// nil when it has none.
 	Trainer *Trainer `json:"trainer,omitempty"`
-	History []Start  `json:"history"`
+	// Sampling is, per generation stage, every sampling field its
+	// requests carry and where each value came from (the stage, the
+	// model's generation_config.json, the server's default), as of the
+	// run's last start; absent where the servers fill what the stage
+	// leaves out.
+	Sampling map[string]map[string]any `json:"sampling,omitempty"`
+	History  []Start                   `json:"history"`
 	// Recovered, when Read found run.json damaged and read its copy,
 	// says so (a warning to show); it is not written.
 	Recovered string `json:"-"`
