@@ -126,7 +126,7 @@ type Completion struct {
 	// its first process): rows from a start a breaker later tripped on
 	// can be found (completion.server_start in expressions).
 	ServerStart int `json:"server_start,omitempty"`
-	Attempts       int     `json:"attempts"`
+	Attempts    int `json:"attempts"`
 	// SystemPrompt is the system prompt sent, if any; recorded because
 	// trainers must use the same one.
 	SystemPrompt string `json:"system_prompt,omitempty"`
