@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -200,20 +201,21 @@ func (g *generate) launchFleets(ctx context.Context) error {
 		if l == nil {
 			continue
 		}
+		if t, held := ReadHeldFleet(g.env.RunDir).table(g.id, i); held {
+			if t.Command != l.Command || t.Count != l.Count || t.Port != l.Port || t.Host != l.Host {
+				return fmt.Errorf("servers item %d: the fleet kept up for %s (pipe fleet up) runs another launch table (%d × %q from port %d): pipe fleet down, then up again with this file", i+1, g.env.RunDir, t.Count, t.Command, t.Port)
+			}
+			g.logf("servers item %d: the %d servers kept up by pipe fleet up (%s) are used as they are, and stay up at the end", i+1, l.Count, filepath.Join(g.env.RunDir, "servers", HeldFleetFile))
+			g.noticef("using the %d servers kept up by pipe fleet up (pipe fleet down %s ends them)", l.Count, g.env.RunDir)
+			continue
+		}
 		key := fmt.Sprintf("fleet:%s:%d", g.id, i)
 		v, err := g.env.Resources.Get(key, func() (any, func() error, error) {
 			header, err := g.serverHeader(s)
 			if err != nil {
 				return nil, nil, err
 			}
-			f, err := fleet.Start(ctx, fleet.Config{
-				Name: fmt.Sprintf("%s-%d", g.id, i), Command: l.Command, Count: l.Count,
-				GPUs: l.GPUs, GPUsPerServer: l.GPUsPerServer, Host: l.Host, Port: l.Port,
-				Env: l.Env, Dir: l.Dir, LogDir: filepath.Join(g.env.RunDir, "servers"),
-				ReadyTimeout: l.ReadyTimeout, Restarts: l.Restarts, Header: header,
-				ProbeEvery: l.ProbeEvery, ProbeTimeout: l.ProbeTimeout, StopGrace: l.StopGrace,
-				Event: g.fleetEvent,
-			})
+			f, err := fleet.Start(ctx, fleetConfig(g.id, i, l, g.env.RunDir, header, g.fleetEvent))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -299,4 +301,17 @@ func gpuNote(l *launchEntry) string {
 		return ""
 	}
 	return fmt.Sprintf(", GPUs %s, %d each", strings.Join(l.GPUs, ","), l.GPUsPerServer)
+}
+
+// fleetConfig is the fleet of the launch table l, item i of stage's
+// servers.
+func fleetConfig(stage string, i int, l *launchEntry, runDir string, header http.Header, event func(server, text string)) fleet.Config {
+	return fleet.Config{
+		Name: fmt.Sprintf("%s-%d", stage, i), Command: l.Command, Count: l.Count,
+		GPUs: l.GPUs, GPUsPerServer: l.GPUsPerServer, Host: l.Host, Port: l.Port,
+		Env: l.Env, Dir: l.Dir, LogDir: filepath.Join(runDir, "servers"),
+		ReadyTimeout: l.ReadyTimeout, Restarts: l.Restarts, Header: header,
+		ProbeEvery: l.ProbeEvery, ProbeTimeout: l.ProbeTimeout, StopGrace: l.StopGrace,
+		Event: event,
+	}
 }

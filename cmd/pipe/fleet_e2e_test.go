@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -329,4 +330,61 @@ func TestLaunchedServerBreakerOnEmptyAnswers(t *testing.T) {
 		t.Errorf("pipe report:\n%s", rep)
 	}
 	t.Logf("rows by server and start: %v", starts)
+}
+
+// pipe fleet up, then pipe plan and pipe run: each server is started
+// once, both commands use the servers kept up and leave them up; pipe
+// fleet down ends every process; kill -9 of the holder ends them too.
+func TestFleetUpServesPlanAndRun(t *testing.T) {
+	r := newFleetRig(t, 300, `{bin} sim --listen 127.0.0.1:{port} --speed 50 --think-mean 60 --answer-mean 30`, 2)
+	file := filepath.Join(r.dir, "f.toml")
+	pipe := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(r.bin, args...)
+		c.Dir = r.dir
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pipe %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	up := pipe("fleet", "up", file)
+	if !strings.Contains(up, "fleet up for") || strings.Count(up, ": ready: a one-token generation answered") != 2 {
+		t.Fatalf("pipe fleet up:\n%s", up)
+	}
+	plan := pipe("plan", file, "--sample", "40")
+	run := pipe("run", file)
+	for name, out := range map[string]string{"plan": plan, "run": run} {
+		if !strings.Contains(out, "using the 2 servers kept up by pipe fleet up") || strings.Contains(out, ": started (pid") {
+			t.Errorf("pipe %s did not use the fleet kept up:\n%s", name, out)
+		}
+	}
+	r.everyIDOnce()
+	status := pipe("fleet", "status", file)
+	if strings.Count(status, "ready, 1 starts") != 2 {
+		t.Errorf("each server should have started once:\n%s", status)
+	}
+	log, _ := os.ReadFile(filepath.Join(r.dir, "run", "servers", "fleet.log"))
+	if n := strings.Count(string(log), ": started (pid"); n != 2 {
+		t.Errorf("%d server starts in fleet.log, want 2:\n%s", n, log)
+	}
+	down := pipe("fleet", "down", file)
+	if !strings.Contains(down, "2 servers ended") {
+		t.Errorf("pipe fleet down:\n%s", down)
+	}
+	r.nothingLeft(5*time.Second, "after pipe fleet down")
+
+	// The holder killed with -9: its guards end the servers.
+	pipe("fleet", "up", file)
+	h, err := os.ReadFile(filepath.Join(r.dir, "run", "servers", "fleet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held struct{ PID int }
+	json.Unmarshal(h, &held)
+	syscall.Kill(held.PID, syscall.SIGKILL)
+	r.nothingLeft(15*time.Second, "after kill -9 of the fleet's holder")
+	if out := pipe("fleet", "status", file); !strings.Contains(out, "no fleet is up") {
+		t.Errorf("status after the holder died:\n%s", out)
+	}
 }
