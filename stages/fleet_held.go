@@ -156,6 +156,9 @@ func HoldFleet(ctx context.Context, plan *pipeline.Plan, event func(server, text
 		if err != nil {
 			return err
 		}
+		if err := l.resolveGPUs(t.Item); err != nil {
+			return err
+		}
 		f, err := fleet.Start(ctx, fleetConfig(t.Stage, t.Item, l, runDir, header, func(server, text string) {
 			event(server, text)
 			go write()

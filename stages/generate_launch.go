@@ -3,8 +3,10 @@ package stages
 import (
 	"context"
 	"fmt"
+	"github.com/pipe-dev/pipe/pipeline"
 	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,6 +30,10 @@ type launchEntry struct {
 	Dir           string
 	ReadyTimeout  time.Duration
 	Restarts      int
+	// Visible: gpus = "visible", the GPUs pipe's environment is given
+	// (CUDA_VISIBLE_DEVICES; under Slurm SLURM_STEP_GPUS or
+	// SLURM_JOB_GPUS), handed out when the servers start.
+	Visible bool
 	// ProbeEvery, ProbeTimeout: the one-token generations that tell a
 	// hang (3 unanswered in a row); StopGrace: SIGTERM to SIGKILL.
 	ProbeEvery, ProbeTimeout, StopGrace time.Duration
@@ -119,7 +125,9 @@ func (e *serverEntry) fromLaunchTable(x map[string]any) error {
 			l.Env[k] = s
 		}
 	}
-	if v, set := x["gpus"]; set {
+	if v, set := x["gpus"]; set && v == "visible" {
+		l.Visible = true
+	} else if set {
 		gpus, err := parseGPUs(v)
 		if err != nil {
 			return fmt.Errorf("gpus: %v", err)
@@ -152,7 +160,7 @@ func parseGPUs(v any) ([]string, error) {
 			}
 		}
 	default:
-		return nil, fmt.Errorf(`want "0-6", "0,2,4" or a list of ids, got %v`, v)
+		return nil, fmt.Errorf(`want "0-6", "0,2,4", a list of ids, or "visible" (the GPUs pipe is given: CUDA_VISIBLE_DEVICES, Slurm's allocation), got %v`, v)
 	}
 	var out []string
 	for _, p := range parts {
@@ -208,6 +216,9 @@ func (g *generate) launchFleets(ctx context.Context) error {
 			g.logf("servers item %d: the %d servers kept up by pipe fleet up (%s) are used as they are, and stay up at the end", i+1, l.Count, filepath.Join(g.env.RunDir, "servers", HeldFleetFile))
 			g.noticef("using the %d servers kept up by pipe fleet up (pipe fleet down %s ends them)", l.Count, g.env.RunDir)
 			continue
+		}
+		if err := l.resolveGPUs(i); err != nil {
+			return err
 		}
 		key := fmt.Sprintf("fleet:%s:%d", g.id, i)
 		v, err := g.env.Resources.Get(key, func() (any, func() error, error) {
@@ -314,4 +325,53 @@ func fleetConfig(stage string, i int, l *launchEntry, runDir string, header http
 		ProbeEvery: l.ProbeEvery, ProbeTimeout: l.ProbeTimeout, StopGrace: l.StopGrace,
 		Event: event,
 	}
+}
+
+// visibleGPUs are the GPUs pipe's environment is given: CUDA_VISIBLE_DEVICES,
+// else Slurm's SLURM_STEP_GPUS or SLURM_JOB_GPUS (a node's allocation).
+func visibleGPUs(lookup func(string) (string, bool)) ([]string, error) {
+	for _, name := range []string{"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"} {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			gpus, err := parseGPUs(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s=%q: %v", name, v, err)
+			}
+			return gpus, nil
+		}
+	}
+	return nil, fmt.Errorf("no GPUs visible: none of CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS is set (on Slurm, ask for them: #SBATCH --gres=gpu:N, which pipe deploy slurm writes)")
+}
+
+// LaunchedGPUs is how many GPUs the plan's launch tables take at once
+// (count × gpus_per_server, summed), for a scheduler's request; 0 when
+// they name none.
+func LaunchedGPUs(plan *pipeline.Plan) int {
+	n := 0
+	for _, st := range plan.Stages {
+		if c, ok := st.Config.(*generateConfig); ok {
+			for _, s := range c.Servers.Items {
+				if l := s.Launch; l != nil && (l.Visible || len(l.GPUs) > 0) {
+					n += l.Count * l.GPUsPerServer
+				}
+			}
+		}
+	}
+	return n
+}
+
+// resolveGPUs hands out the visible GPUs of a gpus = "visible" table, item
+// i of its stage's servers.
+func (l *launchEntry) resolveGPUs(i int) error {
+	if !l.Visible {
+		return nil
+	}
+	gpus, err := visibleGPUs(os.LookupEnv)
+	if err == nil && len(gpus) < l.Count*l.GPUsPerServer {
+		err = fmt.Errorf("%d servers × %d GPUs need %d, %d visible (%s)", l.Count, l.GPUsPerServer, l.Count*l.GPUsPerServer, len(gpus), strings.Join(gpus, ","))
+	}
+	if err != nil {
+		return fmt.Errorf("servers item %d: gpus = \"visible\": %w", i+1, err)
+	}
+	l.GPUs = gpus
+	return nil
 }
