@@ -164,7 +164,7 @@ path  = "out/completions.jsonl"
 type generateConfig struct {
 	// Servers are base URLs, tables {url, concurrency, api_key_env}, or
 	// "sim:N". Required.
-	Servers serverList `toml:"servers" op:"true" required:"true" doc:"server base URLs (\"http://host:30000\"; \"http://user:password@host\" sends Basic auth and is shown without user:password), tables {url = \"…\", concurrency = N, api_key_env = \"VAR\"} to override concurrency or the API key variable per server, or \"sim:N\" for N simulated servers"`
+	Servers serverList `toml:"servers" op:"true" required:"true" doc:"server base URLs (\"http://host:30000\"; \"http://user:password@host\" sends Basic auth and is shown without user:password), tables {url = \"…\", concurrency = N, api_key_env = \"VAR\"} to override concurrency or the API key variable per server, \"sim:N\" for N simulated servers, or tables {launch = \"COMMAND … {port} …\", count, port, gpus, gpus_per_server, env, ready_timeout, restarts, …} for servers the run starts, supervises and ends (docs/fleet.md)"`
 	// APIKeyEnv names the environment variable holding the API key.
 	APIKeyEnv string `toml:"api_key_env" op:"true" doc:"environment variable holding the servers' API key (SGLang's --api-key), sent as \"Authorization: Bearer KEY\" with every request; unset or empty fails the run at start; a server table's api_key_env overrides it (default: none, no key sent)"`
 	// HeadersEnv maps header names to the environment variables holding
