@@ -3,6 +3,7 @@ package stages
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/stages/fleet"
@@ -10,14 +11,14 @@ import (
 
 // The quality watch reads every completion by its server. A server that
 // answers while it decodes garbage passes every health check: its
-// process lives, its probes answer, its rows look plausible. For servers
-// the run launched it
-//   - says each start's first completions' speed and speculative
-//     acceptance, as a user checks by hand after a launch;
-//   - trips a breaker (the start is ended and started again) when the
-//     server's recent answers are mostly tiny while the other servers'
-//     are not, or when its speculative acceptance falls under half of
-//     its own first completions'.
+// process lives, its probes answer, its rows look plausible. It
+//   - says each launched start's first completions' speed and
+//     speculative acceptance, as a user checks by hand after a launch;
+//   - trips a breaker when the server's recent answers are mostly tiny
+//     while the other servers' are not, or when its speculative
+//     acceptance falls under half of its own first completions': a
+//     launched server's start is ended and started again; a server pipe
+//     did not launch is kept out for quarantineFor (sglang.Client.Quarantine).
 //
 // Each completion records its server's start (Completion.ServerStart).
 const (
@@ -55,10 +56,10 @@ func (g *generate) launchedOf(url string) (*fleet.Fleet, int) {
 // the server's completions show.
 func (g *generate) watchQuality(c *record.Completion) {
 	f, i := g.launchedOf(c.Server)
-	if f == nil {
-		return
+	name := c.Server
+	if f != nil {
+		c.ServerStart, name = f.Start(i), f.Name(i)
 	}
-	c.ServerStart = f.Start(i)
 	w := &g.quality
 	w.mu.Lock()
 	if w.per == nil {
@@ -82,27 +83,37 @@ func (g *generate) watchQuality(c *record.Completion) {
 		q.accept = appendBounded(q.accept, c.SpecAcceptLength, qualityWindow)
 	}
 	say := ""
-	if !q.said && len(q.first) >= qualityFirst {
+	if !q.said && len(q.first) >= qualityFirst && f != nil {
 		q.said = true
-		say = fmt.Sprintf("server %s (start %d): its first %d completions decode %.0f output tokens/s each", f.Name(i), q.start, len(q.first), mean(q.first))
+		say = fmt.Sprintf("server %s (start %d): its first %d completions decode %.0f output tokens/s each", name, q.start, len(q.first), mean(q.first))
 		if len(q.firstAccept) > 0 {
 			say += fmt.Sprintf(", speculative acceptance %.2f tokens per step", mean(q.firstAccept))
 		}
 	}
-	trip := ""
-	if !q.tripped {
-		trip = w.verdict(c.Server, q)
-		q.tripped = trip != ""
+	trip := w.verdict(c.Server, q)
+	if trip != "" {
+		// Judged again on a new window: a quarantined server that comes
+		// back bad trips again.
+		q.tiny, q.accept = nil, nil
 	}
+	start := q.start
 	w.mu.Unlock()
 	if say != "" {
 		g.noticef("%s", say)
 	}
-	if trip != "" {
-		g.warnf("server_breaker", fmt.Sprintf("server %s (start %d): %s; it is restarted (rows it made in this start have completion.server_start = %d)", f.Name(i), q.start, trip, q.start))
+	switch {
+	case trip == "":
+	case f != nil:
+		g.warnf("server_breaker", fmt.Sprintf("server %s (start %d): %s; it is restarted (rows it made in this start have completion.server_start = %d)", name, start, trip, start))
 		f.Restart(i, "breaker: "+trip)
+	case g.client != nil && g.client.Quarantine(c.Server, "breaker: "+trip, quarantineFor):
+		g.warnf("server_breaker", fmt.Sprintf("server %s: %s; pipe did not launch it and cannot restart it: it gets no requests for %s, then is probed again (its rows so far have completion.server = %q)", name, trip, quarantineFor, c.Server))
 	}
 }
+
+// quarantineFor is how long a server pipe did not launch is kept out
+// after its breaker trips.
+const quarantineFor = 10 * time.Minute
 
 // verdict says why server url's recent completions trip the breaker, ""
 // when they do not. Called with w.mu held.

@@ -226,8 +226,10 @@ type server struct {
 	reason   string // why it is not admitted
 	failures int    // consecutive failed attempts
 	probing  bool
-	checked  bool // its first check ended
-	refused  bool // its last check was a refusal of the credentials (401, 403)
+	// quarantined: no probe re-admits it before then (Quarantine).
+	quarantined time.Time
+	checked     bool // its first check ended
+	refused     bool // its last check was a refusal of the credentials (401, 403)
 	// everAdmitted: it was admitted at least once; neverReadyWarned: the
 	// warning that it never was has been given.
 	everAdmitted, neverReadyWarned bool
@@ -620,6 +622,24 @@ func (c *Client) ejectLocked(s *server, reason string) {
 	c.broadcastLocked()
 }
 
+// Quarantine ejects the server at url (its requests in flight are sent
+// elsewhere) and keeps it out for d whatever its probes say: for what its
+// answers show and its health does not (a quality breaker on a server pipe
+// did not launch and cannot restart). It reports whether url is one of
+// the client's servers.
+func (c *Client) Quarantine(url, reason string, d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.servers {
+		if s.url == url {
+			s.quarantined = time.Now().Add(d)
+			c.ejectLocked(s, reason)
+			return true
+		}
+	}
+	return false
+}
+
 // startProber probes s until it is ready again, then admits it.
 func (c *Client) startProber(s *server) {
 	if s.probing {
@@ -637,6 +657,13 @@ func (c *Client) startProber(s *server) {
 				return
 			case <-t.C:
 			}
+			c.mu.Lock()
+			if wait := time.Until(s.quarantined); wait > 0 {
+				c.mu.Unlock()
+				t.Reset(min(wait, c.opts.ProbeInterval))
+				continue
+			}
+			c.mu.Unlock()
 			in := c.check(c.ctx, s, true)
 			c.mu.Lock()
 			if in.State != StateReady {
