@@ -328,7 +328,8 @@ func fleetConfig(stage string, i int, l *launchEntry, runDir string, header http
 }
 
 // visibleGPUs are the GPUs pipe's environment is given: CUDA_VISIBLE_DEVICES,
-// else Slurm's SLURM_STEP_GPUS or SLURM_JOB_GPUS (a node's allocation).
+// else Slurm's SLURM_STEP_GPUS or SLURM_JOB_GPUS (a node's allocation),
+// else as many as Kubernetes' NVIDIA_VISIBLE_DEVICES names.
 func visibleGPUs(lookup func(string) (string, bool)) ([]string, error) {
 	for _, name := range []string{"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"} {
 		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
@@ -339,7 +340,17 @@ func visibleGPUs(lookup func(string) (string, bool)) ([]string, error) {
 			return gpus, nil
 		}
 	}
-	return nil, fmt.Errorf("no GPUs visible: none of CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS is set (on Slurm, ask for them: #SBATCH --gres=gpu:N, which pipe deploy slurm writes)")
+	// Kubernetes' NVIDIA device plugin names the pod's GPUs by UUID in
+	// NVIDIA_VISIBLE_DEVICES; inside the container they are 0..N-1.
+	if v, ok := lookup("NVIDIA_VISIBLE_DEVICES"); ok && v != "" && v != "all" && v != "none" && v != "void" {
+		n := len(strings.Split(v, ","))
+		gpus := make([]string, n)
+		for i := range gpus {
+			gpus[i] = strconv.Itoa(i)
+		}
+		return gpus, nil
+	}
+	return nil, fmt.Errorf("no GPUs visible: none of CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS, NVIDIA_VISIBLE_DEVICES is set (on Slurm, ask for them: #SBATCH --gres=gpu:N, which pipe deploy slurm writes; on Kubernetes, resources.limits nvidia.com/gpu: N)")
 }
 
 // LaunchedGPUs is how many GPUs the plan's launch tables take at once

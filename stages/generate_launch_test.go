@@ -49,6 +49,9 @@ func TestVisibleGPUs(t *testing.T) {
 	if g, err := visibleGPUs(env(map[string]string{"SLURM_JOB_GPUS": "4-6"})); err != nil || strings.Join(g, ",") != "4,5,6" {
 		t.Errorf("%v %v", g, err)
 	}
+	if g, err := visibleGPUs(env(map[string]string{"NVIDIA_VISIBLE_DEVICES": "GPU-aa,GPU-bb"})); err != nil || strings.Join(g, ",") != "0,1" {
+		t.Errorf("%v %v", g, err)
+	}
 	if _, err := visibleGPUs(env(nil)); err == nil || !strings.Contains(err.Error(), "--gres=gpu:N") {
 		t.Errorf("%v", err)
 	}
