@@ -18,11 +18,14 @@ import (
 )
 
 // forcedTinyDir is the tiny Qwen3 tokenizer with its generation prompt
-// changed to force thinking ("<|im_start|>assistant\n<think>\n"), as
-// Qwen3.5/3.6's templates do.
-func forcedTinyDir(t *testing.T) string {
+// changed to force thinking, as Qwen3.5/3.6's templates do.
+func forcedTinyDir(t *testing.T) string { return forcedTemplateDir(t, testenv.TinyQwen3Dir(t)) }
+
+// forcedTemplateDir is the model directory src (Qwen3's hybrid template)
+// with its generation prompt changed to force thinking
+// ("<|im_start|>assistant\n<think>\n"), its tokenizer.json linked.
+func forcedTemplateDir(t *testing.T, src string) string {
 	t.Helper()
-	src := testenv.TinyQwen3Dir(t)
 	b, err := os.ReadFile(filepath.Join(src, "tokenizer_config.json"))
 	if err != nil {
 		t.Fatal(err)

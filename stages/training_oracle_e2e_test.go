@@ -26,33 +26,7 @@ import (
 // forcedQwen3Dir makes, at test time, a model directory whose chat template
 // is the real Qwen3 one with the generation prompt of Qwen3-Thinking-2507
 // and Qwen3.5/3.6: "<|im_start|>assistant\n<think>\n" (thinking forced).
-func forcedQwen3Dir(t *testing.T) string {
-	t.Helper()
-	src := testenv.Qwen3Dir(t)
-	b, err := os.ReadFile(filepath.Join(src, "tokenizer_config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	tmpl := cfg["chat_template"].(string)
-	const hybrid = "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is defined and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"
-	if !strings.Contains(tmpl, hybrid) {
-		t.Fatal("the Qwen3 template's generation prompt is not where the test expects it")
-	}
-	cfg["chat_template"] = strings.Replace(tmpl, hybrid, "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}", 1)
-	dir := t.TempDir()
-	out, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(src, "tokenizer.json"), filepath.Join(dir, "tokenizer.json")); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+func forcedQwen3Dir(t *testing.T) string { return forcedTemplateDir(t, testenv.Qwen3Dir(t)) }
 
 // refRender renders conversations with Python jinja2 as transformers does
 // (stages/tokenize/testdata/hf_render.py).
