@@ -177,9 +177,14 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		cfg.Host = "127.0.0.1"
 	}
 	defaults(&cfg)
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("launch: finding pipe's own binary for the server guards: %w", err)
+	// /proc/self/exe runs this very binary even after an upgrade replaced
+	// or removed its file during a two-day run; os.Executable's path may
+	// then be gone.
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("launch: finding pipe's own binary for the server guards: %w", err)
+		}
 	}
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
