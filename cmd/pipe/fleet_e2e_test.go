@@ -388,3 +388,28 @@ func TestFleetUpServesPlanAndRun(t *testing.T) {
 		t.Errorf("status after the holder died:\n%s", out)
 	}
 }
+
+// A launched server whose speculative acceptance collapses (its answers
+// and health fine) trips the breaker against its own first completions:
+// restarted, the run finishes with every id once, and the report names it.
+func TestLaunchedServerBreakerOnAcceptanceCollapse(t *testing.T) {
+	sim := "{bin} sim --listen 127.0.0.1:{port} --speed 10 --think-mean 60 --answer-mean 40 --spec-accept 3.6"
+	cmd := `sh -c 'if test {index} = 1 && ! test -e bad; then touch bad; exec ` + sim + ` --fault spec-collapse@120req; fi; exec ` + sim + `'`
+	r := newFleetRig(t, 800, cmd, 2)
+	c, out := r.start()
+	if err := waitDump(t, c, out, 4*time.Minute); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	r.everyIDOnce()
+	r.nothingLeft(5*time.Second, "after the run")
+	if !strings.Contains(out.String(), "server gen-0-1 (start 1): its speculative acceptance fell to ") {
+		t.Fatalf("no acceptance breaker named:\n%s", out)
+	}
+	if !strings.Contains(out.String(), "server gen-0-1 (start 1): its first 16 completions decode ") || !strings.Contains(out.String(), "speculative acceptance 3.") {
+		t.Errorf("the first completions' acceptance is not said:\n%s", out)
+	}
+	rep, _ := exec.Command(r.bin, "report", filepath.Join(r.dir, "run")).CombinedOutput()
+	if !strings.Contains(string(rep), "gen-0-1: 2 starts, 1 breaker trip") {
+		t.Errorf("pipe report:\n%s", rep)
+	}
+}

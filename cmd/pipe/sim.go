@@ -102,7 +102,9 @@ Faults (--fault, repeatable): KIND[:RATE][@AT[+FOR]][#SERVER,...], where KIND is
 one of 500, 503, 400, hang, reset, empty-answer, empty-thinking, no-think-end,
 leaked-think, bad-tool-call (a prompt with tools gets a malformed call: not
 JSON, or an undeclared name), die, slow (the server decodes at a third of its
-speed while the window is open: slow@30m, slow@3000req#1). RATE is a probability per request (default 1 inside a
+speed while the window is open: slow@30m, slow@3000req#1), spec-collapse
+(with --spec-accept, speculative decoding accepts almost no draft token while
+the answers look fine: spec-collapse@2000req#1). RATE is a probability per request (default 1 inside a
 window); AT and FOR are simulated times since start; SERVER indexes restrict it
 (default all servers). Examples: --fault 500:0.01  --fault hang@10m+30s
 --fault die@1h+5m#2 (server 2 down from 1h to 1h05m). Draws are reproducible

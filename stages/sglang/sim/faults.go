@@ -49,13 +49,22 @@ const (
 	// request on): a GPU that throttles, or a job that moved in beside
 	// it. Rate is not used; it needs a window.
 	FaultSlow FaultKind = "slow"
+	// FaultSpecCollapse makes speculative decoding accept almost no draft
+	// token (spec_accept_length near 1) for the requests it hits, while
+	// answers stay plausible: the MTP collapse of a server that passes
+	// every health check. Needs SpecAcceptMean.
+	FaultSpecCollapse FaultKind = "spec-collapse"
 )
+
+// collapsedAccept is the accepted tokens per verify step under
+// FaultSpecCollapse.
+const collapsedAccept = 1.05
 
 // slowFactor is how many times slower a server decodes under FaultSlow.
 const slowFactor = 3
 
 var faultKinds = []FaultKind{FaultServerError, FaultQueueFull, FaultBadRequest, FaultHang, FaultReset,
-	FaultEmptyAnswer, FaultEmptyThinking, FaultNoThinkEnd, FaultLeakedThink, FaultBadToolCall, FaultDie, FaultSlow}
+	FaultEmptyAnswer, FaultEmptyThinking, FaultNoThinkEnd, FaultLeakedThink, FaultBadToolCall, FaultDie, FaultSlow, FaultSpecCollapse}
 
 // Fault is one injected failure. Draws are reproducible: the k-th request
 // that reaches server i draws from (Config.Seed, i, k), so the same seed and

@@ -121,6 +121,9 @@ func (t *texts) plan(cfg *Config, h uint64, thinking, forced bool, faults faultS
 	}
 	if cfg.SpecAcceptMean > 0 {
 		o.spec = max(1, cfg.SpecAcceptMean*(0.75+0.5*unitFloat(mix(h, 7))))
+		if faults.has(FaultSpecCollapse) {
+			o.spec = collapsedAccept
+		}
 	}
 	if t.tok != nil {
 		o.canonicalize(t.tok, keepEOS)
