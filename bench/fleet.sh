@@ -14,6 +14,7 @@
 #
 #   bench/fleet.sh                  # 5 minutes each, MEAN=60
 #   MINUTES=30 MEAN=180 bench/fleet.sh
+#   MODES=none bench/fleet.sh       # one mode (two at once in two shells)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${MINUTES:-5}
@@ -41,9 +42,9 @@ else
 fi
 CHAOS
 chmod +x "$work/chaos.sh"
-port=$((34000 + RANDOM % 20000))
+port=$((34000 + RANDOM % 20000 / 4 * 4))
 printf "%-10s %12s %12s %14s %10s %10s %14s\n" mode availability completions output_tokens restarts resent decode_lost
-for mode in restart none; do
+for mode in ${MODES:-restart none}; do
 	restarts=100
 	[ $mode = none ] && restarts=0
 	dir=$work/$mode
