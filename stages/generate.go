@@ -607,7 +607,12 @@ func (g *generate) start(ctx context.Context) error {
 		g.startErr = err
 		return err
 	}
+	ctx, stopWatch := g.watchGivenUp(ctx)
+	defer stopWatch()
 	if err := g.client.Start(ctx); err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errAllGivenUp) {
+			err = cause
+		}
 		var ae *sglang.AuthError
 		if errors.As(err, &ae) {
 			err = fmt.Errorf("%w; %s", err, g.authHint(g.specs, ae))

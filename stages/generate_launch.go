@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"maps"
@@ -37,10 +38,12 @@ type launchEntry struct {
 	// ProbeEvery, ProbeTimeout: the one-token generations that tell a
 	// hang (3 unanswered in a row); StopGrace: SIGTERM to SIGKILL.
 	ProbeEvery, ProbeTimeout, StopGrace time.Duration
+	// Backoff is the first wait before a restart.
+	Backoff time.Duration
 }
 
 // launchKeys are a launch table's keys besides concurrency and api_key_env.
-var launchKeys = []string{"launch", "count", "gpus", "gpus_per_server", "host", "port", "env", "dir", "ready_timeout", "restarts", "probe_every", "probe_timeout", "stop_grace"}
+var launchKeys = []string{"launch", "count", "gpus", "gpus_per_server", "host", "port", "env", "dir", "ready_timeout", "restarts", "probe_every", "probe_timeout", "stop_grace", "backoff"}
 
 // fromLaunchTable reads a servers table that launches servers.
 func (e *serverEntry) fromLaunchTable(x map[string]any) error {
@@ -99,6 +102,7 @@ func (e *serverEntry) fromLaunchTable(x map[string]any) error {
 		{"probe_every", "how often a ready server is asked for one token", &l.ProbeEvery},
 		{"probe_timeout", "how long a probe waits; 3 unanswered in a row are a hang", &l.ProbeTimeout},
 		{"stop_grace", "how long a server has between SIGTERM and SIGKILL", &l.StopGrace},
+		{"backoff", "the first wait before a restart, doubled each time up to 5m", &l.Backoff},
 	} {
 		v, set := x[k.key]
 		if !set {
@@ -323,7 +327,7 @@ func fleetConfig(stage string, i int, l *launchEntry, runDir string, header http
 		Env: l.Env, Dir: l.Dir, LogDir: filepath.Join(runDir, "servers"),
 		ReadyTimeout: l.ReadyTimeout, Restarts: l.Restarts, Header: header,
 		ProbeEvery: l.ProbeEvery, ProbeTimeout: l.ProbeTimeout, StopGrace: l.StopGrace,
-		Event: event,
+		Backoff: l.Backoff, Event: event,
 	}
 }
 
@@ -385,4 +389,59 @@ func (l *launchEntry) resolveGPUs(i int) error {
 	}
 	l.GPUs = gpus
 	return nil
+}
+
+// errAllGivenUp marks the start's failure when every server is a
+// launched one and each was given up.
+var errAllGivenUp = errors.New("every launched server was given up")
+
+// watchGivenUp is ctx, cancelled with errAllGivenUp (and each server's
+// last end) once every server of the stage is launched and given up: the
+// client's wait for a ready server would otherwise last ready_timeout.
+func (g *generate) watchGivenUp(ctx context.Context) (context.Context, func()) {
+	launched := 0
+	for _, s := range g.cfg.Servers.Items {
+		if s.Launch == nil {
+			return ctx, func() {}
+		}
+		launched += s.Launch.Count
+	}
+	if len(g.fleets) == 0 {
+		return ctx, func() {} // kept up by pipe fleet up: its holder's to judge
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var ends []string
+			for _, f := range g.fleets {
+				last := map[string]string{}
+				for _, e := range f.Events() {
+					if e.Kind != fleet.EventStarted && e.Kind != fleet.EventRestarting && e.Kind != fleet.EventGivenUp {
+						last[e.Server] = e.Text
+						if len(e.Tail) > 0 {
+							last[e.Server] += "; its last line: " + e.Tail[len(e.Tail)-1]
+						}
+					}
+				}
+				for _, st := range f.Stats() {
+					if st.State == fleet.StateGivenUp {
+						ends = append(ends, fmt.Sprintf("%s: %s", st.Name, last[st.Name]))
+					}
+				}
+			}
+			if len(ends) == launched {
+				cancel(fmt.Errorf("%w (their logs are in %s): %s", errAllGivenUp, filepath.Join(g.env.RunDir, "servers"), strings.Join(ends, "; ")))
+				return
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
 }

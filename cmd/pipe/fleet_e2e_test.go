@@ -413,3 +413,27 @@ func TestLaunchedServerBreakerOnAcceptanceCollapse(t *testing.T) {
 		t.Errorf("pipe report:\n%s", rep)
 	}
 }
+
+// A launch command that cannot work (a typo) ends the same way at every
+// start: it is given up after three such starts, not restarts times with
+// backoff, and the run fails at once naming the command's own error,
+// instead of waiting ready_timeout for a server.
+func TestLaunchedServerCommandTypo(t *testing.T) {
+	r := newFleetRig(t, 20, "nosuch-sglang --port {port}", 2, `backoff = "100ms"`)
+	start := time.Now()
+	c, out := r.start()
+	err := waitDump(t, c, out, time.Minute)
+	if err == nil || exitCode(c) != 1 {
+		t.Fatalf("run: %v (exit %d), want exit 1\n%s", err, exitCode(c), out)
+	}
+	text := out.String()
+	for _, want := range []string{"every launched server was given up", "its last 3 starts ended the same way before any generation answered", "nosuch-sglang: not found"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the run does not say %q:\n%s", want, text)
+		}
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the run took %s to fail", d)
+	}
+	r.nothingLeft(5*time.Second, "after the run")
+}

@@ -324,15 +324,23 @@ func (s *server) setState(st string) {
 func (s *server) supervise(ctx context.Context) {
 	cfg := &s.f.cfg
 	backoff := cfg.Backoff
+	// same counts the starts in a row that ended the same way before any
+	// generation: a command that cannot work (a typo, a missing model)
+	// is given up after sameEnds of them, not after every restart.
+	same, lastEnd := 0, ""
 	for restarts := 0; ; restarts++ {
 		if restarts > 0 {
-			if restarts > cfg.Restarts {
+			if restarts > cfg.Restarts || same >= sameEnds {
+				why := fmt.Sprintf("given up after %d restarts in a row (restarts = %d)", restarts-1, cfg.Restarts)
+				if same >= sameEnds {
+					why = fmt.Sprintf("given up: its last %d starts ended the same way before any generation answered", same)
+				}
 				s.setState(StateGivenUp)
-				s.event(EventGivenUp, nil, "given up after %d restarts (restarts = %d); the run goes on without it. Its log: %s", restarts-1, cfg.Restarts, s.logPath())
+				s.event(EventGivenUp, nil, "%s; the run goes on without it. Its log: %s", why, s.logPath())
 				return
 			}
 			s.setState(StateBackoff)
-			s.event(EventRestarting, nil, "restarting in %s (restart %d of at most %d)", backoff.Round(time.Second), restarts, cfg.Restarts)
+			s.event(EventRestarting, nil, "restarting in %s (restart %d of at most %d in a row)", backoff.Round(100*time.Millisecond), restarts, cfg.Restarts)
 			if !sleep(ctx, backoff) {
 				s.setState(StateStopped)
 				return
@@ -346,7 +354,7 @@ func (s *server) supervise(ctx context.Context) {
 			s.setState(StateStopped)
 			return
 		}
-		kind, why := s.run(ctx)
+		kind, why, served := s.run(ctx)
 		if ctx.Err() != nil {
 			s.setState(StateStopped)
 			return
@@ -355,12 +363,38 @@ func (s *server) supervise(ctx context.Context) {
 		tail := append([]string(nil), s.tail...)
 		s.mu.Unlock()
 		s.event(kind, tail, "%s", why)
+		end := kind + "\x00" + why
+		if len(tail) > 0 {
+			end += "\x00" + tail[len(tail)-1]
+		}
+		switch {
+		case served >= longService:
+			// An hour of service: what follows is a new crash, not a
+			// crash loop; the count and the backoff start again.
+			restarts, backoff, same = 0, cfg.Backoff, 0
+		case served == 0 && end == lastEnd:
+			same++
+		case served == 0:
+			same = 1
+		default:
+			same = 0
+		}
+		lastEnd = end
 	}
 }
 
+// sameEnds is how many starts in a row that end the same way before any
+// generation give a server up; longService is the time in service after
+// which a crash counts as a first one again.
+const (
+	sameEnds    = 3
+	longService = time.Hour
+)
+
 // run starts the server once and returns when it ended on its own or was
-// ended: kind is the Event's, why says which.
-func (s *server) run(ctx context.Context) (kind, why string) {
+// ended: kind is the Event's, why says which, served how long it had
+// answered generations (0: never).
+func (s *server) run(ctx context.Context) (kind, why string, served time.Duration) {
 	cfg := &s.f.cfg
 	started := time.Now()
 	select { // a breaker's ask from the start before is spent
@@ -369,7 +403,7 @@ func (s *server) run(ctx context.Context) (kind, why string) {
 	}
 	cmd, exited, fatal, err := s.launch()
 	if err != nil {
-		return EventNoStart, fmt.Sprintf("could not start: %v", err)
+		return EventNoStart, fmt.Sprintf("could not start: %v", err), 0
 	}
 	s.event(EventStarted, nil, "started (pid %d, port %d%s): %s", cmd.Process.Pid, s.port, s.gpuText(), s.command())
 	readyBy := time.NewTimer(cfg.ReadyTimeout)
@@ -377,6 +411,13 @@ func (s *server) run(ctx context.Context) (kind, why string) {
 	probe := time.NewTicker(min(time.Second, cfg.ProbeEvery))
 	defer probe.Stop()
 	ready, failed := false, 0
+	var readyAt time.Time
+	since := func() time.Duration {
+		if !ready {
+			return 0
+		}
+		return time.Since(readyAt)
+	}
 	type answer struct {
 		ok  bool
 		err error
@@ -387,32 +428,32 @@ func (s *server) run(ctx context.Context) (kind, why string) {
 		select {
 		case <-ctx.Done():
 			s.stop(cmd, exited)
-			return "", "stopped"
+			return "", "stopped", since()
 		case err := <-exited:
 			s.mu.Lock()
 			s.stats.Crashes++
 			s.stats.LastExit = exitText(err)
 			s.mu.Unlock()
-			return EventCrash, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err))
+			return EventCrash, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err)), since()
 		case why := <-s.kick:
 			s.mu.Lock()
 			s.stats.Breaker++
 			s.mu.Unlock()
 			s.stop(cmd, exited)
-			return EventBreaker, why + ": ended"
+			return EventBreaker, why + ": ended", since()
 		case line := <-fatal:
 			s.mu.Lock()
 			s.stats.Fatal++
 			s.mu.Unlock()
 			s.stop(cmd, exited)
-			return EventFatal, fmt.Sprintf("printed %q: broken whatever it answers, ended", line)
+			return EventFatal, fmt.Sprintf("printed %q: broken whatever it answers, ended", line), since()
 		case <-readyBy.C:
 			if !ready {
 				s.mu.Lock()
 				s.stats.NeverReady++
 				s.mu.Unlock()
 				s.stop(cmd, exited)
-				return EventNeverReady, fmt.Sprintf("no generation answered within %s (ready_timeout) of its start: ended", cfg.ReadyTimeout)
+				return EventNeverReady, fmt.Sprintf("no generation answered within %s (ready_timeout) of its start: ended", cfg.ReadyTimeout), 0
 			}
 		case <-probe.C:
 			if probing {
@@ -427,7 +468,7 @@ func (s *server) run(ctx context.Context) (kind, why string) {
 			probing = false
 			switch {
 			case a.ok && !ready:
-				ready, failed = true, 0
+				ready, failed, readyAt = true, 0, time.Now()
 				probe.Reset(cfg.ProbeEvery)
 				s.mu.Lock()
 				s.stats.State = StateReady
@@ -443,7 +484,7 @@ func (s *server) run(ctx context.Context) (kind, why string) {
 					s.stats.Hangs++
 					s.mu.Unlock()
 					s.stop(cmd, exited)
-					return EventHang, fmt.Sprintf("hung: %d one-token generations in a row went unanswered within %s (last: %v); ended", failed, cfg.ProbeTimeout, a.err)
+					return EventHang, fmt.Sprintf("hung: %d one-token generations in a row went unanswered within %s (last: %v); ended", failed, cfg.ProbeTimeout, a.err), since()
 				}
 			}
 		}
