@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/pipe-dev/pipe/internal/suggest"
@@ -91,7 +92,7 @@ func replayablePorts(reg *Registry, target *pipefile.StageDecl) string {
 		return ""
 	}
 	for _, p := range spec.Outputs {
-		if !contains(fromPorts, p) {
+		if !slices.Contains(fromPorts, p) {
 			return fmt.Sprintf("stage %q (%s) has port %q; a replay reader has ports %s: replay from a stage upstream of it", target.ID, target.Kind, p, strings.Join(fromPorts, ", "))
 		}
 	}

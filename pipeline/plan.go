@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -192,7 +194,7 @@ func (b *planBuilder) resolveInput(ps *PlanStage, ref string) (from *PlanStage, 
 		return nil, "", fmt.Sprintf("input %q: stage %q (%s) has no output ports", ref, id, from.Spec.Kind)
 	case port == "":
 		return from, from.Spec.Outputs[0], ""
-	case !contains(from.Spec.Outputs, port):
+	case !slices.Contains(from.Spec.Outputs, port):
 		return nil, "", fmt.Sprintf("input %q: stage %q (%s) has no port %q; its ports: %s%s", ref, id, from.Spec.Kind, port, strings.Join(from.Spec.Outputs, ", "), suggest.DidYouMean(port, from.Spec.Outputs))
 	}
 	return from, port, ""
@@ -210,13 +212,13 @@ func (b *planBuilder) checkConnected() {
 			used = ps.Spec.OutputsUsed(ps.Config)
 		}
 		for _, port := range ps.Spec.Outputs {
-			optional := contains(ps.Spec.OptionalOutputs, port)
-			if ps.Spec.OutputsUsed != nil && ps.Config != nil && optional && len(ps.Outputs[port]) > 0 && !contains(used, port) {
+			optional := slices.Contains(ps.Spec.OptionalOutputs, port)
+			if ps.Spec.OutputsUsed != nil && ps.Config != nil && optional && len(ps.Outputs[port]) > 0 && !slices.Contains(used, port) {
 				b.probs = append(b.probs, pipefile.Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
 					Msg: fmt.Sprintf("output port %q is connected but this stage's settings send nothing there (see pipe stages %s)", port, ps.Decl.Kind)})
 				continue
 			}
-			if port == RejectedPort || len(ps.Outputs[port]) > 0 || optional && !contains(used, port) {
+			if port == RejectedPort || len(ps.Outputs[port]) > 0 || optional && !slices.Contains(used, port) {
 				continue
 			}
 			ref := ps.Decl.ID
@@ -268,7 +270,7 @@ func swapProblem(from, to *Spec) string {
 	ports := func(s *Spec) []string {
 		var out []string
 		for _, p := range s.Outputs {
-			if !contains(s.OptionalOutputs, p) && p != RejectedPort {
+			if !slices.Contains(s.OptionalOutputs, p) && p != RejectedPort {
 				out = append(out, p)
 			}
 		}
@@ -306,7 +308,7 @@ func topoSort(all []*PlanStage) (order, stuck []*PlanStage) {
 			done[ps] = true
 			order = append(order, ps)
 			progressed = true
-			for _, port := range sortedKeys(ps.Outputs) {
+			for _, port := range slices.Sorted(maps.Keys(ps.Outputs)) {
 				for _, e := range ps.Outputs[port] {
 					indeg[e.To]--
 				}
@@ -398,7 +400,7 @@ func fieldProducers(order []*PlanStage) map[string][]string {
 		}
 		_, produces := ps.fields()
 		for _, f := range produces {
-			if !contains(producers[f], ps.Spec.Kind) {
+			if !slices.Contains(producers[f], ps.Spec.Kind) {
 				producers[f] = append(producers[f], ps.Spec.Kind)
 			}
 		}
@@ -551,8 +553,8 @@ func (d *configDecoder) atStage(err error) {
 // id, kind and input).
 func (d *configDecoder) unknownKeys(keys []string) {
 	sd := d.sd
-	for _, k := range sortedKeys(sd.Raw) {
-		if contains(keys, k) {
+	for _, k := range slices.Sorted(maps.Keys(sd.Raw)) {
+		if slices.Contains(keys, k) {
 			continue
 		}
 		if inner := tableKeyOf(sd.Raw[k], keys); inner != "" {
@@ -682,8 +684,8 @@ func tableKeyOf(v any, known []string) string {
 	if !ok {
 		return ""
 	}
-	for _, k := range sortedKeys(m) {
-		if contains(known[3:], k) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if slices.Contains(known[3:], k) {
 			return k
 		}
 	}
@@ -769,23 +771,5 @@ func stageIDs(ss []*PlanStage) []string {
 			out = append(out, s.Decl.ID)
 		}
 	}
-	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if x == y {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

@@ -236,10 +236,8 @@ func appendServerFigures(out []figure.Figure, s sglang.ServerStats, labels ...st
 	}
 	out = append(out, figure.NewCounter("ejections", s.Ejections, labels...),
 		figure.NewCounter("stalls", s.Stalls, labels...))
-	for _, class := range sortedKeys(s.Errors) {
+	for _, class := range slices.Sorted(maps.Keys(s.Errors)) {
 		out = append(out, figure.NewCounter("errors", s.Errors[class], append([]string{"class", class}, labels...)...))
 	}
 	return out
 }
-
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -168,7 +170,7 @@ func Merge(runs []*Run) (*Merged, error) {
 			owners["stage "+o.Stage] = append(owners["stage "+o.Stage], owned{i, ids})
 		}
 	}
-	for _, where := range sortedKeys(owners) {
+	for _, where := range slices.Sorted(maps.Keys(owners)) {
 		if p := overlap(owners[where], n); p != "" {
 			probs = append(probs, where+": "+p)
 		}
@@ -221,7 +223,7 @@ func committed(o rundir.Output, i int) (files []File, ids []uint64, format strin
 func uploaded(files []File, o rundir.Output, all []rundir.Output) {
 	for _, up := range all {
 		spec := pipeline.OutputOf(up.Kind)
-		if spec == nil || spec.CopyOf == nil || !contains(up.From, o.Stage) {
+		if spec == nil || spec.CopyOf == nil || !slices.Contains(up.From, o.Stage) {
 			continue
 		}
 		for k := range files {
@@ -264,22 +266,4 @@ func overlap(sets []owned, n int) string {
 		return ""
 	}
 	return fmt.Sprintf("%d ids are in two shards (%s): were these shards made from one split?", count, example)
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
