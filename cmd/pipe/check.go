@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"io"
 	"strings"
 
@@ -101,7 +102,7 @@ func checkInputs(ctx context.Context, w io.Writer, plan *pipeline.Plan) (fatal [
 		}
 		writeInputReport(w, who, rep)
 		if p := rep.Fatal(); p != nil {
-			fatal = append(fatal, fmt.Sprintf("stage %q (%s): %s on %s would stop the run; the first: %s", ps.ID(), ps.Spec.Kind, p.Reason, plural(int(p.Count), "line"), shortPaths(p.Examples[0], rep.Path)))
+			fatal = append(fatal, fmt.Sprintf("stage %q (%s): %s on %s would stop the run; the first: %s", ps.ID(), ps.Spec.Kind, p.Reason, numfmt.Plural(int(p.Count), "line"), shortPaths(p.Examples[0], rep.Path)))
 		}
 	}
 	return fatal, nil

@@ -44,7 +44,7 @@ func (d *inspectDoc) print(w io.Writer) {
 		if d.RowsFrom != "" {
 			from = " of " + d.RowsFrom
 		}
-		fmt.Fprintf(bw, "\nfirst %s%s:\n", plural(len(d.Rows), "row"), from)
+		fmt.Fprintf(bw, "\nfirst %s%s:\n", numfmt.Plural(len(d.Rows), "row"), from)
 		for i, r := range d.Rows {
 			printRow(bw, i+1, &r)
 		}
@@ -52,17 +52,6 @@ func (d *inspectDoc) print(w io.Writer) {
 	for _, p := range d.Problems {
 		fmt.Fprintf(bw, "PROBLEM: %s\n", p)
 	}
-}
-
-// plural is "1 shard", "2 shards".
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	if strings.HasSuffix(what, "ch") {
-		return fmt.Sprintf("%d %ses", n, what)
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func kv(w io.Writer, key, format string, args ...any) {
@@ -81,7 +70,7 @@ func printShard(w io.Writer, s *shardReport, head bool) {
 	if s.Format == arrowrow.FormatArrow {
 		unit = "record batch"
 	}
-	kv(w, "format", "%s%s, %s, %s", s.Format, schema, plural(s.Groups, unit), numfmt.Bytes(s.Bytes))
+	kv(w, "format", "%s%s, %s, %s", s.Format, schema, numfmt.Plural(s.Groups, unit), numfmt.Bytes(s.Bytes))
 	kv(w, "rows", "%d", s.Rows)
 	kv(w, "tokens", "%d (trained on %d)", s.Tokens, s.LossTok)
 	parts := make([]string, len(s.Columns))
@@ -134,7 +123,7 @@ func printDir(w io.Writer, d *dirReport) {
 		kv(w, "rows", "%d", d.Rows)
 		kv(w, "tokens", "%d", d.Tokens)
 		kv(w, "bytes", "%d (%s)", d.Bytes, numfmt.Bytes(d.Bytes))
-		kv(w, "committed", "%s", plural(len(d.Shards), "shard"))
+		kv(w, "committed", "%s", numfmt.Plural(len(d.Shards), "shard"))
 	}
 	nameW := 0
 	for _, s := range d.Shards {
@@ -162,9 +151,9 @@ func printDir(w io.Writer, d *dirReport) {
 			what = "present with the manifest's sizes and sha256"
 		}
 		if bad == 0 {
-			kv(w, "verified", "%s %s", plural(len(d.Shards), "shard"), what)
+			kv(w, "verified", "%s %s", numfmt.Plural(len(d.Shards), "shard"), what)
 		} else {
-			kv(w, "verified", "%d of %s FAILED", bad, plural(len(d.Shards), "shard"))
+			kv(w, "verified", "%d of %s FAILED", bad, numfmt.Plural(len(d.Shards), "shard"))
 		}
 	}
 	if d.First != nil {
@@ -235,7 +224,7 @@ func (o *outputReport) committedText() string {
 	case o.Unit == "":
 		return "nothing committed"
 	case o.Unit != "lines":
-		return fmt.Sprintf("%d rows, %d tokens in %s, %s", o.Rows, o.Tokens, plural(o.Files, strings.TrimSuffix(o.Unit, "s")), numfmt.Bytes(o.Bytes))
+		return fmt.Sprintf("%d rows, %d tokens in %s, %s", o.Rows, o.Tokens, numfmt.Plural(o.Files, strings.TrimSuffix(o.Unit, "s")), numfmt.Bytes(o.Bytes))
 	}
 	return fmt.Sprintf("%d committed, %s", o.Rows, numfmt.Bytes(o.Bytes))
 }
@@ -334,7 +323,7 @@ func printRunFiles(w io.Writer, r *runReport) {
 			if f.Committed != nil {
 				committed = fmt.Sprintf("%d committed", *f.Committed)
 			}
-			fmt.Fprintf(w, "  %s: %s, %s, %s\n", filepath.Base(f.Path), plural(int(f.Lines), "line"), committed, numfmt.Bytes(f.Bytes))
+			fmt.Fprintf(w, "  %s: %s, %s, %s\n", filepath.Base(f.Path), numfmt.Plural(int(f.Lines), "line"), committed, numfmt.Bytes(f.Bytes))
 			t := f.Rejected
 			if class.name == "failed" {
 				t = f.Failed

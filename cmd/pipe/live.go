@@ -326,7 +326,7 @@ func tailWait(f *liveFleet, remaining int64, quiet time.Duration) string {
 	var parts []string
 	for _, s := range f.Servers {
 		if s.InFlight > 0 && s.QuietSeconds >= quiet.Seconds() {
-			parts = append(parts, fmt.Sprintf("%s on %s, no output for %s", plural(int(s.InFlight), "request"), s.Name, formatETA(s.QuietSeconds)))
+			parts = append(parts, fmt.Sprintf("%s on %s, no output for %s", numfmt.Plural(int(s.InFlight), "request"), s.Name, formatETA(s.QuietSeconds)))
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Bytes is n bytes for a person: "12.3 MiB".
@@ -40,4 +41,18 @@ func Count(v float64) string {
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// Plural is "1 shard", "2 shards", "2 crashes": n and what, in the plural
+// unless n is 1 (English's -es after ch, sh, s, x).
+func Plural[N ~int | ~int64](n N, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	for _, end := range []string{"ch", "sh", "s", "x"} {
+		if strings.HasSuffix(what, end) {
+			return fmt.Sprintf("%d %ses", n, what)
+		}
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -14,3 +14,16 @@ func TestBytesAndCount(t *testing.T) {
 		}
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{Plural(1, "crash"), "1 crash"}, {Plural(2, "crash"), "2 crashes"}, {Plural(int64(0), "shard"), "0 shards"},
+		{Plural(3, "batch"), "3 batches"}, {Plural(2, "start"), "2 starts"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package runreport
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"slices"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -181,12 +182,12 @@ func (e *Economy) Lines() []string {
 	}
 	if e.KeptAtLength > 0 {
 		out = append(out, fmt.Sprintf("kept at length: %s stopped by the length limit and kept, as the trainer would cut them (%d output tokens)",
-			plural(e.KeptAtLength, "row"), e.KeptAtLengthTokens))
+			numfmt.Plural(e.KeptAtLength, "row"), e.KeptAtLengthTokens))
 	}
 	if d := e.Longest; d.Rows > 0 && e.Rejected.N > 0 {
 		all := e.Kept.N + e.Rejected.N
 		out = append(out, fmt.Sprintf("longest tenth of outputs (%s, %d+ tokens): %s rejected, against %s of all rows",
-			plural(d.Rows, "row"), d.From, pct(Share(d.Rejected, d.Rows)), pct(Share(e.Rejected.N, all))))
+			numfmt.Plural(d.Rows, "row"), d.From, pct(Share(d.Rejected, d.Rows)), pct(Share(e.Rejected.N, all))))
 	}
 	return out
 }

@@ -1,6 +1,10 @@
 package runreport
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/pipe-dev/pipe/internal/numfmt"
+)
 
 // Headline is what the report says first, each share named by what it is
 // a share of: the training rows each output made of the prompts (an empty
@@ -14,21 +18,21 @@ func (r *Report) Headline() []HeadLine {
 			continue
 		}
 		rows := o.Rows - o.RejectedRows
-		h := HeadLine{Text: fmt.Sprintf("%s: %s", o.Stage, plural(rows, "row")), Empty: rows == 0}
+		h := HeadLine{Text: fmt.Sprintf("%s: %s", o.Stage, numfmt.Plural(rows, "row")), Empty: rows == 0}
 		switch {
 		case rows == 0 && prompts > 0:
-			h.Text += fmt.Sprintf(" — no training data from %s", plural(prompts, "prompt"))
+			h.Text += fmt.Sprintf(" — no training data from %s", numfmt.Plural(prompts, "prompt"))
 		case rows == 0:
 			h.Text += " — no training data"
 		case prompts > 0:
-			h.Text += fmt.Sprintf(" = %s of %s", pct(Share(rows, prompts)), plural(prompts, "prompt"))
+			h.Text += fmt.Sprintf(" = %s of %s", pct(Share(rows, prompts)), numfmt.Plural(prompts, "prompt"))
 		}
 		out = append(out, h)
 	}
 	if r.RejectedAll > 0 {
 		text := fmt.Sprintf("rejected: %d", r.RejectedAll)
 		if prompts > 0 {
-			text += fmt.Sprintf(" = %s of %s", pct(Share(r.RejectedAll, prompts)), plural(prompts, "prompt"))
+			text += fmt.Sprintf(" = %s of %s", pct(Share(r.RejectedAll, prompts)), numfmt.Plural(prompts, "prompt"))
 		}
 		for i, x := range r.Rejected {
 			if i == 3 {
@@ -50,7 +54,7 @@ func (r *Report) Headline() []HeadLine {
 	}
 	if r.FailedAll > 0 {
 		out = append(out, HeadLine{Text: fmt.Sprintf("failed: %d = %s of %s (kept in failed/; the next run retries them)",
-			r.FailedAll, pct(Share(r.FailedAll, prompts)), plural(prompts, "prompt")), Empty: true})
+			r.FailedAll, pct(Share(r.FailedAll, prompts)), numfmt.Plural(prompts, "prompt")), Empty: true})
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package runreport
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"html/template"
 	"io"
 	"path/filepath"
@@ -213,7 +214,7 @@ type sampleGroup struct {
 // WriteHTML writes the report as one self-contained page: inline CSS and
 // SVG, no script, nothing fetched.
 func (r *Report) WriteHTML(w io.Writer) error {
-	d := pageData{R: r, CSS: template.CSS(css), Base: filepath.Base(r.RunDir), Starts: plural(int64(r.Starts), "start"),
+	d := pageData{R: r, CSS: template.CSS(css), Base: filepath.Base(r.RunDir), Starts: numfmt.Plural(int64(r.Starts), "start"),
 		State: orDash(r.State), Generated: r.Generated.Local().Format(time.DateTime), TimelineFile: TimelineFile,
 		SmallBelow: SmallBelow, Headline: r.Headline(), Glance: r.glance()}
 	if !r.Created.IsZero() {

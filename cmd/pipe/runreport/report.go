@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -136,7 +137,7 @@ func (s *SecondChances) Text() string {
 		return total, strings.Join(parts, ", ")
 	}
 	rec, recBy := byAttempt(s.Recovered)
-	text := fmt.Sprintf("second chances recovered %s", plural(rec, "prompt"))
+	text := fmt.Sprintf("second chances recovered %s", numfmt.Plural(rec, "prompt"))
 	if rec > 0 {
 		text += " (" + recBy + ")"
 	}

@@ -2,6 +2,7 @@ package runreport
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"io"
 	"slices"
 	"strings"
@@ -69,13 +70,13 @@ func serverEvents(pts []Point) ([]rundir.ServerEvent, []LaunchedServer) {
 
 // Summary is one line of a launched server's life.
 func (l LaunchedServer) Summary() string {
-	s := fmt.Sprintf("%s: %s", l.Server, plural(int64(l.Starts), "start"))
+	s := fmt.Sprintf("%s: %s", l.Server, numfmt.Plural(int64(l.Starts), "start"))
 	for _, c := range []struct {
 		n    int
 		what string
 	}{{l.Crashes, "crash"}, {l.Hangs, "hang"}, {l.FatalLines, "fatal log line"}, {l.NeverReady, "start never ready"}, {l.Breaker, "breaker trip"}} {
 		if c.n > 0 {
-			s += ", " + plural(int64(c.n), c.what)
+			s += ", " + numfmt.Plural(int64(c.n), c.what)
 		}
 	}
 	if l.GivenUp {

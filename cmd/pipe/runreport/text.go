@@ -2,6 +2,7 @@ package runreport
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/numfmt"
 	"io"
 	"maps"
 	"slices"
@@ -25,7 +26,7 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  rejected:     %d%s\n", r.RejectedAll, topReasons(r.Rejected, r.RejectedAll))
 	fmt.Fprintf(w, "  failed:       %d%s\n", r.FailedAll, topReasons(r.Failed, r.FailedAll))
 	for _, id := range slices.Sorted(maps.Keys(r.Redone)) {
-		fmt.Fprintf(w, "  journal damage: %s did %s again, their journal entries lost to damage (the warnings in run.log name them)\n", id, plural(r.Redone[id], "record"))
+		fmt.Fprintf(w, "  journal damage: %s did %s again, their journal entries lost to damage (the warnings in run.log name them)\n", id, numfmt.Plural(r.Redone[id], "record"))
 	}
 	r.writeServers(w)
 	r.writeRates(w)
@@ -56,7 +57,7 @@ func (r *Report) writeTitle(w io.Writer) {
 		about = append(about, "created "+r.Created.Local().Format(time.DateTime))
 	}
 	if r.Starts > 0 {
-		about = append(about, plural(int64(r.Starts), "start"))
+		about = append(about, numfmt.Plural(int64(r.Starts), "start"))
 	}
 	if len(about) > 0 {
 		fmt.Fprintf(w, " (%s)", strings.Join(about, ", "))
@@ -114,7 +115,7 @@ func (r *Report) writeEconomy(w io.Writer) {
 // writeOutputText writes one output's rows, finish reasons and
 // distributions: a table, then the sentences that matter.
 func writeOutputText(w io.Writer, o *Output) {
-	fmt.Fprintf(w, "\n  output %s (%s, %s): %s", o.Stage, o.Kind, pipeline.DisplayPath(o.Path), plural(o.Rows, "row"))
+	fmt.Fprintf(w, "\n  output %s (%s, %s): %s", o.Stage, o.Kind, pipeline.DisplayPath(o.Path), numfmt.Plural(o.Rows, "row"))
 	if o.RejectedRows > 0 {
 		fmt.Fprintf(w, ", %d of them rejected", o.RejectedRows)
 	}
@@ -122,7 +123,7 @@ func writeOutputText(w io.Writer, o *Output) {
 		fmt.Fprintf(w, "; finish reasons: %s", countsText(o.FinishReasons))
 	}
 	if o.ToolRows > 0 {
-		fmt.Fprintf(w, "; %s with tools", plural(o.ToolRows, "conversation"))
+		fmt.Fprintf(w, "; %s with tools", numfmt.Plural(o.ToolRows, "conversation"))
 	}
 	fmt.Fprintln(w)
 	if len(o.Dists) == 0 {
@@ -237,11 +238,4 @@ func pct(f float64) string {
 		return fmt.Sprintf("%.0f%%", 100*f)
 	}
 	return fmt.Sprintf("%.1f%%", 100*f)
-}
-
-func plural(n int64, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }
