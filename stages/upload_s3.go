@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -615,8 +614,6 @@ func (u *uploadS3) removeLegacyManifest(ctx context.Context, dir string) error {
 	return nil
 }
 
-// staleShard matches the shard names a writer gives (part-NNNNN.EXT).
-var staleShard = regexp.MustCompile(`^part-\d{5,}\.[a-z]+$`)
 
 // removeStale deletes the shard objects under the directory's prefix that
 // its manifest does not name: a shard found damaged and taken out (its rows
@@ -645,7 +642,7 @@ func (u *uploadS3) removeStale(ctx context.Context, dir string, m *filecommit.Ma
 	}
 	for key := range keys {
 		name, ok := strings.CutPrefix(key, prefix+"/")
-		if !ok || strings.Contains(name, "/") || !staleShard.MatchString(name) || named[name] {
+		if !ok || strings.Contains(name, "/") || !filecommit.IsShardName(name) || named[name] {
 			continue
 		}
 		if len(redo) > 0 {

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -277,14 +276,13 @@ func isShardName(name string) bool {
 	return false
 }
 
-var partFileName = regexp.MustCompile(`^part-\d{5,}\.`)
 
 // partFiles lists dir's part-NNNNN.* files, sorted.
 func partFiles(dir string) []string {
 	entries, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range entries {
-		if !e.IsDir() && partFileName.MatchString(e.Name()) {
+		if !e.IsDir() && filecommit.IsShardName(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}

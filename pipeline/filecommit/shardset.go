@@ -91,7 +91,20 @@ type Set struct {
 // Recovered says what Open found damaged and mended ("" for nothing).
 func (s *Set) Recovered() string { return s.recovered }
 
-var partName = regexp.MustCompile(`^part-\d{5,}\.`)
+// shardNameStart is how every shard file's name starts, as a Set names
+// them: part-NNNNN. (at least five digits), then the extension. partName
+// matches a shard file and what a crash left of one being written;
+// shardName a shard file only.
+const shardNameStart = `^part-\d{5,}\.`
+
+var (
+	partName  = regexp.MustCompile(shardNameStart)
+	shardName = regexp.MustCompile(shardNameStart + `[a-z]+$`)
+)
+
+// IsShardName says whether name is a shard file's name, as a Set writes
+// them: part-NNNNN.EXT.
+func IsShardName(name string) bool { return shardName.MatchString(name) }
 
 // Open opens (creating) the shard directory dir for files of format
 // with extension ext ("parquet", ".parquet"). removed lists the files a
