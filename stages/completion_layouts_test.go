@@ -38,7 +38,7 @@ func TestReadCompletionsLayouts(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var notice bytes.Buffer
-			r := &readCompletions{cfg: ReadCompletionsConfig{RequireCompletion: true, Path: "in.jsonl"}, id: "completions", notice: &notice}
+			r := &readCompletions{cfg: readCompletionsConfig{RequireCompletion: true, Path: "in.jsonl"}, id: "completions", notice: &notice}
 			rec, err := r.parse([]byte(c.line))
 			if err != nil {
 				t.Fatal(err)
@@ -91,7 +91,7 @@ func TestReadCompletionsLayouts(t *testing.T) {
 		{`{"id":"c","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","foo":1}]}`,
 			`messages: turn 2: field "foo" is not one pipe carries (a message has ` + messageKeys + `); remove it or rename it`},
 	} {
-		r := &readCompletions{cfg: ReadCompletionsConfig{RequireCompletion: true}}
+		r := &readCompletions{cfg: readCompletionsConfig{RequireCompletion: true}}
 		if _, err := r.parse([]byte(c.line)); err == nil || err.Error() != c.want {
 			t.Errorf("%s:\n got %v\nwant %s", c.line, err, c.want)
 		}

@@ -66,7 +66,7 @@ is refused without --force-new-config. pipelines/answer_rules.py is a
 sample program. Accepted and rejected records, by reason, restarts and
 timeouts are in the run summary and the report.`,
 		Outputs: []string{"accepted", pipeline.RejectedPort},
-		KeySettings: pipeline.SettingsFor(func(cfg *ExecConfig) string {
+		KeySettings: pipeline.SettingsFor(func(cfg *execConfig) string {
 			return strings.Join(cfg.Command.Args(), " ")
 		}),
 		Example: `[[stage]]
@@ -103,8 +103,8 @@ path  = "out/rejected.jsonl"
 	})
 }
 
-// ExecConfig configures exec.
-type ExecConfig struct {
+// execConfig configures exec.
+type execConfig struct {
 	Command     execCommand     `toml:"command" required:"true" op:"false" doc:"the program and its arguments, e.g. [\"python3\", \"rules.py\"]; it runs in the pipeline file's directory"`
 	InFlight    int             `toml:"in_flight" op:"true" default:"64" min:"1" max:"4096" doc:"records with the program at once, sent and not answered"`
 	Timeout     config.Duration `toml:"timeout" op:"true" default:"30s" doc:"how long a record may wait for its answer, from when it is sent, before the program counts as hung and is restarted; a program that answers in turn must answer in_flight records within it"`
@@ -205,7 +205,7 @@ func inDir(dir, p string) string {
 
 // Validate finds the program and the script it runs: pipe check says a
 // missing one at the command key, before anything runs.
-func (c *ExecConfig) Validate() []error {
+func (c *execConfig) Validate() []error {
 	var errs []error
 	if c.Timeout.Duration <= 0 {
 		errs = append(errs, &config.FieldError{Key: "timeout", Msg: fmt.Sprintf("must be more than 0, got %s", c.Timeout.Duration)})
@@ -251,7 +251,7 @@ func lookProgram(name, dir string) (string, error) {
 // execStage is an exec stage: one program at a time (see execChild), the
 // records it has not answered yet, and the figures.
 type execStage struct {
-	cfg     *ExecConfig
+	cfg     *execConfig
 	program string   // the program's path
 	args    []string // its arguments, after the program
 	dir     string
@@ -303,7 +303,7 @@ var (
 	_ pipeline.Reporter  = (*execStage)(nil)
 )
 
-func newExec(c *ExecConfig) (pipeline.Processor, error) {
+func newExec(c *execConfig) (pipeline.Processor, error) {
 	return &execStage{cfg: c}, nil
 }
 

@@ -32,7 +32,7 @@ func BenchmarkExec(b *testing.B) {
 	}
 	const batch = 5000
 	recs := execRecs(batch)
-	s, _, dir := openExec(b, map[string]string{"answer_rules.py": string(prog)}, ExecConfig{InFlight: 64}, "python3", "answer_rules.py")
+	s, _, dir := openExec(b, map[string]string{"answer_rules.py": string(prog)}, execConfig{InFlight: 64}, "python3", "answer_rules.py")
 	var n int
 	var spent time.Duration
 	for b.Loop() {

@@ -95,7 +95,7 @@ func needPython(t testing.TB) {
 // into a new directory, opens an exec stage
 // running args there (the pipeline file's directory, as pipe check
 // resolves it) and closes it at the end of the test.
-func openExec(t testing.TB, scripts map[string]string, cfg ExecConfig, args ...string) (*execStage, *execLogBuffer, string) {
+func openExec(t testing.TB, scripts map[string]string, cfg execConfig, args ...string) (*execStage, *execLogBuffer, string) {
 	t.Helper()
 	needPython(t)
 	dir := t.TempDir()
@@ -200,7 +200,7 @@ func TestExecVerdicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, _ := openExec(t, map[string]string{"answer_rules.py": string(prog)}, ExecConfig{}, "python3", "answer_rules.py")
+	s, _, _ := openExec(t, map[string]string{"answer_rules.py": string(prog)}, execConfig{}, "python3", "answer_rules.py")
 	recs := execRecs(40)
 	em := newExecVerdicts()
 	if err := processAll(s, recs, em); err != nil {
@@ -232,7 +232,7 @@ for line in sys.stdin:
     r.setdefault("meta", {})["score"] = 0.5
     r["completion"]["answer"] = r["completion"]["answer"].upper()
     print(json.dumps({"id": r["id"], "accept": True, "record": r}), flush=True)
-`}, ExecConfig{}, "python3", "change.py")
+`}, execConfig{}, "python3", "change.py")
 	recs = execRecs(20)
 	em = newExecVerdicts()
 	if err := processAll(s, recs, em); err != nil {
@@ -267,7 +267,7 @@ for line in sys.stdin:
         for i in reversed(batch):
             print(json.dumps({"id": i, "accept": False, "reason": i}), flush=True)
         batch = []
-`}, ExecConfig{InFlight: 5}, "python3", "rev.py")
+`}, execConfig{InFlight: 5}, "python3", "rev.py")
 	recs := execRecs(30)
 	em := newExecVerdicts()
 	if err := processAll(s, recs, em); err != nil {
@@ -297,7 +297,7 @@ for line in sys.stdin:
     if first and n == 7:
         open("died", "w").close()
         os._exit(3)
-`}, ExecConfig{}, "python3", "die.py")
+`}, execConfig{}, "python3", "die.py")
 	recs := execRecs(60)
 	em := newExecVerdicts()
 	if err := processAll(s, recs, em); err != nil {
@@ -329,7 +329,7 @@ for line in sys.stdin:
         open("hung", "w").close()
         time.sleep(3600)
     print(json.dumps({"id": r["id"], "accept": True}), flush=True)
-`}, ExecConfig{Timeout: config.Duration{Duration: 2 * time.Second}}, "python3", "hang.py")
+`}, execConfig{Timeout: config.Duration{Duration: 2 * time.Second}}, "python3", "hang.py")
 	recs := execRecs(20)
 	em := newExecVerdicts()
 	if err := processAll(s, recs, em); err != nil {
@@ -356,7 +356,7 @@ import sys
 sys.stdin.readline()
 sys.stderr.write("ValueError: the model file is missing\n")
 sys.exit(1)
-`}, ExecConfig{MaxRestarts: 2}, "python3", "crash.py")
+`}, execConfig{MaxRestarts: 2}, "python3", "crash.py")
 	err := processAll(s, execRecs(10), newExecVerdicts())
 	if err == nil || !strings.Contains(err.Error(), "the program died 3 times (max_restarts = 2); the last time: exit status 1") ||
 		!strings.Contains(err.Error(), "ValueError: the model file is missing") {
@@ -382,7 +382,7 @@ for line in sys.stdin:
     sys.stderr.write("judged %s\n" % r["id"])
     sys.stderr.flush()
     print(json.dumps({"id": r["id"], "accept": True}), flush=True)
-`}, ExecConfig{InFlight: 1}, "python3", "noisy.py")
+`}, execConfig{InFlight: 1}, "python3", "noisy.py")
 	// A clock that stands still: the burst is all there is.
 	s.log.mu.Lock()
 	s.log.now = func() time.Time { return time.Unix(1, 0) }
@@ -428,7 +428,7 @@ func TestExecMalformedAnswers(t *testing.T) {
 		{`print('{"id": "\\u001b[2J", "accept": true}', flush=True)`, `answers id "\x1b[2J"`},
 	} {
 		s, _, _ := openExec(t, map[string]string{"bad.py": "import json, sys\nfor line in sys.stdin:\n    r = json.loads(line)\n    " + c.answer + "\n"},
-			ExecConfig{InFlight: 1}, "python3", "bad.py")
+			execConfig{InFlight: 1}, "python3", "bad.py")
 		err := processAll(s, execRecs(1), newExecVerdicts())
 		if err == nil || !errors.Is(err, errExecProtocol) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.answer, err, c.want)
@@ -446,7 +446,7 @@ seen = open("seen.fifo", "w")
 for line in sys.stdin:
     seen.write(line)
     seen.flush()
-`}, ExecConfig{InFlight: 3}, "python3", "slow.py")
+`}, execConfig{InFlight: 3}, "python3", "slow.py")
 	fifo, err := os.Open(filepath.Join(dir, "seen.fifo"))
 	if err != nil {
 		t.Fatal(err)

@@ -37,10 +37,10 @@ reason listed in second_chance sends its records out of the "retry" port
 for a new attempt instead, as validate-thinking's second_chance does.`,
 		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
 		OptionalOutputs: []string{RetryPort},
-		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*FilterConfig).SecondChance }),
+		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*filterConfig).SecondChance }),
 		Needs:           nil,
 		Produces:        nil,
-		KeySettings: pipeline.SettingsFor(func(cfg *FilterConfig) string {
+		KeySettings: pipeline.SettingsFor(func(cfg *filterConfig) string {
 			reasons := make([]string, len(cfg.Rules))
 			for i, r := range cfg.Rules {
 				reasons[i] = r.Reason
@@ -82,8 +82,8 @@ path  = "out/rejected.jsonl"
 	})
 }
 
-// FilterConfig configures filter.
-type FilterConfig struct {
+// filterConfig configures filter.
+type filterConfig struct {
 	Rules     filterRules `toml:"rules" required:"true" op:"false" doc:"the rules, in order: [{reject_if = EXPRESSION, reason = CODE}, ...]; the first true one rejects the record with its reason"`
 	Tokenizer string      `toml:"tokenizer" op:"false" path:"indir" contains:"tokenizer.json" doc:"model directory whose tokenizer tokens() counts with; needed only by rules that call tokens()"`
 	Workers   int         `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"records judged in parallel; 0 = one per CPU"`
@@ -142,7 +142,7 @@ func (r *filterRules) DecodeConfig(raw any) error {
 
 // Validate compiles every rule against the record's fields: pipe check
 // names a rule that would fail at run time.
-func (c *FilterConfig) Validate() []error {
+func (c *filterConfig) Validate() []error {
 	reasons := make([]string, len(c.Rules))
 	for i, r := range c.Rules {
 		reasons[i] = r.Reason
@@ -172,7 +172,7 @@ func compileRule(src string, tok *tokenize.Tokenizer) (*vm.Program, error) {
 
 // filter is a filter stage.
 type filter struct {
-	cfg      *FilterConfig
+	cfg      *filterConfig
 	programs []*vm.Program
 	counts   []atomic.Int64 // rejections per rule
 	errors   atomic.Int64   // evaluations that failed (the record failed)
@@ -186,7 +186,7 @@ var (
 	_ pipeline.Reporter  = (*filter)(nil)
 )
 
-func newFilter(c *FilterConfig) (pipeline.Processor, error) {
+func newFilter(c *filterConfig) (pipeline.Processor, error) {
 	return &filter{cfg: c, counts: make([]atomic.Int64, len(c.Rules)), chances: newSecondChances(c.SecondChance)}, nil
 }
 

@@ -21,7 +21,7 @@ func rec(id, user, answer string) *record.Record {
 // the others go to accepted. The rules see the prompt, the completion, the
 // row and meta, and script() tells the answer's language from the prompt's.
 func TestFilterRules(t *testing.T) {
-	cfg := &FilterConfig{Rules: filterRules{
+	cfg := &filterConfig{Rules: filterRules{
 		{RejectIf: `len(trim(completion.answer)) < 20`, Reason: "short_answer"},
 		{RejectIf: `lower(completion.answer) matches "^as an ai"`, Reason: "as_an_ai"},
 		{RejectIf: `script(completion.answer) != script(prompt.text)`, Reason: "other_language"},
@@ -88,7 +88,7 @@ func TestFilterRuleProblems(t *testing.T) {
 		{`row.tokenz > 3`, `row has no field tokenz (did you mean "tokens"?)`},
 		{`tokens(completion.answer) > 4000`, `tokens() needs tokenizer = MODEL_DIR`},
 	} {
-		errs := (&FilterConfig{Rules: filterRules{{RejectIf: c.rule, Reason: "x"}}}).Validate()
+		errs := (&filterConfig{Rules: filterRules{{RejectIf: c.rule, Reason: "x"}}}).Validate()
 		if len(errs) != 1 || !strings.Contains(errs[0].Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.rule, errs, c.want)
 		}
@@ -115,7 +115,7 @@ func TestFilterRuleProblems(t *testing.T) {
 // tokens() counts with the stage's tokenizer (the real Qwen3 one here).
 func TestFilterTokens(t *testing.T) {
 	dir := testenv.TinyQwen3Dir(t)
-	cfg := &FilterConfig{Tokenizer: dir, Rules: filterRules{{RejectIf: `tokens(completion.answer) > 5`, Reason: "long"}}}
+	cfg := &filterConfig{Tokenizer: dir, Rules: filterRules{{RejectIf: `tokens(completion.answer) > 5`, Reason: "long"}}}
 	if errs := cfg.Validate(); errs != nil {
 		t.Fatal(errs)
 	}
@@ -203,7 +203,7 @@ path  = "bad.jsonl"
 // BenchmarkFilter judges a record by three rules (a length, a regular
 // expression, a script comparison): go test -bench Filter ./stages.
 func BenchmarkFilter(b *testing.B) {
-	cfg := &FilterConfig{Rules: filterRules{
+	cfg := &filterConfig{Rules: filterRules{
 		{RejectIf: `len(trim(completion.answer)) < 20`, Reason: "short_answer"},
 		{RejectIf: `lower(completion.answer) matches "^as an ai"`, Reason: "as_an_ai"},
 		{RejectIf: `script(completion.answer) != script(prompt.text)`, Reason: "other_language"},
@@ -235,7 +235,7 @@ func TestExpressionsSeeInputMeta(t *testing.T) {
 		}
 		return r
 	}
-	p, _ := newFilter(&FilterConfig{Rules: filterRules{{RejectIf: `meta.source == "web" && meta.n > 4`, Reason: "web"}}})
+	p, _ := newFilter(&filterConfig{Rules: filterRules{{RejectIf: `meta.source == "web" && meta.n > 4`, Reason: "web"}}})
 	f := p.(*filter)
 	if err := f.Open(context.Background(), nil); err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestExpressionsSeeInputMeta(t *testing.T) {
 		t.Fatalf("emitted %v, rejected %v: want rejected as web", e.emitted, e.rejected)
 	}
 
-	m, _ := newMap(&MapConfig{Set: mapAssignments{{Field: "meta.n", Value: `meta.n`}, {Field: "meta.k", Value: `meta.n * 2`}}})
+	m, _ := newMap(&mapConfig{Set: mapAssignments{{Field: "meta.n", Value: `meta.n`}, {Field: "meta.k", Value: `meta.n * 2`}}})
 	if err := m.(*mapStage).Open(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ resumed run with other assignments is refused, unless pipe run
 --force-new-config. The report counts the records each assignment
 changed.`,
 		Outputs: []string{"out"},
-		KeySettings: pipeline.SettingsFor(func(cfg *MapConfig) string {
+		KeySettings: pipeline.SettingsFor(func(cfg *mapConfig) string {
 			fields := make([]string, len(cfg.Set))
 			for i, a := range cfg.Set {
 				fields[i] = a.Field
@@ -92,8 +92,8 @@ path  = "out/prompts.jsonl"
 	})
 }
 
-// MapConfig configures map.
-type MapConfig struct {
+// mapConfig configures map.
+type mapConfig struct {
 	Set       mapAssignments `toml:"set" required:"true" op:"false" doc:"the assignments, in order: [{field = FIELD, value = EXPRESSION, when = CONDITION}, ...]; FIELD is meta.NAME, prompt.system or prompt.text; when is optional"`
 	Tokenizer string         `toml:"tokenizer" op:"false" path:"indir" contains:"tokenizer.json" doc:"model directory whose tokenizer tokens() counts with; needed only by expressions that call tokens()"`
 	Workers   int            `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"records shaped in parallel; 0 = one per CPU"`
@@ -152,7 +152,7 @@ func (s *mapAssignments) DecodeConfig(raw any) error {
 // Validate judges every assignment's field and compiles its expressions
 // against the record: pipe check names an assignment that would fail at
 // run time.
-func (c *MapConfig) Validate() []error {
+func (c *mapConfig) Validate() []error {
 	var errs []error
 	at := func(i int, format string, args ...any) {
 		errs = append(errs, &config.FieldError{Key: "set", Item: i + 1, Msg: fmt.Sprintf("#%d (%s): ", i+1, c.Set[i].Field) + fmt.Sprintf(format, args...)})
@@ -329,7 +329,7 @@ func jsonValue(v any) error {
 
 // mapStage is a map stage.
 type mapStage struct {
-	cfg     *MapConfig
+	cfg     *mapConfig
 	set     []compiledAssignment
 	changed []atomic.Int64 // records each assignment changed
 	errors  atomic.Int64   // records failed by an assignment
@@ -348,7 +348,7 @@ var (
 	_ pipeline.Reporter  = (*mapStage)(nil)
 )
 
-func newMap(c *MapConfig) (pipeline.Processor, error) {
+func newMap(c *mapConfig) (pipeline.Processor, error) {
 	return &mapStage{cfg: c, changed: make([]atomic.Int64, len(c.Set))}, nil
 }
 

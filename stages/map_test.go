@@ -32,7 +32,7 @@ func (e *mapTestEmitter) Fail(rec *record.Record, err error, attempts int) error
 // openMap validates and opens a map stage of these assignments.
 func openMap(t testing.TB, set ...mapAssignment) *mapStage {
 	t.Helper()
-	cfg := &MapConfig{Set: set}
+	cfg := &mapConfig{Set: set}
 	if errs := cfg.Validate(); errs != nil {
 		t.Fatal(errs)
 	}
@@ -205,13 +205,13 @@ func TestMapProblems(t *testing.T) {
 		{mapAssignment{Field: "meta.x", Value: `1`, When: `completion.finsh_reason == "length"`}, `when: completion has no field finsh_reason (did you mean "finish_reason"?)`},
 		{mapAssignment{Field: "meta.n", Value: `tokens(prompt.text)`}, `#1 (meta.n): tokens() needs tokenizer = MODEL_DIR`},
 	} {
-		errs := (&MapConfig{Set: mapAssignments{c.a}}).Validate()
+		errs := (&mapConfig{Set: mapAssignments{c.a}}).Validate()
 		if len(errs) != 1 || !strings.Contains(errs[0].Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.a, errs, c.want)
 		}
 	}
 	// Every problem at once, each at its assignment.
-	errs := (&MapConfig{Set: mapAssignments{{Field: "id", Value: `"x"`}, {Field: "meta.ok", Value: `1`}, {Field: "prompt.text", Value: `1`}}}).Validate()
+	errs := (&mapConfig{Set: mapAssignments{{Field: "id", Value: `"x"`}, {Field: "meta.ok", Value: `1`}, {Field: "prompt.text", Value: `1`}}}).Validate()
 	if len(errs) != 2 || !strings.HasPrefix(errs[0].Error(), "set: #1 (id)") || !strings.HasPrefix(errs[1].Error(), "set: #3 (prompt.text)") {
 		t.Errorf("%v", errs)
 	}

@@ -59,14 +59,14 @@ meta.previous_reject, so it can be judged again by today's rules.`,
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Produces: []string{record.FieldMessages, record.FieldCompletion},
-		Fields: pipeline.FieldsFor(func(c *ReadCompletionsConfig) (needs, produces []string) {
+		Fields: pipeline.FieldsFor(func(c *readCompletionsConfig) (needs, produces []string) {
 			produces = []string{record.FieldMessages, record.FieldCompletion}
 			if c.RequireOutputIDs {
 				produces = append(produces, record.FieldOutputIDs)
 			}
 			return nil, produces
 		}),
-		KeySettings: pipeline.SettingsFor(func(cfg *ReadCompletionsConfig) string {
+		KeySettings: pipeline.SettingsFor(func(cfg *readCompletionsConfig) string {
 			s := pipeline.DisplayPath(cfg.Path)
 			if cfg.Limit > 0 {
 				s += fmt.Sprintf(", limit %d", cfg.Limit)
@@ -90,12 +90,12 @@ kind  = "write-jsonl"
 input = "check.accepted"
 path  = "out/good.jsonl"
 `,
-		New: pipeline.NewSource(func(c *ReadCompletionsConfig) (pipeline.Source, error) { return &readCompletions{cfg: *c}, nil }),
+		New: pipeline.NewSource(func(c *readCompletionsConfig) (pipeline.Source, error) { return &readCompletions{cfg: *c}, nil }),
 	})
 }
 
-// ReadCompletionsConfig configures read-completions.
-type ReadCompletionsConfig struct {
+// readCompletionsConfig configures read-completions.
+type readCompletionsConfig struct {
 	// Path is the JSONL file, relative to the pipeline file. Required.
 	Path string `toml:"path" op:"true" required:"true" path:"inany" doc:"JSONL file of records (as write-jsonl writes them), or write-arrow shards: a .parquet/.arrow file, a shard directory or its .pipe/manifest.json, relative to the pipeline file; or s3://bucket/prefix/DIR as upload-s3 uploaded them"`
 	// Endpoint, Region and ForcePathStyle are for an s3:// path, as upload-s3 takes them.
@@ -118,7 +118,7 @@ type ReadCompletionsConfig struct {
 }
 
 // Validate checks that writer names a kind whose output holds records.
-func (c *ReadCompletionsConfig) Validate() []error {
+func (c *readCompletionsConfig) Validate() []error {
 	if c.Writer == "" || pipeline.HoldsRecords(c.Writer) {
 		return nil
 	}
@@ -132,7 +132,7 @@ func (c *ReadCompletionsConfig) Validate() []error {
 }
 
 type readCompletions struct {
-	cfg ReadCompletionsConfig
+	cfg readCompletionsConfig
 	// notice hears of each layout the first time a line of it is read.
 	id      string
 	notice  io.Writer

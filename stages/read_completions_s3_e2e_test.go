@@ -50,7 +50,7 @@ func TestReadCompletionsFromS3(t *testing.T) {
 	up.finish(t)
 
 	read := func() ([]*record.Record, error) {
-		r := &readCompletions{cfg: ReadCompletionsConfig{Path: "s3://" + srv.Bucket + "/datasets/train", Endpoint: srv.Endpoint,
+		r := &readCompletions{cfg: readCompletionsConfig{Path: "s3://" + srv.Bucket + "/datasets/train", Endpoint: srv.Endpoint,
 			Region: srv.Region, ForcePathStyle: true, OnBadLine: "fail", RequireCompletion: true}}
 		got := &collectEmitter{}
 		err := r.Read(ctx, got)

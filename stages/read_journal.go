@@ -32,7 +32,7 @@ done), so a stopped replay continues where it was committed.`,
 		}},
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Produces: []string{record.FieldMessages, record.FieldCompletion},
-		KeySettings: pipeline.SettingsFor(func(cfg *ReadJournalConfig) string {
+		KeySettings: pipeline.SettingsFor(func(cfg *readJournalConfig) string {
 			return fmt.Sprintf("%s of %s", cfg.Stage, pipeline.DisplayPath(cfg.RunDir))
 		}),
 		Example: `[[stage]]
@@ -52,12 +52,12 @@ kind  = "write-jsonl"
 input = "check.accepted"
 path  = "out/good.jsonl"
 `,
-		New: pipeline.NewSource(func(c *ReadJournalConfig) (pipeline.Source, error) { return &readJournal{cfg: *c}, nil }),
+		New: pipeline.NewSource(func(c *readJournalConfig) (pipeline.Source, error) { return &readJournal{cfg: *c}, nil }),
 	})
 }
 
-// ReadJournalConfig configures read-journal.
-type ReadJournalConfig struct {
+// readJournalConfig configures read-journal.
+type readJournalConfig struct {
 	// RunDir is the run directory whose journal is read. Required.
 	RunDir string `toml:"run_dir" op:"true" required:"true" path:"rundir" doc:"the run directory whose journal is read (relative to the pipeline file)"`
 	// Stage is the id of the journaled stage in that run. Required.
@@ -65,7 +65,7 @@ type ReadJournalConfig struct {
 }
 
 type readJournal struct {
-	cfg    ReadJournalConfig
+	cfg    readJournalConfig
 	done   pipeline.DoneSet
 	notice io.Writer
 	id     string

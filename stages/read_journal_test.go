@@ -39,7 +39,7 @@ func TestReadJournalSkipsADamagedEntry(t *testing.T) {
 	os.WriteFile(seg, data, 0o644)
 
 	var notice strings.Builder
-	r := &readJournal{cfg: ReadJournalConfig{RunDir: runDir, Stage: "gen"}}
+	r := &readJournal{cfg: readJournalConfig{RunDir: runDir, Stage: "gen"}}
 	if err := r.Open(context.Background(), &pipeline.Env{StageID: "replay", Notice: &notice}); err != nil {
 		t.Fatal(err)
 	}

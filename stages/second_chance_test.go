@@ -16,7 +16,7 @@ import (
 // extra attempt recovered, also for a record read back from JSON.
 func TestSecondChanceRoutesAndCounts(t *testing.T) {
 	cfg := decodeTestConfig(t, "validate-thinking", `thinking = "on"
-second_chance = ["empty_answer"]`).(*ValidateThinkingConfig)
+second_chance = ["empty_answer"]`).(*validateThinkingConfig)
 	v := newValidateThinking(cfg)
 	e := newThinkTestEmitter()
 	empty := &record.Record{ID: "a", Meta: map[string]any{"source": "x"},
@@ -48,7 +48,7 @@ second_chance = ["empty_answer"]`).(*ValidateThinkingConfig)
 		t.Fatal(err)
 	}
 	back.Completion = &record.Completion{Reasoning: "Better reasoning.", Answer: "An answer.", FinishReason: "stop"}
-	v2 := newValidateThinking(decodeTestConfig(t, "validate-thinking", `thinking = "on"`).(*ValidateThinkingConfig))
+	v2 := newValidateThinking(decodeTestConfig(t, "validate-thinking", `thinking = "on"`).(*validateThinkingConfig))
 	e2 := newThinkTestEmitter()
 	if err := v2.Process(context.Background(), &back, e2); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ second_chance = ["empty_answer"]`).(*ValidateThinkingConfig)
 func TestSecondChanceReasonsChecked(t *testing.T) {
 	rules := filterRules{{RejectIf: `id == "x"`, Reason: "x_id"}}
 	vt := func(reasons ...string) []error {
-		return (&ValidateThinkingConfig{ThinkStart: "<think>", ThinkEnd: "</think>", SecondChance: reasons}).Validate()
+		return (&validateThinkingConfig{ThinkStart: "<think>", ThinkEnd: "</think>", SecondChance: reasons}).Validate()
 	}
 	for _, tc := range []struct {
 		name string
@@ -79,8 +79,8 @@ func TestSecondChanceReasonsChecked(t *testing.T) {
 		{"validate-thinking codes", vt("empty_answer", "repetition"), false},
 		{"validate-thinking misspelled", vt("empty_anwser"), true},
 		{"validate-thinking twice", vt("empty_answer", "empty_answer"), true},
-		{"filter rule reason", (&FilterConfig{Rules: rules, SecondChance: []string{"x_id"}}).Validate(), false},
-		{"filter other reason", (&FilterConfig{Rules: rules, SecondChance: []string{"empty_answer"}}).Validate(), true},
+		{"filter rule reason", (&filterConfig{Rules: rules, SecondChance: []string{"x_id"}}).Validate(), false},
+		{"filter other reason", (&filterConfig{Rules: rules, SecondChance: []string{"empty_answer"}}).Validate(), true},
 	} {
 		if (len(tc.errs) > 0) != tc.bad {
 			t.Errorf("%s: problems %v, want bad=%v", tc.name, tc.errs, tc.bad)

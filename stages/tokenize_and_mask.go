@@ -78,14 +78,14 @@ the server's), render_failed, no_completion.`,
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Needs:    []string{record.FieldMessages, record.FieldCompletion},
 		Produces: []string{record.FieldTokens},
-		Fields: pipeline.FieldsFor(func(c *TokenizeAndMaskConfig) (needs, produces []string) {
+		Fields: pipeline.FieldsFor(func(c *tokenizeAndMaskConfig) (needs, produces []string) {
 			needs = []string{record.FieldMessages, record.FieldCompletion}
 			if c.Source == "ids" {
 				needs = append(needs, record.FieldOutputIDs)
 			}
 			return needs, []string{record.FieldTokens}
 		}),
-		KeySettings: pipeline.SettingsFor(func(cfg *TokenizeAndMaskConfig) string {
+		KeySettings: pipeline.SettingsFor(func(cfg *tokenizeAndMaskConfig) string {
 			s := "mask " + cfg.Mask + ", source " + cfg.Source
 			if cfg.MaxLength > 0 {
 				s += fmt.Sprintf(", max %d (%s)", cfg.MaxLength, cfg.OnTooLong)
@@ -112,7 +112,7 @@ kind  = "write-jsonl"
 input = "tok"
 path  = "out/rows.jsonl"
 `,
-		New: pipeline.NewProcessor(func(c *TokenizeAndMaskConfig) (pipeline.Processor, error) { return newTokenizeAndMask(c), nil }),
+		New: pipeline.NewProcessor(func(c *tokenizeAndMaskConfig) (pipeline.Processor, error) { return newTokenizeAndMask(c), nil }),
 	})
 }
 
@@ -126,8 +126,8 @@ const (
 	ReasonRenderFailed       = "render_failed"
 )
 
-// TokenizeAndMaskConfig configures tokenize-and-mask.
-type TokenizeAndMaskConfig struct {
+// tokenizeAndMaskConfig configures tokenize-and-mask.
+type tokenizeAndMaskConfig struct {
 	// Tokenizer is the model directory. Required.
 	Tokenizer string `toml:"tokenizer" required:"true" path:"indir" contains:"tokenizer.json" doc:"model directory with tokenizer.json and the chat template (tokenizer_config.json or chat_template.jinja)"`
 	// Template is "" (the model's own) or "chatml".
@@ -159,7 +159,7 @@ type TokenizeAndMaskConfig struct {
 }
 
 type tokenizeAndMask struct {
-	cfg  *TokenizeAndMaskConfig
+	cfg  *tokenizeAndMaskConfig
 	tok  *tokenize.Tokenizer
 	tmpl *chat.Template
 	log  io.Writer
@@ -179,7 +179,7 @@ type tokenizeAndMask struct {
 	systemUsed                            map[string]int64 // rows by system prompt used
 }
 
-func newTokenizeAndMask(cfg *TokenizeAndMaskConfig) *tokenizeAndMask {
+func newTokenizeAndMask(cfg *tokenizeAndMaskConfig) *tokenizeAndMask {
 	return &tokenizeAndMask{cfg: cfg, log: io.Discard, systemUsed: map[string]int64{}}
 }
 
@@ -678,7 +678,7 @@ func (s *tokenizeAndMask) Report() []figure.Figure {
 
 // Validate refuses a tokenizer.json whose components pipe does not
 // reproduce, and a trainer's template name that labels the rows otherwise.
-func (c *TokenizeAndMaskConfig) Validate() []error {
+func (c *tokenizeAndMaskConfig) Validate() []error {
 	errs := checkTokenizer("tokenizer", c.Tokenizer)
 	if c.ChatTemplate != "" && c.Mask == "specforge" && c.Tokenizer != "" {
 		if err := checkTrainerTemplate(c.Tokenizer, c.Template, c.ChatTemplate); err != nil {
@@ -691,7 +691,7 @@ func (c *TokenizeAndMaskConfig) Validate() []error {
 // TrainerDefaults: a row longer than the trainer's max_length is cut as
 // the trainer cuts it (its head kept); without [trainer], max_length is a
 // limit of the user's own, and a longer row is refused.
-func (c *TokenizeAndMaskConfig) TrainerDefaults(declared bool) {
+func (c *tokenizeAndMaskConfig) TrainerDefaults(declared bool) {
 	if c.OnTooLong == "" {
 		c.OnTooLong = "reject"
 		if declared {

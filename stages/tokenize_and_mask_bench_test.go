@@ -143,7 +143,7 @@ func BenchmarkTokenizeAndMask(b *testing.B) {
 		{"stage=ids+compare", "ids", "true"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			cfg := &TokenizeAndMaskConfig{Tokenizer: testTok.dir, Mask: "assistant", OnTooLong: "reject",
+			cfg := &tokenizeAndMaskConfig{Tokenizer: testTok.dir, Mask: "assistant", OnTooLong: "reject",
 				MinAdjacentLossTokens: 2, Source: c.source, CompareText: c.compare == "true", Workers: 1}
 			s := newTokenizeAndMask(cfg)
 			if err := s.use(tok); err != nil {

@@ -82,7 +82,7 @@ func TestTokenizeAndMaskOnTooLongDefault(t *testing.T) {
 			t.Fatal(probs)
 		}
 		plan, _ := pipeline.Build(f, pipeline.DefaultRegistry)
-		if got := plan.Lookup("tok").Config.(*TokenizeAndMaskConfig).OnTooLong; got != tc.want {
+		if got := plan.Lookup("tok").Config.(*tokenizeAndMaskConfig).OnTooLong; got != tc.want {
 			t.Errorf("%q %q: on_too_long %q, want %q", tc.head, tc.keys, got, tc.want)
 		}
 	}

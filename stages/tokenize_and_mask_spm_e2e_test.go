@@ -65,7 +65,7 @@ func TestTokenizeAndMaskIDsSentencePieceOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newTokenizeAndMask(decodeTestConfig(t, "tokenize-and-mask", fmt.Sprintf("tokenizer = %q\nsource = \"ids\"", dir)).(*TokenizeAndMaskConfig))
+	s := newTokenizeAndMask(decodeTestConfig(t, "tokenize-and-mask", fmt.Sprintf("tokenizer = %q\nsource = \"ids\"", dir)).(*tokenizeAndMaskConfig))
 	if err := s.use(tok); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 func newTestTokenizeAndMask(t *testing.T, keys string) *tokenizeAndMask {
 	t.Helper()
 	tok := testTokenizer(t)
-	cfg := decodeTestConfig(t, "tokenize-and-mask", fmt.Sprintf("tokenizer = %q\n%s", testTok.dir, keys)).(*TokenizeAndMaskConfig)
+	cfg := decodeTestConfig(t, "tokenize-and-mask", fmt.Sprintf("tokenizer = %q\n%s", testTok.dir, keys)).(*tokenizeAndMaskConfig)
 	s := newTokenizeAndMask(cfg)
 	if err := s.use(tok); err != nil {
 		t.Fatal(err)
@@ -426,7 +426,7 @@ func TestTokenizeAndMaskRenderFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := decodeTestConfig(t, "tokenize-and-mask", fmt.Sprintf("tokenizer = %q", dir)).(*TokenizeAndMaskConfig)
+	cfg := decodeTestConfig(t, "tokenize-and-mask", fmt.Sprintf("tokenizer = %q", dir)).(*tokenizeAndMaskConfig)
 	s := newTokenizeAndMask(cfg)
 	if err := s.use(own); err != nil {
 		t.Fatal(err)

@@ -229,7 +229,7 @@ func TestToolFieldsRoundTrip(t *testing.T) {
 	}
 	jsonl := filepath.Join(dir, "records.jsonl")
 	os.WriteFile(jsonl, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-	check("write-jsonl → read-completions", readAll(&readCompletions{cfg: ReadCompletionsConfig{Path: jsonl, RequireCompletion: true}}))
+	check("write-jsonl → read-completions", readAll(&readCompletions{cfg: readCompletionsConfig{Path: jsonl, RequireCompletion: true}}))
 	var each []*record.Record
 	if err := EachJSONLRecord(ctx, jsonl, func(r *record.Record) error { each = append(each, r); return nil }); err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestToolFieldsRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.Close()
-		check("write-arrow "+format+" → read-completions", readAll(&readCompletions{cfg: ReadCompletionsConfig{Path: out, RequireCompletion: true}}))
+		check("write-arrow "+format+" → read-completions", readAll(&readCompletions{cfg: readCompletionsConfig{Path: out, RequireCompletion: true}}))
 	}
 
 	// The journal, as the engine writes it (record.AppendJSON of
@@ -268,7 +268,7 @@ func TestToolFieldsRoundTrip(t *testing.T) {
 	if err := j.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	rj := &readJournal{cfg: ReadJournalConfig{RunDir: runDir, Stage: "gen"}}
+	rj := &readJournal{cfg: readJournalConfig{RunDir: runDir, Stage: "gen"}}
 	em := &fakeEmitter{}
 	if err := rj.Read(ctx, em); err != nil {
 		t.Fatal(err)
@@ -287,10 +287,10 @@ func TestToolFieldsRoundTrip(t *testing.T) {
 	}
 	conv := filepath.Join(dir, "conversations.jsonl")
 	os.WriteFile(conv, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-	check("conversations layout → read-completions", readAll(&readCompletions{cfg: ReadCompletionsConfig{Path: conv, RequireCompletion: true}}))
+	check("conversations layout → read-completions", readAll(&readCompletions{cfg: readCompletionsConfig{Path: conv, RequireCompletion: true}}))
 
 	// An OpenAI chat completion's message.tool_calls.
-	rc := &readCompletions{cfg: ReadCompletionsConfig{RequireCompletion: true}}
+	rc := &readCompletions{cfg: readCompletionsConfig{RequireCompletion: true}}
 	got, err := rc.parse([]byte(`{"id":"c","messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f"}],"choices":[{"message":{"role":"assistant","content":null,` +
 		`"tool_calls":[{"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}]}`))
 	if err != nil {

@@ -614,7 +614,6 @@ func (u *uploadS3) removeLegacyManifest(ctx context.Context, dir string) error {
 	return nil
 }
 
-
 // removeStale deletes the shard objects under the directory's prefix that
 // its manifest does not name: a shard found damaged and taken out (its rows
 // written again into another) whose earlier upload is still there. Left,

@@ -97,10 +97,10 @@ and, at each later judge, the records recovered by attempt; pipe report
 counts them from the rows.`,
 		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
 		OptionalOutputs: []string{RetryPort},
-		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*ValidateThinkingConfig).SecondChance }),
+		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*validateThinkingConfig).SecondChance }),
 		Needs:           []string{record.FieldCompletion},
 		Produces:        nil,
-		KeySettings: pipeline.SettingsFor(func(cfg *ValidateThinkingConfig) string {
+		KeySettings: pipeline.SettingsFor(func(cfg *validateThinkingConfig) string {
 			s := "thinking " + cfg.Thinking
 			if len(cfg.Disable) > 0 {
 				s += ", off: " + strings.Join(cfg.Disable, ",")
@@ -135,7 +135,7 @@ kind  = "write-jsonl"
 input = "check.rejected"
 path  = "out/rejected.jsonl"
 `,
-		New: pipeline.NewProcessor(func(c *ValidateThinkingConfig) (pipeline.Processor, error) { return newValidateThinking(c), nil }),
+		New: pipeline.NewProcessor(func(c *validateThinkingConfig) (pipeline.Processor, error) { return newValidateThinking(c), nil }),
 	})
 }
 
@@ -161,8 +161,8 @@ var validateReasons = []string{
 	ReasonThinkingTooShort, ReasonAnswerTooShort, ReasonRepetition,
 }
 
-// ValidateThinkingConfig configures validate-thinking.
-type ValidateThinkingConfig struct {
+// validateThinkingConfig configures validate-thinking.
+type validateThinkingConfig struct {
 	// Thinking says whether completions should think first. Default "auto":
 	// what the completion's request recorded (enable_thinking), and on when
 	// it recorded nothing.
@@ -201,7 +201,7 @@ type ValidateThinkingConfig struct {
 }
 
 // Validate checks the disable list and the markers.
-func (c *ValidateThinkingConfig) Validate() []error {
+func (c *validateThinkingConfig) Validate() []error {
 	errs := checkSecondChance(c.SecondChance, validateReasons)
 	for _, d := range c.Disable {
 		if !slices.Contains(validateReasons, d) {
@@ -215,7 +215,7 @@ func (c *ValidateThinkingConfig) Validate() []error {
 }
 
 type validateThinking struct {
-	cfg *ValidateThinkingConfig
+	cfg *validateThinkingConfig
 	// early stops the run when a server's first completions all have ids
 	// that do not spell their text (generate checks only where it has a
 	// tokenizer), or when most of the first ones are rejected for being
@@ -255,7 +255,7 @@ func (v *validateThinking) declaredNames(tools []byte) ([]string, bool) {
 	return names, known
 }
 
-func newValidateThinking(cfg *ValidateThinkingConfig) *validateThinking {
+func newValidateThinking(cfg *validateThinkingConfig) *validateThinking {
 	v := &validateThinking{cfg: cfg, off: map[string]bool{}, placeholders: map[string]bool{}, startID: -1, endID: -1,
 		chances: newSecondChances(cfg.SecondChance)}
 	for _, d := range cfg.Disable {

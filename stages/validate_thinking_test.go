@@ -109,7 +109,7 @@ func TestValidateThinkingReasons(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		cfg     func(*ValidateThinkingConfig)
+		cfg     func(*validateThinkingConfig)
 		change  func(c *record.Completion)
 		history []record.Message // replaces the prompt turns when set
 		reason  string           // "" = accepted
@@ -133,7 +133,7 @@ func TestValidateThinkingReasons(t *testing.T) {
 			c.Request = map[string]any{"enable_thinking": false}
 		}},
 		{name: "thinking forced on overrides the request", reason: ReasonEmptyThinking,
-			cfg:    func(c *ValidateThinkingConfig) { c.Thinking = "on" },
+			cfg:    func(c *validateThinkingConfig) { c.Thinking = "on" },
 			change: func(c *record.Completion) { c.Reasoning = ""; c.Request = map[string]any{"enable_thinking": false} }},
 		// Ids of another tokenizer: said as such, not as think_unclosed.
 		{name: "ids that do not spell the text", reason: ReasonIDsTextMismatch, change: func(c *record.Completion) {
@@ -155,48 +155,48 @@ func TestValidateThinkingReasons(t *testing.T) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 			c.Answer = ""
 		}},
-		{name: "forced: cut inside the reasoning (chat, no ids)", reason: ReasonThinkUnclosed, cfg: func(c *ValidateThinkingConfig) { c.Disable = []string{ReasonTruncated} },
+		{name: "forced: cut inside the reasoning (chat, no ids)", reason: ReasonThinkUnclosed, cfg: func(c *validateThinkingConfig) { c.Disable = []string{ReasonTruncated} },
 			change: func(c *record.Completion) {
 				c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 				c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			}},
 		// Cut by the length limit where the row fills the trainer's
 		// max_length: kept, whatever the cut left unsaid.
-		{name: "cut in thinking, row full: kept", cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+		{name: "cut in thinking, row full: kept", cfg: func(c *validateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			c.PromptTokens, c.CompletionTokens = 96, 4000
 			c.Reasoning = goodReasoning[:200]
 			c.OutputIDs = tok.Encode("<think>\n" + c.Reasoning) // no end of turn: cut
 		}},
-		{name: "cut in answer, row full: kept", cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+		{name: "cut in answer, row full: kept", cfg: func(c *validateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop = "length", nil
 			c.Answer = goodAnswer[:3]
 			c.PromptTokens, c.CompletionTokens = 96, 4000
 		}},
-		{name: "forced chat cut in thinking, row full: kept", cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+		{name: "forced chat cut in thinking, row full: kept", cfg: func(c *validateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
 			c.Request = map[string]any{"enable_thinking": true, "thinking_forced": true}
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			c.PromptTokens, c.CompletionTokens = 96, 4000
 		}},
-		{name: "cut one token short of the row: truncated", reason: ReasonTruncated, cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+		{name: "cut one token short of the row: truncated", reason: ReasonTruncated, cfg: func(c *validateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			c.PromptTokens, c.CompletionTokens = 96, 3999
 		}},
 		// The server counted the prompt one token shorter than generate
 		// did: the cut is still at the room the row had.
-		{name: "cut at the row's room generate set: kept", cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+		{name: "cut at the row's room generate set: kept", cfg: func(c *validateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			c.PromptTokens, c.CompletionTokens = 95, 4000
 			c.Request = map[string]any{"enable_thinking": true, "max_tokens": float64(4000), RequestRowMaxLength: float64(4096)}
 		}},
-		{name: "cut at max_output_tokens below the room: truncated", reason: ReasonTruncated, cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+		{name: "cut at max_output_tokens below the room: truncated", reason: ReasonTruncated, cfg: func(c *validateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			c.PromptTokens, c.CompletionTokens = 95, 1024
 			c.Request = map[string]any{"enable_thinking": true, "max_tokens": float64(1024)}
 		}},
 		// Sound reasoning, then a loop until the row is full: under half
 		// of the whole, but the part the limit cut loops.
-		{name: "cut at length in a late loop: repetition", reason: ReasonRepetition, cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+		{name: "cut at length in a late loop: repetition", reason: ReasonRepetition, cfg: func(c *validateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 			var b strings.Builder
 			for i := range 120 { // 600 words, no 10-gram twice
@@ -205,12 +205,12 @@ func TestValidateThinkingReasons(t *testing.T) {
 			c.Reasoning = b.String() + strings.Repeat("so the answer is twelve and so ", 43)
 			c.PromptTokens, c.CompletionTokens = 96, 4000
 		}},
-		{name: "row full but length = reject: truncated", reason: ReasonTruncated, cfg: func(c *ValidateThinkingConfig) { c.MaxLength, c.Length = 4096, "reject" },
+		{name: "row full but length = reject: truncated", reason: ReasonTruncated, cfg: func(c *validateThinkingConfig) { c.MaxLength, c.Length = 4096, "reject" },
 			change: func(c *record.Completion) {
 				c.FinishReason, c.MatchedStop, c.Answer = "length", nil, ""
 				c.PromptTokens, c.CompletionTokens = 96, 4000
 			}},
-		{name: "row full, but a marker leaked: still rejected", reason: ReasonThinkLeaked, cfg: func(c *ValidateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
+		{name: "row full, but a marker leaked: still rejected", reason: ReasonThinkLeaked, cfg: func(c *validateThinkingConfig) { c.MaxLength = 4096 }, change: func(c *record.Completion) {
 			c.FinishReason, c.MatchedStop = "length", nil
 			c.Answer = "<think>\n" + goodAnswer
 			c.PromptTokens, c.CompletionTokens = 96, 4000
@@ -250,10 +250,10 @@ func TestValidateThinkingReasons(t *testing.T) {
 		{name: "ellipsis answer", reason: ReasonPlaceholderAnswer, change: func(c *record.Completion) { c.Answer = "..." }},
 		{name: "answer too short in tokens", reason: ReasonAnswerTooShort,
 			// 4 characters but 2 tokens: the minimum counts tokens.
-			cfg:    func(c *ValidateThinkingConfig) { c.MinAnswerLength = 3 },
+			cfg:    func(c *validateThinkingConfig) { c.MinAnswerLength = 3 },
 			change: func(c *record.Completion) { c.Answer = "The." }},
 		{name: "thinking too short", reason: ReasonThinkingTooShort,
-			cfg:    func(c *ValidateThinkingConfig) { c.MinThinkingLength = 32 },
+			cfg:    func(c *validateThinkingConfig) { c.MinThinkingLength = 32 },
 			change: func(c *record.Completion) { c.Reasoning = "Product rule." }},
 		{name: "degenerate thinking loop", reason: ReasonRepetition, change: func(c *record.Completion) { c.Reasoning = loop(60) }},
 		{name: "degenerate answer loop", reason: ReasonRepetition, change: func(c *record.Completion) {
@@ -328,9 +328,9 @@ func TestValidateThinkingReasons(t *testing.T) {
 
 // testValidateConfig is the config with every default applied, decoded the
 // way pipe check decodes it.
-func testValidateConfig(t testing.TB) *ValidateThinkingConfig {
+func testValidateConfig(t testing.TB) *validateThinkingConfig {
 	t.Helper()
-	return decodeTestConfig(t, "validate-thinking", "").(*ValidateThinkingConfig)
+	return decodeTestConfig(t, "validate-thinking", "").(*validateThinkingConfig)
 }
 
 // decodeTestConfig decodes a stage's keys (TOML lines) through the real
@@ -683,7 +683,7 @@ func TestValidateThinkingToolCalls(t *testing.T) {
 // A bad call goes to "rejected" through Process, and the code is one the
 // disable list takes.
 func TestValidateThinkingToolCallProcess(t *testing.T) {
-	cfg := decodeTestConfig(t, "validate-thinking", `disable = ["repetition"]`).(*ValidateThinkingConfig)
+	cfg := decodeTestConfig(t, "validate-thinking", `disable = ["repetition"]`).(*validateThinkingConfig)
 	v := newValidateThinking(cfg)
 	e := newThinkTestEmitter()
 	good := toolRecord(toolsWeatherSearch, toolReasoning, qwenCallWeather)
