@@ -7,7 +7,6 @@ import (
 	"github.com/pipe-dev/pipe/internal/suggest"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
-	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
 // templateProbe is a conversation of the shape pipe's rows have: a system
@@ -32,7 +31,7 @@ func templateProbe(withReasoning bool) []chat.Message {
 // raw-conversation route), gets the text and the loss of the rows
 // tokenize-and-mask builds with mask specforge (forced: tmpl forces
 // thinking). why says how they differ.
-func trainerTemplateAgrees(tmpl *chat.Template, forced bool, sf trainrow.SFTemplate) (ok bool, why string, err error) {
+func trainerTemplateAgrees(tmpl *chat.Template, forced bool, sf sfTemplate) (ok bool, why string, err error) {
 	if sf.Other {
 		return false, "it is another family's template (not ChatML)", nil
 	}
@@ -111,7 +110,7 @@ func modelChat(dir, template string) (*chat.Template, bool) {
 // conversations as tokenize-and-mask's rows are.
 func agreeingTemplates(tmpl *chat.Template, forced bool) []string {
 	var agree []string
-	for _, t := range trainrow.SFTemplates {
+	for _, t := range sfTemplates {
 		if a, _, _ := trainerTemplateAgrees(tmpl, forced, t); a {
 			agree = append(agree, t.Name)
 		}
@@ -140,9 +139,9 @@ func TrainerTemplateFor(dir string) string {
 // ChatML): the trainer's labelling and pipe's must agree token for token.
 // A name SpecForge does not have is refused with the ones it has.
 func checkTrainerTemplate(dir, template, name string) error {
-	sf, known := trainrow.SFTemplateNamed(name)
+	sf, known := sfTemplateNamed(name)
 	if !known {
-		return fmt.Errorf("= %q is not one of SpecForge's templates (specforge/data/template.py): %s%s", name, strings.Join(trainrow.SFTemplateNames(), ", "), suggest.DidYouMean(name, trainrow.SFTemplateNames()))
+		return fmt.Errorf("= %q is not one of SpecForge's templates (specforge/data/template.py): %s%s", name, strings.Join(sfTemplateNames(), ", "), suggest.DidYouMean(name, sfTemplateNames()))
 	}
 	tmpl, forced := modelChat(dir, template)
 	if tmpl == nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
-	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
 // forcedTinyDir is the tiny Qwen3 tokenizer with its generation prompt
@@ -132,7 +131,7 @@ func TestSFTemplateCoveredMatchesTheOracle(t *testing.T) {
 	}
 	for _, text := range []string{thinking, plain} {
 		for _, ref := range []specforgeref.Template{specforgeref.Qwen3Thinking, specforgeref.Qwen3Instruct, specforgeref.Qwen35} {
-			sf, _ := trainrow.SFTemplateNamed(ref.Name)
+			sf, _ := sfTemplateNamed(ref.Name)
 			want := make([]bool, len(text))
 			for _, sp := range specforgeref.Spans(text, ref, false) {
 				for i := sp.Start; i < sp.End; i++ {

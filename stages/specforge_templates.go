@@ -1,4 +1,4 @@
-package trainrow
+package stages
 
 import (
 	"regexp"
@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// SFTemplate is what SpecForge's labelling of a raw conversation reads of
+// sfTemplate is what SpecForge's labelling of a raw conversation reads of
 // one of its chat templates (specforge/data/template.py ChatTemplate, at
 // a6b6b023): the loss covers every match of assistant_header through
 // end_of_turn_token (specforge/data/parse.py GeneralParser.parse), minus
@@ -15,7 +15,7 @@ import (
 // general one keeps only role, content and tool_calls
 // (Parser.standard_keys), so the model's template never sees the
 // reasoning.
-type SFTemplate struct {
+type sfTemplate struct {
 	Name            string
 	AssistantHeader string
 	EndOfTurn       string
@@ -26,12 +26,12 @@ type SFTemplate struct {
 	Other bool
 }
 
-// SFTemplates are SpecForge's registered templates (template.py
+// sfTemplates are SpecForge's registered templates (template.py
 // TEMPLATE_REGISTRY.register calls, a6b6b023), the usual name of a family
 // first (qwen3.5 before qwen3-next-thinking). The ChatML ones are whole;
 // the others are named, so a name from another family is told apart from
 // a misspelling.
-var SFTemplates = []SFTemplate{
+var sfTemplates = []sfTemplate{
 	{Name: "qwen", AssistantHeader: "<|im_start|>assistant\n", EndOfTurn: "<|im_end|>\n"},
 	{Name: "lfm", AssistantHeader: "<|im_start|>assistant\n", EndOfTurn: "<|im_end|>\n"},
 	{Name: "qwen3-thinking", AssistantHeader: "<|im_start|>assistant\n", EndOfTurn: "<|im_end|>\n", Thinking: true},
@@ -47,19 +47,19 @@ var SFTemplates = []SFTemplate{
 	{Name: "longcat_xml", Other: true}, {Name: "inkling-thinking", Other: true},
 }
 
-// SFTemplateNamed is SpecForge's template of that name.
-func SFTemplateNamed(name string) (SFTemplate, bool) {
-	i := slices.IndexFunc(SFTemplates, func(t SFTemplate) bool { return t.Name == name })
+// sfTemplateNamed is SpecForge's template of that name.
+func sfTemplateNamed(name string) (sfTemplate, bool) {
+	i := slices.IndexFunc(sfTemplates, func(t sfTemplate) bool { return t.Name == name })
 	if i < 0 {
-		return SFTemplate{}, false
+		return sfTemplate{}, false
 	}
-	return SFTemplates[i], true
+	return sfTemplates[i], true
 }
 
-// SFTemplateNames lists the names, for messages.
-func SFTemplateNames() []string {
-	names := make([]string, len(SFTemplates))
-	for i, t := range SFTemplates {
+// sfTemplateNames lists the names, for messages.
+func sfTemplateNames() []string {
+	names := make([]string, len(sfTemplates))
+	for i, t := range sfTemplates {
 		names[i] = t.Name
 	}
 	return names
@@ -69,7 +69,7 @@ func SFTemplateNames() []string {
 // with t puts loss on it: the regex re.escape(assistant_header) +
 // r"([\s\S]*?(?:" + re.escape(end_of_turn) + "|$))" (group 1 of every
 // match), less every occurrence of an ignore token.
-func (t SFTemplate) Covered(conv string) []bool {
+func (t sfTemplate) Covered(conv string) []bool {
 	on := make([]bool, len(conv))
 	if t.Other || t.AssistantHeader == "" {
 		return on
