@@ -113,7 +113,7 @@ func (l *IDLog) Commit() error {
 	if l.sums != nil {
 		ids := append(l.tail, l.pending...)
 		if err := updateSums(l.sums, l.n/sumBlock, ids); err != nil {
-			l.broken = fmt.Errorf("%s: %w", SumsPath(l.path), err)
+			l.broken = fmt.Errorf("%s: %w", sumsPath(l.path), err)
 			return l.broken
 		}
 		l.tail = append(l.tail[:0], ids[len(ids)/sumBlock*sumBlock:]...)

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 )
 
-// A checked id log (done.ids) keeps beside it, in SumsPath, a CRC-32C of
+// A checked id log (done.ids) keeps beside it, in sumsPath, a CRC-32C of
 // every block of sumBlock ids: a header, then one 8-byte record a block
 // (how many of the block's ids it covers, then their checksum). A block
 // whose ids do not match is damaged: its ids are no longer known as
@@ -25,9 +25,9 @@ const (
 	sumRecSize = 8
 )
 
-// SumsPath is where the checksums of the id log at path live: beside it,
+// sumsPath is where the checksums of the id log at path live: beside it,
 // hidden (RUN/done.ids → RUN/.done.ids.sums).
-func SumsPath(path string) string {
+func sumsPath(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".sums")
 }
 
@@ -50,9 +50,9 @@ func OpenCheckedIDLog(path string) (l *IDLog, hashes []uint64, warning string, e
 	if err != nil {
 		return nil, nil, "", err
 	}
-	sums, err := readSums(SumsPath(path))
+	sums, err := readSums(sumsPath(path))
 	if err != nil {
-		warning = joinWarnings(warning, fmt.Sprintf("%s cannot be read (%v): the finished ids are taken as they are", SumsPath(path), err))
+		warning = joinWarnings(warning, fmt.Sprintf("%s cannot be read (%v): the finished ids are taken as they are", sumsPath(path), err))
 		sums = nil
 	}
 	kept, lost, covered := checkSums(hashes, sums)
@@ -64,7 +64,7 @@ func OpenCheckedIDLog(path string) (l *IDLog, hashes []uint64, warning string, e
 		if l, hashes, err = OpenIDLog(path); err != nil {
 			return nil, nil, "", err
 		}
-		if err := writeSums(SumsPath(path), hashes); err != nil {
+		if err := writeSums(sumsPath(path), hashes); err != nil {
 			l.Close()
 			return nil, nil, "", err
 		}
@@ -72,12 +72,12 @@ func OpenCheckedIDLog(path string) (l *IDLog, hashes []uint64, warning string, e
 	} else if covered < len(hashes) || sums == nil {
 		// New, or past a crash, or of an earlier pipe: checksum what is
 		// there from here on.
-		if err := writeSums(SumsPath(path), hashes); err != nil {
+		if err := writeSums(sumsPath(path), hashes); err != nil {
 			l.Close()
 			return nil, nil, "", err
 		}
 	}
-	if l.sums, err = OpenFile(SumsPath(path), os.O_RDWR, 0o644); err != nil {
+	if l.sums, err = OpenFile(sumsPath(path), os.O_RDWR, 0o644); err != nil {
 		l.Close()
 		return nil, nil, "", err
 	}
@@ -176,7 +176,7 @@ func updateSums(f *os.File, first int, ids []uint64) error {
 // is replaced or cut: a log without them is taken as it is, never judged
 // by another log's.
 func removeSums(path string) error {
-	err := os.Remove(SumsPath(path))
+	err := os.Remove(sumsPath(path))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

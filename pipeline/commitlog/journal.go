@@ -130,7 +130,7 @@ func OpenJournal(o JournalOptions) (*Journal, error) {
 		if err == nil {
 			l, err = OpenLookup(p, o.IDOf)
 		}
-		if NoRoom(err) {
+		if noRoom(err) {
 			// A full disk is not damage: the same start succeeds once
 			// there is room, with nothing set aside.
 			j.Close()

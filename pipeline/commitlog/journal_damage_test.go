@@ -44,11 +44,11 @@ func TestJournalChecksumCatchesAFlippedDigit(t *testing.T) {
 	if err := jsonUnmarshal(bad, &e); err != nil {
 		t.Fatalf("the flipped line should still parse as JSON: %v", err)
 	}
-	if _, err := ParseJournalEntry(bad); !errors.Is(err, ErrJournalChecksum) {
-		t.Fatalf("ParseJournalEntry of a flipped digit = %v, want ErrJournalChecksum", err)
+	if _, err := ParseJournalEntry(bad); !errors.Is(err, errJournalChecksum) {
+		t.Fatalf("ParseJournalEntry of a flipped digit = %v, want errJournalChecksum", err)
 	}
-	if _, err := JournalEntryID(bad); !errors.Is(err, ErrJournalChecksum) {
-		t.Fatalf("JournalEntryID of a flipped digit = %v, want ErrJournalChecksum", err)
+	if _, err := JournalEntryID(bad); !errors.Is(err, errJournalChecksum) {
+		t.Fatalf("JournalEntryID of a flipped digit = %v, want errJournalChecksum", err)
 	}
 	// A line of an earlier pipe, without a checksum, is read as it is.
 	old := []byte(`{"port":"out","record":{"id":"p2"}}`)
@@ -222,8 +222,8 @@ func TestJournalReadsOnlySegmentsThatMatter(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("lookup: %v %v", ok, err)
 	}
-	if _, err := ParseJournalEntry(line); !errors.Is(err, ErrJournalChecksum) {
-		t.Fatalf("the changed entry reads as %v, want ErrJournalChecksum", err)
+	if _, err := ParseJournalEntry(line); !errors.Is(err, errJournalChecksum) {
+		t.Fatalf("the changed entry reads as %v, want errJournalChecksum", err)
 	}
 }
 

@@ -29,12 +29,12 @@ type JournalEntry struct {
 	Record *record.Record `json:"record"`
 }
 
-// ErrNotJournalEntry is a line that is not a whole journal entry with a
+// errNotJournalEntry is a line that is not a whole journal entry with a
 // record id.
-var ErrNotJournalEntry = errors.New(`not a journal entry (want {"port", "record"} with a record id)`)
+var errNotJournalEntry = errors.New(`not a journal entry (want {"port", "record"} with a record id)`)
 
-// ErrJournalChecksum is a line whose bytes do not match its checksum.
-var ErrJournalChecksum = errors.New("its checksum does not match its bytes (changed after it was written)")
+// errJournalChecksum is a line whose bytes do not match its checksum.
+var errJournalChecksum = errors.New("its checksum does not match its bytes (changed after it was written)")
 
 // crcPrefix is what a checksummed line starts with; the 8 hex digits of
 // the checksum follow, then `",`, then the checksummed bytes.
@@ -68,30 +68,30 @@ func AppendJournalEntry(dst []byte, e JournalEntry) ([]byte, error) {
 	return out, nil
 }
 
-// CheckJournalLine reports whether line carries a checksum and, when it
-// does, returns ErrJournalChecksum if the checksum does not match.
-func CheckJournalLine(line []byte) (checked bool, err error) {
+// checkJournalLine reports whether line carries a checksum and, when it
+// does, returns errJournalChecksum if the checksum does not match.
+func checkJournalLine(line []byte) (checked bool, err error) {
 	if len(line) < crcHeadSize || string(line[:len(crcPrefix)]) != crcPrefix {
 		return false, nil
 	}
 	if line[crcHeadSize-2] != '"' || line[crcHeadSize-1] != ',' {
-		return true, ErrJournalChecksum
+		return true, errJournalChecksum
 	}
 	want, perr := strconv.ParseUint(string(line[len(crcPrefix):crcHeadSize-2]), 16, 32)
 	if perr != nil || uint32(want) != crc32.Checksum(line[crcHeadSize:], castagnoli) {
-		return true, ErrJournalChecksum
+		return true, errJournalChecksum
 	}
 	return true, nil
 }
 
 // ParseJournalEntry reads a journal line, checking its checksum.
 func ParseJournalEntry(line []byte) (*JournalEntry, error) {
-	if _, err := CheckJournalLine(line); err != nil {
+	if _, err := checkJournalLine(line); err != nil {
 		return nil, err
 	}
 	var e JournalEntry
 	if err := json.Unmarshal(line, &e); err != nil || e.Record == nil || e.Record.ID == "" {
-		return nil, ErrNotJournalEntry
+		return nil, errNotJournalEntry
 	}
 	return &e, nil
 }
@@ -100,7 +100,7 @@ func ParseJournalEntry(line []byte) (*JournalEntry, error) {
 // journal's recovery reads every line's; the record is not decoded),
 // checking its checksum.
 func JournalEntryID(line []byte) (string, error) {
-	checked, err := CheckJournalLine(line)
+	checked, err := checkJournalLine(line)
 	if err != nil {
 		return "", err
 	}
@@ -118,7 +118,7 @@ func JournalEntryID(line []byte) (string, error) {
 		} `json:"record"`
 	}
 	if err := json.Unmarshal(line, &e); err != nil || e.Record == nil || e.Record.ID == nil {
-		return "", ErrNotJournalEntry
+		return "", errNotJournalEntry
 	}
 	return *e.Record.ID, nil
 }

@@ -6,8 +6,8 @@ import (
 	"syscall"
 )
 
-// ErrSymlink is the error of OpenFile on a symbolic link.
-var ErrSymlink = errors.New("is a symbolic link: pipe does not write through one (remove it)")
+// errSymlink is the error of OpenFile on a symbolic link.
+var errSymlink = errors.New("is a symbolic link: pipe does not write through one (remove it)")
 
 // OpenFile is os.OpenFile for a file pipe owns (a run directory's lock,
 // logs, journal, id log; a commit log and its index): it does not follow a
@@ -17,7 +17,7 @@ var ErrSymlink = errors.New("is a symbolic link: pipe does not write through one
 func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW, perm)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, &os.PathError{Op: "open", Path: path, Err: ErrSymlink}
+		return nil, &os.PathError{Op: "open", Path: path, Err: errSymlink}
 	}
 	return f, err
 }

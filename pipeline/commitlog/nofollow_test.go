@@ -23,7 +23,7 @@ func TestOpenRefusesSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := OpenLookup(path, idOf)
-		if !errors.Is(err, ErrSymlink) || !strings.Contains(err.Error(), link) {
+		if !errors.Is(err, errSymlink) || !strings.Contains(err.Error(), link) {
 			t.Errorf("Open with a link at %s: %v", link, err)
 		}
 		if data, _ := os.ReadFile(target); string(data) != "precious\n" {
@@ -36,7 +36,7 @@ func TestOpenRefusesSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Symlink(target, filepath.Join(dir, "done2.ids"))
-	if _, _, err := OpenIDLog(filepath.Join(dir, "done2.ids")); !errors.Is(err, ErrSymlink) {
+	if _, _, err := OpenIDLog(filepath.Join(dir, "done2.ids")); !errors.Is(err, errSymlink) {
 		t.Errorf("OpenIDLog through a link: %v", err)
 	}
 }

@@ -5,9 +5,9 @@ import (
 	"syscall"
 )
 
-// NoRoom reports whether err is a full disk or an exhausted quota: a
+// noRoom reports whether err is a full disk or an exhausted quota: a
 // fault that goes once room is made, after which the same command goes on.
-func NoRoom(err error) bool {
+func noRoom(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
@@ -16,5 +16,5 @@ func NoRoom(err error) bool {
 // run that meets one fails with the exit code that says "retry" (1),
 // wherever it meets it, at its start as in its middle.
 func TransientIO(err error) bool {
-	return NoRoom(err) || errors.Is(err, syscall.EIO)
+	return noRoom(err) || errors.Is(err, syscall.EIO)
 }
