@@ -389,6 +389,9 @@ func (s *server) supervise(ctx context.Context) {
 const (
 	sameEnds    = 3
 	longService = time.Hour
+	// exitSeen is how long a process that stopped answering is given to
+	// be seen exiting before it is judged hung.
+	exitSeen = 2 * time.Second
 )
 
 // run starts the server once and returns when it ended on its own or was
@@ -480,6 +483,17 @@ func (s *server) run(ctx context.Context) (kind, why string, served time.Duratio
 			case ready:
 				failed++
 				if failed >= cfg.HangProbes {
+					// A server on its way out refuses connections before
+					// its exit is seen: that is a crash, not a hang.
+					select {
+					case err := <-exited:
+						s.mu.Lock()
+						s.stats.Crashes++
+						s.stats.LastExit = exitText(err)
+						s.mu.Unlock()
+						return EventCrash, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err)), since()
+					case <-time.After(exitSeen):
+					}
 					s.mu.Lock()
 					s.stats.Hangs++
 					s.mu.Unlock()

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 //   - orphan: starts a child in a session of its own that outlives it
 //     (a scheduler re-parented away), its pid in $FLEET_TEST_ORPHANS.
 //
-// A mode with a suffix "@start=K" applies from its K-th start only (the
+// A mode with a suffix "@start=K" applies at its K-th start only (the
 // start count is kept in a file beside the orphans file).
 func testServer(mode, port string) {
 	starts := 1
@@ -53,20 +53,15 @@ func testServer(mode, port string) {
 	}
 	opts := map[string]int{}
 	for _, m := range strings.Split(mode, ",") {
-		k, v, _ := strings.Cut(m, "=")
-		from := 1
-		if vv, at, ok := strings.Cut(v, "@start="); ok {
-			v = vv
-			from, _ = strconv.Atoi(at)
+		spec, at := m, 0
+		if i := strings.Index(m, "@start="); i >= 0 {
+			spec = m[:i]
+			at, _ = strconv.Atoi(m[i+len("@start="):])
 		}
-		if k == "never-ready" || k == "orphan" || k == "ok" {
-			if at, ok := strings.CutPrefix(v, "@start="); ok {
-				from, _ = strconv.Atoi(at)
-			}
-		}
-		if starts < from {
+		if at != 0 && starts != at {
 			continue
 		}
+		k, v, _ := strings.Cut(spec, "=")
 		n, _ := strconv.Atoi(v)
 		opts[k] = n
 	}
