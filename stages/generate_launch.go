@@ -56,44 +56,61 @@ func (e *serverEntry) fromLaunchTable(x map[string]any) error {
 		return fmt.Errorf("launch: the command has no {port}: each server is told its port there (they count up from port = %d)", l.Port)
 	}
 	l.Command = cmd
-	intKey := func(k string, lo, hi int64, dst *int) error {
-		v, set := x[k]
-		if !set {
-			return nil
+	for _, read := range []func(map[string]any) error{l.readInts, l.readStrings, l.readDurations, l.readEnv, l.readGPUs} {
+		if err := read(x); err != nil {
+			return err
 		}
-		n, ok := v.(int64)
-		if !ok || n < lo || n > hi {
-			return fmt.Errorf("%s must be %d..%d, got %v", k, lo, hi, v)
-		}
-		*dst = int(n)
-		return nil
 	}
+	e.Launch = l
+	e.URL = fmt.Sprintf("launch:%s:%d", l.Host, l.Port)
+	return nil
+}
+
+// readInts reads count, port, gpus_per_server and restarts.
+func (l *launchEntry) readInts(x map[string]any) error {
 	for _, k := range []struct {
 		key    string
 		lo, hi int64
 		dst    *int
 	}{{"count", 1, 1024, &l.Count}, {"port", 1, 65535, &l.Port}, {"gpus_per_server", 1, 64, &l.GPUsPerServer}, {"restarts", 0, 10000, &l.Restarts}} {
-		if err := intKey(k.key, k.lo, k.hi, k.dst); err != nil {
-			return err
+		v, set := x[k.key]
+		if !set {
+			continue
 		}
+		n, ok := v.(int64)
+		if !ok || n < k.lo || n > k.hi {
+			return fmt.Errorf("%s must be %d..%d, got %v", k.key, k.lo, k.hi, v)
+		}
+		*k.dst = int(n)
 	}
 	if l.Port+l.Count-1 > 65535 {
 		return fmt.Errorf("port %d + count %d runs past 65535", l.Port, l.Count)
 	}
-	if v, set := x["host"]; set {
-		h, ok := v.(string)
-		if !ok || h == "" {
-			return fmt.Errorf("host must be the address the servers listen on (default 127.0.0.1)")
+	return nil
+}
+
+// readStrings reads host and dir.
+func (l *launchEntry) readStrings(x map[string]any) error {
+	for _, k := range []struct {
+		key, what string
+		dst       *string
+	}{{"host", "the address the servers listen on (default 127.0.0.1)", &l.Host}, {"dir", "the servers' working directory", &l.Dir}} {
+		v, set := x[k.key]
+		if !set {
+			continue
 		}
-		l.Host = h
-	}
-	if v, set := x["dir"]; set {
-		d, ok := v.(string)
-		if !ok || d == "" {
-			return fmt.Errorf("dir must be the servers' working directory")
+		s, ok := v.(string)
+		if !ok || s == "" {
+			return fmt.Errorf("%s must be %s", k.key, k.what)
 		}
-		l.Dir = d
+		*k.dst = s
 	}
+	return nil
+}
+
+// readDurations reads ready_timeout, probe_every, probe_timeout,
+// stop_grace and backoff.
+func (l *launchEntry) readDurations(x map[string]any) error {
 	for _, k := range []struct {
 		key, what string
 		dst       *time.Duration
@@ -115,34 +132,48 @@ func (e *serverEntry) fromLaunchTable(x map[string]any) error {
 		}
 		*k.dst = d
 	}
-	if v, set := x["env"]; set {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fmt.Errorf("env must be a table of variables, e.g. env = { SGLANG_ENABLE_JIT_DEEPGEMM = \"0\" }")
-		}
-		l.Env = map[string]string{}
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			s, ok := m[k].(string)
-			if !ok || !envNameRe.MatchString(k) {
-				return fmt.Errorf("env.%s must be a variable name with a string value", k)
-			}
-			l.Env[k] = s
-		}
+	return nil
+}
+
+// readEnv reads env, a table of variables.
+func (l *launchEntry) readEnv(x map[string]any) error {
+	v, set := x["env"]
+	if !set {
+		return nil
 	}
-	if v, set := x["gpus"]; set && v == "visible" {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("env must be a table of variables, e.g. env = { SGLANG_ENABLE_JIT_DEEPGEMM = \"0\" }")
+	}
+	l.Env = map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		s, ok := m[k].(string)
+		if !ok || !envNameRe.MatchString(k) {
+			return fmt.Errorf("env.%s must be a variable name with a string value", k)
+		}
+		l.Env[k] = s
+	}
+	return nil
+}
+
+// readGPUs reads gpus: ids, or "visible".
+func (l *launchEntry) readGPUs(x map[string]any) error {
+	v, set := x["gpus"]
+	switch {
+	case !set:
+		return nil
+	case v == "visible":
 		l.Visible = true
-	} else if set {
-		gpus, err := parseGPUs(v)
-		if err != nil {
-			return fmt.Errorf("gpus: %v", err)
-		}
-		if need := l.Count * l.GPUsPerServer; len(gpus) < need {
-			return fmt.Errorf("gpus: %d servers × %d GPUs need %d, %d given", l.Count, l.GPUsPerServer, need, len(gpus))
-		}
-		l.GPUs = gpus
+		return nil
 	}
-	e.Launch = l
-	e.URL = fmt.Sprintf("launch:%s:%d", l.Host, l.Port)
+	gpus, err := parseGPUs(v)
+	if err != nil {
+		return fmt.Errorf("gpus: %v", err)
+	}
+	if need := l.Count * l.GPUsPerServer; len(gpus) < need {
+		return fmt.Errorf("gpus: %d servers × %d GPUs need %d, %d given", l.Count, l.GPUsPerServer, need, len(gpus))
+	}
+	l.GPUs = gpus
 	return nil
 }
 

@@ -60,8 +60,26 @@ func (g *generate) watchQuality(c *record.Completion) {
 	if f != nil {
 		c.ServerStart, name = f.Start(i), f.Name(i)
 	}
-	w := &g.quality
+	say, trip := g.quality.add(c, f != nil)
+	if say != "" {
+		g.noticef("server %s (start %d): %s", name, c.ServerStart, say)
+	}
+	switch {
+	case trip == "":
+	case f != nil:
+		g.warnf("server_breaker", fmt.Sprintf("server %s (start %d): %s; it is restarted (rows it made in this start have completion.server_start = %d)", name, c.ServerStart, trip, c.ServerStart))
+		f.Restart(i, "breaker: "+trip)
+	case g.client != nil && g.client.Quarantine(c.Server, "breaker: "+trip, quarantineFor):
+		g.warnf("server_breaker", fmt.Sprintf("server %s: %s; pipe did not launch it and cannot restart it: it gets no requests for %s, then is probed again (its rows so far have completion.server = %q)", name, trip, quarantineFor, c.Server))
+	}
+}
+
+// add records c in its server's windows. say is the start's first
+// completions' speed and acceptance once they are in (launched servers
+// only); trip why the breaker trips, "" when it does not.
+func (w *qualityWatch) add(c *record.Completion, launched bool) (say, trip string) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.per == nil {
 		w.per = map[string]*serverQuality{}
 	}
@@ -82,33 +100,19 @@ func (g *generate) watchQuality(c *record.Completion) {
 	if c.SpecAcceptLength > 0 {
 		q.accept = appendBounded(q.accept, c.SpecAcceptLength, qualityWindow)
 	}
-	say := ""
-	if !q.said && len(q.first) >= qualityFirst && f != nil {
+	if !q.said && len(q.first) >= qualityFirst && launched {
 		q.said = true
-		say = fmt.Sprintf("server %s (start %d): its first %d completions decode %.0f output tokens/s each", name, q.start, len(q.first), mean(q.first))
+		say = fmt.Sprintf("its first %d completions decode %.0f output tokens/s each", len(q.first), mean(q.first))
 		if len(q.firstAccept) > 0 {
 			say += fmt.Sprintf(", speculative acceptance %.2f tokens per step", mean(q.firstAccept))
 		}
 	}
-	trip := w.verdict(c.Server, q)
-	if trip != "" {
+	if trip = w.verdict(c.Server, q); trip != "" {
 		// Judged again on a new window: a quarantined server that comes
 		// back bad trips again.
 		q.tiny, q.accept = nil, nil
 	}
-	start := q.start
-	w.mu.Unlock()
-	if say != "" {
-		g.noticef("%s", say)
-	}
-	switch {
-	case trip == "":
-	case f != nil:
-		g.warnf("server_breaker", fmt.Sprintf("server %s (start %d): %s; it is restarted (rows it made in this start have completion.server_start = %d)", name, start, trip, start))
-		f.Restart(i, "breaker: "+trip)
-	case g.client != nil && g.client.Quarantine(c.Server, "breaker: "+trip, quarantineFor):
-		g.warnf("server_breaker", fmt.Sprintf("server %s: %s; pipe did not launch it and cannot restart it: it gets no requests for %s, then is probed again (its rows so far have completion.server = %q)", name, trip, quarantineFor, c.Server))
-	}
+	return say, trip
 }
 
 // quarantineFor is how long a server pipe did not launch is kept out
