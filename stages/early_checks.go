@@ -2,6 +2,7 @@ package stages
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"strings"
 	"sync"
 
@@ -94,7 +95,7 @@ func (w *earlyWatch) add(v earlyVerdict, c *record.Completion, maxOutput int) er
 			err = fmt.Errorf("server %s: the output ids of its first %d completions do not spell their text: the tokenizer is not the server's "+
 				"(the last one's %s is %q; its ids decode to %q with %s). Set the %s stage's tokenizer to the model directory the server serves "+
 				"(or start pipe sim with --tokenizer); the completions made so far are kept in the journal",
-				v.server, earlyIDs, v.misspelled, truncate(partText(c, v.misspelled), 80), truncate(v.decoded, 80), v.tokenizer, v.stage)
+				v.server, earlyIDs, v.misspelled, termsafe.Cut(partText(c, v.misspelled), 80), termsafe.Cut(v.decoded, 80), v.tokenizer, v.stage)
 		}
 	}
 	if err == nil && v.thinkingOn && w.thinking >= 0 {

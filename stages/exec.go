@@ -427,12 +427,12 @@ func (s *execStage) route(rec *record.Record, a execAnswer, out pipeline.Emitter
 	if !validReason(a.reason) {
 		s.badAnswers.Add(1)
 		return out.Fail(rec, fmt.Errorf("the program rejected it (output line %d) with reason %q: a reason must be a code of lowercase letters, digits and _ (e.g. short_answer)",
-			a.line, termsafe.Line(truncate(a.reason, 80))), 1)
+			a.line, termsafe.Line(termsafe.Cut(a.reason, 80))), 1)
 	}
 	s.mu.Lock()
 	s.rejected[a.reason]++
 	s.mu.Unlock()
-	return out.Reject(rec, a.reason, truncate(a.detail, 1000))
+	return out.Reject(rec, a.reason, termsafe.Cut(a.detail, 1000))
 }
 
 // sendLocked queues call's line for the program's current start.
@@ -459,7 +459,7 @@ func (s *execStage) expire(call *execCall) time.Duration {
 	if c := call.sentTo; c == s.child && !c.killed {
 		s.timeouts.Add(1)
 		s.log.printf("record %s got no answer in %s: the program (pid %d) is hung; killing it to start it again",
-			termsafe.Line(truncate(call.id, 100)), timeout, c.cmd.Process.Pid)
+			termsafe.Line(termsafe.Cut(call.id, 100)), timeout, c.cmd.Process.Pid)
 		c.hung = true
 		c.kill()
 	}

@@ -194,7 +194,7 @@ func (s *execStage) answer(c *execChild, n int, line []byte) error {
 			return bad(`has a "record" that is not a record (%s)`, jsonErrText(err))
 		}
 		if r.ID != *v.ID {
-			return bad("changes the record's id %q to %q", truncate(*v.ID, 100), truncate(r.ID, 100))
+			return bad("changes the record's id %q to %q", termsafe.Cut(*v.ID, 100), termsafe.Cut(r.ID, 100))
 		}
 		a.record = &r
 	}
@@ -209,7 +209,7 @@ func (s *execStage) answer(c *execChild, n int, line []byte) error {
 			delete(s.abandoned, *v.ID)
 			return nil
 		}
-		return bad("answers id %q, which is not with the program (unknown, or answered already)", truncate(*v.ID, 100))
+		return bad("answers id %q, which is not with the program (unknown, or answered already)", termsafe.Cut(*v.ID, 100))
 	}
 	delete(s.pending, *v.ID)
 	call.answer <- a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -235,7 +236,7 @@ func (f *filter) Process(_ context.Context, rec *record.Record, out pipeline.Emi
 		}
 		if v.(bool) {
 			f.counts[i].Add(1)
-			return f.chances.reject(out, rec, f.cfg.Rules[i].Reason, "rule "+fmt.Sprint(i+1)+": "+truncate(f.cfg.Rules[i].RejectIf, 200))
+			return f.chances.reject(out, rec, f.cfg.Rules[i].Reason, "rule "+fmt.Sprint(i+1)+": "+termsafe.Cut(f.cfg.Rules[i].RejectIf, 200))
 		}
 	}
 	f.chances.accepted(rec)

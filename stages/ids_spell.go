@@ -2,6 +2,7 @@ package stages
 
 import (
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline/record"
@@ -28,5 +29,5 @@ func idsMisspell(decoded string, c *record.Completion) string {
 
 // idsMismatchDetail is the reject detail of an ids_text_mismatch.
 func idsMismatchDetail(part, decoded string) string {
-	return fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part, truncate(decoded, 120))
+	return fmt.Sprintf("the output ids do not spell the completion's %s (they decode to %q); a different tokenizer than the server's?", part, termsafe.Cut(decoded, 120))
 }

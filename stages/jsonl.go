@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"io"
 	"maps"
 	"os"
@@ -270,7 +271,7 @@ func (s *jsonlSource) badLine(lineNo int, line []byte, prob *lineProblem, out pi
 		}
 		return false, s.badLineError(lineNo, prob)
 	}
-	bad := &record.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": truncate(string(line), 2000)}}
+	bad := &record.Record{ID: fmt.Sprintf("%s:%d", s.Path, lineNo), Meta: map[string]any{"line": lineNo, "text": termsafe.Cut(string(line), 2000)}}
 	if err := out.Reject(bad, reasonBadLine, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
 		return false, err
 	}

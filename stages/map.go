@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"math"
 	"reflect"
 	"runtime"
@@ -542,7 +543,7 @@ func describeValue(v any) string {
 	if v == nil {
 		return "nil"
 	}
-	return fmt.Sprintf("%T %s", v, truncate(fmt.Sprint(v), 40))
+	return fmt.Sprintf("%T %s", v, termsafe.Cut(fmt.Sprint(v), 40))
 }
 
 // Report gives the records each assignment changed and those an

@@ -17,7 +17,7 @@ func metaText(v any) string {
 	if !ok {
 		b, _ = json.Marshal(v)
 	}
-	return termsafe.Line(truncate(string(b), 80))
+	return termsafe.Line(termsafe.Cut(string(b), 80))
 }
 
 // metaNumber is a meta value as a number: set by a stage (an int or a

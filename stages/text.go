@@ -17,11 +17,3 @@ func jsonErrText(err error) string {
 	}
 	return err.Error()
 }
-
-// truncate cuts s to n bytes with an ellipsis, for details and logs.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"io"
 	"runtime"
 	"sort"
@@ -530,7 +531,7 @@ func (s *tokenizeAndMask) fromGenerationIDs(c *record.Completion, msgs []chat.Me
 			at++
 		}
 		return nil, nil, ReasonBadPromptIDs, fmt.Sprintf("the prompt ids are not the conversation rendered with the generation prompt: they differ at byte %d (ids %q, template %q); rendered with another template, or without add_generation_prompt?",
-			at, truncate(got[at:], 40), truncate(prompt[at:], 40))
+			at, termsafe.Cut(got[at:], 40), termsafe.Cut(prompt[at:], 40))
 	}
 	output := text[promptEnd:]
 	if part := idsMisspell(output, c); part != "" {
@@ -668,7 +669,7 @@ func (s *tokenizeAndMask) Report() []figure.Figure {
 		}
 		name := "none"
 		if p != "" {
-			name = fmt.Sprintf("%q", truncate(p, 60))
+			name = fmt.Sprintf("%q", termsafe.Cut(p, 60))
 		}
 		stats = append(stats, figure.NewCounter("rows_by_system_prompt", s.systemUsed[p], "prompt", name))
 	}

@@ -127,3 +127,16 @@ func (w *Writer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Cut is s cut to at most n bytes at a character boundary, with "…" when
+// anything was cut: for a detail, a log line or an error that must stay
+// short whatever came from outside.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

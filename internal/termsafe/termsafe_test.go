@@ -59,3 +59,15 @@ func TestWriterSplitWrites(t *testing.T) {
 		t.Error("Unwrap/NewWriter")
 	}
 }
+
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"short", 10, "short"}, {"abcdef", 3, "abc…"}, {"héllo", 2, "h…"}, {"日本語", 4, "日…"}} {
+		if got := Cut(tc.s, tc.n); got != tc.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

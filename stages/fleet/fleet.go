@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"io"
 	"net"
 	"net/http"
@@ -697,15 +698,5 @@ func asExit(err error, ee **exec.ExitError) bool {
 }
 
 // boundLine makes a line of a server's output safe to show: at most 300
-// bytes, control characters replaced.
-func boundLine(line string) string {
-	if len(line) > 300 {
-		line = line[:300] + "…"
-	}
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, line)
-}
+// bytes, control characters escaped.
+func boundLine(line string) string { return termsafe.Line(termsafe.Cut(line, 300)) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -96,7 +97,7 @@ func parseArguments(item jinja.Value) error {
 		}
 		v, err := fromJSON([]byte(args.AsString()))
 		if err != nil || !v.IsDict() {
-			return fmt.Errorf("tool_calls[%d].function.arguments: want a JSON object in the string, got %s", i, truncate(args.AsString(), 60))
+			return fmt.Errorf("tool_calls[%d].function.arguments: want a JSON object in the string, got %s", i, termsafe.Cut(args.AsString(), 60))
 		}
 		fn.AsDict().Set("arguments", v)
 	}

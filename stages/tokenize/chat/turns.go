@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"strings"
 
 	"github.com/ardanlabs/jinja"
@@ -172,7 +173,7 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 			return Turn{}, err
 		}
 		if header == "" || !strings.HasPrefix(rest, header) {
-			return Turn{}, fmt.Errorf("the turn begins with %q, neither the generation prompt %q nor the header %q every generation prompt begins with", truncate(rest, 40), gen, header)
+			return Turn{}, fmt.Errorf("the turn begins with %q, neither the generation prompt %q nor the header %q every generation prompt begins with", termsafe.Cut(rest, 40), gen, header)
 		}
 		body, prompted = start+len(header), false
 	}
@@ -188,7 +189,7 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 			return Turn{}, err
 		}
 		if !strings.HasPrefix(full[end:], tail) {
-			return Turn{}, fmt.Errorf("the template ends this turn with %q inside the conversation but with %q as its last message", truncate(full[end:], 40), truncate(tail, 40))
+			return Turn{}, fmt.Errorf("the template ends this turn with %q inside the conversation but with %q as its last message", termsafe.Cut(full[end:], 40), termsafe.Cut(tail, 40))
 		}
 		turn.End = end + len(tail)
 	}
@@ -200,7 +201,7 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 			return Turn{}, err
 		}
 		if !strings.HasSuffix(full[:turn.End], eot) || turn.End-len(eot) < turn.Body {
-			return Turn{}, fmt.Errorf("the template ends this turn with %q, not with %q as a turn without tool calls", truncate(full[turn.Start:turn.End], 40), eot)
+			return Turn{}, fmt.Errorf("the template ends this turn with %q, not with %q as a turn without tool calls", termsafe.Cut(full[turn.Start:turn.End], 40), eot)
 		}
 		turn.ContentEnd = turn.End - len(eot)
 	}
@@ -235,7 +236,7 @@ func (t *Template) messageEnd(messages []Message, items []jinja.Value, j int, op
 		return 0, fmt.Errorf("message %d: %w", j+1, err)
 	}
 	if !strings.HasPrefix(full[end:], tail) {
-		return 0, fmt.Errorf("message %d ends with %q inside the conversation but with %q as the last message", j+1, truncate(full[end:], 40), truncate(tail, 40))
+		return 0, fmt.Errorf("message %d ends with %q inside the conversation but with %q as the last message", j+1, termsafe.Cut(full[end:], 40), termsafe.Cut(tail, 40))
 	}
 	return end + len(tail), nil
 }
@@ -398,13 +399,6 @@ func commonPrefix(a, b string) int {
 		}
 	}
 	return n
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // GenerationPrompt is what add_generation_prompt appends to a one-message
