@@ -347,9 +347,6 @@ func (s *server) supervise(ctx context.Context) {
 				return
 			}
 			backoff = min(2*backoff, 5*time.Minute)
-			if !s.waitPortFree(ctx) {
-				s.event(EventRestarting, nil, "port %d is still in use; starting anyway", s.port)
-			}
 		}
 		if ctx.Err() != nil {
 			s.setState(StateStopped)
@@ -404,6 +401,15 @@ func (s *server) run(ctx context.Context) (kind, why string, served time.Duratio
 	select { // a breaker's ask from the start before is spent
 	case <-s.kick:
 	default:
+	}
+	// Something else listening on the port would answer the probes in
+	// the server's stead: pipe would judge and use a process it did not
+	// start (a server left by another job, a previous start not yet gone).
+	if !s.waitPortFree(ctx) {
+		if ctx.Err() != nil {
+			return "", "stopped", 0
+		}
+		return EventNoStart, fmt.Sprintf("could not start: port %d is in use by another process (for %s); pipe does not send requests to a server it did not start", s.port, portWait), 0
 	}
 	cmd, exited, fatal, err := s.launch()
 	if err != nil {
@@ -650,9 +656,13 @@ func (s *server) keep(line string) {
 	}
 }
 
-// waitPortFree waits up to a minute for nothing to listen on the port.
+// portWait is how long a start waits for its port to be free (a var for
+// tests).
+var portWait = time.Minute
+
+// waitPortFree waits up to portWait for nothing to listen on the port.
 func (s *server) waitPortFree(ctx context.Context) bool {
-	for range 120 {
+	for range int(portWait / (500 * time.Millisecond)) {
 		l, err := net.Listen("tcp", net.JoinHostPort(s.f.cfg.Host, strconv.Itoa(s.port)))
 		if err == nil {
 			l.Close()

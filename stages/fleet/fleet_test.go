@@ -339,3 +339,30 @@ func TestFleetDiesWithPipe(t *testing.T) {
 	parent.Wait()
 	r.checkNothingLeft()
 }
+
+// A port something else listens on is never probed as the server's own:
+// the start fails saying so, and with the port still taken the server is
+// given up, not "ready" on another process's answers.
+func TestFleetRefusesATakenPort(t *testing.T) {
+	defer func(d time.Duration) { portWait = d }(portWait)
+	portWait = 300 * time.Millisecond
+	r := newRig(t)
+	cfg := r.config("ok", 1)
+	other, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	go http.Serve(other, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"text": "an impostor"})
+	}))
+	f, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("given up", 20*time.Second, func() bool { return f.Stats()[0].State == StateGivenUp })
+	if st := f.Stats()[0]; st.Starts != 0 || !strings.Contains(r.eventText(), fmt.Sprintf("could not start: port %d is in use by another process", cfg.Port)) {
+		t.Errorf("%+v\n%s", st, r.eventText())
+	}
+	f.Close()
+}
