@@ -62,6 +62,11 @@ type Spec struct {
 	// resume — they were cheap to read — while records already past one are
 	// all processed and committed.
 	Expensive bool
+	// SimSettings, for kinds that call servers, is what points a stage of
+	// the kind at n simulated servers: KEY=VALUE settings as --set takes
+	// them, without the stage's id (pipe run --sim N). Nil: --sim leaves
+	// the kind alone.
+	SimSettings func(n int) []string
 	// DropsFinished marks kinds that drop records whose id the run directory
 	// had finished (dedupe-against-progress). When such a stage is the only
 	// reader of a source, the source may skip finished records before even

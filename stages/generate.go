@@ -32,9 +32,10 @@ import (
 
 func init() {
 	pipeline.Register(pipeline.Spec{
-		Kind:      "generate",
-		Expensive: true,
-		Summary:   "get completions from a fleet of SGLang servers (chat or native /generate API)",
+		Kind:        "generate",
+		Expensive:   true,
+		SimSettings: func(n int) []string { return []string{fmt.Sprintf(`servers=["sim:%d"]`, n)} },
+		Summary:     "get completions from a fleet of SGLang servers (chat or native /generate API)",
 		Description: `Sends each record's conversation to one of the servers and adds the
 completion (reasoning, answer, finish reason, token counts, speculative
 acceptance, latency, server, attempts and the exact request settings).

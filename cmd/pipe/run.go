@@ -263,13 +263,11 @@ func (c *runCmd) takeRunDir(std *stdio, plan *pipeline.Plan) (lock *rundir.Locke
 func (c *runCmd) loadPlan(path string) (*pipeline.Plan, error) {
 	all := append([]string(nil), c.sets...)
 	if c.sim > 0 {
-		ids, err := serverStageIDs(path)
+		sets, err := simSettings(path, c.sim)
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: err}
 		}
-		for _, id := range ids {
-			all = append(all, fmt.Sprintf(`%s.servers=["sim:%d"]`, id, c.sim))
-		}
+		all = append(all, sets...)
 	}
 	plan, probs := loadShardPlan(path, all, c.runDir, c.shard, c.from)
 	if len(probs) > 0 {
@@ -371,24 +369,25 @@ func (c *runCmd) record(std *stdio, plan *pipeline.Plan, cmdline []string, again
 	return r, nil
 }
 
-// stageIDsOfKind lists the ids of a file's stages of one kind.
-// serverStageIDs are the ids of path's stages whose kind calls servers
-// (Spec.Expensive: its work is GPU time), which --sim points at pipe sim.
-func serverStageIDs(path string) ([]string, error) {
+// simSettings are the --set values that point every stage of path whose
+// kind calls servers (Spec.SimSettings) at n simulated servers.
+func simSettings(path string, n int) ([]string, error) {
 	f, probs := pipefile.Load(path, pipefile.Options{})
 	if f == nil {
 		return nil, probs
 	}
-	var ids []string
+	var sets []string
 	for _, s := range f.Stages {
-		if spec := pipeline.DefaultRegistry.Lookup(s.Kind); spec != nil && spec.Expensive {
-			ids = append(ids, s.ID)
+		if spec := pipeline.DefaultRegistry.Lookup(s.Kind); spec != nil && spec.SimSettings != nil {
+			for _, kv := range spec.SimSettings(n) {
+				sets = append(sets, s.ID+"."+kv)
+			}
 		}
 	}
-	if len(ids) == 0 {
+	if len(sets) == 0 {
 		return nil, fmt.Errorf("%s: --sim given, but no stage of the pipeline calls servers", path)
 	}
-	return ids, nil
+	return sets, nil
 }
 
 // dryRunPlan is pipe run --dry-run: the plan, the paths it uses, the run
