@@ -296,15 +296,7 @@ esac'`
 // every id once, each row records the start that made it, and the rows of
 // the bad start are the ones a filter on completion.server_start finds.
 func TestLaunchedServerBreakerOnEmptyAnswers(t *testing.T) {
-	sim := "{bin} sim --listen 127.0.0.1:{port} --speed 10 --think-mean 60 --answer-mean 40"
-	cmd := `sh -c 'if test {index} = 1 && ! test -e bad; then touch bad; exec ` + sim + ` --fault empty-answer:1; fi; exec ` + sim + `'`
-	r := newFleetRig(t, 800, cmd, 2)
-	c, out := r.start()
-	if err := waitDump(t, c, out, 4*time.Minute); err != nil {
-		t.Fatalf("run: %v\n%s", err, out)
-	}
-	r.everyIDOnce()
-	r.nothingLeft(5*time.Second, "after the run")
+	r, out := runFirstStartBad(t, "", "--fault empty-answer:1")
 	if !strings.Contains(out.String(), "server gen-0-1 (start 1): ") || !strings.Contains(out.String(), "answers are tiny (under 8 characters) against") {
 		t.Fatalf("no breaker trip named:\n%s", out)
 	}
@@ -393,15 +385,7 @@ func TestFleetUpServesPlanAndRun(t *testing.T) {
 // and health fine) trips the breaker against its own first completions:
 // restarted, the run finishes with every id once, and the report names it.
 func TestLaunchedServerBreakerOnAcceptanceCollapse(t *testing.T) {
-	sim := "{bin} sim --listen 127.0.0.1:{port} --speed 10 --think-mean 60 --answer-mean 40 --spec-accept 3.6"
-	cmd := `sh -c 'if test {index} = 1 && ! test -e bad; then touch bad; exec ` + sim + ` --fault spec-collapse@120req; fi; exec ` + sim + `'`
-	r := newFleetRig(t, 800, cmd, 2)
-	c, out := r.start()
-	if err := waitDump(t, c, out, 4*time.Minute); err != nil {
-		t.Fatalf("run: %v\n%s", err, out)
-	}
-	r.everyIDOnce()
-	r.nothingLeft(5*time.Second, "after the run")
+	r, out := runFirstStartBad(t, " --spec-accept 3.6", "--fault spec-collapse@120req")
 	if !strings.Contains(out.String(), "server gen-0-1 (start 1): its speculative acceptance fell to ") {
 		t.Fatalf("no acceptance breaker named:\n%s", out)
 	}
@@ -436,4 +420,21 @@ func TestLaunchedServerCommandTypo(t *testing.T) {
 		t.Errorf("the run took %s to fail", d)
 	}
 	r.nothingLeft(5*time.Second, "after the run")
+}
+
+// runFirstStartBad runs 800 prompts on two launched sims (with simFlags)
+// of which server 1's first start has badFlags too, and checks every id
+// landed once and nothing is left.
+func runFirstStartBad(t *testing.T, simFlags, badFlags string) (*fleetRig, *syncBuffer) {
+	t.Helper()
+	sim := "{bin} sim --listen 127.0.0.1:{port} --speed 10 --think-mean 60 --answer-mean 40" + simFlags
+	cmd := `sh -c 'if test {index} = 1 && ! test -e bad; then touch bad; exec ` + sim + " " + badFlags + `; fi; exec ` + sim + `'`
+	r := newFleetRig(t, 800, cmd, 2)
+	c, out := r.start()
+	if err := waitDump(t, c, out, 4*time.Minute); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	r.everyIDOnce()
+	r.nothingLeft(5*time.Second, "after the run")
+	return r, out
 }
