@@ -276,7 +276,6 @@ func isShardName(name string) bool {
 	return false
 }
 
-
 // partFiles lists dir's part-NNNNN.* files, sorted.
 func partFiles(dir string) []string {
 	entries, _ := os.ReadDir(dir)
