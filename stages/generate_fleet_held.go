@@ -159,7 +159,7 @@ func HoldFleet(ctx context.Context, plan *pipeline.Plan, event func(server, text
 		if err := l.resolveGPUs(t.Item); err != nil {
 			return err
 		}
-		f, err := fleet.Start(ctx, fleetConfig(t.Stage, t.Item, l, runDir, header, func(server, text string) {
+		f, err := fleet.Start(ctx, fleetConfig(t.Stage, t.Item, l, runDir, header, func(_, server, text string) {
 			event(server, text)
 			go write()
 		}))

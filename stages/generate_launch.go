@@ -278,8 +278,8 @@ func (g *generate) launchFleets(ctx context.Context) error {
 // fleetEvent tells of a launched server's start and readiness on the
 // terminal and in the log, and of its crashes, hangs and restarts as
 // warnings too (status.json, notifications, the report).
-func (g *generate) fleetEvent(server, text string) {
-	if strings.HasPrefix(text, "started ") || strings.HasPrefix(text, "ready: ") || strings.HasPrefix(text, "restarting in ") {
+func (g *generate) fleetEvent(kind, server, text string) {
+	if kind == fleet.EventStarted || kind == fleet.EventReady || kind == fleet.EventRestarting {
 		g.noticef("server %s: %s", server, text)
 		return
 	}
@@ -351,7 +351,7 @@ func gpuNote(l *launchEntry) string {
 
 // fleetConfig is the fleet of the launch table l, item i of stage's
 // servers.
-func fleetConfig(stage string, i int, l *launchEntry, runDir string, header http.Header, event func(server, text string)) fleet.Config {
+func fleetConfig(stage string, i int, l *launchEntry, runDir string, header http.Header, event func(kind, server, text string)) fleet.Config {
 	return fleet.Config{
 		Name: fmt.Sprintf("%s-%d", stage, i), Command: l.Command, Count: l.Count,
 		GPUs: l.GPUs, GPUsPerServer: l.GPUsPerServer, Host: l.Host, Port: l.Port,

@@ -61,7 +61,7 @@ type Config struct {
 	Header http.Header `json:"-"`
 	// Event is told of every start, readiness, crash, hang, restart and
 	// give-up, as a line for the terminal and the log.
-	Event func(server, text string) `json:"-"`
+	Event func(kind, server, text string) `json:"-"`
 }
 
 // FatalLines are log lines after which a server is broken whatever it
@@ -310,7 +310,7 @@ func (s *server) event(kind string, tail []string, format string, args ...any) {
 		if len(tail) > 0 {
 			text += "; its last lines:\n    " + strings.Join(tail, "\n    ")
 		}
-		f.cfg.Event(s.name, text)
+		f.cfg.Event(kind, s.name, text)
 	}
 }
 

@@ -128,7 +128,7 @@ func (r *rig) config(mode string, count int) Config {
 		Env:          map[string]string{"FLEET_TEST_ORPHANS": r.orphans, "FLEET_TEST_STARTS": filepath.Join(r.dir, "starts")},
 		ReadyTimeout: 5 * time.Second, ProbeEvery: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond,
 		HangProbes: 3, Restarts: 3, Backoff: 100 * time.Millisecond, StopGrace: time.Second,
-		Event: func(server, text string) {
+		Event: func(_, server, text string) {
 			r.mu.Lock()
 			r.events = append(r.events, server+": "+text)
 			r.mu.Unlock()
