@@ -128,41 +128,71 @@ func OpenRebuilding(dir, format, ext, schema string, idsOf IDsOf) (s *Set, remov
 	if err := migrateMeta(dir); err != nil {
 		return nil, nil, err
 	}
-	m, err := ReadManifest(dir)
-	if err != nil {
+	if err := s.loadManifest(); err != nil {
 		return nil, nil, err
-	}
-	if m != nil {
-		if m.Format != format {
-			return nil, nil, fmt.Errorf("%s holds %s shards; this writer writes %s (use another path, or --fresh)", dir, m.Format, format)
-		}
-		s.m = *m
-		if m.Recovered != "" {
-			s.recovered = m.Recovered + "; the manifest is written again"
-			if err := writeManifest(dir, s.m); err != nil {
-				return nil, nil, err
-			}
-		}
-	} else {
-		s.m = Manifest{Format: format, Schema: schema, Shards: []ShardInfo{}, Updated: time.Now().UTC()}
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if partName.MatchString(e.Name()) {
-				return nil, nil, fmt.Errorf("%s holds shards but no %s: not written by this writer (move them, or use another path)", dir, ManifestName)
-			}
-		}
-		// An empty manifest now, so that a shard renamed before the first
-		// manifest names it (a crash there) is known for ours and removed.
-		if err := writeManifest(dir, s.m); err != nil {
-			return nil, nil, err
-		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, idLogNext)); err == nil {
 		if err := finishDrop(dir, s.m.Rows); err != nil {
 			return nil, nil, err
 		}
 	}
-	idLog := filepath.Join(dir, IDLogName)
+	ids, hashes, err := s.openIDs(idsOf)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.ids, s.held = ids, commitlog.NewSet(hashes)
+	s.next = nextNumber(s.m.Shards)
+	if s.redo, err = readRedo(dir); err != nil {
+		return nil, nil, err
+	}
+	if removed, err = s.removeUncommitted(); err != nil {
+		return nil, nil, err
+	}
+	return s, removed, nil
+}
+
+// loadManifest reads the directory's manifest into s.m, writing it again
+// when it was read from its copy. A directory without one gets an empty
+// manifest, unless it holds shards (then it is not ours).
+func (s *Set) loadManifest() error {
+	m, err := ReadManifest(s.dir)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return s.startManifest()
+	}
+	if m.Format != s.format {
+		return fmt.Errorf("%s holds %s shards; this writer writes %s (use another path, or --fresh)", s.dir, m.Format, s.format)
+	}
+	s.m = *m
+	if m.Recovered != "" {
+		s.recovered = m.Recovered + "; the manifest is written again"
+		return writeManifest(s.dir, s.m)
+	}
+	return nil
+}
+
+// startManifest writes the empty manifest of a new directory.
+func (s *Set) startManifest() error {
+	s.m = Manifest{Format: s.format, Schema: s.schema, Shards: []ShardInfo{}, Updated: time.Now().UTC()}
+	entries, _ := os.ReadDir(s.dir)
+	for _, e := range entries {
+		if partName.MatchString(e.Name()) {
+			return fmt.Errorf("%s holds shards but no %s: not written by this writer (move them, or use another path)", s.dir, ManifestName)
+		}
+	}
+	// An empty manifest now, so that a shard renamed before the first
+	// manifest names it (a crash there) is known for ours and removed.
+	return writeManifest(s.dir, s.m)
+}
+
+// openIDs opens the id log and brings it to the manifest's row count:
+// ids a crash appended after the last manifest are cut off; a log that
+// is damaged or short is rebuilt from the shards when idsOf can read
+// them, and refused otherwise.
+func (s *Set) openIDs(idsOf IDsOf) (*commitlog.IDLog, []uint64, error) {
+	idLog := filepath.Join(s.dir, IDLogName)
 	ids, hashes, err := commitlog.OpenIDLog(idLog)
 	var de *commitlog.DamagedError
 	if (errors.As(err, &de) || err == nil && int64(len(hashes)) < s.m.Rows) && idsOf != nil {
@@ -193,44 +223,46 @@ func OpenRebuilding(dir, format, ext, schema string, idsOf IDsOf) (s *Set, remov
 		}
 	case int64(len(hashes)) < s.m.Rows:
 		ids.Close()
-		return nil, nil, &commitlog.DamagedError{Path: idLog, Err: fmt.Errorf("the id log has %d ids for %d committed rows; move %s aside and run with --fresh, or restore the id log from a copy", len(hashes), s.m.Rows, dir)}
+		return nil, nil, &commitlog.DamagedError{Path: idLog, Err: fmt.Errorf("the id log has %d ids for %d committed rows; move %s aside and run with --fresh, or restore the id log from a copy", len(hashes), s.m.Rows, s.dir)}
 	}
-	s.ids, s.held = ids, commitlog.NewSet(hashes)
+	return ids, hashes, nil
+}
+
+// removeUncommitted deletes what a crash left that the manifest does not
+// name: shard files and temporary files in the directory, and temporary
+// files of its MetaDir (shards being written, manifests). It returns
+// their names, relative to the directory.
+func (s *Set) removeUncommitted() (removed []string, err error) {
 	named := map[string]bool{}
 	for _, sh := range s.m.Shards {
 		named[sh.Name] = true
 	}
-	s.next = nextNumber(s.m.Shards)
-	if s.redo, err = readRedo(dir); err != nil {
-		return nil, nil, err
-	}
-	entries, err := os.ReadDir(dir)
+	entries, err := os.ReadDir(s.dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, e := range entries {
 		n := e.Name()
 		if (partName.MatchString(n) && !named[n]) || isTemp(n) {
-			if err := os.Remove(filepath.Join(dir, n)); err != nil {
-				return nil, nil, err
+			if err := os.Remove(filepath.Join(s.dir, n)); err != nil {
+				return nil, err
 			}
 			removed = append(removed, n)
 		}
 	}
-	// Temporary files of the MetaDir (shards being written, manifests).
-	entries, err = os.ReadDir(filepath.Join(dir, MetaDir))
+	entries, err = os.ReadDir(filepath.Join(s.dir, MetaDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, e := range entries {
 		if n := e.Name(); isTemp(n) {
-			if err := os.Remove(filepath.Join(dir, MetaDir, n)); err != nil {
-				return nil, nil, err
+			if err := os.Remove(filepath.Join(s.dir, MetaDir, n)); err != nil {
+				return nil, err
 			}
 			removed = append(removed, filepath.Join(MetaDir, n))
 		}
 	}
-	return s, removed, nil
+	return removed, nil
 }
 
 // rebuildIDs writes the id log again from the ids of the shards the

@@ -43,7 +43,25 @@ type CheckResult struct {
 func Check(dir string, m *Manifest, hash bool) (*CheckResult, error) {
 	res := &CheckResult{Shards: len(m.Shards)}
 	probs := make([]*ShardProblem, len(m.Shards))
-	var toHash []int
+	toHash, err := checkSizes(dir, m, hash, res, probs)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkHashes(dir, m, toHash, res, probs); err != nil {
+		return nil, err
+	}
+	for _, p := range probs {
+		if p != nil {
+			res.Problems = append(res.Problems, *p)
+		}
+	}
+	return res, nil
+}
+
+// checkSizes stats each shard of m, setting probs[i] for one missing or
+// of another size. It returns the indexes of the shards left to hash
+// (none without hash).
+func checkSizes(dir string, m *Manifest, hash bool, res *CheckResult, probs []*ShardProblem) (toHash []int, err error) {
 	for i, sh := range m.Shards {
 		res.Bytes += sh.Bytes
 		st, err := os.Stat(filepath.Join(dir, sh.Name))
@@ -61,48 +79,48 @@ func Check(dir string, m *Manifest, hash bool) (*CheckResult, error) {
 			toHash = append(toHash, i)
 		}
 	}
-	if len(toHash) > 0 {
-		var (
-			mu      sync.Mutex
-			wg      sync.WaitGroup
-			firstEr error
-			next    = make(chan int)
-		)
-		for range min(runtime.GOMAXPROCS(0), len(toHash)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				buf := make([]byte, 1<<20)
-				for i := range next {
-					sh := m.Shards[i]
-					sum, n, err := commitlog.FileSHA256(filepath.Join(dir, sh.Name), buf)
-					mu.Lock()
-					res.Hashed += n
-					switch {
-					case err != nil && firstEr == nil:
-						firstEr = err
-					case err == nil && sum != sh.SHA256:
-						probs[i] = &ShardProblem{Shard: sh, What: fmt.Sprintf("has SHA-256 %s, the manifest says %s", sum, sh.SHA256)}
-					}
-					mu.Unlock()
+	return toHash, nil
+}
+
+// checkHashes hashes the shards of m at toHash, up to GOMAXPROCS at once,
+// setting probs[i] for one whose SHA-256 is not the manifest's. The error
+// is the first one reading a file.
+func checkHashes(dir string, m *Manifest, toHash []int, res *CheckResult, probs []*ShardProblem) error {
+	if len(toHash) == 0 {
+		return nil
+	}
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		firstEr error
+		next    = make(chan int)
+	)
+	for range min(runtime.GOMAXPROCS(0), len(toHash)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1<<20)
+			for i := range next {
+				sh := m.Shards[i]
+				sum, n, err := commitlog.FileSHA256(filepath.Join(dir, sh.Name), buf)
+				mu.Lock()
+				res.Hashed += n
+				switch {
+				case err != nil && firstEr == nil:
+					firstEr = err
+				case err == nil && sum != sh.SHA256:
+					probs[i] = &ShardProblem{Shard: sh, What: fmt.Sprintf("has SHA-256 %s, the manifest says %s", sum, sh.SHA256)}
 				}
-			}()
-		}
-		for _, i := range toHash {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
-		if firstEr != nil {
-			return nil, firstEr
-		}
+				mu.Unlock()
+			}
+		}()
 	}
-	for _, p := range probs {
-		if p != nil {
-			res.Problems = append(res.Problems, *p)
-		}
+	for _, i := range toHash {
+		next <- i
 	}
-	return res, nil
+	close(next)
+	wg.Wait()
+	return firstEr
 }
 
 // nextNumber is the number after the highest part-NNNNN of shards: a
@@ -146,24 +164,7 @@ func (s *Set) Drop(names []string) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var kept, dropped []uint64
-	m := s.Manifest()
-	m.Shards = m.Shards[:0]
-	m.Rows, m.Tokens, m.Bytes = 0, 0, 0
-	off := int64(0)
-	for _, sh := range s.m.Shards {
-		part := hashes[off : off+sh.Rows]
-		off += sh.Rows
-		if drop[sh.Name] {
-			dropped = append(dropped, part...)
-			continue
-		}
-		kept = append(kept, part...)
-		m.Shards = append(m.Shards, sh)
-		m.Rows += sh.Rows
-		m.Tokens += sh.Tokens
-		m.Bytes += sh.Bytes
-	}
+	m, kept, dropped := s.without(drop, hashes)
 	for name := range drop {
 		err := os.Rename(filepath.Join(s.dir, name), filepath.Join(s.dir, MetaDir, name+DamagedSuffix))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -171,15 +172,8 @@ func (s *Set) Drop(names []string) ([]uint64, error) {
 		}
 	}
 	m.Updated = time.Now().UTC()
-	redo := slices.Clone(dropped)
-	for h := range s.redo {
-		redo = append(redo, h)
-	}
-	if err := commitlog.WriteIDLog(filepath.Join(s.dir, RedoName), redo); err != nil {
+	if err := s.addRedo(dropped); err != nil {
 		return nil, err
-	}
-	for _, h := range dropped {
-		s.redo[h] = true
 	}
 	if err := commitlog.WriteIDLog(idsPath+".next", kept); err != nil {
 		return nil, err
@@ -199,6 +193,46 @@ func (s *Set) Drop(names []string) ([]uint64, error) {
 	}
 	s.m, s.ids, s.held = m, ids, commitlog.NewSet(slices.Clone(kept))
 	return dropped, nil
+}
+
+// without is the manifest without the shards named in drop, with the id
+// hashes (hashes, the id log in manifest order) of the rows it keeps and
+// of those it drops.
+func (s *Set) without(drop map[string]bool, hashes []uint64) (m Manifest, kept, dropped []uint64) {
+	m = s.Manifest()
+	m.Shards = m.Shards[:0]
+	m.Rows, m.Tokens, m.Bytes = 0, 0, 0
+	off := int64(0)
+	for _, sh := range s.m.Shards {
+		part := hashes[off : off+sh.Rows]
+		off += sh.Rows
+		if drop[sh.Name] {
+			dropped = append(dropped, part...)
+			continue
+		}
+		kept = append(kept, part...)
+		m.Shards = append(m.Shards, sh)
+		m.Rows += sh.Rows
+		m.Tokens += sh.Tokens
+		m.Bytes += sh.Bytes
+	}
+	return m, kept, dropped
+}
+
+// addRedo writes the redo list with the dropped hashes added, then adds
+// them to s.redo.
+func (s *Set) addRedo(dropped []uint64) error {
+	redo := slices.Clone(dropped)
+	for h := range s.redo {
+		redo = append(redo, h)
+	}
+	if err := commitlog.WriteIDLog(filepath.Join(s.dir, RedoName), redo); err != nil {
+		return err
+	}
+	for _, h := range dropped {
+		s.redo[h] = true
+	}
+	return nil
 }
 
 // finishDrop completes or undoes a Drop a crash cut short (see Drop).
