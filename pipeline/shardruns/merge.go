@@ -88,34 +88,79 @@ func Merge(runs []*Run) (*Merged, error) {
 	if len(runs) == 0 {
 		return nil, &MergeError{Problems: []string{"no run directories given"}}
 	}
-	var probs []string
 	first := runs[0]
 	n := first.Shard.Count
-	m := &Merged{Format: MergedFormat, Created: time.Now().UTC(), Shards: n, ShardHash: pipefile.ShardHash, Outputs: []Output{}}
-	base := shardFree(first)
-	m.Settings = base
+	mg := &merger{
+		m:      &Merged{Format: MergedFormat, Created: time.Now().UTC(), Shards: n, ShardHash: pipefile.ShardHash, Outputs: []Output{}},
+		owners: map[string][]owned{},
+		outs:   map[string]*Output{},
+	}
+	mg.m.Settings = shardFree(first)
+	byIndex := mg.index(runs)
+	mg.listAbsent(byIndex)
+	// Every output, and done.ids, must hold each id in one shard at most.
+	for i := 0; i < n; i++ {
+		if r, ok := byIndex[i]; ok {
+			mg.addShard(i, r)
+		}
+	}
+	for _, where := range slices.Sorted(maps.Keys(mg.owners)) {
+		if p := overlap(mg.owners[where], n); p != "" {
+			mg.probs = append(mg.probs, where+": "+p)
+		}
+	}
+	if len(mg.probs) > 0 {
+		return nil, &MergeError{Problems: mg.probs}
+	}
+	for _, s := range mg.order {
+		mg.m.Outputs = append(mg.m.Outputs, *mg.outs[s])
+	}
+	return mg.m, nil
+}
+
+// merger is the state of one Merge: the manifest being built, the
+// problems found, and who holds which ids.
+type merger struct {
+	m      *Merged
+	probs  []string
+	owners map[string][]owned // by where: done.ids or "stage S"
+	outs   map[string]*Output // by stage
+	order  []string           // stages of outs, as first met
+}
+
+// index maps the runs by shard index, noting a run of another shard
+// count, a shard given twice, or settings other than the first run's.
+func (mg *merger) index(runs []*Run) map[int]*Run {
+	first, n, base := runs[0], runs[0].Shard.Count, mg.m.Settings
 	byIndex := map[int]*Run{}
 	for _, r := range runs {
 		who := fmt.Sprintf("shard %s (%s)", r.Shard, r.Dir)
 		if r.Shard.Count != n {
-			probs = append(probs, fmt.Sprintf("%s is one of %d shards, %s one of %d: all must be shards of one run", who, r.Shard.Count, first.Shard, n))
+			mg.probs = append(mg.probs, fmt.Sprintf("%s is one of %d shards, %s one of %d: all must be shards of one run", who, r.Shard.Count, first.Shard, n))
 			continue
 		}
 		if prev, dup := byIndex[r.Shard.Index]; dup {
-			probs = append(probs, fmt.Sprintf("%s: shard %s is also %s", who, r.Shard, prev.Dir))
+			mg.probs = append(mg.probs, fmt.Sprintf("%s: shard %s is also %s", who, r.Shard, prev.Dir))
 			continue
 		}
 		byIndex[r.Shard.Index] = r
 		if r != first {
 			if diffs := rundir.Compare(base, shardFree(r)); len(diffs) > 0 {
-				probs = append(probs, fmt.Sprintf("%s has other data-defining settings than shard %s: %s", who, first.Shard, strings.Join(diffs, "; ")))
+				mg.probs = append(mg.probs, fmt.Sprintf("%s has other data-defining settings than shard %s: %s", who, first.Shard, strings.Join(diffs, "; ")))
 			}
 		}
 	}
-	for i := 0; i < n; i++ {
+	return byIndex
+}
+
+// listAbsent lists the shards not given and those not done, and so
+// whether the merge is complete.
+func (mg *merger) listAbsent(byIndex map[int]*Run) {
+	m := mg.m
+	for i := 0; i < m.Shards; i++ {
 		r, ok := byIndex[i]
 		if !ok {
-			m.Missing = append(m.Missing, fmt.Sprintf("%d/%d", i, n))
+			m.Missing = append(m.Missing, fmt.Sprintf("%d/%d", i, m.Shards))
 			continue
 		}
 		if !r.Done() {
@@ -123,65 +168,51 @@ func Merge(runs []*Run) (*Merged, error) {
 		}
 	}
 	m.Complete = len(m.Missing) == 0 && len(m.Unfinished) == 0
+}
 
-	// Every output, and done.ids, must hold each id in one shard at most.
-	owners := map[string][]owned{}
-	outs := map[string]*Output{}
-	var order []string
-	for i := 0; i < n; i++ {
-		r, ok := byIndex[i]
-		if !ok {
-			continue
-		}
-		done, err := commitlog.ReadIDLog(filepath.Join(r.Dir, pipeline.DoneFile))
-		if err != nil {
-			probs = append(probs, err.Error())
-		}
-		owners[pipeline.DoneFile] = append(owners[pipeline.DoneFile], owned{i, done})
-		m.Runs = append(m.Runs, RunRef{Shard: r.Shard.String(), Dir: r.Dir, State: r.State(), Finished: int64(len(done))})
-		if len(r.Run.Outputs) == 0 {
-			probs = append(probs, fmt.Sprintf("shard %s (%s): %s lists no outputs (written by an older pipe? one more pipe run of it records them)", r.Shard, r.Dir, rundir.RunFile))
-		}
-		for _, o := range r.Run.Outputs {
-			files, ids, format, data, err := committed(o, i)
-			if err != nil {
-				probs = append(probs, fmt.Sprintf("shard %s: stage %q: %v", r.Shard, o.Stage, err))
-				continue
-			}
-			if !data {
-				continue // not data of its own (an upload)
-			}
-			uploaded(files, o, r.Run.Outputs)
-			out := outs[o.Stage]
-			if out == nil {
-				out = &Output{Stage: o.Stage, Kind: o.Kind}
-				outs[o.Stage] = out
-				order = append(order, o.Stage)
-			}
-			if out.Format == "" {
-				out.Format = format // "" while the shard committed nothing
-			}
-			for _, f := range files {
-				out.Rows += f.Rows
-				out.Tokens += f.Tokens
-				out.Bytes += f.Bytes
-			}
-			out.Files = append(out.Files, files...)
-			owners["stage "+o.Stage] = append(owners["stage "+o.Stage], owned{i, ids})
-		}
+// addShard adds shard i's run: its done ids and its committed outputs.
+func (mg *merger) addShard(i int, r *Run) {
+	done, err := commitlog.ReadIDLog(filepath.Join(r.Dir, pipeline.DoneFile))
+	if err != nil {
+		mg.probs = append(mg.probs, err.Error())
 	}
-	for _, where := range slices.Sorted(maps.Keys(owners)) {
-		if p := overlap(owners[where], n); p != "" {
-			probs = append(probs, where+": "+p)
-		}
+	mg.owners[pipeline.DoneFile] = append(mg.owners[pipeline.DoneFile], owned{i, done})
+	mg.m.Runs = append(mg.m.Runs, RunRef{Shard: r.Shard.String(), Dir: r.Dir, State: r.State(), Finished: int64(len(done))})
+	if len(r.Run.Outputs) == 0 {
+		mg.probs = append(mg.probs, fmt.Sprintf("shard %s (%s): %s lists no outputs (written by an older pipe? one more pipe run of it records them)", r.Shard, r.Dir, rundir.RunFile))
 	}
-	if len(probs) > 0 {
-		return nil, &MergeError{Problems: probs}
+	for _, o := range r.Run.Outputs {
+		mg.addOutput(i, r, o)
 	}
-	for _, s := range order {
-		m.Outputs = append(m.Outputs, *outs[s])
+}
+
+// addOutput adds what output o of shard i committed to its stage's Output.
+func (mg *merger) addOutput(i int, r *Run, o rundir.Output) {
+	files, ids, format, data, err := committed(o, i)
+	if err != nil {
+		mg.probs = append(mg.probs, fmt.Sprintf("shard %s: stage %q: %v", r.Shard, o.Stage, err))
+		return
 	}
-	return m, nil
+	if !data {
+		return // not data of its own (an upload)
+	}
+	uploaded(files, o, r.Run.Outputs)
+	out := mg.outs[o.Stage]
+	if out == nil {
+		out = &Output{Stage: o.Stage, Kind: o.Kind}
+		mg.outs[o.Stage] = out
+		mg.order = append(mg.order, o.Stage)
+	}
+	if out.Format == "" {
+		out.Format = format // "" while the shard committed nothing
+	}
+	for _, f := range files {
+		out.Rows += f.Rows
+		out.Tokens += f.Tokens
+		out.Bytes += f.Bytes
+	}
+	out.Files = append(out.Files, files...)
+	mg.owners["stage "+o.Stage] = append(mg.owners["stage "+o.Stage], owned{i, ids})
 }
 
 // shardFree is a run's settings with its shard's name written ${shard}, so

@@ -44,43 +44,18 @@ func Summarize(runs []*Run) ([]Progress, Totals) {
 	}
 	n := runs[0].Shard.Count
 	t.Shards = n
-	// The input's size: what a run counted or read to the end, else what
-	// a run that finished read (its source took every record, its own and
-	// other shards').
-	for _, r := range runs {
-		if st := r.Status; st != nil {
-			if st.Input != nil && (st.Input.Counted || st.Input.Complete) {
-				t.Expected = max(t.Expected, st.Input.Estimated)
-			} else if r.Done() {
-				t.Expected = max(t.Expected, sourceIn(st.Stages))
-			}
-		}
-	}
+	t.Expected = expectedInput(runs)
 	have := map[int]bool{}
 	var out []Progress
 	for _, r := range runs {
 		have[r.Shard.Index] = true
-		p := Progress{Shard: r.Shard.String(), State: r.State(), Dir: r.Dir}
-		st := r.Status
-		if st != nil {
-			p.Finished = int64(st.Finished)
-			if st.ElapsedS > 0 {
-				p.Rate = float64(st.Finished-st.Before) / st.ElapsedS
-			}
-		}
+		p := progressOf(r)
 		switch {
 		case r.Done():
 			t.Done++
-		case r.Live && st != nil:
+		case r.Live && r.Status != nil:
 			t.Running++
-			// The run's own ETA (recent rate, its share of the input left),
-			// else its share at its average rate.
-			if st.ETA != nil && st.ETA.PerSecond > 0 {
-				p.Rate = st.ETA.PerSecond
-				p.ETA = time.Duration(st.ETA.Seconds * float64(time.Second))
-			} else if share := t.Expected / int64(r.Shard.Count); share > p.Finished && p.Rate > 0 {
-				p.ETA = time.Duration(float64(share-p.Finished) / p.Rate * float64(time.Second))
-			}
+			p.Rate, p.ETA = liveETA(r, p, t.Expected)
 			t.Rate += p.Rate
 		}
 		t.Finished += p.Finished
@@ -94,6 +69,49 @@ func Summarize(runs []*Run) ([]Progress, Totals) {
 		}
 	}
 	return out, t
+}
+
+// expectedInput is the input's size: what a run counted or read to the
+// end, else what a run that finished read (its source took every record,
+// its own and other shards'); 0 when no run knows it.
+func expectedInput(runs []*Run) int64 {
+	var expected int64
+	for _, r := range runs {
+		if st := r.Status; st != nil {
+			if st.Input != nil && (st.Input.Counted || st.Input.Complete) {
+				expected = max(expected, st.Input.Estimated)
+			} else if r.Done() {
+				expected = max(expected, sourceIn(st.Stages))
+			}
+		}
+	}
+	return expected
+}
+
+// progressOf is a run's progress as its status tells it: ids finished and
+// the average rate of its latest start, without an ETA.
+func progressOf(r *Run) Progress {
+	p := Progress{Shard: r.Shard.String(), State: r.State(), Dir: r.Dir}
+	if st := r.Status; st != nil {
+		p.Finished = int64(st.Finished)
+		if st.ElapsedS > 0 {
+			p.Rate = float64(st.Finished-st.Before) / st.ElapsedS
+		}
+	}
+	return p
+}
+
+// liveETA is the rate and ETA of a live run: the run's own (recent rate,
+// its share of the input left), else its share of expected at its
+// average rate p.Rate; ETA 0 when neither is known.
+func liveETA(r *Run, p Progress, expected int64) (float64, time.Duration) {
+	if eta := r.Status.ETA; eta != nil && eta.PerSecond > 0 {
+		return eta.PerSecond, time.Duration(eta.Seconds * float64(time.Second))
+	}
+	if share := expected / int64(r.Shard.Count); share > p.Finished && p.Rate > 0 {
+		return p.Rate, time.Duration(float64(share-p.Finished) / p.Rate * float64(time.Second))
+	}
+	return p.Rate, 0
 }
 
 // sourceIn is what a run's source took: the most any stage took in.
