@@ -56,18 +56,56 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	var req chatRequest
-	if err := json.Unmarshal(*body, &req); err != nil {
-		writeError(w, apiOpenAI, http.StatusBadRequest, "invalid request body: "+err.Error())
+	j, problem := l.chatJob(*body)
+	if problem != "" {
+		writeError(w, apiOpenAI, http.StatusBadRequest, problem)
 		return
+	}
+	l.run(w, r, &j)
+}
+
+// chatJob reads a chat request into a job; problem, when not "", is the
+// message of the 400 that refuses it, SGLang's for the same request.
+func (l *life) chatJob(body []byte) (j job, problem string) {
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return j, "invalid request body: " + err.Error()
 	}
 	var msgs []chatMessage
 	if err := json.Unmarshal(req.Messages, &msgs); err != nil || len(msgs) == 0 {
-		writeError(w, apiOpenAI, http.StatusBadRequest, "messages must be a non-empty list of {role, content}")
-		return
+		return j, "messages must be a non-empty list of {role, content}"
 	}
+	if req.Stream && (req.ReturnTokenIDs || req.ReturnPromptTokenIDs) {
+		return j, "return_token_ids and return_prompt_token_ids are not supported for streaming chat completions."
+	}
+	j = l.chatOptions(&req)
+	hasTools, problem := l.chatTools(&j, &req)
+	if problem != "" {
+		return j, problem
+	}
+	texts, problem := l.chatPrompt(&j, &req, &msgs, hasTools)
+	if problem != "" {
+		return j, problem
+	}
+	if req.ReturnTokenIDs || req.ReturnPromptTokenIDs {
+		// The ids returned and the count in usage agree.
+		j.promptIDs = l.chatPromptIDs(msgs, texts, j.thinking, j.forced)
+		j.promptTokens = len(j.promptIDs)
+	}
+	j.hash = chatHash(&req, hasTools, j.thinking)
+	j.maxNew = l.chatMaxNew(&req, j.promptTokens)
+	if len(req.RID) > 0 && req.RID[0] == '"' {
+		_ = json.Unmarshal(req.RID, &j.rid)
+	}
+	return j, ""
+}
+
+// chatOptions is the job of req before its prompt is read: the switches
+// a chat request sets, each defaulting as in SGLang.
+func (l *life) chatOptions(req *chatRequest) job {
 	j := job{api: apiOpenAI, thinking: true, stream: req.Stream, model: req.Model,
-		separate: l.cfg.ReasoningParser != "none", metaInfo: req.ReturnMetaInfo}
+		separate: l.cfg.ReasoningParser != "none", metaInfo: req.ReturnMetaInfo,
+		outputIDs: req.ReturnTokenIDs}
 	if p := req.ChatTemplateKwargs.EnableThinking; p != nil {
 		j.thinking = *p
 	}
@@ -81,74 +119,87 @@ func (l *life) chat(w http.ResponseWriter, r *http.Request) {
 	if req.StreamOptions != nil {
 		j.includeUsage = req.StreamOptions.IncludeUsage
 	}
-	if req.Stream && (req.ReturnTokenIDs || req.ReturnPromptTokenIDs) {
-		writeError(w, apiOpenAI, http.StatusBadRequest, "return_token_ids and return_prompt_token_ids are not supported for streaming chat completions.")
-		return
+	return j
+}
+
+// chatTools reads req's tools into j. hasTools is false without tools,
+// for null and for an empty list; the parser runs only with tools, a
+// configured parser and a tool_choice other than "none".
+func (l *life) chatTools(j *job, req *chatRequest) (hasTools bool, problem string) {
+	if len(req.Tools) == 0 || string(req.Tools) == "null" {
+		return false, ""
 	}
-	j.outputIDs = req.ReturnTokenIDs
-	hasTools := len(req.Tools) > 0 && string(req.Tools) != "null"
-	if hasTools {
-		if req.Tools[0] != '[' {
-			writeError(w, apiOpenAI, http.StatusBadRequest, "tools must be a list of tools")
-			return
-		}
-		j.tools = parseToolList(req.Tools)
-		hasTools = string(bytes.TrimSpace(req.Tools)) != "[]"
-		j.toolParser = hasTools && l.cfg.ToolCallParser != "" && string(req.ToolChoice) != `"none"`
+	if req.Tools[0] != '[' {
+		return false, "tools must be a list of tools"
 	}
-	texts := make([]string, len(msgs))
-	for i, m := range msgs {
+	j.tools = parseToolList(req.Tools)
+	hasTools = string(bytes.TrimSpace(req.Tools)) != "[]"
+	j.toolParser = hasTools && l.cfg.ToolCallParser != "" && string(req.ToolChoice) != `"none"`
+	return hasTools, ""
+}
+
+// chatPrompt counts j's prompt tokens as Qwen3's template renders the
+// messages, and returns each message's text. With tools, the tools block
+// joins the system turn, which is added to *msgs if there was none.
+func (l *life) chatPrompt(j *job, req *chatRequest, msgs *[]chatMessage, hasTools bool) (texts []string, problem string) {
+	texts = make([]string, len(*msgs))
+	for i, m := range *msgs {
 		text, ok := messageText(m.Content)
 		if !ok {
-			writeError(w, apiOpenAI, http.StatusBadRequest, "message content must be a string or a list of text parts")
-			return
+			return nil, "message content must be a string or a list of text parts"
 		}
 		texts[i] = text
 		j.promptTokens += chatTokensPerMessage + l.countTokens(text)
 	}
 	if hasTools {
-		// Qwen3's template puts the tools block in the system turn,
-		// after the system message's own text.
-		sys := chatMessage{Role: "system"}
-		block := qwen3ToolsSystem(firstText(msgs, texts), len(msgs) > 0 && msgs[0].Role == "system", req.Tools)
-		if msgs[0].Role == "system" {
-			j.promptTokens -= chatTokensPerMessage + l.countTokens(texts[0])
-			texts[0] = block
-		} else {
-			msgs = append([]chatMessage{sys}, msgs...)
-			texts = append([]string{block}, texts...)
-		}
-		j.promptTokens += chatTokensPerMessage + l.countTokens(block)
+		texts = l.chatToolsTurn(j, req, msgs, texts)
 	}
 	j.promptTokens += chatTokensGenPrompt
 	if !j.thinking {
 		j.promptTokens += chatTokensNoThink
 	}
-	if req.ReturnTokenIDs || req.ReturnPromptTokenIDs {
-		// The ids returned and the count in usage agree.
-		j.promptIDs = l.chatPromptIDs(msgs, texts, j.thinking, j.forced)
-		j.promptTokens = len(j.promptIDs)
+	return texts, ""
+}
+
+// chatToolsTurn puts the tools block in the system turn, after the system
+// message's own text, as Qwen3's template does, and returns the texts.
+func (l *life) chatToolsTurn(j *job, req *chatRequest, msgs *[]chatMessage, texts []string) []string {
+	ms := *msgs
+	block := qwen3ToolsSystem(firstText(ms, texts), len(ms) > 0 && ms[0].Role == "system", req.Tools)
+	if ms[0].Role == "system" {
+		j.promptTokens -= chatTokensPerMessage + l.countTokens(texts[0])
+		texts[0] = block
+	} else {
+		*msgs = append([]chatMessage{{Role: "system"}}, ms...)
+		texts = append([]string{block}, texts...)
 	}
-	j.hash = fnv64(3, req.Messages)
+	j.promptTokens += chatTokensPerMessage + l.countTokens(block)
+	return texts
+}
+
+// chatHash is the request content that seeds the output: the messages,
+// the tools, the thinking switch and the request's own seed.
+func chatHash(req *chatRequest, hasTools, thinking bool) uint64 {
+	h := fnv64(3, req.Messages)
 	if hasTools {
-		j.hash = mix(j.hash, fnv64(5, req.Tools))
+		h = mix(h, fnv64(5, req.Tools))
 	}
-	if !j.thinking {
-		j.hash = mix(j.hash, 4)
+	if !thinking {
+		h = mix(h, 4)
 	}
-	j.hash = seeded(j.hash, req.Seed)
+	return seeded(h, req.Seed)
+}
+
+// chatMaxNew is the request's max_completion_tokens, else its max_tokens,
+// else the rest of the context after the prompt.
+func (l *life) chatMaxNew(req *chatRequest, promptTokens int) int {
 	switch {
 	case req.MaxCompletionTokens != nil:
-		j.maxNew = *req.MaxCompletionTokens
+		return *req.MaxCompletionTokens
 	case req.MaxTokens != nil:
-		j.maxNew = *req.MaxTokens
-	default:
-		j.maxNew = max(l.cfg.ContextLength-j.promptTokens-1, 0)
+		return *req.MaxTokens
 	}
-	if len(req.RID) > 0 && req.RID[0] == '"' {
-		_ = json.Unmarshal(req.RID, &j.rid)
-	}
-	l.run(w, r, &j)
+	return max(l.cfg.ContextLength-promptTokens-1, 0)
 }
 
 // firstText is the first message's text, "" without messages.

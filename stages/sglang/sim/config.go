@@ -160,46 +160,62 @@ const (
 )
 
 // withDefaults returns c with zero fields replaced by their defaults, or an
-// error naming the first field out of range.
+// error naming every field out of range.
 func (c Config) withDefaults() (Config, error) {
-	setInt := func(p *int, d int) {
-		if *p == 0 {
-			*p = d
+	c.fillDefaults()
+	errs := c.rangeErrors()
+	n := c.Count
+	if len(c.Addrs) > 0 {
+		n = len(c.Addrs)
+	}
+	c.Faults = append([]Fault(nil), c.Faults...) // normalized below; the caller's slice stays as given
+	for i := range c.Faults {
+		f, err := c.Faults[i].normalize(n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("fault %d (%s): %w", i+1, c.Faults[i].Kind, err))
 		}
+		c.Faults[i] = f
 	}
-	setF := func(p *float64, d float64) {
-		if *p == 0 {
-			*p = d
-		}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("sim: %w", errors.Join(errs...))
 	}
-	if c.Model == "" {
-		c.Model = DefaultModel
-	}
-	if c.Version == "" {
-		c.Version = DefaultVersion
-	}
-	if c.ReasoningParser == "" {
-		c.ReasoningParser = DefaultReasoningParser
-	}
-	if c.PrefillLatency == 0 {
-		c.PrefillLatency = DefaultPrefillLatency
-	}
-	if len(c.Addrs) == 0 {
-		setInt(&c.Count, 1)
-	}
-	setInt(&c.ContextLength, DefaultContextLength)
-	setInt(&c.MaxRunning, DefaultMaxRunning)
-	setInt(&c.MaxQueued, DefaultMaxQueued)
-	setInt(&c.ThinkTokensMean, DefaultThinkTokensMean)
-	setInt(&c.ThinkTokensMax, DefaultThinkTokensMax)
-	setInt(&c.AnswerTokensMean, DefaultAnswerTokensMean)
-	setInt(&c.AnswerTokensMax, DefaultAnswerTokensMax)
-	setF(&c.Speed, DefaultSpeed)
-	setF(&c.PrefillTokensPerSec, DefaultPrefillTokensPerSec)
-	setF(&c.DecodeTokensPerSec, DefaultDecodeTokensPerSec)
-	setF(&c.BatchHalfSpeed, DefaultBatchHalfSpeed)
-	setF(&c.LengthSigma, DefaultLengthSigma)
+	return c, nil
+}
 
+// fillDefaults sets each zero field that has a default to it. Count
+// defaults to 1 only when no Addrs are given.
+func (c *Config) fillDefaults() {
+	orDefault(&c.Model, DefaultModel)
+	orDefault(&c.Version, DefaultVersion)
+	orDefault(&c.ReasoningParser, DefaultReasoningParser)
+	orDefault(&c.PrefillLatency, DefaultPrefillLatency)
+	if len(c.Addrs) == 0 {
+		orDefault(&c.Count, 1)
+	}
+	orDefault(&c.ContextLength, DefaultContextLength)
+	orDefault(&c.MaxRunning, DefaultMaxRunning)
+	orDefault(&c.MaxQueued, DefaultMaxQueued)
+	orDefault(&c.ThinkTokensMean, DefaultThinkTokensMean)
+	orDefault(&c.ThinkTokensMax, DefaultThinkTokensMax)
+	orDefault(&c.AnswerTokensMean, DefaultAnswerTokensMean)
+	orDefault(&c.AnswerTokensMax, DefaultAnswerTokensMax)
+	orDefault(&c.Speed, DefaultSpeed)
+	orDefault(&c.PrefillTokensPerSec, DefaultPrefillTokensPerSec)
+	orDefault(&c.DecodeTokensPerSec, DefaultDecodeTokensPerSec)
+	orDefault(&c.BatchHalfSpeed, DefaultBatchHalfSpeed)
+	orDefault(&c.LengthSigma, DefaultLengthSigma)
+}
+
+// orDefault sets *p to d when *p is its type's zero.
+func orDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
+}
+
+// rangeErrors names each field of c (defaults filled) out of its range.
+func (c *Config) rangeErrors() []error {
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
 		if !ok {
@@ -224,22 +240,7 @@ func (c Config) withDefaults() (Config, error) {
 	check(c.ToolCalls <= 1, "tool calls share must be at most 1, got %g", c.ToolCalls)
 	check(c.ToolCallParser == "" || c.ToolCallParser == "qwen25" || c.ToolCallParser == "qwen", "tool call parser must be qwen25 (or qwen), got %q", c.ToolCallParser)
 	check(c.SpecAcceptMean == 0 || (c.SpecAcceptMean >= 1 && c.SpecAcceptMean <= 16), "spec accept mean must be 0 (off) or 1..16, got %g", c.SpecAcceptMean)
-	n := c.Count
-	if len(c.Addrs) > 0 {
-		n = len(c.Addrs)
-	}
-	c.Faults = append([]Fault(nil), c.Faults...) // normalized below; the caller's slice stays as given
-	for i := range c.Faults {
-		f, err := c.Faults[i].normalize(n)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("fault %d (%s): %w", i+1, c.Faults[i].Kind, err))
-		}
-		c.Faults[i] = f
-	}
-	if len(errs) > 0 {
-		return c, fmt.Errorf("sim: %w", errors.Join(errs...))
-	}
-	return c, nil
+	return errs
 }
 
 // toolCallShare is ToolCalls with its default.

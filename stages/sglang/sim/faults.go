@@ -92,23 +92,12 @@ type Fault struct {
 	Servers []int
 }
 
+// normalize checks f for a fleet of servers servers and returns it with
+// its defaults: a request fault given only a window hits every request
+// in it (rate 1).
 func (f Fault) normalize(servers int) (Fault, error) {
-	if !slices.Contains(faultKinds, f.Kind) {
-		return f, fmt.Errorf("unknown fault kind %q (want one of %s)", f.Kind, kindList())
-	}
-	if f.Rate < 0 || f.Rate > 1 {
-		return f, fmt.Errorf("rate must be 0..1, got %g", f.Rate)
-	}
-	if f.At < 0 || f.For < 0 {
-		return f, fmt.Errorf("window must not be negative")
-	}
-	if f.FromRequest > 0 && (f.At != 0 || f.For != 0 || f.Kind == FaultDie) {
-		return f, fmt.Errorf("a window from a request (@Nreq) takes no time and no duration, and die needs times")
-	}
-	for _, s := range f.Servers {
-		if s < 0 || s >= servers {
-			return f, fmt.Errorf("server index %d out of range 0..%d", s, servers-1)
-		}
+	if err := f.checkFields(servers); err != nil {
+		return f, err
 	}
 	switch f.Kind {
 	case FaultDie:
@@ -117,18 +106,48 @@ func (f Fault) normalize(servers int) (Fault, error) {
 		}
 		return f, nil
 	case FaultSlow:
-		if f.Rate != 0 || f.At == 0 && f.For == 0 && f.FromRequest == 0 {
+		if f.Rate != 0 || !f.hasWindow() {
 			return f, fmt.Errorf("slow takes a window and no rate (slow@AT[+FOR] or slow@Nreq)")
 		}
 		return f, nil
 	}
 	if f.Rate == 0 {
-		if f.At == 0 && f.For == 0 && f.FromRequest == 0 {
+		if !f.hasWindow() {
 			return f, fmt.Errorf("needs a rate (KIND:0.01) or a window (KIND@AT+FOR)")
 		}
 		f.Rate = 1
 	}
 	return f, nil
+}
+
+// checkFields checks what every kind of fault shares: a known kind, a
+// rate in 0..1, a window that is either times or a request number, and
+// server indexes below servers.
+func (f *Fault) checkFields(servers int) error {
+	if !slices.Contains(faultKinds, f.Kind) {
+		return fmt.Errorf("unknown fault kind %q (want one of %s)", f.Kind, kindList())
+	}
+	if f.Rate < 0 || f.Rate > 1 {
+		return fmt.Errorf("rate must be 0..1, got %g", f.Rate)
+	}
+	if f.At < 0 || f.For < 0 {
+		return fmt.Errorf("window must not be negative")
+	}
+	if f.FromRequest > 0 && (f.At != 0 || f.For != 0 || f.Kind == FaultDie) {
+		return fmt.Errorf("a window from a request (@Nreq) takes no time and no duration, and die needs times")
+	}
+	for _, s := range f.Servers {
+		if s < 0 || s >= servers {
+			return fmt.Errorf("server index %d out of range 0..%d", s, servers-1)
+		}
+	}
+	return nil
+}
+
+// hasWindow reports whether f is limited to a window: a time, a duration
+// or a request number.
+func (f *Fault) hasWindow() bool {
+	return f.At != 0 || f.For != 0 || f.FromRequest != 0
 }
 
 func (f *Fault) appliesTo(server int) bool {

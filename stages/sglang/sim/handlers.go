@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,50 +27,49 @@ func (l *life) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, []byte(`{"error":"Unauthorized"}`))
 		return
 	}
-	method := func(ms ...string) bool {
-		for _, m := range ms {
-			if r.Method == m {
-				return true
-			}
-		}
-		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"detail":"Method Not Allowed"}`))
-		return false
-	}
-	switch r.URL.Path {
-	case "/generate":
-		if method(http.MethodPost, http.MethodPut) {
-			l.generate(w, r)
-		}
-	case "/v1/chat/completions":
-		if method(http.MethodPost) {
-			l.chat(w, r)
-		}
-	case "/health", "/health_generate":
-		// One handler for both, as in SGLang 2026 (http_server.py):
-		// a 1-token generation (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION
-		// defaults on).
-		if method(http.MethodGet, http.MethodHead) {
-			l.healthGenerate(w, r)
-		}
-	case "/get_model_info", "/model_info":
-		if method(http.MethodGet) {
-			l.modelInfo(w)
-		}
-	case "/get_server_info", "/server_info":
-		if method(http.MethodGet) {
-			l.serverInfo(w)
-		}
-	case "/v1/models":
-		if method(http.MethodGet) {
-			l.models(w)
-		}
-	case "/metrics":
-		if method(http.MethodGet) {
-			l.metrics(w)
-		}
-	default:
+	rt, ok := routes[r.URL.Path]
+	switch {
+	case !ok:
 		writeJSON(w, http.StatusNotFound, []byte(`{"detail":"Not Found"}`))
+	case !slices.Contains(rt.methods, r.Method):
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"detail":"Method Not Allowed"}`))
+	default:
+		rt.serve(l, w, r)
 	}
+}
+
+// route is what one path of a server answers: the methods it takes and
+// the handler.
+type route struct {
+	methods []string
+	serve   func(l *life, w http.ResponseWriter, r *http.Request)
+}
+
+var (
+	getOnly = []string{http.MethodGet}
+	getHead = []string{http.MethodGet, http.MethodHead}
+)
+
+// routes are the paths a server answers, by path.
+var routes = map[string]route{
+	"/generate":            {[]string{http.MethodPost, http.MethodPut}, (*life).generate},
+	"/v1/chat/completions": {[]string{http.MethodPost}, (*life).chat},
+	// One handler for both health paths, as in SGLang 2026
+	// (http_server.py): a 1-token generation
+	// (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION defaults on).
+	"/health":          {getHead, (*life).healthGenerate},
+	"/health_generate": {getHead, (*life).healthGenerate},
+	"/get_model_info":  {getOnly, withoutRequest((*life).modelInfo)},
+	"/model_info":      {getOnly, withoutRequest((*life).modelInfo)},
+	"/get_server_info": {getOnly, withoutRequest((*life).serverInfo)},
+	"/server_info":     {getOnly, withoutRequest((*life).serverInfo)},
+	"/v1/models":       {getOnly, withoutRequest((*life).models)},
+	"/metrics":         {getOnly, withoutRequest((*life).metrics)},
+}
+
+// withoutRequest adapts a handler that reads nothing of the request.
+func withoutRequest(h func(l *life, w http.ResponseWriter)) func(*life, http.ResponseWriter, *http.Request) {
+	return func(l *life, w http.ResponseWriter, _ *http.Request) { h(l, w) }
 }
 
 // authorized is SGLang's add_api_key_middleware: with an API key, only
@@ -238,36 +238,8 @@ func (l *life) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := job{api: apiNative, maxNew: 128, thinking: true, stream: req.Stream}
-	switch {
-	case len(req.Text) > 0 && req.Text[0] == '"':
-		var text string
-		if err := json.Unmarshal(req.Text, &text); err != nil {
-			writeError(w, apiNative, http.StatusBadRequest, "text: "+err.Error())
-			return
-		}
-		j.promptTokens = l.countTokens(text)
-		j.hash = fnv64(1, []byte(text))
-		j.thinking = !strings.HasSuffix(text, noThinkSuffix)
-		j.forced = textOpensThink(text)
-		j.tools = toolsInText(text)
-	case len(req.InputIDs) > 0 && req.InputIDs[0] == '[' && !bytes.HasPrefix(bytes.TrimLeft(req.InputIDs[1:], " \t\r\n"), []byte("[")):
-		var ids []int
-		if err := json.Unmarshal(req.InputIDs, &ids); err != nil {
-			writeError(w, apiNative, http.StatusBadRequest, "input_ids: "+err.Error())
-			return
-		}
-		j.promptTokens = len(ids)
-		j.hash = fnv64(2, req.InputIDs)
-		j.thinking = len(ids) < 4 || !equalInts(ids[len(ids)-4:], noThinkIDs)
-		j.forced = idsOpenThink(ids)
-		if tok := l.cfg.Tokenizer; tok != nil {
-			j.tools = toolsInText(tok.Decode(ids))
-		}
-	case len(req.Text) > 0 && req.Text[0] == '[', len(req.InputIDs) > 0:
-		writeError(w, apiNative, http.StatusBadRequest, "batch requests (a list of prompts) are not supported by pipe sim; send one prompt per request")
-		return
-	default:
-		writeError(w, apiNative, http.StatusBadRequest, "Either text or input_ids should be provided.")
+	if problem := l.generatePrompt(&j, &req); problem != "" {
+		writeError(w, apiNative, http.StatusBadRequest, problem)
 		return
 	}
 	j.hash = seeded(j.hash, req.SamplingParams.SamplingSeed)
@@ -281,6 +253,41 @@ func (l *life) generate(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(req.RID, &j.rid)
 	}
 	l.run(w, r, &j)
+}
+
+// generatePrompt reads the prompt of a /generate request, its text or its
+// input_ids, into j; problem, when not "", is the message of the 400 that
+// refuses it. A list of prompts (a batch) is refused.
+func (l *life) generatePrompt(j *job, req *generateRequest) (problem string) {
+	switch {
+	case len(req.Text) > 0 && req.Text[0] == '"':
+		var text string
+		if err := json.Unmarshal(req.Text, &text); err != nil {
+			return "text: " + err.Error()
+		}
+		j.promptTokens = l.countTokens(text)
+		j.hash = fnv64(1, []byte(text))
+		j.thinking = !strings.HasSuffix(text, noThinkSuffix)
+		j.forced = textOpensThink(text)
+		j.tools = toolsInText(text)
+	case len(req.InputIDs) > 0 && req.InputIDs[0] == '[' && !bytes.HasPrefix(bytes.TrimLeft(req.InputIDs[1:], " \t\r\n"), []byte("[")):
+		var ids []int
+		if err := json.Unmarshal(req.InputIDs, &ids); err != nil {
+			return "input_ids: " + err.Error()
+		}
+		j.promptTokens = len(ids)
+		j.hash = fnv64(2, req.InputIDs)
+		j.thinking = len(ids) < 4 || !equalInts(ids[len(ids)-4:], noThinkIDs)
+		j.forced = idsOpenThink(ids)
+		if tok := l.cfg.Tokenizer; tok != nil {
+			j.tools = toolsInText(tok.Decode(ids))
+		}
+	case len(req.Text) > 0 && req.Text[0] == '[', len(req.InputIDs) > 0:
+		return "batch requests (a list of prompts) are not supported by pipe sim; send one prompt per request"
+	default:
+		return "Either text or input_ids should be provided."
+	}
+	return ""
 }
 
 func equalInts(a, b []int) bool {
@@ -335,43 +342,16 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	}
 	seq := l.seq.Add(1)
 	faults := drawFaults(l.cfg.Faults, l.cfg.Seed, l.s.index, seq, l.s.fleet.now())
-	switch {
-	case faults.has(FaultServerError):
-		writeError(w, j.api, http.StatusInternalServerError, "Internal server error (pipe sim fault 500).")
-		return
-	case faults.has(FaultQueueFull):
-		writeError(w, j.api, http.StatusServiceUnavailable, errQueueFull.Error())
-		return
-	case faults.has(FaultBadRequest):
-		writeError(w, j.api, http.StatusBadRequest, "Bad request (pipe sim fault 400).")
-		return
-	case faults.has(FaultHang):
-		select {
-		case <-r.Context().Done():
-		case <-l.dead:
-		}
+	if l.failEarly(w, r, j, faults) {
 		return
 	}
+	release, ok := l.claimRID(j, seq)
+	if !ok {
+		writeError(w, j.api, http.StatusBadRequest, "Duplicate request ID: "+j.rid)
+		return
+	}
+	defer release()
 	ctx := r.Context()
-	if j.rid != "" {
-		l.mu.Lock()
-		_, dup := l.rids[j.rid]
-		if !dup {
-			l.rids[j.rid] = struct{}{}
-		}
-		l.mu.Unlock()
-		if dup {
-			writeError(w, j.api, http.StatusBadRequest, "Duplicate request ID: "+j.rid)
-			return
-		}
-		defer func() {
-			l.mu.Lock()
-			delete(l.rids, j.rid)
-			l.mu.Unlock()
-		}()
-	} else {
-		j.rid = l.defaultRID(seq)
-	}
 	start := time.Now()
 	// Admitted when a slot is free and its prompt and max_new_tokens fit
 	// in the KV cache (see admission); the prompt is in the cache while
@@ -398,8 +378,7 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	l.ttft.observe(decodeFrom.Sub(start).Seconds() * l.cfg.Speed)
 	j.seed = l.cfg.Seed
 	out := l.s.fleet.texts.plan(l.cfg, j.hash, j.thinking, j.forced, faults, j.keepEOS, j.tools)
-	n := min(out.total, j.maxNew)
-	res := result{job: j, out: &out, n: n, start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset), adm: &l.adm, ticket: t}
+	res := result{job: j, out: &out, n: min(out.total, j.maxNew), start: start, speed: l.cfg.Speed, reset: faults.has(FaultReset), adm: &l.adm, ticket: t}
 	if j.stream {
 		l.stream(ctx, w, &res, decodeFrom, &held)
 		return
@@ -407,10 +386,60 @@ func (l *life) run(w http.ResponseWriter, r *http.Request, j *job) {
 	if l.decodeAll(ctx, &res, decodeFrom, nil, &held) != nil {
 		return
 	}
+	l.answer(w, &res)
+}
+
+// failEarly plays the faults drawn for a request that act before it is
+// admitted: an error status, or a hang until the client or the server
+// goes. It reports whether one did (the request is then answered).
+func (l *life) failEarly(w http.ResponseWriter, r *http.Request, j *job, faults faultSet) bool {
+	switch {
+	case faults.has(FaultServerError):
+		writeError(w, j.api, http.StatusInternalServerError, "Internal server error (pipe sim fault 500).")
+	case faults.has(FaultQueueFull):
+		writeError(w, j.api, http.StatusServiceUnavailable, errQueueFull.Error())
+	case faults.has(FaultBadRequest):
+		writeError(w, j.api, http.StatusBadRequest, "Bad request (pipe sim fault 400).")
+	case faults.has(FaultHang):
+		select {
+		case <-r.Context().Done():
+		case <-l.dead:
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// claimRID makes j's request id the server's while it runs: ok is false
+// when a running request holds it already, as SGLang refuses a duplicate.
+// Without an id the request gets a fresh one, held by nobody. The caller
+// calls release when the request ends.
+func (l *life) claimRID(j *job, seq uint64) (release func(), ok bool) {
+	if j.rid == "" {
+		j.rid = l.defaultRID(seq)
+		return func() {}, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, dup := l.rids[j.rid]; dup {
+		return nil, false
+	}
+	l.rids[j.rid] = struct{}{}
+	return func() {
+		l.mu.Lock()
+		delete(l.rids, j.rid)
+		l.mu.Unlock()
+	}, true
+}
+
+// answer writes the whole response of a finished request, or half of it
+// before a reset when the fault says so.
+func (l *life) answer(w http.ResponseWriter, res *result) {
 	b := getBuf()
 	defer putBuf(b)
-	if j.api == apiNative {
-		*b = res.appendNative(*b, n, true)
+	if res.job.api == apiNative {
+		*b = res.appendNative(*b, res.n, true)
 	} else {
 		*b = res.appendChat(*b, l.cfg.Model)
 	}

@@ -84,51 +84,76 @@ func (t *texts) plan(cfg *Config, h uint64, thinking, forced bool, faults faultS
 		aj = ai
 	}
 	if thinking {
-		if !forced {
-			o.pushSpecial(sp, sp.thinkStart)
-			o.pushSpecial(sp, sp.newline)
-		}
-		o.push(t.think, ti, tj)
-		if !faults.has(FaultNoThinkEnd) {
-			o.pushSpecial(sp, sp.newline)
-			o.pushSpecial(sp, sp.thinkEnd)
-			o.pushSpecial(sp, sp.newlines2)
-		}
+		o.pushThink(t, ti, tj, forced, faults)
 	}
 	if !thinking || !faults.has(FaultNoThinkEnd) {
-		if faults.has(FaultLeakedThink) {
-			mid := ai + (aj-ai)/2
-			o.push(t.answer, ai, mid)
-			o.pushSpecial(sp, sp.newline)
-			o.pushSpecial(sp, sp.thinkEnd)
-			o.pushSpecial(sp, sp.newlines2)
-			o.push(t.answer, mid, aj)
-		} else {
-			o.push(t.answer, ai, aj)
-		}
-		if call != nil {
-			if aj > ai {
-				o.pushSpecial(sp, sp.newlines2)
-			}
-			tc := toolCallCorpus(call)
-			o.push(tc, 0, tc.len())
-		}
+		o.pushAnswer(t, ai, aj, call, faults)
 	}
 	if keepEOS {
 		o.pushSpecial(sp, sp.eosKeep)
 	} else {
 		o.pushSpecial(sp, sp.eosSkip)
 	}
-	if cfg.SpecAcceptMean > 0 {
-		o.spec = max(1, cfg.SpecAcceptMean*(0.75+0.5*unitFloat(mix(h, 7))))
-		if faults.has(FaultSpecCollapse) {
-			o.spec = collapsedAccept
-		}
-	}
+	o.spec = specAccept(cfg, h, faults)
 	if t.tok != nil {
 		o.canonicalize(t.tok, keepEOS)
 	}
 	return o
+}
+
+// pushThink pushes the think block with think text [i, j): its opening
+// unless the prompt forced it open, and its end unless a fault drops it.
+func (o *output) pushThink(t *texts, i, j int, forced bool, faults faultSet) {
+	sp := t.sp
+	if !forced {
+		o.pushSpecial(sp, sp.thinkStart)
+		o.pushSpecial(sp, sp.newline)
+	}
+	o.push(t.think, i, j)
+	if !faults.has(FaultNoThinkEnd) {
+		o.pushThinkEnd(sp)
+	}
+}
+
+// pushThinkEnd pushes "\n</think>\n\n".
+func (o *output) pushThinkEnd(sp *specials) {
+	o.pushSpecial(sp, sp.newline)
+	o.pushSpecial(sp, sp.thinkEnd)
+	o.pushSpecial(sp, sp.newlines2)
+}
+
+// pushAnswer pushes answer text [i, j), with a stray think end in its
+// middle under FaultLeakedThink, then the tool call if there is one.
+func (o *output) pushAnswer(t *texts, i, j int, call *toolCall, faults faultSet) {
+	if faults.has(FaultLeakedThink) {
+		mid := i + (j-i)/2
+		o.push(t.answer, i, mid)
+		o.pushThinkEnd(t.sp)
+		o.push(t.answer, mid, j)
+	} else {
+		o.push(t.answer, i, j)
+	}
+	if call == nil {
+		return
+	}
+	if j > i {
+		o.pushSpecial(t.sp, t.sp.newlines2)
+	}
+	tc := toolCallCorpus(call)
+	o.push(tc, 0, tc.len())
+}
+
+// specAccept is the output's mean speculative accept length: 0 without
+// speculative decoding, else SpecAcceptMean varied by ±25% per request
+// (at least 1), or the collapsed length under FaultSpecCollapse.
+func specAccept(cfg *Config, h uint64, faults faultSet) float64 {
+	if cfg.SpecAcceptMean <= 0 {
+		return 0
+	}
+	if faults.has(FaultSpecCollapse) {
+		return collapsedAccept
+	}
+	return max(1, cfg.SpecAcceptMean*(0.75+0.5*unitFloat(mix(h, 7))))
 }
 
 // appendEscText appends the JSON-escaped text of the first n tokens.

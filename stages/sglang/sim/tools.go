@@ -310,11 +310,7 @@ func pyDumps(raw []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var b strings.Builder
-	type frame struct {
-		obj   bool
-		count int
-	}
-	var stack []frame
+	var stack []pyContainer
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF && len(stack) == 0 {
@@ -329,28 +325,48 @@ func pyDumps(raw []byte) string {
 			continue
 		}
 		if n := len(stack); n > 0 {
-			f := &stack[n-1]
-			switch {
-			case f.obj && f.count%2 == 1:
-				b.WriteString(": ")
-			case f.count > 0:
-				b.WriteString(", ")
-			}
-			f.count++
+			stack[n-1].separate(&b)
 		}
-		switch v := tok.(type) {
-		case json.Delim:
-			b.WriteRune(rune(v))
-			stack = append(stack, frame{obj: v == '{'})
-		case string:
-			b.WriteString(pyString(v))
-		case json.Number:
-			b.WriteString(v.String())
-		case bool:
-			b.WriteString(strconv.FormatBool(v))
-		case nil:
-			b.WriteString("null")
+		if d, ok := tok.(json.Delim); ok {
+			b.WriteRune(rune(d))
+			stack = append(stack, pyContainer{obj: d == '{'})
+			continue
 		}
+		writePyScalar(&b, tok)
+	}
+}
+
+// pyContainer is an object or list pyDumps is inside; count is how many
+// tokens of it were written (an object's keys and values both count).
+type pyContainer struct {
+	obj   bool
+	count int
+}
+
+// separate writes what json.dumps puts before the container's next token:
+// ": " before a value, ", " before any other token but the first.
+func (c *pyContainer) separate(b *strings.Builder) {
+	switch {
+	case c.obj && c.count%2 == 1:
+		b.WriteString(": ")
+	case c.count > 0:
+		b.WriteString(", ")
+	}
+	c.count++
+}
+
+// writePyScalar writes a string, number, bool or null token as json.dumps
+// does.
+func writePyScalar(b *strings.Builder, tok json.Token) {
+	switch v := tok.(type) {
+	case string:
+		b.WriteString(pyString(v))
+	case json.Number:
+		b.WriteString(v.String())
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case nil:
+		b.WriteString("null")
 	}
 }
 

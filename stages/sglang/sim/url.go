@@ -80,98 +80,20 @@ func parseQuery(query string) (url.Values, error) {
 // ParseURL) into a fleet config. apiKey reads the key in the environment
 // variable api_key_env names; nil (at check time) only checks the name.
 func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, error)) (Config, error) {
-	cfg := Config{Count: n}
-	var errs []string
-	lengths := "default"
+	p := queryParse{cfg: Config{Count: n}, lengths: "default", apiKey: apiKey}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
-		v := q.Get(k)
-		if vs := q[k]; len(vs) > 1 {
-			errs = append(errs, fmt.Sprintf("sim option %s is given %d times", k, len(vs)))
-			continue
-		}
-		var err error
-		switch k {
-		case "speed":
-			cfg.Speed, err = strconv.ParseFloat(v, 64)
-		case "max_running":
-			cfg.MaxRunning, err = strconv.Atoi(v)
-		case "kv_tokens":
-			cfg.KVTokens, err = strconv.Atoi(v)
-		case "context_length":
-			cfg.ContextLength, err = strconv.Atoi(v)
-		case "lengths":
-			lengths = v
-		case "think_mean":
-			cfg.ThinkTokensMean, err = strconv.Atoi(v)
-		case "think_max":
-			cfg.ThinkTokensMax, err = strconv.Atoi(v)
-		case "answer_mean":
-			cfg.AnswerTokensMean, err = strconv.Atoi(v)
-		case "answer_max":
-			cfg.AnswerTokensMax, err = strconv.Atoi(v)
-		case "length_sigma":
-			cfg.LengthSigma, err = strconv.ParseFloat(v, 64)
-		case "spec_accept":
-			cfg.SpecAcceptMean, err = strconv.ParseFloat(v, 64)
-		case "model":
-			cfg.Model = v
-		case "tool_calls":
-			cfg.ToolCalls, err = strconv.ParseFloat(v, 64)
-			if err == nil && (cfg.ToolCalls < 0 || cfg.ToolCalls > 1) {
-				err = errors.New("want a share in 0..1")
-			}
-			if cfg.ToolCalls == 0 {
-				cfg.ToolCalls = -1 // none; Config's 0 is the default
-			}
-		case "tool_call_parser":
-			cfg.ToolCallParser = v
-			if v != "qwen25" && v != "qwen" {
-				err = errors.New("want qwen25 (Qwen3's <tool_call> format)")
-			}
-		case "forced_thinking":
-			cfg.ForcedThinking, err = strconv.ParseBool(v)
-		case "seed":
-			var s uint64
-			s, err = strconv.ParseUint(v, 10, 64)
-			cfg.Seed = s
-		case "api_key_env":
-			if !envNameRe.MatchString(v) {
-				errs = append(errs, "sim option api_key_env: not an environment variable name (give the variable's name, not the key)")
-				continue
-			}
-			if apiKey != nil {
-				key, kerr := apiKey(v)
-				if kerr != nil {
-					errs = append(errs, fmt.Sprintf("sim option api_key_env: %v", kerr))
-					continue
-				}
-				cfg.APIKey = key
-			}
-		case "faults":
-			for _, fs := range splitFaults(v) {
-				f, ferr := ParseFault(fs)
-				if ferr != nil {
-					errs = append(errs, ferr.Error())
-					continue
-				}
-				cfg.Faults = append(cfg.Faults, f)
-			}
-		default:
-			errs = append(errs, fmt.Sprintf("unknown sim option %q (%s)", k, strings.Join(queryKeys, ", ")))
-		}
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("sim option %s=%q: %v", k, v, err))
-		}
+		p.option(k, q[k])
 	}
 	// A mean above its cap raises the cap with it, unless the cap was
 	// given too (then the mismatch is reported when the fleet starts).
-	thinkMaxSet, answerMaxSet := cfg.ThinkTokensMax != 0, cfg.AnswerTokensMax != 0
-	if err := cfg.UseLengths(lengths); err != nil {
-		errs = append(errs, "sim option lengths: "+err.Error())
+	thinkMaxSet, answerMaxSet := p.cfg.ThinkTokensMax != 0, p.cfg.AnswerTokensMax != 0
+	if err := p.cfg.UseLengths(p.lengths); err != nil {
+		p.errs = append(p.errs, "sim option lengths: "+err.Error())
 	}
-	if len(errs) > 0 {
-		return cfg, errors.New(strings.Join(errs, "; "))
+	if len(p.errs) > 0 {
+		return p.cfg, errors.New(strings.Join(p.errs, "; "))
 	}
+	cfg := p.cfg
 	if !thinkMaxSet && cfg.ThinkTokensMean > cfg.ThinkTokensMax {
 		cfg.ThinkTokensMax = min(cfg.ThinkTokensMean*4, maxSpanLimit)
 	}
@@ -181,11 +103,146 @@ func ConfigFromQuery(n int, q url.Values, apiKey func(envName string) (string, e
 	return cfg, nil
 }
 
-// queryKeys are the options of "sim:N?…", as an unknown one's error lists
-// them.
-var queryKeys = []string{"speed", "max_running", "kv_tokens", "context_length",
-	"lengths", "think_mean", "think_max", "answer_mean", "answer_max", "length_sigma",
-	"spec_accept", "model", "forced_thinking", "tool_calls", "tool_call_parser", "seed", "faults", "api_key_env"}
+// queryParse is what ConfigFromQuery has read so far: the config, the
+// lengths preset (applied after every option, so the options that
+// override it may come in any order) and every problem found.
+type queryParse struct {
+	cfg     Config
+	lengths string
+	apiKey  func(envName string) (string, error)
+	errs    []string
+}
+
+// option reads option k, given the values vs; each problem is appended
+// to p.errs, so every one is reported at once.
+func (p *queryParse) option(k string, vs []string) {
+	if len(vs) > 1 {
+		p.errs = append(p.errs, fmt.Sprintf("sim option %s is given %d times", k, len(vs)))
+		return
+	}
+	v := vs[0]
+	i := slices.IndexFunc(queryOptions, func(o queryOption) bool { return o.name == k })
+	if i < 0 {
+		p.errs = append(p.errs, fmt.Sprintf("unknown sim option %q (%s)", k, strings.Join(queryKeys, ", ")))
+		return
+	}
+	if err := queryOptions[i].set(p, v); err != nil {
+		p.errs = append(p.errs, fmt.Sprintf("sim option %s=%q: %v", k, v, err))
+	}
+}
+
+// queryOption is one option of "sim:N?…". set reads its value into p; an
+// error it returns is reported as `sim option k="v": error`. An option
+// whose problems read otherwise appends them to p.errs and returns nil.
+type queryOption struct {
+	name string
+	set  func(p *queryParse, v string) error
+}
+
+// queryOptions are the options of "sim:N?…", in the order an unknown
+// one's error lists them.
+var queryOptions = []queryOption{
+	{"speed", floatOption(func(c *Config) *float64 { return &c.Speed })},
+	{"max_running", intOption(func(c *Config) *int { return &c.MaxRunning })},
+	{"kv_tokens", intOption(func(c *Config) *int { return &c.KVTokens })},
+	{"context_length", intOption(func(c *Config) *int { return &c.ContextLength })},
+	{"lengths", func(p *queryParse, v string) error { p.lengths = v; return nil }},
+	{"think_mean", intOption(func(c *Config) *int { return &c.ThinkTokensMean })},
+	{"think_max", intOption(func(c *Config) *int { return &c.ThinkTokensMax })},
+	{"answer_mean", intOption(func(c *Config) *int { return &c.AnswerTokensMean })},
+	{"answer_max", intOption(func(c *Config) *int { return &c.AnswerTokensMax })},
+	{"length_sigma", floatOption(func(c *Config) *float64 { return &c.LengthSigma })},
+	{"spec_accept", floatOption(func(c *Config) *float64 { return &c.SpecAcceptMean })},
+	{"model", func(p *queryParse, v string) error { p.cfg.Model = v; return nil }},
+	{"forced_thinking", func(p *queryParse, v string) (err error) {
+		p.cfg.ForcedThinking, err = strconv.ParseBool(v)
+		return err
+	}},
+	{"tool_calls", (*queryParse).toolCalls},
+	{"tool_call_parser", func(p *queryParse, v string) error {
+		p.cfg.ToolCallParser = v
+		if v != "qwen25" && v != "qwen" {
+			return errors.New("want qwen25 (Qwen3's <tool_call> format)")
+		}
+		return nil
+	}},
+	{"seed", func(p *queryParse, v string) (err error) {
+		p.cfg.Seed, err = strconv.ParseUint(v, 10, 64)
+		return err
+	}},
+	{"faults", (*queryParse).faults},
+	{"api_key_env", (*queryParse).apiKeyEnv},
+}
+
+// queryKeys are the names of queryOptions, as an unknown option's error
+// lists them.
+var queryKeys = func() []string {
+	keys := make([]string, len(queryOptions))
+	for i, o := range queryOptions {
+		keys[i] = o.name
+	}
+	return keys
+}()
+
+func intOption(field func(*Config) *int) func(*queryParse, string) error {
+	return func(p *queryParse, v string) (err error) {
+		*field(&p.cfg), err = strconv.Atoi(v)
+		return err
+	}
+}
+
+func floatOption(field func(*Config) *float64) func(*queryParse, string) error {
+	return func(p *queryParse, v string) (err error) {
+		*field(&p.cfg), err = strconv.ParseFloat(v, 64)
+		return err
+	}
+}
+
+// toolCalls reads tool_calls, a share in 0..1; 0 is stored as -1 (none),
+// since Config's 0 means the default.
+func (p *queryParse) toolCalls(v string) (err error) {
+	p.cfg.ToolCalls, err = strconv.ParseFloat(v, 64)
+	if err == nil && (p.cfg.ToolCalls < 0 || p.cfg.ToolCalls > 1) {
+		err = errors.New("want a share in 0..1")
+	}
+	if p.cfg.ToolCalls == 0 {
+		p.cfg.ToolCalls = -1
+	}
+	return err
+}
+
+// faults reads the faults option; each bad fault is reported by itself
+// and the good ones are kept.
+func (p *queryParse) faults(v string) error {
+	for _, fs := range splitFaults(v) {
+		f, err := ParseFault(fs)
+		if err != nil {
+			p.errs = append(p.errs, err.Error())
+			continue
+		}
+		p.cfg.Faults = append(p.cfg.Faults, f)
+	}
+	return nil
+}
+
+// apiKeyEnv reads api_key_env, the name of the variable holding the key.
+// Its errors never quote the value: it may be a key given by mistake.
+func (p *queryParse) apiKeyEnv(v string) error {
+	if !envNameRe.MatchString(v) {
+		p.errs = append(p.errs, "sim option api_key_env: not an environment variable name (give the variable's name, not the key)")
+		return nil
+	}
+	if p.apiKey == nil {
+		return nil
+	}
+	key, err := p.apiKey(v)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Sprintf("sim option api_key_env: %v", err))
+		return nil
+	}
+	p.cfg.APIKey = key
+	return nil
+}
 
 // splitFaults splits the faults option at commas, keeping a fault's list
 // of servers whole: "503:0.1,die@1h+5m#0,1" is two faults, the second on
