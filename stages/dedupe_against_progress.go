@@ -21,17 +21,18 @@ func init() {
 		Kind:    "dedupe-against-progress",
 		Summary: "drop prompts this run directory already finished, and repeated ids in the input",
 		Description: `Placed right after the reader, it makes a resumed run skip what is done.
-At open it loads the ids the run directory has finished — committed in every
-output they reached, or rejected (RUN_DIR/done.ids, 8
-bytes an id) — and drops those prompts while streaming (counted as skipped:
-done). A prompt whose completion was generated but not yet committed
-everywhere passes: the generate stage takes it from its journal instead of
-asking a server again.
+At open it loads the ids the run directory has finished. An id is finished
+when it is committed in every output it reached, or rejected. The ids are in
+RUN_DIR/done.ids, 8 bytes an id. The stage drops those prompts while
+streaming, counted as skipped: done. A prompt whose completion was generated
+but not yet committed everywhere passes. The generate stage then takes it
+from its journal instead of asking a server again.
 
-An id seen earlier in this run's input is rejected as duplicate_id (the first
-one wins). against lists other outputs whose ids are skipped too (counted as
-skipped: against): a JSONL file (a write-jsonl output or any file with an
-"id" per line) or another run directory's done.ids.`,
+An id seen earlier in this run's input is rejected as duplicate_id. The
+first one wins. against lists other outputs whose ids are skipped too,
+counted as skipped: against. Each is a JSONL file or another run
+directory's done.ids. The JSONL file is a write-jsonl output or any file
+with an "id" per line.`,
 		Outputs:       []string{"out", pipeline.RejectedPort},
 		DropsFinished: true,
 		KeySettings: pipeline.SettingsFor(func(c *dedupeConfig) string {
@@ -62,7 +63,7 @@ path  = "out/prompts.jsonl"
 
 type dedupeConfig struct {
 	// Against lists files whose ids are skipped too.
-	Against []string `toml:"against" path:"in" doc:"other outputs whose ids count as done: JSONL files with an \"id\" per line, or another run directory's done.ids (default: none)"`
+	Against []string `toml:"against" path:"in" doc:"Other outputs whose ids count as done. Each is a JSONL file with an \"id\" per line, or another run directory's done.ids. Empty: only this run directory counts."`
 }
 
 type dedupe struct {

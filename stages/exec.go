@@ -30,41 +30,42 @@ func init() {
 		Kind:    "exec",
 		Summary: "judge or change records with a program of your own, which reads them as JSON lines and answers a verdict a line",
 		Description: `Starts command once, in the pipeline file's directory, and keeps it
-running: each record goes to its stdin as one line of JSON (the record as
-write-jsonl writes it), and the program answers one line on its stdout for
-each record:
+running. Each record goes to its stdin as one line of JSON, the record as
+write-jsonl writes it. The program answers one line on its stdout for each
+record:
 
   {"id": "q-1", "accept": true}
   {"id": "q-2", "accept": false, "reason": "short_answer", "detail": "12 chars"}
   {"id": "q-3", "accept": true, "record": {...the record, changed...}}
 
-Accepted records go to "accepted", rejected ones to "rejected" with the
-reason, a code of lowercase letters, digits and _. With "record" the
-program changes the record (its id must stay). Answers may come in any
+Accepted records go to "accepted". Rejected ones go to "rejected" with the
+reason: a code of lowercase letters, digits and _. With "record" the
+program changes the record; its id must stay. Answers may come in any
 order: they are matched by id. The program must flush each answer.
 
-Up to in_flight records are with the program at once; more wait (the
-stage slows its input down). A record without an answer after timeout
-makes pipe kill the program, hung, and start it again; so does the
-program's death. Records it had not answered are sent to the new start.
-After max_restarts restarts the run stops (what it committed is kept,
-and a resume sends the rest again). The stage keeps nothing on disk: a
-record not committed when pipe or the program is killed is sent again,
-so the program must judge a record alike each time it sees it.
+Up to in_flight records are with the program at once. More wait, and the
+stage slows its input down. A record without an answer after timeout means
+the program hung: pipe kills it and starts it again. The program's death
+does the same. Records it had not answered are sent to the new start.
+After max_restarts restarts the run stops. What it committed is kept, and
+a resume sends the rest again. The stage keeps nothing on disk. A record
+not committed when pipe or the program is killed is sent again. So the
+program must judge a record alike each time it sees it.
 
-A rejection without a valid reason fails the record. A line that is not
-an answer (not JSON, no id or accept, an id pipe did not send, a changed
-record with another id) stops the run, naming the line. The program's
-stderr goes to the run log, a line at a time, each line cut at 1 KiB,
-at most 20 lines a second and 4 MiB in all (the rest is counted).
+A rejection without a valid reason fails the record. A line that is not an
+answer stops the run, naming the line. Such a line is not JSON, has no id
+or accept, has an id pipe did not send, or changes the record's id. The
+program's stderr goes to the run log a line at a time. Each line is cut at
+1 KiB. At most 20 lines a second and 4 MiB in all are logged; the rest is
+counted.
 
-pipe check finds the program on PATH (or, with a /, against the pipeline
-file's directory) and checks that an argument naming a script (.py, .sh,
-.js, .rb, .pl, .lua, .R, .jl) exists. Such a script's content is one of
-the run's settings, as the command is: a resume with the script changed
-is refused without --force-new-config. pipelines/answer_rules.py is a
-sample program. Accepted and rejected records, by reason, restarts and
-timeouts are in the run summary and the report.`,
+pipe check finds the program on PATH, or, with a /, against the pipeline
+file's directory. It checks that an argument naming a script exists (.py,
+.sh, .js, .rb, .pl, .lua, .R, .jl). Such a script's content is one of the
+run's settings, as the command is. A resume with the script changed is
+refused without --force-new-config. pipelines/answer_rules.py is a sample
+program. The run summary and the report count accepted and rejected
+records by reason, restarts and timeouts.`,
 		Outputs: []string{"accepted", pipeline.RejectedPort},
 		KeySettings: pipeline.SettingsFor(func(cfg *execConfig) string {
 			return strings.Join(cfg.Command.Args(), " ")
@@ -105,10 +106,10 @@ path  = "out/rejected.jsonl"
 
 // execConfig configures exec.
 type execConfig struct {
-	Command     execCommand     `toml:"command" required:"true" op:"false" doc:"the program and its arguments, e.g. [\"python3\", \"rules.py\"]; it runs in the pipeline file's directory"`
-	InFlight    int             `toml:"in_flight" op:"true" default:"64" min:"1" max:"4096" doc:"records with the program at once, sent and not answered"`
-	Timeout     config.Duration `toml:"timeout" op:"true" default:"30s" doc:"how long a record may wait for its answer, from when it is sent, before the program counts as hung and is restarted; a program that answers in turn must answer in_flight records within it"`
-	MaxRestarts int             `toml:"max_restarts" op:"true" default:"3" min:"0" max:"1000" doc:"restarts of the program (it died or hung) before the run stops"`
+	Command     execCommand     `toml:"command" required:"true" op:"false" doc:"The program and its arguments, e.g. [\"python3\", \"rules.py\"]. It runs in the pipeline file's directory."`
+	InFlight    int             `toml:"in_flight" op:"true" default:"64" min:"1" max:"4096" doc:"Records with the program at once: sent and not answered."`
+	Timeout     config.Duration `toml:"timeout" op:"true" default:"30s" doc:"How long a record may wait for its answer, from when it is sent. Then the program counts as hung and is restarted. A program that answers in turn must answer in_flight records within it."`
+	MaxRestarts int             `toml:"max_restarts" op:"true" default:"3" min:"0" max:"1000" doc:"Restarts of the program (it died or hung) before the run stops."`
 }
 
 // execCommand is the command key's value: the program and its

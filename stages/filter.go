@@ -23,19 +23,21 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "filter",
 		Summary: "reject records by rules of your own: expressions over the record, each with its reason code",
-		Description: `Each rule is an expression (expr-lang, https://expr-lang.org) over the
-record that, when true, rejects it with the rule's reason code; the first
-rule that is true decides. Records no rule rejects go to "accepted".
+		Description: `Each rule is an expression over the record (expr-lang,
+https://expr-lang.org). When true, it rejects the record with the rule's
+reason code. The first rule that is true decides. Records no rule rejects
+go to "accepted".
 
-The rules are compiled by pipe check, typed against the record: a name the
-record has not, a type that does not fit, or an expression that is not a
-boolean is a problem at the rule's line, naming it and the column.
+pipe check compiles the rules, typed against the record. A problem is
+reported at the rule's line, naming it and the column. Problems are a name
+the record has not, a type that does not fit, or an expression that is not
+a boolean.
 
 ` + recordExprHelp + `
 
-Rejections by reason are in the run summary and the report. A rule's
-reason listed in second_chance sends its records out of the "retry" port
-for a new attempt instead, as validate-thinking's second_chance does.`,
+Rejections by reason are in the run summary and the report. second_chance
+lists rule reasons whose records leave by the "retry" port instead, for a
+new attempt. validate-thinking's second_chance does the same.`,
 		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
 		OptionalOutputs: []string{RetryPort},
 		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*filterConfig).SecondChance }),
@@ -85,11 +87,11 @@ path  = "out/rejected.jsonl"
 
 // filterConfig configures filter.
 type filterConfig struct {
-	Rules     filterRules `toml:"rules" required:"true" op:"false" doc:"the rules, in order: [{reject_if = EXPRESSION, reason = CODE}, ...]; the first true one rejects the record with its reason"`
-	Tokenizer string      `toml:"tokenizer" op:"false" path:"indir" contains:"tokenizer.json" doc:"model directory whose tokenizer tokens() counts with; needed only by rules that call tokens()"`
-	Workers   int         `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"records judged in parallel; 0 = one per CPU"`
+	Rules     filterRules `toml:"rules" required:"true" op:"false" doc:"The rules, in order: [{reject_if = EXPRESSION, reason = CODE}, ...]. The first true one rejects the record with its reason."`
+	Tokenizer string      `toml:"tokenizer" op:"false" path:"indir" contains:"tokenizer.json" doc:"Model directory whose tokenizer tokens() counts with. Needed only by rules that call tokens()."`
+	Workers   int         `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"Records judged in parallel. 0 means one per CPU."`
 	// SecondChance lists the rules' reasons whose records are sampled again.
-	SecondChance []string `toml:"second_chance" op:"false" doc:"rule reasons whose records leave by the retry port for a new attempt (a generate stage with input = STAGE.retry) instead of being rejected"`
+	SecondChance []string `toml:"second_chance" op:"false" doc:"Rule reasons whose records leave by the retry port for a new attempt, instead of being rejected. A generate stage with input = STAGE.retry takes them."`
 }
 
 // filterRule is one rule: an expression that, true, rejects with Reason.

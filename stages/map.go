@@ -27,10 +27,10 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "map",
 		Summary: "set or add fields of records by expressions: a system prompt by rule, a tag, a derived meta field",
-		Description: `Each assignment sets one field of the record to the value of an
-expression (expr-lang, https://expr-lang.org) over the record, when its
-condition, if it has one, is true. The assignments run in order: a later
-one sees what the earlier ones set.
+		Description: `Each assignment sets one field of the record to the value of an expression
+over the record (expr-lang, https://expr-lang.org). An assignment with a
+condition applies only when the condition is true. The assignments run in
+order: a later one sees what the earlier ones set.
 
 A field is one of:
 
@@ -42,24 +42,23 @@ A field is one of:
                    whose prompt.text is a tool's result fails)
 
 id never changes: exactly-once accounting keys on it. The completion and
-the training row are what generate and tokenize-and-mask made, not the
-map's to change. Nor is the prompt of a record that has one of them: an
-assignment that would change it fails that record (set the prompt before
-generate). So does a value that errs or has the wrong type at run time,
-naming the assignment; the record is then in RUN_DIR/failed/ with what
-the assignments before it set.
+the training row are not the map's to change: generate and
+tokenize-and-mask made them. Nor is the prompt of a record that has one of
+them. An assignment that would change it fails that record, so set the
+prompt before generate. A value that errs or has the wrong type at run time
+also fails the record, naming the assignment. The record is then in
+RUN_DIR/failed/ with what the assignments before it set.
 
-The expressions are compiled by pipe check, typed against the record: a
-name the record has not, a value that does not fit its field (prompt.* is
-a string) or a condition that is not a boolean is a problem at the
-assignment's line, naming it and the column.
+pipe check compiles the expressions, typed against the record. A problem is
+reported at the assignment's line, naming it and the column. Problems are a
+name the record has not, a value that does not fit its field (prompt.* is a
+string), or a condition that is not a boolean.
 
 ` + recordExprHelp + `
 
-The assignments are part of the settings that define the run's data: a
+The assignments are part of the settings that define the run's data. A
 resumed run with other assignments is refused, unless pipe run
---force-new-config. The report counts the records each assignment
-changed.`,
+--force-new-config. The report counts the records each assignment changed.`,
 		Outputs: []string{"out"},
 		KeySettings: pipeline.SettingsFor(func(cfg *mapConfig) string {
 			fields := make([]string, len(cfg.Set))
@@ -95,9 +94,9 @@ path  = "out/prompts.jsonl"
 
 // mapConfig configures map.
 type mapConfig struct {
-	Set       mapAssignments `toml:"set" required:"true" op:"false" doc:"the assignments, in order: [{field = FIELD, value = EXPRESSION, when = CONDITION}, ...]; FIELD is meta.NAME, prompt.system or prompt.text; when is optional"`
-	Tokenizer string         `toml:"tokenizer" op:"false" path:"indir" contains:"tokenizer.json" doc:"model directory whose tokenizer tokens() counts with; needed only by expressions that call tokens()"`
-	Workers   int            `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"records shaped in parallel; 0 = one per CPU"`
+	Set       mapAssignments `toml:"set" required:"true" op:"false" doc:"The assignments, in order: [{field = FIELD, value = EXPRESSION, when = CONDITION}, ...]. FIELD is meta.NAME, prompt.system or prompt.text. when is optional."`
+	Tokenizer string         `toml:"tokenizer" op:"false" path:"indir" contains:"tokenizer.json" doc:"Model directory whose tokenizer tokens() counts with. Needed only by expressions that call tokens()."`
+	Workers   int            `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"Records shaped in parallel. 0 means one per CPU."`
 }
 
 // mapAssignment sets Field to Value's value where When (if given) is true.

@@ -27,8 +27,9 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "read-completions",
 		Summary: "stream existing completions (pipe's JSONL or shards, ShareGPT/conversations, SpecForge's, OpenAI chat and batch output) for re-validation",
-		Description: `path is a JSONL file with one record per line, in any of these layouts
-(the first line of each says, on the terminal, which it found):
+		Description: `path is a JSONL file with one record per line, in any of these layouts.
+The terminal shows, for the first line of each, which layout it found.
+
   pipe                    {"id", "messages", "completion", ...} as write-jsonl writes them
   conversations           {"id", "conversations" (ShareGPT from/value or role/content) or
                           "messages"}, the last turn the assistant's answer: its
@@ -39,21 +40,27 @@ func init() {
                           usage ("messages" beside it, if any, are the prompt)
   openai-batch-output     OpenAI/vLLM batch output: custom_id (the id), response.body (a chat
                           completion); a failed request is a bad line
-Turns are read as read-prompts reads them: tool use carried whole ("tools",
-each turn's tool_calls, tool_call_id and name; a final assistant turn's or
-chat completion's tool_calls become the completion's), an unknown message
-field a bad line. A row without an id gets a hash of its prompt, as
-read-prompts gives it. Or shards as write-arrow writes them:
-a .parquet or .arrow file, a shard directory (its .pipe/manifest.json names the
-committed shards, in order; without one, its part-* files), a
-manifest.json, or s3://bucket/prefix/DIR where upload-s3 put them (each
-shard is downloaded to a temporary file and its sha256 checked; credentials
-from the AWS chain). Either is streamed, never loaded whole. A record that is not
-usable (invalid JSON, no id, no completion when require_completion is set)
-stops the run with its file and line or row (on_bad_line = "fail"), or is
-counted and set aside on the rejected port / RUN_DIR/rejected/STAGE.jsonl
-("skip"). A record that was rejected before keeps that verdict in
-meta.previous_reject, so it can be judged again by today's rules.`,
+
+Turns are read as read-prompts reads them. Tool use is carried whole:
+"tools", and each turn's tool_calls, tool_call_id and name. A final
+assistant turn's or chat completion's tool_calls become the completion's.
+An unknown message field is a bad line. A row without an id gets a hash of
+its prompt, as read-prompts gives it.
+
+path may instead hold shards as write-arrow writes them. It is then a
+.parquet or .arrow file, a shard directory, a manifest.json, or
+s3://bucket/prefix/DIR where upload-s3 put them. A shard directory's
+.pipe/manifest.json names the committed shards, in order; without one, its
+part-* files are read. Each S3 shard is downloaded to a temporary file and
+its sha256 checked. Credentials come from the AWS chain.
+
+Either is streamed, never loaded whole. A record that is not usable is a
+bad line: invalid JSON, no id, or no completion when require_completion is
+set. With on_bad_line = "fail" it stops the run with its file and line or
+row. With "skip" it is counted and set aside on the rejected port, or in
+RUN_DIR/rejected/STAGE.jsonl. A record that was rejected before keeps that
+verdict in meta.previous_reject. So it can be judged again by today's
+rules.`,
 		Replay: &output.ReplaySpec{Reads: output.ReplaysOutput, Config: func(_, _, writer, path string) map[string]any {
 			return map[string]any{"path": path, "writer": writer}
 		}},
@@ -97,24 +104,23 @@ path  = "out/good.jsonl"
 // readCompletionsConfig configures read-completions.
 type readCompletionsConfig struct {
 	// Path is the JSONL file, relative to the pipeline file. Required.
-	Path string `toml:"path" op:"true" required:"true" path:"inany" doc:"JSONL file of records (as write-jsonl writes them), or write-arrow shards: a .parquet/.arrow file, a shard directory or its .pipe/manifest.json, relative to the pipeline file; or s3://bucket/prefix/DIR as upload-s3 uploaded them"`
+	Path string `toml:"path" op:"true" required:"true" path:"inany" doc:"A JSONL file of records, as write-jsonl writes them. Or write-arrow shards: a .parquet/.arrow file, a shard directory or its .pipe/manifest.json. Or s3://bucket/prefix/DIR, as upload-s3 uploaded them. A local path is relative to the pipeline file."`
 	// Endpoint, Region and ForcePathStyle are for an s3:// path, as upload-s3 takes them.
-	Endpoint       string `toml:"endpoint" op:"true" doc:"with an s3:// path: the S3 endpoint URL of an S3-compatible server (default: AWS, or AWS_ENDPOINT_URL_S3)"`
-	Region         string `toml:"region" op:"true" doc:"with an s3:// path: the region (default: the AWS configuration's, else us-east-1)"`
-	ForcePathStyle bool   `toml:"force_path_style" default:"false" op:"true" doc:"with an s3:// path: address the bucket as ENDPOINT/BUCKET"`
-	// OnBadLine is "fail" (default) or "skip".
-	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"what a malformed line does: stop the run with file:line, or be counted and set aside"`
+	Endpoint       string `toml:"endpoint" op:"true" doc:"With an s3:// path: the S3 endpoint URL of an S3-compatible server. Unset: AWS, or AWS_ENDPOINT_URL_S3."`
+	Region         string `toml:"region" op:"true" doc:"With an s3:// path: the region. Unset: the AWS configuration's, else us-east-1."`
+	ForcePathStyle bool   `toml:"force_path_style" default:"false" op:"true" doc:"With an s3:// path: address the bucket as ENDPOINT/BUCKET."`
+	OnBadLine      string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"What a malformed line does. \"fail\" stops the run with file:line. \"skip\" counts it and sets it aside."`
 	// RequireCompletion makes a line without a completion a bad line.
-	RequireCompletion bool `toml:"require_completion" default:"true" doc:"a record without a completion is a bad line"`
+	RequireCompletion bool `toml:"require_completion" default:"true" doc:"A record without a completion is a bad line."`
 	// RequireOutputIDs makes a completion without output_ids a bad line, and
 	// tells pipe check that completion.output_ids is produced.
-	RequireOutputIDs bool `toml:"require_output_ids" default:"false" doc:"a completion without output_ids is a bad line (for source = \"ids\" downstream)"`
-	// Limit stops after this many records; 0 (default) reads all.
-	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many records; 0 reads all"`
+	RequireOutputIDs bool `toml:"require_output_ids" default:"false" doc:"A completion without output_ids is a bad line. Set it for source = \"ids\" downstream."`
+	// Limit stops after this many records; 0 reads all.
+	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"Read at most this many records. 0 reads all."`
 	// Writer is the kind of the writer that made path: its committed
 	// records are read by that kind's own reader (output.Spec),
 	// whatever its format. pipe run --from sets it.
-	Writer string `toml:"writer" doc:"the kind of the writer whose output path is (e.g. as pipe run --from sets it): its committed records are read with that kind's own reader; \"\" reads path as JSONL or shards"`
+	Writer string `toml:"writer" doc:"The kind of the writer whose output path is, e.g. as pipe run --from sets it. Its committed records are then read with that kind's own reader. \"\" reads path as JSONL or shards."`
 }
 
 // Validate checks that writer names a kind whose output holds records.

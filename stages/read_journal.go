@@ -16,16 +16,17 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "read-journal",
 		Summary: "replay what a stage of another run sent on, from that run's journal (pipe run --from STAGE=RUN_DIR)",
-		Description: `Reads the journal an expensive stage (generate) kept in run_dir: every
-record it sent on, on the port it sent it, committed lines only (a torn or
-pending tail a killed run left is not read, and nothing there is changed).
-It is what pipe run --from STAGE=RUN_DIR puts in place of STAGE and
-everything upstream of it, so a finished run's completions go through
-today's downstream stages without a server; it may also be written by hand.
+		Description: `Reads the journal an expensive stage (generate) kept in run_dir. It reads
+every record the stage sent on, on the port it sent it. It reads committed
+lines only. A torn or pending tail a killed run left is not read, and
+nothing there is changed. pipe run --from STAGE=RUN_DIR puts this stage in
+place of STAGE and everything upstream of it. A finished run's completions
+then go through today's downstream stages without a server. It may also be
+written by hand.
 
-An id the journal holds twice (a retried batch) is sent once, the first time.
-An id this run directory already finished is skipped (counted as skipped:
-done), so a stopped replay continues where it was committed.`,
+An id the journal holds twice (a retried batch) is sent once, the first
+time. An id this run directory already finished is skipped, counted as
+skipped: done. So a stopped replay continues where it was committed.`,
 		DropsFinished: true,
 		Replay: &output.ReplaySpec{Reads: output.ReplaysJournal, Config: func(runDir, stage, _, _ string) map[string]any {
 			return map[string]any{"run_dir": runDir, "stage": stage}
@@ -59,9 +60,9 @@ path  = "out/good.jsonl"
 // readJournalConfig configures read-journal.
 type readJournalConfig struct {
 	// RunDir is the run directory whose journal is read. Required.
-	RunDir string `toml:"run_dir" op:"true" required:"true" path:"rundir" doc:"the run directory whose journal is read (relative to the pipeline file)"`
+	RunDir string `toml:"run_dir" op:"true" required:"true" path:"rundir" doc:"The run directory whose journal is read, relative to the pipeline file."`
 	// Stage is the id of the journaled stage in that run. Required.
-	Stage string `toml:"stage" required:"true" doc:"the id of the stage in that run whose journal is read (e.g. gen)"`
+	Stage string `toml:"stage" required:"true" doc:"The id of the stage in that run whose journal is read, e.g. gen."`
 }
 
 type readJournal struct {

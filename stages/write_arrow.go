@@ -24,30 +24,32 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "write-arrow",
 		Summary: "write records as Parquet or Arrow IPC shards with a manifest, committed as they go",
-		Description: `Writes typed columns (id, messages, reasoning, answer, input_ids
-list<int32>, loss_mask list<uint8>, counts, generation metadata; the schema
-is in docs/training-data.md) into shards part-00000.parquet, part-00001.parquet, … in the
-directory path, with .pipe/manifest.json listing each committed shard (rows,
-tokens, bytes, sha256).
+		Description: `Writes typed columns into shards part-00000.parquet, part-00001.parquet, …
+in the directory path. The columns are id, messages, reasoning, answer,
+input_ids list<int32>, loss_mask list<uint8>, counts and generation
+metadata; docs/training-data.md has the schema. .pipe/manifest.json lists
+each committed shard: rows, tokens, bytes, sha256.
 
-A shard is written under a hidden temporary name and committed — fsynced,
-renamed, added to the manifest, which is replaced atomically — when it
-reaches max_rows or max_bytes or is max_age old (judged at the run's commit
-rounds, pipe run --commit-every), when the run is asked to stop, and at the
-end: shards sized for training, not one per commit round. Rows between
-shards are kept safe by the generation journal: their ids are finished only
-once their shard is committed, so a crash takes them from the journal again.
+A shard is written under a hidden temporary name. It is committed when it
+reaches max_rows or max_bytes or is max_age old, when the run is asked to
+stop, and at the end. max_age is judged at the run's commit rounds (pipe
+run --commit-every). So shards are sized for training, not one per commit
+round. A commit fsyncs and renames the shard and adds it to the manifest,
+which is replaced atomically. Rows between shards are kept safe by the
+generation journal. Their ids are finished only once their shard is
+committed, so a crash takes them from the journal again.
+
 Parquet rows reach the open row group (row_group_rows) about a MiB at a
-time and wait there encoded and compressed; Arrow IPC rows are buffered one
-batch (row_group_rows) at a time: memory does not grow with the shard.
-After a crash the next run removes what was not committed and continues
-with the next shard number; rows the directory already holds are skipped
-(already_committed).
+time. They wait there encoded and compressed. Arrow IPC rows are buffered
+one batch (row_group_rows) at a time. So memory does not grow with the
+shard. After a crash the next run removes what was not committed. It
+continues with the next shard number. Rows the directory already holds are
+skipped (already_committed).
 
-The optional port "shards" sends one record per committed shard (its path,
-rows, tokens, bytes and sha256) — e.g. to upload-s3 — and, at the first
-commit of a run, one for every shard committed by earlier runs, so a shard
-committed but not uploaded before a crash is uploaded on resume.`,
+The optional port "shards" sends one record per committed shard, e.g. to
+upload-s3: its path, rows, tokens, bytes and sha256. At the first commit of
+a run it also sends one for every shard committed by earlier runs. So a
+shard committed but not uploaded before a crash is uploaded on resume.`,
 		Outputs:         []string{"shards"},
 		OptionalOutputs: []string{"shards"},
 		// Committed shards wait for the next stage (an upload) in a
@@ -78,20 +80,20 @@ format = "parquet"
 
 type writeArrowConfig struct {
 	// Path is the shard directory, relative to the pipeline file. Required.
-	Path string `toml:"path" required:"true" path:"dir" doc:"directory of the shards and .pipe/manifest.json, relative to the pipeline file; created"`
-	// Format is "parquet" (default) or "arrow" (IPC file).
-	Format string `toml:"format" default:"parquet" enum:"parquet|arrow" doc:"\"parquet\" (default) or \"arrow\" (Arrow IPC file format)"`
+	Path string `toml:"path" required:"true" path:"dir" doc:"Directory of the shards and .pipe/manifest.json, relative to the pipeline file. It is created."`
+	// Format is "parquet" or "arrow" (IPC file).
+	Format string `toml:"format" default:"parquet" enum:"parquet|arrow" doc:"\"parquet\", or \"arrow\" for the Arrow IPC file format."`
 	// Compression: "" is zstd for Parquet and none for Arrow.
-	Compression string `toml:"compression" enum:"|zstd|snappy|lz4|none" doc:"\"zstd\", \"snappy\" (Parquet only), \"lz4\" or \"none\" (default: zstd for Parquet, none for Arrow, which every Arrow reader reads)"`
+	Compression string `toml:"compression" enum:"|zstd|snappy|lz4|none" doc:"\"zstd\", \"snappy\" (Parquet only), \"lz4\" or \"none\". \"\": zstd for Parquet, none for Arrow, which every Arrow reader reads."`
 	// MaxRows rotates a shard at this many rows.
-	MaxRows int64 `toml:"max_rows" op:"true" default:"100000" min:"1" doc:"rows per shard at most"`
+	MaxRows int64 `toml:"max_rows" op:"true" default:"100000" min:"1" doc:"Rows per shard at most."`
 	// MaxBytes rotates a shard at about this many bytes.
-	MaxBytes int64 `toml:"max_bytes" op:"true" default:"536870912" min:"1048576" doc:"bytes per shard, about, at most"`
+	MaxBytes int64 `toml:"max_bytes" op:"true" default:"536870912" min:"1048576" doc:"Bytes per shard at most, about."`
 	// MaxAge commits a shard this long after its first row.
-	MaxAge config.Duration `toml:"max_age" op:"true" default:"30m" doc:"commit a shard this long after its first row, judged at each commit round of the run"`
+	MaxAge config.Duration `toml:"max_age" op:"true" default:"30m" doc:"Commit a shard this long after its first row. It is judged at each commit round of the run."`
 	// RowGroupRows is the rows of a Parquet row group or an Arrow IPC
 	// batch.
-	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"rows per Parquet row group (held compressed until written) / Arrow batch (held as columns)"`
+	RowGroupRows int `toml:"row_group_rows" op:"true" default:"1024" min:"1" max:"1048576" doc:"Rows per Parquet row group, held compressed until written. Or rows per Arrow batch, held as columns."`
 }
 
 func (c *writeArrowConfig) Validate() []error {

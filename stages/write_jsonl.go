@@ -21,26 +21,27 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "write-jsonl",
 		Summary: "write records as JSONL, committed as it goes; a resumed run continues the file",
-		Description: `Appends one record per line (id, messages, completion, tokens, reject...)
-to path, and commits (fsync, then an index entry per line in the hidden
-.NAME.idx beside it) every commit interval of the run (pipe run
+		Description: `Appends one record per line to path: id, messages, completion, tokens,
+reject and so on. It commits every commit interval of the run (pipe run
 --commit-every, default 1m), at once when the run is asked to stop, and at
-the end. After a crash the next run keeps the whole lines, cuts a torn last
-line and continues the file; records it already holds are skipped (counted
-as already_committed), so a resumed run never writes an id twice.
+the end. A commit is an fsync, then an index entry per line in the hidden
+.NAME.idx beside the file. After a crash the next run keeps the whole
+lines, cuts a torn last line and continues the file. Records it already
+holds are skipped, counted as already_committed. So a resumed run never
+writes an id twice.
 
 A file at path that this writer did not make (no index beside it) is never
-overwritten: it is renamed to PATH.prev-TIME first.
+overwritten. It is renamed to PATH.prev-TIME first.
 
-layout = "specforge" writes {"id", "input_ids", "loss_mask"} per line, the
-file SpecForge's data.prompts_path takes; layout = "conversations" writes
+layout = "specforge" writes {"id", "input_ids", "loss_mask"} per line: the
+file SpecForge's data.prompts_path takes. layout = "conversations" writes
 {"id", "conversations": [..., {"role": "assistant", "content",
-"reasoning_content"}]}, the file its data.train_data_path takes (no other
-column: SpecForge passes every extra column into the chat template). With
-max_length and trainer set to the trainer's, rows it would cut are cut the
-same way (or rejected: too_long = "reject"), and rows it would drop without
-a word — fewer loss tokens than it needs, for DFlash no two adjacent ones —
-are rejected here with a reason instead.`,
+"reasoning_content"}]}: the file its data.train_data_path takes. It has no
+other column, as SpecForge passes every extra column into the chat
+template. Set max_length and trainer to the trainer's. Rows it would cut
+are then cut the same way, or rejected with too_long = "reject". Rows it
+would drop without a word are rejected here with a reason instead. Those
+have fewer loss tokens than it needs; for DFlash, no two adjacent ones.`,
 		MaxInputs: 0,
 		// The specforge layout is built from tokenize-and-mask's rows, so
 		// pipe check says so when the input cannot have them.
@@ -75,15 +76,15 @@ path  = "out/prompts.jsonl"
 
 type writeJSONLConfig struct {
 	// Path is the output file, relative to the pipeline file. Required.
-	Path string `toml:"path" required:"true" path:"out" doc:"output file, relative to the pipeline file; its directory is created"`
+	Path string `toml:"path" required:"true" path:"out" doc:"Output file, relative to the pipeline file. Its directory is created."`
 	// Layout is what a line holds (trainrow.Layouts).
-	Layout string `toml:"layout" default:"records" enum:"records|specforge|conversations" doc:"\"records\" (pipe's records, default), \"specforge\" (id, input_ids, loss_mask: SpecForge's data.prompts_path) or \"conversations\" (id, conversations: SpecForge's data.train_data_path)"`
+	Layout string `toml:"layout" default:"records" enum:"records|specforge|conversations" doc:"\"records\": pipe's records. \"specforge\": id, input_ids and loss_mask, for SpecForge's data.prompts_path. \"conversations\": id and conversations, for SpecForge's data.train_data_path."`
 	// MaxLength is the trainer's max_length (SpecForge's data.max_length).
-	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"specforge/conversations: the trainer's max_length (SpecForge data.max_length); longer rows are cut as it cuts them, or rejected (too_long); 0: no limit"`
+	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"With layout specforge or conversations: the trainer's max_length (SpecForge data.max_length). Longer rows are cut as it cuts them, or rejected (too_long). 0: no limit."`
 	// TooLong is what a row longer than max_length does.
-	TooLong string `toml:"too_long" default:"cut" enum:"cut|reject" doc:"a row longer than max_length: \"cut\" to it, as SpecForge does (default), or \"reject\" (too_long)"`
+	TooLong string `toml:"too_long" default:"cut" enum:"cut|reject" doc:"What a row longer than max_length does. \"cut\" cuts it to max_length, as SpecForge does. \"reject\" rejects it as too_long."`
 	// Trainer picks the loss-token rules rows are judged by.
-	Trainer string `toml:"trainer" default:"eagle3" enum:"eagle3|dflash" trainer:"method" doc:"specforge/conversations: the SpecForge algorithm: \"eagle3\" needs 1 loss token (default), \"dflash\" 2 of them adjacent; rows it would drop are rejected with a reason"`
+	Trainer string `toml:"trainer" default:"eagle3" enum:"eagle3|dflash" trainer:"method" doc:"With layout specforge or conversations: the SpecForge algorithm. \"eagle3\" needs 1 loss token, \"dflash\" 2 adjacent ones. Rows it would drop are rejected with a reason."`
 }
 
 func (c *writeJSONLConfig) Validate() []error {
