@@ -24,58 +24,68 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "tokenize-and-mask",
 		Summary: "build training rows: input_ids and the assistant loss_mask, from the generation's own ids or the model's chat template",
-		Description: `Turns a conversation and its completion into a training row (tokens.input_ids,
-tokens.loss_mask, num_tokens, num_loss_tokens); messages and completion stay
-on the record. Where each assistant turn lies comes from rendering the
-conversation message by message (the messages before a turn rendered with
-the generation prompt, against the conversation with it), never from
-searching marker strings: text a user or system prompt wrote is never
-trained on, whatever special tokens it contains. mask chooses the tokens:
+		Description: `Turns a conversation and its completion into a training row:
+tokens.input_ids, tokens.loss_mask, num_tokens and num_loss_tokens.
+Messages and completion stay on the record. Where each assistant turn lies
+comes from rendering the conversation message by message. The messages
+before a turn are rendered with the generation prompt and compared with
+the conversation holding the turn. Marker strings are never searched for.
+So text a user or system prompt wrote is never trained on, whatever
+special tokens it contains. mask chooses the tokens:
 
-  specforge  (default) SpecForge's labelling for the template's family. A
-             template that forces thinking (its generation prompt ends in
-             "<think>\n": Qwen3.5/3.6, Qwen3-Thinking-2507; SpecForge's
-             "qwen3.5") trains the final turn from after the generation
-             prompt through "<|im_end|>\n"; earlier turns, rendered
-             without "<think>", get none. A hybrid template (Qwen3;
+  specforge  SpecForge's labelling for the template's family. A template
+             that forces thinking trains the final turn from after the
+             generation prompt through "<|im_end|>\n". Such a template's
+             generation prompt ends in "<think>\n": Qwen3.5/3.6,
+             Qwen3-Thinking-2507, SpecForge's "qwen3.5". Earlier turns,
+             rendered without "<think>", get none. A hybrid template (Qwen3;
              SpecForge's "qwen3-thinking"/"qwen3-instruct") trains every
-             assistant turn from after "<|im_start|>assistant\n" (and the
-             empty think block of thinking off) through "<|im_end|>\n".
+             assistant turn. It trains from after "<|im_start|>assistant\n"
+             (and the empty think block of thinking off) through
+             "<|im_end|>\n".
   assistant  every assistant turn, the same way
   last_turn  the last assistant turn only
   generated  exactly the tokens the model sampled: the last turn through
              its <|im_end|>, not the template's "\n" after it
-The run log says at start whether the template forces thinking and which
-labelling is used; each row records it in meta.loss_mask_convention.
 
-Two ways to build a row:
+The run log says at start whether the template forces thinking, and which
+labelling is used. Each row records it in meta.loss_mask_convention.
+
+source chooses one of two ways to build a row:
+
   ids   the completion's prompt_ids, then its output_ids, then the template's
-        closing "\n": exactly the tokens the model saw and sampled (native
-        /generate with input_ids). No re-tokenization.
+        closing "\n". These are exactly the tokens the model saw and
+        sampled (native /generate with input_ids). No re-tokenization.
   text  render the conversation with the model's own chat template
         (add_generation_prompt false, the reply's reasoning in the last
-        turn), encode the whole text once without adding special tokens, and
-        take the mask from token offsets in that text.
-source = "auto" (default) uses ids when the completion has them, else text.
-With compare_text, every ids row is also built from text, and rows where
+        turn). Encode the whole text once without adding special tokens.
+        Take the mask from token offsets in that text.
+
+source = "auto" uses ids when the completion has them, else text. With
+compare_text, every ids row is also built from text. Rows where
 re-tokenizing would have given different ids are counted in the summary.
 
-system_prompt, when set, is the system prompt of every row ("" for none);
-unset, each row keeps the one generation used. The prompt used is recorded
+system_prompt, when set, is the system prompt of every row ("" for none).
+Unset, each row keeps the one generation used. The prompt used is recorded
 in meta.train_system_prompt. A row whose system prompt differs from
-generation's cannot use the generation's ids and is built from text.
+generation's cannot use the generation's ids. It is built from text.
 
-A completion validate-thinking kept though the length limit cut it
-(meta.cut_at_length: its row fills the trainer's max_length) has no end
-of turn: its row ends at its last generated token, with no closing
-"<|im_end|>\n", and is cut to max_length.
+validate-thinking may keep a completion though the length limit cut it
+(meta.cut_at_length), as its row fills the trainer's max_length. Such a
+completion has no end of turn. Its row ends at its last generated token,
+with no closing "<|im_end|>\n", and is cut to max_length.
 
-Rejections: too_long (more than max_length tokens, with on_too_long =
-"reject"), too_few_loss_tokens (no run of min_adjacent_loss_tokens loss
-tokens), no_output_ids (source = "ids"), bad_prompt_ids / unterminated_output
-(ids that do not form a ChatML turn), ids_text_mismatch (output ids that do
-not decode to the completion's thinking and answer: another tokenizer than
-the server's), render_failed, no_completion.`,
+Rejections:
+
+  too_long             more than max_length tokens, with on_too_long = "reject"
+  too_few_loss_tokens  no run of min_adjacent_loss_tokens loss tokens
+  no_output_ids        source = "ids", and the completion has no output ids
+  bad_prompt_ids       prompt ids that do not form a ChatML turn
+  unterminated_output  output ids that do not end a ChatML turn
+  ids_text_mismatch    output ids that do not decode to the completion's
+                       thinking and answer: another tokenizer than the server's
+  render_failed        the chat template cannot render the conversation
+  no_completion        the record has no completion`,
 		Outputs:  []string{"out", pipeline.RejectedPort},
 		Needs:    []string{record.FieldMessages, record.FieldCompletion},
 		Produces: []string{record.FieldTokens},
@@ -130,33 +140,30 @@ const (
 // tokenizeAndMaskConfig configures tokenize-and-mask.
 type tokenizeAndMaskConfig struct {
 	// Tokenizer is the model directory. Required.
-	Tokenizer string `toml:"tokenizer" required:"true" path:"indir" contains:"tokenizer.json" doc:"model directory with tokenizer.json and the chat template (tokenizer_config.json or chat_template.jinja)"`
+	Tokenizer string `toml:"tokenizer" required:"true" path:"indir" contains:"tokenizer.json" doc:"Model directory with tokenizer.json and the chat template (tokenizer_config.json or chat_template.jinja)."`
 	// Template is "" (the model's own) or "chatml".
-	Template string `toml:"template" default:"" enum:"|chatml" doc:"chat template: the model's own (default) or \"chatml\""`
-	// Mask is "specforge" (default: SpecForge's labelling for the
-	// template's family), "assistant", "last_turn" or "generated".
-	Mask string `toml:"mask" default:"specforge" enum:"specforge|assistant|last_turn|generated" doc:"which tokens carry loss: SpecForge's labelling for the template (default), every assistant turn, the last turn, or exactly the generated tokens"`
+	Template string `toml:"template" default:"" enum:"|chatml" doc:"Chat template: \"\" for the model's own, or \"chatml\"."`
+	Mask     string `toml:"mask" default:"specforge" enum:"specforge|assistant|last_turn|generated" doc:"Which tokens carry loss. \"specforge\": SpecForge's labelling for the template. \"assistant\": every assistant turn. \"last_turn\": the last turn. \"generated\": exactly the generated tokens."`
 	// SystemPrompt, when set, is every row's system prompt ("" for none).
-	SystemPrompt *string `toml:"system_prompt" doc:"system prompt of every row (\"\" = none); unset keeps the one generation used"`
-	// MaxLength is the most tokens a row may have; 0 (default) is no limit.
-	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"most tokens per row (read from [trainer] max_length); 0 = no limit"`
+	SystemPrompt *string `toml:"system_prompt" doc:"System prompt of every row; \"\" means none. Unset keeps the one generation used."`
+	// MaxLength is the most tokens a row may have; 0 is no limit.
+	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"Most tokens per row, read from [trainer] max_length. 0: no limit."`
 	// OnTooLong is "truncate" (cut to max_length) or "reject"; unset,
 	// "truncate" with [trainer] and "reject" without (TrainerDefaults).
-	OnTooLong string `toml:"on_too_long" default:"" enum:"|reject|truncate" doc:"what a row longer than max_length does: \"truncate\" cuts it, keeping its head as the trainer does (the default with [trainer]), \"reject\" refuses it as too_long (the default without)"`
+	OnTooLong string `toml:"on_too_long" default:"" enum:"|reject|truncate" doc:"What a row longer than max_length does. \"truncate\" cuts it, keeping its head as the trainer does. \"reject\" refuses it as too_long. Unset: \"truncate\" with [trainer], \"reject\" without."`
 	// MinAdjacentLossTokens: a row needs a run of at least this many loss
 	// tokens (block-parallel drafters need 2).
-	MinAdjacentLossTokens int `toml:"min_adjacent_loss_tokens" default:"2" min:"1" doc:"reject rows with no run of this many adjacent loss tokens"`
-	// Source is "auto" (default: ids when present, else text), "ids" or "text".
-	Source string `toml:"source" default:"auto" enum:"auto|ids|text" doc:"build rows from the generation's ids, from the text, or ids when present (auto)"`
+	MinAdjacentLossTokens int `toml:"min_adjacent_loss_tokens" default:"2" min:"1" doc:"Reject rows with no run of this many adjacent loss tokens."`
+	// Source is "auto" (ids when present, else text), "ids" or "text".
+	Source string `toml:"source" default:"auto" enum:"auto|ids|text" doc:"Build rows from the generation's \"ids\", from the \"text\", or \"auto\": ids when present, else text."`
 	// CompareText also builds each ids row from text and counts
 	// disagreements.
-	CompareText bool `toml:"compare_text" default:"true" doc:"also re-tokenize ids rows and count rows whose ids would differ"`
+	CompareText bool `toml:"compare_text" default:"true" doc:"Also re-tokenize ids rows, and count rows whose ids would differ."`
 	// ChatTemplate is the trainer's name of the chat template, checked
 	// against the model's.
-	ChatTemplate string `toml:"chat_template" default:"" trainer:"chat_template" doc:"SpecForge's name of the chat template (read from [trainer] chat_template); with mask = \"specforge\", a name under which SpecForge would label the model's conversations otherwise than these rows is refused, with the names that agree"`
-	// Workers is how many records are tokenized at once; 0 (default) is one
-	// per CPU.
-	Workers int `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"records tokenized in parallel; 0 = one per CPU"`
+	ChatTemplate string `toml:"chat_template" default:"" trainer:"chat_template" doc:"SpecForge's name of the chat template, read from [trainer] chat_template. It matters with mask = \"specforge\". A name under which SpecForge would label the conversations otherwise than these rows is refused. The error lists the names that agree."`
+	// Workers is how many records are tokenized at once; 0 is one per CPU.
+	Workers int `toml:"workers" op:"true" default:"0" min:"0" max:"1024" doc:"Records tokenized in parallel. 0 means one per CPU."`
 }
 
 type tokenizeAndMask struct {

@@ -33,47 +33,49 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "upload-s3",
 		Summary: "upload committed shards to S3 (or an S3-compatible server) as they are committed, the manifest last",
-		Description: `Takes the records of a writer's "shards" port (write-arrow: one per
-committed shard) and uploads each shard file to
-s3://BUCKET/PREFIX/DIRNAME/part-00000.parquet, where DIRNAME is the name of
-the writer's shard directory: several writers can share one prefix. Files up
-to part_size go in one PutObject; larger ones in a multipart upload of
-part_size parts (raised so an object has at most 10,000), part_concurrency
-at a time, read straight from the file. Each request carries the SHA-256 of
-its body, which the server checks; the object gets the metadata pipe-sha256
-(the shard's SHA-256 from the manifest), and a HeadObject afterwards checks
-its size and checksum. Requests are retried with backoff (max_attempts).
+		Description: `Takes the records of a writer's "shards" port. write-arrow sends one per
+committed shard. Each shard file is uploaded to
+s3://BUCKET/PREFIX/DIRNAME/part-00000.parquet. DIRNAME is the name of the
+writer's shard directory, so several writers can share one prefix. Files up
+to part_size go in one PutObject. Larger ones go in a multipart upload of
+part_size parts, part_concurrency at a time, read straight from the file.
+part_size is raised so an object has at most 10,000 parts. Each request
+carries the SHA-256 of its body, which the server checks. The object gets
+the metadata pipe-sha256: the shard's SHA-256 from the manifest. A
+HeadObject afterwards checks its size and checksum. Requests are retried
+with backoff (max_attempts).
 
-Idempotent: a shard already in the bucket with the same size and
-pipe-sha256 is skipped (already_uploaded), so a resumed run — which sends
-every committed shard again — uploads only what was committed but not
+Uploads are idempotent. A shard already in the bucket with the same size
+and pipe-sha256 is skipped (already_uploaded). A resumed run sends every
+committed shard again. So it uploads only what was committed but not
 uploaded before a crash. Every upload is logged, committed, in the run
 directory's uploads/STAGE.jsonl. At the end of its input, each shard
-directory's .pipe/manifest.json is uploaded last, and only if every shard it lists
-is in the bucket; otherwise the missing shards are reported.
+directory's .pipe/manifest.json is uploaded last. It goes up only if every
+shard it lists is in the bucket; otherwise the missing shards are
+reported.
 
 Credentials come only from the standard AWS chain: AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared config and credentials
 files, SSO, web identity and instance roles. They are never a pipeline key,
 and never printed. A missing bucket or refused credentials stop the run
-before any work starts, and show in pipe run --dry-run.
+before any work starts. They show in pipe run --dry-run.
 
 With delete_local_after_upload, a shard file is removed once its upload is
-verified (the manifest stays).
+verified. The manifest stays.
 
-Outages are waited out: a request that fails for a reason that can pass
-(no connection, a timeout, HTTP 5xx, throttling) is tried again with
-backoff until the outage has lasted upload_timeout. Meanwhile the writer
-goes on committing shards into a bounded backlog (32 shards) and the
-display and warnings say that uploads are waiting; past the timeout the
-run stops with everything committed and exit 1 (retryable). A refusal
-(wrong credentials, access denied, no such bucket) exits 2.
+Outages are waited out. A request that fails for a reason that can pass is
+tried again with backoff, until the outage has lasted upload_timeout. Such
+reasons are no connection, a timeout, HTTP 5xx and throttling. Meanwhile
+the writer goes on committing shards into a bounded backlog of 32 shards.
+The display and warnings say that uploads are waiting. Past the timeout
+the run stops with everything committed, and exits 1 (retryable). A
+refusal exits 2: wrong credentials, access denied, no such bucket.
 
 At the end, before the manifest goes up, every shard it names is checked
-in the bucket again (HeadObject: size, pipe-sha256 and the server's
-checksum), not taken from this run's record: what is missing or different
-is uploaded again from the local shard. A shard in neither place fails the
-run, named.`,
+in the bucket again: size, pipe-sha256 and the server's checksum, by
+HeadObject. This run's record of its uploads is not trusted for it. What
+is missing or different is uploaded again from the local shard. A shard
+in neither place fails the run, named.`,
 		Verify: pipeline.VerifyFor(verifyUploads),
 		// Its objects are the writer's shards: PREFIX/DIRNAME/NAME.
 		Output:    &output.Spec{CopyOf: uploadedURL},
@@ -107,18 +109,18 @@ force_path_style = true
 }
 
 type uploadS3Config struct {
-	URI              string `toml:"uri" op:"true" required:"true" shard:"prefix" doc:"destination \"s3://bucket/prefix\"; a shard goes to PREFIX/DIRNAME/NAME, DIRNAME being its shard directory's name; a resume may change it (every committed shard is then uploaded there)"`
-	Endpoint         string `toml:"endpoint" op:"true" doc:"S3 endpoint URL for S3-compatible servers, e.g. \"http://127.0.0.1:7070\" (default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)"`
-	Region           string `toml:"region" op:"true" doc:"region requests are signed for (default: the AWS configuration's, e.g. AWS_REGION, else \"us-east-1\")"`
-	ForcePathStyle   bool   `toml:"force_path_style" default:"false" op:"true" doc:"address buckets as ENDPOINT/BUCKET rather than BUCKET.ENDPOINT; most S3-compatible servers need it"`
-	PartSize         int64  `toml:"part_size" op:"true" default:"67108864" min:"5242880" max:"5368709120" doc:"bytes per part of a multipart upload, and the size above which one is used; raised so an object has at most 10,000 parts"`
-	PartConcurrency  int    `toml:"part_concurrency" op:"true" default:"4" min:"1" max:"64" doc:"parts of one shard uploaded at once"`
-	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"shards uploaded at once"`
-	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"tries per S3 request by the SDK, with exponential backoff, before upload_timeout's wait takes over"`
+	URI              string `toml:"uri" op:"true" required:"true" shard:"prefix" doc:"Destination \"s3://bucket/prefix\". A shard goes to PREFIX/DIRNAME/NAME, DIRNAME being its shard directory's name. A resume may change it: every committed shard is then uploaded there."`
+	Endpoint         string `toml:"endpoint" op:"true" doc:"S3 endpoint URL for S3-compatible servers, e.g. \"http://127.0.0.1:7070\". Unset: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL."`
+	Region           string `toml:"region" op:"true" doc:"Region requests are signed for. Unset: the AWS configuration's (e.g. AWS_REGION), else \"us-east-1\"."`
+	ForcePathStyle   bool   `toml:"force_path_style" default:"false" op:"true" doc:"Address buckets as ENDPOINT/BUCKET rather than BUCKET.ENDPOINT. Most S3-compatible servers need it."`
+	PartSize         int64  `toml:"part_size" op:"true" default:"67108864" min:"5242880" max:"5368709120" doc:"Bytes per part of a multipart upload, and the size above which one is used. It is raised so an object has at most 10,000 parts."`
+	PartConcurrency  int    `toml:"part_concurrency" op:"true" default:"4" min:"1" max:"64" doc:"Parts of one shard uploaded at once."`
+	ShardConcurrency int    `toml:"shard_concurrency" op:"true" default:"2" min:"1" max:"32" doc:"Shards uploaded at once."`
+	MaxAttempts      int    `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"Tries per S3 request by the SDK, with exponential backoff. Then upload_timeout's wait takes over."`
 	// UploadTimeout bounds the wait through an outage.
-	UploadTimeout config.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"how long uploads wait out S3 failing for a reason that can pass (no connection, timeouts, 5xx) before the run stops, everything committed, exit 1"`
-	DeleteLocal   bool            `toml:"delete_local_after_upload" default:"false" op:"true" doc:"remove each local shard file once its upload is verified; .pipe/manifest.json stays"`
-	AllowInsecure bool            `toml:"allow_insecure" default:"false" op:"true" doc:"allow a plain http:// endpoint beyond loopback, which sends the credentials' session token and the data unencrypted"`
+	UploadTimeout config.Duration `toml:"upload_timeout" op:"true" default:"30m" doc:"How long uploads wait out S3 failing for a reason that can pass: no connection, timeouts, 5xx. Then the run stops, everything committed, with exit 1."`
+	DeleteLocal   bool            `toml:"delete_local_after_upload" default:"false" op:"true" doc:"Remove each local shard file once its upload is verified. .pipe/manifest.json stays."`
+	AllowInsecure bool            `toml:"allow_insecure" default:"false" op:"true" doc:"Allow a plain http:// endpoint beyond loopback. It sends the credentials' session token and the data unencrypted."`
 }
 
 func (c *uploadS3Config) Validate() []error {
