@@ -22,9 +22,9 @@ func init() {
 	pipeline.Register(pipeline.Spec{
 		Kind:    "validate-thinking",
 		Summary: "reject empty, truncated and malformed completions of reasoning models, with a reason code",
-		Description: `Checks each completion and sends it to "accepted" or, with a reason code, to
-"rejected" (the record keeps everything for inspection). Rules, in the order
-they are checked; the first that matches is the reason:
+		Description: `Checks each completion and sends it to "accepted", or to "rejected" with a
+reason code. The record keeps everything for inspection. The rules, in the
+order they are checked; the first that matches is the reason:
 
   no_completion       the record has no completion
   ids_text_mismatch   the output ids do not decode to the thinking and answer
@@ -48,53 +48,58 @@ they are checked; the first that matches is the reason:
   repetition          thinking or answer degenerates into a loop: more than
                       max_repetition of its repetition_ngram-grams of words repeat earlier ones
 
-Forced thinking (a chat template whose generation prompt ends in
-"<think>\n", as generate records in completion.request.thinking_forced, or
-the tokenizer's own template): the output starts inside the reasoning, so it
-has no <think> of its own and one cut short is reasoning, never an answer.
+Forced thinking is a chat template whose generation prompt ends in
+"<think>\n". generate records it in completion.request.thinking_forced;
+else the tokenizer's own template tells. The output then starts inside the
+reasoning. So it has no <think> of its own, and one cut short is
+reasoning, never an answer.
 
-Tool calls: on /generate the model's calls stay in the answer as Qwen3
-writes them, <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>
-blocks after the content; on the chat API with a tool-call parser they are
-completion.tool_calls. bad_tool_call rejects a block that is not one JSON
-object with a string "name" and an "arguments" object (a string holding
-the arguments is refused: SGLang's parser would pass it on encoded twice),
-one not in that layout (SGLang's parser does not see it), an unclosed
-<tool_call> or a </tool_call> that closes nothing, text after the calls
-(SGLang's parser drops it), a call whose name is not among the record's
-tools (function.name), a call in a conversation that declares no tools,
-and a call block in the thinking (<tool_call> followed by "{"): the
-server's tool-call parser reads only the answer, so such a call is never
-made. A completion.tool_calls entry needs a declared name and arguments
-that are an object or a string holding one. Names are not checked where
-a tool schema has no name pipe can read. A completion cut at the
-trainer's length may end inside a call. An answer that only calls tools
-(the chat API's empty content) is neither empty nor too short. The
-detail names the call (its index and name) and what is wrong.
+Tool calls: on /generate the model's calls stay in the answer, as Qwen3
+writes them. They are <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>
+blocks after the content. On the chat API with a tool-call parser they are
+completion.tool_calls. bad_tool_call rejects:
 
-Cut at the trainer's length: with max_length (read from [trainer]) and
-length = "keep" (default), a completion stopped by the length limit
-whose prompt and output fill max_length trains exactly the tokens a
-finished one would, since the trainer keeps the first max_length tokens
-of a row (SpecForge prompt_builder.py _prompt_from_record). It is
-accepted, counted as kept_at_length and marked meta.cut_at_length; the
-rules about how an output ends (truncated, think_unclosed, an empty
-answer after reasoning cut short, the minimum lengths) do not apply to
-it, the others do. One cut short of max_length is truncated.
-length = "reject" rejects every cut completion.
+  - a block that is not one JSON object with a string "name" and an
+    "arguments" object. A string holding the arguments is refused: SGLang's
+    parser would pass it on encoded twice.
+  - a block not in that layout, which SGLang's parser does not see
+  - an unclosed <tool_call>, or a </tool_call> that closes nothing
+  - text after the calls, which SGLang's parser drops
+  - a call whose name (function.name) is not among the record's tools
+  - a call in a conversation that declares no tools
+  - a call block in the thinking (<tool_call> followed by "{"). The server's
+    tool-call parser reads only the answer, so such a call is never made.
+
+A completion.tool_calls entry needs a declared name. Its arguments must be
+an object or a string holding one. Names are not checked where a tool
+schema has no name pipe can read. A completion cut at the trainer's length
+may end inside a call. An answer that only calls tools (the chat API's
+empty content) is neither empty nor too short. The detail names the call,
+by its index and name, and what is wrong.
+
+Cut at the trainer's length: this needs max_length (read from [trainer])
+and length = "keep". A completion stopped by the length limit whose prompt
+and output fill max_length is then accepted. It trains exactly the tokens a
+finished one would. The trainer keeps the first max_length tokens of a row
+(SpecForge prompt_builder.py _prompt_from_record). Such a completion is
+counted as kept_at_length and marked meta.cut_at_length. The rules about
+how an output ends do not apply to it: truncated, think_unclosed, an empty
+answer after reasoning cut short, the minimum lengths. The other rules do.
+One cut short of max_length is truncated. length = "reject" rejects every
+cut completion.
 
 Any rule is turned off by listing its code in disable. Lengths are in tokens
 when tokenizer is set, else in characters. Rejections by reason are in the
 run summary.
 
 A second chance: a record rejected for a reason listed in second_chance
-leaves by the "retry" port instead, its completion dropped, meta.attempt
-counted up and the reason added to meta.retried_after. A generate stage
-reading STAGE.retry samples it again (give it another seed or
-temperature), and a judge of its own checks the new completion; chain as
-many attempts as you allow. The summary counts second_chances by reason
-and, at each later judge, the records recovered by attempt; pipe report
-counts them from the rows.`,
+leaves by the "retry" port instead. Its completion is dropped, meta.attempt
+counted up, and the reason added to meta.retried_after. A generate stage
+reading STAGE.retry samples it again; give it another seed or temperature.
+A judge of its own checks the new completion. Chain as many attempts as you
+allow. The summary counts second_chances by reason. At each later judge it
+counts the records recovered by attempt. pipe report counts them from the
+rows.`,
 		Outputs:         []string{"accepted", pipeline.RejectedPort, RetryPort},
 		OptionalOutputs: []string{RetryPort},
 		OutputsUsed:     secondChanceOutputs(func(c any) []string { return c.(*validateThinkingConfig).SecondChance }),
@@ -163,41 +168,41 @@ var validateReasons = []string{
 
 // validateThinkingConfig configures validate-thinking.
 type validateThinkingConfig struct {
-	// Thinking says whether completions should think first. Default "auto":
+	// Thinking says whether completions should think first. "auto" is
 	// what the completion's request recorded (enable_thinking), and on when
 	// it recorded nothing.
-	Thinking string `toml:"thinking" default:"auto" enum:"auto|on|off" doc:"whether completions must contain thinking: on, off, or auto (from the request's enable_thinking; on when not recorded)"`
+	Thinking string `toml:"thinking" default:"auto" enum:"auto|on|off" doc:"Whether completions must contain thinking: on, off, or auto. auto takes the request's enable_thinking, and is on when none is recorded."`
 	// Disable lists reason codes whose rules are not applied.
-	Disable []string `toml:"disable" doc:"reason codes of rules to turn off, e.g. [\"repetition\"]"`
+	Disable []string `toml:"disable" doc:"Reason codes of rules to turn off, e.g. [\"repetition\"]."`
 	// Tokenizer is a model directory; with it, lengths are counted in tokens
 	// and the output ids are checked for think markers.
-	Tokenizer string `toml:"tokenizer" path:"indir" contains:"tokenizer.json" doc:"model directory (tokenizer.json); lengths are then in tokens and output ids are checked for think markers"`
+	Tokenizer string `toml:"tokenizer" path:"indir" contains:"tokenizer.json" doc:"Model directory (tokenizer.json). Lengths are then in tokens, and output ids are checked for think markers."`
 	// MinAnswerLength and MinThinkingLength are in tokens with a tokenizer,
-	// else in characters. Default 0 (off; empty ones are caught by
-	// empty_answer / empty_thinking).
-	MinAnswerLength   int `toml:"min_answer_length" default:"0" min:"0" doc:"reject answers shorter than this (tokens with tokenizer, else characters); 0 = off"`
-	MinThinkingLength int `toml:"min_thinking_length" default:"0" min:"0" doc:"reject thinking shorter than this (tokens with tokenizer, else characters); 0 = off"`
+	// else in characters. 0 is off: empty ones are caught by empty_answer /
+	// empty_thinking.
+	MinAnswerLength   int `toml:"min_answer_length" default:"0" min:"0" doc:"Reject answers shorter than this: tokens with tokenizer, else characters. 0: off."`
+	MinThinkingLength int `toml:"min_thinking_length" default:"0" min:"0" doc:"Reject thinking shorter than this: tokens with tokenizer, else characters. 0: off."`
 	// RepetitionNgram is the n of the n-grams of words (CJK: characters)
 	// compared by the repetition rule.
-	RepetitionNgram int `toml:"repetition_ngram" default:"10" min:"2" max:"1000" doc:"n-gram length in words for the repetition rule"`
+	RepetitionNgram int `toml:"repetition_ngram" default:"10" min:"2" max:"1000" doc:"N-gram length in words for the repetition rule."`
 	// MaxRepetition is the largest allowed share of n-grams that repeat an
-	// earlier one. Default 0.5.
-	MaxRepetition float64 `toml:"max_repetition" default:"0.5" min:"0" max:"1" doc:"largest share of repeated n-grams allowed in thinking or answer"`
+	// earlier one.
+	MaxRepetition float64 `toml:"max_repetition" default:"0.5" min:"0" max:"1" doc:"Largest share of repeated n-grams allowed in thinking or answer."`
 	// RepetitionMinWords: texts with fewer words are not checked for
 	// repetition.
-	RepetitionMinWords int `toml:"repetition_min_words" default:"100" min:"1" doc:"texts with fewer words are not checked for repetition"`
+	RepetitionMinWords int `toml:"repetition_min_words" default:"100" min:"1" doc:"Texts with fewer words are not checked for repetition."`
 	// PlaceholderAnswers are answers that mean "no answer", compared trimmed
 	// and case-insensitively.
-	PlaceholderAnswers []string `toml:"placeholder_answers" default:"...,…,N/A,TODO,TBD,null,undefined,placeholder,[placeholder],<placeholder>,[answer],<answer>" doc:"answers rejected as placeholders (trimmed, case-insensitive)"`
+	PlaceholderAnswers []string `toml:"placeholder_answers" default:"...,…,N/A,TODO,TBD,null,undefined,placeholder,[placeholder],<placeholder>,[answer],<answer>" doc:"Answers rejected as placeholders, compared trimmed and case-insensitive."`
 	// ThinkStart and ThinkEnd are the model's think markers.
-	ThinkStart string `toml:"think_start" default:"<think>" doc:"the model's opening think marker"`
-	ThinkEnd   string `toml:"think_end" default:"</think>" doc:"the model's closing think marker"`
+	ThinkStart string `toml:"think_start" default:"<think>" doc:"The model's opening think marker."`
+	ThinkEnd   string `toml:"think_end" default:"</think>" doc:"The model's closing think marker."`
 	// MaxLength is the trainer's tokens per row ([trainer] max_length).
-	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"the trainer's tokens per row (read from [trainer] max_length): a completion cut at the length limit whose row fills it is kept (see length); 0: every cut completion is truncated"`
+	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"The trainer's tokens per row, read from [trainer] max_length. A completion cut at the length limit whose row fills it is kept (see length). 0: every cut completion is truncated."`
 	// Length is what a completion cut where its row fills max_length does.
-	Length string `toml:"length" default:"keep" enum:"keep|reject" doc:"a completion cut by the length limit whose prompt and output fill max_length: \"keep\" it, as the trainer would train it (kept_at_length), or \"reject\" it (truncated)"`
+	Length string `toml:"length" default:"keep" enum:"keep|reject" doc:"A completion cut by the length limit whose prompt and output fill max_length. \"keep\" keeps it, as the trainer would train it (kept_at_length). \"reject\" rejects it (truncated)."`
 	// SecondChance lists the reasons whose records are sampled again.
-	SecondChance []string `toml:"second_chance" op:"false" doc:"reason codes whose records leave by the retry port for a new attempt (a generate stage with input = STAGE.retry) instead of being rejected"`
+	SecondChance []string `toml:"second_chance" op:"false" doc:"Reason codes whose records leave by the retry port for a new attempt, instead of being rejected. A generate stage with input = STAGE.retry takes them."`
 }
 
 // Validate checks the disable list and the markers.
