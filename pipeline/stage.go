@@ -134,16 +134,6 @@ type Reporter interface {
 	Report() []figure.Figure
 }
 
-// Viewer is implemented by stages that export a typed view of themselves
-// beside their figures, for a reader that shows more than figures can say
-// (the generate stage's fleet: stages.FleetView; an input's position:
-// stages.InputView). Readers type-assert the view; they never parse
-// figures back by name. View must be safe to call concurrently with
-// Process, and return a value the stage no longer writes to.
-type Viewer interface {
-	View() any
-}
-
 // Emitter moves records out of a stage. Every method blocks while downstream is
 // full (backpressure) and returns an error only when the run is stopping; the
 // stage should then return that error.

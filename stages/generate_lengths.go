@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/view"
 )
 
 // lengthKeep is how many completions' lengths are kept for quantiles: the
@@ -40,30 +41,13 @@ func (l *lengths) add(c *record.Completion) {
 	}
 }
 
-// LengthView is the completions' output tokens and latencies, as the
-// fleet view shows them (status.json's "generation.lengths").
-type LengthView struct {
-	Completions int64   `json:"completions"`
-	Mean        float64 `json:"mean"`
-	SD          float64 `json:"sd"`
-	P50         int     `json:"p50"`
-	P90         int     `json:"p90"`
-	P99         int     `json:"p99"`
-	Max         int     `json:"max"`
-	// Cut are completions stopped by the length limit.
-	Cut int64 `json:"cut_at_limit"`
-	// LatencyMean and LatencyP99 are the completions' seconds.
-	LatencyMean float64 `json:"latency_mean_s"`
-	LatencyP99  float64 `json:"latency_p99_s"`
-}
-
-func (l *lengths) view() *LengthView {
+func (l *lengths) view() *view.Lengths {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n == 0 {
 		return nil
 	}
-	v := &LengthView{Completions: l.n, Mean: l.sum / float64(l.n), Cut: l.cut}
+	v := &view.Lengths{Completions: l.n, Mean: l.sum / float64(l.n), Cut: l.cut}
 	if l.n > 1 {
 		v.SD = math.Sqrt(max(0, (l.sumSq-l.sum*l.sum/float64(l.n))/float64(l.n-1)))
 	}

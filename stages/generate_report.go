@@ -1,15 +1,14 @@
 package stages
 
 import (
-	"github.com/pipe-dev/pipe/stages/fleet"
 	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/view"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
 
@@ -39,97 +38,34 @@ func (g *generate) countAnswer(c *record.Completion) {
 	}
 }
 
-// Server states as figures show them.
-const (
-	ServerReady   = "ready"
-	ServerEjected = "ejected" // taken out of rotation mid-run; probed to come back
-	ServerProbing = "probing" // not (yet) ready since the start
-	// ServerNeverReady: not ready since the start, for over a minute
-	// while the others work (warned about); still probed.
-	ServerNeverReady = "never_ready"
-	// ServerSuspect: a request of its stalled; no new requests until a
-	// probe answers (then ready) or fails (then ejected).
-	ServerSuspect = "suspect"
-)
+var _ view.FleetViewer = (*generate)(nil)
 
-// FleetView is the generate stage's typed view of its fleet (its View):
-// what the live display, the warnings, notifications and status.json show
-// of it. The JSON names are status.json's.
-type FleetView struct {
-	InFlight int64 `json:"in_flight"`
-	Capacity int64 `json:"capacity"`
-	Tokens   int64 `json:"output_tokens"`
-	Answers  int64 `json:"answers"`
-	Tiny     int64 `json:"tiny_answers"` // see TinyAnswerRunes
-	// MaxOutputTokens is the setting; RequestCap bounds one completion
-	// (with [trainer], the trainer's max_length bounds it too): the
-	// input's prompts times it is the most the run can decode.
-	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
-	RequestCap      int64 `json:"request_cap,omitempty"`
-	// Waiting says what the stage waits for while no server is ready.
-	Waiting    string       `json:"waiting_for_servers,omitempty"`
-	Servers    []ServerView `json:"servers"`
-	P95Seconds float64      `json:"latency_p95_s"`
-	// Lengths are the output tokens and latencies of the completions sent
-	// on in this start (nil before the first).
-	Lengths *LengthView `json:"lengths,omitempty"`
-	// Launched are the servers the stage launched, each with its starts
-	// and ends; Events what happened to them (for the timeline, not
-	// status.json).
-	Launched []fleet.Stats `json:"launched,omitempty"`
-	Events   []fleet.Event `json:"-"`
-}
-
-// ServerView is one server of a FleetView.
-type ServerView struct {
-	Name        string           `json:"name"`  // its URL without the scheme or credentials
-	State       string           `json:"state"` // ServerReady, ServerEjected, …
-	Reason      string           `json:"reason,omitempty"`
-	InFlight    int64            `json:"in_flight"`
-	Concurrency int64            `json:"concurrency"`
-	Completions int64            `json:"completions"`
-	Tokens      int64            `json:"output_tokens"`
-	PerSecond   float64          `json:"completions_per_second"`
-	P95Seconds  float64          `json:"latency_p95_s"`
-	Errors      map[string]int64 `json:"errors,omitempty"` // failed attempts by class
-	ErrorsTotal int64            `json:"errors_total"`
-	Ejections   int64            `json:"ejections"`
-	Accept      float64          `json:"spec_accept_length,omitempty"`
-	// QuietSeconds is how long ago it last completed a request.
-	QuietSeconds float64 `json:"quiet_s,omitempty"`
-	// LatencyMean is its completions' mean seconds; LatencyRecent that of
-	// its last 1024 (a server that slows down shows in it first).
-	LatencyMean   float64 `json:"latency_mean_s,omitempty"`
-	LatencyRecent float64 `json:"latency_recent_s,omitempty"`
-	// TTFTSeconds is its mean time to first token as its /metrics report
-	// it (SGLang's --enable-metrics), since the run first read them.
-	TTFTSeconds float64 `json:"ttft_mean_s,omitempty"`
-}
-
-var _ pipeline.Viewer = (*generate)(nil)
-
-// View returns the fleet's FleetView (nil before the stage started its
+// FleetView returns the fleet's view (nil before the stage started its
 // client).
-func (g *generate) View() any {
+func (g *generate) FleetView() *view.Fleet {
 	if g.client == nil {
 		return nil
 	}
 	st := g.client.Stats()
-	v := FleetView{
+	v := &view.Fleet{
 		InFlight: int64(st.Total.InFlight), Capacity: int64(st.Total.Concurrency), Tokens: st.Total.OutputTokens,
 		Answers: g.answers.Load(), Tiny: g.tinyAnswers.Load(), MaxOutputTokens: int64(g.cfg.MaxOutputTokens), RequestCap: int64(g.requestCap()),
-		P95Seconds: st.Total.P95.Seconds(), Servers: make([]ServerView, 0, len(st.Servers)), Lengths: g.lengths.view(),
+		P95Seconds: st.Total.P95.Seconds(), Servers: make([]view.Server, 0, len(st.Servers)), Lengths: g.lengths.view(),
 	}
 	for _, f := range g.fleets {
-		v.Launched = append(v.Launched, f.Stats()...)
-		v.Events = append(v.Events, f.Events()...)
+		for _, st := range f.Stats() {
+			v.Launched = append(v.Launched, view.Launched(st))
+		}
+		for _, e := range f.Events() {
+			v.Events = append(v.Events, view.ServerEvent(e))
+		}
 	}
 	if line, ok := g.client.Waiting(); ok {
 		v.Waiting = line
 	}
 	for _, s := range st.Servers {
 		state, why := serverState(s)
-		sv := ServerView{
+		sv := view.Server{
 			Name: serverName(s), State: state, Reason: why, InFlight: int64(s.InFlight), Concurrency: int64(s.Concurrency),
 			Completions: s.Completions, Tokens: s.OutputTokens, PerSecond: s.CompletionsPerSec, P95Seconds: s.P95.Seconds(),
 			Ejections: s.Ejections, Accept: s.MeanAcceptLength, QuietSeconds: s.Quiet.Seconds(),
@@ -162,16 +98,16 @@ func serverName(s sglang.ServerStats) string { return strings.TrimPrefix(s.URL, 
 
 // serverState is a server's state as figures and views show it, and why.
 func serverState(s sglang.ServerStats) (state, why string) {
-	state = ServerReady
+	state = view.ServerReady
 	if s.Suspect {
-		state, why = ServerSuspect, "a request stalled; probing"
+		state, why = view.ServerSuspect, "a request stalled; probing"
 	}
 	if s.State != sglang.StateReady {
-		state, why = ServerProbing, s.Reason
+		state, why = view.ServerProbing, s.Reason
 		if s.Ejections > 0 {
-			state = ServerEjected
+			state = view.ServerEjected
 		} else if s.NeverReady {
-			state = ServerNeverReady
+			state = view.ServerNeverReady
 		}
 	}
 	return state, why

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/view"
 )
 
 // The generate stage's typed view (what the live display reads) says what
@@ -20,9 +21,9 @@ func TestGenerateViewAgreesWithFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := stageSummary(t, sum, "gen")
-	v, ok := st.View.(FleetView)
-	if !ok {
-		t.Fatalf("gen's view is %T, want FleetView", st.View)
+	v := st.Fleet
+	if v == nil {
+		t.Fatal("gen gives no fleet view")
 	}
 	tokens, _ := figure.Find(st.Figures, "output_tokens")
 	if v.Answers != n || v.Tokens == 0 || float64(v.Tokens) != tokens.Value || v.MaxOutputTokens <= 0 {
@@ -34,7 +35,7 @@ func TestGenerateViewAgreesWithFigures(t *testing.T) {
 	var done int64
 	for _, s := range v.Servers {
 		state, _ := figure.Find(st.Figures, "state", "server", s.Name)
-		if s.State != ServerReady || state.Text != s.State {
+		if s.State != view.ServerReady || state.Text != s.State {
 			t.Errorf("server %s: view %q, figure %q", s.Name, s.State, state.Text)
 		}
 		done += s.Completions

@@ -7,6 +7,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/view"
 )
 
 func init() {
@@ -98,13 +99,14 @@ var (
 	_ pipeline.Closer       = (*readPrompts)(nil)
 	_ pipeline.InputChecker = (*readPrompts)(nil)
 	_ pipeline.Reporter     = (*readPrompts)(nil)
+	_ view.InputViewer      = (*readPrompts)(nil)
 )
 
 // Report gives how far into the file the read is.
 func (r *readPrompts) Report() []figure.Figure { return r.pos.figures() }
 
-// View gives the same position typed (InputView).
-func (r *readPrompts) View() any { return r.pos.view() }
+// InputView gives the same position typed.
+func (r *readPrompts) InputView() *view.Input { return r.pos.view() }
 
 // source is the file as this stage reads it; dedupe makes it reject
 // repeated ids (when no dedupe-against-progress stage reads its output).
@@ -145,5 +147,3 @@ func (r *readPrompts) Read(ctx context.Context, out pipeline.Emitter) error {
 func (r *readPrompts) CheckInput(ctx context.Context, _ *pipeline.Env) (*pipeline.InputReport, error) {
 	return r.source(true).checkAll(ctx, nil)
 }
-
-var _ pipeline.Viewer = (*readPrompts)(nil)

@@ -8,7 +8,6 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
-	"github.com/pipe-dev/pipe/stages"
 )
 
 // exitBudget is the exit code of a run that reached its [pipeline] budget:
@@ -37,7 +36,7 @@ func budgetLimit(b pipefile.Budget, before rundir.Spent) func(*engine.Summary) e
 		var tokens, answers, inFlight int64
 		servers := 0
 		for _, st := range s.Stages {
-			if v, ok := st.View.(stages.FleetView); ok {
+			if v := st.Fleet; v != nil {
 				tokens += v.Tokens
 				servers += len(v.Servers)
 				answers += v.Answers

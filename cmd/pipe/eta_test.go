@@ -9,6 +9,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
+	"github.com/pipe-dev/pipe/pipeline/view"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -18,7 +19,7 @@ import (
 // the last requests until stall_timeout).
 func TestETAWaitsOnQuietServers(t *testing.T) {
 	fleet := func(quiet float64) *liveFleet {
-		return &liveFleet{FleetView: stages.FleetView{InFlight: 3, Servers: []stages.ServerView{
+		return &liveFleet{Fleet: view.Fleet{InFlight: 3, Servers: []view.Server{
 			{Name: "gpu1:30000", InFlight: 0, QuietSeconds: 400},
 			{Name: "gpu4:30000", InFlight: 3, QuietSeconds: quiet},
 		}}}
@@ -51,9 +52,9 @@ func TestETAWaitsOnQuietServers(t *testing.T) {
 // while the last minute's rate still says the old speed.
 func TestETAFromTheFleetModel(t *testing.T) {
 	fleet := func(recent float64, inFlight int64) *liveFleet {
-		return &liveFleet{Stage: "gen", FleetView: stages.FleetView{InFlight: inFlight, Capacity: 96, Servers: []stages.ServerView{
-			{Name: "a", State: stages.ServerReady, Concurrency: 48, InFlight: inFlight / 2, Completions: 500, LatencyMean: 10, LatencyRecent: 10, P95Seconds: 20},
-			{Name: "b", State: stages.ServerReady, Concurrency: 48, InFlight: inFlight / 2, Completions: 500, LatencyMean: 10, LatencyRecent: recent, P95Seconds: 20},
+		return &liveFleet{Stage: "gen", Fleet: view.Fleet{InFlight: inFlight, Capacity: 96, Servers: []view.Server{
+			{Name: "a", State: view.ServerReady, Concurrency: 48, InFlight: inFlight / 2, Completions: 500, LatencyMean: 10, LatencyRecent: 10, P95Seconds: 20},
+			{Name: "b", State: view.ServerReady, Concurrency: 48, InFlight: inFlight / 2, Completions: 500, LatencyMean: 10, LatencyRecent: recent, P95Seconds: 20},
 		}}}
 	}
 	ls := func(f *liveFleet) *liveStatus {

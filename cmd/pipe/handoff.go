@@ -8,11 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -84,20 +84,22 @@ func writeHandoffs(ctx context.Context, plan *pipeline.Plan) ([]string, error) {
 }
 
 // handoffsOf lists the plan's outputs of a trainer layout: the stages
-// whose config has a layout key set to one and a path. The stage's own
+// whose config says it is one (output.TrainerFile). The stage's own
 // max_length is [trainer]'s (its trainer tag), or overrides it.
 func handoffsOf(plan *pipeline.Plan) []handoff {
 	t := plan.File.Trainer
 	var out []handoff
 	for _, s := range plan.Stages {
-		layout, _ := configKey(s.Config, "layout").(string)
-		path, _ := configKey(s.Config, "path").(string)
-		if (layout != trainrow.SpecForge && layout != trainrow.Conversations) || path == "" {
+		tf, ok := s.Config.(output.TrainerFile)
+		if !ok {
 			continue
 		}
-		maxLength := t.MaxLength
-		if n, ok := configKey(s.Config, "max_length").(int); ok && n > 0 {
-			maxLength = n
+		layout, path, maxLength, ok := tf.TrainerFile()
+		if !ok {
+			continue
+		}
+		if maxLength <= 0 {
+			maxLength = t.MaxLength
 		}
 		block, err := trainrow.NewDataBlock(layout, path, maxLength, t.ChatTemplate)
 		if err != nil {
@@ -113,23 +115,6 @@ func handoffsOf(plan *pipeline.Plan) []handoff {
 		out = append(out, h)
 	}
 	return out
-}
-
-// configKey is the value of the field tagged toml:"key" in a stage's
-// config (a pointer to its struct), or nil.
-func configKey(cfg any, key string) any {
-	v := reflect.ValueOf(cfg)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return nil
-	}
-	v = v.Elem()
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		if name, _, _ := strings.Cut(f.Tag.Get("toml"), ","); name == key && f.IsExported() {
-			return v.Field(i).Interface()
-		}
-	}
-	return nil
 }
 
 // shardDirHolding is the directory output of the plan (a write-arrow

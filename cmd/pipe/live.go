@@ -13,6 +13,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/view"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -85,11 +86,11 @@ func (l *live) add(s *engine.Summary) {
 	}
 	smp := sample{at: s.Elapsed, stages: make([]engine.StageSummary, len(s.Stages))}
 	for i, st := range s.Stages {
-		st.Figures, st.View, st.Reasons, st.Skips, st.QueuedByPort = nil, nil, nil, nil, nil
+		st.Figures, st.Fleet, st.Input, st.Reasons, st.Skips, st.QueuedByPort = nil, nil, nil, nil, nil, nil
 		smp.stages[i] = st
 	}
 	for _, st := range s.Stages {
-		if v, ok := st.View.(stages.FleetView); ok {
+		if v := st.Fleet; v != nil {
 			smp.tokens += float64(v.Tokens)
 			smp.answers += float64(v.Answers)
 			smp.tiny += float64(v.Tiny)
@@ -154,16 +155,16 @@ type (
 	liveEdge  = rundir.Edge
 )
 
-// liveFleet is the generate stage's view (stages.FleetView) with the
-// rates the run measures over its snapshots: status.json's "generation".
+// liveFleet is the generating stage's view of its fleet (view.Fleet) with
+// the rates the run measures over its snapshots: status.json's "generation".
 type liveFleet struct {
 	Stage string `json:"stage"`
-	stages.FleetView
+	view.Fleet
 	Tokens1m  float64 `json:"output_tokens_per_second_1m"`
 	Tokens15m float64 `json:"output_tokens_per_second_15m"`
 }
 
-type liveServer = stages.ServerView
+type liveServer = view.Server
 
 // status computes the live figures of the last snapshot.
 func (l *live) status() *liveStatus {
@@ -190,17 +191,13 @@ func (l *live) status() *liveStatus {
 		for _, port := range sortedPorts(st.QueuedByPort) {
 			ls.Edges = append(ls.Edges, liveEdge{From: st.ID, Port: port, Depth: st.QueuedByPort[port]})
 		}
-		switch v := st.View.(type) {
-		case stages.InputView:
-			if ls.Input == nil {
-				ls.Input = inputOf(st, v)
-			}
-		case stages.FleetView:
-			if ls.Fleet == nil {
-				ls.Fleet = &liveFleet{Stage: st.ID, FleetView: v}
-				ls.Fleet.Tokens1m = l.rate(window1m, func(m sample) float64 { return m.tokens })
-				ls.Fleet.Tokens15m = l.rate(window15m, func(m sample) float64 { return m.tokens })
-			}
+		if v := st.Input; v != nil && ls.Input == nil {
+			ls.Input = inputOf(st, *v)
+		}
+		if v := st.Fleet; v != nil && ls.Fleet == nil {
+			ls.Fleet = &liveFleet{Stage: st.ID, Fleet: *v}
+			ls.Fleet.Tokens1m = l.rate(window1m, func(m sample) float64 { return m.tokens })
+			ls.Fleet.Tokens15m = l.rate(window15m, func(m sample) float64 { return m.tokens })
 		}
 	}
 	ls.ETA = l.eta(ls)
@@ -220,7 +217,7 @@ func sortedPorts(m map[string]int) []string {
 // inputOf is the input's position: the records read of the total, known
 // once the file is read or its lines counted, estimated from the bytes
 // read until then.
-func inputOf(st engine.StageSummary, v stages.InputView) *liveInput {
+func inputOf(st engine.StageSummary, v view.Input) *liveInput {
 	in := &liveInput{Stage: st.ID, Bytes: v.Bytes, BytesRead: min(v.BytesRead, v.Bytes), Records: st.In}
 	in.Complete = st.In > 0 && st.In == done(st)+st.Skipped && in.BytesRead >= in.Bytes
 	if in.Bytes > 0 {
@@ -241,7 +238,7 @@ func inputOf(st engine.StageSummary, v stages.InputView) *liveInput {
 // bytes until it is read, less what the expensive stage finished or the
 // run skipped as done). Where that stage is the fleet and the fleet is the
 // bottleneck (it holds nearly all it may, or nothing is left to send), the
-// time is pipe plan's model of it (FleetView.SecondsFor: what is not sent
+// time is pipe plan's model of it (view.Fleet.SecondsFor: what is not sent
 // yet at the servers' concurrency over their recent latency, then the
 // drain), which follows a server that slows down at once and counts the
 // requests in flight; otherwise the stage's rate over the last minute (15

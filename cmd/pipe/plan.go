@@ -15,7 +15,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
-	"github.com/pipe-dev/pipe/stages"
+	"github.com/pipe-dev/pipe/pipeline/view"
 )
 
 // planCmd is pipe plan: pipe run with --json, and a sample by default.
@@ -169,10 +169,10 @@ type PlanServer struct {
 // project makes the projection of the work left after a sample run whose
 // summary is s (sample: the sample it read; work: the input before it).
 func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, work planWork) (*Projection, error) {
-	var fleet *stages.FleetView
+	var fleet *view.Fleet
 	for _, st := range s.Stages {
-		if v, ok := st.View.(stages.FleetView); ok {
-			fleet = &v
+		if st.Fleet != nil {
+			fleet = st.Fleet
 			break
 		}
 	}
@@ -190,7 +190,7 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 	p.Left = max(0, work.Records-work.Finished-int64(s.Finished-s.FinishedAtStart))
 	left := float64(p.Left)
 
-	// The fleet's model of time (stages.FleetView.SecondsFor, which the
+	// The fleet's model of time (view.Fleet.SecondsFor, which the
 	// run's ETA uses too): each server's concurrency over its mean
 	// latency, then the drain. A sample's servers all count as measured,
 	// whatever their state when it ended.
@@ -243,7 +243,7 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 }
 
 // recommend says what max_output_tokens the measured lengths ask for.
-func (p *Projection) recommend(l *stages.LengthView) {
+func (p *Projection) recommend(l *view.Lengths) {
 	switch {
 	case p.MaxOutputTokens <= 0:
 	case p.CutShare > 0.05 && p.trainerMax > 0:

@@ -13,7 +13,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/termsafe"
-	"github.com/pipe-dev/pipe/stages"
+	"github.com/pipe-dev/pipe/pipeline/view"
 )
 
 // The terminal's live display is built from lines of parts, most important
@@ -218,9 +218,9 @@ func fmtSeconds(s float64) string {
 // stateTone colours a server's state.
 func stateTone(state string) tone {
 	switch state {
-	case stages.ServerReady:
+	case view.ServerReady:
 		return good
-	case stages.ServerEjected, stages.ServerNeverReady:
+	case view.ServerEjected, view.ServerNeverReady:
 		return bad
 	}
 	return caution
@@ -231,7 +231,7 @@ func serversLine(f *liveFleet) screenLine {
 	ready := 0
 	var not []liveServer
 	for _, s := range f.Servers {
-		if s.State == stages.ServerReady {
+		if s.State == view.ServerReady {
 			ready++
 		} else {
 			not = append(not, s)

@@ -15,6 +15,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
+	"github.com/pipe-dev/pipe/pipeline/view"
 	"github.com/pipe-dev/pipe/stages"
 )
 
@@ -119,11 +120,11 @@ func (w *warner) check(l *live, ls *liveStatus) {
 			w.servers[s.Name] = s
 			switch {
 			case !seen:
-			case s.Ejections > prev.Ejections && s.State == stages.ServerEjected:
+			case s.Ejections > prev.Ejections && s.State == view.ServerEjected:
 				w.warn(elapsed, "server_ejected", "server %s ejected: %s; its requests go to the other servers while it is probed", s.Name, s.Reason)
 			case s.Ejections > prev.Ejections:
 				w.warn(elapsed, "server_ejected", "server %s was ejected and re-admitted since the last check", s.Name)
-			case prev.State == stages.ServerEjected && s.State == stages.ServerReady:
+			case prev.State == view.ServerEjected && s.State == view.ServerReady:
 				// Not a server that was still loading (probing → ready).
 				w.warn(elapsed, "server_readmitted", "server %s re-admitted: ready again", s.Name)
 			}

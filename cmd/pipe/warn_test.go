@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/pipeline/engine"
-	"github.com/pipe-dev/pipe/stages"
+	"github.com/pipe-dev/pipe/pipeline/view"
 )
 
 // warnRig feeds a warner snapshots of a two-stage run: gen (generate) →
@@ -54,14 +54,14 @@ func (r *warnRig) step(d time.Duration, n, rejected, tiny int64) []string {
 	r.check.Reasons = map[string]int64{"empty_answer": r.check.Rejected}
 	r.tiny += tiny
 	r.ok += n
-	view := stages.FleetView{Answers: r.ok, Tiny: r.tiny}
+	fl := &view.Fleet{Answers: r.ok, Tiny: r.tiny}
 	for name, s := range r.servers {
 		var ej int64
 		fmt.Sscan(s[2], &ej)
-		view.Servers = append(view.Servers, stages.ServerView{Name: name, State: s[0], Reason: s[1], Ejections: ej})
+		fl.Servers = append(fl.Servers, view.Server{Name: name, State: s[0], Reason: s[1], Ejections: ej})
 	}
 	gen := r.gen
-	gen.View = view
+	gen.Fleet = fl
 	r.l.add(&engine.Summary{Elapsed: r.at, Stages: []engine.StageSummary{gen, r.check}})
 	before := len(r.got)
 	r.w.check(r.l, r.l.status())

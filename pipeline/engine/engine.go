@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/pipeline/tally"
+	"github.com/pipe-dev/pipe/pipeline/view"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -1142,8 +1143,11 @@ func (e *engine) summary() *Summary {
 		if r, ok := n.stage.(pipeline.Reporter); ok && n.opened {
 			e.guard(n, "reporting", func() error { ss.Figures = r.Report(); return nil })
 		}
-		if v, ok := n.stage.(pipeline.Viewer); ok && n.opened {
-			e.guard(n, "reporting", func() error { ss.View = v.View(); return nil })
+		if v, ok := n.stage.(view.FleetViewer); ok && n.opened {
+			e.guard(n, "reporting", func() error { ss.Fleet = v.FleetView(); return nil })
+		}
+		if v, ok := n.stage.(view.InputViewer); ok && n.opened {
+			e.guard(n, "reporting", func() error { ss.Input = v.InputView(); return nil })
 		}
 		if n.journal != nil {
 			// What the outputs have not committed yet (finished segments go).

@@ -31,7 +31,7 @@ type Point struct {
 type PointStage struct {
 	tally.StageCounts
 	// Tokens are the output tokens of a stage with a fleet
-	// (stages.FleetView), ServerTokens each server's.
+	// (view.Fleet), ServerTokens each server's.
 	Tokens       int64            `json:"output_tokens,omitempty"`
 	ServerTokens map[string]int64 `json:"server_output_tokens,omitempty"`
 	// ServerLimits are each server's concurrency limit at the point: what

@@ -4,7 +4,10 @@
 // engine.
 package tally
 
-import "github.com/pipe-dev/pipe/pipeline/figure"
+import (
+	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/view"
+)
 
 // StageCounts are the counts of one stage that status.json holds and every
 // reader of a run directory (inspect, the report, shard merges) shows: the
@@ -44,9 +47,10 @@ type StageSummary struct {
 	// fan-out feeding several).
 	QueuedByPort map[string]int  `json:"queued_by_port,omitempty"`
 	Figures      []figure.Figure `json:"figures,omitempty"`
-	// View is the stage's typed view of itself (see pipeline.Viewer), nil when it
-	// exports none.
-	View any `json:"-"`
+	// Fleet and Input are the stage's views of itself
+	// (view.FleetViewer, view.InputViewer), nil when it gives none.
+	Fleet *view.Fleet `json:"-"`
+	Input *view.Input `json:"-"`
 }
 
 // Balanced reports whether every record that came in went somewhere (or

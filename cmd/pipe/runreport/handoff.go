@@ -16,13 +16,12 @@ type Handoff struct {
 	Text  string `json:"yaml"`
 }
 
-// readHandoffs reads the handoff file of each output of a trainer layout;
-// one not there (a run without [trainer], or not finished) is left out.
+// readHandoffs reads the handoff file beside each output: the run's end
+// wrote one beside each output of a trainer layout (output.TrainerFile);
+// one not there (another layout, a run without [trainer], or not
+// finished) is left out.
 func (r *Report) readHandoffs(ws []writer) {
 	for _, w := range ws {
-		if w.layout != trainrow.SpecForge && w.layout != trainrow.Conversations {
-			continue
-		}
 		path := trainrow.HandoffPath(w.path)
 		text, err := os.ReadFile(path)
 		if errors.Is(err, os.ErrNotExist) {

@@ -284,16 +284,15 @@ func (r *Report) readStatus() {
 // writer is a stage of the run that writes rows, from run.json.
 type writer struct {
 	id, kind, path string
-	layout         string // a write-jsonl's layout setting, "" for none
-	rejectsOnly    bool   // every input is a rejected port
-	takesRejects   bool   // some input is a rejected port
+	rejectsOnly    bool // every input is a rejected port
+	takesRejects   bool // some input is a rejected port
 }
 
 // newWriter is stage s's writer (its path), with what run.json's settings
 // say of its inputs: whether every one (a writer of rejects, not of
 // training rows) or some is a rejected port.
 func newWriter(s rundir.RecordedStage, kind, path string) writer {
-	w := writer{id: s.ID, kind: kind, path: path, layout: s.Str("layout")}
+	w := writer{id: s.ID, kind: kind, path: path}
 	w.rejectsOnly = len(s.Inputs) > 0
 	for _, port := range s.Inputs {
 		rejected := strings.HasSuffix(port, ".rejected")

@@ -7,8 +7,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
-	"github.com/pipe-dev/pipe/stages"
-	"github.com/pipe-dev/pipe/stages/fleet"
+	"github.com/pipe-dev/pipe/pipeline/view"
 )
 
 // TimelineFile is RUN_DIR/timeline.jsonl (declared in pipeline/rundir).
@@ -43,7 +42,7 @@ func RecordPoint(runDir string, s *engine.Summary, final bool) {
 	p := Point{T: now.UTC(), PID: os.Getpid(), Elapsed: s.Elapsed.Seconds(), Finished: s.Finished}
 	for _, st := range s.Stages {
 		ps := PointStage{StageCounts: st.StageCounts}
-		if v, ok := st.View.(stages.FleetView); ok {
+		if v := st.Fleet; v != nil {
 			ps.Tokens, ps.ServerTokens, ps.ServerLimits = v.Tokens, map[string]int64{}, map[string]int64{}
 			for _, s := range v.Servers {
 				ps.ServerTokens[s.Name] = s.Tokens
@@ -64,7 +63,7 @@ func ReadTimeline(runDir string) ([]Point, error) { return rundir.ReadTimeline(r
 var eventsSeen sync.Map
 
 // newEvents are the events of evs not in a point yet.
-func newEvents(key string, evs []fleet.Event) []rundir.ServerEvent {
+func newEvents(key string, evs []view.ServerEvent) []rundir.ServerEvent {
 	last, _ := eventsSeen.Load(key)
 	seen, _ := last.(int)
 	var out []rundir.ServerEvent
