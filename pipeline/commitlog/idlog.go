@@ -164,10 +164,27 @@ func CountIDs(path string) (int64, error) {
 	return (st.Size() - int64(len(idsMagic))) / 8, nil
 }
 
-// TruncateIDLog cuts the id log at path to its first n ids.
-func TruncateIDLog(path string, n int) error {
-	if err := removeSums(path); err != nil {
+// Truncate cuts the log to its first n ids and drops the pending ones;
+// appends go on after them. Its checksums, if it has them, are removed (a
+// log without them is taken as it is). Like the cut of a torn hash at
+// open, it is not fsynced.
+func (l *IDLog) Truncate(n int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := removeSums(l.path); err != nil {
 		return err
 	}
-	return os.Truncate(path, int64(len(idsMagic)+8*n))
+	if l.sums != nil {
+		l.sums.Close()
+		l.sums, l.tail = nil, nil
+	}
+	end := int64(len(idsMagic) + 8*n)
+	if err := l.f.Truncate(end); err != nil {
+		return err
+	}
+	if _, err := l.f.Seek(end, io.SeekStart); err != nil {
+		return err
+	}
+	l.n, l.pending = n, l.pending[:0]
+	return nil
 }

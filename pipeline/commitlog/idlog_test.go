@@ -1,6 +1,7 @@
 package commitlog_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -275,4 +276,33 @@ func BenchmarkSeenSet(b *testing.B) {
 			}), "B/id")
 		}
 	})
+}
+
+// Truncate keeps the first n ids, drops what is pending, and appends after
+// the cut (not where the file ended).
+func TestIDLogTruncate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "done.ids")
+	l, _ := openIDs(t, path)
+	for _, h := range []uint64{1, 2, 3, 4} {
+		l.Add(h)
+	}
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	l.Add(9) // pending: dropped
+	if err := l.Truncate(2); err != nil {
+		t.Fatal(err)
+	}
+	if l.Len() != 2 || size(t, path) != idsHeader+16 {
+		t.Fatalf("after Truncate(2): Len %d, %d bytes", l.Len(), size(t, path))
+	}
+	l.Add(5)
+	if err := errors.Join(l.Commit(), l.Close()); err != nil {
+		t.Fatal(err)
+	}
+	l, hashes := openIDs(t, path)
+	defer l.Close()
+	if fmt.Sprint(hashes) != "[1 2 5]" {
+		t.Fatalf("reopened: %v, want [1 2 5]", hashes)
+	}
 }

@@ -99,57 +99,18 @@ func OpenJournal(o JournalOptions) (*Journal, error) {
 	if err != nil {
 		j.warns = append(j.warns, fmt.Sprintf("%s is unreadable (%v): what was removed by hand cannot be told", o.Listing, err))
 	}
-	var paths []string
-	if o.Legacy != "" {
-		if _, err := os.Stat(o.Legacy); err == nil {
-			paths = append(paths, o.Legacy)
-		}
-	}
-	entries, err := os.ReadDir(o.Dir)
+	paths, err := j.segmentPaths()
 	if err != nil {
 		return nil, err
 	}
-	var segs []string
-	for _, e := range entries {
-		if m := segmentName.FindStringSubmatch(e.Name()); m != nil {
-			segs = append(segs, filepath.Join(o.Dir, e.Name()))
-			n, _ := strconv.Atoi(m[1])
-			j.next = max(j.next, n+1)
-		}
-	}
-	paths = append(paths, sortSegments(segs)...)
 	present := map[string]bool{}
 	for _, p := range paths {
 		name := j.listedName(p)
 		present[name] = true
-		w, err := j.repair(p)
-		if w != "" {
-			j.warns = append(j.warns, w)
-		}
-		var l *Log
-		if err == nil {
-			l, err = OpenLookup(p, o.IDOf)
-		}
-		if noRoom(err) {
-			// A full disk is not damage: the same start succeeds once
-			// there is room, with nothing set aside.
+		if err := j.openSegment(p, name); err != nil {
 			j.Close()
 			return nil, err
 		}
-		if err != nil {
-			j.setAside(p, name, err)
-			continue
-		}
-		s := &segment{name: name, path: p, log: l, sealed: true}
-		j.cut += l.Truncated()
-		j.adopt += l.Recovered()
-		l.Held(func(h uint64) {
-			if o.Done(h) {
-				return
-			}
-			j.own(h, s)
-		})
-		j.segs = append(j.segs, s)
 	}
 	for _, ls := range listed {
 		if !present[ls.Name] {
@@ -168,6 +129,66 @@ func OpenJournal(o JournalOptions) (*Journal, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// segmentPaths lists the journal's data files, oldest first (a legacy
+// single file, then the segments by number), and sets the number of the
+// next segment.
+func (j *Journal) segmentPaths() ([]string, error) {
+	var paths []string
+	if j.opts.Legacy != "" {
+		if _, err := os.Stat(j.opts.Legacy); err == nil {
+			paths = append(paths, j.opts.Legacy)
+		}
+	}
+	entries, err := os.ReadDir(j.opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var segs []string
+	for _, e := range entries {
+		if m := segmentName.FindStringSubmatch(e.Name()); m != nil {
+			segs = append(segs, filepath.Join(j.opts.Dir, e.Name()))
+			n, _ := strconv.Atoi(m[1])
+			j.next = max(j.next, n+1)
+		}
+	}
+	return append(paths, sortSegments(segs)...), nil
+}
+
+// openSegment opens the data file at path (listed as name) as a sealed
+// segment, repaired first if damaged, and makes it the holder of the ids
+// not done whose last line it has. A segment that cannot be opened is set
+// aside with a warning; the error is only a full disk's, which is not
+// damage: the same start succeeds once there is room, with nothing set
+// aside.
+func (j *Journal) openSegment(path, name string) error {
+	w, err := j.repair(path)
+	if w != "" {
+		j.warns = append(j.warns, w)
+	}
+	var l *Log
+	if err == nil {
+		l, err = openLookup(path, j.opts.IDOf)
+	}
+	if noRoom(err) {
+		return err
+	}
+	if err != nil {
+		j.setAside(path, name, err)
+		return nil
+	}
+	s := &segment{name: name, path: path, log: l, sealed: true}
+	j.cut += l.Truncated()
+	j.adopt += l.Recovered()
+	l.Held(func(h uint64) {
+		if j.opts.Done(h) {
+			return
+		}
+		j.own(h, s)
+	})
+	j.segs = append(j.segs, s)
+	return nil
 }
 
 // sortSegments orders segment paths by number: zero-padded names of one
@@ -250,7 +271,7 @@ func (j *Journal) own(h uint64, s *segment) {
 // create starts the next segment and makes it the active one.
 func (j *Journal) create() error {
 	path := filepath.Join(j.opts.Dir, fmt.Sprintf("%05d.jsonl", j.next))
-	l, err := OpenLookup(path, j.opts.IDOf)
+	l, err := openLookup(path, j.opts.IDOf)
 	if err != nil {
 		return err
 	}

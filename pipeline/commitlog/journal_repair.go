@@ -79,61 +79,84 @@ func scanSegment(path string, idOf IDFunc, hashes []uint64, ends []int64, looseI
 		return nil, err
 	}
 	defer f.Close()
-	sc := &segmentScan{indexed: true}
-	var prevID string
-	var open *damagedSpan // the span being read, if any
-	err = eachLine(f, func(off int64, line []byte, whole bool) error {
-		end := off + int64(len(line))
-		if whole {
-			end++
-		}
-		sc.size = end
-		var id string
-		ok := whole
-		if ok {
-			var err error
-			id, err = idOf(line)
-			ok = err == nil && id != ""
-		}
-		if !ok && !whole && open == nil {
-			sc.torn = end - off
-			return nil
-		}
-		if !ok {
-			if looseID != nil {
-				if id := looseID(line); id != "" {
-					sc.loose = append(sc.loose, Hash(id))
-				}
-			}
-			if open == nil {
-				sc.damaged = append(sc.damaged, damagedSpan{from: off, before: prevID})
-				open = &sc.damaged[len(sc.damaged)-1]
-			}
-			open.to = end
-			return nil
-		}
-		if open != nil {
-			open.after = id
-			open = nil
-		}
-		prevID = id
-		g := goodLine{start: off, end: end, hash: Hash(id)}
-		if n := len(sc.good); n < len(ends) && (ends[n] != g.end || hashes[n] != g.hash) {
-			sc.indexed = false
-		}
-		sc.good = append(sc.good, g)
-		return nil
-	})
-	if err != nil {
+	s := &segmentScanner{segmentScan: segmentScan{indexed: true}, idOf: idOf, hashes: hashes, ends: ends, looseID: looseID}
+	if err := eachLine(f, s.line); err != nil {
 		return nil, err
 	}
-	if len(sc.good) < len(ends) {
-		sc.indexed = false // the index names lines the file no longer has
+	if len(s.good) < len(ends) {
+		s.indexed = false // the index names lines the file no longer has
 	}
-	return sc, nil
+	return &s.segmentScan, nil
 }
 
-// Repaired is what RepairLog found wrong with a log and did about it.
+// segmentScanner is scanSegment's reading, a line at a time.
+type segmentScanner struct {
+	segmentScan
+	idOf    IDFunc
+	hashes  []uint64 // the index's entries
+	ends    []int64
+	looseID func([]byte) string
+	prevID  string       // the id of the last good line
+	open    *damagedSpan // the span being read, if any
+}
+
+// line takes one line of the segment: a good one, a damaged one, or a
+// torn last one.
+func (s *segmentScanner) line(off int64, line []byte, whole bool) error {
+	end := off + int64(len(line))
+	if whole {
+		end++
+	}
+	s.size = end
+	var id string
+	ok := whole
+	if ok {
+		var err error
+		id, err = s.idOf(line)
+		ok = err == nil && id != ""
+	}
+	switch {
+	case !ok && !whole && s.open == nil:
+		s.torn = end - off
+	case !ok:
+		s.takeDamaged(off, end, line)
+	default:
+		s.takeGood(off, end, id)
+	}
+	return nil
+}
+
+// takeDamaged adds the line [off, end) to the damaged span being read (a
+// new one after a good line), noting its id when still legible.
+func (s *segmentScanner) takeDamaged(off, end int64, line []byte) {
+	if s.looseID != nil {
+		if id := s.looseID(line); id != "" {
+			s.loose = append(s.loose, Hash(id))
+		}
+	}
+	if s.open == nil {
+		s.damaged = append(s.damaged, damagedSpan{from: off, before: s.prevID})
+		s.open = &s.damaged[len(s.damaged)-1]
+	}
+	s.open.to = end
+}
+
+// takeGood adds the good line [off, end) of id, closing the damaged span
+// before it, and notes whether it is the index's entry of its place.
+func (s *segmentScanner) takeGood(off, end int64, id string) {
+	if s.open != nil {
+		s.open.after = id
+		s.open = nil
+	}
+	s.prevID = id
+	g := goodLine{start: off, end: end, hash: Hash(id)}
+	if n := len(s.good); n < len(s.ends) && (s.ends[n] != g.end || s.hashes[n] != g.hash) {
+		s.indexed = false
+	}
+	s.good = append(s.good, g)
+}
+
+// Repaired is what OpenRepaired found wrong with a log and did about it.
 type Repaired struct {
 	// Aside is where the damaged file was kept (PATH.damaged-TIME).
 	Aside string
@@ -151,18 +174,18 @@ func (r *Repaired) String(path string) string {
 	return fmt.Sprintf("%s was damaged: %s; set aside as %s; its %d readable lines are kept, %d lost", path, strings.Join(r.Why, "; "), r.Aside, r.Kept, len(r.Lost))
 }
 
-// RepairLog reads the log at path whole and, when its lines are not all
+// repairLog reads the log at path whole and, when its lines are not all
 // readable (idOf) or are not what its index says, rewrites it from its
 // readable lines with a new index, keeping the damaged file aside. It
 // returns nil when the log is intact. looseID, if set, reads the id of a
 // damaged line whose id is still legible. The log must not be open.
-func RepairLog(path string, idOf IDFunc, looseID func([]byte) string) (*Repaired, error) {
+func repairLog(path string, idOf IDFunc, looseID func([]byte) string) (*Repaired, error) {
 	hashes, ends, ierr := indexEntries(IndexPath(path))
-	return repairLog(path, idOf, looseID, hashes, ends, ierr)
+	return repairWithIndex(path, idOf, looseID, hashes, ends, ierr)
 }
 
-// repairLog is RepairLog with the index already read (indexEntries).
-func repairLog(path string, idOf IDFunc, looseID func([]byte) string, hashes []uint64, ends []int64, ierr error) (*Repaired, error) {
+// repairWithIndex is repairLog with the index already read (indexEntries).
+func repairWithIndex(path string, idOf IDFunc, looseID func([]byte) string, hashes []uint64, ends []int64, ierr error) (*Repaired, error) {
 	var pe *os.PathError
 	if ierr != nil && !errors.Is(ierr, os.ErrNotExist) && errors.As(ierr, &pe) {
 		return nil, ierr // the disk, not the file
@@ -178,7 +201,13 @@ func repairLog(path string, idOf IDFunc, looseID func([]byte) string, hashes []u
 	if err != nil {
 		return nil, err
 	}
-	rep := &Repaired{Aside: aside, Kept: written}
+	return &Repaired{Aside: aside, Kept: written, Lost: lostIDs(hashes, sc), Why: whyDamaged(ierr, sc)}, nil
+}
+
+// lostIDs are the hashes, once each, that the index (hashes) or a
+// damaged line still legible named and no good line has.
+func lostIDs(hashes []uint64, sc *segmentScan) []uint64 {
+	var lost []uint64
 	kept := map[uint64]bool{}
 	for _, g := range sc.good {
 		kept[g.hash] = true
@@ -186,25 +215,33 @@ func repairLog(path string, idOf IDFunc, looseID func([]byte) string, hashes []u
 	for _, h := range append(hashes, sc.loose...) {
 		if !kept[h] {
 			kept[h] = true // once
-			rep.Lost = append(rep.Lost, h)
+			lost = append(lost, h)
 		}
 	}
+	return lost
+}
+
+// whyDamaged says what was wrong with a log whose index read as ierr and
+// whose lines scanned as sc, one phrase a fault (three damaged spans at
+// most, then how many more).
+func whyDamaged(ierr error, sc *segmentScan) []string {
+	var why []string
 	switch {
 	case errors.Is(ierr, os.ErrNotExist):
-		rep.Why = append(rep.Why, "its index is missing")
+		why = append(why, "its index is missing")
 	case ierr != nil:
-		rep.Why = append(rep.Why, fmt.Sprintf("its index cannot be read (%v)", ierr))
+		why = append(why, fmt.Sprintf("its index cannot be read (%v)", ierr))
 	case !sc.indexed && len(sc.damaged) == 0:
-		rep.Why = append(rep.Why, "its index does not match its lines")
+		why = append(why, "its index does not match its lines")
 	}
 	for i, d := range sc.damaged {
 		if i == 3 {
-			rep.Why = append(rep.Why, fmt.Sprintf("%d more damaged spans", len(sc.damaged)-3))
+			why = append(why, fmt.Sprintf("%d more damaged spans", len(sc.damaged)-3))
 			break
 		}
-		rep.Why = append(rep.Why, fmt.Sprintf("bytes %d-%d are not whole records (%s)", d.from, d.to, around(d)))
+		why = append(why, fmt.Sprintf("bytes %d-%d are not whole records (%s)", d.from, d.to, around(d)))
 	}
-	return rep, nil
+	return why
 }
 
 // repair reads the segment at path whole when it holds a prompt that is
@@ -222,20 +259,35 @@ func (j *Journal) repair(path string) (string, error) {
 	if errors.Is(ierr, os.ErrNotExist) && st.Size() == 0 {
 		return "", nil // a new segment
 	}
+	if !j.needsReading(st.Size(), hashes, ends, ierr) {
+		return "", nil
+	}
+	rep, err := repairWithIndex(path, j.opts.IDOf, looseID, hashes, ends, ierr)
+	if err != nil || rep == nil {
+		return "", err
+	}
+	return j.lostWarning(path, rep), nil
+}
+
+// needsReading says whether a segment of size bytes, whose index read as
+// (hashes, ends, ierr), is to be read whole: its index cannot be read,
+// it has lines past its index (or is cut short), or it holds an id not
+// done.
+func (j *Journal) needsReading(size int64, hashes []uint64, ends []int64, ierr error) bool {
 	need := ierr != nil
-	if n := len(ends); n > 0 && ends[n-1] != st.Size() || n == 0 && st.Size() > 0 {
+	if n := len(ends); n > 0 && ends[n-1] != size || n == 0 && size > 0 {
 		need = true // lines past the index (or a file cut short)
 	}
 	for _, h := range hashes {
 		need = need || !j.opts.Done(h)
 	}
-	if !need {
-		return "", nil
-	}
-	rep, err := repairLog(path, j.opts.IDOf, looseID, hashes, ends, ierr)
-	if err != nil || rep == nil {
-		return "", err
-	}
+	return need
+}
+
+// lostWarning records in j.lost the ids a repair of the segment at path
+// lost that are not done, and returns the warning saying what was set
+// aside and lost.
+func (j *Journal) lostWarning(path string, rep *Repaired) string {
 	var lostFinished, lostOpen int
 	for _, h := range rep.Lost {
 		switch {
@@ -253,7 +305,7 @@ func (j *Journal) repair(path string) (string, error) {
 	if lostFinished > 0 {
 		w += fmt.Sprintf("; %d lost entries were of prompts already in every output (nothing to redo)", lostFinished)
 	}
-	return w, nil
+	return w
 }
 
 // recordIDKey is how a journal entry's record id starts (the record's
@@ -292,43 +344,7 @@ func around(d damagedSpan) string {
 // damaged and is rewritten again, from lines that are all good.
 func rewrite(path string, sc *segmentScan) (aside string, written int, err error) {
 	tmp := path + ".salvage"
-	for _, p := range []string{tmp, IndexPath(tmp)} {
-		if err := removeIfThere(p); err != nil {
-			return "", 0, err
-		}
-	}
-	src, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer src.Close()
-	l, err := Open(tmp, nil)
-	if err != nil {
-		return "", 0, err
-	}
-	// Of several lines of one id (a copied block), the last is the one a
-	// look-up reads: only it is kept.
-	last := make(map[uint64]int, len(sc.good))
-	for i, g := range sc.good {
-		last[g.hash] = i
-	}
-	var buf []byte
-	for i, g := range sc.good {
-		if last[g.hash] != i {
-			continue
-		}
-		buf = slices.Grow(buf[:0], int(g.end-g.start))[:g.end-g.start]
-		if _, err := src.ReadAt(buf, g.start); err != nil && !errors.Is(err, io.EOF) {
-			l.Close()
-			return "", 0, err
-		}
-		if err := l.appendHashed(g.hash, buf[:len(buf)-1]); err != nil {
-			l.Close()
-			return "", 0, err
-		}
-		written++
-	}
-	if err := errors.Join(l.Commit(), l.Close()); err != nil {
+	if written, err = writeSalvage(path, tmp, sc); err != nil {
 		return "", 0, err
 	}
 	aside = path + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
@@ -347,6 +363,48 @@ func rewrite(path string, sc *segmentScan) (aside string, written int, err error
 		return "", 0, err
 	}
 	return aside, written, SyncDir(filepath.Dir(path))
+}
+
+// writeSalvage writes the good lines of the segment at path into a new
+// log at tmp (replacing what an earlier salvage left there), committed,
+// and returns how many it wrote. Of several lines of one id (a copied
+// block), the last is the one a look-up reads: only it is kept.
+func writeSalvage(path, tmp string, sc *segmentScan) (written int, err error) {
+	for _, p := range []string{tmp, IndexPath(tmp)} {
+		if err := removeIfThere(p); err != nil {
+			return 0, err
+		}
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	l, err := Open(tmp, nil)
+	if err != nil {
+		return 0, err
+	}
+	last := make(map[uint64]int, len(sc.good))
+	for i, g := range sc.good {
+		last[g.hash] = i
+	}
+	var buf []byte
+	for i, g := range sc.good {
+		if last[g.hash] != i {
+			continue
+		}
+		buf = slices.Grow(buf[:0], int(g.end-g.start))[:g.end-g.start]
+		if _, err := src.ReadAt(buf, g.start); err != nil && !errors.Is(err, io.EOF) {
+			l.Close()
+			return 0, err
+		}
+		if err := l.appendHashed(g.hash, buf[:len(buf)-1]); err != nil {
+			l.Close()
+			return 0, err
+		}
+		written++
+	}
+	return written, errors.Join(l.Commit(), l.Close())
 }
 
 // linkOrRename makes the file at from also reachable as to (a hard link),

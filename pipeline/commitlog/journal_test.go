@@ -116,7 +116,7 @@ func TestJournalReopenLegacyAndLookup(t *testing.T) {
 	dir := t.TempDir()
 	o := testJournalOptions(dir)
 	os.MkdirAll(filepath.Dir(o.Legacy), 0o755)
-	legacy, err := OpenLookup(o.Legacy, journalID)
+	legacy, err := openLookup(o.Legacy, journalID)
 	if err != nil {
 		t.Fatal(err)
 	}

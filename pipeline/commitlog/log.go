@@ -37,7 +37,7 @@ func IndexPath(path string) string {
 // for concurrent use.
 //
 // Memory: the ids of the lines the log held when it was opened are kept for
-// Has (8 bytes a line; 24 with Lookup, see OpenLookup); lines appended since
+// Has (8 bytes a line; 24 with Lookup, see OpenRepaired); lines appended since
 // are held only until they are committed, so a long run's memory does not
 // grow with its output.
 type Log struct {
@@ -84,9 +84,9 @@ type IDFunc func(line []byte) (string, error)
 // a torn or unreadable tail is cut. The directory must exist.
 func Open(path string, idOf IDFunc) (*Log, error) { return open(path, idOf, false) }
 
-// OpenLookup is Open for a log whose lines are read back by id (Lookup),
+// openLookup is Open for a log whose lines are read back by id (Lookup),
 // such as the generation journal.
-func OpenLookup(path string, idOf IDFunc) (*Log, error) { return open(path, idOf, true) }
+func openLookup(path string, idOf IDFunc) (*Log, error) { return open(path, idOf, true) }
 
 func open(path string, idOf IDFunc, lookup bool) (*Log, error) {
 	data, err := OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
@@ -104,6 +104,8 @@ func open(path string, idOf IDFunc, lookup bool) (*Log, error) {
 	return l, nil
 }
 
+// load reads the index, checks it against the data file, adopts or cuts
+// what is past the last commit, and holds the ids of the lines opened.
 func (l *Log) load() error {
 	st, err := l.data.Stat()
 	if err != nil {
@@ -116,45 +118,13 @@ func (l *Log) load() error {
 	if l.idx, err = OpenFile(ipath, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return err
 	}
-	raw, err := io.ReadAll(l.idx)
+	entries, err := l.readIndex(ipath)
 	if err != nil {
 		return err
 	}
-	if len(raw) < len(indexMagic) {
-		// New (or torn before its header was written): start it.
-		if err := l.idx.Truncate(0); err != nil {
-			return err
-		}
-		if _, err := l.idx.WriteAt([]byte(indexMagic), 0); err != nil {
-			return err
-		}
-		if err := l.idx.Sync(); err != nil {
-			return err
-		}
-		raw = []byte(indexMagic)
-	}
-	if string(raw[:len(indexMagic)]) != indexMagic {
-		return &DamagedError{Path: ipath, Err: errors.New("not a commit index (bad header)")}
-	}
-	body := raw[len(indexMagic):]
-	whole := len(body) / entrySize * entrySize
-	if whole != len(body) { // a torn entry: it was never committed
-		if err := l.idx.Truncate(int64(len(indexMagic) + whole)); err != nil {
-			return err
-		}
-	}
-	var prev int64
-	l.openEnds = make([]int64, 0, whole/entrySize)
-	l.byHash = make([]hashLine, 0, whole/entrySize)
-	for i := 0; i < whole; i += entrySize {
-		h := binary.LittleEndian.Uint64(body[i:])
-		end := int64(binary.LittleEndian.Uint64(body[i+8:]))
-		if end <= prev {
-			return &DamagedError{Path: ipath, Err: fmt.Errorf("entry %d ends at %d, before the previous one (%d)", i/entrySize, end, prev)}
-		}
-		prev = end
-		l.byHash = append(l.byHash, hashLine{h, len(l.openEnds)})
-		l.openEnds = append(l.openEnds, end)
+	prev, err := l.takeEntries(ipath, entries)
+	if err != nil {
+		return err
 	}
 	l.rows, l.bytes = len(l.openEnds), prev
 	if prev > st.Size() {
@@ -169,21 +139,81 @@ func (l *Log) load() error {
 			return err
 		}
 	}
+	l.holdOpened()
+	_, err = l.data.Seek(l.size, io.SeekStart)
+	return err
+}
+
+// readIndex reads the index file (at ipath), writing the header of a new
+// one and cutting a torn last entry, and returns its whole entries.
+func (l *Log) readIndex(ipath string) ([]byte, error) {
+	raw, err := io.ReadAll(l.idx)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) < len(indexMagic) {
+		// New (or torn before its header was written): start it.
+		if err := l.idx.Truncate(0); err != nil {
+			return nil, err
+		}
+		if _, err := l.idx.WriteAt([]byte(indexMagic), 0); err != nil {
+			return nil, err
+		}
+		if err := l.idx.Sync(); err != nil {
+			return nil, err
+		}
+		raw = []byte(indexMagic)
+	}
+	if string(raw[:len(indexMagic)]) != indexMagic {
+		return nil, &DamagedError{Path: ipath, Err: errors.New("not a commit index (bad header)")}
+	}
+	body := raw[len(indexMagic):]
+	whole := len(body) / entrySize * entrySize
+	if whole != len(body) { // a torn entry: it was never committed
+		if err := l.idx.Truncate(int64(len(indexMagic) + whole)); err != nil {
+			return nil, err
+		}
+	}
+	return body[:whole], nil
+}
+
+// takeEntries holds the index entries as the lines opened (their ends,
+// and their hashes with their order) and returns the end of the last; an
+// entry that does not end after the one before is damage.
+func (l *Log) takeEntries(ipath string, entries []byte) (end int64, err error) {
+	var prev int64
+	l.openEnds = make([]int64, 0, len(entries)/entrySize)
+	l.byHash = make([]hashLine, 0, len(entries)/entrySize)
+	for i := 0; i < len(entries); i += entrySize {
+		h := binary.LittleEndian.Uint64(entries[i:])
+		end := int64(binary.LittleEndian.Uint64(entries[i+8:]))
+		if end <= prev {
+			return 0, &DamagedError{Path: ipath, Err: fmt.Errorf("entry %d ends at %d, before the previous one (%d)", i/entrySize, end, prev)}
+		}
+		prev = end
+		l.byHash = append(l.byHash, hashLine{h, len(l.openEnds)})
+		l.openEnds = append(l.openEnds, end)
+	}
+	return prev, nil
+}
+
+// holdOpened keeps what Has (and with lookup, Lookup) needs of the lines
+// opened: with lookup, (hash, line) sorted by hash; without, only the
+// hashes, as a Set.
+func (l *Log) holdOpened() {
 	if l.lookup {
 		// Of several lines with one id, find takes the last one.
 		slices.SortFunc(l.byHash, func(a, b hashLine) int {
 			return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.line, b.line))
 		})
-	} else {
-		hashes := make([]uint64, len(l.byHash))
-		for i, e := range l.byHash {
-			hashes[i] = e.hash
-		}
-		l.ids = NewSet(hashes)
-		l.byHash, l.openEnds = nil, nil
+		return
 	}
-	_, err = l.data.Seek(l.size, io.SeekStart)
-	return err
+	hashes := make([]uint64, len(l.byHash))
+	for i, e := range l.byHash {
+		hashes[i] = e.hash
+	}
+	l.ids = NewSet(hashes)
+	l.byHash, l.openEnds = nil, nil
 }
 
 // recover adopts the whole, readable lines in [from, size) and cuts the rest.
@@ -225,23 +255,23 @@ func (l *Log) recover(from, size int64) error {
 	return l.data.Sync()
 }
 
-// OpenRepaired is Open (OpenLookup with lookup) for a log a restart
-// builds on. When its index or committed lines are damaged, it is first
-// rewritten from its readable lines (RepairLog, the damaged file kept
-// aside) and what was done is returned with it; with check, its lines are
+// OpenRepaired is Open (with lookup, for a log read back by id: Lookup)
+// for a log a restart builds on. When its index or committed lines are
+// damaged, it is first rewritten from its readable lines (the damaged file
+// kept aside) and what was done is returned with it; with check, its lines are
 // read whole first even when its index looks right (after a crash, or when
 // asked). A data file without an index is ErrNotALog, as Open says.
 func OpenRepaired(path string, idOf IDFunc, lookup, check bool) (*Log, *Repaired, error) {
 	var rep *Repaired
 	if _, err := os.Stat(IndexPath(path)); err == nil && check {
-		if rep, err = RepairLog(path, idOf, nil); err != nil {
+		if rep, err = repairLog(path, idOf, nil); err != nil {
 			return nil, nil, err
 		}
 	}
 	l, err := open(path, idOf, lookup)
 	var de *DamagedError
 	if rep == nil && errors.As(err, &de) {
-		if rep, err = RepairLog(path, idOf, nil); err == nil {
+		if rep, err = repairLog(path, idOf, nil); err == nil {
 			l, err = open(path, idOf, lookup)
 		}
 	}
@@ -327,7 +357,7 @@ func (l *Log) find(h uint64) (int, bool) {
 }
 
 // Lookup returns the line of id among those the log held when it was opened
-// (the last one, if several); only for a log opened with OpenLookup.
+// (the last one, if several); only for a log opened with lookup.
 func (l *Log) Lookup(id string) ([]byte, bool, error) {
 	if !l.lookup {
 		return nil, false, errors.New("commitlog: Lookup on a log not opened with OpenLookup")
@@ -487,7 +517,7 @@ func ReadIDs(path string) ([]uint64, error) {
 }
 
 // Held calls fn with the id hash of every line the log held when it was
-// opened (a log opened with OpenLookup; in hash order, a hash once for each
+// opened (a log opened with lookup; in hash order, a hash once for each
 // of its lines).
 func (l *Log) Held(fn func(h uint64)) {
 	for _, e := range l.byHash {

@@ -22,7 +22,7 @@ func TestOpenRefusesSymlinks(t *testing.T) {
 		if err := os.Symlink(target, link); err != nil {
 			t.Fatal(err)
 		}
-		_, err := OpenLookup(path, idOf)
+		_, err := openLookup(path, idOf)
 		if !errors.Is(err, errSymlink) || !strings.Contains(err.Error(), link) {
 			t.Errorf("Open with a link at %s: %v", link, err)
 		}

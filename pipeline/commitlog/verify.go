@@ -2,14 +2,11 @@ package commitlog
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 )
 
 // DamagedError is a file of pipe's own bookkeeping (a manifest, an id log)
@@ -23,42 +20,6 @@ type DamagedError struct {
 
 func (e *DamagedError) Error() string { return fmt.Sprintf("%s is damaged: %v", e.Path, e.Err) }
 func (e *DamagedError) Unwrap() error { return e.Err }
-
-// FileSHA256 is the hex SHA-256 of the file at path and its size, read
-// through buf (nil: a buffer of its own).
-func FileSHA256(path string, buf []byte) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	if buf == nil {
-		buf = make([]byte, 1<<20)
-	}
-	h := sha256.New()
-	n, err := io.CopyBuffer(h, f, buf)
-	if err != nil {
-		return "", n, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
-}
-
-// RewriteIDLog replaces the id log at path with the hashes it holds that
-// drop does not take, in their order, atomically. It returns how many were
-// dropped. The log must not be open for writing.
-func RewriteIDLog(path string, drop func(uint64) bool) (int, error) {
-	l, hashes, err := OpenIDLog(path)
-	if err != nil {
-		return 0, err
-	}
-	l.Close()
-	kept := slices.DeleteFunc(hashes, drop)
-	dropped := len(hashes) - len(kept)
-	if dropped == 0 {
-		return 0, nil
-	}
-	return dropped, WriteIDLog(path, kept)
-}
 
 // WriteIDLog writes an id log at path holding hashes, atomically.
 func WriteIDLog(path string, hashes []uint64) error {
@@ -91,29 +52,54 @@ func CheckLog(path string, hash bool, idOf IDFunc) (*LogCheck, error) {
 		return nil, &DamagedError{Path: IndexPath(path), Err: err}
 	}
 	res := &LogCheck{Rows: rows, Bytes: bytes}
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist) && rows > 0:
-		res.Problems = append(res.Problems, fmt.Sprintf("%s is missing (%d committed lines)", path, rows))
-		return res, nil
-	case errors.Is(err, os.ErrNotExist):
-		return res, nil
-	case err != nil:
-		return nil, err
-	case st.Size() < bytes:
-		res.Problems = append(res.Problems, fmt.Sprintf("%s has %d bytes, %d committed: cut short", path, st.Size(), bytes))
-		return res, nil
-	}
-	if !hash || rows == 0 {
-		return res, nil
-	}
-	idx, err := os.ReadFile(IndexPath(path))
+	whole, err := res.checkSize(path)
 	if err != nil {
 		return nil, err
+	}
+	if !whole || !hash || rows == 0 {
+		return res, nil
+	}
+	problem, err := checkLines(path, rows, bytes, idOf)
+	if err != nil {
+		return nil, err
+	}
+	if problem != "" {
+		res.Problems = append(res.Problems, problem)
+	}
+	return res, nil
+}
+
+// checkSize checks that the log's data file at path holds at least the
+// committed bytes, adding a problem when it does not (whole false).
+func (res *LogCheck) checkSize(path string) (whole bool, err error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && res.Rows > 0:
+		res.Problems = append(res.Problems, fmt.Sprintf("%s is missing (%d committed lines)", path, res.Rows))
+		return false, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case st.Size() < res.Bytes:
+		res.Problems = append(res.Problems, fmt.Sprintf("%s has %d bytes, %d committed: cut short", path, st.Size(), res.Bytes))
+		return false, nil
+	}
+	return true, nil
+}
+
+// checkLines reads the rows committed lines (bytes in all) of the log at
+// path against its index entries and returns the first problem ("" for
+// none): a line not ending where its entry says, or not the record whose
+// id hash the entry holds.
+func checkLines(path string, rows int, bytes int64, idOf IDFunc) (problem string, err error) {
+	idx, err := os.ReadFile(IndexPath(path))
+	if err != nil {
+		return "", err
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer f.Close()
 	// One committed line at a time: the file can be far larger than memory.
@@ -124,8 +110,7 @@ func CheckLog(path string, hash bool, idOf IDFunc) (*LogCheck, error) {
 		e := idx[len(indexMagic)+i*entrySize:]
 		h, end := binary.LittleEndian.Uint64(e), int64(binary.LittleEndian.Uint64(e[8:]))
 		if end <= start || end > bytes {
-			res.Problems = append(res.Problems, fmt.Sprintf("%s: committed line %d does not end at byte %d as its index says", path, i+1, end))
-			return res, nil
+			return misplaced(path, i, end), nil
 		}
 		if n := int(end - start); cap(line) < n {
 			line = make([]byte, n)
@@ -133,18 +118,22 @@ func CheckLog(path string, hash bool, idOf IDFunc) (*LogCheck, error) {
 			line = line[:n]
 		}
 		if _, err := io.ReadFull(r, line); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", path, err)
+			return "", fmt.Errorf("reading %s: %w", path, err)
 		}
 		if line[len(line)-1] != '\n' {
-			res.Problems = append(res.Problems, fmt.Sprintf("%s: committed line %d does not end at byte %d as its index says", path, i+1, end))
-			return res, nil
+			return misplaced(path, i, end), nil
 		}
 		id, err := idOf(line[:len(line)-1])
 		if err != nil || Hash(id) != h {
-			res.Problems = append(res.Problems, fmt.Sprintf("%s: committed line %d (bytes %d-%d) is not the record its index names", path, i+1, start, end))
-			return res, nil
+			return fmt.Sprintf("%s: committed line %d (bytes %d-%d) is not the record its index names", path, i+1, start, end), nil
 		}
 		start = end
 	}
-	return res, nil
+	return "", nil
+}
+
+// misplaced says that committed line i (from 0) of the log at path does
+// not end at end, where its index entry says.
+func misplaced(path string, i int, end int64) string {
+	return fmt.Sprintf("%s: committed line %d does not end at byte %d as its index says", path, i+1, end)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -134,7 +135,7 @@ func (l *ledger) unfinish(hashes []uint64) error {
 	if err := l.log.Close(); err != nil {
 		return err
 	}
-	if _, err := commitlog.RewriteIDLog(path, func(h uint64) bool { return drop[h] }); err != nil {
+	if err := rewriteIDLog(path, func(h uint64) bool { return drop[h] }); err != nil {
 		return fmt.Errorf("run directory state: %w", err)
 	}
 	log, kept, _, err := commitlog.OpenCheckedIDLog(path)
@@ -144,6 +145,22 @@ func (l *ledger) unfinish(hashes []uint64) error {
 	l.log, l.set = log, commitlog.NewSet(kept)
 	l.atStart = l.set.Len()
 	return nil
+}
+
+// rewriteIDLog replaces the id log at path with the hashes it holds that
+// drop does not take, in their order, atomically; when drop takes none it
+// is left as it is. The log must not be open for writing.
+func rewriteIDLog(path string, drop func(uint64) bool) error {
+	l, hashes, err := commitlog.OpenIDLog(path)
+	if err != nil {
+		return err
+	}
+	l.Close()
+	kept := slices.DeleteFunc(hashes, drop)
+	if len(kept) == len(hashes) {
+		return nil
+	}
+	return commitlog.WriteIDLog(path, kept)
 }
 
 // commit makes the finished ids durable and returns the hashes that this

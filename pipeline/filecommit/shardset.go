@@ -214,11 +214,8 @@ func (s *Set) openIDs(idsOf IDsOf) (*commitlog.IDLog, []uint64, error) {
 	switch {
 	case int64(len(hashes)) > s.m.Rows: // a crash between the ids and the manifest
 		hashes = hashes[:s.m.Rows]
-		ids.Close()
-		if err := commitlog.TruncateIDLog(idLog, len(hashes)); err != nil {
-			return nil, nil, err
-		}
-		if ids, _, err = commitlog.OpenIDLog(idLog); err != nil {
+		if err := ids.Truncate(len(hashes)); err != nil {
+			ids.Close()
 			return nil, nil, err
 		}
 	case int64(len(hashes)) < s.m.Rows:

@@ -1,8 +1,11 @@
 package filecommit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -102,7 +105,7 @@ func checkHashes(dir string, m *Manifest, toHash []int, res *CheckResult, probs 
 			buf := make([]byte, 1<<20)
 			for i := range next {
 				sh := m.Shards[i]
-				sum, n, err := commitlog.FileSHA256(filepath.Join(dir, sh.Name), buf)
+				sum, n, err := fileSHA256(filepath.Join(dir, sh.Name), buf)
 				mu.Lock()
 				res.Hashed += n
 				switch {
@@ -121,6 +124,25 @@ func checkHashes(dir string, m *Manifest, toHash []int, res *CheckResult, probs 
 	close(next)
 	wg.Wait()
 	return firstEr
+}
+
+// fileSHA256 is the hex SHA-256 of the file at path and its size, read
+// through buf (nil: a buffer of its own).
+func fileSHA256(path string, buf []byte) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	if buf == nil {
+		buf = make([]byte, 1<<20)
+	}
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, f, buf)
+	if err != nil {
+		return "", n, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // nextNumber is the number after the highest part-NNNNN of shards: a

@@ -1,0 +1,4 @@
+package commitlog
+
+// OpenLookup lets the external tests open a log read back by id.
+var OpenLookup = openLookup
