@@ -116,23 +116,9 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 	if !r.LoadReported {
 		return
 	}
-	mr := s.capacityLocked()
-	if s.info == nil || s.info.MaxRunningRequests == 0 {
-		s.peakRunning = max(s.peakRunning, r.RunningReqs)
-		if r.WaitingReqs > 0 {
-			s.queuedSeen = true // it runs no more than peakRunning
-		}
-		if !s.queuedSeen {
-			mr = 0 // not its capacity yet, only the most it was sent
-		}
-	}
+	mr := s.learnCapacityLocked(r)
 	w := &s.window
-	if w.n == 0 || r.WaitingReqs < w.minWaiting {
-		w.minWaiting = r.WaitingReqs
-	}
-	w.n++
-	w.running += r.RunningReqs
-	w.addLatency(r)
+	w.add(r)
 	if w.n < max(s.cooldown, adaptWindow(s.limit)) {
 		return
 	}
@@ -141,17 +127,56 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 		s.kvCap++
 		s.sinceBackoff = s.limit
 	}
-	h := adaptHeadroom
-	meanRunning := w.running / w.n
-	minWaiting := w.minWaiting
+	sum := windowSum{meanRunning: w.running / w.n, minWaiting: w.minWaiting,
+		full: s.outstanding >= s.limit-1}
 	est := w.tokensPerSecond()
 	*w = adaptState{}
 	s.cooldown = 0
-	full := s.outstanding >= s.limit-1
-	if minWaiting == 0 && s.latency.slower(s, est) {
+	if sum.minWaiting == 0 && s.latency.slower(s, est) {
 		c.broadcastLocked()
 		return
 	}
+	if !s.shrinkLocked(mr, sum.minWaiting) && !s.growLocked(mr, sum) {
+		return
+	}
+	if g := s.latency.ceiling; g > 0 {
+		s.limit = min(s.limit, g) // grows past a latency back-off one by one
+	}
+	c.broadcastLocked()
+}
+
+// learnCapacityLocked is s's running capacity as adaptLocked uses it after
+// load r: /server_info's when given; else the most s reported running,
+// once it queued (before that it ran all it was sent, so 0: unknown).
+func (s *server) learnCapacityLocked(r *Result) int {
+	mr := s.capacityLocked()
+	if s.info != nil && s.info.MaxRunningRequests != 0 {
+		return mr
+	}
+	s.peakRunning = max(s.peakRunning, r.RunningReqs)
+	if r.WaitingReqs > 0 {
+		s.queuedSeen = true // it runs no more than peakRunning
+	}
+	if !s.queuedSeen {
+		return 0 // not its capacity yet, only the most it was sent
+	}
+	return mr
+}
+
+// windowSum is what a finished window says about the server: the mean it
+// ran, the shortest queue it had, and whether the client kept it full
+// (all but one of the limit outstanding) when the window ended.
+type windowSum struct {
+	meanRunning, minWaiting int
+	full                    bool
+}
+
+// shrinkLocked lowers s's limit when it is above the capacity mr plus
+// the headroom, or a queue stayed through the window; it reports whether
+// it did. A cut by a queue waits that many completions (cooldown) before
+// the next window.
+func (s *server) shrinkLocked(mr, minWaiting int) bool {
+	h := adaptHeadroom
 	switch {
 	case mr > 0 && s.limit > mr+h:
 		// Above capacity + headroom (a start above what it runs).
@@ -168,9 +193,20 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 		cut := minWaiting - h
 		s.limit = max(1, s.limit-cut)
 		s.cooldown = cut
-	case !full || s.limit >= s.maxLimit || s.tokenUsage >= tokenUsageHold || s.latency.holds(s.limit):
-		return
-	case mr == 0 && minWaiting == 0 && meanRunning >= s.limit/2:
+	default:
+		return false
+	}
+	return true
+}
+
+// growLocked raises s's limit after a window that kept it full, unless it
+// is at its maximum, the KV cache is nearly full or a latency back-off
+// holds it; it reports whether it did.
+func (s *server) growLocked(mr int, sum windowSum) bool {
+	switch {
+	case !sum.full || s.limit >= s.maxLimit || s.tokenUsage >= tokenUsageHold || s.latency.holds(s.limit):
+		return false
+	case mr == 0 && sum.minWaiting == 0 && sum.meanRunning >= s.limit/2:
 		// Capacity unknown and the server runs what it is sent: double
 		// per window.
 		s.limit = min(s.maxLimit, 2*s.limit)
@@ -178,12 +214,9 @@ func (c *Client) adaptLocked(s *server, r *Result) {
 		// Below its capacity: go there, at most doubling per window.
 		s.limit = min(s.maxLimit, mr, 2*s.limit)
 	default:
-		return
+		return false
 	}
-	if g := s.latency.ceiling; g > 0 {
-		s.limit = min(s.limit, g) // grows past a latency back-off one by one
-	}
-	c.broadcastLocked()
+	return true
 }
 
 // backOffLocked cuts s's limit after a 503.
@@ -200,6 +233,16 @@ type adaptState struct {
 	// latency and tokens sum the answers' latency and output tokens.
 	latency time.Duration
 	tokens  int
+}
+
+// add sums the load and latency answer r reported.
+func (w *adaptState) add(r *Result) {
+	if w.n == 0 || r.WaitingReqs < w.minWaiting {
+		w.minWaiting = r.WaitingReqs
+	}
+	w.n++
+	w.running += r.RunningReqs
+	w.addLatency(r)
 }
 
 // retractedLocked cuts s's limit after a retraction, at most once per

@@ -416,44 +416,10 @@ func (c *Client) waitFirst(ctx context.Context) error {
 	var firstReady time.Time
 	for {
 		c.mu.Lock()
-		now := time.Now()
-		checked, refused, admitted := 0, 0, 0
-		for _, s := range c.servers {
-			if s.checked {
-				checked++
-			}
-			if s.admitted {
-				admitted++
-			} else if s.refused {
-				refused++
-			}
-		}
-		n := len(c.servers)
-		var wait time.Duration
-		switch {
-		case c.ctx.Err() != nil:
-			c.mu.Unlock()
-			return errors.New("sglang client closed")
-		case admitted > 0:
-			if firstReady.IsZero() {
-				firstReady = now
-			}
-			wait = startGrace - now.Sub(firstReady)
-			if checked == n || wait <= 0 {
-				c.mu.Unlock()
-				return nil
-			}
-		case n > 0 && checked == n && refused == n:
-			err := c.authErrorLocked()
+		wait, done, err := c.startStateLocked(&firstReady)
+		if done {
 			c.mu.Unlock()
 			return err
-		default:
-			wait = time.Until(c.startAt.Add(c.opts.ReadyTimeout))
-			if wait <= 0 {
-				err := c.allDownErrorLocked()
-				c.mu.Unlock()
-				return err
-			}
 		}
 		ch := c.changed
 		c.waiters++
@@ -471,6 +437,49 @@ func (c *Client) waitFirst(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// startStateLocked tells waitFirst whether the start is over (done, with
+// its outcome err) or how long to wait at most for a change. Once a
+// server is admitted, the others get startGrace from then to be checked;
+// *firstReady records when.
+func (c *Client) startStateLocked(firstReady *time.Time) (wait time.Duration, done bool, err error) {
+	now := time.Now()
+	checked, refused, admitted := c.startCountsLocked()
+	n := len(c.servers)
+	switch {
+	case c.ctx.Err() != nil:
+		return 0, true, errors.New("sglang client closed")
+	case admitted > 0:
+		if firstReady.IsZero() {
+			*firstReady = now
+		}
+		wait = startGrace - now.Sub(*firstReady)
+		return wait, checked == n || wait <= 0, nil
+	case n > 0 && checked == n && refused == n:
+		return 0, true, c.authErrorLocked()
+	}
+	wait = time.Until(c.startAt.Add(c.opts.ReadyTimeout))
+	if wait <= 0 {
+		return 0, true, c.allDownErrorLocked()
+	}
+	return wait, false, nil
+}
+
+// startCountsLocked counts the servers checked at least once, those
+// refusing the credentials (and not admitted) and those admitted.
+func (c *Client) startCountsLocked() (checked, refused, admitted int) {
+	for _, s := range c.servers {
+		if s.checked {
+			checked++
+		}
+		if s.admitted {
+			admitted++
+		} else if s.refused {
+			refused++
+		}
+	}
+	return checked, refused, admitted
 }
 
 // authErrorLocked is the error of a fleet whose every server refused the
@@ -755,27 +764,14 @@ func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*s
 		}
 	}()
 	if hedge {
-		c.mu.Lock()
-		c.hedgeWaiters++
-		c.hedgeAvoid[avoid]++
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			c.hedgeWaiters--
-			c.hedgeAvoid[avoid]--
-			c.broadcastLocked()
-			c.mu.Unlock()
-		}()
+		defer c.waitAsHedge(avoid)()
 	}
 	for {
 		if c.stopping() {
 			return nil, ErrNotSent
 		}
 		c.mu.Lock()
-		// A slot a waiting hedge could take is left to it (a hedge never
-		// takes the server it avoids, so that one stays open to all).
-		if s := c.pickLocked(avoid, hedge); s != nil && (hedge || c.hedgeWaiters-c.hedgeAvoid[s] == 0) {
-			s.outstanding++
+		if s := c.takeLocked(avoid, hedge); s != nil {
 			c.mu.Unlock()
 			return s, nil
 		}
@@ -783,20 +779,10 @@ func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*s
 			c.mu.Unlock()
 			return nil, errors.New("sglang client closed")
 		}
-		var deadline <-chan time.Time
-		if !c.downFrom.IsZero() {
-			wait := time.Until(c.downFrom.Add(c.opts.ReadyTimeout))
-			if wait <= 0 {
-				err := c.allDownErrorLocked()
-				c.mu.Unlock()
-				return nil, err
-			}
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			deadline = timer.C
+		deadline, err := c.downDeadlineLocked(&timer)
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
 		}
 		ch := c.changed
 		c.waiters++
@@ -814,6 +800,54 @@ func (c *Client) acquireSlot(ctx context.Context, avoid *server, hedge bool) (*s
 			return nil, context.Cause(ctx)
 		}
 	}
+}
+
+// waitAsHedge counts a hedge waiting for a slot on a server other than
+// avoid, so the sessions leave it the free slots it could take; the
+// returned func ends the wait.
+func (c *Client) waitAsHedge(avoid *server) (done func()) {
+	c.mu.Lock()
+	c.hedgeWaiters++
+	c.hedgeAvoid[avoid]++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.hedgeWaiters--
+		c.hedgeAvoid[avoid]--
+		c.broadcastLocked()
+		c.mu.Unlock()
+	}
+}
+
+// takeLocked takes a slot on the server pickLocked chooses, or returns
+// nil. A slot a waiting hedge could take is left to it (a hedge never
+// takes the server it avoids, so that one stays open to all).
+func (c *Client) takeLocked(avoid *server, hedge bool) *server {
+	s := c.pickLocked(avoid, hedge)
+	if s == nil || !hedge && c.hedgeWaiters-c.hedgeAvoid[s] != 0 {
+		return nil
+	}
+	s.outstanding++
+	return s
+}
+
+// downDeadlineLocked is the channel that fires when the fleet has had no
+// server admitted for ReadyTimeout (nil while one is), set on *timer; the
+// error once that time has passed.
+func (c *Client) downDeadlineLocked(timer **time.Timer) (<-chan time.Time, error) {
+	if c.downFrom.IsZero() {
+		return nil, nil
+	}
+	wait := time.Until(c.downFrom.Add(c.opts.ReadyTimeout))
+	if wait <= 0 {
+		return nil, c.allDownErrorLocked()
+	}
+	if *timer == nil {
+		*timer = time.NewTimer(wait)
+	} else {
+		(*timer).Reset(wait)
+	}
+	return (*timer).C, nil
 }
 
 // pickLocked returns the least-loaded admitted server (loadLocked) with a
@@ -923,27 +957,14 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 		return nil, &Error{Class: ClassInvalidRequest, Message: err.Error()}
 	}
 	var avoid *server
-	var last *Error
-	failures, ejected := 0, 0
+	var fails failures
 	for sent := 1; ; sent++ {
-		if ss.s != nil {
-			// Between turns the session's server may have been ejected.
-			c.mu.Lock()
-			gone := !ss.s.admitted
-			c.mu.Unlock()
-			if gone {
-				ss.Close()
-			}
-		}
+		ss.dropEjected()
 		if sent > 1 && c.stopping() {
 			return nil, ErrNotSent // a retry is a request not yet sent
 		}
-		if ss.s == nil {
-			s, err := c.acquire(ctx, avoid)
-			if err != nil {
-				return nil, err
-			}
-			ss.s = s
+		if err := ss.ensureServer(ctx, avoid); err != nil {
+			return nil, err
 		}
 		s := ss.s
 		// A stalled attempt is sent once more elsewhere (a counted
@@ -961,7 +982,6 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 			c.succeeded(won, res)
 			return res, nil
 		}
-		last = err
 		// A server fault (401, 403, 404 …) ejected s; the request is
 		// re-sent elsewhere as a counted attempt.
 		if !err.Retryable() && !err.ServerFault() {
@@ -969,18 +989,58 @@ func (ss *Session) Generate(ctx context.Context, req *Request) (*Result, error) 
 		}
 		ss.Close()
 		avoid = s
-		if err.Class == ClassEjected && ejected < c.opts.MaxAttempts {
-			ejected++
-			continue
-		}
-		failures++
-		if failures >= c.opts.MaxAttempts {
-			return nil, &ExhaustedError{Attempts: sent, Last: last}
-		}
-		if err := c.sleepBackoff(ctx, c.backoff(failures)); err != nil {
+		if err := c.beforeRetry(ctx, &fails, err, sent); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// dropEjected lets go of the session's server if it was ejected, as it
+// may have been between turns.
+func (ss *Session) dropEjected() {
+	if ss.s == nil {
+		return
+	}
+	ss.c.mu.Lock()
+	gone := !ss.s.admitted
+	ss.c.mu.Unlock()
+	if gone {
+		ss.Close()
+	}
+}
+
+// ensureServer gives the session a slot, preferably not on avoid, if it
+// holds none.
+func (ss *Session) ensureServer(ctx context.Context, avoid *server) error {
+	if ss.s != nil {
+		return nil
+	}
+	s, err := ss.c.acquire(ctx, avoid)
+	if err != nil {
+		return err
+	}
+	ss.s = s
+	return nil
+}
+
+// failures counts a request's failed attempts: counted ones, and re-sends
+// after an ejection, which do not count (up to MaxAttempts of them).
+type failures struct{ counted, ejected int }
+
+// beforeRetry counts the retryable failure err after sent attempts and
+// waits the backoff before the next; an ejection is re-sent at once. The
+// error is the end of the request: an *ExhaustedError at MaxAttempts
+// counted failures, or what ended the wait.
+func (c *Client) beforeRetry(ctx context.Context, f *failures, err *Error, sent int) error {
+	if err.Class == ClassEjected && f.ejected < c.opts.MaxAttempts {
+		f.ejected++
+		return nil
+	}
+	f.counted++
+	if f.counted >= c.opts.MaxAttempts {
+		return &ExhaustedError{Attempts: sent, Last: err}
+	}
+	return c.sleepBackoff(ctx, c.backoff(f.counted))
 }
 
 // backoff is the wait after the n-th failed attempt: exponential from

@@ -177,77 +177,119 @@ func health(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Dura
 // one refused the credentials (401, 403), that refusal is returned (a
 // gateway that refuses only some info paths is no refusal).
 func readInfo(ctx context.Context, hc *http.Client, ep endpoint, timeout time.Duration, in *ServerInfo) (refused string) {
-	getJSON := func(path string, v any) bool {
-		status, body, err := get(ctx, hc, ep, path, timeout)
-		if err == nil && authRefused(status) && refused == "" {
-			refused = fmt.Sprintf("%s answers %d: %s (%s)", path, status, errorMessage(status, body), authNote(ep.header))
-		}
-		return err == nil && status == http.StatusOK && json.Unmarshal(body, v) == nil
-	}
-	var si struct {
-		ModelPath          string `json:"model_path"`
-		ServedModelName    string `json:"served_model_name"`
-		ContextLength      num    `json:"context_length"`
-		Version            string `json:"version"`
-		MaxRunningRequests num    `json:"max_running_requests"`
-		MaxTotalNumTokens  num    `json:"max_total_num_tokens"`
-		MaxReqInputLen     num    `json:"max_req_input_len"`
-		DPSize             num    `json:"dp_size"`
-		// The scheduler's derived limit (SGLang 2026, scheduler.py's
-		// get_internal_state): set even when the CLI's
-		// max_running_requests is null.
-		InternalStates []struct {
-			EffectiveMaxRunning num `json:"effective_max_running_requests_per_dp"`
-		} `json:"internal_states"`
-	}
-	// The new paths first: the deprecated /get_* log a warning on the
-	// server with every call (http_server.py, SGLang 2026).
-	for _, p := range []string{"/server_info", "/get_server_info"} {
-		if getJSON(p, &si) {
-			in.Model, in.Version, in.ContextLength = si.ModelPath, si.Version, si.ContextLength.int()
-			in.MaxRunningRequests, in.MaxTotalNumTokens, in.MaxReqInputLen = si.MaxRunningRequests.int(), si.MaxTotalNumTokens.int(), si.MaxReqInputLen.int()
-			if len(si.InternalStates) > 0 {
-				if n := si.InternalStates[0].EffectiveMaxRunning.int(); n > 0 {
-					in.MaxRunningRequests = n * max(1, si.DPSize.int())
-				}
-			}
-			if in.Model == "" {
-				in.Model = si.ServedModelName
-			}
-			break
-		}
-	}
+	ir := infoReader{ctx: ctx, hc: hc, ep: ep, timeout: timeout}
+	ir.serverInfo(in)
 	if in.Model == "" {
-		var mi struct {
-			ModelPath string `json:"model_path"`
-		}
-		for _, p := range []string{"/model_info", "/get_model_info"} {
-			if getJSON(p, &mi) && mi.ModelPath != "" {
-				in.Model = mi.ModelPath
-				break
-			}
-		}
+		ir.modelInfo(in)
 	}
 	if in.Model == "" || in.ContextLength == 0 {
-		var ms struct {
-			Data []struct {
-				ID          string `json:"id"`
-				MaxModelLen num    `json:"max_model_len"`
-			} `json:"data"`
-		}
-		if getJSON("/v1/models", &ms) && len(ms.Data) > 0 {
-			if in.Model == "" {
-				in.Model = ms.Data[0].ID
-			}
-			if in.ContextLength == 0 {
-				in.ContextLength = ms.Data[0].MaxModelLen.int()
-			}
-		}
+		ir.models(in)
 	}
 	if in.Model != "" {
 		return ""
 	}
-	return refused
+	return ir.refused
+}
+
+// infoReader reads a server's info endpoints; refused is the first
+// refusal of the credentials met ("" if none).
+type infoReader struct {
+	ctx     context.Context
+	hc      *http.Client
+	ep      endpoint
+	timeout time.Duration
+	refused string
+}
+
+// getJSON decodes the 200 answer of GET path into v; false for any other
+// answer.
+func (ir *infoReader) getJSON(path string, v any) bool {
+	status, body, err := get(ir.ctx, ir.hc, ir.ep, path, ir.timeout)
+	if err == nil && authRefused(status) && ir.refused == "" {
+		ir.refused = fmt.Sprintf("%s answers %d: %s (%s)", path, status, errorMessage(status, body), authNote(ir.ep.header))
+	}
+	return err == nil && status == http.StatusOK && json.Unmarshal(body, v) == nil
+}
+
+// serverInfoBody is the part of /server_info pipe reads.
+type serverInfoBody struct {
+	ModelPath          string `json:"model_path"`
+	ServedModelName    string `json:"served_model_name"`
+	ContextLength      num    `json:"context_length"`
+	Version            string `json:"version"`
+	MaxRunningRequests num    `json:"max_running_requests"`
+	MaxTotalNumTokens  num    `json:"max_total_num_tokens"`
+	MaxReqInputLen     num    `json:"max_req_input_len"`
+	DPSize             num    `json:"dp_size"`
+	// The scheduler's derived limit (SGLang 2026, scheduler.py's
+	// get_internal_state): set even when the CLI's
+	// max_running_requests is null.
+	InternalStates []struct {
+		EffectiveMaxRunning num `json:"effective_max_running_requests_per_dp"`
+	} `json:"internal_states"`
+}
+
+// serverInfo fills in from /server_info, else the deprecated
+// /get_server_info.
+func (ir *infoReader) serverInfo(in *ServerInfo) {
+	var si serverInfoBody
+	// The new paths first: the deprecated /get_* log a warning on the
+	// server with every call (http_server.py, SGLang 2026).
+	for _, p := range []string{"/server_info", "/get_server_info"} {
+		if ir.getJSON(p, &si) {
+			si.fill(in)
+			return
+		}
+	}
+}
+
+// fill copies si into in. The running capacity is the scheduler's
+// effective one (per data-parallel rank, times their count) when given,
+// else the CLI's; the model is the served name when the path is empty.
+func (si *serverInfoBody) fill(in *ServerInfo) {
+	in.Model, in.Version, in.ContextLength = si.ModelPath, si.Version, si.ContextLength.int()
+	in.MaxRunningRequests, in.MaxTotalNumTokens, in.MaxReqInputLen = si.MaxRunningRequests.int(), si.MaxTotalNumTokens.int(), si.MaxReqInputLen.int()
+	if len(si.InternalStates) > 0 {
+		if n := si.InternalStates[0].EffectiveMaxRunning.int(); n > 0 {
+			in.MaxRunningRequests = n * max(1, si.DPSize.int())
+		}
+	}
+	if in.Model == "" {
+		in.Model = si.ServedModelName
+	}
+}
+
+// modelInfo fills the model from /model_info, else /get_model_info.
+func (ir *infoReader) modelInfo(in *ServerInfo) {
+	var mi struct {
+		ModelPath string `json:"model_path"`
+	}
+	for _, p := range []string{"/model_info", "/get_model_info"} {
+		if ir.getJSON(p, &mi) && mi.ModelPath != "" {
+			in.Model = mi.ModelPath
+			return
+		}
+	}
+}
+
+// models fills what is still missing of the model and context length
+// from the OpenAI API's /v1/models: its first model.
+func (ir *infoReader) models(in *ServerInfo) {
+	var ms struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen num    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if !ir.getJSON("/v1/models", &ms) || len(ms.Data) == 0 {
+		return
+	}
+	if in.Model == "" {
+		in.Model = ms.Data[0].ID
+	}
+	if in.ContextLength == 0 {
+		in.ContextLength = ms.Data[0].MaxModelLen.int()
+	}
 }
 
 // newProbeSettings are the settings of the 1-token readiness probe.

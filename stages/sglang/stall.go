@@ -90,85 +90,120 @@ func (c *Client) stallWait(elapsed time.Duration) time.Duration {
 // failure (each recorded against its server) and the session still holds
 // s's slot.
 func (c *Client) race(ctx context.Context, s *server, req *Request, canHedge bool) (res *Result, won *server, err *Error, hedged bool) {
-	primary := c.launch(ctx, s, req)
-	var hedge *flight
-	stall := time.NewTimer(c.stallWait(0))
-	defer stall.Stop()
-	stallC := stall.C
-	if !canHedge {
-		stallC = nil
+	r := hedgeRace{c: c, ctx: ctx, req: req, primary: c.launch(ctx, s, req)}
+	r.pDone = r.primary.done
+	r.stall = time.NewTimer(c.stallWait(0))
+	defer r.stall.Stop()
+	if canHedge {
+		r.stallC = r.stall.C
 	}
-	var slot chan *server // the hedge's slot, once acquired
-	var slotCancel context.CancelFunc
-	pDone, hDone := primary.done, (<-chan struct{})(nil)
-	stopSlot := func() {
-		if slotCancel != nil {
-			slotCancel()
-			// A slot acquired meanwhile is given back.
-			if h := <-slot; h != nil {
-				c.release(h)
-			}
-			slotCancel = nil
-		}
-	}
-	for pDone != nil || hDone != nil {
+	for r.pDone != nil || r.hDone != nil {
 		select {
-		case <-pDone:
-			pDone = nil
-			if primary.err == nil {
-				stopSlot()
-				if hDone != nil {
-					c.abandon(hedge, hDone)
+		case <-r.pDone:
+			r.pDone = nil
+			if r.primary.err == nil {
+				r.stopSlot()
+				if r.hDone != nil {
+					c.abandon(r.hedge, r.hDone)
 				}
-				return primary.res, s, nil, hedged
+				return r.primary.res, s, nil, r.hedged
 			}
-			err = primary.err
+			err = r.primary.err
 			c.failed(s, err)
-		case <-hDone:
-			hDone = nil
-			if hedge.err == nil {
-				c.abandon(primary, pDone)
-				return hedge.res, hedge.s, nil, hedged
+		case <-r.hDone:
+			r.hDone = nil
+			if r.hedge.err == nil {
+				c.abandon(r.primary, r.pDone)
+				return r.hedge.res, r.hedge.s, nil, r.hedged
 			}
-			err = hedge.err
-			c.failed(hedge.s, err)
-			c.release(hedge.s)
-		case <-stallC:
-			elapsed := time.Since(primary.start)
-			if th := time.Duration(c.stallAfter.Load()); th == 0 || elapsed < th {
-				stall.Reset(c.stallWait(elapsed))
-				continue
-			}
-			stallC = nil
-			c.suspect(s, elapsed)
-			slot, slotCancel = c.hedgeSlot(ctx, s)
-		case h := <-slot:
-			slotCancel() // the slot's goroutine is done: release its context
-			slotCancel, slot = nil, nil
-			if h == nil {
-				continue
-			}
-			hedged = true
-			hedge = c.launch(ctx, h, req)
-			hDone = hedge.done
+			err = r.hedge.err
+			c.failed(r.hedge.s, err)
+			c.release(r.hedge.s)
+		case <-r.stallC:
+			r.stalled()
+		case h := <-r.slot:
+			r.slotCame(h)
 		case <-ctx.Done():
-			primary.cancel()
-			if hedge != nil {
-				hedge.cancel()
-			}
-			stopSlot()
-			if pDone != nil {
-				<-pDone
-			}
-			if hDone != nil {
-				<-hDone
-				c.release(hedge.s)
-			}
-			return nil, nil, &Error{Class: ClassTransport, Message: context.Cause(ctx).Error(), Server: s.url}, hedged
+			r.cancel()
+			return nil, nil, &Error{Class: ClassTransport, Message: context.Cause(ctx).Error(), Server: s.url}, r.hedged
 		}
 	}
-	stopSlot()
-	return nil, nil, err, hedged
+	r.stopSlot()
+	return nil, nil, err, r.hedged
+}
+
+// hedgeRace is one race's state. pDone and hDone are the attempts' done
+// channels, nil once received from (or, for the hedge, before it is
+// sent); stallC is nil once a hedge is under way or when none may be;
+// slot is the hedge's slot being acquired, nil when none is.
+type hedgeRace struct {
+	c              *Client
+	ctx            context.Context
+	req            *Request
+	primary, hedge *flight
+	pDone, hDone   <-chan struct{}
+	stall          *time.Timer
+	stallC         <-chan time.Time
+	slot           chan *server
+	slotCancel     context.CancelFunc
+	hedged         bool
+}
+
+// stalled handles the stall timer: if the primary has run past the stall
+// threshold (which may have risen since the timer was set), it is
+// suspect and a slot for a hedge is sought; else the timer waits on.
+func (r *hedgeRace) stalled() {
+	elapsed := time.Since(r.primary.start)
+	if th := time.Duration(r.c.stallAfter.Load()); th == 0 || elapsed < th {
+		r.stall.Reset(r.c.stallWait(elapsed))
+		return
+	}
+	r.stallC = nil
+	r.c.suspect(r.primary.s, elapsed)
+	r.slot, r.slotCancel = r.c.hedgeSlot(r.ctx, r.primary.s)
+}
+
+// slotCame sends the hedge on h, the slot hedgeSlot acquired (nil: none).
+func (r *hedgeRace) slotCame(h *server) {
+	r.slotCancel() // the slot's goroutine is done: release its context
+	r.slotCancel, r.slot = nil, nil
+	if h == nil {
+		return
+	}
+	r.hedged = true
+	r.hedge = r.c.launch(r.ctx, h, r.req)
+	r.hDone = r.hedge.done
+}
+
+// stopSlot stops acquiring a hedge's slot; a slot acquired meanwhile is
+// given back.
+func (r *hedgeRace) stopSlot() {
+	if r.slotCancel == nil {
+		return
+	}
+	r.slotCancel()
+	if h := <-r.slot; h != nil {
+		r.c.release(h)
+	}
+	r.slotCancel = nil
+}
+
+// cancel ends the race when its context is done: it cancels both
+// attempts and waits for them, releasing the hedge's slot (the session
+// keeps the primary's).
+func (r *hedgeRace) cancel() {
+	r.primary.cancel()
+	if r.hedge != nil {
+		r.hedge.cancel()
+	}
+	r.stopSlot()
+	if r.pDone != nil {
+		<-r.pDone
+	}
+	if r.hDone != nil {
+		<-r.hDone
+		r.c.release(r.hedge.s)
+	}
 }
 
 // hedgeSlot acquires, in the background, a slot on a server other than s

@@ -208,46 +208,69 @@ func (b *answerBudget) read(r io.Reader, buf []byte, size int64) ([]byte, int64,
 	if err != nil || end {
 		return buf, held, err
 	}
-	var spill []*[]byte
-	var last int // bytes in the last chunk
-	defer func() {
-		for _, c := range spill {
-			chunks.Put(c)
-		}
-		b.give(int64(len(spill)) * chunkSize)
-	}()
-	for {
-		total := int64(len(buf)) + int64(len(spill))*chunkSize // every chunk so far is full
-		if total > maxBody {
-			return buf, held, fmt.Errorf("answer larger than %d bytes", maxBody)
-		}
-		if !b.take(chunkSize) {
-			return buf, held, &errBudget{max: b.max, read: total}
-		}
-		c := chunks.Get().(*[]byte)
-		spill = append(spill, c)
-		var end bool
-		if last, end, err = fill(r, *c); err != nil {
-			return buf, held, err
-		}
-		if end {
-			break
-		}
+	return b.readSpill(r, buf, held)
+}
+
+// spill is the part of an answer beyond its buffer: chunks, each full but
+// the last, which holds last bytes. Each chunk holds chunkSize of the
+// budget until release.
+type spill struct {
+	chunks []*[]byte
+	last   int
+}
+
+// readSpill reads the rest of r, beyond the full buf that holds held of
+// the budget, into chunks, then joins buf and them into one buffer of the
+// answer's size, which holds its size of the budget instead of held.
+func (b *answerBudget) readSpill(r io.Reader, buf []byte, held int64) ([]byte, int64, error) {
+	var sp spill
+	defer b.release(&sp)
+	if err := b.fillSpill(r, len(buf), &sp); err != nil {
+		return buf, held, err
 	}
-	total := len(buf) + (len(spill)-1)*chunkSize + last
+	total := len(buf) + (len(sp.chunks)-1)*chunkSize + sp.last
 	if !b.take(int64(total)) {
 		return buf, held, &errBudget{max: b.max, read: int64(total)}
 	}
 	joined := append(make([]byte, 0, total), buf...)
-	for i, c := range spill {
-		if i == len(spill)-1 {
-			joined = append(joined, (*c)[:last]...)
+	for i, c := range sp.chunks {
+		if i == len(sp.chunks)-1 {
+			joined = append(joined, (*c)[:sp.last]...)
 		} else {
 			joined = append(joined, *c...)
 		}
 	}
 	b.give(held)
 	return joined, int64(total), nil
+}
+
+// fillSpill reads r to its end into chunks taken from the budget, after
+// inBuf bytes in the answer's buffer. More than maxBody in all is an error.
+func (b *answerBudget) fillSpill(r io.Reader, inBuf int, sp *spill) error {
+	for {
+		total := int64(inBuf) + int64(len(sp.chunks))*chunkSize // every chunk so far is full
+		if total > maxBody {
+			return fmt.Errorf("answer larger than %d bytes", maxBody)
+		}
+		if !b.take(chunkSize) {
+			return &errBudget{max: b.max, read: total}
+		}
+		c := chunks.Get().(*[]byte)
+		sp.chunks = append(sp.chunks, c)
+		n, end, err := fill(r, *c)
+		sp.last = n
+		if err != nil || end {
+			return err
+		}
+	}
+}
+
+// release puts sp's chunks back in the pool and gives back their budget.
+func (b *answerBudget) release(sp *spill) {
+	for _, c := range sp.chunks {
+		chunks.Put(c)
+	}
+	b.give(int64(len(sp.chunks)) * chunkSize)
 }
 
 // postHeader returns h with Content-Type: application/json, canonical.
