@@ -38,13 +38,8 @@ func (c *Client) CheckObject(ctx context.Context, key string, size int64, sha, l
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case obj == nil:
-		return &Checked{Problem: "is not in the bucket", Missing: true}, nil
-	case obj.Size != size:
-		return &Checked{Problem: fmt.Sprintf("has %d bytes, the manifest says %d", obj.Size, size)}, nil
-	case obj.SHA256 != "" && !strings.EqualFold(obj.SHA256, sha):
-		return &Checked{Problem: fmt.Sprintf("has %s %s, the manifest says sha256 %s", MetaSHA256, obj.SHA256, sha)}, nil
+	if ch := checkHead(obj, size, sha); ch != nil {
+		return ch, nil
 	}
 	if !hash {
 		return &Checked{OK: true, How: "size, " + MetaSHA256}, nil
@@ -53,20 +48,11 @@ func (c *Client) CheckObject(ctx context.Context, key string, size int64, sha, l
 	if err != nil {
 		return nil, fmt.Errorf("sha256 %q: %w", sha, err)
 	}
-	if obj.Checksum != "" && !strings.Contains(obj.Checksum, "-") && obj.ChecksumType != string(types.ChecksumTypeComposite) {
-		if obj.Checksum != b64(raw) {
-			return &Checked{Problem: fmt.Sprintf("has SHA-256 checksum %s (computed by the server), the manifest says %s", obj.Checksum, b64(raw))}, nil
-		}
-		return &Checked{OK: true, How: "size, sha256 (server checksum)"}, nil
+	if ch := checkWholeChecksum(obj, raw); ch != nil {
+		return ch, nil
 	}
-	if sum, parts, ok := strings.Cut(obj.Checksum, "-"); ok && local != "" {
-		n, _ := strconv.Atoi(parts)
-		if got, err := c.compositeOf(local, size, n); err == nil && got != "" {
-			if got != sum {
-				return &Checked{Problem: fmt.Sprintf("has composite SHA-256 checksum %s-%d (computed by the server), the local shard gives %s", sum, n, got)}, nil
-			}
-			return &Checked{OK: true, How: "size, sha256 (server's composite checksum of the local file)"}, nil
-		}
+	if ch := c.checkComposite(obj, size, local); ch != nil {
+		return ch, nil
 	}
 	got, err := c.downloadSHA256(ctx, key)
 	if err != nil {
@@ -76,6 +62,52 @@ func (c *Client) CheckObject(ctx context.Context, key string, size int64, sha, l
 		return &Checked{Problem: fmt.Sprintf("has SHA-256 %s (downloaded), the manifest says %s", got, sha)}, nil
 	}
 	return &Checked{OK: true, How: "size, sha256 (downloaded)"}, nil
+}
+
+// checkHead is the problem the object's head shows against size and hex
+// SHA-256 sha (missing, another size, another pipe-sha256), or nil.
+func checkHead(obj *Object, size int64, sha string) *Checked {
+	switch {
+	case obj == nil:
+		return &Checked{Problem: "is not in the bucket", Missing: true}
+	case obj.Size != size:
+		return &Checked{Problem: fmt.Sprintf("has %d bytes, the manifest says %d", obj.Size, size)}
+	case obj.SHA256 != "" && !strings.EqualFold(obj.SHA256, sha):
+		return &Checked{Problem: fmt.Sprintf("has %s %s, the manifest says sha256 %s", MetaSHA256, obj.SHA256, sha)}
+	}
+	return nil
+}
+
+// checkWholeChecksum compares the server's whole-object checksum with
+// the SHA-256 raw; nil when the server keeps none (a multipart object's
+// is a composite).
+func checkWholeChecksum(obj *Object, raw []byte) *Checked {
+	if obj.Checksum == "" || strings.Contains(obj.Checksum, "-") || obj.ChecksumType == string(types.ChecksumTypeComposite) {
+		return nil
+	}
+	if obj.Checksum != b64(raw) {
+		return &Checked{Problem: fmt.Sprintf("has SHA-256 checksum %s (computed by the server), the manifest says %s", obj.Checksum, b64(raw))}
+	}
+	return &Checked{OK: true, How: "size, sha256 (server checksum)"}
+}
+
+// checkComposite compares a multipart object's composite checksum with
+// the same composite of the local file; nil when there is no composite,
+// no local file, or the file does not give one in as many parts.
+func (c *Client) checkComposite(obj *Object, size int64, local string) *Checked {
+	sum, parts, ok := strings.Cut(obj.Checksum, "-")
+	if !ok || local == "" {
+		return nil
+	}
+	n, _ := strconv.Atoi(parts)
+	got, err := c.compositeOf(local, size, n)
+	if err != nil || got == "" {
+		return nil
+	}
+	if got != sum {
+		return &Checked{Problem: fmt.Sprintf("has composite SHA-256 checksum %s-%d (computed by the server), the local shard gives %s", sum, n, got)}
+	}
+	return &Checked{OK: true, How: "size, sha256 (server's composite checksum of the local file)"}
 }
 
 // compositeOf is the base64 SHA-256 of the parts' SHA-256s of the file at

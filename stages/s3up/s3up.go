@@ -217,15 +217,9 @@ func (c *Client) Check(ctx context.Context) (source string, err error) {
 // is unknown (versitygw answers an unknown key with 404); a ListObjectsV2
 // of one key, which needs the same permission, tells.
 func (c *Client) bucketError(ctx context.Context, headErr error) error {
-	code, status := codeOf(headErr)
-	if status == http.StatusNotFound || status == http.StatusForbidden || status == http.StatusBadRequest {
-		_, lerr := c.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(c.Bucket), MaxKeys: aws.Int32(1)})
-		if lerr == nil { // HeadBucket refused but listing works: report the first
-			return fmt.Errorf("bucket %s at %s: HeadBucket failed: %s", c.Bucket, c.Where(), errorSummary(headErr))
-		}
-		if lcode, lstatus := codeOf(lerr); lstatus != 0 {
-			code, status = lcode, lstatus
-		}
+	code, status, err := c.listAfterHead(ctx, headErr)
+	if err != nil {
+		return err
 	}
 	switch {
 	case code == "NoSuchBucket" || (status == http.StatusNotFound && code == "NotFound"):
@@ -233,19 +227,44 @@ func (c *Client) bucketError(ctx context.Context, headErr error) error {
 	case isAuthCode(code) || status == http.StatusForbidden:
 		return &RefusalError{fmt.Errorf("access denied to bucket %s at %s (%s): check the AWS credentials (%s)", c.Bucket, c.Where(), code, credHint)}
 	case status == http.StatusMovedPermanently || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed":
-		region := ""
-		var re *awshttp.ResponseError
-		if errors.As(headErr, &re) && re.Response != nil {
-			region = re.Response.Header.Get("X-Amz-Bucket-Region")
-		}
-		if region != "" {
-			return &RefusalError{fmt.Errorf("bucket %s is in region %s, not %s: set region = %q", c.Bucket, region, c.region, region)}
-		}
-		return &RefusalError{fmt.Errorf("bucket %s at %s is not in region %s (%s): set region to the bucket's", c.Bucket, c.Where(), c.region, code)}
+		return c.wrongRegion(headErr, code)
 	case status == 0:
 		return reqErr(fmt.Sprintf("cannot reach %s for bucket %s", c.Where(), c.Bucket), headErr)
 	}
 	return fmt.Errorf("bucket %s at %s: %s", c.Bucket, c.Where(), errorSummary(headErr))
+}
+
+// listAfterHead is the code and status that say why HeadBucket failed
+// with headErr: after a 404, 403 or 400, those of a ListObjectsV2 of one
+// key, which has a body that tells. err is set when the listing works:
+// then only HeadBucket is refused, and that is the error.
+func (c *Client) listAfterHead(ctx context.Context, headErr error) (code string, status int, err error) {
+	code, status = codeOf(headErr)
+	if status != http.StatusNotFound && status != http.StatusForbidden && status != http.StatusBadRequest {
+		return code, status, nil
+	}
+	_, lerr := c.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(c.Bucket), MaxKeys: aws.Int32(1)})
+	if lerr == nil { // HeadBucket refused but listing works: report the first
+		return code, status, fmt.Errorf("bucket %s at %s: HeadBucket failed: %s", c.Bucket, c.Where(), errorSummary(headErr))
+	}
+	if lcode, lstatus := codeOf(lerr); lstatus != 0 {
+		code, status = lcode, lstatus
+	}
+	return code, status, nil
+}
+
+// wrongRegion is the error of a bucket in another region than the
+// client's: the one S3 names in X-Amz-Bucket-Region when it does.
+func (c *Client) wrongRegion(headErr error, code string) error {
+	region := ""
+	var re *awshttp.ResponseError
+	if errors.As(headErr, &re) && re.Response != nil {
+		region = re.Response.Header.Get("X-Amz-Bucket-Region")
+	}
+	if region != "" {
+		return &RefusalError{fmt.Errorf("bucket %s is in region %s, not %s: set region = %q", c.Bucket, region, c.region, region)}
+	}
+	return &RefusalError{fmt.Errorf("bucket %s at %s is not in region %s (%s): set region to the bucket's", c.Bucket, c.Where(), c.region, code)}
 }
 
 func isAuthCode(code string) bool {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"syscall"
 
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -25,17 +26,31 @@ func Transient(err error) bool {
 	switch {
 	case status >= 500, status == http.StatusTooManyRequests, status == http.StatusRequestTimeout:
 		return true
-	case code == "SlowDown" || code == "RequestTimeout" || code == "InternalError" || code == "ServiceUnavailable":
+	case transientCodes[code]:
 		return true
 	case status != 0:
 		return false
 	}
+	return noAnswer(err)
+}
+
+// transientCodes are the S3 error codes of a refusal that can pass.
+var transientCodes = map[string]bool{"SlowDown": true, "RequestTimeout": true, "InternalError": true, "ServiceUnavailable": true}
+
+// noAnswerErrs are the errors of a request that got no answer at all.
+var noAnswerErrs = []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE,
+	io.ErrUnexpectedEOF, io.EOF, context.DeadlineExceeded}
+
+// noAnswer reports whether err is a request that never got an answer: it
+// was not sent, the connection failed or was cut, or it timed out.
+func noAnswer(err error) bool {
 	var ne net.Error
 	var oe *net.OpError
 	var se *smithyhttp.RequestSendError // no response: the request never got an answer
-	return errors.As(err, &se) || errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, context.DeadlineExceeded)
+	if errors.As(err, &se) || errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) {
+		return true
+	}
+	return slices.ContainsFunc(noAnswerErrs, func(target error) bool { return errors.Is(err, target) })
 }
 
 // Refused reports whether err is S3 refusing the request for good: the

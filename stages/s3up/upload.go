@@ -179,59 +179,69 @@ func (c *Client) multipart(ctx context.Context, f *os.File, key string, size, pa
 	if err != nil {
 		return reqErr("CreateMultipartUpload "+c.URL(key), err)
 	}
-	uploadID := cr.UploadId
-	abort := func() {
-		// A fresh context: the upload's may be what was cancelled.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		c.s3.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: aws.String(c.Bucket), Key: aws.String(key), UploadId: uploadID})
+	up := &partUpload{c: c, f: f, key: key, uploadID: cr.UploadId, size: size, partSize: partSize, partSums: partSums}
+	parts, err := up.parts(ctx)
+	if err != nil {
+		up.abort(ctx)
+		return err
 	}
+	_, err = c.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(c.Bucket),
+		Key:             aws.String(key),
+		UploadId:        up.uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		ChecksumType:    types.ChecksumTypeComposite,
+		MpuObjectSize:   aws.Int64(size),
+	})
+	if err != nil {
+		up.abort(ctx)
+		return reqErr("CompleteMultipartUpload "+c.URL(key), err)
+	}
+	return nil
+}
 
+// partUpload is one multipart upload under way: f's size bytes in parts
+// of partSize, whose SHA-256s are partSums.
+type partUpload struct {
+	c              *Client
+	f              *os.File
+	key            string
+	uploadID       *string
+	size, partSize int64
+	partSums       [][]byte
+}
+
+// parts uploads the parts, PartConcurrency at a time, and returns them in
+// order. The first failure cancels the others and is the error.
+func (up *partUpload) parts(ctx context.Context) ([]types.CompletedPart, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	parts := make([]types.CompletedPart, len(partSums))
+	parts := make([]types.CompletedPart, len(up.partSums))
 	next := make(chan int)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
 	)
-	for range min(c.cfg.PartConcurrency, len(partSums)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range min(up.c.cfg.PartConcurrency, len(up.partSums)) {
+		wg.Go(func() {
 			for i := range next {
-				off := int64(i) * partSize
-				n := min(partSize, size-off)
-				sum := b64(partSums[i])
-				out, err := c.s3.UploadPart(pctx, &s3.UploadPartInput{
-					Bucket:            aws.String(c.Bucket),
-					Key:               aws.String(key),
-					UploadId:          uploadID,
-					PartNumber:        aws.Int32(int32(i + 1)),
-					Body:              io.NewSectionReader(f, off, n),
-					ContentLength:     aws.Int64(n),
-					ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
-					ChecksumSHA256:    aws.String(sum),
-				})
-				if err == nil && out.ChecksumSHA256 != nil && *out.ChecksumSHA256 != sum {
-					err = fmt.Errorf("the server computed SHA-256 %s, want %s", *out.ChecksumSHA256, sum)
-				}
+				part, err := up.part(pctx, i)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
-						firstErr = reqErr(fmt.Sprintf("UploadPart %d of %d of %s", i+1, len(partSums), c.URL(key)), err)
+						firstErr = err
 						cancel()
 					}
 					mu.Unlock()
 					continue
 				}
-				parts[i] = types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: out.ETag, ChecksumSHA256: aws.String(sum)}
+				parts[i] = part
 			}
-		}()
+		})
 	}
 feed:
-	for i := range partSums {
+	for i := range up.partSums {
 		select {
 		case next <- i:
 		case <-pctx.Done():
@@ -244,23 +254,43 @@ feed:
 		firstErr = ctx.Err()
 	}
 	if firstErr != nil {
-		abort()
-		return firstErr
+		return nil, firstErr
 	}
 	sort.Slice(parts, func(i, j int) bool { return *parts[i].PartNumber < *parts[j].PartNumber })
-	_, err = c.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
-		Bucket:          aws.String(c.Bucket),
-		Key:             aws.String(key),
-		UploadId:        uploadID,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-		ChecksumType:    types.ChecksumTypeComposite,
-		MpuObjectSize:   aws.Int64(size),
+	return parts, nil
+}
+
+// part uploads part i (from 0) and checks the SHA-256 the server computed
+// of it, when it tells.
+func (up *partUpload) part(ctx context.Context, i int) (types.CompletedPart, error) {
+	off := int64(i) * up.partSize
+	n := min(up.partSize, up.size-off)
+	sum := b64(up.partSums[i])
+	out, err := up.c.s3.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket:            aws.String(up.c.Bucket),
+		Key:               aws.String(up.key),
+		UploadId:          up.uploadID,
+		PartNumber:        aws.Int32(int32(i + 1)),
+		Body:              io.NewSectionReader(up.f, off, n),
+		ContentLength:     aws.Int64(n),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+		ChecksumSHA256:    aws.String(sum),
 	})
-	if err != nil {
-		abort()
-		return reqErr("CompleteMultipartUpload "+c.URL(key), err)
+	if err == nil && out.ChecksumSHA256 != nil && *out.ChecksumSHA256 != sum {
+		err = fmt.Errorf("the server computed SHA-256 %s, want %s", *out.ChecksumSHA256, sum)
 	}
-	return nil
+	if err != nil {
+		return types.CompletedPart{}, reqErr(fmt.Sprintf("UploadPart %d of %d of %s", i+1, len(up.partSums), up.c.URL(up.key)), err)
+	}
+	return types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: out.ETag, ChecksumSHA256: aws.String(sum)}, nil
+}
+
+// abort aborts the upload, so its parts are not kept (and billed).
+func (up *partUpload) abort(ctx context.Context) {
+	// A fresh context: the upload's may be what was cancelled.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	up.c.s3.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: aws.String(up.c.Bucket), Key: aws.String(up.key), UploadId: up.uploadID})
 }
 
 // PutBytes uploads a small object (a manifest) in one PutObject with its
