@@ -37,91 +37,105 @@ func init() {
 		SimSettings: func(n int) []string { return []string{fmt.Sprintf(`servers=["sim:%d"]`, n)} },
 		Summary:     "get completions from a fleet of SGLang servers (chat or native /generate API)",
 		Description: `Sends each record's conversation to one of the servers and adds the
-completion (reasoning, answer, finish reason, token counts, speculative
-acceptance, latency, server, attempts and the exact request settings).
+completion. The completion holds the reasoning, answer, finish reason,
+token counts, speculative acceptance, latency, server, attempts and the
+exact request settings.
+
+servers lists where requests go. A URL may hold user:password, sent as
+Basic auth (see below). A table {url = "…", concurrency = N, api_key_env =
+"VAR"} overrides the concurrency or the API key variable for its server.
+A table {launch = "COMMAND … {port} …", count, port, gpus,
+gpus_per_server, env, ready_timeout, restarts, …} starts servers. The run
+supervises and ends them (docs/fleet.md). servers = ["sim:N"] starts N
+simulated servers for the run. Options go as a query:
+"sim:4?speed=60&faults=503:0.05,reset:0.01"; see pipe sim.
 
 Before its first request every server is checked on its own: /health,
-server info (model, version, context length, read once) and a 1-token
-generation. The run starts as soon as one server is ready (a slow first
-answer from another delays nobody) and keeps probing the others; a server
-not ready a minute after the start while others work is warned about (state
-never_ready). With none ready for ready_timeout the run stops with every
-server's reason. Servers that serve different models are an error.
+server info and a 1-token generation. Server info (model, version, context
+length) is read once. The run starts as soon as one server is ready; a slow
+first answer from another delays nobody. The stage keeps probing the
+others. A server not ready a minute after the start, while others work, is
+warned about (state never_ready). With none ready for ready_timeout the run
+stops with every server's reason. Servers that serve different models are
+an error.
 
-Each server gets at most its concurrency in flight; a record goes to the
-server with the lowest load that has a free slot, so a slow server gets fewer
-records and never holds up the others. Transport errors, timeouts and
-HTTP 408/429/5xx are retried (jittered exponential backoff, a fresh rid,
-preferably another server) up to max_attempts; then the record is failed and
-written to RUN_DIR/failed/STAGE.jsonl. A server with breaker_failures
-consecutive failures is ejected (its requests in flight are re-sent
-elsewhere) and re-admitted after a successful probe. A 400 is never retried:
-the record goes to the "rejected" port with the server's message. Other 4xx
-answers (401, 403, 404, 409 …) say the server is at fault: it is ejected at
-once (the reason in run.log) and the request is re-sent elsewhere as a
-counted attempt. A slow server is never ejected for being slow; repeated
-timeouts count as consecutive failures. A request in flight far beyond the
-fleet's latencies (stall_timeout, and 4× the p99 of the recent
-completions) has stalled: it is sent again to another server as a counted
-attempt with a fresh rid, the first answer wins and the other is
-cancelled, and its server is suspect (no new requests, a warning) until a
-probe answers; a failed probe ejects it. While no server is ready, run.log
-(and the stage's "waiting for servers" figure) names every server's state
-and reason every 5 s; health and info requests give up after 10 s.
+Each server gets at most its concurrency in flight. With concurrency =
+"auto" a server's limit never passes its max_running_requests. A record
+goes to the server with the lowest load that has a free slot. So a slow
+server gets fewer records and never holds up the others.
 
-Requests go through Go's standard HTTP client: https:// servers are checked
-against the system's roots (SSL_CERT_FILE adds one), HTTPS_PROXY/HTTP_PROXY
-and NO_PROXY are obeyed (localhost is never proxied), HTTP/2 is used where a
-gateway offers it, and connections are kept alive (one per request slot).
-A request is sent again unchanged only when not a byte of it reached the
-server; a connection lost after the request was sent may mean the server is
-generating it, so the next try is a new attempt with a fresh rid, counted in
-the record's attempts and in the figures.
+Transport errors, timeouts and HTTP 408/429/5xx are retried, up to
+max_attempts. A retry has jittered exponential backoff and a fresh rid, and
+goes preferably to another server. After max_attempts the record is failed
+and written to RUN_DIR/failed/STAGE.jsonl. A server with breaker_failures
+consecutive failures is ejected: its requests in flight are re-sent
+elsewhere. It is re-admitted after a successful probe. A 400 is never
+retried: the record goes to the "rejected" port with the server's message.
+Other 4xx answers (401, 403, 404, 409 …) say the server is at fault. It is
+ejected at once, with the reason in run.log. The request is re-sent
+elsewhere as a counted attempt. A slow server is never ejected for being
+slow; repeated timeouts count as consecutive failures.
 
-api = "chat" uses /v1/chat/completions: the server renders the chat template
-(chat_template_kwargs.enable_thinking, separate_reasoning). api = "generate"
-uses /generate with input_ids rendered by the model's own chat template from
-tokenizer: the completion's prompt_ids and output_ids are then exactly the
-tokens the model saw and sampled, and over-long prompts are rejected before
-sending.
+A request in flight far beyond the fleet's latencies has stalled: beyond
+stall_timeout, and beyond 4× the p99 of the recent completions. It is sent
+again to another server as a counted attempt with a fresh rid. The first
+answer wins and the other is cancelled. The stalled request's server is
+suspect until a probe answers: it gets no new requests, and a warning. A
+failed probe ejects it. While no server is ready, run.log names every
+server's state and reason every 5 s. So does the stage's "waiting for
+servers" figure. Health and info requests give up after 10 s.
 
-With tokenizer, the chat template tells whether it forces thinking (its
-generation prompt, rendered with thinking on, ends inside <think>: Qwen3.5,
-Qwen3.6, Qwen3-Thinking-2507); the run log says at start which case it
-found. A forced output starts inside the reasoning: it is split so (one cut
-short is all reasoning), and completion.request.thinking_forced tells
+Requests go through Go's standard HTTP client. https:// servers are checked
+against the system's roots; SSL_CERT_FILE adds one. HTTPS_PROXY/HTTP_PROXY
+and NO_PROXY are obeyed, and localhost is never proxied. HTTP/2 is used
+where a gateway offers it. Connections are kept alive, one per request
+slot. A request is sent again unchanged only when not a byte of it reached
+the server. A connection lost after the request was sent may mean the
+server is generating it. So the next try is a new attempt with a fresh
+rid, counted in the record's attempts and in the figures.
+
+api = "chat" uses /v1/chat/completions: the server renders the chat
+template (chat_template_kwargs.enable_thinking, separate_reasoning).
+api = "generate" uses /generate with input_ids. They are rendered by the
+model's own chat template from tokenizer. The completion's prompt_ids and
+output_ids are then exactly the tokens the model saw and sampled.
+Over-long prompts are rejected before sending.
+
+With tokenizer, the chat template tells whether it forces thinking. It does
+when its generation prompt, rendered with thinking on, ends inside <think>:
+Qwen3.5, Qwen3.6, Qwen3-Thinking-2507. The run log says at start which case
+it found. A forced output starts inside the reasoning, and is split so: one
+cut short is all reasoning. completion.request.thinking_forced tells
 validate-thinking and the report.
 
-Tool conversations go to the model whole: the conversation's tools and
-its earlier calls and results (the chat API's tools and tool_calls; on
-/generate, the model's template rendered with them, as
-apply_chat_template(messages, tools=...) does). turns = "last" answers the
+Tool conversations go to the model whole: the conversation's tools, and its
+earlier calls and results. On the chat API they are its tools and
+tool_calls. On /generate the model's template renders them, as
+apply_chat_template(messages, tools=...) does. turns = "last" answers the
 last user or tool message. turns = "all" keeps a given turn's tool results
-only when the regenerated turn makes the same calls; otherwise the
-conversation ends there (meta.conversation_ended says why; the summary
-counts conversations_ended by reason). The model's own calls: on /generate they stay
-in the answer as the model wrote them (Qwen3's <tool_call> blocks); on the
-chat API, with a server started with --tool-call-parser, the server's
-parsed calls are completion.tool_calls (its ids kept) and the answer is
-the text outside them.
-
-servers = ["sim:N"] starts N simulated servers for the run (options as a
-query: "sim:4?speed=60&faults=503:0.05,reset:0.01"; see pipe sim).
+only when the regenerated turn makes the same calls. Otherwise the
+conversation ends there. meta.conversation_ended says why, and the summary
+counts conversations_ended by reason. The model's own calls: on /generate
+they stay in the answer as the model wrote them (Qwen3's <tool_call>
+blocks). On the chat API, with a server started with --tool-call-parser,
+the server's parsed calls are completion.tool_calls, their ids kept. The
+answer is then the text outside them.
 
 API keys and extra headers come from the environment, never from the
-pipeline file: api_key_env = "NAME" sends "Authorization: Bearer $NAME"
-with every request to every server (SGLang's --api-key); a server table's
-api_key_env overrides it for that server ("" sends none). headers_env =
-{"X-Name" = "VAR"} sends more headers the same way. A variable that is
-unset or empty fails the run at start (pipe check cannot know the
-environment). A user:password in a server URL is sent as Basic auth, and
-cannot be combined with an API key on the same server. A server is named
-everywhere (records' completion.server, figures, run.log, status, errors,
---dry-run) by its URL without user:password; keys and header values are
-never written anywhere. A server that refuses the credentials (401 or 403)
-at start is left out with a warning (and probed) while the others work;
-when every server refuses, the run fails at once (exit 2). "sim:N?api_key_env=NAME" makes the
-simulated servers require the key in $NAME.`,
+pipeline file. api_key_env = "NAME" sends "Authorization: Bearer $NAME"
+with every request to every server (SGLang's --api-key). A server table's
+api_key_env overrides it for that server; "" sends none.
+headers_env = {"X-Name" = "VAR"} sends more headers the same way. A
+variable that is unset or empty fails the run at start, as pipe check
+cannot know the environment. A user:password in a server URL is sent as
+Basic auth. It cannot be combined with an API key on the same server. A
+server is named everywhere by its URL without user:password: records'
+completion.server, figures, run.log, status, errors, --dry-run. Keys and
+header values are never written anywhere. A server that refuses the
+credentials (401 or 403) at start is left out with a warning, and probed,
+while the others work. When every server refuses, the run fails at once
+(exit 2). "sim:N?api_key_env=NAME" makes the simulated servers require the
+key in $NAME.`,
 		Outputs: []string{"out", pipeline.RejectedPort},
 		Needs:   []string{record.FieldMessages},
 		Fields: pipeline.FieldsFor(func(c *generateConfig) (needs, produces []string) {
@@ -165,58 +179,57 @@ path  = "out/completions.jsonl"
 type generateConfig struct {
 	// Servers are base URLs, tables {url, concurrency, api_key_env}, or
 	// "sim:N". Required.
-	Servers serverList `toml:"servers" op:"true" required:"true" doc:"server base URLs (\"http://host:30000\"; \"http://user:password@host\" sends Basic auth and is shown without user:password), tables {url = \"…\", concurrency = N, api_key_env = \"VAR\"} to override concurrency or the API key variable per server, \"sim:N\" for N simulated servers, or tables {launch = \"COMMAND … {port} …\", count, port, gpus, gpus_per_server, env, ready_timeout, restarts, …} for servers the run starts, supervises and ends (docs/fleet.md)"`
+	Servers serverList `toml:"servers" op:"true" required:"true" doc:"Where requests go: base URLs (\"http://host:30000\"), {url, concurrency, api_key_env} tables, \"sim:N\" for N simulated servers, or {launch = …} tables for servers the run starts (docs/fleet.md). The description above tells each."`
 	// APIKeyEnv names the environment variable holding the API key.
-	APIKeyEnv string `toml:"api_key_env" op:"true" doc:"environment variable holding the servers' API key (SGLang's --api-key), sent as \"Authorization: Bearer KEY\" with every request; unset or empty fails the run at start; a server table's api_key_env overrides it (default: none, no key sent)"`
+	APIKeyEnv string `toml:"api_key_env" op:"true" doc:"Environment variable holding the servers' API key (SGLang's --api-key). The key is sent as \"Authorization: Bearer KEY\" with every request. A variable unset or empty fails the run at start. A server table's api_key_env overrides it. Without it no key is sent."`
 	// HeadersEnv maps header names to the environment variables holding
 	// their values.
-	HeadersEnv map[string]string `toml:"headers_env" op:"true" doc:"extra headers sent with every request to every server, each value read from an environment variable: {\"X-Header-Name\" = \"VAR\"}; unset or empty fails the run at start; not Authorization (use api_key_env) nor the headers the client sets itself (default: none)"`
+	HeadersEnv map[string]string `toml:"headers_env" op:"true" doc:"Extra headers sent with every request to every server: {\"X-Header-Name\" = \"VAR\"}. Each value is read from an environment variable. A variable unset or empty fails the run at start. Not Authorization (use api_key_env), nor the headers the client sets itself."`
 	// Concurrency is the requests in flight per server, or "auto".
-	Concurrency concurrencySetting `toml:"concurrency" op:"true" default:"48" doc:"requests in flight per server, 1..4096, or \"auto\": each server's limit follows what it can run (raised while its queue stays empty, lowered when it queues or answers 503, within its max_running_requests), starting at the capacity the server reports in /server_info (16 when it reports none), up to max_concurrency"`
+	Concurrency concurrencySetting `toml:"concurrency" op:"true" default:"48" doc:"Requests in flight per server, 1..4096, or \"auto\". With \"auto\" each server's limit follows what it can run, up to max_concurrency. It starts at the capacity the server reports in /server_info, else 16. It rises while the queue stays empty. It falls when the server queues or answers 503."`
 	// MaxConcurrency is the ceiling of concurrency = "auto".
-	MaxConcurrency int `toml:"max_concurrency" op:"true" default:"256" min:"1" max:"4096" doc:"with concurrency = \"auto\": the most requests in flight per server"`
-	// API is "chat" (default) or "generate".
-	API string `toml:"api" default:"chat" enum:"chat|generate" doc:"\"chat\": /v1/chat/completions, the server renders the template (default); \"generate\": native /generate with input_ids rendered from tokenizer"`
+	MaxConcurrency int `toml:"max_concurrency" op:"true" default:"256" min:"1" max:"4096" doc:"With concurrency = \"auto\": the most requests in flight per server."`
+	// API is "chat" or "generate".
+	API string `toml:"api" default:"chat" enum:"chat|generate" doc:"\"chat\": /v1/chat/completions, where the server renders the template. \"generate\": native /generate with input_ids rendered from tokenizer."`
 	// Model is the model name sent on the chat API.
-	Model string `toml:"model" doc:"model name sent on the chat API (default: the model the servers report)"`
+	Model string `toml:"model" doc:"Model name sent on the chat API. Unset: the model the servers report."`
 	// Tokenizer is the model directory (tokenizer.json and chat template);
 	// required with api = "generate".
-	Tokenizer string `toml:"tokenizer" path:"indir" contains:"tokenizer.json" doc:"model directory with tokenizer.json and the chat template; required with api = \"generate\"; with api = \"chat\" it lets prompts too long for the context be rejected before sending (default: none)"`
-	// Template is the chat template: "" the model's own (default), "chatml".
-	Template string `toml:"template" enum:"|chatml" doc:"with tokenizer: \"\" renders the model's own chat template (default), \"chatml\" generic ChatML"`
+	Tokenizer string `toml:"tokenizer" path:"indir" contains:"tokenizer.json" doc:"Model directory with tokenizer.json and the chat template. Required with api = \"generate\". With api = \"chat\" it lets prompts too long for the context be rejected before sending."`
+	// Template is the chat template: "" the model's own, "chatml".
+	Template string `toml:"template" enum:"|chatml" doc:"With tokenizer: \"\" renders the model's own chat template, \"chatml\" generic ChatML."`
 	// MaxOutputTokens bounds thinking + answer. Required.
-	MaxOutputTokens int `toml:"max_output_tokens" required:"true" min:"1" doc:"bound on thinking + answer tokens; required because the server's default (128) silently truncates"`
+	MaxOutputTokens int `toml:"max_output_tokens" required:"true" min:"1" doc:"Bound on thinking + answer tokens. Required, because the server's default (128) silently truncates."`
 	// MaxLength is the trainer's tokens per row ([trainer] max_length).
-	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"the trainer's tokens per row (read from [trainer] max_length): each request asks for at most what its row can still train, max_length minus the prompt's tokens (never above max_output_tokens), and a prompt that leaves no room is rejected before any GPU time (prompt_too_long); 0: no cap"`
+	MaxLength int `toml:"max_length" default:"0" min:"0" trainer:"max_length" doc:"The trainer's tokens per row, read from [trainer] max_length. A request asks for at most what its row can still train: max_length minus the prompt's tokens, never above max_output_tokens. A prompt that leaves no room is rejected before any GPU time (prompt_too_long). 0: no cap."`
 	// Sampling: nil (not set) is resolved at Open from the model's
 	// generation_config.json (generate_sampling.go) and sent.
-	Temperature *float64 `toml:"temperature" min:"0" doc:"sampling temperature (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
-	TopP        *float64 `toml:"top_p" min:"0" max:"1" doc:"nucleus sampling (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
-	TopK        *int     `toml:"top_k" min:"-1" doc:"top-k sampling, -1 off (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
-	MinP        *float64 `toml:"min_p" min:"0" max:"1" doc:"min-p sampling (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
-	Seed        *int     `toml:"seed" doc:"sampling seed (default: none; sent as seed on the chat API, sampling_seed on /generate); a record with meta.sample K (read-prompts' samples) is sent seed + K - 1"`
+	Temperature *float64 `toml:"temperature" min:"0" doc:"Sampling temperature. Unset: the model's generation_config.json in tokenizer, else the server's neutral default. It is sent with every request; see run.json sampling."`
+	TopP        *float64 `toml:"top_p" min:"0" max:"1" doc:"Nucleus sampling. Unset: the model's generation_config.json in tokenizer, else the server's neutral default. It is sent with every request; see run.json sampling."`
+	TopK        *int     `toml:"top_k" min:"-1" doc:"Top-k sampling; -1 is off. Unset: the model's generation_config.json in tokenizer, else the server's neutral default. It is sent with every request; see run.json sampling."`
+	MinP        *float64 `toml:"min_p" min:"0" max:"1" doc:"Min-p sampling. Unset: the model's generation_config.json in tokenizer, else the server's neutral default. It is sent with every request; see run.json sampling."`
+	Seed        *int     `toml:"seed" doc:"Sampling seed, sent as seed on the chat API and sampling_seed on /generate. A record with meta.sample K (read-prompts' samples) is sent seed + K - 1. Unset: no seed."`
 	// PerPrompt names the sampling settings a record's meta may set.
-	PerPrompt         []string `toml:"per_prompt" op:"false" enum:"temperature|top_p|top_k|seed" doc:"sampling settings taken from each record's meta where it has them (meta.temperature, meta.top_p, meta.top_k, meta.seed), recorded with its completion; a value of the wrong type rejects the record as bad_sampling"`
-	Stop              []string `toml:"stop" doc:"stop strings (default: none)"`
-	StopTokenIDs      []int    `toml:"stop_token_ids" doc:"stop token ids (default: none; the model's EOS always stops)"`
-	RepetitionPenalty *float64 `toml:"repetition_penalty" min:"0" doc:"repetition penalty (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
-	PresencePenalty   *float64 `toml:"presence_penalty" min:"-2" max:"2" doc:"presence penalty (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
-	FrequencyPenalty  *float64 `toml:"frequency_penalty" min:"-2" max:"2" doc:"frequency penalty (default: the model's generation_config.json in tokenizer, else the server's neutral default; sent with every request, see run.json sampling)"`
+	PerPrompt         []string `toml:"per_prompt" op:"false" enum:"temperature|top_p|top_k|seed" doc:"Sampling settings taken from each record's meta where it has them: meta.temperature, meta.top_p, meta.top_k, meta.seed. They are recorded with its completion. A value of the wrong type rejects the record as bad_sampling."`
+	Stop              []string `toml:"stop" doc:"Stop strings. Unset: none."`
+	StopTokenIDs      []int    `toml:"stop_token_ids" doc:"Stop token ids. The model's EOS always stops."`
+	RepetitionPenalty *float64 `toml:"repetition_penalty" min:"0" doc:"Repetition penalty. Unset: the model's generation_config.json in tokenizer, else the server's neutral default. It is sent with every request; see run.json sampling."`
+	PresencePenalty   *float64 `toml:"presence_penalty" min:"-2" max:"2" doc:"Presence penalty. Unset: the model's generation_config.json in tokenizer, else the server's neutral default. It is sent with every request; see run.json sampling."`
+	FrequencyPenalty  *float64 `toml:"frequency_penalty" min:"-2" max:"2" doc:"Frequency penalty. Unset: the model's generation_config.json in tokenizer, else the server's neutral default. It is sent with every request; see run.json sampling."`
 	// EnableThinking turns the model's thinking on.
-	EnableThinking bool `toml:"enable_thinking" default:"true" doc:"let the model think before answering"`
+	EnableThinking bool `toml:"enable_thinking" default:"true" doc:"Let the model think before answering."`
 	// SystemPrompt is prepended to conversations without a system message.
-	SystemPrompt string `toml:"system_prompt" doc:"system message for conversations that have none (default: none); recorded with each completion"`
-	// Turns is "last" (default) or "all".
-	Turns string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": generate the reply to the conversation's last user or tool message, the history (tool calls and results included) as given (default); \"all\": regenerate every assistant turn in order on one server; a given turn's tool results are kept when the regenerated turn makes the same calls, and the conversation ends at it otherwise"`
+	SystemPrompt string `toml:"system_prompt" doc:"System message for conversations that have none. It is recorded with each completion."`
+	Turns        string `toml:"turns" default:"last" enum:"last|all" doc:"\"last\": reply to the conversation's last user or tool message, the history (tool calls and results included) as given. \"all\": regenerate every assistant turn in order, on one server. A turn's tool results stay only if the regenerated turn makes the same calls; else the conversation ends there."`
 
-	MaxAttempts     int             `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"requests per generation before the record is failed"`
-	RequestTimeout  config.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"bound on one request; long thinking outputs need long ones"`
-	StallTimeout    config.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"a request in flight longer than this and than 4× the fleet's p99 latency has stalled: it is sent again to another server (a counted attempt; the first answer wins, the other is cancelled) and its server gets no new requests until a probe answers"`
-	ReadyTimeout    config.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"how long to wait while no server is ready, at start or mid-run, before failing the run"`
-	ProbeInterval   config.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"how often a server that is down is probed for re-admission"`
-	BackoffMin      config.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"first retry wait; doubles per attempt with jitter"`
-	BackoffMax      config.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"longest retry wait"`
-	BreakerFailures int             `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"consecutive failures that eject a server until a probe succeeds"`
+	MaxAttempts     int             `toml:"max_attempts" op:"true" default:"5" min:"1" max:"100" doc:"Requests per generation before the record is failed."`
+	RequestTimeout  config.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"Bound on one request. Long thinking outputs need long ones."`
+	StallTimeout    config.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"A request in flight longer than this, and than 4× the fleet's p99 latency, has stalled. It is sent again to another server as a counted attempt; the first answer wins, the other is cancelled. Its server gets no new requests until a probe answers."`
+	ReadyTimeout    config.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"How long to wait while no server is ready, at start or mid-run, before failing the run."`
+	ProbeInterval   config.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"How often a server that is down is probed for re-admission."`
+	BackoffMin      config.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"First retry wait. It doubles per attempt, with jitter."`
+	BackoffMax      config.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"Longest retry wait."`
+	BreakerFailures int             `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"Consecutive failures that eject a server until a probe succeeds."`
 }
 
 func (c *generateConfig) Validate() []error {
