@@ -416,100 +416,136 @@ func (s *server) run(ctx context.Context) (kind, why string, served time.Duratio
 		return EventNoStart, fmt.Sprintf("could not start: %v", err), 0
 	}
 	s.event(EventStarted, nil, "started (pid %d, port %d%s): %s", cmd.Process.Pid, s.port, s.gpuText(), s.command())
+	p := &process{s: s, cmd: cmd, exited: exited, started: started}
 	readyBy := time.NewTimer(cfg.ReadyTimeout)
 	defer readyBy.Stop()
-	probe := time.NewTicker(min(time.Second, cfg.ProbeEvery))
-	defer probe.Stop()
-	ready, failed := false, 0
-	var readyAt time.Time
-	since := func() time.Duration {
-		if !ready {
-			return 0
-		}
-		return time.Since(readyAt)
-	}
-	type answer struct {
-		ok  bool
-		err error
-	}
+	p.probe = time.NewTicker(min(time.Second, cfg.ProbeEvery))
+	defer p.probe.Stop()
 	probing := false
-	answers := make(chan answer, 1)
+	answers := make(chan probeAnswer, 1)
 	for {
 		select {
 		case <-ctx.Done():
 			s.stop(cmd, exited)
-			return "", "stopped", since()
+			return "", "stopped", p.served()
 		case err := <-exited:
-			s.mu.Lock()
-			s.stats.Crashes++
-			s.stats.LastExit = exitText(err)
-			s.mu.Unlock()
-			return EventCrash, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err)), since()
+			return p.crashed(err)
 		case why := <-s.kick:
-			s.mu.Lock()
-			s.stats.Breaker++
-			s.mu.Unlock()
-			s.stop(cmd, exited)
-			return EventBreaker, why + ": ended", since()
+			return p.end(EventBreaker, func(st *Stats) { st.Breaker++ }, why+": ended")
 		case line := <-fatal:
-			s.mu.Lock()
-			s.stats.Fatal++
-			s.mu.Unlock()
-			s.stop(cmd, exited)
-			return EventFatal, fmt.Sprintf("printed %q: broken whatever it answers, ended", line), since()
+			return p.end(EventFatal, func(st *Stats) { st.Fatal++ }, fmt.Sprintf("printed %q: broken whatever it answers, ended", line))
 		case <-readyBy.C:
-			if !ready {
-				s.mu.Lock()
-				s.stats.NeverReady++
-				s.mu.Unlock()
-				s.stop(cmd, exited)
-				return EventNeverReady, fmt.Sprintf("no generation answered within %s (ready_timeout) of its start: ended", cfg.ReadyTimeout), 0
+			if !p.ready {
+				return p.end(EventNeverReady, func(st *Stats) { st.NeverReady++ }, fmt.Sprintf("no generation answered within %s (ready_timeout) of its start: ended", cfg.ReadyTimeout))
 			}
-		case <-probe.C:
-			if probing {
-				continue
+		case <-p.probe.C:
+			if !probing {
+				probing = true
+				go func() {
+					ok, err := s.probe(ctx)
+					answers <- probeAnswer{ok, err}
+				}()
 			}
-			probing = true
-			go func() {
-				ok, err := s.probe(ctx)
-				answers <- answer{ok, err}
-			}()
 		case a := <-answers:
 			probing = false
-			switch {
-			case a.ok && !ready:
-				ready, failed, readyAt = true, 0, time.Now()
-				probe.Reset(cfg.ProbeEvery)
-				s.mu.Lock()
-				s.stats.State = StateReady
-				s.stats.ReadyAfter = time.Since(started)
-				s.mu.Unlock()
-				s.event(EventReady, nil, "ready: a one-token generation answered %s after its start", time.Since(started).Round(100*time.Millisecond))
-			case a.ok:
-				failed = 0
-			case ready:
-				failed++
-				if failed >= cfg.HangProbes {
-					// A server on its way out refuses connections before
-					// its exit is seen: that is a crash, not a hang.
-					select {
-					case err := <-exited:
-						s.mu.Lock()
-						s.stats.Crashes++
-						s.stats.LastExit = exitText(err)
-						s.mu.Unlock()
-						return EventCrash, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err)), since()
-					case <-time.After(exitSeen):
-					}
-					s.mu.Lock()
-					s.stats.Hangs++
-					s.mu.Unlock()
-					s.stop(cmd, exited)
-					return EventHang, fmt.Sprintf("hung: %d one-token generations in a row went unanswered within %s (last: %v); ended", failed, cfg.ProbeTimeout, a.err), since()
-				}
+			if kind, why, served, over := p.probed(a); over {
+				return kind, why, served
 			}
 		}
 	}
+}
+
+// probeAnswer is the outcome of one probe: ok, or why not.
+type probeAnswer struct {
+	ok  bool
+	err error
+}
+
+// process is one start of a server as run watches it: ready once a
+// probe answered, failed the probes unanswered in a row since.
+type process struct {
+	s       *server
+	cmd     *exec.Cmd
+	exited  <-chan error
+	probe   *time.Ticker
+	started time.Time
+	readyAt time.Time
+	ready   bool
+	failed  int
+}
+
+// served is how long the process has answered generations (0: not yet).
+func (p *process) served() time.Duration {
+	if !p.ready {
+		return 0
+	}
+	return time.Since(p.readyAt)
+}
+
+// crashed is run's outcome when the process exited with err unasked.
+func (p *process) crashed(err error) (kind, why string, served time.Duration) {
+	p.s.mu.Lock()
+	p.s.stats.Crashes++
+	p.s.stats.LastExit = exitText(err)
+	p.s.mu.Unlock()
+	return EventCrash, fmt.Sprintf("exited (%s) though nobody asked it to: a crash", exitText(err)), p.served()
+}
+
+// end counts the reason the process is ended in the server's stats, ends
+// it, and is run's outcome.
+func (p *process) end(kind string, count func(*Stats), why string) (string, string, time.Duration) {
+	p.s.mu.Lock()
+	count(&p.s.stats)
+	p.s.mu.Unlock()
+	p.s.stop(p.cmd, p.exited)
+	return kind, why, p.served()
+}
+
+// probed takes a probe's answer: the first answered makes the process
+// ready (and probes slow to ProbeEvery); HangProbes unanswered in a row
+// after that end it (over) as hung.
+func (p *process) probed(a probeAnswer) (kind, why string, served time.Duration, over bool) {
+	cfg := &p.s.f.cfg
+	switch {
+	case a.ok && !p.ready:
+		p.becameReady()
+	case a.ok:
+		p.failed = 0
+	case p.ready:
+		p.failed++
+		if p.failed >= cfg.HangProbes {
+			kind, why, served = p.hung(a.err)
+			return kind, why, served, true
+		}
+	}
+	return "", "", 0, false
+}
+
+// becameReady records the process's first answered generation.
+func (p *process) becameReady() {
+	s := p.s
+	p.ready, p.failed, p.readyAt = true, 0, time.Now()
+	p.probe.Reset(s.f.cfg.ProbeEvery)
+	s.mu.Lock()
+	s.stats.State = StateReady
+	s.stats.ReadyAfter = time.Since(p.started)
+	s.mu.Unlock()
+	s.event(EventReady, nil, "ready: a one-token generation answered %s after its start", time.Since(p.started).Round(100*time.Millisecond))
+}
+
+// hung ends a process whose probes went unanswered (the last with
+// lastErr), unless it is seen exiting within exitSeen: a server on its way
+// out refuses connections before its exit is seen, and that is a crash,
+// not a hang.
+func (p *process) hung(lastErr error) (kind, why string, served time.Duration) {
+	cfg := &p.s.f.cfg
+	select {
+	case err := <-p.exited:
+		return p.crashed(err)
+	case <-time.After(exitSeen):
+	}
+	return p.end(EventHang, func(st *Stats) { st.Hangs++ },
+		fmt.Sprintf("hung: %d one-token generations in a row went unanswered within %s (last: %v); ended", p.failed, cfg.ProbeTimeout, lastErr))
 }
 
 // launch starts the server's guard with the server's environment, its
