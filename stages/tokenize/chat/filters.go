@@ -186,45 +186,58 @@ func pyRepr(b *strings.Builder, v jinja.Value) {
 	case v.IsInt():
 		b.WriteString(strconv.FormatInt(v.AsInt(), 10))
 	case v.IsFloat():
-		f := v.AsFloat()
-		switch {
-		case math.IsNaN(f):
-			b.WriteString("nan")
-		case math.IsInf(f, 1):
-			b.WriteString("inf")
-		case math.IsInf(f, -1):
-			b.WriteString("-inf")
-		default:
-			b.WriteString(pyFloat(f))
-		}
+		b.WriteString(pyFloatRepr(v.AsFloat()))
 	case v.IsString():
 		pyQuote(b, v.AsString())
 	case v.IsList():
-		b.WriteByte('[')
-		for i, it := range v.AsList().Items {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			pyRepr(b, it)
-		}
-		b.WriteByte(']')
+		pyReprList(b, v.AsList().Items)
 	case v.IsDict():
-		d := v.AsDict()
-		b.WriteByte('{')
-		for i, k := range d.OrderedKeys() {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			pyQuote(b, k)
-			b.WriteString(": ")
-			val, _ := d.Get(k)
-			pyRepr(b, val)
-		}
-		b.WriteByte('}')
+		pyReprDict(b, v.AsDict())
 	case v.IsUndefined():
 	default:
 		b.WriteString(v.String())
 	}
+}
+
+// pyFloatRepr is Python's repr of a float, nan and ±inf included.
+func pyFloatRepr(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return pyFloat(f)
+}
+
+// pyReprList writes Python's repr of a list: [a, b].
+func pyReprList(b *strings.Builder, items []jinja.Value) {
+	b.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		pyRepr(b, it)
+	}
+	b.WriteByte(']')
+}
+
+// pyReprDict writes Python's repr of a dict, its keys in their order:
+// {'k': v, 'l': w}.
+func pyReprDict(b *strings.Builder, d *jinja.Dict) {
+	b.WriteByte('{')
+	for i, k := range d.OrderedKeys() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		pyQuote(b, k)
+		b.WriteString(": ")
+		val, _ := d.Get(k)
+		pyRepr(b, val)
+	}
+	b.WriteByte('}')
 }
 
 // pyQuote writes Python's repr of a str: single quotes unless the text

@@ -114,98 +114,165 @@ func (t *Template) turn(messages []Message, items []jinja.Value, k int, opts Opt
 	if k == 0 {
 		return Turn{}, fmt.Errorf("an assistant message needs a message before it")
 	}
+	c := conversation{t: t, messages: messages, items: items, opts: opts, full: full}
 	before, err := t.render(items[:k], opts)
 	if err != nil {
 		return Turn{}, err
 	}
-	start := len(before)
-	if !strings.HasPrefix(full, before) {
-		// The template renders the messages before it differently once
-		// later ones follow: Qwen3 drops the thinking of the turns before
-		// the last user query, and a conversation with tool calls has
-		// assistant turns before that query that keep it on their own.
-		// The turn starts where the message before it ends, or, when that
-		// message's end cannot be probed (a user turn holding a
-		// <tool_response>, which a probe would make a query), where its
-		// own header begins.
-		var serr error
-		if start, err = t.messageEnd(messages, items, k-1, opts, full); err != nil {
-			if start, serr = t.nextStart(messages, items, k, opts, full); serr != nil {
-				return Turn{}, fmt.Errorf("the messages before it render differently on their own (at byte %d), and neither the end of the message before it (%v) nor its own start (%v) can be found", commonPrefix(full, before), err, serr)
-			}
-		}
-	}
-	gopts := opts
-	gopts.AddGenerationPrompt = true
-	prompt, err := t.render(items[:k], gopts)
+	start, err := c.turnStart(k, before)
 	if err != nil {
 		return Turn{}, err
 	}
-	if !strings.HasPrefix(prompt, before) {
-		return Turn{}, fmt.Errorf("the generation prompt changes the messages before it instead of following them")
-	}
-	gen := prompt[len(before):]
-	end, err := t.contentEnd(messages, items, k, opts, full)
-	turnEnd := -1
+	gen, err := c.generationPrompt(k, before)
 	if err != nil {
-		// A content whose end cannot be probed (a tool-call turn with empty
-		// content, which a probe would make non-empty): the turn ends where
-		// the next message's rendering begins, or where the conversation
-		// ends.
-		if k == len(messages)-1 {
-			turnEnd = len(full)
-		} else {
-			var nerr error
-			if turnEnd, nerr = t.nextStart(messages, items, k+1, opts, full); nerr != nil {
-				return Turn{}, err
-			}
-		}
-		end = turnEnd
+		return Turn{}, err
 	}
-	rest := full[start:]
-	body, prompted := start+len(gen), true
-	if !strings.HasPrefix(rest, gen) {
-		// Rendered without the whole generation prompt (an earlier turn
-		// whose thinking the template drops): the reply starts after the
-		// header every generation prompt of the template begins with.
-		header, err := t.assistantHeader()
-		if err != nil {
-			return Turn{}, err
-		}
-		if header == "" || !strings.HasPrefix(rest, header) {
-			return Turn{}, fmt.Errorf("the turn begins with %q, neither the generation prompt %q nor the header %q every generation prompt begins with", termsafe.Cut(rest, 40), gen, header)
-		}
-		body, prompted = start+len(header), false
+	end, turnEnd, err := c.contentEnd(k)
+	if err != nil {
+		return Turn{}, err
+	}
+	body, prompted, err := c.replyStart(start, gen)
+	if err != nil {
+		return Turn{}, err
 	}
 	if body > end {
 		return Turn{}, fmt.Errorf("the content starts before the end of the generation prompt")
 	}
-	turn := Turn{Start: start, Body: body, Prompted: prompted, ContentEnd: end, End: len(full)}
-	if turnEnd >= 0 {
-		turn.End = turnEnd
-	} else if k < len(messages)-1 {
-		tail, err := t.tail(messages, items, k, opts)
-		if err != nil {
+	turn := Turn{Start: start, Body: body, Prompted: prompted, ContentEnd: end, End: turnEnd}
+	if turnEnd < 0 {
+		if turn.End, err = c.turnEnd(k, end); err != nil {
 			return Turn{}, err
 		}
-		if !strings.HasPrefix(full[end:], tail) {
-			return Turn{}, fmt.Errorf("the template ends this turn with %q inside the conversation but with %q as its last message", termsafe.Cut(full[end:], 40), termsafe.Cut(tail, 40))
-		}
-		turn.End = end + len(tail)
 	}
 	if hasToolCalls(items[k]) {
-		// The model wrote its tool calls after the content: the turn's own
-		// text ends where the template's end of turn begins.
-		eot, err := t.endOfTurn(items, k, opts)
-		if err != nil {
+		if err := c.splitToolCalls(k, &turn); err != nil {
 			return Turn{}, err
 		}
-		if !strings.HasSuffix(full[:turn.End], eot) || turn.End-len(eot) < turn.Body {
-			return Turn{}, fmt.Errorf("the template ends this turn with %q, not with %q as a turn without tool calls", termsafe.Cut(full[turn.Start:turn.End], 40), eot)
-		}
-		turn.ContentEnd = turn.End - len(eot)
 	}
 	return turn, nil
+}
+
+// conversation is the rendering full of messages (items as the template
+// sees them, rendered with opts) whose turns are being found.
+type conversation struct {
+	t        *Template
+	messages []Message
+	items    []jinja.Value
+	opts     Options
+	full     string
+}
+
+// turnStart is where message k's turn starts in full: after before, the
+// messages before it rendered alone, when full begins with that.
+func (c *conversation) turnStart(k int, before string) (int, error) {
+	if strings.HasPrefix(c.full, before) {
+		return len(before), nil
+	}
+	// The template renders the messages before it differently once
+	// later ones follow: Qwen3 drops the thinking of the turns before
+	// the last user query, and a conversation with tool calls has
+	// assistant turns before that query that keep it on their own.
+	// The turn starts where the message before it ends, or, when that
+	// message's end cannot be probed (a user turn holding a
+	// <tool_response>, which a probe would make a query), where its
+	// own header begins.
+	start, err := c.t.messageEnd(c.messages, c.items, k-1, c.opts, c.full)
+	if err == nil {
+		return start, nil
+	}
+	start, serr := c.t.nextStart(c.messages, c.items, k, c.opts, c.full)
+	if serr != nil {
+		return 0, fmt.Errorf("the messages before it render differently on their own (at byte %d), and neither the end of the message before it (%v) nor its own start (%v) can be found", commonPrefix(c.full, before), err, serr)
+	}
+	return start, nil
+}
+
+// generationPrompt is what the template adds after before, the messages
+// before message k, with add_generation_prompt.
+func (c *conversation) generationPrompt(k int, before string) (string, error) {
+	gopts := c.opts
+	gopts.AddGenerationPrompt = true
+	prompt, err := c.t.render(c.items[:k], gopts)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(prompt, before) {
+		return "", fmt.Errorf("the generation prompt changes the messages before it instead of following them")
+	}
+	return prompt[len(before):], nil
+}
+
+// contentEnd is where message k's content ends in full. A content whose
+// end cannot be probed (a tool-call turn with empty content, which a
+// probe would make non-empty) ends with its turn: where the next
+// message's rendering begins, or where the conversation ends; turnEnd
+// is then that end, else -1.
+func (c *conversation) contentEnd(k int) (end, turnEnd int, err error) {
+	end, err = c.t.contentEnd(c.messages, c.items, k, c.opts, c.full)
+	if err == nil {
+		return end, -1, nil
+	}
+	if k == len(c.messages)-1 {
+		return len(c.full), len(c.full), nil
+	}
+	turnEnd, nerr := c.t.nextStart(c.messages, c.items, k+1, c.opts, c.full)
+	if nerr != nil {
+		return 0, 0, err
+	}
+	return turnEnd, turnEnd, nil
+}
+
+// replyStart is where the reply of the turn starting at start begins:
+// after the generation prompt gen (prompted), or, for a turn rendered
+// without the whole of it (an earlier turn whose thinking the template
+// drops), after the header every generation prompt of the template
+// begins with.
+func (c *conversation) replyStart(start int, gen string) (body int, prompted bool, err error) {
+	rest := c.full[start:]
+	if strings.HasPrefix(rest, gen) {
+		return start + len(gen), true, nil
+	}
+	header, err := c.t.assistantHeader()
+	if err != nil {
+		return 0, false, err
+	}
+	if header == "" || !strings.HasPrefix(rest, header) {
+		return 0, false, fmt.Errorf("the turn begins with %q, neither the generation prompt %q nor the header %q every generation prompt begins with", termsafe.Cut(rest, 40), gen, header)
+	}
+	return start + len(header), false, nil
+}
+
+// turnEnd is where message k's turn ends, its content ending at end: the
+// conversation's end for the last message, else after the tail the
+// template writes after its content as the last message, which full must
+// hold there.
+func (c *conversation) turnEnd(k, end int) (int, error) {
+	if k == len(c.messages)-1 {
+		return len(c.full), nil
+	}
+	tail, err := c.t.tail(c.messages, c.items, k, c.opts)
+	if err != nil {
+		return 0, err
+	}
+	if !strings.HasPrefix(c.full[end:], tail) {
+		return 0, fmt.Errorf("the template ends this turn with %q inside the conversation but with %q as its last message", termsafe.Cut(c.full[end:], 40), termsafe.Cut(tail, 40))
+	}
+	return end + len(tail), nil
+}
+
+// splitToolCalls moves turn's ContentEnd past the tool calls the model
+// wrote after the content: the turn's own text ends where the template's
+// end of turn begins.
+func (c *conversation) splitToolCalls(k int, turn *Turn) error {
+	eot, err := c.t.endOfTurn(c.items, k, c.opts)
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(c.full[:turn.End], eot) || turn.End-len(eot) < turn.Body {
+		return fmt.Errorf("the template ends this turn with %q, not with %q as a turn without tool calls", termsafe.Cut(c.full[turn.Start:turn.End], 40), eot)
+	}
+	turn.ContentEnd = turn.End - len(eot)
+	return nil
 }
 
 // tail is what the template writes after message k's content when k is
