@@ -341,6 +341,14 @@ func (e *encoder) str(s string) {
 func (e *encoder) value(v any) {
 	t, _ := valueType(v)
 	e.u32(uint32(t))
+	if !e.scalar(v) {
+		e.arrayValue(v)
+	}
+}
+
+// scalar writes v if it is one value, not an array, and reports whether
+// it was.
+func (e *encoder) scalar(v any) bool {
 	switch v := v.(type) {
 	case uint8:
 		e.u8(v)
@@ -366,6 +374,16 @@ func (e *encoder) value(v any) {
 		e.u64(uint64(v))
 	case float64:
 		e.u64(math.Float64bits(v))
+	default:
+		return false
+	}
+	return true
+}
+
+// arrayValue writes v if it is an array of a GGUF value type; anything
+// else writes nothing (valueType rejects it before).
+func (e *encoder) arrayValue(v any) {
+	switch v := v.(type) {
 	case []uint8:
 		array(e, TypeUint8, v, e.u8)
 	case []int8:

@@ -9,6 +9,7 @@ package trainers
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -76,7 +77,27 @@ func allDefaultPatterns() [][]splitPatterns {
 // only; FILES_TO_IGNORE dropped; _is_inside_unrequested_special_dir and
 // _is_unrequested_hidden_file_or_is_inside_unrequested_hidden_dir).
 func DataFiles(base string) (map[string][]string, error) {
-	var all []string
+	all, err := localFiles(base)
+	if err != nil {
+		return nil, err
+	}
+	if files := all.resolve(splitPatternSharded); len(files) > 0 {
+		return nil, fmt.Errorf("%s: data/{split}-NNNNN-of-NNNNN files (%v): not what this checker models", base, files)
+	}
+	for _, dict := range allDefaultPatterns() {
+		if out := all.splits(dict); len(out) > 0 {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no data files (EmptyDatasetError)", base)
+}
+
+// fileList is the files under a directory, relative to it with slashes,
+// sorted.
+type fileList []string
+
+func localFiles(base string) (fileList, error) {
+	var all fileList
 	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -87,50 +108,43 @@ func DataFiles(base string) (map[string][]string, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
 	slices.Sort(all)
-	resolve := func(pattern string) []string {
-		re := globRegexp(pattern)
-		var out []string
-		for _, f := range all {
-			if !re.MatchString(f) || slices.Contains(filesToIgnore, path.Base(f)) ||
-				specialDirs(path.Dir(f)) != specialDirs(path.Dir(pattern)) || hiddenParts(f) != hiddenParts(pattern) {
-				continue
-			}
-			out = append(out, f)
+	return all, err
+}
+
+// resolve is resolve_pattern: the files pattern matches, less the ignored
+// ones and those in special or hidden directories the pattern does not
+// name.
+func (all fileList) resolve(pattern string) []string {
+	re := globRegexp(pattern)
+	var out []string
+	for _, f := range all {
+		if !re.MatchString(f) || slices.Contains(filesToIgnore, path.Base(f)) ||
+			specialDirs(path.Dir(f)) != specialDirs(path.Dir(pattern)) || hiddenParts(f) != hiddenParts(pattern) {
+			continue
 		}
-		return out
+		out = append(out, f)
 	}
-	if files := resolve(splitPatternSharded); len(files) > 0 {
-		return nil, fmt.Errorf("%s: data/{split}-NNNNN-of-NNNNN files (%v): not what this checker models", base, files)
-	}
-	for _, dict := range allDefaultPatterns() {
-		out := map[string][]string{}
-		for _, sp := range dict {
-			set := map[string]bool{}
-			// DataFilesDict.from_patterns resolves every pattern of a split
-			// that is chosen; the split is chosen if any resolves.
-			for _, p := range sp.patterns {
-				for _, f := range resolve(p) {
-					set[f] = true
-				}
-			}
-			if len(set) > 0 {
-				files := make([]string, 0, len(set))
-				for f := range set {
-					files = append(files, f)
-				}
-				slices.Sort(files)
-				out[sp.split] = files
+	return out
+}
+
+// splits is DataFilesDict.from_patterns over one dict of patterns: each
+// split any of whose patterns resolves, with the files all its patterns
+// resolve to, sorted.
+func (all fileList) splits(dict []splitPatterns) map[string][]string {
+	out := map[string][]string{}
+	for _, sp := range dict {
+		set := map[string]bool{}
+		for _, p := range sp.patterns {
+			for _, f := range all.resolve(p) {
+				set[f] = true
 			}
 		}
-		if len(out) > 0 {
-			return out, nil
+		if len(set) > 0 {
+			out[sp.split] = slices.Sorted(maps.Keys(set))
 		}
 	}
-	return nil, fmt.Errorf("%s: no data files (EmptyDatasetError)", base)
+	return out
 }
 
 // specialDirs counts the parts starting with "__" (the parent's parts, as

@@ -59,54 +59,66 @@ func featureType(v any) (arrow.DataType, error) {
 	case obj:
 		typ, hasType := x.get("_type").(string)
 		if !hasType { // a dict: pa.struct, in order
-			var fields []arrow.Field
-			for _, kv := range x {
-				t, err := featureType(kv.v)
-				if err != nil {
-					return nil, err
-				}
-				fields = append(fields, arrow.Field{Name: kv.k, Type: t, Nullable: true})
-			}
-			return arrow.StructOf(fields...), nil
+			return structType(x, func(t arrow.DataType) arrow.DataType { return t })
 		}
-		switch typ {
-		case "Value":
-			dtype, _ := x.get("dtype").(string)
-			t, ok := map[string]arrow.DataType{
-				"string": arrow.BinaryTypes.String, "large_string": arrow.BinaryTypes.LargeString,
-				"int32": arrow.PrimitiveTypes.Int32, "int64": arrow.PrimitiveTypes.Int64, "uint8": arrow.PrimitiveTypes.Uint8,
-				"float64": arrow.PrimitiveTypes.Float64, "float32": arrow.PrimitiveTypes.Float32, "bool": arrow.FixedWidthTypes.Boolean,
-			}[dtype]
-			if !ok {
-				return nil, fmt.Errorf("value dtype %q not modelled here", dtype)
-			}
-			return t, nil
-		case "List", "Sequence", "LargeList":
-			feature := x.get("feature")
-			if f, isDict := feature.(obj); typ == "Sequence" && isDict && f.get("_type") == nil {
-				// Sequence of a dict is a dict of lists (Sequence.__new__).
-				var fields []arrow.Field
-				for _, kv := range f {
-					t, err := featureType(kv.v)
-					if err != nil {
-						return nil, err
-					}
-					fields = append(fields, arrow.Field{Name: kv.k, Type: arrow.ListOf(t), Nullable: true})
-				}
-				return arrow.StructOf(fields...), nil
-			}
-			inner, err := featureType(feature)
-			if err != nil {
-				return nil, err
-			}
-			if typ == "LargeList" {
-				return arrow.LargeListOf(inner), nil
-			}
-			return arrow.ListOf(inner), nil
-		}
-		return nil, fmt.Errorf("feature type %q not modelled here", typ)
+		return typedFeatureType(typ, x)
 	}
 	return nil, fmt.Errorf("not a feature: %v", v)
+}
+
+// structType is the struct of x's features in order, each field's type
+// made by field from the feature's.
+func structType(x obj, field func(arrow.DataType) arrow.DataType) (arrow.DataType, error) {
+	var fields []arrow.Field
+	for _, kv := range x {
+		t, err := featureType(kv.v)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, arrow.Field{Name: kv.k, Type: field(t), Nullable: true})
+	}
+	return arrow.StructOf(fields...), nil
+}
+
+// valueTypes are the Arrow types of the Value dtypes modelled here.
+var valueTypes = map[string]arrow.DataType{
+	"string": arrow.BinaryTypes.String, "large_string": arrow.BinaryTypes.LargeString,
+	"int32": arrow.PrimitiveTypes.Int32, "int64": arrow.PrimitiveTypes.Int64, "uint8": arrow.PrimitiveTypes.Uint8,
+	"float64": arrow.PrimitiveTypes.Float64, "float32": arrow.PrimitiveTypes.Float32, "bool": arrow.FixedWidthTypes.Boolean,
+}
+
+// typedFeatureType is the type of feature x whose _type is typ: a Value
+// or a list.
+func typedFeatureType(typ string, x obj) (arrow.DataType, error) {
+	switch typ {
+	case "Value":
+		dtype, _ := x.get("dtype").(string)
+		t, ok := valueTypes[dtype]
+		if !ok {
+			return nil, fmt.Errorf("value dtype %q not modelled here", dtype)
+		}
+		return t, nil
+	case "List", "Sequence", "LargeList":
+		return listFeatureType(typ, x.get("feature"))
+	}
+	return nil, fmt.Errorf("feature type %q not modelled here", typ)
+}
+
+// listFeatureType is the type of a List, Sequence or LargeList (typ) of
+// feature.
+func listFeatureType(typ string, feature any) (arrow.DataType, error) {
+	if f, isDict := feature.(obj); typ == "Sequence" && isDict && f.get("_type") == nil {
+		// Sequence of a dict is a dict of lists (Sequence.__new__).
+		return structType(f, func(t arrow.DataType) arrow.DataType { return arrow.ListOf(t) })
+	}
+	inner, err := featureType(feature)
+	if err != nil {
+		return nil, err
+	}
+	if typ == "LargeList" {
+		return arrow.LargeListOf(inner), nil
+	}
+	return arrow.ListOf(inner), nil
 }
 
 // obj is a JSON object with its keys in order.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -183,33 +184,42 @@ func intSequence(raw json.RawMessage, field, source string, binary bool) ([]int6
 	}
 	out := make([]int64, len(list))
 	for i, item := range list {
-		s := strings.TrimSpace(string(item))
-		switch {
-		case strings.HasPrefix(s, "["):
-			return nil, fmt.Errorf("%s field %s must be one-dimensional", source, field)
-		case s == "true" || s == "false":
-			if field == "input_ids" {
-				return nil, fmt.Errorf("%s field %s[%d] must be an integer, got bool", source, field, i)
-			}
-			if s == "true" {
-				out[i] = 1
-			}
-			continue
-		}
-		var n json.Number
-		if err := json.Unmarshal(item, &n); err != nil || strings.ContainsAny(s, ".eE") {
-			return nil, fmt.Errorf("%s field %s[%d] must be an integer, got %s", source, field, i, s)
-		}
-		v, err := n.Int64()
+		v, err := intItem(item, source, field, i, binary)
 		if err != nil {
-			return nil, fmt.Errorf("%s field %s[%d] must be an integer, got %s", source, field, i, s)
-		}
-		if binary && v != 0 && v != 1 {
-			return nil, fmt.Errorf("%s field %s[%d] must be 0 or 1, got %d", source, field, i, v)
+			return nil, err
 		}
 		out[i] = v
 	}
 	return out, nil
+}
+
+// intItem is item i of intSequence's list.
+func intItem(item json.RawMessage, source, field string, i int, binary bool) (int64, error) {
+	s := strings.TrimSpace(string(item))
+	switch {
+	case strings.HasPrefix(s, "["):
+		return 0, fmt.Errorf("%s field %s must be one-dimensional", source, field)
+	case s == "true" || s == "false":
+		if field == "input_ids" {
+			return 0, fmt.Errorf("%s field %s[%d] must be an integer, got bool", source, field, i)
+		}
+		if s == "true" {
+			return 1, nil
+		}
+		return 0, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(item, &n); err != nil || strings.ContainsAny(s, ".eE") {
+		return 0, fmt.Errorf("%s field %s[%d] must be an integer, got %s", source, field, i, s)
+	}
+	v, err := n.Int64()
+	if err != nil {
+		return 0, fmt.Errorf("%s field %s[%d] must be an integer, got %s", source, field, i, s)
+	}
+	if binary && v != 0 && v != 1 {
+		return 0, fmt.Errorf("%s field %s[%d] must be 0 or 1, got %d", source, field, i, v)
+	}
+	return v, nil
 }
 
 // hasConsecutive is loss_mask.py has_consecutive_supervised_tokens.
@@ -379,31 +389,7 @@ var thinkingKeys = []string{"role", "content", "tool_calls", "reasoning_content"
 func (out *SpecForgeLoad) parseConversation(conv []map[string]any) []SpecForgeMessage {
 	norm := make([]map[string]any, len(conv))
 	for i, m := range conv {
-		n := map[string]any{}
-		for k, v := range m {
-			n[k] = v
-		}
-		role, ok := m["role"].(string)
-		if !ok {
-			role, _ = m["from"].(string)
-		}
-		switch role {
-		case "human", "user":
-			role = "user"
-		case "gpt", "assistant":
-			role = "assistant"
-		}
-		content := m["content"]
-		if s, _ := content.(string); s == "" {
-			content = m["value"]
-			if s, _ := content.(string); s == "" {
-				content = ""
-			}
-		}
-		n["role"], n["content"] = role, content
-		delete(n, "from")
-		delete(n, "value")
-		norm[i] = n
+		norm[i] = normalizeMessage(m)
 	}
 	var msgs []SpecForgeMessage
 	if norm[0]["role"] == "system" {
@@ -414,29 +400,73 @@ func (out *SpecForgeLoad) parseConversation(conv []map[string]any) []SpecForgeMe
 		norm = norm[1:]
 	}
 	for j, m := range norm {
-		if j > 0 {
-			prev := norm[j-1]["role"]
-			if m["role"] == "tool" && prev != "assistant" && prev != "tool" {
-				break
-			}
-			if m["role"] == "assistant" && prev != "user" && prev != "tool" {
-				break
-			}
+		if j > 0 && !followsRole(m["role"], norm[j-1]["role"]) {
+			break
 		}
-		clean := SpecForgeMessage{}
-		for k, v := range m {
-			if slices.Contains(thinkingKeys, k) {
-				clean[k] = v
-			}
-		}
-		if tc, ok := clean["tool_calls"]; ok {
-			if tc, keep := out.sanitizeToolCalls(tc); keep {
-				clean["tool_calls"] = tc
-			} else {
-				delete(clean, "tool_calls")
-			}
-		}
-		msgs = append(msgs, clean)
+		msgs = append(msgs, out.sanitizeMessage(m))
 	}
 	return msgs
+}
+
+// normalizeMessage is _normalize_message: a copy of m with role (or
+// from) as "user" or "assistant" for ShareGPT's "human" and "gpt", and
+// content (or value; "" without either) in place of from and value.
+func normalizeMessage(m map[string]any) map[string]any {
+	n := maps.Clone(m)
+	if n == nil {
+		n = map[string]any{}
+	}
+	role, ok := m["role"].(string)
+	if !ok {
+		role, _ = m["from"].(string)
+	}
+	switch role {
+	case "human", "user":
+		role = "user"
+	case "gpt", "assistant":
+		role = "assistant"
+	}
+	content := m["content"]
+	if s, _ := content.(string); s == "" {
+		content = m["value"]
+		if s, _ := content.(string); s == "" {
+			content = ""
+		}
+	}
+	n["role"], n["content"] = role, content
+	delete(n, "from")
+	delete(n, "value")
+	return n
+}
+
+// followsRole reports whether a message of role may follow one of prev:
+// a tool message only an assistant or tool one, an assistant message only
+// a user or tool one; others any.
+func followsRole(role, prev any) bool {
+	switch role {
+	case "tool":
+		return prev == "assistant" || prev == "tool"
+	case "assistant":
+		return prev == "user" || prev == "tool"
+	}
+	return true
+}
+
+// sanitizeMessage is _sanitize_message with ThinkingParser's keys: m's
+// thinkingKeys only, its tool calls sanitized (dropped when none is kept).
+func (out *SpecForgeLoad) sanitizeMessage(m map[string]any) SpecForgeMessage {
+	clean := SpecForgeMessage{}
+	for k, v := range m {
+		if slices.Contains(thinkingKeys, k) {
+			clean[k] = v
+		}
+	}
+	if tc, ok := clean["tool_calls"]; ok {
+		if tc, keep := out.sanitizeToolCalls(tc); keep {
+			clean["tool_calls"] = tc
+		} else {
+			delete(clean, "tool_calls")
+		}
+	}
+	return clean
 }

@@ -82,7 +82,28 @@ func LoadTokenizer(dir string, vocabSize int) (*Tokenizer, error) {
 	if hf.Model.Type != "BPE" {
 		return nil, fmt.Errorf("tokenizer.json: model type %q, want BPE", hf.Model.Type)
 	}
+	n := hf.tokenCount()
+	if vocabSize == 0 {
+		vocabSize = n
+	}
+	if vocabSize < n {
+		return nil, fmt.Errorf("vocabulary size %d is smaller than the tokenizer's %d tokens", vocabSize, n)
+	}
+	tok := &Tokenizer{AddBOS: cfg.AddBOS}
+	tok.layOut(&hf, vocabSize)
+	var err error
+	if tok.Merges, err = parseMerges(hf.Model.Merges); err != nil {
+		return nil, err
+	}
+	tok.setSpecials(&cfg)
+	if tok.ChatTemplate, err = chatTemplate(cfg.ChatTemplate); err != nil {
+		return nil, err
+	}
+	return tok, nil
+}
 
+// tokenCount is one more than the highest id the tokenizer defines.
+func (hf *hfTokenizer) tokenCount() int {
 	n := len(hf.Model.Vocab)
 	for _, a := range hf.AddedTokens {
 		n = max(n, a.ID+1)
@@ -90,42 +111,38 @@ func LoadTokenizer(dir string, vocabSize int) (*Tokenizer, error) {
 	for _, id := range hf.Model.Vocab {
 		n = max(n, id+1)
 	}
-	if vocabSize == 0 {
-		vocabSize = n
-	}
-	if vocabSize < n {
-		return nil, fmt.Errorf("vocabulary size %d is smaller than the tokenizer's %d tokens", vocabSize, n)
-	}
+	return n
+}
 
-	tok := &Tokenizer{
-		Tokens: make([]string, vocabSize),
-		Types:  make([]int32, vocabSize),
-		BOS:    -1, EOS: -1, EOT: -1, PAD: -1,
-		AddBOS: cfg.AddBOS,
-	}
-	for i := range tok.Tokens {
-		tok.Tokens[i] = fmt.Sprintf("[PAD%d]", i)
-		tok.Types[i] = TokenUnused
+// layOut fills Tokens and Types over vocabSize ids: the vocabulary's
+// tokens normal, added ones control (special) or user-defined, the ids
+// beyond them unused "[PADi]".
+func (t *Tokenizer) layOut(hf *hfTokenizer, vocabSize int) {
+	t.Tokens = make([]string, vocabSize)
+	t.Types = make([]int32, vocabSize)
+	for i := range t.Tokens {
+		t.Tokens[i] = fmt.Sprintf("[PAD%d]", i)
+		t.Types[i] = TokenUnused
 	}
 	for s, id := range hf.Model.Vocab {
-		tok.Tokens[id] = s
-		tok.Types[id] = TokenNormal
+		t.Tokens[id] = s
+		t.Types[id] = TokenNormal
 	}
 	for _, a := range hf.AddedTokens {
-		tok.Tokens[a.ID] = a.Content
+		t.Tokens[a.ID] = a.Content
 		if a.Special || looksSpecial(a.Content) {
-			tok.Types[a.ID] = TokenControl
+			t.Types[a.ID] = TokenControl
 		} else {
-			tok.Types[a.ID] = TokenUserDefined
+			t.Types[a.ID] = TokenUserDefined
 		}
 	}
+}
 
-	var err error
-	if tok.Merges, err = parseMerges(hf.Model.Merges); err != nil {
-		return nil, err
-	}
-	ids := make(map[string]int, len(tok.Tokens))
-	for i, s := range tok.Tokens {
+// setSpecials sets BOS, EOS, EOT and PAD from the configured tokens (-1:
+// none); BOS without one is <|endoftext|>, EOT is EOS.
+func (t *Tokenizer) setSpecials(cfg *hfTokenizerConfig) {
+	ids := make(map[string]int, len(t.Tokens))
+	for i, s := range t.Tokens {
 		ids[s] = i
 	}
 	lookup := func(raw json.RawMessage) int {
@@ -135,18 +152,14 @@ func LoadTokenizer(dir string, vocabSize int) (*Tokenizer, error) {
 		}
 		return -1
 	}
-	tok.EOS = lookup(cfg.EOS)
-	tok.EOT = tok.EOS
-	tok.PAD = lookup(cfg.PAD)
-	if tok.BOS = lookup(cfg.BOS); tok.BOS < 0 {
+	t.EOS = lookup(cfg.EOS)
+	t.EOT = t.EOS
+	t.PAD = lookup(cfg.PAD)
+	if t.BOS = lookup(cfg.BOS); t.BOS < 0 {
 		if id, ok := ids["<|endoftext|>"]; ok {
-			tok.BOS = id
+			t.BOS = id
 		}
 	}
-	if tok.ChatTemplate, err = chatTemplate(cfg.ChatTemplate); err != nil {
-		return nil, err
-	}
-	return tok, nil
 }
 
 func readJSON(path string, v any) error {
