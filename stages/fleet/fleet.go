@@ -402,14 +402,8 @@ func (s *server) run(ctx context.Context) (kind, why string, served time.Duratio
 	case <-s.kick:
 	default:
 	}
-	// Something else listening on the port would answer the probes in
-	// the server's stead: pipe would judge and use a process it did not
-	// start (a server left by another job, a previous start not yet gone).
-	if !s.waitPortFree(ctx) {
-		if ctx.Err() != nil {
-			return "", "stopped", 0
-		}
-		return EventNoStart, fmt.Sprintf("could not start: port %d is in use by another process (for %s); pipe does not send requests to a server it did not start", s.port, portWait), 0
+	if kind, why, free := s.portFree(ctx); !free {
+		return kind, why, 0
 	}
 	cmd, exited, fatal, err := s.launch()
 	if err != nil {
@@ -453,6 +447,21 @@ func (s *server) run(ctx context.Context) (kind, why string, served time.Duratio
 			}
 		}
 	}
+}
+
+// portFree waits for the server's port to be free; when it is not, kind
+// and why are run's outcome. Something else listening on the port would
+// answer the probes in the server's stead: pipe would judge and use a
+// process it did not start (a server left by another job, a previous
+// start not yet gone).
+func (s *server) portFree(ctx context.Context) (kind, why string, free bool) {
+	switch {
+	case s.waitPortFree(ctx):
+		return "", "", true
+	case ctx.Err() != nil:
+		return "", "stopped", false
+	}
+	return EventNoStart, fmt.Sprintf("could not start: port %d is in use by another process (for %s); pipe does not send requests to a server it did not start", s.port, portWait), false
 }
 
 // probeAnswer is the outcome of one probe: ok, or why not.
