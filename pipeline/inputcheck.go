@@ -36,8 +36,8 @@ type InputProblem struct {
 	Examples []string
 }
 
-// MaxInputExamples is how many examples an InputProblem keeps.
-const MaxInputExamples = 3
+// maxInputExamples is how many examples an InputProblem keeps.
+const maxInputExamples = 3
 
 // Add counts one problem.
 func (r *InputReport) Add(reason string, fatal bool, example string) {
@@ -52,7 +52,7 @@ func (r *InputReport) Add(reason string, fatal bool, example string) {
 		r.Problems = append(r.Problems, p)
 	}
 	p.Count++
-	if len(p.Examples) < MaxInputExamples {
+	if len(p.Examples) < maxInputExamples {
 		p.Examples = append(p.Examples, example)
 	}
 }

@@ -51,10 +51,6 @@ type Edge struct {
 // Lookup returns the plan stage with id, or nil.
 func (p *Plan) Lookup(id string) *PlanStage { return p.byID[id] }
 
-// RejectedPort is the output port whose records count as rejected; it may be
-// left unconnected (rejections then go to the run directory).
-const RejectedPort = "rejected"
-
 // Build checks a decoded file against the registry and wires the graph. It
 // reports every problem it finds, not only the first. Input paths are
 // checked to exist.
@@ -207,31 +203,40 @@ func (b *planBuilder) checkConnected() {
 		if ps.Spec == nil {
 			continue
 		}
+		judged := ps.Spec.OutputsUsed != nil && ps.Config != nil
 		var used []string
-		if ps.Spec.OutputsUsed != nil && ps.Config != nil {
+		if judged {
 			used = ps.Spec.OutputsUsed(ps.Config)
 		}
 		for _, port := range ps.Spec.Outputs {
-			optional := slices.Contains(ps.Spec.OptionalOutputs, port)
-			if ps.Spec.OutputsUsed != nil && ps.Config != nil && optional && len(ps.Outputs[port]) > 0 && !slices.Contains(used, port) {
-				b.probs = append(b.probs, pipefile.Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true,
-					Msg: fmt.Sprintf("output port %q is connected but this stage's settings send nothing there (see pipe stages %s)", port, ps.Decl.Kind)})
-				continue
+			if msg := portProblem(ps, port, judged, used); msg != "" {
+				b.probs = append(b.probs, pipefile.Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true, Msg: msg})
 			}
-			if port == RejectedPort || len(ps.Outputs[port]) > 0 || optional && !slices.Contains(used, port) {
-				continue
-			}
-			ref := ps.Decl.ID
-			if port != ps.Spec.Outputs[0] {
-				ref += "." + port
-			}
-			msg := fmt.Sprintf("output port %q is not connected: add a stage with input = %q (e.g. a write-jsonl)", port, ref)
-			if optional {
-				msg = fmt.Sprintf("output port %q is not connected, and this stage's settings send records there: add a stage with input = %q (see pipe stages %s)", port, ref, ps.Decl.Kind)
-			}
-			b.probs = append(b.probs, pipefile.Problem{Pos: ps.Decl.Pos, Stage: ps.Decl.ID, Kind: ps.Decl.Kind, Structural: true, Msg: msg})
 		}
 	}
+}
+
+// portProblem says what is wrong with the wiring of output port of ps, or
+// "": an optional port connected while the settings (judged: the kind
+// tells, OutputsUsed) send nothing there, or a port records go out of that
+// leads nowhere. used are the optional ports the settings use.
+func portProblem(ps *PlanStage, port string, judged bool, used []string) string {
+	optional := slices.Contains(ps.Spec.OptionalOutputs, port)
+	connected := len(ps.Outputs[port]) > 0
+	if judged && optional && connected && !slices.Contains(used, port) {
+		return fmt.Sprintf("output port %q is connected but this stage's settings send nothing there (see pipe stages %s)", port, ps.Decl.Kind)
+	}
+	if port == RejectedPort || connected || optional && !slices.Contains(used, port) {
+		return ""
+	}
+	ref := ps.Decl.ID
+	if port != ps.Spec.Outputs[0] {
+		ref += "." + port
+	}
+	if optional {
+		return fmt.Sprintf("output port %q is not connected, and this stage's settings send records there: add a stage with input = %q (see pipe stages %s)", port, ref, ps.Decl.Kind)
+	}
+	return fmt.Sprintf("output port %q is not connected: add a stage with input = %q (e.g. a write-jsonl)", port, ref)
 }
 
 // order puts the plan's stages in topological order and checks the fields
@@ -465,27 +470,8 @@ func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles boo
 	for i := range fields {
 		d.field(&fields[i], v.Field(fields[i].Index))
 	}
-	if u, ok := ptr.Interface().(config.TrainerUser); !ok || u.UsesTrainer() {
-		for i := range fields {
-			if _, set := sd.Raw[fields[i].Key]; !set {
-				d.fromTrainer(&fields[i], v.Field(fields[i].Index))
-			}
-		}
-	}
-	if td, ok := ptr.Interface().(config.TrainerDefaulter); ok {
-		td.TrainerDefaults(trainer != nil)
-	}
-	if val, ok := ptr.Interface().(config.Validator); ok {
-		for _, err := range val.Validate() {
-			if fe, ok := err.(*config.FieldError); ok && fe.Item > 0 {
-				d.probs = append(d.probs, pipefile.Problem{Pos: d.sd.ElemPosition(fe.Key, fe.Item-1), Stage: d.sd.ID, Kind: d.sd.Kind, Msg: fmt.Sprintf("%s %s", fe.Key, fe.Msg)})
-			} else if ok {
-				d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
-			} else {
-				d.atStage(err)
-			}
-		}
-	}
+	d.trainerKeys(ptr.Interface(), fields, v)
+	d.validate(ptr.Interface())
 	// The constructor has no side effects, so what only it can judge is
 	// found here, by pipe check, and not when the run starts.
 	if len(d.probs) == 0 {
@@ -494,6 +480,40 @@ func decodeConfig(spec *Spec, sd *pipefile.StageDecl, dir string, checkFiles boo
 		}
 	}
 	return ptr.Interface(), d.probs
+}
+
+// trainerKeys sets the fields of cfg (its value v) that the stage does not
+// set from [trainer], unless the config does not use it, and lets the
+// config set its defaults knowing whether there is a [trainer].
+func (d *configDecoder) trainerKeys(cfg any, fields []fieldInfo, v reflect.Value) {
+	if u, ok := cfg.(config.TrainerUser); !ok || u.UsesTrainer() {
+		for i := range fields {
+			if _, set := d.sd.Raw[fields[i].Key]; !set {
+				d.fromTrainer(&fields[i], v.Field(fields[i].Index))
+			}
+		}
+	}
+	if td, ok := cfg.(config.TrainerDefaulter); ok {
+		td.TrainerDefaults(d.trainer != nil)
+	}
+}
+
+// validate reports the errors of cfg's Validate, if it has one: an error
+// of a list's item at the item, of a key at the key, else at the stage.
+func (d *configDecoder) validate(cfg any) {
+	val, ok := cfg.(config.Validator)
+	if !ok {
+		return
+	}
+	for _, err := range val.Validate() {
+		if fe, ok := err.(*config.FieldError); ok && fe.Item > 0 {
+			d.probs = append(d.probs, pipefile.Problem{Pos: d.sd.ElemPosition(fe.Key, fe.Item-1), Stage: d.sd.ID, Kind: d.sd.Kind, Msg: fmt.Sprintf("%s %s", fe.Key, fe.Msg)})
+		} else if ok {
+			d.prob(fe.Key, "%s %s", fe.Key, fe.Msg)
+		} else {
+			d.atStage(err)
+		}
+	}
 }
 
 // configDecoder is decodeConfig's state: the stage declared, where its
@@ -619,24 +639,39 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 	if r, ok := fv.Addr().Interface().(config.DirResolver); ok {
 		r.ResolveDir(sd.PathDir(f.Key, d.dir))
 	}
-	if f.Path != "" {
-		if msgs := emptyPath(fv, f, sd.EmptyEnv[f.Key]); len(msgs) > 0 {
-			for _, m := range msgs {
-				d.prob(f.Key, "%s", m)
-			}
-			return
-		}
-		if err := resolvePaths(fv, sd.PathDir(f.Key, d.dir), f.Path, f.Contains, d.checkFiles); err != nil {
-			d.probEach(f.Key, err)
-		}
+	if f.Path != "" && !d.resolvePath(f, fv) {
+		return
 	}
-	if d.shard != nil && fv.Kind() == reflect.String {
-		switch {
-		case f.Path == "out" || f.Path == "dir":
-			fv.SetString(d.shard.ShardPath(fv.String()))
-		case f.ShardPrefix:
-			fv.SetString(d.shard.ShardPrefix(fv.String()))
+	d.shardName(f, fv)
+}
+
+// resolvePath resolves the path (or paths) of field f against the
+// stage's directory, checking them; false when it is empty, which stops
+// the field there.
+func (d *configDecoder) resolvePath(f *fieldInfo, fv reflect.Value) bool {
+	if msgs := emptyPath(fv, f, d.sd.EmptyEnv[f.Key]); len(msgs) > 0 {
+		for _, m := range msgs {
+			d.prob(f.Key, "%s", m)
 		}
+		return false
+	}
+	if err := resolvePaths(fv, d.sd.PathDir(f.Key, d.dir), f.Path, f.Contains, d.checkFiles); err != nil {
+		d.probEach(f.Key, err)
+	}
+	return true
+}
+
+// shardName gives a string field that is an output path or a prefix the
+// shard's name, when the run is a shard.
+func (d *configDecoder) shardName(f *fieldInfo, fv reflect.Value) {
+	if d.shard == nil || fv.Kind() != reflect.String {
+		return
+	}
+	switch {
+	case f.Path == "out" || f.Path == "dir":
+		fv.SetString(d.shard.ShardPath(fv.String()))
+	case f.ShardPrefix:
+		fv.SetString(d.shard.ShardPrefix(fv.String()))
 	}
 }
 

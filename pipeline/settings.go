@@ -51,7 +51,7 @@ func (s *PlanStage) Settings(includeOp bool) map[string]any {
 		if dir, ok := out[f.Key].(string); ok && dir != "" && f.Path == "indir" && slices.Contains(f.Contains, "tokenizer.json") {
 			// The chat template makes the prompts and the rows: a run
 			// resumed or merged with another one makes other data.
-			out[f.Key+TemplateDigestSuffix] = TemplateDigest(dir)
+			out[f.Key+TemplateDigestSuffix] = templateDigest(dir)
 		}
 	}
 	return out
@@ -80,16 +80,16 @@ func (s *PlanStage) DefaultSetting(key string) (any, bool) {
 }
 
 // TemplateDigestSuffix names, after a tokenizer key, the setting that
-// holds its model directory's TemplateDigest.
+// holds the digest of its model directory's chat template (templateDigest).
 const TemplateDigestSuffix = "_template_sha256"
 
-// TemplateDigest is the SHA-256 (hex) of what decides how a model
+// templateDigest is the SHA-256 (hex) of what decides how a model
 // directory's chat template renders: chat_template.jinja, which
 // transformers prefers, and tokenizer_config.json's chat_template and
 // special tokens (bos_token, eos_token, ... and added_tokens_decoder), not
 // its other keys (model_max_length, ...). A file that cannot be read or
 // parsed counts as empty.
-func TemplateDigest(dir string) string {
+func templateDigest(dir string) string {
 	h := sha256.New()
 	b, _ := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
 	fmt.Fprintf(h, "chat_template.jinja %d\n", len(b))

@@ -247,10 +247,17 @@ type DoneSet interface {
 // commitlog.IDLog); Env.Done is what it held when the run started.
 const DoneFile = layout.Done
 
-// ReasonDuplicate is the reason code for a record whose id an earlier record
-// of the same input already has. Rejecting a record with it never finishes
-// the id: the first record with that id decides.
-const ReasonDuplicate = "duplicate_id"
+// Rejected records: the port they go out of, and the reason code of a
+// duplicate id.
+const (
+	// RejectedPort is the output port whose records count as rejected; it
+	// may be left unconnected (rejections then go to the run directory).
+	RejectedPort = "rejected"
+	// ReasonDuplicate is the reason code for a record whose id an earlier
+	// record of the same input already has. Rejecting a record with it
+	// never finishes the id: the first record with that id decides.
+	ReasonDuplicate = "duplicate_id"
+)
 
 // DryRunner is implemented by stages that can show their readiness without
 // doing any work, for `pipe run --dry-run` (e.g. generate probes its servers
