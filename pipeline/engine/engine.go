@@ -403,27 +403,12 @@ func (e *engine) run() {
 // outputs left empty.
 func (e *engine) finish() (*Summary, error) {
 	e.commitAll()
-	for _, n := range e.nodes {
-		if n.journal != nil {
-			if err := n.journal.Done(); err != nil {
-				fmt.Fprintf(e.opts.Log, "stage %q: journal: removing finished segments: %v\n", n.ps.ID(), err)
-			}
-		}
-	}
+	e.sweepJournals()
 	paths, derr := e.dead.Close()
 	sum := e.summary()
 	sum.DeadLetters = paths
-	if err := context.Cause(e.hardCtx); err != nil {
-		if halt := e.tooManyErr.Load(); halt != nil && errors.Is(err, ErrStopped) {
-			// The grace ran out on a halt (a budget, too many failures):
-			// the halt is why the run stopped; the requests cut off are
-			// done by the next start.
-			return sum, fmt.Errorf("%w; %w", *halt, err)
-		}
+	if err := e.haltedBy(); err != nil {
 		return sum, err
-	}
-	if err := e.tooManyErr.Load(); err != nil {
-		return sum, *err
 	}
 	// A stopped run is judged as it goes (checkFailed(false)), not at its
 	// end: the few records a short drained start took in are no base for
@@ -436,14 +421,8 @@ func (e *engine) finish() (*Summary, error) {
 	if derr != nil {
 		return sum, fmt.Errorf("closing rejected/failed records: %w", derr)
 	}
-	if sum.Unfinished != 0 && !sum.Drained {
-		return sum, fmt.Errorf("%d records read did not finish although the run did (a bug in the engine's commit tracking)", sum.Unfinished)
-	}
-	for _, s := range sum.Stages {
-		if !s.Balanced() {
-			return sum, fmt.Errorf("accounting mismatch in stage %q (%s): in %d != out %d + rejected %d + failed %d + skipped %d + abandoned %d (a bug in that stage)",
-				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped, s.Abandoned)
-		}
+	if err := checkAccounting(sum); err != nil {
+		return sum, err
 	}
 	if !sum.Drained {
 		if err := e.checkOutputRows(sum); err != nil {
@@ -454,6 +433,53 @@ func (e *engine) finish() (*Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// sweepJournals removes the journal segments whose ids are all finished;
+// a failure is logged: it does not fail the run.
+func (e *engine) sweepJournals() {
+	for _, n := range e.nodes {
+		if n.journal != nil {
+			if err := n.journal.Done(); err != nil {
+				fmt.Fprintf(e.opts.Log, "stage %q: journal: removing finished segments: %v\n", n.ps.ID(), err)
+			}
+		}
+	}
+}
+
+// haltedBy is why the run stopped before its end: the first failure (a
+// halt's error with it when the grace ran out on one), or a halt (a
+// budget, too many failures); nil when nothing stopped it.
+func (e *engine) haltedBy() error {
+	if err := context.Cause(e.hardCtx); err != nil {
+		if halt := e.tooManyErr.Load(); halt != nil && errors.Is(err, ErrStopped) {
+			// The grace ran out on a halt (a budget, too many failures):
+			// the halt is why the run stopped; the requests cut off are
+			// done by the next start.
+			return fmt.Errorf("%w; %w", *halt, err)
+		}
+		return err
+	}
+	if err := e.tooManyErr.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// checkAccounting fails a run some record of which is unaccounted for:
+// read and not finished although the run did, or in a stage's counts
+// that do not add up. Both are bugs (of the engine, of a stage).
+func checkAccounting(sum *Summary) error {
+	if sum.Unfinished != 0 && !sum.Drained {
+		return fmt.Errorf("%d records read did not finish although the run did (a bug in the engine's commit tracking)", sum.Unfinished)
+	}
+	for _, s := range sum.Stages {
+		if !s.Balanced() {
+			return fmt.Errorf("accounting mismatch in stage %q (%s): in %d != out %d + rejected %d + failed %d + skipped %d + abandoned %d (a bug in that stage)",
+				s.ID, s.Kind, s.In, s.Out, s.Rejected, s.Failed, s.Skipped, s.Abandoned)
+		}
+	}
+	return nil
 }
 
 // recordsFailed is ErrRecordsFailed, naming each stage's count and first
@@ -677,43 +703,55 @@ func (e *engine) handle(n *node, proc pipeline.Processor, rec *record.Record, si
 	}
 	em := &emitter{e: e, n: n, ctx: e.hardCtx, in: rec}
 	if n.journal != nil {
-		replayed, err := e.replay(n, rec, em)
-		if err != nil {
-			if em.unsent() {
-				n.abandon(false)
-			}
-			return e.fail(n, err)
-		}
-		if replayed {
-			return nil
+		if done, err := e.fromJournal(n, rec, em); done {
+			return err
 		}
 	}
-	if sink && n.landed != nil {
-		if h := commitlog.Hash(rec.ID); n.landed[h] {
-			// Its verdict landed in another output before its journal
-			// entry was lost: a second one here would be the id twice.
-			return em.skip(rec, "landed_elsewhere", false)
-		}
+	if sink && n.landed != nil && n.landed[commitlog.Hash(rec.ID)] {
+		// Its verdict landed in another output before its journal
+		// entry was lost: a second one here would be the id twice.
+		return em.skip(rec, "landed_elsewhere", false)
 	}
-	if !sink || n.committer == nil {
-		err := e.call(n, proc, rec, em)
-		switch {
-		case err != nil && errors.Is(err, pipeline.ErrNotStarted) && !em.touched.Load():
-			n.abandon(false) // stopped before its work began: the next run does it
-			return nil
-		case err != nil:
-			if em.unsent() {
-				n.abandon(true)
-			}
-			return e.fail(n, err)
-		case sink && !em.touched.Load():
-			n.out.Add(1)
-			e.decided(n, "")
-			e.ledger.release(rec.Ticket)
+	if sink && n.committer != nil {
+		return e.handleWriter(n, proc, rec, em)
+	}
+	return e.handleProcessor(n, proc, rec, em, sink)
+}
+
+// fromJournal replays rec from the stage's journal when the stage did it
+// before. done says that handle has nothing left to do: rec was replayed,
+// or the replay failed (err, the stage's failure).
+func (e *engine) fromJournal(n *node, rec *record.Record, em *emitter) (done bool, err error) {
+	replayed, err := e.replay(n, rec, em)
+	if err != nil {
+		if em.unsent() {
+			n.abandon(false)
 		}
+		return true, e.fail(n, err)
+	}
+	return replayed, nil
+}
+
+// handleProcessor is handle's processing for a stage other than a writer
+// (a sink with a Committer): a sink's record that it neither sent on nor
+// judged is done (its ticket released) once Process returns.
+func (e *engine) handleProcessor(n *node, proc pipeline.Processor, rec *record.Record, em *emitter, sink bool) error {
+	err := e.call(n, proc, rec, em)
+	switch {
+	case err != nil && errors.Is(err, pipeline.ErrNotStarted) && !em.touched.Load():
+		n.abandon(false) // stopped before its work began: the next run does it
 		return nil
+	case err != nil:
+		if em.unsent() {
+			n.abandon(true)
+		}
+		return e.fail(n, err)
+	case sink && !em.touched.Load():
+		n.out.Add(1)
+		e.decided(n, "")
+		e.ledger.release(rec.Ticket)
 	}
-	return e.handleWriter(n, proc, rec, em)
+	return nil
 }
 
 // handleWriter is handle's processing for a writer: Process and Commit
