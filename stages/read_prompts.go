@@ -15,36 +15,48 @@ func init() {
 		Kind:    "read-prompts",
 		Summary: "stream prompts from a JSONL file (messages, ShareGPT conversations or prompt)",
 		Description: `Each line is one prompt in one of the common shapes:
+
   {"id": "a1", "messages": [{"role": "user", "content": "..."}]}        (OpenAI)
   {"id": "a1", "conversations": [{"from": "human", "value": "..."}]}    (ShareGPT)
   {"id": "a1", "prompt": "..."}
   {"custom_id": "a1", "method": "POST", "url": "/v1/chat/completions",
    "body": {"model": "...", "messages": [...]}}                       (OpenAI/vLLM batch input)
-The id comes from id_field; a row without one gets a hash of its
-conversation, so the same prompt has the same id in every run. Tool use is
-carried whole: "tools" beside the messages (a list of tool schemas, or a
-string holding one, as LLaMA-Factory's ShareGPT writes it), an assistant
-turn's "tool_calls" (id, type, function name and arguments as given: a JSON
-string stays that string, an object that object), a tool turn's
-"tool_call_id" and any turn's "name"; ShareGPT's "function_call" turn (its
-value the call's JSON) is an assistant turn with those tool_calls, and
-"observation" a tool turn. A message key pipe does not carry is a bad line
-naming it, never dropped; so is a call whose arguments are not a JSON
-object (or a string holding one), or that calls a tool the line's "tools"
-do not declare: the chat template would fail on it, or teach a call the
-model cannot make. Other fields of the line are kept in the record's
-meta. The file is streamed, never loaded whole.
-A malformed line (invalid JSON or UTF-8, no prompt, a bad id) stops the run
-with its file and line (on_bad_line = "fail"), or is counted and written to
-RUN_DIR/rejected/STAGE.jsonl ("skip"). The whole file is checked in a pass
-that runs ahead of the reader from the start, so a bad line near the end
-stops the run in its first seconds, not hours of GPU time later. A prompt
-whose turn to answer is empty or only white space is rejected as
-empty_prompt; a line whose id an earlier line has, as duplicate_id (the
-first one wins; when a dedupe-against-progress stage reads this output, it
-does that instead). A leading UTF-8 BOM is accepted. A file with no prompt
-fails the run unless allow_empty = true. pipe check --data reports all of
-it without running.`,
+
+The id comes from id_field. A row without one gets a hash of its
+conversation, so the same prompt has the same id in every run. Other fields
+of the line are kept in the record's meta. The file is streamed, never
+loaded whole.
+
+Tool use is carried whole:
+
+  - "tools" beside the messages: a list of tool schemas, or a string
+    holding one, as LLaMA-Factory's ShareGPT writes it
+  - an assistant turn's "tool_calls": id, type, function name and
+    arguments as given. A JSON string stays that string, an object that
+    object.
+  - a tool turn's "tool_call_id", and any turn's "name"
+  - ShareGPT's "function_call" turn, its value the call's JSON: an
+    assistant turn with those tool_calls
+  - ShareGPT's "observation" turn: a tool turn
+
+A message key pipe does not carry is a bad line naming it, never dropped.
+So is a call whose arguments are not a JSON object, or a string holding
+one. So is a call to a tool the line's "tools" do not declare. The chat
+template would fail on such a call, or teach a call the model cannot make.
+
+A malformed line is invalid JSON or UTF-8, or has no prompt or a bad id.
+With on_bad_line = "fail" it stops the run with its file and line. With
+"skip" it is counted and written to RUN_DIR/rejected/STAGE.jsonl. The whole
+file is checked in a pass that runs ahead of the reader from the start. So
+a bad line near the end stops the run in its first seconds, not hours of
+GPU time later.
+
+A prompt whose turn to answer is empty or only white space is rejected as
+empty_prompt. A line whose id an earlier line has is rejected as
+duplicate_id; the first one wins. When a dedupe-against-progress stage
+reads this output, it does that instead. A leading UTF-8 BOM is accepted.
+A file with no prompt fails the run unless allow_empty = true. pipe check
+--data reports all of it without running.`,
 		Outputs:  []string{"out"},
 		Produces: []string{record.FieldMessages},
 		KeySettings: pipeline.SettingsFor(func(cfg *readPromptsConfig) string {
@@ -72,17 +84,16 @@ path  = "out/prompts.jsonl"
 
 type readPromptsConfig struct {
 	// Path is the JSONL file, relative to the pipeline file. Required.
-	Path string `toml:"path" op:"true" required:"true" path:"in" doc:"JSONL file of prompts, relative to the pipeline file"`
+	Path string `toml:"path" op:"true" required:"true" path:"in" doc:"JSONL file of prompts, relative to the pipeline file."`
 	// IDField names the field holding the record id.
-	IDField string `toml:"id_field" default:"id" doc:"field holding the prompt id; rows without it get a content hash"`
-	// OnBadLine is "fail" (default) or "skip".
-	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"what a malformed line does: stop the run, or be counted and set aside"`
-	// Limit stops after this many prompts; 0 (default) reads all.
-	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"read at most this many prompts; 0 reads all"`
+	IDField   string `toml:"id_field" default:"id" doc:"Field holding the prompt id. Rows without it get a content hash."`
+	OnBadLine string `toml:"on_bad_line" op:"true" default:"fail" enum:"fail|skip" doc:"What a malformed line does. \"fail\" stops the run. \"skip\" counts it and sets it aside."`
+	// Limit stops after this many prompts; 0 reads all.
+	Limit int64 `toml:"limit" op:"true" default:"0" min:"0" doc:"Read at most this many prompts. 0 reads all."`
 	// AllowEmpty lets a file with no prompt end the run well.
-	AllowEmpty bool `toml:"allow_empty" op:"true" default:"false" doc:"a file with no prompt is fine; else it fails the run, as an empty or truncated input usually is a mistake"`
+	AllowEmpty bool `toml:"allow_empty" op:"true" default:"false" doc:"A file with no prompt is fine. Otherwise it fails the run, as an empty or truncated input usually is a mistake."`
 	// Samples makes each prompt N records, one per completion wanted.
-	Samples int `toml:"samples" op:"false" default:"1" min:"1" max:"10000" doc:"records per prompt, ids ID#1 ... ID#N with meta.sample and meta.prompt_id: N completions of each prompt, each exactly once (generate's seed, when set, is seed + sample - 1)"`
+	Samples int `toml:"samples" op:"false" default:"1" min:"1" max:"10000" doc:"Records per prompt: N completions of each prompt, each made exactly once. Their ids are ID#1 ... ID#N, with meta.sample and meta.prompt_id. generate's seed, when set, is seed + sample - 1."`
 }
 
 type readPrompts struct {
