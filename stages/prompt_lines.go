@@ -341,27 +341,10 @@ func parseTurn(n int, el []byte) (turnSpan, error) {
 	if kind(el) != '{' {
 		return turnSpan{}, errTurns
 	}
-	var role, from, content, value, reasoning, toolCalls, toolCallID, name []byte
+	var r rawTurn
 	var unknown string
 	eachIn(el, '{', func(key string, v []byte) bool {
-		switch {
-		case strings.EqualFold(key, "role"):
-			role = v
-		case strings.EqualFold(key, "from"):
-			from = v
-		case strings.EqualFold(key, "content"):
-			content = v
-		case strings.EqualFold(key, "value"):
-			value = v
-		case strings.EqualFold(key, "reasoning_content"):
-			reasoning = v
-		case strings.EqualFold(key, "tool_calls"):
-			toolCalls = v
-		case strings.EqualFold(key, "tool_call_id"):
-			toolCallID = v
-		case strings.EqualFold(key, "name"):
-			name = v
-		default:
+		if !r.set(key, v) {
 			unknown = key
 			return false
 		}
@@ -370,49 +353,116 @@ func parseTurn(n int, el []byte) (turnSpan, error) {
 	if unknown != "" {
 		return turnSpan{}, unknownMessageField(n, unknown)
 	}
-	norm, err := turnRole(n, role, from)
+	norm, err := turnRole(n, r.role, r.from)
 	if err != nil {
 		return turnSpan{}, err
 	}
+	content := r.content
 	if content == nil {
-		content = value
+		content = r.value
 	}
-	t := turnSpan{role: norm, reasoning: reasoning, toolCallID: toolCallID, name: name}
-	if norm == roleFunctionCall {
-		// ShareGPT: the value is the call; the turn has no text.
-		t.role = "assistant"
-		if t.toolCalls, err = shareGPTCalls(n, content); err != nil {
-			return turnSpan{}, err
-		}
-		if toolCalls != nil {
-			return turnSpan{}, fmt.Errorf("turn %d: a function_call turn with tool_calls too", n)
-		}
-		content = nil
-	} else if t.toolCalls, err = parseToolCalls(n, toolCalls); err != nil {
+	t := turnSpan{role: norm, reasoning: r.reasoning, toolCallID: r.toolCallID, name: r.name}
+	if content, err = t.readCalls(n, content, r.toolCalls); err != nil {
 		return turnSpan{}, err
 	}
+	if err := t.checkCallRoles(n); err != nil {
+		return turnSpan{}, err
+	}
+	if t.content, err = turnContent(n, content, t.toolCalls != nil); err != nil {
+		return turnSpan{}, err
+	}
+	if err := t.checkStrings(n); err != nil {
+		return turnSpan{}, err
+	}
+	return t, nil
+}
+
+// rawTurn is a turn object's fields as raw JSON; nil when absent.
+type rawTurn struct {
+	role, from, content, value, reasoning, toolCalls, toolCallID, name []byte
+}
+
+// set keeps v as the field key names (in any case); false when a turn
+// has no such field.
+func (r *rawTurn) set(key string, v []byte) bool {
+	switch {
+	case strings.EqualFold(key, "role"):
+		r.role = v
+	case strings.EqualFold(key, "from"):
+		r.from = v
+	case strings.EqualFold(key, "content"):
+		r.content = v
+	case strings.EqualFold(key, "value"):
+		r.value = v
+	case strings.EqualFold(key, "reasoning_content"):
+		r.reasoning = v
+	case strings.EqualFold(key, "tool_calls"):
+		r.toolCalls = v
+	case strings.EqualFold(key, "tool_call_id"):
+		r.toolCallID = v
+	case strings.EqualFold(key, "name"):
+		r.name = v
+	default:
+		return false
+	}
+	return true
+}
+
+// readCalls reads the n-th turn's tool calls into t and returns what is
+// left of content as its text. A ShareGPT function_call turn's value is
+// its call: it becomes an assistant turn with no text.
+func (t *turnSpan) readCalls(n int, content, toolCalls []byte) ([]byte, error) {
+	var err error
+	if t.role != roleFunctionCall {
+		t.toolCalls, err = parseToolCalls(n, toolCalls)
+		return content, err
+	}
+	t.role = "assistant"
+	if t.toolCalls, err = shareGPTCalls(n, content); err != nil {
+		return nil, err
+	}
+	if toolCalls != nil {
+		return nil, fmt.Errorf("turn %d: a function_call turn with tool_calls too", n)
+	}
+	return nil, nil
+}
+
+// checkCallRoles checks that only an assistant turn calls tools and only a
+// tool turn answers a call.
+func (t *turnSpan) checkCallRoles(n int) error {
 	switch {
 	case t.toolCalls != nil && t.role != "assistant":
-		return turnSpan{}, fmt.Errorf("turn %d: tool_calls on a %s turn (only an assistant turn calls tools)", n, t.role)
-	case kind(toolCallID) != 0 && kind(toolCallID) != 'n' && t.role != "tool":
-		return turnSpan{}, fmt.Errorf("turn %d: tool_call_id on a %s turn (only a tool turn answers a call)", n, t.role)
+		return fmt.Errorf("turn %d: tool_calls on a %s turn (only an assistant turn calls tools)", n, t.role)
+	case kind(t.toolCallID) != 0 && kind(t.toolCallID) != 'n' && t.role != "tool":
+		return fmt.Errorf("turn %d: tool_call_id on a %s turn (only a tool turn answers a call)", n, t.role)
 	}
-	// A turn that calls tools may have no text (OpenAI's content null).
-	if k := kind(content); !(t.toolCalls != nil && (k == 0 || k == 'n')) {
-		if e := checkContent(content); e != nil {
-			return turnSpan{}, fmt.Errorf("turn %d: %v", n, e)
-		}
-		t.content = content
+	return nil
+}
+
+// turnContent is the n-th turn's text, checked. A turn that calls tools
+// may have none (OpenAI's content null).
+func turnContent(n int, content []byte, calls bool) ([]byte, error) {
+	if k := kind(content); calls && (k == 0 || k == 'n') {
+		return nil, nil
 	}
+	if e := checkContent(content); e != nil {
+		return nil, fmt.Errorf("turn %d: %v", n, e)
+	}
+	return content, nil
+}
+
+// checkStrings checks that the n-th turn's reasoning_content, tool_call_id
+// and name are strings, null or absent.
+func (t *turnSpan) checkStrings(n int) error {
 	for _, f := range [...]struct {
 		name string
 		raw  []byte
-	}{{"reasoning_content", reasoning}, {"tool_call_id", toolCallID}, {"name", name}} {
+	}{{"reasoning_content", t.reasoning}, {"tool_call_id", t.toolCallID}, {"name", t.name}} {
 		if k := kind(f.raw); k != 0 && k != '"' && k != 'n' {
-			return turnSpan{}, fmt.Errorf("turn %d: %s must be a string", n, f.name)
+			return fmt.Errorf("turn %d: %s must be a string", n, f.name)
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // roleFunctionCall is the normalized role of a ShareGPT function_call
