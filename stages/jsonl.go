@@ -199,65 +199,105 @@ func (s *jsonlSource) eachLine(ctx context.Context, fn func(lineNo int, line []b
 // it has gone out on either port: one whose send is cut short by a stop was
 // not taken, and is read again on resume.
 func (s *jsonlSource) Read(ctx context.Context, out pipeline.Emitter) error {
-	j := s.judge()
-	var emitted, seen, sampled, candidates int64
+	r := &jsonlRead{s: s, j: s.judge(), out: out}
 	err := s.eachLine(ctx, func(lineNo int, line []byte) (bool, error) {
-		if s.Limit > 0 && emitted >= s.Limit {
-			return false, nil
-		}
-		if s.Sample.Max > 0 && sampled >= s.Sample.Max {
+		if r.full() {
 			return false, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		seen++
-		if s.QuickID != nil {
-			id, ok := s.QuickID(line)
-			if ok && s.Sample.Max > 0 && s.Done != nil && s.Done.Has(id) {
-				return true, nil // a sample is of the work left: a finished line is not read in it
-			}
-			if ok && out.SkipFinished(id) {
-				out.Took(1)
-				emitted++
-				return true, nil
-			}
-
-		}
-		if s.Sample.Max > 0 {
-			candidates++
-			if (candidates-1)%max(s.Sample.Every, 1) != 0 {
-				return true, nil // not in the sample: not read in this start
-			}
-			sampled++
-		}
-		rec, prob := j.line(lineNo, line, true)
-		switch {
-		case prob == nil && s.Samples > 1:
-			if err := emitSamples(rec, s.Samples, out); err != nil {
-				return false, err
-			}
-			emitted++
+		r.seen++
+		if r.skipFinished(line) || !r.inSample() {
 			return true, nil
-		case prob == nil:
-			if err := out.Emit("", rec); err != nil {
-				return false, err
-			}
-		case prob.Reason == reasonBadLine:
-			return s.badLine(lineNo, line, prob, out)
-		default:
-			if err := out.Reject(rec, prob.Reason, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
-				return false, err
-			}
 		}
-		out.Took(1)
-		emitted++
-		return true, nil
+		return r.take(lineNo, line)
 	})
-	if err == nil && seen == 0 && !s.AllowEmpty {
+	if err == nil && r.seen == 0 && !s.AllowEmpty {
 		return s.emptyError()
 	}
 	return err
+}
+
+// jsonlRead is one Read of the file: where it sends, and its counts.
+type jsonlRead struct {
+	s   *jsonlSource
+	j   *lineJudge
+	out pipeline.Emitter
+	// emitted counts lines taken, seen the non-blank lines, candidates
+	// those a sample chooses from, sampled those it chose.
+	emitted, seen, sampled, candidates int64
+}
+
+// full says whether the read has taken limit lines, or its sample is
+// complete.
+func (r *jsonlRead) full() bool {
+	return r.s.Limit > 0 && r.emitted >= r.s.Limit || r.s.Sample.Max > 0 && r.sampled >= r.s.Sample.Max
+}
+
+// skipFinished says whether line is passed over for its id alone (read
+// without parsing the line): a finished line is taken as skipped, or, in
+// a sample, not read.
+func (r *jsonlRead) skipFinished(line []byte) bool {
+	if r.s.QuickID == nil {
+		return false
+	}
+	id, ok := r.s.QuickID(line)
+	if !ok {
+		return false
+	}
+	if r.s.Sample.Max > 0 && r.s.Done != nil && r.s.Done.Has(id) {
+		return true // a sample is of the work left: a finished line is not read in it
+	}
+	if r.out.SkipFinished(id) {
+		r.out.Took(1)
+		r.emitted++
+		return true
+	}
+	return false
+}
+
+// inSample says whether the line is read in this start: every line, or
+// with a sample one in Sample.Every of the candidates.
+func (r *jsonlRead) inSample() bool {
+	if r.s.Sample.Max <= 0 {
+		return true
+	}
+	r.candidates++
+	if (r.candidates-1)%max(r.s.Sample.Every, 1) != 0 {
+		return false // not in the sample: not read in this start
+	}
+	r.sampled++
+	return true
+}
+
+// take makes the line's record and sends it on (as Samples records), or
+// rejects it, and counts the line taken. It returns what Read's line
+// function does.
+func (r *jsonlRead) take(lineNo int, line []byte) (bool, error) {
+	s, out := r.s, r.out
+	rec, prob := r.j.line(lineNo, line, true)
+	switch {
+	case prob == nil && s.Samples > 1:
+		if err := emitSamples(rec, s.Samples, out); err != nil {
+			return false, err
+		}
+		r.emitted++
+		return true, nil
+	case prob == nil:
+		if err := out.Emit("", rec); err != nil {
+			return false, err
+		}
+	case prob.Reason == reasonBadLine:
+		return s.badLine(lineNo, line, prob, out)
+	default:
+		if err := out.Reject(rec, prob.Reason, fmt.Sprintf("%s:%d: %s", s.Path, lineNo, prob.Detail)); err != nil {
+			return false, err
+		}
+	}
+	out.Took(1)
+	r.emitted++
+	return true, nil
 }
 
 // badLine handles a line that makes no record: it stops the run (by
