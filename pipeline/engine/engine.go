@@ -1443,12 +1443,7 @@ func (em *emitter) Fail(rec *record.Record, err error, attempts int) error {
 // straight by an expensive stage (every completion) takes its copy as
 // usual; the others skip the id where another one holds it.
 func (e *engine) markLanded() {
-	var lost []uint64
-	for _, n := range e.nodes {
-		if n.journal != nil {
-			lost = append(lost, n.journal.LostHashes()...)
-		}
-	}
+	lost := e.lostHashes()
 	if len(lost) == 0 {
 		return
 	}
@@ -1467,14 +1462,31 @@ func (e *engine) markLanded() {
 		}
 	}
 	for _, n := range verdicts {
-		h := n.stage.(pipeline.Holder)
-		for id, by := range held {
-			if by != n && !h.Holds(id) {
-				if n.landed == nil {
-					n.landed = map[uint64]bool{}
-				}
-				n.landed[id] = true
+		n.markLandedElsewhere(held)
+	}
+}
+
+// lostHashes are the ids whose entries the journals lost to damage.
+func (e *engine) lostHashes() []uint64 {
+	var lost []uint64
+	for _, n := range e.nodes {
+		if n.journal != nil {
+			lost = append(lost, n.journal.LostHashes()...)
+		}
+	}
+	return lost
+}
+
+// markLandedElsewhere marks in n.landed each id of held (by the writer of
+// verdicts holding it) that another writer holds and n does not.
+func (n *node) markLandedElsewhere(held map[uint64]*node) {
+	h := n.stage.(pipeline.Holder)
+	for id, by := range held {
+		if by != n && !h.Holds(id) {
+			if n.landed == nil {
+				n.landed = map[uint64]bool{}
 			}
+			n.landed[id] = true
 		}
 	}
 }
