@@ -34,62 +34,81 @@ var (
 const keyPart = `[A-Za-z0-9_-]+|"[^"]*"|'[^']*'`
 
 func scanPositions(file string, src []byte) *positions {
-	p := &positions{file: file, topKeys: map[string]Pos{}, tables: map[string]map[string]Pos{}}
-	var cur map[string]Pos = p.topKeys
-	atTop := true // no table header yet
+	s := &posScanner{p: &positions{file: file, topKeys: map[string]Pos{}, tables: map[string]map[string]Pos{}}, atTop: true}
+	s.cur = s.p.topKeys
 	depth := 0    // open [ or { brackets of a value spanning lines
 	inMulti := "" // `"""` or `'''` while inside a multi-line string
-	var stage *stagePos
-	key := "" // the stage's key whose value is being scanned
 	for i, line := range strings.Split(string(src), "\n") {
 		ln := i + 1
 		if inMulti == "" && depth == 0 {
 			if m := headerRe.FindStringSubmatchIndex(line); m != nil {
-				name := line[m[4]:m[5]]
-				h := Pos{File: file, Line: ln, Col: m[2] + 1}
-				atTop = false
-				if line[m[2]:m[3]] == "[[" && name == "stage" {
-					p.stages = append(p.stages, stagePos{header: h, keys: map[string]Pos{}, elems: map[string][]Pos{}})
-					stage = &p.stages[len(p.stages)-1]
-					cur = stage.keys
-				} else {
-					stage = nil
-					if p.tables[name] == nil {
-						p.tables[name] = map[string]Pos{"": h}
-					}
-					cur = p.tables[name]
-					if _, ok := p.topKeys[name]; !ok {
-						p.topKeys[name] = h
-					}
-				}
+				s.header(line, ln, m)
 				continue
 			}
 			if m := keyRe.FindStringSubmatchIndex(line); m != nil {
-				parts := keyPartRe.FindAllString(line[m[4]:m[5]], -1)
-				for i := range parts {
-					parts[i] = strings.Trim(parts[i], `"'`)
-				}
-				kp := Pos{File: file, Line: ln, Col: m[4] + 1}
-				// A dotted key is reported at its own line: `a.b = 1` in a
-				// table sets its key a; at the top, `pipeline.name = "x"`
-				// also sets [pipeline]'s key name.
-				setPos(cur, parts[0], kp)
-				key = parts[0]
-				if len(parts) > 1 && atTop {
-					if p.tables[parts[0]] == nil {
-						p.tables[parts[0]] = map[string]Pos{"": kp}
-					}
-					setPos(p.tables[parts[0]], parts[1], kp)
-				}
+				s.keyLine(line, ln, m)
 			}
 		}
 		depth, inMulti = scanLine(line, depth, inMulti, func(col int) {
-			if stage != nil && key != "" {
-				stage.elems[key] = append(stage.elems[key], Pos{File: file, Line: ln, Col: col + 1})
+			if s.stage != nil && s.key != "" {
+				s.stage.elems[s.key] = append(s.stage.elems[s.key], Pos{File: file, Line: ln, Col: col + 1})
 			}
 		})
 	}
-	return p
+	return s.p
+}
+
+// posScanner is scanPositions' state between lines.
+type posScanner struct {
+	p     *positions
+	cur   map[string]Pos // the keys of the table being read
+	atTop bool           // no table header yet
+	stage *stagePos      // the [[stage]] being read, if any
+	key   string         // the stage's key whose value is being scanned
+}
+
+// header takes the table header on line ln (m: headerRe's match): a new
+// [[stage]], or another table, whose keys come next.
+func (s *posScanner) header(line string, ln int, m []int) {
+	p := s.p
+	name := line[m[4]:m[5]]
+	h := Pos{File: p.file, Line: ln, Col: m[2] + 1}
+	s.atTop = false
+	if line[m[2]:m[3]] == "[[" && name == "stage" {
+		p.stages = append(p.stages, stagePos{header: h, keys: map[string]Pos{}, elems: map[string][]Pos{}})
+		s.stage = &p.stages[len(p.stages)-1]
+		s.cur = s.stage.keys
+		return
+	}
+	s.stage = nil
+	if p.tables[name] == nil {
+		p.tables[name] = map[string]Pos{"": h}
+	}
+	s.cur = p.tables[name]
+	if _, ok := p.topKeys[name]; !ok {
+		p.topKeys[name] = h
+	}
+}
+
+// keyLine takes the key set on line ln (m: keyRe's match).
+func (s *posScanner) keyLine(line string, ln int, m []int) {
+	p := s.p
+	parts := keyPartRe.FindAllString(line[m[4]:m[5]], -1)
+	for i := range parts {
+		parts[i] = strings.Trim(parts[i], `"'`)
+	}
+	kp := Pos{File: p.file, Line: ln, Col: m[4] + 1}
+	// A dotted key is reported at its own line: `a.b = 1` in a
+	// table sets its key a; at the top, `pipeline.name = "x"`
+	// also sets [pipeline]'s key name.
+	setPos(s.cur, parts[0], kp)
+	s.key = parts[0]
+	if len(parts) > 1 && s.atTop {
+		if p.tables[parts[0]] == nil {
+			p.tables[parts[0]] = map[string]Pos{"": kp}
+		}
+		setPos(p.tables[parts[0]], parts[1], kp)
+	}
 }
 
 // setPos records where key is first set.
