@@ -524,15 +524,9 @@ func (f *File) applySet(s string, in *interpolator, dir string) error {
 // setPipelineKey applies --set pipeline.KEY=v, given at p; a relative
 // run_dir resolves against dir.
 func (f *File) setPipelineKey(key string, v any, p Pos, dir string) error {
-	str, isStr := v.(string)
 	switch key {
-	case "name":
-		f.Name = str
-	case "run_dir":
-		if str != "" && !filepath.IsAbs(str) {
-			str = filepath.Join(dir, str)
-		}
-		f.RunDir, f.RunDirPos = str, p
+	case "name", "run_dir":
+		return f.setPipelineString(key, v, p, dir)
 	case "max_failed":
 		l, err := ParseFailLimit(v)
 		if err != nil {
@@ -570,6 +564,21 @@ func (f *File) setPipelineKey(key string, v any, p Pos, dir string) error {
 			return f.Budget.set(k, v)
 		}
 		return fmt.Errorf("[pipeline] has no key %q; allowed: name, run_dir, max_failed, max_rejected, budget.KEY, keep_journal, notify (and --shard)", key)
+	}
+}
+
+// setPipelineString applies --set pipeline.name or pipeline.run_dir=v,
+// which must be a string; a relative run_dir resolves against dir.
+func (f *File) setPipelineString(key string, v any, p Pos, dir string) error {
+	str, isStr := v.(string)
+	switch key {
+	case "name":
+		f.Name = str
+	case "run_dir":
+		if str != "" && !filepath.IsAbs(str) {
+			str = filepath.Join(dir, str)
+		}
+		f.RunDir, f.RunDirPos = str, p
 	}
 	if !isStr {
 		return fmt.Errorf("pipeline.%s must be a string", key)
