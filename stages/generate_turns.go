@@ -66,40 +66,75 @@ func (g *generate) conversation(in []record.Message) (turnPlan, error) {
 	if g.cfg.SystemPrompt != "" && (len(in) == 0 || in[0].Role != "system") {
 		p.msgs = append(p.msgs, record.Message{Role: "system", Content: g.cfg.SystemPrompt})
 	}
+	last := lastAsked(in)
+	if last < 0 {
+		return p, errors.New("the conversation has no user turn")
+	}
+	all := g.cfg.Turns == "all"
+	for i, m := range in[:last+1] {
+		keep, err := keepInPlan(in, i, all)
+		if err != nil {
+			return p, err
+		}
+		if !keep {
+			continue
+		}
+		if repliesAfter(in, i, last, all) {
+			p.addReply(in, i, all)
+		}
+		p.msgs = append(p.msgs, m)
+	}
+	return p, nil
+}
+
+// lastAsked is the index of the conversation's last user or tool message;
+// -1 when it has none.
+func lastAsked(in []record.Message) int {
 	last := -1
 	for i, m := range in {
 		if m.Role == "user" || m.Role == "tool" {
 			last = i
 		}
 	}
-	if last < 0 {
-		return p, errors.New("the conversation has no user turn")
+	return last
+}
+
+// keepInPlan checks the message at i of a conversation being planned and
+// says whether the plan keeps it: with all (turns = "all") a given
+// assistant turn is regenerated instead.
+func keepInPlan(in []record.Message, i int, all bool) (bool, error) {
+	m := in[i]
+	switch {
+	case m.Role == "system" && i > 0:
+		return false, fmt.Errorf("message %d: a system message must come first", i+1)
+	case m.Role == "assistant" && all:
+		return false, nil
+	case m.Role == "tool" && all && !answersCall(in, i):
+		return false, fmt.Errorf(`message %d: a tool result that answers no assistant turn's call; turns = "all" regenerates the calls and cannot tell which one it answers`, i+1)
 	}
-	all := g.cfg.Turns == "all"
-	for i, m := range in[:last+1] {
-		switch {
-		case m.Role == "system" && i > 0:
-			return p, fmt.Errorf("message %d: a system message must come first", i+1)
-		case m.Role == "assistant" && all:
-			continue
-		case m.Role == "tool" && all && !answersCall(in, i):
-			return p, fmt.Errorf(`message %d: a tool result that answers no assistant turn's call; turns = "all" regenerates the calls and cannot tell which one it answers`, i+1)
-		}
-		reply := i == last
-		if all {
-			reply = reply || m.Role == "user" || (m.Role == "tool" && in[i+1].Role != "tool")
-		}
-		if reply {
-			p.replyAt = append(p.replyAt, len(p.msgs))
-			var given []record.ToolCall
-			if all && i+1 < len(in) && in[i+1].Role == "assistant" {
-				given = in[i+1].ToolCalls
-			}
-			p.given = append(p.given, given)
-		}
-		p.msgs = append(p.msgs, m)
+	return true, nil
+}
+
+// repliesAfter says whether a reply is generated after the message at i:
+// after the last user or tool message, and with all after every user
+// message and every run of tool results.
+func repliesAfter(in []record.Message, i, last int, all bool) bool {
+	if i == last {
+		return true
 	}
-	return p, nil
+	return all && (in[i].Role == "user" || in[i].Role == "tool" && in[i+1].Role != "tool")
+}
+
+// addReply plans a reply after the messages planned so far. With all, it
+// keeps the calls of the given assistant turn after i, which the reply
+// replaces, to compare the reply's calls with.
+func (p *turnPlan) addReply(in []record.Message, i int, all bool) {
+	p.replyAt = append(p.replyAt, len(p.msgs))
+	var given []record.ToolCall
+	if all && i+1 < len(in) && in[i+1].Role == "assistant" {
+		given = in[i+1].ToolCalls
+	}
+	p.given = append(p.given, given)
 }
 
 // answersCall reports whether the tool message at i follows an assistant
