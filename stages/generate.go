@@ -375,6 +375,27 @@ func decodeServer(it any) (serverEntry, error) {
 // fromTable reads a server table {url, concurrency, api_key_env}.
 func (e *serverEntry) fromTable(x map[string]any) error {
 	_, launch := x["launch"]
+	if err := checkServerTableKeys(x, launch); err != nil {
+		return err
+	}
+	if launch {
+		if err := e.fromLaunchTable(x); err != nil {
+			return err
+		}
+	} else if u, ok := x["url"].(string); ok {
+		e.URL = u
+	} else {
+		return fmt.Errorf("a server table needs url = \"http://…\"")
+	}
+	if err := e.concurrencyFrom(x); err != nil {
+		return err
+	}
+	return e.apiKeyEnvFrom(x)
+}
+
+// checkServerTableKeys checks that a server table has only the keys of
+// its kind: a server that runs (url) or servers pipe starts (launch).
+func checkServerTableKeys(x map[string]any, launch bool) error {
 	for _, k := range slices.Sorted(maps.Keys(x)) {
 		switch {
 		case k == "concurrency" || k == "api_key_env":
@@ -388,33 +409,35 @@ func (e *serverEntry) fromTable(x map[string]any) error {
 			return fmt.Errorf("unknown key %q (a server table has url, concurrency and api_key_env; or launch = \"COMMAND\" to start servers)", k)
 		}
 	}
-	if launch {
-		if err := e.fromLaunchTable(x); err != nil {
-			return err
-		}
-	}
-	u, ok := x["url"].(string)
-	if launch {
-		u, ok = e.URL, true
-	}
+	return nil
+}
+
+// concurrencyFrom reads a server table's concurrency, if it has one.
+func (e *serverEntry) concurrencyFrom(x map[string]any) error {
+	c, ok := x["concurrency"]
 	if !ok {
-		return fmt.Errorf("a server table needs url = \"http://…\"")
+		return nil
 	}
-	e.URL = u
-	if c, ok := x["concurrency"]; ok {
-		n, ok := c.(int64)
-		if !ok || n < 1 || n > 4096 {
-			return fmt.Errorf("concurrency must be 1..4096, got %v", c)
-		}
-		e.Concurrency = int(n)
+	n, ok := c.(int64)
+	if !ok || n < 1 || n > 4096 {
+		return fmt.Errorf("concurrency must be 1..4096, got %v", c)
 	}
-	if v, ok := x["api_key_env"]; ok {
-		name, ok := v.(string)
-		if !ok || (name != "" && !envNameRe.MatchString(name)) {
-			return fmt.Errorf("api_key_env must be an environment variable name (or \"\" for no key), got %s", describeEnvName(v))
-		}
-		e.APIKeyEnv = &name
+	e.Concurrency = int(n)
+	return nil
+}
+
+// apiKeyEnvFrom reads a server table's api_key_env, if it has one: a
+// variable's name, or "" for no key.
+func (e *serverEntry) apiKeyEnvFrom(x map[string]any) error {
+	v, ok := x["api_key_env"]
+	if !ok {
+		return nil
 	}
+	name, ok := v.(string)
+	if !ok || (name != "" && !envNameRe.MatchString(name)) {
+		return fmt.Errorf("api_key_env must be an environment variable name (or \"\" for no key), got %s", describeEnvName(v))
+	}
+	e.APIKeyEnv = &name
 	return nil
 }
 
