@@ -36,96 +36,133 @@ func Records(batch arrow.RecordBatch) ([]*record.Record, error) {
 }
 
 func decodeRow(cols map[string]arrow.Array, i int, rec *record.Record) error {
-	s := func(name string) (string, bool) {
-		a, ok := cols[name].(*array.String)
-		if !ok || a.IsNull(i) {
-			return "", false
-		}
-		// A copy: Value points into the batch, which the caller releases.
-		return strings.Clone(a.Value(i)), true
-	}
-	n := func(name string) int {
-		a, ok := cols[name].(*array.Int32)
-		if !ok || a.IsNull(i) {
-			return 0
-		}
-		return int(a.Value(i))
-	}
-	f := func(name string) float64 {
-		a, ok := cols[name].(*array.Float64)
-		if !ok || a.IsNull(i) {
-			return 0
-		}
-		return a.Value(i)
-	}
-	js := func(name string, dst any) error {
-		if v, ok := s(name); ok {
-			if err := json.Unmarshal([]byte(v), dst); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		return nil
-	}
-	switch a := cols[ColMessages].(type) {
-	case *array.List: // pipe-row-2 and later
-		var err error
-		if rec.Messages, err = messageList(a, i); err != nil {
-			return err
-		}
-	case *array.String: // pipe-row-1: JSON text
-		if err := js(ColMessages, &rec.Messages); err != nil {
-			return err
-		}
-	}
-	if tools, ok := s(ColTools); ok {
-		rec.Tools = json.RawMessage(tools)
-	}
-	if err := js(ColMeta, &rec.Meta); err != nil {
+	r := row{cols: cols, i: i}
+	if err := r.messages(rec); err != nil {
 		return err
 	}
-	if reasoning, ok := s(ColReasoning); ok {
-		c := &record.Completion{Reasoning: reasoning}
-		c.Answer, _ = s(ColAnswer)
-		c.FinishReason, _ = s(ColFinishReason)
-		if err := js(ColMatchedStop, &c.MatchedStop); err != nil {
-			return err
-		}
-		if err := js(ColToolCalls, &c.ToolCalls); err != nil {
-			return err
-		}
-		c.PromptTokens, c.CompletionTokens = n(ColPromptTokens), n(ColCompletionTokens)
-		c.CachedTokens, c.ReasoningTokens = n(ColCachedTokens), n(ColReasoningTokens)
-		c.PromptIDs, c.OutputIDs = intList(cols[ColPromptIDs], i), intList(cols[ColOutputIDs], i)
-		c.SpecVerifyCt, c.SpecAcceptLength = n(ColSpecVerifyCt), f(ColSpecAcceptLength)
-		c.LatencySeconds = f(ColLatency)
-		c.Server, _ = s(ColServer)
-		c.Attempts = n(ColAttempts)
-		c.SystemPrompt, _ = s(ColSystemPrompt)
-		if err := js(ColRequest, &c.Request); err != nil {
+	if tools, ok := r.str(ColTools); ok {
+		rec.Tools = json.RawMessage(tools)
+	}
+	if err := r.json(ColMeta, &rec.Meta); err != nil {
+		return err
+	}
+	if reasoning, ok := r.str(ColReasoning); ok {
+		c, err := r.completion(reasoning)
+		if err != nil {
 			return err
 		}
 		rec.Completion = c
 	}
-	if l, ok := cols[ColInputIDs].(*array.List); ok && !l.IsNull(i) {
-		t := &record.Tokens{}
-		start, end := l.ValueOffsets(i)
-		vals := l.ListValues().(*array.Int32).Int32Values()[start:end]
-		t.InputIDs = append([]int32(nil), vals...)
-		if m, ok := cols[ColLossMask].(*array.List); ok && !m.IsNull(i) {
-			ms, me := m.ValueOffsets(i)
-			t.LossMask = append(record.LossMask(nil), m.ListValues().(*array.Uint8).Uint8Values()[ms:me]...)
-		}
-		t.NumTokens, t.NumLossTokens = n(ColNumTokens), n(ColNumLossTokens)
-		t.Source, _ = s(ColTokensSource)
-		rec.Tokens = t
-	}
-	if reason, ok := s(ColRejectReason); ok {
-		r := &record.Rejection{Reason: reason}
-		r.Stage, _ = s(ColRejectStage)
-		r.Detail, _ = s(ColRejectDetail)
-		rec.Reject = r
+	rec.Tokens = r.tokens()
+	if reason, ok := r.str(ColRejectReason); ok {
+		rj := &record.Rejection{Reason: reason}
+		rj.Stage, _ = r.str(ColRejectStage)
+		rj.Detail, _ = r.str(ColRejectDetail)
+		rec.Reject = rj
 	}
 	return nil
+}
+
+// row is row i of a batch's columns, by name. Its readers give a column
+// that is absent, of another type or null in the row as the zero value
+// (str also says so).
+type row struct {
+	cols map[string]arrow.Array
+	i    int
+}
+
+func (r row) str(name string) (string, bool) {
+	a, ok := r.cols[name].(*array.String)
+	if !ok || a.IsNull(r.i) {
+		return "", false
+	}
+	// A copy: Value points into the batch, which the caller releases.
+	return strings.Clone(a.Value(r.i)), true
+}
+
+func (r row) int(name string) int {
+	a, ok := r.cols[name].(*array.Int32)
+	if !ok || a.IsNull(r.i) {
+		return 0
+	}
+	return int(a.Value(r.i))
+}
+
+func (r row) float(name string) float64 {
+	a, ok := r.cols[name].(*array.Float64)
+	if !ok || a.IsNull(r.i) {
+		return 0
+	}
+	return a.Value(r.i)
+}
+
+// json decodes the JSON text of a string column into dst; a null leaves
+// dst as it is.
+func (r row) json(name string, dst any) error {
+	if v, ok := r.str(name); ok {
+		if err := json.Unmarshal([]byte(v), dst); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// messages reads the conversation: a list of structs from pipe-row-2 on,
+// JSON text in pipe-row-1.
+func (r row) messages(rec *record.Record) error {
+	switch a := r.cols[ColMessages].(type) {
+	case *array.List: // pipe-row-2 and later
+		var err error
+		rec.Messages, err = messageList(a, r.i)
+		return err
+	case *array.String: // pipe-row-1: JSON text
+		return r.json(ColMessages, &rec.Messages)
+	}
+	return nil
+}
+
+// completion reads the completion of a row whose reasoning column is set.
+func (r row) completion(reasoning string) (*record.Completion, error) {
+	c := &record.Completion{Reasoning: reasoning}
+	c.Answer, _ = r.str(ColAnswer)
+	c.FinishReason, _ = r.str(ColFinishReason)
+	if err := r.json(ColMatchedStop, &c.MatchedStop); err != nil {
+		return nil, err
+	}
+	if err := r.json(ColToolCalls, &c.ToolCalls); err != nil {
+		return nil, err
+	}
+	c.PromptTokens, c.CompletionTokens = r.int(ColPromptTokens), r.int(ColCompletionTokens)
+	c.CachedTokens, c.ReasoningTokens = r.int(ColCachedTokens), r.int(ColReasoningTokens)
+	c.PromptIDs, c.OutputIDs = intList(r.cols[ColPromptIDs], r.i), intList(r.cols[ColOutputIDs], r.i)
+	c.SpecVerifyCt, c.SpecAcceptLength = r.int(ColSpecVerifyCt), r.float(ColSpecAcceptLength)
+	c.LatencySeconds = r.float(ColLatency)
+	c.Server, _ = r.str(ColServer)
+	c.Attempts = r.int(ColAttempts)
+	c.SystemPrompt, _ = r.str(ColSystemPrompt)
+	if err := r.json(ColRequest, &c.Request); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// tokens reads the tokens; nil when the row has no input ids.
+func (r row) tokens() *record.Tokens {
+	l, ok := r.cols[ColInputIDs].(*array.List)
+	if !ok || l.IsNull(r.i) {
+		return nil
+	}
+	t := &record.Tokens{}
+	start, end := l.ValueOffsets(r.i)
+	vals := l.ListValues().(*array.Int32).Int32Values()[start:end]
+	t.InputIDs = append([]int32(nil), vals...)
+	if m, ok := r.cols[ColLossMask].(*array.List); ok && !m.IsNull(r.i) {
+		ms, me := m.ValueOffsets(r.i)
+		t.LossMask = append(record.LossMask(nil), m.ListValues().(*array.Uint8).Uint8Values()[ms:me]...)
+	}
+	t.NumTokens, t.NumLossTokens = r.int(ColNumTokens), r.int(ColNumLossTokens)
+	t.Source, _ = r.str(ColTokensSource)
+	return t
 }
 
 // intList reads row i of a list<int32> column; nil when null or absent.
