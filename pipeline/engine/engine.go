@@ -1103,11 +1103,7 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 				continue // already draining
 			}
 			stop = nil
-			e.drained.Store(true)
-			fmt.Fprintf(e.opts.Log, "%v: committing, then draining in-flight records (up to %s)\n", *e.tooManyErr.Load(), e.opts.DrainTimeout)
-			stopIntake()
-			e.requestCommit()
-			t := time.NewTimer(e.opts.DrainTimeout)
+			t := e.startDrain(fmt.Sprint(*e.tooManyErr.Load()), stopIntake)
 			defer t.Stop()
 			drainTimer = t.C
 		case <-stop:
@@ -1115,28 +1111,51 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 			if e.drained.Load() {
 				continue // already draining (too many failures)
 			}
-			e.drained.Store(true)
-			fmt.Fprintf(e.opts.Log, "stop requested: committing, then draining in-flight records (up to %s)\n", e.opts.DrainTimeout)
-			stopIntake()
-			e.requestCommit()
-			t := time.NewTimer(e.opts.DrainTimeout)
+			t := e.startDrain("stop requested", stopIntake)
 			defer t.Stop()
 			drainTimer = t.C
 		case <-drainTimer:
 			e.hardCancel(fmt.Errorf("drain did not finish within %s: %w", e.opts.DrainTimeout, ErrStopped))
 		case <-tick.C:
-			if e.opts.Progress != nil && e.running.Load() {
-				e.opts.Progress(e.summary())
-			}
+			e.progress()
 		case <-limitC:
-			if e.running.Load() {
-				if err := e.opts.Limit(e.summary()); err != nil {
-					limitC = nil
-					e.halt(err)
-				}
+			if e.limitReached() {
+				limitC = nil
 			}
 		}
 	}
+}
+
+// startDrain begins a drain, saying why: the intake stops, what was
+// processed is committed, and the records in flight have DrainTimeout to
+// finish, on the timer it returns.
+func (e *engine) startDrain(why string, stopIntake func()) *time.Timer {
+	e.drained.Store(true)
+	fmt.Fprintf(e.opts.Log, "%s: committing, then draining in-flight records (up to %s)\n", why, e.opts.DrainTimeout)
+	stopIntake()
+	e.requestCommit()
+	return time.NewTimer(e.opts.DrainTimeout)
+}
+
+// progress calls Options.Progress, if set, while the run is running.
+func (e *engine) progress() {
+	if e.opts.Progress != nil && e.running.Load() {
+		e.opts.Progress(e.summary())
+	}
+}
+
+// limitReached checks Options.Limit while the run is running and halts
+// the run when it is reached, saying so (true).
+func (e *engine) limitReached() bool {
+	if !e.running.Load() {
+		return false
+	}
+	err := e.opts.Limit(e.summary())
+	if err == nil {
+		return false
+	}
+	e.halt(err)
+	return true
 }
 
 func (e *engine) closeStages() {
