@@ -976,46 +976,76 @@ func (g *generate) perRecord(rec *record.Record) (*sglang.PerRequest, *record.Re
 	var p sglang.PerRequest
 	set := false
 	for _, key := range g.cfg.PerPrompt {
-		v, ok := rec.Meta[key]
-		if raw, isRaw := v.(json.RawMessage); !ok || v == nil || isRaw && string(raw) == "null" {
-			continue // absent or null: the stage's setting
+		f, given, rej := perPromptValue(rec.Meta, key)
+		if rej != nil {
+			return nil, rej
 		}
-		f, isNum := metaNumber(v)
-		integer := key == "top_k" || key == "seed"
-		if !isNum || integer && f != math.Trunc(f) {
-			want := "a number"
-			if integer {
-				want = "an integer"
-			}
-			return nil, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be %s, got %s", key, want, metaText(v))}
-		}
-		if lo, hi, ok := samplingRange(key); ok && (f < lo || f > hi) {
-			return nil, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be %s (as the stage's %s), got %s", key, rangeText(lo, hi), key, metaText(v))}
-		}
-		set = true
-		switch key {
-		case "temperature":
-			p.Temperature = &f
-		case "top_p":
-			p.TopP = &f
-		case "top_k":
-			k := int(f)
-			p.TopK = &k
-		case "seed":
-			k := int(f)
-			p.Seed = &k
+		if given {
+			setPerRequest(&p, key, f)
+			set = true
 		}
 	}
-	if k, ok := metaNumber(rec.Meta[MetaSample]); ok && k > 1 {
-		if base := cmp.Or(p.Seed, g.cfg.Seed); base != nil {
-			seed := *base + int(k) - 1
-			p.Seed, set = &seed, true
-		}
+	if seed := g.sampleSeed(rec, p.Seed); seed != nil {
+		p.Seed, set = seed, true
 	}
 	if !set {
 		return nil, nil
 	}
 	return &p, nil
+}
+
+// perPromptValue is meta's value of the per_prompt key, checked; given is
+// false when meta has none (absent or null: the stage's setting holds).
+func perPromptValue(meta map[string]any, key string) (f float64, given bool, rej *record.Rejection) {
+	v, ok := meta[key]
+	if raw, isRaw := v.(json.RawMessage); !ok || v == nil || isRaw && string(raw) == "null" {
+		return 0, false, nil
+	}
+	f, isNum := metaNumber(v)
+	integer := key == "top_k" || key == "seed"
+	if !isNum || integer && f != math.Trunc(f) {
+		want := "a number"
+		if integer {
+			want = "an integer"
+		}
+		return 0, false, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be %s, got %s", key, want, metaText(v))}
+	}
+	if lo, hi, ok := samplingRange(key); ok && (f < lo || f > hi) {
+		return 0, false, &record.Rejection{Reason: "bad_sampling", Detail: fmt.Sprintf("meta.%s must be %s (as the stage's %s), got %s", key, rangeText(lo, hi), key, metaText(v))}
+	}
+	return f, true, nil
+}
+
+// setPerRequest sets the per_prompt key of p to f.
+func setPerRequest(p *sglang.PerRequest, key string, f float64) {
+	switch key {
+	case "temperature":
+		p.Temperature = &f
+	case "top_p":
+		p.TopP = &f
+	case "top_k":
+		k := int(f)
+		p.TopK = &k
+	case "seed":
+		k := int(f)
+		p.Seed = &k
+	}
+}
+
+// sampleSeed is the seed of rec's sample K (meta.sample, from 2):
+// seed + K - 1, seed being the record's own or else the stage's. Nil for
+// a first sample, or with no seed.
+func (g *generate) sampleSeed(rec *record.Record, own *int) *int {
+	k, ok := metaNumber(rec.Meta[MetaSample])
+	if !ok || k <= 1 {
+		return nil
+	}
+	base := cmp.Or(own, g.cfg.Seed)
+	if base == nil {
+		return nil
+	}
+	seed := *base + int(k) - 1
+	return &seed
 }
 
 // withPer records what a request set of its own sampling over the
