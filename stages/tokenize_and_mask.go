@@ -261,13 +261,7 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 		return nil, ReasonNoCompletion, "record has no completion"
 	}
 	turns, system, genSystem := s.systemPrompts(rec)
-	if rec.Meta == nil {
-		rec.Meta = map[string]any{}
-	}
-	rec.Meta["train_system_prompt"] = system
-	s.systemMu.Lock()
-	s.systemUsed[system]++
-	s.systemMu.Unlock()
+	s.noteSystem(rec, system)
 
 	hasIDs := len(c.PromptIDs) > 0 && len(c.OutputIDs) > 0
 	useIDs, reason, detail := s.chooseIDs(c, hasIDs, system != genSystem)
@@ -280,51 +274,22 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 	msgs := conversation(turns, system, c)
 	opts := withTools(chat.Options{EnableThinking: enableThinking(c)}, rec)
 	lastOnly := s.mode.LastOnly(s.forced)
-	var textRow *record.Tokens
-	var assistantTurns []chat.Turn
-	var rendered string
+	var text textRendering
 	// The ids path needs the text's turns only for earlier assistant turns
 	// that carry loss.
 	if !useIDs || s.cfg.CompareText || (!lastOnly && hasEarlierReply(turns)) {
-		text, all, err := s.tmpl.AssistantTurns(msgs, opts, lastOnly)
-		if err != nil {
+		var err error
+		if text, err = s.renderText(msgs, opts, lastOnly); err != nil {
 			return nil, ReasonRenderFailed, err.Error()
 		}
-		rendered, assistantTurns = text, all
-		ids, mask := s.tok.EncodeMasked(rendered, tokenize.MaskSpans(all, s.mode, s.forced))
-		textRow = newRow(ids, mask, "text")
 	}
 	if useIDs {
-		ids, mask, reason, detail := s.fromGenerationIDs(c, msgs, opts, rendered, assistantTurns, cut)
-		if reason != "" {
-			return nil, reason, detail
-		}
-		row = newRow(ids, mask, "ids")
-		s.fromIDs.Add(1)
-		switch {
-		case textRow != nil && cut:
-			// The template closed the reply the model never finished, and
-			// the limit may have cut a word the text's tokens would have
-			// merged: compare up to the ids' last token, or every cut row
-			// reads as a retokenizing mismatch.
-			n := len(row.InputIDs) - 1
-			s.compareRows(rec, tokensPrefix(row, n), tokensPrefix(textRow, n))
-		case textRow != nil:
-			s.compareRows(rec, row, textRow)
-		}
+		row, reason, detail = s.idsRow(rec, msgs, opts, text, cut)
 	} else {
-		row = textRow
-		s.fromText.Add(1)
-		if cut {
-			// The template closed the reply the model never finished:
-			// the row ends where the model's text does in the rendering,
-			// before any closing token of the template.
-			end, ok := generatedEnd(rendered, assistantTurns, c)
-			if !ok {
-				return nil, ReasonRenderFailed, "a completion cut at length: its text's end is not in the rendered conversation"
-			}
-			truncateRow(row, len(s.tok.Encode(rendered[:end])))
-		}
+		row, reason, detail = s.textRow(c, text, cut)
+	}
+	if reason != "" {
+		return nil, reason, detail
 	}
 	if cut {
 		s.cutAtLength.Add(1)
@@ -335,6 +300,79 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 	}
 	if run := longestRun(row.LossMask); run < s.cfg.MinAdjacentLossTokens {
 		return nil, ReasonTooFewLossTokens, fmt.Sprintf("%d loss tokens, longest run %d, need a run of %d", row.NumLossTokens, run, s.cfg.MinAdjacentLossTokens)
+	}
+	return row, "", ""
+}
+
+// noteSystem records the system prompt rec's row is built with: in its
+// meta, and in the stage's counts.
+func (s *tokenizeAndMask) noteSystem(rec *record.Record, system string) {
+	if rec.Meta == nil {
+		rec.Meta = map[string]any{}
+	}
+	rec.Meta["train_system_prompt"] = system
+	s.systemMu.Lock()
+	s.systemUsed[system]++
+	s.systemMu.Unlock()
+}
+
+// textRendering is a conversation rendered by the chat template: the
+// text, its assistant turns, and the row its tokens make (nil when the
+// conversation was not rendered).
+type textRendering struct {
+	text  string
+	turns []chat.Turn
+	row   *record.Tokens
+}
+
+// renderText renders msgs with the chat template and tokenizes the text,
+// masked as the stage's mask says.
+func (s *tokenizeAndMask) renderText(msgs []chat.Message, opts chat.Options, lastOnly bool) (textRendering, error) {
+	text, all, err := s.tmpl.AssistantTurns(msgs, opts, lastOnly)
+	if err != nil {
+		return textRendering{}, err
+	}
+	ids, mask := s.tok.EncodeMasked(text, tokenize.MaskSpans(all, s.mode, s.forced))
+	return textRendering{text: text, turns: all, row: newRow(ids, mask, "text")}, nil
+}
+
+// idsRow builds rec's row from the generation's ids, and compares it with
+// the text's row when the text was rendered.
+func (s *tokenizeAndMask) idsRow(rec *record.Record, msgs []chat.Message, opts chat.Options, text textRendering, cut bool) (*record.Tokens, string, string) {
+	ids, mask, reason, detail := s.fromGenerationIDs(rec.Completion, msgs, opts, text.text, text.turns, cut)
+	if reason != "" {
+		return nil, reason, detail
+	}
+	row := newRow(ids, mask, "ids")
+	s.fromIDs.Add(1)
+	switch {
+	case text.row != nil && cut:
+		// The template closed the reply the model never finished, and
+		// the limit may have cut a word the text's tokens would have
+		// merged: compare up to the ids' last token, or every cut row
+		// reads as a retokenizing mismatch.
+		n := len(row.InputIDs) - 1
+		s.compareRows(rec, tokensPrefix(row, n), tokensPrefix(text.row, n))
+	case text.row != nil:
+		s.compareRows(rec, row, text.row)
+	}
+	return row, "", ""
+}
+
+// textRow is the row of the rendered text; a completion cut at length
+// ends it where the model's text ends.
+func (s *tokenizeAndMask) textRow(c *record.Completion, text textRendering, cut bool) (*record.Tokens, string, string) {
+	row := text.row
+	s.fromText.Add(1)
+	if cut {
+		// The template closed the reply the model never finished:
+		// the row ends where the model's text does in the rendering,
+		// before any closing token of the template.
+		end, ok := generatedEnd(text.text, text.turns, c)
+		if !ok {
+			return nil, ReasonRenderFailed, "a completion cut at length: its text's end is not in the rendered conversation"
+		}
+		truncateRow(row, len(s.tok.Encode(text.text[:end])))
 	}
 	return row, "", ""
 }
