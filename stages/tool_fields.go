@@ -127,8 +127,28 @@ func parseToolCall(where string, raw []byte) (record.ToolCall, error) {
 	if kind(raw) != '{' {
 		return c, fmt.Errorf("%s must be an object {id, type, function: {name, arguments}}", where)
 	}
-	var function, name, arguments []byte
-	var err error
+	function, name, arguments, err := readCallFields(where, raw, &c)
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case function != nil && (name != nil || arguments != nil):
+		return c, fmt.Errorf("%s has both \"function\" and a flat name/arguments", where)
+	case function != nil:
+		if name, arguments, err = readFunctionFields(where, function); err != nil {
+			return c, err
+		}
+		where += ".function"
+	case c.Type == "":
+		c.Type = "function" // the flat form, kept in OpenAI's
+	}
+	c.Function, err = callFunction(where, name, arguments)
+	return c, err
+}
+
+// readCallFields reads a call object's fields: its id and type into c,
+// and its function, or the flat form's name and arguments, as raw JSON.
+func readCallFields(where string, raw []byte, c *record.ToolCall) (function, name, arguments []byte, err error) {
 	eachIn(raw, '{', func(key string, v []byte) bool {
 		switch {
 		case strings.EqualFold(key, "id"):
@@ -146,45 +166,44 @@ func parseToolCall(where string, raw []byte) (record.ToolCall, error) {
 		}
 		return err == nil
 	})
-	if err != nil {
-		return c, err
+	return function, name, arguments, err
+}
+
+// readFunctionFields reads a call's function object {name, arguments}
+// as raw JSON.
+func readFunctionFields(where string, function []byte) (name, arguments []byte, err error) {
+	if kind(function) != '{' {
+		return nil, nil, fmt.Errorf("%s: function must be an object {name, arguments}", where)
 	}
-	switch {
-	case function != nil && (name != nil || arguments != nil):
-		return c, fmt.Errorf("%s has both \"function\" and a flat name/arguments", where)
-	case function != nil:
-		if kind(function) != '{' {
-			return c, fmt.Errorf("%s: function must be an object {name, arguments}", where)
+	eachIn(function, '{', func(key string, v []byte) bool {
+		switch {
+		case strings.EqualFold(key, "name"):
+			name = v
+		case strings.EqualFold(key, "arguments"):
+			arguments = v
+		default:
+			err = fmt.Errorf("%s.function: field %q is not one pipe carries (a function has name, arguments)", where, key)
 		}
-		eachIn(function, '{', func(key string, v []byte) bool {
-			switch {
-			case strings.EqualFold(key, "name"):
-				name = v
-			case strings.EqualFold(key, "arguments"):
-				arguments = v
-			default:
-				err = fmt.Errorf("%s.function: field %q is not one pipe carries (a function has name, arguments)", where, key)
-			}
-			return err == nil
-		})
-		if err != nil {
-			return c, err
-		}
-		where += ".function"
-	case c.Type == "":
-		c.Type = "function" // the flat form, kept in OpenAI's
-	}
+		return err == nil
+	})
+	return name, arguments, err
+}
+
+// callFunction checks a call's name (a non-empty string) and arguments (a
+// JSON string or an object, kept as given).
+func callFunction(where string, name, arguments []byte) (record.FunctionCall, error) {
+	var f record.FunctionCall
 	if kind(name) != '"' || len(stringText(name)) == 0 {
-		return c, fmt.Errorf("%s: name must be a non-empty string", where)
+		return f, fmt.Errorf("%s: name must be a non-empty string", where)
 	}
-	c.Function.Name = string(stringText(name))
+	f.Name = string(stringText(name))
 	switch kind(arguments) {
 	case '"', '{':
-		c.Function.Arguments = compactJSON(arguments)
+		f.Arguments = compactJSON(arguments)
 	default:
-		return c, fmt.Errorf("%s: arguments must be a JSON string or an object (as given)", where)
+		return f, fmt.Errorf("%s: arguments must be a JSON string or an object (as given)", where)
 	}
-	return c, nil
+	return f, nil
 }
 
 // optString is a string field's text; null is "".
