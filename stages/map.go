@@ -300,6 +300,13 @@ func jsonValue(v any) error {
 		}
 		return nil
 	}
+	return reflectedJSONValue(v)
+}
+
+// reflectedJSONValue is jsonValue for the types an expression may give
+// that jsonValue does not name: other integers, float32, typed lists and
+// string-keyed maps.
+func reflectedJSONValue(v any) error {
 	r := reflect.ValueOf(v)
 	switch r.Kind() {
 	case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
