@@ -533,41 +533,63 @@ func (v *validateThinking) toolCallRule(rec *record.Record, atLength bool) (stri
 		return "", ""
 	}
 	c := rec.Completion
-	if i := toolCallBlockIndex(c.Reasoning); i >= 0 {
-		return ReasonBadToolCall, fmt.Sprintf("the thinking makes a tool call at byte %d, %s: the server's tool-call parser reads only the answer, so it is never made",
-			i, quoteClipped(c.Reasoning[i:], 80))
+	calls, reason, detail := textCalls(c, atLength)
+	if reason != "" || len(calls) == 0 && len(c.ToolCalls) == 0 {
+		return reason, detail
 	}
-	if c.FinishReason == "tool_calls" && len(c.ToolCalls) == 0 && !mentionsToolCall(c.Answer) {
-		// SGLang's tool-call parser drops a call it cannot parse, or one
-		// naming an undeclared tool, and still says the turn ended in calls.
-		return ReasonBadToolCall, "finish_reason tool_calls, but the server returned no call: its tool-call parser dropped what the model wrote (not JSON, or an undeclared tool)"
-	}
-	var calls []textToolCall
-	if mentionsToolCall(c.Answer) {
-		var p *toolCallProblem
-		if _, calls, p = splitTextToolCalls(c.Answer, atLength); p != nil {
-			return ReasonBadToolCall, "answer: " + p.Error()
+	undeclared := v.undeclaredTool(rec.Tools)
+	for i, call := range calls {
+		if what := undeclared(call.Name); what != "" {
+			return ReasonBadToolCall, "answer: " + (&toolCallProblem{Call: i + 1, Name: call.Name, What: what}).Error()
 		}
 	}
-	if len(calls) == 0 && len(c.ToolCalls) == 0 {
-		return "", ""
+	return parsedCallsRule(c.ToolCalls, undeclared)
+}
+
+// textCalls reads the calls in the completion's answer (Qwen3's
+// <tool_call> blocks), or rejects it as bad_tool_call: a call in the
+// thinking, blocks that do not parse, or a turn the server said ended in
+// calls with none left.
+func textCalls(c *record.Completion, atLength bool) (calls []textToolCall, reason, detail string) {
+	if i := toolCallBlockIndex(c.Reasoning); i >= 0 {
+		return nil, ReasonBadToolCall, fmt.Sprintf("the thinking makes a tool call at byte %d, %s: the server's tool-call parser reads only the answer, so it is never made",
+			i, quoteClipped(c.Reasoning[i:], 80))
 	}
-	names, known := v.declaredNames(rec.Tools)
-	undeclared := func(name string) string {
+	if !mentionsToolCall(c.Answer) {
+		if c.FinishReason == "tool_calls" && len(c.ToolCalls) == 0 {
+			// SGLang's tool-call parser drops a call it cannot parse, or one
+			// naming an undeclared tool, and still says the turn ended in calls.
+			return nil, ReasonBadToolCall, "finish_reason tool_calls, but the server returned no call: its tool-call parser dropped what the model wrote (not JSON, or an undeclared tool)"
+		}
+		return nil, "", ""
+	}
+	_, calls, p := splitTextToolCalls(c.Answer, atLength)
+	if p != nil {
+		return nil, ReasonBadToolCall, "answer: " + p.Error()
+	}
+	return calls, "", ""
+}
+
+// undeclaredTool returns what is wrong with calling the tool name in a
+// conversation that declares tools: "" when it may.
+func (v *validateThinking) undeclaredTool(tools []byte) func(name string) string {
+	names, known := v.declaredNames(tools)
+	return func(name string) string {
 		switch {
-		case len(rec.Tools) == 0:
+		case len(tools) == 0:
 			return "the conversation declares no tools"
 		case known && !slices.Contains(names, name):
 			return "names no tool the conversation declares (" + quoteNames(names, 8) + ")"
 		}
 		return ""
 	}
+}
+
+// parsedCallsRule: each call the server parsed (completion.tool_calls)
+// has a name the conversation declares, and arguments that are an object
+// or a string holding one.
+func parsedCallsRule(calls []record.ToolCall, undeclared func(string) string) (string, string) {
 	for i, call := range calls {
-		if what := undeclared(call.Name); what != "" {
-			return ReasonBadToolCall, "answer: " + (&toolCallProblem{Call: i + 1, Name: call.Name, What: what}).Error()
-		}
-	}
-	for i, call := range c.ToolCalls {
 		what := undeclared(call.Function.Name)
 		if call.Function.Name == "" {
 			what = "it has no name"
