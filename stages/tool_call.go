@@ -92,56 +92,82 @@ func mentionsToolCall(text string) bool {
 func splitTextToolCalls(text string, cut bool) (content string, calls []textToolCall, problem *toolCallProblem) {
 	i := strings.Index(text, toolCallOpen)
 	if i < 0 {
-		if j := strings.Index(text, toolCallClose); j >= 0 {
-			return text, nil, &toolCallProblem{What: fmt.Sprintf("%s at byte %d closes no %s", toolCallClose, j, toolCallOpen)}
-		}
-		return text, nil, nil
+		return text, nil, strayClose(text, 0)
 	}
 	content = text[:i]
-	if j := strings.Index(content, toolCallClose); j >= 0 {
-		return content, nil, &toolCallProblem{What: fmt.Sprintf("%s at byte %d closes no %s", toolCallClose, j, toolCallOpen)}
+	if p := strayClose(content, 0); p != nil {
+		return content, nil, p
 	}
 	for n := 1; ; n++ {
-		bodyStart := i + len(toolCallOpen)
-		rest := text[bodyStart:]
-		end := strings.Index(rest, toolCallClose)
-		if end < 0 {
-			if cut {
-				return content, calls, nil
-			}
-			return content, calls, &toolCallProblem{Call: n, What: fmt.Sprintf("%s at byte %d is never closed (no %s after it)", toolCallOpen, i, toolCallClose)}
-		}
-		if next := strings.Index(rest[:end], toolCallOpen); next >= 0 {
-			return content, calls, &toolCallProblem{Call: n, What: fmt.Sprintf("another %s at byte %d opens before it is closed", toolCallOpen, bodyStart+next)}
-		}
-		body := rest[:end]
-		name, args, what := parseToolCallBody(body)
-		if what == "" && (!strings.HasPrefix(body, "\n") || !strings.HasSuffix(body, "\n")) {
-			what = fmt.Sprintf("not in Qwen3's layout %q…%q (SGLang's tool-call parser does not see it): %s",
-				toolCallOpen+"\n", "\n"+toolCallClose, quoteClipped(toolCallOpen+body+toolCallClose, 80))
-		}
-		if what != "" {
-			return content, calls, &toolCallProblem{Call: n, Name: name, What: what}
-		}
-		blockEnd := bodyStart + end + len(toolCallClose)
-		calls = append(calls, textToolCall{Start: i, End: blockEnd, Name: name, Arguments: args})
-		after := text[blockEnd:]
-		k := strings.Index(after, toolCallOpen)
-		between := after
-		if k >= 0 {
-			between = after[:k]
-		}
-		if t := strings.TrimSpace(between); t != "" && !(cut && k < 0 && strings.HasPrefix(toolCallOpen, t)) {
-			if j := strings.Index(between, toolCallClose); j >= 0 {
-				return content, calls, &toolCallProblem{What: fmt.Sprintf("%s at byte %d closes no %s", toolCallClose, blockEnd+j, toolCallOpen)}
-			}
-			return content, calls, &toolCallProblem{Call: n, Name: name, What: fmt.Sprintf("text after it, %s (SGLang's parser drops it; Qwen3's template writes the content before the calls)", quoteClipped(t, 60))}
-		}
-		if k < 0 {
+		call, open, p := readToolCallBlock(text, i, n)
+		if open && cut {
 			return content, calls, nil
 		}
-		i = blockEnd + k
+		if p != nil {
+			return content, calls, p
+		}
+		calls = append(calls, call)
+		k, p := afterToolCall(text, call, n, cut)
+		if p != nil || k < 0 {
+			return content, calls, p
+		}
+		i = call.End + k
 	}
+}
+
+// strayClose is the problem of a </tool_call> in s that closes nothing,
+// s starting at byte base of the text; nil when s has none.
+func strayClose(s string, base int) *toolCallProblem {
+	j := strings.Index(s, toolCallClose)
+	if j < 0 {
+		return nil
+	}
+	return &toolCallProblem{What: fmt.Sprintf("%s at byte %d closes no %s", toolCallClose, base+j, toolCallOpen)}
+}
+
+// readToolCallBlock reads the n-th call's block, whose <tool_call> is at
+// byte i of text. open says the block is never closed; the problem then
+// says so.
+func readToolCallBlock(text string, i, n int) (call textToolCall, open bool, p *toolCallProblem) {
+	bodyStart := i + len(toolCallOpen)
+	rest := text[bodyStart:]
+	end := strings.Index(rest, toolCallClose)
+	if end < 0 {
+		return call, true, &toolCallProblem{Call: n, What: fmt.Sprintf("%s at byte %d is never closed (no %s after it)", toolCallOpen, i, toolCallClose)}
+	}
+	if next := strings.Index(rest[:end], toolCallOpen); next >= 0 {
+		return call, false, &toolCallProblem{Call: n, What: fmt.Sprintf("another %s at byte %d opens before it is closed", toolCallOpen, bodyStart+next)}
+	}
+	body := rest[:end]
+	name, args, what := parseToolCallBody(body)
+	if what == "" && (!strings.HasPrefix(body, "\n") || !strings.HasSuffix(body, "\n")) {
+		what = fmt.Sprintf("not in Qwen3's layout %q…%q (SGLang's tool-call parser does not see it): %s",
+			toolCallOpen+"\n", "\n"+toolCallClose, quoteClipped(toolCallOpen+body+toolCallClose, 80))
+	}
+	if what != "" {
+		return call, false, &toolCallProblem{Call: n, Name: name, What: what}
+	}
+	return textToolCall{Start: i, End: bodyStart + end + len(toolCallClose), Name: name, Arguments: args}, false, nil
+}
+
+// afterToolCall checks the text between the n-th call and the next
+// <tool_call>, or the end: white space only, or with cut the start of a
+// tag the cut left. It returns where the next block starts, from the
+// call's end; -1 when none does.
+func afterToolCall(text string, call textToolCall, n int, cut bool) (int, *toolCallProblem) {
+	after := text[call.End:]
+	k := strings.Index(after, toolCallOpen)
+	between := after
+	if k >= 0 {
+		between = after[:k]
+	}
+	if t := strings.TrimSpace(between); t != "" && !(cut && k < 0 && strings.HasPrefix(toolCallOpen, t)) {
+		if p := strayClose(between, call.End); p != nil {
+			return k, p
+		}
+		return k, &toolCallProblem{Call: n, Name: call.Name, What: fmt.Sprintf("text after it, %s (SGLang's parser drops it; Qwen3's template writes the content before the calls)", quoteClipped(t, 60))}
+	}
+	return k, nil
 }
 
 // parseToolCallBody reads the body of a <tool_call> block: one JSON
