@@ -87,44 +87,79 @@ func (w *earlyWatch) add(v earlyVerdict, c *record.Completion, maxOutput int) er
 	if w.ids == nil {
 		w.ids = map[string]int{}
 	}
-	var err error
-	if v.idsChecked && w.ids[v.server] >= 0 {
-		if v.misspelled == "" {
-			w.ids[v.server] = -1
-		} else if w.ids[v.server]++; w.ids[v.server] >= earlyIDs {
-			err = fmt.Errorf("server %s: the output ids of its first %d completions do not spell their text: the tokenizer is not the server's "+
-				"(the last one's %s is %q; its ids decode to %q with %s). Set the %s stage's tokenizer to the model directory the server serves "+
-				"(or start pipe sim with --tokenizer); the completions made so far are kept in the journal",
-				v.server, earlyIDs, v.misspelled, termsafe.Cut(partText(c, v.misspelled), 80), termsafe.Cut(v.decoded, 80), v.tokenizer, v.stage)
-		}
+	err := w.addIDs(v, c)
+	if err == nil {
+		err = w.addThinking(v, c)
 	}
-	if err == nil && v.thinkingOn && w.thinking >= 0 {
-		// Thinking left in the answer (a server without a reasoning
-		// parser on a template that opens the reasoning itself) is
-		// thinking: validate-thinking says what is wrong with it.
-		if strings.TrimSpace(c.Reasoning) != "" || strings.Contains(c.Answer, "</think>") {
-			w.thinking = -1
-		} else if w.thinking++; w.thinking >= earlyThinking {
-			err = fmt.Errorf("thinking is not happening: none of the first %d completions with enable_thinking = true has any reasoning (the last from %s). "+
-				"The server ignores enable_thinking, or its chat template has no thinking; check the model and its template, "+
-				"or set enable_thinking = false if answers without thinking are what you want", earlyThinking, v.server)
-		}
-	}
-	if w.seen < earlyLength {
-		w.seen++
-		if v.cutRejected {
-			w.cut++
-		}
-		if err == nil && w.seen == earlyLength && float64(w.cut) > earlyLengthShare*earlyLength {
-			err = fmt.Errorf("%d of the first %d completions were cut at the length limit (max_output_tokens = %d) and rejected for it: "+
-				"the model writes more than that. Raise max_output_tokens, or declare the trainer ([trainer] max_length) so that rows cut at its length are kept",
-				w.cut, earlyLength, maxOutput)
-		}
+	// The first completions are counted for the length check even after
+	// another check failed.
+	if lengthErr := w.addLength(v, maxOutput); err == nil {
+		err = lengthErr
 	}
 	if err != nil {
 		w.halted = true
 	}
 	return err
+}
+
+// addIDs counts the completion for its server's ids check: the first
+// completion whose ids spell its text settles it, earlyIDs that do not in
+// a row fail it.
+func (w *earlyWatch) addIDs(v earlyVerdict, c *record.Completion) error {
+	if !v.idsChecked || w.ids[v.server] < 0 {
+		return nil
+	}
+	if v.misspelled == "" {
+		w.ids[v.server] = -1
+		return nil
+	}
+	if w.ids[v.server]++; w.ids[v.server] < earlyIDs {
+		return nil
+	}
+	return fmt.Errorf("server %s: the output ids of its first %d completions do not spell their text: the tokenizer is not the server's "+
+		"(the last one's %s is %q; its ids decode to %q with %s). Set the %s stage's tokenizer to the model directory the server serves "+
+		"(or start pipe sim with --tokenizer); the completions made so far are kept in the journal",
+		v.server, earlyIDs, v.misspelled, termsafe.Cut(partText(c, v.misspelled), 80), termsafe.Cut(v.decoded, 80), v.tokenizer, v.stage)
+}
+
+// addThinking counts the completion for the thinking check: the first
+// with reasoning settles it, earlyThinking without fail it.
+func (w *earlyWatch) addThinking(v earlyVerdict, c *record.Completion) error {
+	if !v.thinkingOn || w.thinking < 0 {
+		return nil
+	}
+	// Thinking left in the answer (a server without a reasoning
+	// parser on a template that opens the reasoning itself) is
+	// thinking: validate-thinking says what is wrong with it.
+	if strings.TrimSpace(c.Reasoning) != "" || strings.Contains(c.Answer, "</think>") {
+		w.thinking = -1
+		return nil
+	}
+	if w.thinking++; w.thinking < earlyThinking {
+		return nil
+	}
+	return fmt.Errorf("thinking is not happening: none of the first %d completions with enable_thinking = true has any reasoning (the last from %s). "+
+		"The server ignores enable_thinking, or its chat template has no thinking; check the model and its template, "+
+		"or set enable_thinking = false if answers without thinking are what you want", earlyThinking, v.server)
+}
+
+// addLength counts the first earlyLength completions, and those of them
+// cut at max_output_tokens and rejected for it: more than
+// earlyLengthShare of them fail the check.
+func (w *earlyWatch) addLength(v earlyVerdict, maxOutput int) error {
+	if w.seen >= earlyLength {
+		return nil
+	}
+	w.seen++
+	if v.cutRejected {
+		w.cut++
+	}
+	if w.seen == earlyLength && float64(w.cut) > earlyLengthShare*earlyLength {
+		return fmt.Errorf("%d of the first %d completions were cut at the length limit (max_output_tokens = %d) and rejected for it: "+
+			"the model writes more than that. Raise max_output_tokens, or declare the trainer ([trainer] max_length) so that rows cut at its length are kept",
+			w.cut, earlyLength, maxOutput)
+	}
+	return nil
 }
 
 // partText is the completion's text of the part named.
