@@ -11,6 +11,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // A second chance sends a record that a judging stage (validate-thinking,
@@ -23,16 +24,12 @@ import (
 // RetryPort is the port second chances leave by.
 const RetryPort = "retry"
 
-// Meta keys a second chance sets on the record it sends: the attempt it
-// goes to (2 for the first second chance) and the reasons of the attempts
-// before, oldest first. Both reach the record's output rows.
-// MetaRetriedTokens sums the output tokens of the completions dropped:
-// GPU time the report counts as decoded, though no row keeps them.
-const (
-	MetaAttempt       = "attempt"
-	MetaRetriedAfter  = "retried_after"
-	MetaRetriedTokens = "retried_tokens"
-)
+// A second chance sets meta keys on the record it sends (recordline's
+// MetaAttempt, MetaRetriedAfter, MetaRetriedTokens): the attempt it goes
+// to (2 for the first second chance), the reasons of the attempts before,
+// oldest first, and the output tokens of the completions dropped (GPU
+// time the report counts as decoded, though no row keeps them). They
+// reach the record's output rows.
 
 // secondChanceOutputs is OutputsUsed for a kind whose config has a
 // second_chance list: the retry port is used exactly when it is set.
@@ -89,11 +86,11 @@ func (s *secondChances) reject(out pipeline.Emitter, rec *record.Record, reason,
 	if rec.Meta == nil {
 		rec.Meta = map[string]any{}
 	}
-	rec.Meta[MetaAttempt] = attempt + 1
-	rec.Meta[MetaRetriedAfter] = append(retriedAfter(rec), reason)
+	rec.Meta[recordline.MetaAttempt] = attempt + 1
+	rec.Meta[recordline.MetaRetriedAfter] = append(retriedAfter(rec), reason)
 	if c := rec.Completion; c != nil {
-		before, _ := metaNumber(rec.Meta[MetaRetriedTokens])
-		rec.Meta[MetaRetriedTokens] = int(before) + c.CompletionTokens
+		before, _ := metaNumber(rec.Meta[recordline.MetaRetriedTokens])
+		rec.Meta[recordline.MetaRetriedTokens] = int(before) + c.CompletionTokens
 	}
 	rec.Completion, rec.Tokens, rec.Reject = nil, nil, nil
 	s.mu.Lock()
@@ -138,7 +135,7 @@ func (s *secondChances) Report() []figure.Figure {
 
 // attemptOf is the attempt rec is on: meta.attempt, 1 without it.
 func attemptOf(rec *record.Record) int {
-	if n, ok := metaNumber(rec.Meta[MetaAttempt]); ok {
+	if n, ok := metaNumber(rec.Meta[recordline.MetaAttempt]); ok {
 		return int(n)
 	}
 	return 1
@@ -147,7 +144,7 @@ func attemptOf(rec *record.Record) int {
 // retriedAfter is a copy of rec's meta.retried_after as strings.
 func retriedAfter(rec *record.Record) []string {
 	var out []string
-	switch v := rec.Meta[MetaRetriedAfter].(type) {
+	switch v := rec.Meta[recordline.MetaRetriedAfter].(type) {
 	case []string:
 		out = append(out, v...)
 	case []any:

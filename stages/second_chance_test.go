@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // A record validate-thinking rejects for a reason in second_chance leaves
@@ -32,12 +33,12 @@ second_chance = ["empty_answer"]`).(*validateThinkingConfig)
 		t.Fatalf("retry %v, rejected %v: want a on retry, b rejected", retried, e.rejected)
 	}
 	r := retried[0]
-	if r.Completion != nil || r.Reject != nil || r.Meta[MetaAttempt] != 2 || !slices.Equal(r.Meta[MetaRetriedAfter].([]string), []string{"empty_answer"}) || r.Meta["source"] != "x" {
+	if r.Completion != nil || r.Reject != nil || r.Meta[recordline.MetaAttempt] != 2 || !slices.Equal(r.Meta[recordline.MetaRetriedAfter].([]string), []string{"empty_answer"}) || r.Meta["source"] != "x" {
 		t.Fatalf("retried record: completion %v, reject %v, meta %v", r.Completion, r.Reject, r.Meta)
 	}
 
-	if r.Meta[MetaRetriedTokens] != 40 {
-		t.Fatalf("meta.retried_tokens %v, want the dropped completion's 40", r.Meta[MetaRetriedTokens])
+	if r.Meta[recordline.MetaRetriedTokens] != 40 {
+		t.Fatalf("meta.retried_tokens %v, want the dropped completion's 40", r.Meta[recordline.MetaRetriedTokens])
 	}
 
 	// The same record, read back from a JSON line after its second attempt

@@ -3,7 +3,6 @@ package stages
 import (
 	"context"
 	"fmt"
-	"github.com/pipe-dev/pipe/internal/termsafe"
 	"io"
 	"runtime"
 	"sort"
@@ -12,10 +11,13 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/pipe-dev/pipe/internal/termsafe"
+
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 	"github.com/pipe-dev/pipe/stages/tokenize/chat"
 )
@@ -270,7 +272,7 @@ func (s *tokenizeAndMask) build(rec *record.Record) (row *record.Tokens, reason,
 	}
 
 	rec.Meta["loss_mask_convention"] = s.convention
-	cut := rec.Meta[record.MetaCutAtLength] == true && c.FinishReason == "length"
+	cut := rec.Meta[recordline.MetaCutAtLength] == true && c.FinishReason == "length"
 	msgs := conversation(turns, system, c)
 	opts := withTools(chat.Options{EnableThinking: enableThinking(c)}, rec)
 	lastOnly := s.mode.LastOnly(s.forced)

@@ -9,6 +9,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/pipefile"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // A completion validate-thinking kept though the length limit cut it
@@ -40,7 +41,7 @@ func TestTokenizeAndMaskCutAtLength(t *testing.T) {
 				c.PromptIDs, c.OutputIDs = tok.Encode(prompt), out
 			}
 			rec := &record.Record{ID: "cut", Messages: []record.Message{{Role: "user", Content: q1}}, Completion: c,
-				Meta: map[string]any{record.MetaCutAtLength: true}}
+				Meta: map[string]any{recordline.MetaCutAtLength: true}}
 			row, rej := process(t, s, rec)
 			if rej != nil {
 				t.Fatalf("rejected: %+v", rej)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
@@ -281,7 +282,7 @@ func TestTokenizeAndMaskFromIDs(t *testing.T) {
 		c := rec.Completion
 		c.Reasoning, c.Answer, c.FinishReason, c.MatchedStop = partial, "", "length", nil
 		c.PromptIDs, c.OutputIDs = tok.Encode(user), tok.Encode("<think>\n"+partial)
-		rec.Meta = map[string]any{record.MetaCutAtLength: true}
+		rec.Meta = map[string]any{recordline.MetaCutAtLength: true}
 		s := newTestTokenizeAndMask(t, "")
 		row, rej := process(t, s, rec)
 		if rej != nil {

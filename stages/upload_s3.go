@@ -25,6 +25,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/stages/s3up"
 )
@@ -239,7 +240,7 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 		c.Close()
 		return err
 	}
-	l, rep, err := commitlog.OpenRepaired(path, record.LineID, true, false)
+	l, rep, err := commitlog.OpenRepaired(path, recordline.ID, true, false)
 	if err != nil {
 		c.Close()
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
@@ -315,7 +316,7 @@ func (v *validateThinking) Process(ctx context.Context, rec *record.Record, out 
 			if rec.Meta == nil {
 				rec.Meta = map[string]any{}
 			}
-			rec.Meta[record.MetaCutAtLength] = true
+			rec.Meta[recordline.MetaCutAtLength] = true
 		}
 		v.chances.accepted(rec)
 		return out.Emit("accepted", rec)

@@ -14,6 +14,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/config"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -135,7 +136,7 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 		log = env.Log
 	}
 	check := env != nil && env.ReadWhole
-	l, rep, err := commitlog.OpenRepaired(w.cfg.Path, record.LineID, false, check)
+	l, rep, err := commitlog.OpenRepaired(w.cfg.Path, recordline.ID, false, check)
 	if rep != nil {
 		if err := w.repaired(env, rep); err != nil {
 			return err
@@ -147,7 +148,7 @@ func (w *writeJSONL) Open(_ context.Context, env *pipeline.Env) error {
 			return fmt.Errorf("keeping the existing %s: %w", w.cfg.Path, err)
 		}
 		fmt.Fprintf(log, "%s existed and was not written by this writer: kept as %s\n", w.cfg.Path, w.prev)
-		l, err = commitlog.Open(w.cfg.Path, record.LineID)
+		l, err = commitlog.Open(w.cfg.Path, recordline.ID)
 	}
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // jsonlOutput is write-jsonl's output.Spec: a JSONL file, read by
@@ -118,7 +119,7 @@ func parseLayoutLine(line []byte) (*record.Record, error) {
 // against their index (see commitlog.CheckLog).
 func verifyJSONL(_ context.Context, c *writeJSONLConfig, env *output.VerifyEnv) (*output.Verified, error) {
 	path := c.Path
-	res, err := commitlog.CheckLog(path, env.Hash, record.LineID)
+	res, err := commitlog.CheckLog(path, env.Hash, recordline.ID)
 	if err != nil {
 		return nil, err
 	}

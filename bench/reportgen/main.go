@@ -23,7 +23,7 @@ import (
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
 
@@ -105,13 +105,13 @@ func openOutput(from, to, path string) (*output, error) {
 	// copy's prefix goes in front of.
 	ids := make([]string, len(lines))
 	for j, line := range lines {
-		id, err := record.LineID(line)
+		id, err := recordline.ID(line)
 		if err != nil || !bytes.HasPrefix(line, []byte(`{"id":"`+id+`"`)) {
 			return nil, fmt.Errorf("%s:%d does not start with a plain id", src, j+1)
 		}
 		ids[j] = id
 	}
-	l, err := commitlog.Open(filepath.Join(to, filepath.Base(path)), record.LineID)
+	l, err := commitlog.Open(filepath.Join(to, filepath.Base(path)), recordline.ID)
 	if err != nil {
 		return nil, err
 	}

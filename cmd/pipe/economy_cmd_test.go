@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // trainRowsMain is `trainrows --max-length N FILE`, for the scripts
@@ -47,7 +48,7 @@ func trainRowsMain() int {
 			return 1
 		}
 		rows++
-		if rec.Meta[record.MetaCutAtLength] == true {
+		if rec.Meta[recordline.MetaCutAtLength] == true {
 			cut++
 		}
 		decoded += rec.Completion.CompletionTokens
@@ -77,7 +78,7 @@ func checkTrainRow(rec *record.Record, maxLength int) error {
 	if n > maxLength || n != len(t.LossMask) || n != t.NumTokens {
 		return fmt.Errorf("%d input ids, %d mask values, num_tokens %d, max_length %d", n, len(t.LossMask), t.NumTokens, maxLength)
 	}
-	if rec.Meta[record.MetaCutAtLength] != true {
+	if rec.Meta[recordline.MetaCutAtLength] != true {
 		if c.FinishReason != "stop" {
 			return fmt.Errorf("finish_reason %q in a row not marked cut_at_length", c.FinishReason)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -157,52 +157,45 @@ func gib(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-// inputIDsKey opens a row's id list in the specforge layout.
-var inputIDsKey = []byte(`"input_ids":[`)
-
 // promptsFigures counts the committed rows of a specforge-layout output,
 // their tokens (each row cut at maxLength, as the trainer cuts it; 0: no
 // cut) and the ids among them above 256.
 func promptsFigures(ctx context.Context, path string, maxLength int) (rows, tokens, big int64, err error) {
+	err = eachCommittedLine(ctx, path, func(_ int, line []byte) error {
+		if recordline.EachInputID(line, maxLength, func(id int, _ bool) {
+			tokens++
+			if id > 256 {
+				big++
+			}
+		}) {
+			rows++
+		}
+		return nil
+	})
+	return rows, tokens, big, err
+}
+
+// eachCommittedLine calls each with the committed lines of the commit log
+// at path, numbered from 1, until it returns an error or ctx ends.
+func eachCommittedLine(ctx context.Context, path string, each func(n int, line []byte) error) error {
 	_, size, err := commitlog.Committed(path)
 	if err != nil {
-		return 0, 0, 0, err
+		return err
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, 0, err
+		return err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(io.LimitReader(f, size))
 	sc.Buffer(make([]byte, 0, 1<<20), 1<<30)
-	for sc.Scan() {
-		if rows%4096 == 0 && ctx.Err() != nil {
-			return 0, 0, 0, ctx.Err()
+	for n := 1; sc.Scan(); n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
 		}
-		line := sc.Bytes()
-		i := bytes.Index(line, inputIDsKey)
-		if i < 0 {
-			continue
+		if err := each(n, sc.Bytes()); err != nil {
+			return err
 		}
-		rows++
-		n, id, digits := 0, 0, false
-		for _, c := range line[i+len(inputIDsKey):] {
-			if c >= '0' && c <= '9' {
-				id, digits = id*10+int(c-'0'), true
-				continue
-			}
-			if digits && (maxLength == 0 || n < maxLength) {
-				n++
-				if id > 256 {
-					big++
-				}
-			}
-			if c == ']' {
-				break
-			}
-			id, digits = 0, false
-		}
-		tokens += int64(n)
 	}
-	return rows, tokens, big, sc.Err()
+	return sc.Err()
 }

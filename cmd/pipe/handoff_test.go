@@ -10,6 +10,7 @@ import (
 	"github.com/pipe-dev/pipe/internal/testrig/trainers"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -85,7 +86,7 @@ func TestWriteHandoffs(t *testing.T) {
 	}
 	for _, o := range []struct{ path, layout string }{{"out/sf.jsonl", trainrow.SpecForge}, {"out/conv.jsonl", trainrow.Conversations}} {
 		os.MkdirAll(filepath.Join(dir, "out"), 0o755)
-		l, err := commitlog.Open(filepath.Join(dir, o.path), record.LineID)
+		l, err := commitlog.Open(filepath.Join(dir, o.path), recordline.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,11 +9,9 @@ import (
 	"os"
 	"sort"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // pipe inspect: JSONL files.
@@ -65,6 +63,7 @@ func (ins *inspector) jsonlFile(path string, n int) (*jsonlReport, []rowReport, 
 	var first []*record.Record
 	bad := map[int]string{} // index in first: why the line did not decode
 	r := bufio.NewReaderSize(f, 1<<20)
+	parser := recordline.NewParser(recordline.Options{})
 	var line []byte
 	for {
 		if jr.Lines%4096 == 0 {
@@ -76,13 +75,13 @@ func (ins *inspector) jsonlFile(path string, n int) (*jsonlReport, []rowReport, 
 		line, rerr = readWholeLine(r, line[:0])
 		if t := bytes.TrimSpace(line); len(t) > 0 {
 			jr.Lines++
-			if jr.Lines == 1 && bytes.HasPrefix(t, []byte(`{"port":`)) {
-				jr.Journal = true
+			if jr.Lines == 1 {
+				_, jr.Journal = recordline.JournalRecord(t)
 			}
 			if len(first) < n {
 				first = jr.takeRecord(first, t, bad)
 			}
-			jr.scan(t, rejects, fails)
+			jr.scan(parser, t, rejects, fails)
 		}
 		if rerr == io.EOF {
 			break
@@ -140,49 +139,33 @@ func decodeLine(line []byte, journal bool) (*record.Record, error) {
 // failureChars is how much of a failure's error a tally keeps.
 const failureChars = 60
 
-// scanLine is what inspect counts of a record line: its tokens and its
-// rejection or failure. Decoded with go-json-experiment, which skips the
-// other members (the id lists, the texts) without building them.
-type scanLine struct {
-	Tokens *struct {
-		NumTokens     int64 `json:"num_tokens"`
-		NumLossTokens int64 `json:"num_loss_tokens"`
-	} `json:"tokens"`
-	Reject  *record.Rejection `json:"reject"`
-	Failure *record.Failure   `json:"failure"`
-}
-
 // scan counts a record line's (or a journal entry's record's) tokens and
-// its rejection or failure. A line that does not decode counts nothing:
-// takeRecord says why for the lines shown.
-func (jr *jsonlReport) scan(line []byte, rejects, fails map[[2]string]int64) {
-	var l scanLine
+// its rejection or failure (recordline.Row). A line that does not decode
+// counts nothing: takeRecord says why for the lines shown.
+func (jr *jsonlReport) scan(p *recordline.Parser, line []byte, rejects, fails map[[2]string]int64) {
 	if jr.Journal {
-		var e struct {
-			Record *scanLine `json:"record"`
-		}
-		if jsonv2.Unmarshal(line, &e, scanOptions) != nil || e.Record == nil {
+		rec, ok := recordline.JournalRecord(line)
+		if !ok {
 			return
 		}
-		l = *e.Record
-	} else if jsonv2.Unmarshal(line, &l, scanOptions) != nil {
+		line = rec
+	}
+	var x recordline.Row
+	if p.Parse(line, &x) != nil {
 		return
 	}
-	if t := l.Tokens; t != nil {
+	if x.Tokens {
 		jr.WithTok++
-		jr.Tokens += t.NumTokens
-		jr.LossTok += t.NumLossTokens
+		jr.Tokens += int64(x.NumTokens)
+		jr.LossTok += int64(x.LossTokens)
 	}
-	if rj := l.Reject; rj != nil {
-		rejects[[2]string{rj.Stage, rj.Reason}]++
+	if x.RejectReason != "" || x.RejectStage != "" {
+		rejects[[2]string{x.RejectStage, x.RejectReason}]++
 	}
-	if fl := l.Failure; fl != nil {
-		fails[[2]string{fl.Stage, firstRunes(fl.Error, failureChars)}]++
+	if x.FailStage != "" || x.Failed != "" {
+		fails[[2]string{x.FailStage, firstRunes(x.Failed, failureChars)}]++
 	}
 }
-
-// scanOptions accept what encoding/json (which writes the lines) accepts.
-var scanOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
 func firstRunes(s string, n int) string {
 	for i := range s {

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // TokenFreqSuffix replaces an output's extension in the name of the
@@ -54,48 +51,26 @@ func tokenFreqNote(path string) string {
 // same pass, the figures of the memory note.
 func writeTokenFreq(ctx context.Context, out string, maxLength int) (string, promptsFig, error) {
 	var fig promptsFig
-	_, size, err := commitlog.Committed(out)
-	if err != nil {
-		return "", fig, err
-	}
-	f, err := os.Open(out)
-	if err != nil {
-		return "", fig, err
-	}
-	defer f.Close()
 	tf := tokenFreq{About: "loss-token counts of the rows, each cut at max_length: SpecForge generate_vocab_mapping_file's Counter",
 		Source: filepath.Base(out), MaxLength: maxLength, Counts: map[int32]int64{}}
-	sc := bufio.NewScanner(io.LimitReader(f, size))
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<30)
-	var row struct {
-		InputIDs []int32         `json:"input_ids"`
-		LossMask record.LossMask `json:"loss_mask"`
-	}
-	for line := 1; sc.Scan(); line++ {
-		if line%4096 == 0 && ctx.Err() != nil {
-			return "", fig, ctx.Err()
-		}
-		row.InputIDs, row.LossMask = row.InputIDs[:0], nil
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			return "", fig, fmt.Errorf("%s:%d: %v", out, line, err)
-		}
-		n := min(len(row.InputIDs), len(row.LossMask))
-		if maxLength > 0 {
-			n = min(n, maxLength)
-		}
-		fig.rows, fig.tokens = fig.rows+1, fig.tokens+int64(n)
-		for i := range n {
-			if row.InputIDs[i] > 256 {
+	err := eachCommittedLine(ctx, out, func(n int, line []byte) error {
+		if !recordline.EachInputID(line, maxLength, func(id int, loss bool) {
+			fig.tokens++
+			if id > 256 {
 				fig.big++
 			}
-			if row.LossMask[i] == 1 {
-				tf.Counts[row.InputIDs[i]]++
+			if loss {
+				tf.Counts[int32(id)]++
 				tf.LossTokens++
 			}
+		}) {
+			return fmt.Errorf("%s:%d: not a row of the specforge layout (no input_ids list)", out, n)
 		}
+		fig.rows++
 		tf.Rows++
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return "", fig, err
 	}
 	b, err := json.Marshal(&tf)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -18,7 +19,7 @@ import (
 // committed row; an uncommitted tail is not counted.
 func TestWriteTokenFreq(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "sf.jsonl")
-	l, err := commitlog.Open(out, record.LineID)
+	l, err := commitlog.Open(out, recordline.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

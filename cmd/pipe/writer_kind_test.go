@@ -98,9 +98,14 @@ path  = "out/rows.tsv"
 		t.Errorf("inspect shows no committed rows of write-tsv:\n%s", text)
 	}
 
-	// report RUN_DIR: its rows counted, read through its Spec (Each), with
-	// their answers' lengths.
+	// report RUN_DIR: its rows counted and sampled, read through its Spec
+	// (Each), with their answers' lengths.
 	var rep struct {
+		Samples []struct {
+			ID     string `json:"id"`
+			Output string `json:"output"`
+			Answer string `json:"answer"`
+		} `json:"samples"`
 		Outputs []struct {
 			Stage string `json:"stage"`
 			Kind  string `json:"kind"`
@@ -120,6 +125,15 @@ path  = "out/rows.tsv"
 	}
 	if len(rep.Outputs) != 1 || rep.Outputs[0].Stage != "rows" || rep.Outputs[0].Kind != "write-tsv" || rep.Outputs[0].Rows != r0 {
 		t.Errorf("report: outputs %+v, notes %q; want write-tsv's %d rows", rep.Outputs, rep.Notes, r0)
+	}
+	sampled := 0
+	for _, x := range rep.Samples {
+		if x.Output == "rows" && x.ID != "" && x.Answer != "" {
+			sampled++
+		}
+	}
+	if sampled == 0 {
+		t.Errorf("report: no samples of write-tsv's rows (samples %+v, notes %q)", rep.Samples, rep.Notes)
 	}
 
 	// inspect PATH: the kind claims its file, and reads its first rows.

@@ -13,6 +13,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/internal/ticket"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 )
 
@@ -56,7 +57,7 @@ func (d *deadLetters) write(class, stage string, rec *record.Record) error {
 			return err
 		}
 		var rep *commitlog.Repaired
-		l, rep, err = commitlog.OpenRepaired(p, record.LineID, false, false)
+		l, rep, err = commitlog.OpenRepaired(p, recordline.ID, false, false)
 		if rep != nil && d.warn != nil {
 			// Their ids stay finished: the records were rejected or
 			// failed for good; only their lines are gone.
@@ -65,7 +66,7 @@ func (d *deadLetters) write(class, stage string, rec *record.Record) error {
 		if errors.Is(err, commitlog.ErrNotALog) {
 			// Written by a version of pipe without commit logs: keep it.
 			if _, err = pipeline.KeepAside(p); err == nil {
-				l, err = commitlog.Open(p, record.LineID)
+				l, err = commitlog.Open(p, recordline.ID)
 			}
 		}
 		if err != nil {

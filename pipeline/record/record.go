@@ -207,12 +207,6 @@ func (r *Record) Clone() *Record {
 	return &c
 }
 
-// MetaCutAtLength marks, in a record's meta, a completion cut by the
-// length limit where its row fills the trainer's max_length: kept
-// (validate-thinking), its row ending at its last generated token
-// (tokenize-and-mask).
-const MetaCutAtLength = "cut_at_length"
-
 // MetaConversationEnded says, in a record's meta, why generate with
 // turns = "all" ended the conversation at its completion, before the
 // given conversation's end ("new_call", "no_call", "call_differs",

@@ -47,6 +47,7 @@ import (
 	"strings"
 
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // Layouts.
@@ -208,7 +209,7 @@ func (r Rules) Judge(t *record.Tokens) ([]int32, record.LossMask, *Problem) {
 // longer drops those tokens the model never generated, so they would be
 // trained. A row that fills max_length loses them to the cut.
 func (r Rules) unfinishedTurn(rec *record.Record) *Problem {
-	if rec.Meta[record.MetaCutAtLength] != true {
+	if rec.Meta[recordline.MetaCutAtLength] != true {
 		return nil
 	}
 	n := 0

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 )
 
 // A completion cut by the length limit goes to the raw-conversation route
@@ -18,7 +19,7 @@ func TestCutRowsInTheRawRoute(t *testing.T) {
 		return &record.Record{ID: "a", Messages: []record.Message{{Role: "user", Content: "q"}},
 			Completion: &record.Completion{Reasoning: "r", FinishReason: "length"},
 			Tokens:     &record.Tokens{InputIDs: ids, LossMask: mask},
-			Meta:       map[string]any{record.MetaCutAtLength: true}}
+			Meta:       map[string]any{recordline.MetaCutAtLength: true}}
 	}
 	r := Rules{MaxLength: 64, Trainer: TrainerDFlash}
 	for _, tc := range []struct {

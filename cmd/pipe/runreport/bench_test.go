@@ -17,6 +17,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 )
 
@@ -54,7 +55,7 @@ func benchRunDir(b *testing.B, kind string, rows []*record.Record) (string, stri
 		out = filepath.Join(dir, "train")
 		writeArrowOutput(b, out, rows)
 	} else {
-		l, err := commitlog.Open(out, record.LineID)
+		l, err := commitlog.Open(out, recordline.ID)
 		if err != nil {
 			b.Fatal(err)
 		}

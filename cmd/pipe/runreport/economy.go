@@ -81,19 +81,19 @@ func newEconomy(maxLength, trainingOutputs int) *economy {
 func (e *economy) keep(x *row) {
 	var h uint64
 	if e.dedupe {
-		h = commitlog.Hash(x.id)
+		h = commitlog.Hash(x.ID)
 	}
-	if x.hasCompletion && (!e.dedupe || e.seen.Add(h)) {
-		e.decoded += int64(x.completionTokens + x.retriedTokens)
-		e.kept.add(x.completionTokens)
+	if x.Completion && (!e.dedupe || e.seen.Add(h)) {
+		e.decoded += int64(x.CompletionTokens + x.RetriedTokens)
+		e.kept.add(x.CompletionTokens)
 	}
 	// Apart from the decode: the output read first may be a writer of
 	// every completion, from before validate-thinking marked the cut.
-	if x.hasCompletion && x.cutAtLength && (!e.dedupe || e.seen.Add(h^atLengthKey)) {
+	if x.Completion && x.CutAtLength && (!e.dedupe || e.seen.Add(h^atLengthKey)) {
 		e.atLength++
-		e.atLengthTokens += int64(x.completionTokens)
+		e.atLengthTokens += int64(x.CompletionTokens)
 	}
-	if x.hasTokens && (!e.dedupe || e.seen.Add(h^trainedKey)) {
+	if x.Tokens && (!e.dedupe || e.seen.Add(h^trainedKey)) {
 		e.trained += int64(e.trainedTokens(x))
 	}
 }
@@ -101,9 +101,9 @@ func (e *economy) keep(x *row) {
 // reject counts a rejected row's decode, once per rejection (the caller
 // counts a rejection kept in two places once).
 func (e *economy) reject(x *row) {
-	if x.hasCompletion {
-		e.decoded += int64(x.completionTokens + x.retriedTokens)
-		e.rejected.add(x.completionTokens)
+	if x.Completion {
+		e.decoded += int64(x.CompletionTokens + x.RetriedTokens)
+		e.rejected.add(x.CompletionTokens)
 	}
 }
 
@@ -111,10 +111,10 @@ func (e *economy) reject(x *row) {
 // its mask where it was read, else its num_loss_tokens (tokenize-and-mask
 // cuts a row to [trainer] max_length, so they are the same).
 func (e *economy) trainedTokens(x *row) int {
-	if x.mask.known {
-		return x.mask.in
+	if x.Mask.Known {
+		return x.Mask.In
 	}
-	return x.lossTokens
+	return x.LossTokens
 }
 
 func (e *economy) result() *Economy {

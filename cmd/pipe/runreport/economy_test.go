@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/trainrow"
 )
 
@@ -50,7 +51,7 @@ func economyRunDir(t *testing.T) string {
 	train := filepath.Join(dir, "train")
 	writeArrowOutput(t, train, kept)
 	handoff := filepath.Join(dir, "out.jsonl")
-	l, err := commitlog.Open(handoff, record.LineID)
+	l, err := commitlog.Open(handoff, recordline.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func economyRunDir(t *testing.T) string {
 	l.Commit()
 	l.Close()
 	os.MkdirAll(filepath.Join(dir, "rejected"), 0o755)
-	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), record.LineID)
+	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), recordline.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,31 +170,12 @@ func TestEconomyNoTrainer(t *testing.T) {
 	}
 }
 
-func TestMaskEnd(t *testing.T) {
-	for _, c := range []struct {
-		in            string
-		max           int
-		end, all, in_ int
-	}{
-		{"0, 0,1,1 ,1]x", 3, 11, 3, 1},
-		{"1,1,1]", 0, 5, 3, 3},
-		{"]", 4, 0, 0, 0},
-		{"1,\"a\"]", 4, -1, 0, 0},
-	} {
-		var m maskCount
-		end := maskEnd([]byte(c.in), c.max, &m)
-		if end != c.end || end >= 0 && (m.all != c.all || m.in != c.in_ || !m.known) {
-			t.Errorf("%q max %d: end %d, %+v", c.in, c.max, end, m)
-		}
-	}
-}
-
 // A row a second chance made also counts what its dropped attempts
 // decoded (meta.retried_tokens): GPU time no row keeps.
 func TestEconomyCountsDroppedAttempts(t *testing.T) {
 	e := newEconomy(0, 1)
-	e.keep(&row{id: "a", hasCompletion: true, completionTokens: 10, retriedTokens: 25, hasTokens: true, lossTokens: 10})
-	e.reject(&row{id: "b", hasCompletion: true, completionTokens: 5, retriedTokens: 7, rejectReason: "empty_answer"})
+	e.keep(&row{ID: "a", Completion: true, CompletionTokens: 10, Marks: recordline.Marks{RetriedTokens: 25}, Tokens: true, LossTokens: 10})
+	e.reject(&row{ID: "b", Completion: true, CompletionTokens: 5, Marks: recordline.Marks{RetriedTokens: 7}, RejectReason: "empty_answer"})
 	if got := e.result(); got.Decoded != 10+25+5+7 || got.Trained != 10 {
 		t.Fatalf("decoded %d (want 47), trained %d (want 10)", got.Decoded, got.Trained)
 	}
@@ -204,9 +186,9 @@ func TestEconomyCountsDroppedAttempts(t *testing.T) {
 // kept at length counts once, whichever output is read first.
 func TestKeptAtLengthCountedWithACompletionsWriter(t *testing.T) {
 	e := newEconomy(4096, 2)
-	e.keep(&row{id: "a", hasCompletion: true, completionTokens: 4000})                    // the completions writer
-	e.keep(&row{id: "a", hasCompletion: true, completionTokens: 4000, cutAtLength: true}) // the training rows
-	e.keep(&row{id: "a", hasCompletion: true, completionTokens: 4000, cutAtLength: true}) // a third output
+	e.keep(&row{ID: "a", Completion: true, CompletionTokens: 4000})                                             // the completions writer
+	e.keep(&row{ID: "a", Completion: true, CompletionTokens: 4000, Marks: recordline.Marks{CutAtLength: true}}) // the training rows
+	e.keep(&row{ID: "a", Completion: true, CompletionTokens: 4000, Marks: recordline.Marks{CutAtLength: true}}) // a third output
 	if r := e.result(); r.KeptAtLength != 1 || r.KeptAtLengthTokens != 4000 || r.Decoded != 4000 {
 		t.Fatalf("kept at length %d (%d tokens), decoded %d; want 1, 4000, 4000", r.KeptAtLength, r.KeptAtLengthTokens, r.Decoded)
 	}

@@ -17,99 +17,15 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/tokenize"
 )
 
-// row is what the report needs of one committed record.
-type row struct {
-	id               string
-	hasCompletion    bool
-	hasTools         bool // the conversation declares tools
-	finishReason     string
-	promptTokens     int
-	completionTokens int
-	reasoningTokens  int
-	reasoningBytes   int
-	answerBytes      int
-	// ids counts the output ids around </think> (with a tokenizer, when
-	// the server reported no reasoning_tokens); outputIDs, if set, are
-	// counted into it by split.
-	ids       idCount
-	outputIDs []int
-	// thinkingForced: the template forced thinking (the request recorded
-	// thinking_forced), so the output started inside the reasoning.
-	thinkingForced bool
-	hasTokens      bool
-	lossTokens     int
-	// mask counts the loss mask's ones, when the row's mask was read.
-	mask maskCount
-	// cutAtLength: kept though the length limit stopped it (meta.cut_at_length).
-	cutAtLength bool
-	// attempt is meta.attempt: 2 and up for a row a second chance made
-	// (validate-thinking's or filter's second_chance), 0 otherwise.
-	attempt int
-	// retriedTokens is meta.retried_tokens: what the attempts before
-	// this row's decoded and no row keeps.
-	retriedTokens     int
-	rejectStage       string
-	rejectReason      string
-	failStage, failed string
-}
-
-// cutAtLengthKey is the meta key validate-thinking sets on a row it kept
-// though the length limit stopped it.
-const cutAtLengthKey = "cut_at_length"
-
-// attemptKey is the meta key a second chance sets: the attempt a record
-// is on (stages.MetaAttempt).
-const attemptKey = "attempt"
-
-// retriedTokensKey is the meta key a second chance sums the dropped
-// completions' output tokens in (stages.MetaRetriedTokens).
-const retriedTokensKey = "retried_tokens"
-
-// metaInt is a meta value as an int (meta.attempt, meta.retried_tokens): set in the run (an int)
-// or read back from JSON (a float64).
-func metaInt(v any) int {
-	switch n := v.(type) {
-	case int:
-		return n
-	case float64:
-		return int(n)
-	}
-	return 0
-}
-
-// countMask counts mask's nonzero values, all and within its first max
-// (0: all).
-func countMask(mask []uint8, max int) maskCount {
-	m := maskCount{known: true}
-	for i, v := range mask {
-		if v != 0 {
-			m.all++
-			if max == 0 || i < max {
-				m.in++
-			}
-		}
-	}
-	return m
-}
-
-// maskCount is a loss mask's nonzero values: all, and those within the
-// trainer's max_length (in); known: the mask was read.
-type maskCount struct {
-	known   bool
-	all, in int
-}
-
-// idCount is what the split needs of a completion's output ids: n
-// counts the ids that are neither special nor </think>, before those of
-// them ahead of its last </think> (end: there is one); any: there are ids.
-type idCount struct {
-	any, end  bool
-	n, before int
-}
+// row is what the report needs of one committed record: a record line's
+// projection, owned by recordline (a shard's and a record's rows are read
+// into it too).
+type row = recordline.Row
 
 // reader reads outputs and dead letters into the report.
 type reader struct {
@@ -120,7 +36,7 @@ type reader struct {
 	tokErr  error
 	loaded  bool
 	idp     *lineParser // counts the output ids of shards
-	idClass []uint8     // lineParser.class
+	idClass []uint8     // recordline.Options.Classes
 	// idClassOnce builds idClass.
 	idClassOnce sync.Once
 	rejects     map[[2]string]int64
@@ -200,40 +116,40 @@ func (acc *outputAcc) splitNote() string {
 // add counts one row of an output.
 func (acc *outputAcc) add(rd *reader, x *row) {
 	acc.out.Rows++
-	if x.rejectReason == "" && x.failStage == "" {
-		rd.verdicts.accept(x.id)
+	if x.RejectReason == "" && x.FailStage == "" {
+		rd.verdicts.accept(x.ID)
 	}
-	if x.rejectReason != "" {
+	if x.RejectReason != "" {
 		acc.out.RejectedRows++
-		if rd.countReject(x.id, x.rejectStage, x.rejectReason) {
+		if rd.countReject(x.ID, x.RejectStage, x.RejectReason) {
 			if rd.econ != nil {
 				rd.econ.reject(x)
 			}
-			if x.attempt > 1 {
-				rd.r.secondChances().LostAfter[x.attempt]++
+			if x.Attempt > 1 {
+				rd.r.secondChances().LostAfter[x.Attempt]++
 			}
 		}
 	}
-	if acc.training && x.attempt > 1 && x.rejectReason == "" && x.failStage == "" {
-		rd.r.secondChances().Recovered[x.attempt]++
+	if acc.training && x.Attempt > 1 && x.RejectReason == "" && x.FailStage == "" {
+		rd.r.secondChances().Recovered[x.Attempt]++
 	}
-	if x.failStage != "" {
-		rd.countFailure(x.id, x.failStage, x.failed)
+	if x.FailStage != "" {
+		rd.countFailure(x.ID, x.FailStage, x.Failed)
 	}
 	if rd.verdictsOnly {
 		return
 	}
-	if x.hasTools {
+	if x.Tools {
 		acc.out.ToolRows++
 	}
-	if acc.training && x.rejectReason == "" && x.failStage == "" && rd.econ != nil {
+	if acc.training && x.RejectReason == "" && x.FailStage == "" && rd.econ != nil {
 		rd.econ.keep(x)
 	}
-	if x.hasCompletion {
-		if x.finishReason != "" {
-			acc.out.FinishReasons[x.finishReason]++
+	if x.Completion {
+		if x.FinishReason != "" {
+			acc.out.FinishReasons[x.FinishReason]++
 		}
-		acc.prompt.add(x.promptTokens)
+		acc.prompt.add(x.PromptTokens)
 		think, answer, how := rd.split(x)
 		acc.thinking.add(think)
 		acc.answer.add(answer)
@@ -246,8 +162,8 @@ func (acc *outputAcc) add(rd *reader, x *row) {
 			acc.thinkTexts++
 		}
 	}
-	if x.hasTokens {
-		acc.loss.add(x.lossTokens)
+	if x.Tokens {
+		acc.loss.add(x.LossTokens)
 	}
 }
 
@@ -257,35 +173,33 @@ func (acc *outputAcc) add(rd *reader, x *row) {
 // all thinking), else the completion tokens split in proportion to the
 // texts' lengths.
 func (rd *reader) split(x *row) (think, answer int, how string) {
-	if x.reasoningTokens > 0 {
-		return x.reasoningTokens, max(0, x.completionTokens-x.reasoningTokens), "server"
+	if x.ReasoningTokens > 0 {
+		return x.ReasoningTokens, max(0, x.CompletionTokens-x.ReasoningTokens), "server"
 	}
-	if len(x.outputIDs) > 0 && !x.ids.any && rd.tokenizer() != nil {
+	if len(x.OutputIDs) > 0 && !x.IDs.Any && rd.tokenizer() != nil {
 		if rd.idp == nil {
 			rd.idp = rd.newLineParser()
 		}
-		if rd.idp.endID >= 0 {
-			for _, id := range x.outputIDs {
-				rd.idp.count(id, &x.ids)
-			}
+		if rd.idp.counting {
+			rd.idp.CountIDs(x.OutputIDs, &x.IDs)
 		}
 	}
-	if c := x.ids; c.any {
+	if c := x.IDs; c.Any {
 		switch {
 		// Before the last </think> is thinking; with none, a forced-thinking
 		// output (it started inside the reasoning) or one with no answer
 		// text is all thinking.
-		case c.end:
-			return c.before, c.n - c.before, "ids"
-		case x.thinkingForced || x.answerBytes == 0:
-			return c.n, 0, "ids"
+		case c.End:
+			return c.Before, c.N - c.Before, "ids"
+		case x.ThinkingForced || x.AnswerBytes == 0:
+			return c.N, 0, "ids"
 		}
-		return 0, c.n, "ids"
+		return 0, c.N, "ids"
 	}
-	if total := x.reasoningBytes + x.answerBytes; total > 0 {
-		think = int(float64(x.completionTokens)*float64(x.reasoningBytes)/float64(total) + 0.5)
+	if total := x.ReasoningBytes + x.AnswerBytes; total > 0 {
+		think = int(float64(x.CompletionTokens)*float64(x.ReasoningBytes)/float64(total) + 0.5)
 	}
-	return think, max(0, x.completionTokens-think), "text"
+	return think, max(0, x.CompletionTokens-think), "text"
 }
 
 func (rd *reader) tokenizer() *tokenize.Tokenizer {
@@ -332,11 +246,11 @@ func (rd *reader) countFailure(id, stage, msg string) {
 // deadLetters counts the rejections and failures of RUN_DIR/{rejected,failed}/STAGE.jsonl.
 func (rd *reader) deadLetters(path string) {
 	err := rd.jsonl(path, func(rd *reader, x *row) {
-		if x.rejectReason != "" && rd.countReject(x.id, x.rejectStage, x.rejectReason) && rd.econ != nil {
+		if x.RejectReason != "" && rd.countReject(x.ID, x.RejectStage, x.RejectReason) && rd.econ != nil {
 			rd.econ.reject(x)
 		}
-		if x.failStage != "" {
-			rd.countFailure(x.id, x.failStage, x.failed)
+		if x.FailStage != "" {
+			rd.countFailure(x.ID, x.FailStage, x.Failed)
 		}
 	})
 	if err != nil {
@@ -385,26 +299,24 @@ func (rd *reader) readOutput(w writer, take func(*reader, *row)) error {
 
 // rowOf is what the report reads of a record.
 func (rd *reader) rowOf(rec *record.Record) *row {
-	x := &row{id: rec.ID, hasTools: len(rec.Tools) > 0}
+	x := &row{ID: rec.ID, Tools: len(rec.Tools) > 0}
 	if c := rec.Completion; c != nil {
-		x.hasCompletion, x.finishReason = true, c.FinishReason
-		x.promptTokens, x.completionTokens, x.reasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens
-		x.reasoningBytes, x.answerBytes = len(c.Reasoning), len(c.Answer)
-		x.thinkingForced, _ = c.Request["thinking_forced"].(bool)
-		if x.reasoningTokens <= 0 && len(c.OutputIDs) > 0 {
-			x.outputIDs = c.OutputIDs
+		x.Completion, x.FinishReason = true, c.FinishReason
+		x.PromptTokens, x.CompletionTokens, x.ReasoningTokens = c.PromptTokens, c.CompletionTokens, c.ReasoningTokens
+		x.ReasoningBytes, x.AnswerBytes = len(c.Reasoning), len(c.Answer)
+		x.ThinkingForced, _ = c.Request["thinking_forced"].(bool)
+		if x.ReasoningTokens <= 0 && len(c.OutputIDs) > 0 {
+			x.OutputIDs = c.OutputIDs
 		}
 	}
 	if t := rec.Tokens; t != nil {
-		x.hasTokens, x.lossTokens = true, t.NumLossTokens
+		x.Tokens, x.LossTokens = true, t.NumLossTokens
 		if rd.maxLength > 0 {
-			x.mask = countMask(t.LossMask, rd.maxLength)
+			x.Mask = recordline.CountMask(t.LossMask, rd.maxLength)
 		}
 	}
-	x.cutAtLength, _ = rec.Meta[cutAtLengthKey].(bool)
-	x.attempt = metaInt(rec.Meta[attemptKey])
-	x.retriedTokens = metaInt(rec.Meta[retriedTokensKey])
-	x.setVerdict(rec.Reject, rec.Failure)
+	x.Marks = recordline.MarksOf(rec.Meta)
+	x.SetVerdict(rec.Reject, rec.Failure)
 	return x
 }
 
@@ -462,21 +374,21 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 	var ids []int
 	for i := range int(b.NumRows()) {
 		id, _ := str(arrowrow.ColID, i)
-		x := &row{id: id}
+		x := &row{ID: id}
 		if fr, ok := str(arrowrow.ColFinishReason, i); ok {
-			x.hasCompletion, x.finishReason = true, fr
+			x.Completion, x.FinishReason = true, fr
 		}
 		if _, ok := num(arrowrow.ColCompletionTokens, i); ok {
-			x.hasCompletion = true
+			x.Completion = true
 		}
-		x.promptTokens, _ = num(arrowrow.ColPromptTokens, i)
-		x.completionTokens, _ = num(arrowrow.ColCompletionTokens, i)
-		x.reasoningTokens, _ = num(arrowrow.ColReasoningTokens, i)
+		x.PromptTokens, _ = num(arrowrow.ColPromptTokens, i)
+		x.CompletionTokens, _ = num(arrowrow.ColCompletionTokens, i)
+		x.ReasoningTokens, _ = num(arrowrow.ColReasoningTokens, i)
 		reasoning, _ := str(arrowrow.ColReasoning, i)
 		answer, _ := str(arrowrow.ColAnswer, i)
-		x.reasoningBytes, x.answerBytes = len(reasoning), len(answer)
+		x.ReasoningBytes, x.AnswerBytes = len(reasoning), len(answer)
 		if tools, ok := str(arrowrow.ColTools, i); ok && tools != "" && tools != "[]" {
-			x.hasTools = true
+			x.Tools = true
 		}
 		if outIDs != nil && !outIDs.IsNull(i) {
 			if vals, ok := outIDs.ListValues().(*array.Int32); ok {
@@ -485,34 +397,28 @@ func (rd *reader) batch(b arrow.RecordBatch, take func(*reader, *row)) {
 				for j := lo; j < hi; j++ {
 					ids = append(ids, int(vals.Value(int(j))))
 				}
-				x.outputIDs = ids
+				x.OutputIDs = ids
 			}
 			if req, ok := str(arrowrow.ColRequest, i); ok && req != "" {
 				var r struct {
 					ThinkingForced bool `json:"thinking_forced"`
 				}
 				_ = json.Unmarshal([]byte(req), &r) // a bad request column only loses the hint
-				x.thinkingForced = r.ThinkingForced
+				x.ThinkingForced = r.ThinkingForced
 			}
 		}
-		x.lossTokens, x.hasTokens = num(arrowrow.ColNumLossTokens, i)
+		x.LossTokens, x.Tokens = num(arrowrow.ColNumLossTokens, i)
 		if masks != nil && !masks.IsNull(i) {
 			if vals, ok := masks.ListValues().(*array.Uint8); ok {
 				lo, hi := masks.ValueOffsets(i)
-				x.mask = countMask(vals.Uint8Values()[lo:hi], rd.maxLength)
+				x.Mask = recordline.CountMask(vals.Uint8Values()[lo:hi], rd.maxLength)
 			}
 		}
-		if meta, ok := str(arrowrow.ColMeta, i); ok && (strings.Contains(meta, cutAtLengthKey) || strings.Contains(meta, attemptKey)) {
-			var m struct {
-				CutAtLength bool `json:"cut_at_length"`
-				Attempt     int  `json:"attempt"`
-				Retried     int  `json:"retried_tokens"`
-			}
-			_ = json.Unmarshal([]byte(meta), &m) // a bad meta column only loses the marks
-			x.cutAtLength, x.attempt, x.retriedTokens = m.CutAtLength, m.Attempt, m.Retried
+		if meta, ok := str(arrowrow.ColMeta, i); ok {
+			x.Marks = recordline.ParseMarks([]byte(meta))
 		}
-		x.rejectStage, _ = str(arrowrow.ColRejectStage, i)
-		x.rejectReason, _ = str(arrowrow.ColRejectReason, i)
+		x.RejectStage, _ = str(arrowrow.ColRejectStage, i)
+		x.RejectReason, _ = str(arrowrow.ColRejectReason, i)
 		take(rd, x)
 	}
 }

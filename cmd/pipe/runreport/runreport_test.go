@@ -16,6 +16,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/record"
+	"github.com/pipe-dev/pipe/pipeline/record/recordline"
 	_ "github.com/pipe-dev/pipe/stages" // the kinds a run.json names, as pipe registers them
 )
 
@@ -78,7 +79,7 @@ func writeRunDir(t *testing.T) string {
 		b, _ := json.Marshal(r)
 		return b
 	}
-	l, err := commitlog.Open(out, record.LineID)
+	l, err := commitlog.Open(out, recordline.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func writeRunDir(t *testing.T) string {
 	l.Close()
 	// The same rejection of c kept as a dead letter, and another one.
 	os.MkdirAll(filepath.Join(dir, "rejected"), 0o755)
-	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), record.LineID)
+	dl, err := commitlog.Open(filepath.Join(dir, "rejected", "check.jsonl"), recordline.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,11 +235,11 @@ func TestSplitForcedThinking(t *testing.T) {
 		t.Fatal(rd.tokErr)
 	}
 	ids := tok.Encode("cut short in the middle of the reasoning")
-	x := &row{outputIDs: ids, completionTokens: len(ids), answerBytes: 40, thinkingForced: true}
+	x := &row{OutputIDs: ids, CompletionTokens: len(ids), AnswerBytes: 40, ThinkingForced: true}
 	if think, answer, how := rd.split(x); think != len(ids) || answer != 0 || how != "ids" {
 		t.Fatalf("forced: think %d, answer %d (%s), want %d, 0", think, answer, how, len(ids))
 	}
-	x.thinkingForced = false
+	x.ThinkingForced = false
 	if think, answer, _ := rd.split(x); think != 0 || answer != len(ids) {
 		t.Fatalf("hybrid: think %d, answer %d", think, answer)
 	}
@@ -321,9 +322,14 @@ func TestLineParsersShareAWholeIDTable(t *testing.T) {
 		wg.Go(func() { parsers[i] = rd.newLineParser() })
 	}
 	wg.Wait()
+	line := []byte(fmt.Sprintf(`{"id":"a","completion":{"answer":"x","output_ids":[100,%d,101]}}`, end))
 	for i, p := range parsers {
-		if p.endID != end || p.class[end] != idEnd {
-			t.Fatalf("parser %d: </think> (%d) is of class %d", i, end, p.class[end])
+		var x row
+		if err := p.Parse(line, &x); err != nil {
+			t.Fatal(err)
+		}
+		if !x.IDs.End || x.IDs.Before != 1 || x.IDs.N != 2 {
+			t.Fatalf("parser %d: </think> (%d) not found in %s: %+v", i, end, line, x.IDs)
 		}
 	}
 }

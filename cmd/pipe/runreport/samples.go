@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,8 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
-	"github.com/pipe-dev/pipe/pipeline/filecommit"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
 	"github.com/pipe-dev/pipe/stages/arrowrow"
@@ -116,17 +118,40 @@ func (s *sampler) fromOutput(w writer) {
 		}
 		return accepted == 0 && (s.wantAll == 0 || !forRejects)
 	}
-	var err error
-	// A directory is a shard directory, a file a commit log of lines
-	// (as the figures read them: reader.output).
-	if st, serr := os.Stat(w.path); serr == nil && st.IsDir() {
-		err = s.shards(w.path, take)
-	} else {
-		err = s.jsonl(w.path, func(line []byte) bool { return accepted > 0 || (forRejects && s.wanted(line)) }, take)
-	}
+	err := s.read(w, func(line []byte) bool { return accepted > 0 || (forRejects && s.wanted(line)) }, take)
 	if err != nil && !errors.Is(err, errEnough) {
 		s.r.note("samples of %s: %v", w.id, err)
 	}
+}
+
+// read reads w's committed records through what its kind declares
+// (output.Spec, as the figures read them: reader.readOutput) until take
+// says enough: shards by row batch, pipe's record lines (only those may
+// says may matter decoded), any other format record by record.
+func (s *sampler) read(w writer, may func([]byte) bool, take func(*record.Record) bool) error {
+	spec := pipeline.DefaultRegistry.Output(w.kind)
+	if spec == nil || spec.Committed == nil {
+		return nil // the figures' read (readOutput) notes it
+	}
+	c, err := spec.Committed(w.path)
+	if err != nil || c == nil {
+		return err
+	}
+	switch c.Format {
+	case arrowrow.FormatParquet, arrowrow.FormatArrow:
+		return s.shards(c.Files, take)
+	case "jsonl":
+		return s.jsonl(w.path, may, take)
+	}
+	if spec.Each == nil {
+		return fmt.Errorf("kind %s declares no way to read its %s rows", w.kind, c.Format)
+	}
+	return spec.Each(s.ctx, w.path, func(rec *record.Record) error {
+		if take(rec) {
+			return errEnough
+		}
+		return s.ctx.Err()
+	})
 }
 
 // fromDeadLetters reads the rejected samples still wanted from the run
@@ -284,21 +309,17 @@ func (s *sampler) jsonl(path string, may func([]byte) bool, take func(*record.Re
 	}
 }
 
-// shards reads a write-arrow output's committed shards (its manifest's)
-// until take says enough.
-func (s *sampler) shards(dir string, take func(*record.Record) bool) error {
-	m, err := filecommit.ReadManifest(dir)
-	if err != nil || m == nil {
-		return err
-	}
+// shards reads an output's committed shards (its writer's record of
+// them) until take says enough.
+func (s *sampler) shards(files []output.File, take func(*record.Record) bool) error {
 	var read int64
-	for _, sh := range m.Shards {
+	for _, sh := range files {
 		if read > sampleScanBytes {
 			return nil
 		}
 		read += sh.Bytes
 		// Small batches: the first rows are often all that is wanted.
-		err := arrowrow.ReadFileRows(s.ctx, filepath.Join(dir, sh.Name), sampleBatchRows, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
+		err := arrowrow.ReadFileRows(s.ctx, sh.Path, sampleBatchRows, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
 			recs, err := arrowrow.Records(b)
 			if err != nil {
 				return err

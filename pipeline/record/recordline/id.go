@@ -1,4 +1,4 @@
-package record
+package recordline
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// LineID is the commitlog.IDFunc of a file of records (one JSON
+// ID is the commitlog.IDFunc of a file of records (one JSON
 // record per line, as write-jsonl and the rejected/failed files hold).
 //
 // It accepts exactly the lines encoding/json's Unmarshal into
@@ -23,7 +23,7 @@ import (
 //
 // The decoder reads the line with its lists of plain integers emptied
 // (liftInts): a row's thousands of token ids were most of its cost.
-func LineID(line []byte) (string, error) {
+func ID(line []byte) (string, error) {
 	ld := lineDecoders.Get().(*lineDecoder)
 	defer lineDecoders.Put(ld)
 	ld.buf = liftInts(ld.buf[:0], line)

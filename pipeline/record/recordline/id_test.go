@@ -1,4 +1,4 @@
-package record
+package recordline
 
 import (
 	"encoding/json"
@@ -90,7 +90,7 @@ func TestLineIDAgreesWithUnmarshal(t *testing.T) {
 	}
 	for _, l := range lines {
 		want, wantOK := unmarshalLineID([]byte(l))
-		got, err := LineID([]byte(l))
+		got, err := ID([]byte(l))
 		if (err == nil) != wantOK || got != want {
 			t.Errorf("LineID(%.60q) = %q, %v; encoding/json: %q, ok %v", l, got, err, want, wantOK)
 		}
@@ -104,7 +104,7 @@ func BenchmarkLineID(b *testing.B) {
 	b.Run("LineID", func(b *testing.B) {
 		b.SetBytes(int64(len(line)))
 		for b.Loop() {
-			if _, err := LineID(line); err != nil {
+			if _, err := ID(line); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -141,7 +141,7 @@ func TestLineIDAgreesOnEdits(t *testing.T) {
 			}
 		}
 		want, wantOK := unmarshalLineID(line)
-		got, err := LineID(line)
+		got, err := ID(line)
 		if (err == nil) != wantOK || got != want {
 			t.Fatalf("LineID(%q) = %q, %v; encoding/json: %q, ok %v", line, got, err, want, wantOK)
 		}
