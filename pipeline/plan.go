@@ -623,7 +623,7 @@ func (d *configDecoder) field(f *fieldInfo, fv reflect.Value) {
 	}
 	if !set {
 		if f.Required {
-			d.probs = append(d.probs, pipefile.Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, f.Doc)})
+			d.probs = append(d.probs, pipefile.Problem{Pos: sd.Pos, Stage: sd.ID, Kind: sd.Kind, Msg: fmt.Sprintf("missing required key %q (%s)", f.Key, strings.TrimSuffix(f.Doc, "."))})
 		}
 		return
 	}

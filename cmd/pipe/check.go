@@ -4,9 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/pipe-dev/pipe/internal/numfmt"
 	"io"
 	"strings"
+
+	"github.com/pipe-dev/pipe/internal/numfmt"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"

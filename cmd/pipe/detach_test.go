@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 )
@@ -125,7 +126,7 @@ var backgroundPID = regexp.MustCompile(`running in the background as pid (\d+)`)
 func (r *bgRig) detach(extra ...string) (pid, shellSession int) {
 	r.t.Helper()
 	args := append([]string{r.bin, "run", "--detach", "p.toml"}, extra...)
-	sh := exec.Command("sh", "-c", shellJoin(args)+"; echo shell exits")
+	sh := exec.Command("sh", "-c", cmdline.Join(args)+"; echo shell exits")
 	sh.Dir = r.dir
 	sh.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	out, err := sh.CombinedOutput()

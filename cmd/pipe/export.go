@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
@@ -110,7 +111,7 @@ func (c *exportCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error
 // beside each tokenizer key), are an error: their rows cannot go into one
 // file for one trainer, whose labelling follows one template.
 func rulesFromRuns(fs *flag.FlagSet, r *trainrow.Rules, args []string, w io.Writer) error {
-	paths, err := expandRunDirs(args)
+	paths, err := cmdline.ExpandGlobs(args)
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ type exportInput struct {
 // exportInputs resolves the PATH arguments to outputs (files or shard
 // directories), in order.
 func exportInputs(args []string, stage string) ([]exportInput, error) {
-	paths, err := expandRunDirs(args)
+	paths, err := cmdline.ExpandGlobs(args)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/internal/suggest"
 	"github.com/pipe-dev/pipe/stages"
 )
@@ -185,9 +186,9 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 	}
 	var buf bytes.Buffer
 	err = regenerateTemplate.Execute(&buf, map[string]any{
-		"Command":   shellJoin(redactedArgs(append([]string{"pipe"}, std.Args...))),
-		"File":      shellJoin([]string{f.out}),
-		"OutDirArg": shellJoin([]string{f.outputDir}),
+		"Command":   cmdline.Join(cmdline.Redacted(append([]string{"pipe"}, std.Args...))),
+		"File":      cmdline.Join([]string{f.out}),
+		"OutDirArg": cmdline.Join([]string{f.outputDir}),
 		"Prompts":   rel(f.prompts),
 		"ModelDir":  rel(f.modelDir),
 		"Servers":   servers,
@@ -212,7 +213,7 @@ func initRegenerate(ctx context.Context, std *stdio, f initFlags) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%s failed pipe check, so it was not kept (please report this):\n%v", f.out, probs)}
 	}
 	fmt.Fprintf(std.Out, "wrote %s (it passes pipe check). Next:\n  pipe run --dry-run %s   # probes the servers\n  pipe run --detach %s    # runs in the background; pipe status / pipe stop / pipe report %s\n",
-		f.out, shellJoin([]string{f.out}), shellJoin([]string{f.out}), shellJoin([]string{f.outputDir}))
+		f.out, cmdline.Join([]string{f.out}), cmdline.Join([]string{f.out}), cmdline.Join([]string{f.outputDir}))
 	return nil
 }
 

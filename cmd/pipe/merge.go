@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/shardruns"
 	"github.com/pipe-dev/pipe/stages/s3up"
@@ -54,7 +54,7 @@ func (c *mergeCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error 
 	if fs.NArg() == 0 || c.out == "" {
 		return usageErrorf("usage: pipe merge --out DIR|s3://BUCKET/PREFIX RUN_DIR...")
 	}
-	dirs, err := expandRunDirs(fs.Args())
+	dirs, err := cmdline.ExpandGlobs(fs.Args())
 	if err != nil {
 		return usageErrorf("pipe merge: %v", err)
 	}
@@ -123,24 +123,3 @@ func writeMerged(ctx context.Context, out string, data []byte, s3 s3up.Config) (
 // exitIncomplete is pipe merge's exit code when shards are missing or not
 // done: the manifest was written, and is worth writing again later.
 const exitIncomplete = 3
-
-// expandRunDirs expands glob patterns among args (quoted globs reach us
-// unexpanded, e.g. from a Kubernetes command line).
-func expandRunDirs(args []string) ([]string, error) {
-	var out []string
-	for _, a := range args {
-		if !strings.ContainsAny(a, "*?[") {
-			out = append(out, a)
-			continue
-		}
-		m, err := filepath.Glob(a)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", a, err)
-		}
-		if len(m) == 0 {
-			return nil, errors.New(a + ": matches no run directory")
-		}
-		out = append(out, m...)
-	}
-	return out, nil
-}

@@ -4,9 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 // A system prompt's text, a label of tokenize-and-mask's figures, is

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 )
 
 // A detached run tells a notifier command and a local HTTP receiver of its
@@ -32,7 +34,7 @@ func TestNotifyDetachedRun(t *testing.T) {
 	}
 	sj, _ := json.Marshal(servers)
 	args := []string{"--commit-every", "1h", "--warn-disk-free", "1e9", "--set", "gen.servers=" + string(sj),
-		"--notify", "cat >> " + shellJoin([]string{filepath.Join(r.dir, "notes.jsonl")}), "--notify", "exit 3"}
+		"--notify", "cat >> " + cmdline.Join([]string{filepath.Join(r.dir, "notes.jsonl")}), "--notify", "exit 3"}
 	r.detach(args...)
 	deadline := time.Now().Add(time.Minute)
 	for {

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 
 	"github.com/pipe-dev/pipe/cmd/pipe/runreport"
 	"github.com/pipe-dev/pipe/pipeline"
-	"github.com/pipe-dev/pipe/pipeline/engine"
 )
 
 // reportCmd is pipe report and its flags.
@@ -105,72 +103,4 @@ func compare(ctx context.Context, a, b string) (*runreport.Comparison, error) {
 		return nil, err
 	}
 	return runreport.Compare(ra, rb)
-}
-
-// recordTimeline adds a progress snapshot to RUN_DIR/timeline.jsonl, for
-// the report's throughput over time (runreport.RecordPoint says how often).
-func recordTimeline(plan *pipeline.Plan, s *engine.Summary) {
-	runreport.RecordPoint(plan.File.RunDir, s, false)
-}
-
-// reportAtEnd is pipe run's last word: the final point of the timeline,
-// then, for a run that completed (state "finished"), the report on the terminal,
-// in the log and in RUN_DIR/report.html. A stopped run gets none: reading
-// every output could outlast the grace a scheduler gives after SIGTERM
-// (pipe report makes it on demand). It never fails the run: a report it
-// cannot make is a line saying why. ctx ends it early (a Ctrl-C, pipe stop
-// while the report is read: the run's data is all committed by then).
-func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, state string, sum *engine.Summary) {
-	dir := plan.File.RunDir
-	runreport.RecordPoint(dir, sum, true)
-	if state != stateFinished || sum == nil || !sum.Started() {
-		return
-	}
-	// The handoff first: the report shows it.
-	files, err := writeHandoffs(ctx, plan)
-	for _, w := range []io.Writer{term, log} {
-		for _, f := range files {
-			fmt.Fprintf(w, "pipe: SpecForge data: block in %s\n", pipeline.DisplayPath(f))
-		}
-		if err != nil {
-			fmt.Fprintf(w, "pipe: %v\n", err)
-		}
-	}
-	// A replay keeps its verdicts for the comparison below.
-	fr := plan.File.From
-	r, err := runreport.Build(ctx, dir, runreport.Options{Verdicts: fr != nil})
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("stopped (pipe report %s makes it)", shellJoin([]string{pipeline.DisplayPath(dir)}))
-		}
-		fmt.Fprintf(term, "pipe: no run report: %v\n", err)
-		return
-	}
-	path, err := r.WriteHTMLFile()
-	for _, w := range []io.Writer{term, log} {
-		fmt.Fprintln(w)
-		r.WriteText(w)
-		if err != nil {
-			fmt.Fprintf(w, "pipe: the HTML report could not be written: %v\n", err)
-		} else {
-			fmt.Fprintf(w, "report with plots: %s (pipe report %s writes it again)\n", pipeline.DisplayPath(path), shellJoin([]string{pipeline.DisplayPath(dir)}))
-		}
-	}
-	// A replay says what changed from the run it replays.
-	if fr != nil {
-		var c *runreport.Comparison
-		orig, err := runreport.Build(ctx, fr.RunDir, runreport.Options{VerdictsOnly: true})
-		if err == nil {
-			c, err = runreport.Compare(orig, r)
-		}
-		for _, w := range []io.Writer{term, log} {
-			fmt.Fprintln(w)
-			if err != nil {
-				fmt.Fprintf(w, "pipe: no comparison with %s: %v\n", pipeline.DisplayPath(fr.RunDir), err)
-				continue
-			}
-			c.WriteText(w, pipeline.DisplayPath(fr.RunDir), pipeline.DisplayPath(dir))
-			fmt.Fprintf(w, "(pipe report %s %s shows it again)\n", shellJoin([]string{pipeline.DisplayPath(fr.RunDir)}), shellJoin([]string{pipeline.DisplayPath(dir)}))
-		}
-	}
 }

@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected output in the *.txtar scripts run")

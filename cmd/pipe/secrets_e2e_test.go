@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
@@ -62,7 +63,7 @@ max_rows = 8
 	withPW := strings.Replace(sim.URLs[0], "http://", "http://bob:"+pw+"@", 1)
 	var said strings.Builder
 	sh := func(args ...string) error {
-		cmd := exec.Command("sh", "-c", "umask 077; exec "+shellJoin(append([]string{bin}, args...)))
+		cmd := exec.Command("sh", "-c", "umask 077; exec "+cmdline.Join(append([]string{bin}, args...)))
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		said.Write(out)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -99,7 +100,7 @@ func (c *statusCmd) run(ctx context.Context, std *stdio, fs *flag.FlagSet) error
 	if fs.NArg() == 0 {
 		return usageErrorf("usage: pipe status [--json] [--watch] RUN_DIR...")
 	}
-	dirs, err := expandRunDirs(fs.Args())
+	dirs, err := cmdline.ExpandGlobs(fs.Args())
 	if err != nil {
 		return usageErrorf("pipe status: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -99,7 +100,7 @@ func waitForExit(std *stdio, dir string, pid int, poll time.Duration) error {
 	for {
 		select {
 		case <-std.Signals:
-			fmt.Fprintf(std.Err, "pipe stop: no longer waiting; pid %d is still stopping (pipe status %s)\n", pid, shellJoin([]string{dir}))
+			fmt.Fprintf(std.Err, "pipe stop: no longer waiting; pid %d is still stopping (pipe status %s)\n", pid, cmdline.Join([]string{dir}))
 			return &exitError{code: exitInterrupted}
 		case <-time.After(poll):
 		}
@@ -206,10 +207,10 @@ func printStopped(std *stdio, dir string, pid int) {
 	if (st.State == stateFailed || st.State == rundir.StateBudget) && st.Error != "" {
 		fmt.Fprintf(std.Out, "error: %s\n", st.Error)
 	}
-	fmt.Fprintf(std.Out, "what it holds: pipe report %s\n", shellJoin([]string{pipeline.DisplayPath(dir)}))
+	fmt.Fprintf(std.Out, "what it holds: pipe report %s\n", cmdline.Join([]string{pipeline.DisplayPath(dir)}))
 	if r, err := rundir.ReadRun(dir); err == nil && r != nil && len(r.History) > 0 {
 		if last := r.History[len(r.History)-1].Command; len(last) > 0 {
-			fmt.Fprintf(std.Out, "continue with: %s\n", shellJoin(resumeCommand(last)))
+			fmt.Fprintf(std.Out, "continue with: %s\n", cmdline.Join(cmdline.Resume(last)))
 		}
 	}
 }

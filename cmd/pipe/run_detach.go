@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pipe-dev/pipe/internal/redact"
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/rundir/layout"
@@ -42,12 +42,6 @@ const detachedLog = layout.DetachedLog
 type detachReady struct {
 	PID    int    `json:"pid"`
 	RunDir string `json:"run_dir"`
-}
-
-// redactedArgs is args without the userinfo of URLs in them.
-func redactedArgs(args []string) []string {
-	out, _ := redact.Args(args)
-	return out
 }
 
 // startDetached runs `pipe ARGS` (args as typed after "pipe", --detach
@@ -132,7 +126,7 @@ func startDetached(std *stdio, args []string) error {
   output:        %s (progress and summary), log in %s
   watch it:      pipe status %s
   stop it:       pipe stop %s   (commits and drains; --now stops at once)
-`, msg.PID, dir, filepath.Join(dir, detachedLog), filepath.Join(dir, runLogFile), shellJoin([]string{dir}), shellJoin([]string{dir}))
+`, msg.PID, dir, filepath.Join(dir, detachedLog), filepath.Join(dir, runLogFile), cmdline.Join([]string{dir}), cmdline.Join([]string{dir}))
 	return nil
 }
 
@@ -175,7 +169,7 @@ func notifyDetached(runDir string) error {
 	if err != nil {
 		return fmt.Errorf("--detach: %w", err)
 	}
-	fmt.Fprintf(logf, "==== %s pid %d: %s\n", time.Now().UTC().Format(time.RFC3339), os.Getpid(), shellJoin(redactedArgs(os.Args)))
+	fmt.Fprintf(logf, "==== %s pid %d: %s\n", time.Now().UTC().Format(time.RFC3339), os.Getpid(), cmdline.Join(cmdline.Redacted(os.Args)))
 	for _, target := range []int{1, 2} {
 		if err := unix.Dup2(int(logf.Fd()), target); err != nil {
 			logf.Close()

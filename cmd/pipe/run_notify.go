@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
 	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
@@ -341,9 +342,9 @@ func notifyText(m notifyMessage) string {
 	}
 	switch m.Event {
 	case notifyWarning:
-		fmt.Fprintf(&b, "watch: pipe status %s   stop: pipe stop %s", shellJoin([]string{dir}), shellJoin([]string{dir}))
+		fmt.Fprintf(&b, "watch: pipe status %s   stop: pipe stop %s", cmdline.Join([]string{dir}), cmdline.Join([]string{dir}))
 	case notifyFinished:
-		fmt.Fprintf(&b, "report: pipe report %s", shellJoin([]string{dir}))
+		fmt.Fprintf(&b, "report: pipe report %s", cmdline.Join([]string{dir}))
 	default:
 		fmt.Fprintf(&b, "continue with: %s", m.ContinueWith)
 	}

@@ -14,9 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pipe-dev/pipe/pipeline/figure"
 )
 
 // runMetrics serves a run's figures to Prometheus (pipe run
