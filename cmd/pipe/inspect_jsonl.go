@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/record/recordline"
@@ -163,18 +164,8 @@ func (jr *jsonlReport) scan(p *recordline.Parser, line []byte, rejects, fails ma
 		rejects[[2]string{x.RejectStage, x.RejectReason}]++
 	}
 	if x.FailStage != "" || x.Failed != "" {
-		fails[[2]string{x.FailStage, firstRunes(x.Failed, failureChars)}]++
+		fails[[2]string{x.FailStage, textfmt.FirstRunes(x.Failed, failureChars)}]++
 	}
-}
-
-func firstRunes(s string, n int) string {
-	for i := range s {
-		if n == 0 {
-			return s[:i] + "…"
-		}
-		n--
-	}
-	return s
 }
 
 func sortTally(m map[[2]string]int64) []tally {

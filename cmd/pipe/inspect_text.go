@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -54,13 +55,9 @@ func (d *inspectDoc) print(w io.Writer) {
 	}
 }
 
-func kv(w io.Writer, key, format string, args ...any) {
-	fmt.Fprintf(w, "%-10s %s\n", key, fmt.Sprintf(format, args...))
-}
-
 func printShard(w io.Writer, s *shardReport, head bool) {
 	if head {
-		kv(w, "shard", "%s", s.Path)
+		textfmt.KV(w, "shard", "%s", s.Path)
 	}
 	schema := ""
 	if s.Schema != "" {
@@ -70,14 +67,14 @@ func printShard(w io.Writer, s *shardReport, head bool) {
 	if s.Format == arrowrow.FormatArrow {
 		unit = "record batch"
 	}
-	kv(w, "format", "%s%s, %s, %s", s.Format, schema, numfmt.Plural(s.Groups, unit), numfmt.Bytes(s.Bytes))
-	kv(w, "rows", "%d", s.Rows)
-	kv(w, "tokens", "%d (trained on %d)", s.Tokens, s.LossTok)
+	textfmt.KV(w, "format", "%s%s, %s, %s", s.Format, schema, numfmt.Plural(s.Groups, unit), numfmt.Bytes(s.Bytes))
+	textfmt.KV(w, "rows", "%d", s.Rows)
+	textfmt.KV(w, "tokens", "%d (trained on %d)", s.Tokens, s.LossTok)
 	parts := make([]string, len(s.Columns))
 	for i, c := range s.Columns {
 		parts[i] = c.Name + " " + c.Type
 	}
-	kv(w, "columns", "%d", len(s.Columns))
+	textfmt.KV(w, "columns", "%d", len(s.Columns))
 	for _, line := range wrapJoin(parts, ", ", 78) {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
@@ -112,18 +109,18 @@ func wrapJoin(parts []string, sep string, width int) []string {
 
 func printDir(w io.Writer, d *dirReport) {
 	if !d.Manifest {
-		kv(w, "shards", "%s: no %s, so no shard here is committed", d.Dir, filecommit.ManifestName)
+		textfmt.KV(w, "shards", "%s: no %s, so no shard here is committed", d.Dir, filecommit.ManifestName)
 	} else {
-		kv(w, "shards", "%s (%s updated %s)", d.Dir, filecommit.ManifestName, d.Updated.UTC().Format(time.RFC3339))
+		textfmt.KV(w, "shards", "%s (%s updated %s)", d.Dir, filecommit.ManifestName, d.Updated.UTC().Format(time.RFC3339))
 		schema := ""
 		if d.Schema != "" {
 			schema = ", schema " + d.Schema
 		}
-		kv(w, "format", "%s%s", d.Format, schema)
-		kv(w, "rows", "%d", d.Rows)
-		kv(w, "tokens", "%d", d.Tokens)
-		kv(w, "bytes", "%d (%s)", d.Bytes, numfmt.Bytes(d.Bytes))
-		kv(w, "committed", "%s", numfmt.Plural(len(d.Shards), "shard"))
+		textfmt.KV(w, "format", "%s%s", d.Format, schema)
+		textfmt.KV(w, "rows", "%d", d.Rows)
+		textfmt.KV(w, "tokens", "%d", d.Tokens)
+		textfmt.KV(w, "bytes", "%d (%s)", d.Bytes, numfmt.Bytes(d.Bytes))
+		textfmt.KV(w, "committed", "%s", numfmt.Plural(len(d.Shards), "shard"))
 	}
 	nameW := 0
 	for _, s := range d.Shards {
@@ -151,9 +148,9 @@ func printDir(w io.Writer, d *dirReport) {
 			what = "present with the manifest's sizes and sha256"
 		}
 		if bad == 0 {
-			kv(w, "verified", "%s %s", numfmt.Plural(len(d.Shards), "shard"), what)
+			textfmt.KV(w, "verified", "%s %s", numfmt.Plural(len(d.Shards), "shard"), what)
 		} else {
-			kv(w, "verified", "%d of %s FAILED", bad, numfmt.Plural(len(d.Shards), "shard"))
+			textfmt.KV(w, "verified", "%d of %s FAILED", bad, numfmt.Plural(len(d.Shards), "shard"))
 		}
 	}
 	if d.First != nil {
@@ -167,19 +164,19 @@ func printJSONL(w io.Writer, j *jsonlReport) {
 	if j.Journal {
 		what = "journal"
 	}
-	kv(w, what, "%s (%s)", j.Path, numfmt.Bytes(j.Bytes))
-	kv(w, "lines", "%d", j.Lines)
+	textfmt.KV(w, what, "%s (%s)", j.Path, numfmt.Bytes(j.Bytes))
+	textfmt.KV(w, "lines", "%d", j.Lines)
 	if j.Committed != nil {
 		note := ""
 		if *j.Committed < j.Lines {
 			note = fmt.Sprintf("; %d line(s) past the last commit are cut when the file is next opened for writing", j.Lines-*j.Committed)
 		}
-		kv(w, "committed", "%d (from %s)%s", *j.Committed, filepath.Base(j.Index), note)
+		textfmt.KV(w, "committed", "%d (from %s)%s", *j.Committed, filepath.Base(j.Index), note)
 	} else {
-		kv(w, "committed", "unknown: no commit index %s (not written by pipe's commit log)", filepath.Base(commitlog.IndexPath(j.Path)))
+		textfmt.KV(w, "committed", "unknown: no commit index %s (not written by pipe's commit log)", filepath.Base(commitlog.IndexPath(j.Path)))
 	}
 	if j.WithTok > 0 {
-		kv(w, "tokens", "%d in %d row(s) (trained on %d)", j.Tokens, j.WithTok, j.LossTok)
+		textfmt.KV(w, "tokens", "%d in %d row(s) (trained on %d)", j.Tokens, j.WithTok, j.LossTok)
 	}
 	printTally(w, "rejected", j.Rejected)
 	printTally(w, "failed", j.Failed)
@@ -230,43 +227,43 @@ func (o *outputReport) committedText() string {
 }
 
 func printOutput(w io.Writer, o *outputReport) {
-	kv(w, "output", "%s (%s)", o.Path, o.Kind)
+	textfmt.KV(w, "output", "%s (%s)", o.Path, o.Kind)
 	if o.Format != "" {
-		kv(w, "format", "%s", o.Format)
+		textfmt.KV(w, "format", "%s", o.Format)
 	}
-	kv(w, "committed", "%s", o.committedText())
+	textfmt.KV(w, "committed", "%s", o.committedText())
 }
 
 func printRun(w io.Writer, r *runReport) {
-	kv(w, "run dir", "%s", r.Dir)
+	textfmt.KV(w, "run dir", "%s", r.Dir)
 	if r.Pipeline != "" {
-		kv(w, "pipeline", "%s", r.Pipeline)
-		kv(w, "created", "%s", r.Created.UTC().Format(time.RFC3339))
+		textfmt.KV(w, "pipeline", "%s", r.Pipeline)
+		textfmt.KV(w, "created", "%s", r.Created.UTC().Format(time.RFC3339))
 	} else {
-		kv(w, "pipeline", "unknown (no %s)", rundir.RunFile)
+		textfmt.KV(w, "pipeline", "unknown (no %s)", rundir.RunFile)
 	}
 	if n := len(r.Starts); n > 0 {
 		last := r.Starts[n-1]
-		kv(w, "starts", "%d, last %s: %s", n, last.At.UTC().Format(time.RFC3339), strings.Join(last.Command, " "))
+		textfmt.KV(w, "starts", "%d, last %s: %s", n, last.At.UTC().Format(time.RFC3339), strings.Join(last.Command, " "))
 	}
 	if r.State != "" {
-		kv(w, "state", "%s (status.json updated %s)", r.State, r.Updated)
+		textfmt.KV(w, "state", "%s (status.json updated %s)", r.State, r.Updated)
 	} else {
-		kv(w, "state", "unknown (no status.json)")
+		textfmt.KV(w, "state", "unknown (no status.json)")
 	}
 	if r.Error != "" {
-		kv(w, "error", "%s", firstRunes(strings.ReplaceAll(r.Error, "\n", " "), 300))
+		textfmt.KV(w, "error", "%s", textfmt.FirstRunes(strings.ReplaceAll(r.Error, "\n", " "), 300))
 	}
 	printRunLock(w, r.Lock)
 	unfinished := ""
 	if r.Unfinished != nil && *r.Unfinished > 0 {
 		unfinished = fmt.Sprintf("; %d unfinished in the last run", *r.Unfinished)
 	}
-	kv(w, "finished", "%d ids (done.ids)%s", r.Finished, unfinished)
+	textfmt.KV(w, "finished", "%d ids (done.ids)%s", r.Finished, unfinished)
 	printRunStages(w, r)
 	printRunFiles(w, r)
 	if r.Log != "" {
-		kv(w, "log", "%s", r.Log)
+		textfmt.KV(w, "log", "%s", r.Log)
 	}
 }
 
@@ -275,13 +272,13 @@ func printRunLock(w io.Writer, l *lockReport) {
 	if l != nil {
 		switch {
 		case !l.Released.IsZero():
-			kv(w, "lock", "free (pid %d on %s released it %s)", l.PID, l.Host, l.Released.UTC().Format(time.RFC3339))
+			textfmt.KV(w, "lock", "free (pid %d on %s released it %s)", l.PID, l.Host, l.Released.UTC().Format(time.RFC3339))
 		case l.Alive != nil && *l.Alive:
-			kv(w, "lock", "held by pid %d on %s since %s: running", l.PID, l.Host, l.Started.UTC().Format(time.RFC3339))
+			textfmt.KV(w, "lock", "held by pid %d on %s since %s: running", l.PID, l.Host, l.Started.UTC().Format(time.RFC3339))
 		case l.Alive != nil:
-			kv(w, "lock", "pid %d on %s (since %s) is gone without releasing it: killed or crashed; run again to resume", l.PID, l.Host, l.Started.UTC().Format(time.RFC3339))
+			textfmt.KV(w, "lock", "pid %d on %s (since %s) is gone without releasing it: killed or crashed; run again to resume", l.PID, l.Host, l.Started.UTC().Format(time.RFC3339))
 		default:
-			kv(w, "lock", "pid %d on %s since %s, not released (another host: not checked)", l.PID, l.Host, l.Started.UTC().Format(time.RFC3339))
+			textfmt.KV(w, "lock", "pid %d on %s since %s, not released (another host: not checked)", l.PID, l.Host, l.Started.UTC().Format(time.RFC3339))
 		}
 	}
 }

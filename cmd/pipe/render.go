@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 )
@@ -169,7 +170,7 @@ func bodyLines(ls *liveStatus) []string {
 // stderr is not a terminal (and to the run log).
 func progressLine(ls *liveStatus) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%s]", fmtElapsed(ls.ElapsedS))
+	fmt.Fprintf(&b, "[%s]", textfmt.Elapsed(ls.ElapsedS))
 	for _, st := range ls.Stages {
 		fmt.Fprintf(&b, " %s %d (%s)", st.ID, st.Out, rate(st.Done1m))
 		if st.Rejected > 0 {

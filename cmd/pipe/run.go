@@ -123,6 +123,7 @@ interrupted by a signal (retryable: the same command continues).`
 func (c *runCmd) setFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.dryRun, "dry-run", false, "check, resolve paths, print the graph and plan; do no work")
 	fs.Int64Var(&c.sample, "sample", 0, "pipe plan: run a spread sample of `N` prompts of the work left (kept) and project the rest (with --dry-run too: the plan is the dry run that measures)")
+	fs.BoolVar(&c.planJSON, "json", false, "with --sample: print the projection as JSON on stdout")
 	fs.StringVar(&c.runDir, "run-dir", "", "run directory (overrides [pipeline] run_dir)")
 	fs.IntVar(&c.sim, "sim", 0, "replace every generate stage's servers with `N` simulated servers started in-process")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Minute, "after the first Ctrl-C, how long in-flight work may take before stopping at once")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
 	"github.com/pipe-dev/pipe/internal/redact"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
@@ -319,7 +320,7 @@ func notifyText(m notifyMessage) string {
 	default:
 		fmt.Fprintf(&b, "pipe: %s finished (%s on %s)\n", m.Pipeline, dir, m.Host)
 	}
-	fmt.Fprintf(&b, "state %s after %s: %d ids finished", m.State, fmtElapsed(m.ElapsedS), m.Finished)
+	fmt.Fprintf(&b, "state %s after %s: %d ids finished", m.State, textfmt.Elapsed(m.ElapsedS), m.Finished)
 	for _, st := range m.Stages {
 		if st.Rejected > 0 || st.Failed > 0 {
 			fmt.Fprintf(&b, "; %s %d in, %d out, %d rejected, %d failed", st.ID, st.In, st.Out, st.Rejected, st.Failed)

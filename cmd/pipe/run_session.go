@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
@@ -234,7 +235,7 @@ func (r *runSession) sayRunning(sigDone <-chan struct{}) {
 
 // warned shows, logs and notifies one warning.
 func (r *runSession) warned(w runWarning) {
-	fmt.Fprintf(r.errOut, "pipe: warning [%s]: %s\n", fmtElapsed(w.ElapsedS), w.Text)
+	fmt.Fprintf(r.errOut, "pipe: warning [%s]: %s\n", textfmt.Elapsed(w.ElapsedS), w.Text)
 	r.rl.Warn(w.Text, "kind", w.Kind, "elapsed_s", math.Round(w.ElapsedS*10)/10)
 	r.notes.warning(r.about.message(notifyWarning, r.nowState.Load().(string), r.nowStatus.Load(), &w, nil))
 }

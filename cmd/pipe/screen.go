@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline/view"
@@ -106,7 +107,7 @@ func headLine(ls *liveStatus) screenLine {
 	case stateDraining, stateStopped:
 		tn = caution
 	}
-	l := screenLine{p(tn, "%s %s", state, fmtElapsed(ls.ElapsedS))}
+	l := screenLine{p(tn, "%s %s", state, textfmt.Elapsed(ls.ElapsedS))}
 	if e := ls.ETA; e != nil {
 		left := count(e.Remaining)
 		if e.Estimated {

@@ -6,59 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/pipe-dev/pipe/cmd/pipe/internal/cmdline"
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
 	"github.com/pipe-dev/pipe/internal/termsafe"
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/pipeline/shardruns"
 )
-
-// Run states in status.json (see rundir.ShownState).
-const (
-	stateRunning  = rundir.StateRunning
-	stateDraining = rundir.StateDraining
-	stateFinished = rundir.StateFinished
-	stateStopped  = rundir.StateStopped
-	stateFailed   = rundir.StateFailed
-	stateGone     = rundir.StateGone
-)
-
-// statusDoc is RUN_DIR/status.json (rundir.Status) with the generation's
-// figures as pipe run keeps them.
-type statusDoc = rundir.Status[liveFleet]
-
-// statusWriter writes status.json.
-type statusWriter struct {
-	dir  string
-	base statusDoc
-}
-
-func newStatusWriter(plan *pipeline.Plan, fingerprint string) *statusWriter {
-	host, _ := os.Hostname()
-	return &statusWriter{
-		dir: plan.File.RunDir,
-		base: statusDoc{PID: os.Getpid(), Host: host, Started: time.Now().UTC().Format(time.RFC3339),
-			Pipeline: plan.File.Path, Name: plan.File.Name, RunDir: plan.File.RunDir, Fingerprint: fingerprint},
-	}
-}
-
-// write replaces status.json. A failure is returned for the log: status is
-// for watching, it never stops a run.
-func (w *statusWriter) write(state string, ls *liveStatus, runErr error) error {
-	doc := w.base
-	doc.State, doc.Updated = state, time.Now().UTC().Format(time.RFC3339)
-	if ls != nil {
-		doc.Live = *ls
-	}
-	if runErr != nil {
-		doc.Error = runErr.Error()
-	}
-	return doc.Write(w.dir)
-}
 
 // statusCmd is pipe status and its flags.
 type statusCmd struct {
@@ -221,30 +177,26 @@ func printStatus(w io.Writer, st *runStatus) {
 	default:
 		proc += ": not running"
 	}
-	kv(w, "run dir", "%s", st.Dir)
-	kv(w, "pipeline", "%s (%s)", d.Name, d.Pipeline)
-	kv(w, "config", "%s (fingerprint of the settings that define the data, in run.json)", d.Fingerprint)
-	kv(w, "state", "%s (updated %s)", st.State, d.Updated)
-	kv(w, "process", "%s, started %s", proc, d.Started)
+	textfmt.KV(w, "run dir", "%s", st.Dir)
+	textfmt.KV(w, "pipeline", "%s (%s)", d.Name, d.Pipeline)
+	textfmt.KV(w, "config", "%s (fingerprint of the settings that define the data, in run.json)", d.Fingerprint)
+	textfmt.KV(w, "state", "%s (updated %s)", st.State, d.Updated)
+	textfmt.KV(w, "process", "%s, started %s", proc, d.Started)
 	if st.State == stateGone {
-		kv(w, "", "the process ended without finishing (killed or crashed); run the same command again to continue")
+		textfmt.KV(w, "", "the process ended without finishing (killed or crashed); run the same command again to continue")
 	}
 	if d.Error != "" {
-		kv(w, "error", "%s", firstRunes(strings.ReplaceAll(d.Error, "\n", " "), 300))
+		textfmt.KV(w, "error", "%s", textfmt.FirstRunes(strings.ReplaceAll(d.Error, "\n", " "), 300))
 	}
-	kv(w, "elapsed", "%s", time.Duration(d.ElapsedS*float64(time.Second)).Round(time.Second))
-	kv(w, "finished", "%d ids (%d before this run); %d unfinished", d.Finished, d.Before, d.Unfin)
+	textfmt.KV(w, "elapsed", "%s", time.Duration(d.ElapsedS*float64(time.Second)).Round(time.Second))
+	textfmt.KV(w, "finished", "%d ids (%d before this run); %d unfinished", d.Finished, d.Before, d.Unfin)
 	for _, line := range liveLines(&d.Live) {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
 	if len(d.Warnings) > 0 {
 		fmt.Fprintln(w, "warnings:")
 		for _, x := range d.Warnings {
-			fmt.Fprintf(w, "  %s [%s] %s\n", x.At, fmtElapsed(x.ElapsedS), x.Text)
+			fmt.Fprintf(w, "  %s [%s] %s\n", x.At, textfmt.Elapsed(x.ElapsedS), x.Text)
 		}
 	}
-}
-
-func fmtElapsed(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/view"
 )
@@ -34,7 +35,7 @@ func newWarnRig(t *testing.T) *warnRig {
 	r.check = engine.StageSummary{StageCounts: engine.StageCounts{ID: "check", Kind: "validate-thinking"}}
 	r.w = newWarner(warnLimits{RejectShare: 0.2, TinyShare: 0.2, FailShare: 0.05, MinFree: 1 << 30}, []string{"/run"},
 		func(w runWarning) {
-			r.got = append(r.got, fmt.Sprintf("%s [%s]: %s", w.Kind, fmtElapsed(w.ElapsedS), w.Text))
+			r.got = append(r.got, fmt.Sprintf("%s [%s]: %s", w.Kind, textfmt.Elapsed(w.ElapsedS), w.Text))
 		})
 	r.w.statfs = func(string) (int64, int64, error) { return r.free, cmp.Or(r.total, 200<<30), nil }
 	r.w.diskEvery = 0
