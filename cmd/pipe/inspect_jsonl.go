@@ -9,7 +9,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/pipe-dev/pipe/cmd/pipe/internal/textfmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/record"
 	"github.com/pipe-dev/pipe/pipeline/record/recordline"
@@ -164,7 +164,7 @@ func (jr *jsonlReport) scan(p *recordline.Parser, line []byte, rejects, fails ma
 		rejects[[2]string{x.RejectStage, x.RejectReason}]++
 	}
 	if x.FailStage != "" || x.Failed != "" {
-		fails[[2]string{x.FailStage, textfmt.FirstRunes(x.Failed, failureChars)}]++
+		fails[[2]string{x.FailStage, termsafe.Cut(x.Failed, failureChars)}]++
 	}
 }
 

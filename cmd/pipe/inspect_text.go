@@ -252,7 +252,7 @@ func printRun(w io.Writer, r *runReport) {
 		textfmt.KV(w, "state", "unknown (no status.json)")
 	}
 	if r.Error != "" {
-		textfmt.KV(w, "error", "%s", textfmt.FirstRunes(strings.ReplaceAll(r.Error, "\n", " "), 300))
+		textfmt.KV(w, "error", "%s", termsafe.Cut(strings.ReplaceAll(r.Error, "\n", " "), 300))
 	}
 	printRunLock(w, r.Lock)
 	unfinished := ""

@@ -186,7 +186,7 @@ func printStatus(w io.Writer, st *runStatus) {
 		textfmt.KV(w, "", "the process ended without finishing (killed or crashed); run the same command again to continue")
 	}
 	if d.Error != "" {
-		textfmt.KV(w, "error", "%s", textfmt.FirstRunes(strings.ReplaceAll(d.Error, "\n", " "), 300))
+		textfmt.KV(w, "error", "%s", termsafe.Cut(strings.ReplaceAll(d.Error, "\n", " "), 300))
 	}
 	textfmt.KV(w, "elapsed", "%s", time.Duration(d.ElapsedS*float64(time.Second)).Round(time.Second))
 	textfmt.KV(w, "finished", "%d ids (%d before this run); %d unfinished", d.Finished, d.Before, d.Unfin)
