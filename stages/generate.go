@@ -991,7 +991,8 @@ func (g *generate) perRecord(rec *record.Record) (*sglang.PerRequest, *record.Re
 	if !set {
 		return nil, nil
 	}
-	return &p, nil
+	out := p // only a record with settings of its own allocates them
+	return &out, nil
 }
 
 // perPromptValue is meta's value of the per_prompt key, checked; given is

@@ -124,14 +124,17 @@ const quarantineFor = 10 * time.Minute
 func (w *qualityWatch) verdict(url string, q *serverQuality) string {
 	if len(q.tiny) >= qualityMin {
 		mine := share(q.tiny)
-		var others []bool
+		// The other servers' windows as one, counted in place: this runs
+		// for every completion.
+		others, tiny := 0, 0
 		for u, o := range w.per {
 			if u != url {
-				others = append(others, o.tiny...)
+				others += len(o.tiny)
+				tiny += countTrue(o.tiny)
 			}
 		}
-		if len(others) >= qualityMin {
-			if theirs := share(others); mine >= 0.5 && mine >= theirs+0.3 {
+		if others >= qualityMin {
+			if theirs := float64(tiny) / float64(others); mine >= 0.5 && mine >= theirs+0.3 {
 				return fmt.Sprintf("%.0f%% of its last %d answers are tiny (under %d characters) against %.0f%% of the other servers'", 100*mine, len(q.tiny), TinyAnswerRunes, 100*theirs)
 			}
 		}
@@ -154,13 +157,17 @@ func appendBounded[T any](xs []T, x T, n int) []T {
 }
 
 func share(xs []bool) float64 {
+	return float64(countTrue(xs)) / float64(max(len(xs), 1))
+}
+
+func countTrue(xs []bool) int {
 	n := 0
 	for _, x := range xs {
 		if x {
 			n++
 		}
 	}
-	return float64(n) / float64(max(len(xs), 1))
+	return n
 }
 
 func mean(xs []float64) float64 {
