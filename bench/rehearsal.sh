@@ -122,7 +122,11 @@ fi
 echo "$N prompts, demo graph ($SHAPE${UPLOAD:+ + upload-s3}), sim:7 × 48; ${NEW:-this tree} vs $REF, $ROUNDS rounds"
 : >"$T/rounds"
 for round in $(seq "$ROUNDS"); do
-	for v in new ref; do
+	# A B B A …: each build goes first as often as the other, so a machine
+	# that speeds up or slows down over the rounds weighs on both alike.
+	order="new ref"
+	[ $((round % 2)) = 0 ] && order="ref new"
+	for v in $order; do
 		rm -rf "$T/run"
 		sed "s|s3://rehearsal/[^\"]*|s3://rehearsal/$v-$round|" "$T/rehearsal.toml" >"$T/round.toml"
 		/usr/bin/time -f '%e %U %S %M' -o "$T/$v.time" "$T/pipe-$v" run "$T/round.toml" >"$T/$v.out" 2>&1 ||
