@@ -45,40 +45,9 @@ var (
 )
 
 func slowUni(r rune) uint16 {
-	var c uint16
-	switch {
-	case unicode.In(r, unicode.Lu, unicode.Lt):
-		c |= uLu
-	case unicode.Is(unicode.Ll, r):
-		c |= uLl
-	case unicode.In(r, unicode.Lm, unicode.Lo):
-		c |= uLmo
-	case unicode.IsMark(r):
-		c |= uM
-	case unicode.IsNumber(r):
-		c |= uN
-	case unicode.IsPunct(r):
-		c |= uP
-	case unicode.IsSymbol(r):
-		c |= uS
-	}
+	c := categoryBits(r)
 	if c == 0 && r >= 0x800 { // Unicode 16.0 additions (unicode_onig.go)
-		switch {
-		case unicode.In(r, onigLu):
-			c |= uLu
-		case unicode.In(r, onigLl):
-			c |= uLl
-		case unicode.In(r, onigLm, onigLo):
-			c |= uLmo
-		case unicode.In(r, onigM):
-			c |= uM
-		case unicode.In(r, onigN):
-			c |= uN
-		case unicode.In(r, onigP):
-			c |= uP
-		case unicode.In(r, onigS):
-			c |= uS
-		}
+		c = onigCategoryBits(r)
 	}
 	if unicode.Is(unicode.White_Space, r) {
 		c |= uWS
@@ -87,6 +56,50 @@ func slowUni(r rune) uint16 {
 		c |= uNL
 	}
 	return c
+}
+
+// categoryBits is the bit of r's general category by Go's tables, 0 for
+// the categories the patterns do not test.
+func categoryBits(r rune) uint16 {
+	switch {
+	case unicode.In(r, unicode.Lu, unicode.Lt):
+		return uLu
+	case unicode.Is(unicode.Ll, r):
+		return uLl
+	case unicode.In(r, unicode.Lm, unicode.Lo):
+		return uLmo
+	case unicode.IsMark(r):
+		return uM
+	case unicode.IsNumber(r):
+		return uN
+	case unicode.IsPunct(r):
+		return uP
+	case unicode.IsSymbol(r):
+		return uS
+	}
+	return 0
+}
+
+// onigCategoryBits is categoryBits for the runes Unicode 16.0 added,
+// which Go's tables do not have yet and Oniguruma's do.
+func onigCategoryBits(r rune) uint16 {
+	switch {
+	case unicode.In(r, onigLu):
+		return uLu
+	case unicode.In(r, onigLl):
+		return uLl
+	case unicode.In(r, onigLm, onigLo):
+		return uLmo
+	case unicode.In(r, onigM):
+		return uM
+	case unicode.In(r, onigN):
+		return uN
+	case unicode.In(r, onigP):
+		return uP
+	case unicode.In(r, onigS):
+		return uS
+	}
+	return 0
 }
 
 // uni returns the properties of the rune at s[i:] and its size; invalid
@@ -128,31 +141,6 @@ func run(s string, i int, bits uint16) int {
 	return i
 }
 
-// contraction returns the end of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i, or i.
-// U+017F (ſ) folds to s.
-func contraction(s string, i int) int {
-	n := len(s)
-	if i+1 >= n || s[i] != '\'' {
-		return i
-	}
-	switch s[i+1] | 0x20 {
-	case 's', 't', 'm', 'd':
-		return i + 2
-	case 'r', 'v':
-		if i+2 < n && s[i+2]|0x20 == 'e' {
-			return i + 3
-		}
-	case 'l':
-		if i+2 < n && s[i+2]|0x20 == 'l' {
-			return i + 3
-		}
-	}
-	if i+2 < n && s[i+1] == 0xC5 && s[i+2] == 0xBF {
-		return i + 3
-	}
-	return i
-}
-
 // whitespaceEnd is `\s*[\r\n]+|\s+(?!\S)|\s+` at a White_Space rune at i.
 func whitespaceEnd(s string, i int) int {
 	lastNL, lastStart, j := -1, i, i
@@ -181,79 +169,90 @@ func whitespaceEnd(s string, i int) int {
 // o200kEnd is the end of the o200k piece at s[i] (every rune starts one).
 func o200kEnd(s string, i int) int {
 	c0, n0 := uni(s, i)
-	prefix := c0&(uL|uN|uNL) == 0 // [^\r\n\p{L}\p{N}]
+	prefix := c0&(uL|uN|uNL) == 0 && i+n0 < len(s) // [^\r\n\p{L}\p{N}] before a rune
 	// Alternative 1: X? [Up]* [Low]+ contraction?, with the prefix, then without.
-	upLow := func(k int) int {
-		a := run(s, k, uUp)
-		if a < len(s) {
-			if c, _ := uni(s, a); c&uLow != 0 {
-				e := run(s, a, uLow)
-				return contraction(s, e)
-			}
-		}
-		// Back off [Up]* to the last rune of it that is also in [Low].
-		last := -1
-		for p := k; p < a; {
-			c, n := uni(s, p)
-			if c&uLow != 0 {
-				last = p + n
-			}
-			p += n
-		}
-		if last < 0 {
-			return -1
-		}
-		return contraction(s, last)
-	}
-	if prefix && i+n0 < len(s) {
-		if e := upLow(i + n0); e >= 0 {
+	if prefix {
+		if e := upLowEnd(s, i+n0); e >= 0 {
 			return e
 		}
 	}
-	if e := upLow(i); e >= 0 {
+	if e := upLowEnd(s, i); e >= 0 {
 		return e
 	}
 	// Alternative 2: X? [Up]+ [Low]* contraction?.
-	upThenLow := func(k int) int {
-		a := run(s, k, uUp)
-		if a == k {
-			return -1
-		}
-		return contraction(s, run(s, a, uLow))
-	}
-	if prefix && i+n0 < len(s) {
-		if e := upThenLow(i + n0); e >= 0 {
+	if prefix {
+		if e := upThenLowEnd(s, i+n0); e >= 0 {
 			return e
 		}
 	}
-	if e := upThenLow(i); e >= 0 {
+	if e := upThenLowEnd(s, i); e >= 0 {
 		return e
 	}
 	// \p{N}{1,3}
 	if c0&uN != 0 {
 		return digitsEnd(s, i, 3)
 	}
-	// ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+	if e := o200kPunctEnd(s, i); e >= 0 {
+		return e
+	}
+	return whitespaceEnd(s, i)
+}
+
+// upLowEnd is the end of [Up]* [Low]+ contraction? at k, or -1.
+func upLowEnd(s string, k int) int {
+	a := run(s, k, uUp)
+	if a < len(s) {
+		if c, _ := uni(s, a); c&uLow != 0 {
+			e := run(s, a, uLow)
+			return contraction(s, e)
+		}
+	}
+	// Back off [Up]* to the last rune of it that is also in [Low].
+	last := -1
+	for p := k; p < a; {
+		c, n := uni(s, p)
+		if c&uLow != 0 {
+			last = p + n
+		}
+		p += n
+	}
+	if last < 0 {
+		return -1
+	}
+	return contraction(s, last)
+}
+
+// upThenLowEnd is the end of [Up]+ [Low]* contraction? at k, or -1.
+func upThenLowEnd(s string, k int) int {
+	a := run(s, k, uUp)
+	if a == k {
+		return -1
+	}
+	return contraction(s, run(s, a, uLow))
+}
+
+// o200kPunctEnd is the end of ` ?[^\s\p{L}\p{N}]+[\r\n/]*` at i, or -1.
+func o200kPunctEnd(s string, i int) int {
 	j := i
 	if s[i] == ' ' && i+1 < len(s) {
 		if c, _ := uni(s, i+1); c&(uWS|uL|uN) == 0 {
 			j = i + 1
 		}
 	}
-	if c, _ := uni(s, j); c&(uWS|uL|uN) == 0 {
-		for j < len(s) {
-			c, n := uni(s, j)
-			if c&(uWS|uL|uN) != 0 {
-				break
-			}
-			j += n
-		}
-		for j < len(s) && (s[j] == '\r' || s[j] == '\n' || s[j] == '/') {
-			j++
-		}
-		return j
+	if c, _ := uni(s, j); c&(uWS|uL|uN) != 0 {
+		return -1
 	}
-	return whitespaceEnd(s, i)
+	for j < len(s) {
+		c, n := uni(s, j)
+		if c&(uWS|uL|uN) != 0 {
+			break
+		}
+		j += n
+	}
+	for j < len(s) && (s[j] == '\r' || s[j] == '\n' || s[j] == '/') {
+		j++
+	}
+	return j
 }
 
 func digitsEnd(s string, i, max int) int {
@@ -320,23 +319,35 @@ func deepseekAt(s string, i int) int {
 	if c0&(uL|uM) != 0 {
 		return run(s, i, uL|uM)
 	}
-	j := i
-	if b == ' ' && i+1 < len(s) {
-		if c, _ := uni(s, i+1); c&(uP|uS) != 0 {
-			j = i + 1
-		}
-	}
-	if c, _ := uni(s, j); c&(uP|uS) != 0 {
-		j = run(s, j, uP|uS)
-		for j < len(s) && (s[j] == '\r' || s[j] == '\n') {
-			j++
-		}
-		return j
+	if c0&(uP|uS) != 0 { // [\p{P}\p{S}]+[\r\n]*
+		return punctRunEnd(s, i+n0)
 	}
 	if c0&uWS != 0 {
-		return whitespaceEnd(s, i)
+		return deepseekSpaceEnd(s, i)
 	}
 	return -1
+}
+
+// deepseekSpaceEnd is the end of DeepSeek-V3's piece at the White_Space
+// rune at i: ` [\p{P}\p{S}]+[\r\n]*` if it is a space before
+// punctuation or a symbol, else whitespaceEnd's.
+func deepseekSpaceEnd(s string, i int) int {
+	if s[i] == ' ' && i+1 < len(s) {
+		if c, n := uni(s, i+1); c&(uP|uS) != 0 {
+			return punctRunEnd(s, i+1+n)
+		}
+	}
+	return whitespaceEnd(s, i)
+}
+
+// punctRunEnd is the end of [\p{P}\p{S}]*[\r\n]* at j: the rest of
+// ` ?[\p{P}\p{S}]+[\r\n]*` after its first rune.
+func punctRunEnd(s string, j int) int {
+	j = run(s, j, uP|uS)
+	for j < len(s) && (s[j] == '\r' || s[j] == '\n') {
+		j++
+	}
+	return j
 }
 
 // tiling is a pattern whose pieces cover the text: end(s, i) > i always.

@@ -73,38 +73,21 @@ func next(s string, i int) (cls uint8, size int) {
 //
 // Every rune is matched by some alternative, so pieces tile s.
 func pieceEnd(s string, i int, digitsMax int) int {
-	n := len(s)
-	c0, n0 := next(s, i)
-
-	// 's 't 're 've 'm 'll 'd, case-insensitive.
-	if s[i] == '\'' && i+1 < n {
-		switch s[i+1] | 0x20 {
-		case 's', 't', 'm', 'd':
-			return i + 2
-		case 'r', 'v':
-			if i+2 < n && s[i+2]|0x20 == 'e' {
-				return i + 3
-			}
-		case 'l':
-			if i+2 < n && s[i+2]|0x20 == 'l' {
-				return i + 3
-			}
-		}
-		// U+017F LATIN SMALL LETTER LONG S case-folds to 's'.
-		if i+2 < n && s[i+1] == 0xC5 && s[i+2] == 0xBF {
-			return i + 3
+	if s[i] == '\'' {
+		if e := contraction(s, i); e > i {
+			return e
 		}
 	}
-
-	// [^\r\n\p{L}\p{N}]?\p{L}+
+	n := len(s)
+	c0, n0 := next(s, i)
+	// [^\r\n\p{L}\p{N}]?\p{L}+: j is where its letters begin after the
+	// first, if there is one. Inline, not a call: most pieces are words.
 	j := -1
 	if c0 == clsLetter {
 		j = i + n0
-	} else if c0 == clsOther || c0 == clsSpace {
-		if i+n0 < n {
-			if c1, n1 := next(s, i+n0); c1 == clsLetter {
-				j = i + n0 + n1
-			}
+	} else if (c0 == clsOther || c0 == clsSpace) && i+n0 < n {
+		if c1, n1 := next(s, i+n0); c1 == clsLetter {
+			j = i + n0 + n1
 		}
 	}
 	if j >= 0 {
@@ -117,45 +100,83 @@ func pieceEnd(s string, i int, digitsMax int) int {
 		}
 		return j
 	}
-
-	// \p{N}{1,digitsMax}
-	if c0 == clsNumber {
-		j = i + n0
-		for k := 1; k < digitsMax && j < n; k++ {
-			c, sz := next(s, j)
-			if c != clsNumber {
-				break
-			}
-			j += sz
-		}
-		return j
+	switch c0 {
+	case clsNumber: // \p{N}{1,digitsMax}
+		return numberRunEnd(s, i+n0, digitsMax)
+	case clsOther: // [^\s\p{L}\p{N}]+[\r\n]*
+		return otherRunEnd(s, i+n0)
 	}
+	return spaceEnd(s, i)
+}
 
-	// ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-	j = i
+// contraction returns the end of (?i:'s|'t|'re|'ve|'m|'ll|'d) at i, or i.
+// U+017F (ſ) folds to s.
+func contraction(s string, i int) int {
+	n := len(s)
+	if i+1 >= n || s[i] != '\'' {
+		return i
+	}
+	switch s[i+1] | 0x20 {
+	case 's', 't', 'm', 'd':
+		return i + 2
+	case 'r', 'v':
+		if i+2 < n && s[i+2]|0x20 == 'e' {
+			return i + 3
+		}
+	case 'l':
+		if i+2 < n && s[i+2]|0x20 == 'l' {
+			return i + 3
+		}
+	}
+	if i+2 < n && s[i+1] == 0xC5 && s[i+2] == 0xBF {
+		return i + 3
+	}
+	return i
+}
+
+// numberRunEnd is the end of \p{N}{1,digitsMax} whose first number ends
+// at j.
+func numberRunEnd(s string, j int, digitsMax int) int {
+	for k := 1; k < digitsMax && j < len(s); k++ {
+		c, sz := next(s, j)
+		if c != clsNumber {
+			break
+		}
+		j += sz
+	}
+	return j
+}
+
+// otherRunEnd is the end of [^\s\p{L}\p{N}]*[\r\n]* at j: the rest of
+// ` ?[^\s\p{L}\p{N}]+[\r\n]*` after its first other.
+func otherRunEnd(s string, j int) int {
+	for j < len(s) {
+		c, sz := next(s, j)
+		if c != clsOther {
+			break
+		}
+		j += sz
+	}
+	for j < len(s) && (s[j] == '\r' || s[j] == '\n') {
+		j++
+	}
+	return j
+}
+
+// spaceEnd is the end of the piece at the whitespace rune at i: `
+// [^\s\p{L}\p{N}]+[\r\n]*` if it is a space before an other, else
+// `\s*[\r\n]+|\s+(?!\S)|\s+`, whichever matches first.
+func spaceEnd(s string, i int) int {
+	n := len(s)
 	if s[i] == ' ' && i+1 < n {
-		if c1, _ := next(s, i+1); c1 == clsOther {
-			j = i + 1
+		if c1, n1 := next(s, i+1); c1 == clsOther {
+			return otherRunEnd(s, i+1+n1)
 		}
 	}
-	if c, _ := next(s, j); c == clsOther {
-		for j < n {
-			c, sz := next(s, j)
-			if c != clsOther {
-				break
-			}
-			j += sz
-		}
-		for j < n && (s[j] == '\r' || s[j] == '\n') {
-			j++
-		}
-		return j
-	}
-
 	// s[i] starts a whitespace run W = s[i:j].
 	lastNL := -1 // end of the last \r or \n in W
 	lastStart := i
-	j = i
+	j := i
 	for j < n {
 		c, sz := next(s, j)
 		if c&clsSpace == 0 {
