@@ -10,9 +10,11 @@ import (
 // has them. generate renders prompts and tokenize-and-mask rows with it,
 // so the two see one conversation.
 func chatMessage(m record.Message) chat.Message {
-	cm := chat.NewMessage(m.Role, m.Content)
+	var cm chat.Message
 	if m.ReasoningContent != "" {
 		cm = chat.NewReply(m.Role, m.Content, m.ReasoningContent)
+	} else {
+		cm = chat.NewMessage(m.Role, m.Content)
 	}
 	if len(m.ToolCalls) > 0 {
 		cm = cm.With("tool_calls", m.ToolCalls)

@@ -154,42 +154,9 @@ func maskEnd(b []byte, max int, m *MaskCount) int {
 var one, comma = []byte{'1'}, []byte{','}
 
 // countIDs is intsEnd, counting the ids into c as it goes (c is
-// meaningful only when it returns >= 0). It is eachInt with the count
-// written in: the report reads every output id of a run's rejects.
+// meaningful only when it returns >= 0).
 func (p *Parser) countIDs(b []byte, c *IDCount) int {
-	id, neg, digits := 0, false, false
-	for i := 0; i < len(b); i++ {
-		ch := b[i]
-		switch {
-		case ch >= '0' && ch <= '9':
-			// The rest of the number in a tight loop: the ids' digits are
-			// most of an output's bytes.
-			id, digits = id*10+int(ch-'0'), true
-			for i+1 < len(b) && b[i+1]-'0' < 10 {
-				i++
-				id = id*10 + int(b[i]-'0')
-			}
-			continue
-		case ch == '-':
-			neg = true
-			continue
-		case ch == ' ':
-			continue
-		case ch != ',' && ch != ']':
-			return -1
-		}
-		if digits {
-			if neg {
-				id = -id
-			}
-			p.count(id, c)
-		}
-		if ch == ']' {
-			return i
-		}
-		id, neg, digits = 0, false, false
-	}
-	return -1
+	return eachInt(b, func(id int) { p.count(id, c) })
 }
 
 // eachInt is intsEnd, calling each for every integer of the list as it
