@@ -270,6 +270,9 @@ func (c *runCmd) checkFlags() error {
 	if c.progress <= 0 {
 		return usageErrorf("--progress-every must be more than 0, got %s", c.progress)
 	}
+	if c.planJSON && c.sample <= 0 {
+		return usageErrorf("--json prints a plan's projection: it needs --sample N (or use pipe plan)")
+	}
 	if c.metricsAddr != "" {
 		addr, err := metricsListenAddr(c.metricsAddr)
 		if err != nil {

@@ -3,6 +3,7 @@ package runreport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -265,11 +266,7 @@ func (rd *reader) deadLetters(path string) {
 // an output in any other format is read record by record (Spec.Each), so
 // a new writer kind's rows count like the others'.
 func (rd *reader) readOutput(w writer, take func(*reader, *row)) error {
-	spec := pipeline.DefaultRegistry.Output(w.kind)
-	if spec == nil || spec.Committed == nil {
-		return fmt.Errorf("kind %s declares no way to read its output back", w.kind)
-	}
-	c, err := spec.Committed(w.path)
+	spec, c, err := committedOf(w)
 	if err != nil {
 		return err
 	}
@@ -295,6 +292,21 @@ func (rd *reader) readOutput(w writer, take func(*reader, *row)) error {
 		take(rd, rd.rowOf(rec))
 		return rd.ctx.Err()
 	})
+}
+
+// errNoReader: w's kind declares no way to read its output back.
+var errNoReader = errors.New("declares no way to read its output back")
+
+// committedOf is what w's kind declares of its output (output.Spec) and
+// what it committed there (nil when nothing yet): the figures and the
+// samples both read an output through these, never by its name or path.
+func committedOf(w writer) (*output.Spec, *output.Committed, error) {
+	spec := pipeline.DefaultRegistry.Output(w.kind)
+	if spec == nil || spec.Committed == nil {
+		return nil, nil, fmt.Errorf("kind %s %w", w.kind, errNoReader)
+	}
+	c, err := spec.Committed(w.path)
+	return spec, c, err
 }
 
 // rowOf is what the report reads of a record.

@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/record"
@@ -129,11 +128,10 @@ func (s *sampler) fromOutput(w writer) {
 // says enough: shards by row batch, pipe's record lines (only those may
 // says may matter decoded), any other format record by record.
 func (s *sampler) read(w writer, may func([]byte) bool, take func(*record.Record) bool) error {
-	spec := pipeline.DefaultRegistry.Output(w.kind)
-	if spec == nil || spec.Committed == nil {
+	spec, c, err := committedOf(w)
+	if errors.Is(err, errNoReader) {
 		return nil // the figures' read (readOutput) notes it
 	}
-	c, err := spec.Committed(w.path)
 	if err != nil || c == nil {
 		return err
 	}
