@@ -1,0 +1,134 @@
+package textsim
+
+import "strings"
+
+// Overlap is an index of reference texts' word n-grams (a benchmark's
+// questions), for finding a text that shares any of them: the test of
+// GPT-3's appendix C and lm-evaluation-harness
+// (lm_eval/decontamination/janitor.py), of datatrove
+// (pipeline/decont/n_grams.py, NGramsDecontFilter) and of open-r1's
+// scripts/decontaminate.py (PR #416, find_contaminated): one shared
+// n-gram marks the text. A reference shorter than n words is matched only
+// by a text whose whole normalised form equals it, since a short phrase
+// ("write a haiku about autumn") is shared by texts that are not the
+// benchmark's.
+//
+// Memory: one map entry (16 bytes, about 20 with the map's fill) an
+// n-gram; Bytes says how much.
+type Overlap struct {
+	n      int
+	grams  map[uint64]uint32 // n-gram hash → reference ordinal
+	wholes map[uint64]uint32 // a short reference's whole-text hash → ordinal
+	refs   []Ref
+	norm   []byte
+	hashes []uint64
+}
+
+// Ref is where a reference text came from.
+type Ref struct {
+	Set string // the reference set's name
+	Row int    // its row, from 1
+}
+
+// NewOverlap returns an empty index of n-grams of n words.
+func NewOverlap(n int) *Overlap {
+	return &Overlap{n: n, grams: map[uint64]uint32{}, wholes: map[uint64]uint32{}}
+}
+
+// Add indexes text as ref; an n-gram already indexed keeps its first
+// reference. It reports whether text had any word.
+func (o *Overlap) Add(text string, ref Ref) bool {
+	o.norm = Normalize(o.norm[:0], text, false)
+	o.hashes = WordHashes(o.hashes[:0], o.norm)
+	if len(o.hashes) == 0 {
+		return false
+	}
+	ord := uint32(len(o.refs))
+	o.refs = append(o.refs, ref)
+	if len(o.hashes) < o.n {
+		h := wholeHash(o.hashes)
+		if _, ok := o.wholes[h]; !ok {
+			o.wholes[h] = ord
+		}
+		return true
+	}
+	NGrams(o.hashes, o.n, func(_ int, h uint64) {
+		if _, ok := o.grams[h]; !ok {
+			o.grams[h] = ord
+		}
+	})
+	return true
+}
+
+// Hit is a text's overlap with a reference.
+type Hit struct {
+	Ref
+	// Span is the text's longest run of words shared with the reference
+	// (normalised: lowercase, no punctuation), from its first shared n-gram.
+	Span string
+}
+
+// Find returns the first reference text shares an n-gram with, or ok false.
+func (o *Overlap) Find(text string) (hit Hit, ok bool) {
+	o.norm = Normalize(o.norm[:0], text, false)
+	o.hashes = WordHashes(o.hashes[:0], o.norm)
+	if len(o.hashes) == 0 {
+		return Hit{}, false
+	}
+	if ord, found := o.wholes[wholeHash(o.hashes)]; found {
+		return Hit{Ref: o.refs[ord], Span: strings.TrimSpace(string(o.norm))}, true
+	}
+	if len(o.hashes) < o.n {
+		return Hit{}, false
+	}
+	first, last, ord := -1, -1, uint32(0)
+	NGrams(o.hashes, o.n, func(i int, h uint64) {
+		r, found := o.grams[h]
+		switch {
+		case !found:
+		case first < 0:
+			first, last, ord = i, i, r
+		case last == i-1 && r == ord:
+			last = i
+		}
+	})
+	if first < 0 {
+		return Hit{}, false
+	}
+	return Hit{Ref: o.refs[ord], Span: o.words(first, last+o.n)}, true
+}
+
+// words is normalised words [from, to) of the last text found or added.
+func (o *Overlap) words(from, to int) string {
+	var b strings.Builder
+	i := 0
+	Words(o.norm, func(_ int, w []byte) {
+		if i >= from && i < to {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.Write(w)
+		}
+		i++
+	})
+	return b.String()
+}
+
+// NGrams is the number of distinct n-grams indexed (and short texts).
+func (o *Overlap) NGrams() int { return len(o.grams) + len(o.wholes) }
+
+// Texts is the number of reference texts indexed.
+func (o *Overlap) Texts() int { return len(o.refs) }
+
+// Bytes is the index's memory, about.
+func (o *Overlap) Bytes() int64 {
+	return int64(len(o.grams)+len(o.wholes))*16*8/7 + int64(len(o.refs))*24
+}
+
+func wholeHash(hashes []uint64) uint64 {
+	h := uint64(0xa11)
+	for _, w := range hashes {
+		h = mix(h ^ w)
+	}
+	return h
+}
