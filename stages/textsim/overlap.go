@@ -1,6 +1,9 @@
 package textsim
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Overlap is an index of reference texts' word n-grams (a benchmark's
 // questions), for finding a text that shares any of them: the test of
@@ -13,16 +16,35 @@ import "strings"
 // ("write a haiku about autumn") is shared by texts that are not the
 // benchmark's.
 //
-// Memory: one map entry (16 bytes, about 20 with the map's fill) an
+// A run of BoilerplateWords words found in Boilerplate or more reference
+// texts is the benchmark's boilerplate ("please reason step by step, and put your final
+// answer within \boxed{}"), not its content: training prompts carry the
+// same instructions. An n-gram with a word of boilerplate in it marks
+// nothing. lm-evaluation-harness (too_dirty_cutoff) and NeMo Curator
+// (TaskDecontamination, max_matches) make the same cut at 10, counted on
+// the training side.
+//
+// Memory: two map entries (16 bytes, about 18 with the map's fill) an
 // n-gram; Bytes says how much.
 type Overlap struct {
 	n      int
-	grams  map[uint64]uint32 // n-gram hash → reference ordinal
+	grams  map[uint64]uint32 // n-gram hash → the first reference text with it
+	common map[uint64]uint32 // BoilerplateWords-gram hash → how many reference texts have it
 	wholes map[uint64]uint32 // a short reference's whole-text hash → ordinal
 	refs   []Ref
 	norm   []byte
 	hashes []uint64
+	mine   []uint64 // scratch: one text's runs of BoilerplateWords
+	boiler []bool   // scratch: which of a text's words are boilerplate
 }
+
+// Boilerplate is the number of reference texts from which a run of
+// BoilerplateWords words is boilerplate. The run is shorter than the
+// n-grams, so an instruction shorter than them is found too.
+const (
+	Boilerplate      = 10
+	BoilerplateWords = 6
+)
 
 // Ref is where a reference text came from.
 type Ref struct {
@@ -32,7 +54,7 @@ type Ref struct {
 
 // NewOverlap returns an empty index of n-grams of n words.
 func NewOverlap(n int) *Overlap {
-	return &Overlap{n: n, grams: map[uint64]uint32{}, wholes: map[uint64]uint32{}}
+	return &Overlap{n: n, grams: map[uint64]uint32{}, common: map[uint64]uint32{}, wholes: map[uint64]uint32{}}
 }
 
 // Add indexes text as ref; an n-gram already indexed keeps its first
@@ -57,6 +79,12 @@ func (o *Overlap) Add(text string, ref Ref) bool {
 			o.grams[h] = ord
 		}
 	})
+	o.mine = o.mine[:0]
+	NGrams(o.hashes, min(o.n, BoilerplateWords), func(_ int, h uint64) { o.mine = append(o.mine, h) })
+	slices.Sort(o.mine)
+	for _, h := range slices.Compact(o.mine) {
+		o.common[h]++
+	}
 	return true
 }
 
@@ -81,11 +109,22 @@ func (o *Overlap) Find(text string) (hit Hit, ok bool) {
 	if len(o.hashes) < o.n {
 		return Hit{}, false
 	}
+	// Words under boilerplate; an n-gram touching one marks nothing.
+	o.boiler = slices.Grow(o.boiler[:0], len(o.hashes))[:len(o.hashes)]
+	clear(o.boiler)
+	w := min(o.n, BoilerplateWords)
+	NGrams(o.hashes, w, func(i int, h uint64) {
+		if o.common[h] >= Boilerplate {
+			for j := i; j < i+w; j++ {
+				o.boiler[j] = true
+			}
+		}
+	})
 	first, last, ord := -1, -1, uint32(0)
 	NGrams(o.hashes, o.n, func(i int, h uint64) {
 		r, found := o.grams[h]
 		switch {
-		case !found:
+		case !found || slices.Contains(o.boiler[i:i+o.n], true):
 		case first < 0:
 			first, last, ord = i, i, r
 		case last == i-1 && r == ord:
@@ -122,7 +161,7 @@ func (o *Overlap) Texts() int { return len(o.refs) }
 
 // Bytes is the index's memory, about.
 func (o *Overlap) Bytes() int64 {
-	return int64(len(o.grams)+len(o.wholes))*16*8/7 + int64(len(o.refs))*24
+	return int64(len(o.grams)+len(o.common))*16*8/7 + int64(len(o.wholes))*16*8/7 + int64(len(o.refs))*24
 }
 
 func wholeHash(hashes []uint64) uint64 {

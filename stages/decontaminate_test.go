@@ -1,0 +1,247 @@
+package stages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/pipe-dev/pipe/pipeline/figure"
+)
+
+// contaminationEdits are how a benchmark prompt reaches a prompt set:
+// as it is, wrapped in an instruction, lightly reworded (a word in 12),
+// heavily reworded (a word in 4, its sentences in another order), or as
+// the second turn of a conversation.
+var contaminationEdits = []string{"verbatim", "wrapped", "light-paraphrase", "heavy-paraphrase", "second-turn"}
+
+// boxed is the instruction benchmark rows and training prompts share.
+const boxed = "Please reason step by step, and put your final answer within \\boxed{}."
+
+type plantedBench struct {
+	files  map[string]string // reference files and the prompts file
+	truth  map[string]string // contaminated prompt id → its edit
+	source map[string]string // contaminated prompt id → "set row N"
+}
+
+func plantedBenchmarks(t *testing.T, seed uint64) *plantedBench {
+	r := rand.New(rand.NewPCG(seed, 11))
+	vocab := plantedWords(r, 6000)
+	text := func(words int) string {
+		w := make([]string, words)
+		for i := range w {
+			if r.IntN(10) < 4 {
+				w[i] = plantedFunctionWords[r.IntN(len(plantedFunctionWords))]
+			} else {
+				w[i] = vocab[r.IntN(len(vocab))]
+			}
+			if r.IntN(10) == 0 {
+				w[i] = fmt.Sprint(r.IntN(500))
+			}
+		}
+		return strings.Join(w, " ") + "."
+	}
+	b := &plantedBench{files: map[string]string{}, truth: map[string]string{}, source: map[string]string{}}
+	type ref struct {
+		set  string
+		row  int
+		text string
+	}
+	var refs, turns []ref
+	var gsm, mt bytes.Buffer
+	for i := range 300 { // GSM8K's shape: a question, the shared instruction after it
+		q := text(25+r.IntN(35)) + " " + boxed
+		refs = append(refs, ref{"gsm_like", i + 1, q})
+		json.NewEncoder(&gsm).Encode(map[string]any{"question": q, "answer": fmt.Sprint(r.IntN(100))})
+	}
+	for i := range 80 { // MT-Bench's: two turns
+		t1, t2 := text(15+r.IntN(25)), text(10+r.IntN(15))
+		refs = append(refs, ref{"mt_like", i + 1, t1})
+		turns = append(turns, ref{"mt_like", i + 1, t2})
+		json.NewEncoder(&mt).Encode(map[string]any{"question_id": 81 + i, "turns": []string{t1, t2}})
+	}
+	var code []string
+	for i := range 160 { // HumanEval's, in Parquet: a "prompt" column
+		p := fmt.Sprintf("def f%d(x):\n    \"\"\" %s\n    \"\"\"\n", i, text(12+r.IntN(20)))
+		code = append(code, p)
+		refs = append(refs, ref{"code_like", i + 1, p})
+	}
+	b.files["bench/gsm_like.jsonl"], b.files["bench/mt_like.jsonl"] = gsm.String(), mt.String()
+	b.files["bench/code_like.parquet"] = parquetOfStrings(t, "prompt", code)
+
+	reword := func(s string, every int) string {
+		w := strings.Fields(s)
+		for i := r.IntN(every); i < len(w); i += every {
+			w[i] = vocab[r.IntN(len(vocab))]
+		}
+		return strings.Join(w, " ")
+	}
+	var lines []string
+	add := func(id string, msgs ...string) {
+		var m []map[string]string
+		for i, c := range msgs {
+			m = append(m, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": c})
+		}
+		line, _ := json.Marshal(map[string]any{"id": id, "messages": m})
+		lines = append(lines, string(line))
+	}
+	for i := range 3000 { // clean prompts; one in five ends with the shared instruction
+		p := text(10 + r.IntN(80))
+		if i%5 == 0 {
+			p += " " + boxed
+		}
+		add(fmt.Sprintf("c%05d", i), p)
+	}
+	for i := range 500 {
+		edit := contaminationEdits[i%len(contaminationEdits)]
+		id := fmt.Sprintf("x%05d", i)
+		var rf ref
+		var msgs []string
+		switch edit {
+		case "verbatim":
+			rf = refs[r.IntN(len(refs))]
+			msgs = []string{rf.text}
+		case "wrapped":
+			rf = refs[r.IntN(len(refs))]
+			msgs = []string{"Solve the following. " + rf.text + " Show your work."}
+		case "light-paraphrase":
+			rf = refs[r.IntN(len(refs))]
+			msgs = []string{reword(rf.text, 12)}
+		case "heavy-paraphrase":
+			rf = refs[r.IntN(len(refs))]
+			parts := strings.SplitAfter(reword(rf.text, 4), ".")
+			r.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+			msgs = []string{strings.Join(parts, " ")}
+		case "second-turn":
+			rf = turns[r.IntN(len(turns))]
+			msgs = []string{text(20), text(30), rf.text}
+		}
+		b.truth[id], b.source[id] = edit, fmt.Sprintf("%s row %d", rf.set, rf.row)
+		add(id, msgs...)
+	}
+	r.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
+	b.files["p.jsonl"] = strings.Join(lines, "\n") + "\n"
+	return b
+}
+
+// parquetOfStrings is a Parquet file of one string column.
+func parquetOfStrings(t *testing.T, column string, values []string) string {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: column, Type: arrow.BinaryTypes.String}}, nil)
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer bld.Release()
+	bld.Field(0).(*array.StringBuilder).AppendValues(values, nil)
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	tbl := array.NewTableFromRecords(schema, []arrow.RecordBatch{rec})
+	defer tbl.Release()
+	if err := pqarrow.WriteTable(tbl, &buf, 64, nil, pqarrow.DefaultWriterProps()); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+const decontaminatePipeline = `
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "p.jsonl"
+
+[[stage]]
+id         = "clean"
+kind       = "decontaminate"
+input      = "prompts"
+references = ["bench/gsm_like.jsonl", "bench/mt_like.jsonl", "bench/code_like.parquet"]
+%s
+
+[[stage]]
+id    = "kept"
+kind  = "write-jsonl"
+input = "clean"
+path  = "out/kept.jsonl"
+
+[[stage]]
+id    = "dropped"
+kind  = "write-jsonl"
+input = "clean.rejected"
+path  = "out/dropped.jsonl"
+`
+
+// TestDecontaminateAgainstPlantedTruth measures the kind's defaults on
+// 3,000 clean prompts (600 of them ending with the instruction every
+// GSM-like reference row has) and 500 planted benchmark prompts, 100 of
+// each edit, from three reference sets (two JSONL, one Parquet). The
+// floors are the figures measured, less a margin: see
+// docs/prompt-hygiene.md.
+func TestDecontaminateAgainstPlantedTruth(t *testing.T) {
+	b := plantedBenchmarks(t, 1)
+	keys := []string{""}
+	if k := os.Getenv("PIPE_DECONT_KEYS"); k != "" { // for tuning: PIPE_DECONT_KEYS='ngram = 13|ngram = 5'
+		keys = strings.Split(k, "|")
+	}
+	for _, k := range keys {
+		dir, sum, err := runTestPipeline(t, fmt.Sprintf(decontaminatePipeline, k), b.files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := readRecords(t, filepath.Join(dir, "out/kept.jsonl"))
+		dropped := readRecords(t, filepath.Join(dir, "out/dropped.jsonl"))
+		if len(kept)+len(dropped) != 3500 {
+			t.Fatalf("%d kept + %d rejected, want 3500", len(kept), len(dropped))
+		}
+		found, right := map[string]int{}, 0
+		for _, r := range dropped {
+			if r.Reject == nil || r.Reject.Reason != ReasonContaminated {
+				t.Fatalf("%s: %+v", r.ID, r.Reject)
+			}
+			edit, ok := b.truth[r.ID]
+			if !ok {
+				t.Logf("false: %s %s", r.ID, r.Reject.Detail)
+				continue
+			}
+			right++
+			found[edit]++
+			if !strings.Contains(r.Reject.Detail, "with "+b.source[r.ID]) {
+				t.Errorf("%s: %q, want it to name %s", r.ID, r.Reject.Detail, b.source[r.ID])
+			}
+		}
+		precision := float64(right) / float64(max(1, len(dropped)))
+		recall := map[string]float64{}
+		line := fmt.Sprintf("%-12s precision %.3f (%d rejected), recall %.3f:", k, precision, len(dropped), float64(right)/500)
+		for _, e := range contaminationEdits {
+			recall[e] = float64(found[e]) / 100
+			line += fmt.Sprintf(" %s %.2f", e, recall[e])
+		}
+		t.Log(line)
+		if f, _ := figure.Find(stageSummary(t, sum, "clean").Figures, "reference_texts"); f.Value != 300+160+160 {
+			t.Errorf("reference_texts %v, want 620 (300 + 2×80 turns + 160)", f.Value)
+		}
+		if k != "" {
+			continue
+		}
+		// Measured with the defaults: precision 1.000; recall 1.00 of
+		// verbatim, wrapped, lightly reworded and second-turn copies, 0.00
+		// of heavily reworded ones (a word in 4 changed leaves no 8 words
+		// in a row: exact n-gram overlap cannot see them, in any tool that
+		// uses it). Without the boilerplate cut, precision was 0.634.
+		floors := map[string]float64{"verbatim": 1, "wrapped": 1, "second-turn": 1, "light-paraphrase": 0.97, "heavy-paraphrase": 0}
+		for _, e := range contaminationEdits {
+			if recall[e] < floors[e] {
+				t.Errorf("recall of %s: %.2f, below its floor %.2f", e, recall[e], floors[e])
+			}
+		}
+		if precision < 1 {
+			t.Errorf("precision %.3f, want 1", precision)
+		}
+	}
+}
