@@ -1,0 +1,219 @@
+//go:build e2e
+
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
+)
+
+// hygieneRig is a run that removes near duplicates and benchmark
+// prompts before generating on in-process simulated servers.
+type hygieneRig struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	log  *os.File
+	file string
+}
+
+// newHygieneRig writes 3,000 prompts (with planted near duplicates and
+// benchmark copies), a benchmark file and the pipeline into a new
+// directory. The prompts are the same for every rig.
+func newHygieneRig(t *testing.T) *hygieneRig {
+	t.Helper()
+	r := &hygieneRig{t: t, bin: testenv.PipeBinary(t), dir: t.TempDir()}
+	qwen := testenv.Qwen3Dir(t)
+	rng := rand.New(rand.NewPCG(3, 3))
+	words := strings.Fields("river stone light cloud number garden engine letter market winter signal paper bridge orbit field metal forest story machine planet theory music")
+	sentence := func(n int) string {
+		w := make([]string, n)
+		for i := range w {
+			w[i] = words[rng.IntN(len(words))]
+		}
+		return strings.Join(w, " ")
+	}
+	var bench, prompts strings.Builder
+	var refs []string
+	for i := range 50 {
+		q := fmt.Sprintf("Benchmark question %d: %s?", i, sentence(20))
+		refs = append(refs, q)
+		fmt.Fprintf(&bench, "{\"question\":%q}\n", q)
+	}
+	var texts []string
+	for i := range 3000 {
+		var p string
+		switch {
+		case i > 100 && i%10 == 0: // a near duplicate of an earlier prompt
+			p = "Hello! " + texts[rng.IntN(len(texts))]
+		case i%97 == 0: // a benchmark question
+			p = refs[rng.IntN(len(refs))]
+		default:
+			p = fmt.Sprintf("Prompt %d: %s.", i, sentence(25))
+		}
+		texts = append(texts, p)
+		fmt.Fprintf(&prompts, "{\"id\":\"p%d\",\"prompt\":%q}\n", i, p)
+	}
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(r.dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("prompts.jsonl", prompts.String())
+	write("bench.jsonl", bench.String())
+	write("p.toml", fmt.Sprintf(`[pipeline]
+name    = "hygiene"
+run_dir = "run"
+
+[[stage]]
+id   = "prompts"
+kind = "read-prompts"
+path = "prompts.jsonl"
+
+[[stage]]
+id    = "unique"
+kind  = "dedupe-near-duplicates"
+input = "prompts"
+
+[[stage]]
+id         = "clean"
+kind       = "decontaminate"
+input      = "unique"
+references = ["bench.jsonl"]
+
+[[stage]]
+id    = "todo"
+kind  = "dedupe-against-progress"
+input = "clean"
+
+[[stage]]
+id                = "gen"
+kind              = "generate"
+input             = "todo"
+servers           = ["sim:2?speed=300"]
+concurrency       = 16
+api               = "generate"
+tokenizer         = %q
+max_output_tokens = 256
+
+[[stage]]
+id    = "out"
+kind  = "write-jsonl"
+input = "gen"
+path  = "out/completions.jsonl"
+
+[[stage]]
+id    = "rejects"
+kind  = "write-jsonl"
+input = ["unique.rejected", "clean.rejected", "gen.rejected"]
+path  = "out/rejected.jsonl"
+`, qwen))
+	r.file = filepath.Join(r.dir, "p.toml")
+	var err error
+	if r.log, err = os.CreateTemp("", "pipe-hygiene-*.log"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.log.Close()
+		defer os.Remove(r.log.Name())
+		if t.Failed() {
+			data, _ := os.ReadFile(r.log.Name())
+			t.Logf("runs' output (last 6000 bytes):\n%s", tail(string(data), 6000))
+		}
+	})
+	return r
+}
+
+func (r *hygieneRig) start() *exec.Cmd {
+	cmd := exec.Command(r.bin, "run", r.file, "--commit-every", "300ms")
+	cmd.Dir = r.dir
+	cmd.Stdout, cmd.Stderr = r.log, r.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	return cmd
+}
+
+// outcome is where each id ended: "out", or the reject reason. An id
+// in two places fails the test.
+func (r *hygieneRig) outcome() map[string]string {
+	r.t.Helper()
+	got := map[string]string{}
+	put := func(id, where string) {
+		if prev, dup := got[id]; dup {
+			r.t.Fatalf("id %s is in the outputs twice: %s and %s", id, prev, where)
+		}
+		got[id] = where
+	}
+	for _, row := range readJSONL(r.t, filepath.Join(r.dir, "out/completions.jsonl")) {
+		put(row["id"].(string), "out")
+	}
+	for _, row := range readJSONL(r.t, filepath.Join(r.dir, "out/rejected.jsonl")) {
+		rej := row["reject"].(map[string]any)
+		put(row["id"].(string), rej["reason"].(string)+" "+fmt.Sprint(rej["detail"]))
+	}
+	return got
+}
+
+// kill -9 at random moments, then the same command to the end: the same
+// prompts are kept and rejected (with the same details) as by a run never
+// killed, and every id is in the outputs once.
+func TestPromptHygieneKillNineThenResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: real processes")
+	}
+	ref := newHygieneRig(t)
+	if out, err := exec.Command(ref.bin, "run", ref.file).CombinedOutput(); err != nil {
+		t.Fatalf("the run never killed: %v\n%s", err, tail(string(out), 3000))
+	}
+	want := ref.outcome()
+	counts := map[string]int{}
+	for _, w := range want {
+		counts[strings.Fields(w)[0]]++
+	}
+	t.Logf("never killed: %v", counts)
+	if len(want) != 3000 || counts["near_duplicate"] < 250 || counts["contaminated"] < 20 {
+		t.Fatalf("never killed: %d ids, %v: want 3000 ids, most planted duplicates and benchmark copies rejected", len(want), counts)
+	}
+
+	r := newHygieneRig(t)
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 9))
+	t.Logf("seed %d", seed)
+	for k := range 3 {
+		cmd := r.start()
+		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			t.Fatalf("kill %d: the run ended before it was killed; make it longer", k+1)
+		}
+		fmt.Fprintf(r.log, "=== killed %d\n", k+1)
+	}
+	cmd := r.start()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the run after the kills: %v", err)
+	}
+	got := r.outcome()
+	var diff []string
+	for id, w := range want {
+		if g := got[id]; g != w && !(g == "out" && w == "out") {
+			diff = append(diff, fmt.Sprintf("%s: %q, never killed %q", id, g, w))
+		}
+	}
+	slices.Sort(diff)
+	if len(got) != len(want) || len(diff) > 0 {
+		t.Fatalf("%d ids after kills, %d never killed; %d decided otherwise: %v", len(got), len(want), len(diff), diff[:min(len(diff), 10)])
+	}
+}
