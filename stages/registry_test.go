@@ -90,29 +90,45 @@ func createInputs(t *testing.T, f *pipefile.File, reg *pipeline.Registry) {
 		for i := 0; i < rt.NumField(); i++ {
 			sf := rt.Field(i)
 			mode := sf.Tag.Get("path")
-			raw, ok := sd.Raw[sf.Tag.Get("toml")].(string)
-			if !ok || !pipeline.IsInputMode(mode) {
+			if !pipeline.IsInputMode(mode) {
 				continue
 			}
-			p := raw
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(f.Dir, p)
-			}
-			if mode == "rundir" {
-				os.MkdirAll(layout.JournalDir(p), 0o755)
-				continue
-			}
-			if mode == "indir" {
-				os.MkdirAll(p, 0o755)
-				for _, name := range strings.Split(sf.Tag.Get("contains"), ",") {
-					if name != "" {
-						os.WriteFile(filepath.Join(p, name), minimalContents[name], 0o644)
+			var paths []string // a path, or a list of them
+			switch raw := sd.Raw[sf.Tag.Get("toml")].(type) {
+			case string:
+				paths = []string{raw}
+			case []any:
+				for _, v := range raw {
+					if s, ok := v.(string); ok {
+						paths = append(paths, s)
 					}
 				}
-				continue
 			}
-			os.MkdirAll(filepath.Dir(p), 0o755)
-			os.WriteFile(p, nil, 0o644)
+			for _, p := range paths {
+				createInput(f.Dir, p, mode, sf.Tag.Get("contains"))
+			}
 		}
+	}
+}
+
+// createInput makes the input p (relative to dir) an example names: a
+// run directory, a model directory with its files, or an empty file.
+func createInput(dir, p, mode, contains string) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	switch mode {
+	case "rundir":
+		os.MkdirAll(layout.JournalDir(p), 0o755)
+	case "indir":
+		os.MkdirAll(p, 0o755)
+		for _, name := range strings.Split(contains, ",") {
+			if name != "" {
+				os.WriteFile(filepath.Join(p, name), minimalContents[name], 0o644)
+			}
+		}
+	default:
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, nil, 0o644)
 	}
 }
