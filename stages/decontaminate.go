@@ -46,7 +46,10 @@ default 8 is open-r1's (scripts/decontaminate.py), which checks prompts
 against benchmark problems as this kind does. Texts are normalised first.
 Letters are lowercased and diacritics dropped. Punctuation becomes a space.
 Numbers stay as written. A reference shorter than ngram words matches only
-a prompt whose whole text equals it.
+a prompt whose whole text equals it. A run of 6 words found in 10 or more
+reference texts is the benchmark's boilerplate, such as its answer
+format instruction. An n-gram touching it marks nothing, since training
+prompts carry the same instructions.
 
 The index is built once at start. Its size is in the run's figures. It
 takes about 20 bytes an n-gram: a few MB for the common benchmarks.`,

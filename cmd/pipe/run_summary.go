@@ -41,6 +41,9 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *engine.Summary) {
 	if e := rundir.EconomyOf(s.Stages); e != nil {
 		fmt.Fprintf(w, "economy: %s in this start\n", e)
 	}
+	if sp := sparedOf(plan, s); sp != nil {
+		fmt.Fprintf(w, "spared: %s\n", sp)
+	}
 	printTotals(w, plan, s, notStarted)
 }
 
