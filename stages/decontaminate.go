@@ -118,6 +118,7 @@ func (c *decontaminateConfig) Validate() []error {
 
 type decontaminate struct {
 	cfg   decontaminateConfig
+	done  pipeline.DoneSet
 	index *textsim.Overlap
 }
 
@@ -131,7 +132,8 @@ var (
 // reference set.
 const ReasonContaminated = "contaminated"
 
-func (d *decontaminate) Open(ctx context.Context, _ *pipeline.Env) error {
+func (d *decontaminate) Open(ctx context.Context, env *pipeline.Env) error {
+	d.done = env.Done
 	prog, err := compileReferenceText(d.cfg.ReferenceText)
 	if err != nil {
 		return fmt.Errorf("reference_text: %w", err)
@@ -175,6 +177,9 @@ func (d *decontaminate) Process(_ context.Context, rec *record.Record, out pipel
 	hit, ok := d.index.Find(promptText(rec, d.cfg.Text, d.cfg.System))
 	if !ok {
 		return out.Emit("out", rec)
+	}
+	if d.done != nil && d.done.Has(rec.ID) { // finished by an earlier start: one verdict an id
+		return out.Skip(rec, "done")
 	}
 	return out.Reject(rec, ReasonContaminated, fmt.Sprintf("shares %q with %s row %d", termsafe.Cut(hit.Span, 200), hit.Set, hit.Row))
 }

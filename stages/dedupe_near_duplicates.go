@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/figure"
@@ -82,20 +83,31 @@ type nearDupConfig struct {
 
 type nearDup struct {
 	cfg    nearDupConfig
+	done   pipeline.DoneSet
 	index  *textsim.Index
 	hasher *textsim.MinHasher
 	sig    []uint32
 	norm   []byte
 	words  []uint64
+	// kept and bytes are the index's size for Report, which the engine
+	// calls from another goroutine.
+	kept, bytes atomic.Int64
 }
 
 var (
 	_ pipeline.Processor = (*nearDup)(nil)
+	_ pipeline.Opener    = (*nearDup)(nil)
+	_ pipeline.Closer    = (*nearDup)(nil)
 	_ pipeline.Reporter  = (*nearDup)(nil)
 )
 
 // ReasonNearDuplicate rejects a prompt nearly the same as a kept one.
 const ReasonNearDuplicate = "near_duplicate"
+
+func (d *nearDup) Open(_ context.Context, env *pipeline.Env) error {
+	d.done = env.Done
+	return nil
+}
 
 func (d *nearDup) Process(_ context.Context, rec *record.Record, out pipeline.Emitter) error {
 	d.norm = textsim.Normalize(d.norm[:0], promptText(rec, d.cfg.Text, d.cfg.System), !d.cfg.KeepNumbers)
@@ -107,15 +119,31 @@ func (d *nearDup) Process(_ context.Context, rec *record.Record, out pipeline.Em
 		return out.Emit("out", rec)
 	}
 	if m, ok := d.index.Find(d.sig); ok {
+		if d.done != nil && d.done.Has(rec.ID) {
+			// Finished by an earlier start, wherever it went: a second
+			// verdict would put the id in two outputs (if this build
+			// decides otherwise than the one that finished it).
+			return out.Skip(rec, "done")
+		}
 		return out.Reject(rec, ReasonNearDuplicate, fmt.Sprintf("nearly the same as %q, kept (estimated similarity %.2f)", m.ID, m.Similarity))
 	}
-	d.index.Add(d.sig, rec.ID)
+	if err := d.index.Add(d.sig, rec.ID); err != nil {
+		return err
+	}
+	d.kept.Store(int64(d.index.Len()))
+	d.bytes.Store(d.index.Bytes())
 	return out.Emit("out", rec)
+}
+
+// Close frees the index (it is outside the Go heap).
+func (d *nearDup) Close() error {
+	d.index.Close()
+	return nil
 }
 
 func (d *nearDup) Report() []figure.Figure {
 	return []figure.Figure{
-		figure.NewGauge("prompts_indexed", float64(d.index.Len())),
-		figure.NewGauge("index_bytes", float64(d.index.Bytes())),
+		figure.NewGauge("prompts_indexed", float64(d.kept.Load())),
+		figure.NewGauge("index_bytes", float64(d.bytes.Load())),
 	}
 }

@@ -217,3 +217,34 @@ func TestPromptHygieneKillNineThenResume(t *testing.T) {
 		t.Fatalf("%d ids after kills, %d never killed; %d decided otherwise: %v", len(got), len(want), len(diff), diff[:min(len(diff), 10)])
 	}
 }
+
+// A finished run started again with a looser threshold (and
+// --force-new-config): prompts it would now call near duplicates are
+// already finished, in the output or the rejects, and stay where they
+// are: no id gets a second verdict.
+func TestPromptHygieneChangedThresholdKeepsOneVerdict(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: real processes")
+	}
+	r := newHygieneRig(t)
+	if out, err := exec.Command(r.bin, "run", r.file).CombinedOutput(); err != nil {
+		t.Fatalf("first run: %v\n%s", err, tail(string(out), 3000))
+	}
+	before := r.outcome()
+	out, err := exec.Command(r.bin, "run", r.file, "--set", "unique.threshold=0.2", "--force-new-config").CombinedOutput()
+	if err != nil {
+		t.Fatalf("second run: %v\n%s", err, tail(string(out), 3000))
+	}
+	if !strings.Contains(string(out), "skipped by unique: done") {
+		t.Fatalf("the looser threshold found no finished prompt to skip:\n%s", tail(string(out), 3000))
+	}
+	after := r.outcome()
+	if len(after) != len(before) {
+		t.Fatalf("%d ids after, %d before", len(after), len(before))
+	}
+	for id, w := range before {
+		if after[id] != w {
+			t.Errorf("%s: %q, before %q", id, after[id], w)
+		}
+	}
+}

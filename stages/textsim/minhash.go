@@ -76,8 +76,9 @@ func (l LSH) CandidateProbability(s float64) float64 {
 
 // Index holds the signatures of the texts kept so far and finds, for a new
 // signature, the kept text most like it. Memory per kept text: one table
-// entry a band (about 12 bytes in a Go map of uint32 to uint32), one byte
-// a hash of the signature, and the text's id (BytesPerText).
+// slot a band (8 bytes, at a fill of 3/8 to 3/4), one byte a hash of the
+// signature, and the text's id; the tables and signatures live outside
+// the Go heap (offheap.go) until Close.
 //
 // A band's key is a 32-bit hash, so two different bands may share one;
 // the candidate is then checked against its stored signature bytes, as it
@@ -86,12 +87,14 @@ func (l LSH) CandidateProbability(s float64) float64 {
 type Index struct {
 	lsh       LSH
 	threshold float64
-	table     map[uint32]uint32 // band key → ordinal of the first kept text with it
-	sigs      []byte            // K bytes a kept text: the low byte of each hash
-	ids       []byte            // kept ids, end to end
-	idEnds    []uint32          // ids[idEnds[i-1]:idEnds[i]] is kept text i's id
-	keys      []uint32          // scratch: this query's band keys
-	seen      []uint32          // scratch: this query's candidates
+	tables    []bandTable // a band's key → ordinal of the first kept text with it
+	sigs      *arena      // K bytes a kept text: the low byte of each hash
+	ids       []byte      // kept ids, end to end
+	idEnds    []uint32    // ids[idEnds[i-1]:idEnds[i]] is kept text i's id
+	keys      []uint32    // scratch: this query's band keys
+	low       []byte      // scratch: this query's signature bytes
+	seen      []uint32    // scratch: this query's candidates
+	closed    int64       // Bytes when closed
 }
 
 // NewIndex returns an empty index: a text is judged a near duplicate of a
@@ -100,7 +103,8 @@ func NewIndex(lsh LSH, threshold float64) (*Index, error) {
 	if lsh.Bands < 1 || lsh.Rows < 1 {
 		return nil, fmt.Errorf("bands and rows must be at least 1 (got %d and %d)", lsh.Bands, lsh.Rows)
 	}
-	return &Index{lsh: lsh, threshold: threshold, table: map[uint32]uint32{}, keys: make([]uint32, lsh.Bands)}, nil
+	return &Index{lsh: lsh, threshold: threshold, tables: make([]bandTable, lsh.Bands), sigs: newArena(lsh.K()),
+		keys: make([]uint32, lsh.Bands), low: make([]byte, lsh.K())}, nil
 }
 
 // Match is a kept text a query resembles.
@@ -112,16 +116,16 @@ type Match struct {
 // Find returns the kept text most like sig (estimated similarity at least
 // the threshold), or ok false.
 func (x *Index) Find(sig []uint32) (m Match, ok bool) {
-	x.bandKeys(sig)
+	x.prepare(sig)
 	x.seen = x.seen[:0]
 	best, bestSim := -1, -1.0
-	for _, key := range x.keys {
-		ord, hit := x.table[key]
+	for band, key := range x.keys {
+		ord, hit := x.tables[band].find(key)
 		if !hit || slices.Contains(x.seen, ord) {
 			continue
 		}
 		x.seen = append(x.seen, ord)
-		if s := x.similarity(sig, int(ord)); s > bestSim {
+		if s := similarity(x.low, x.sigs.at(int(ord))); s > bestSim {
 			best, bestSim = int(ord), s
 		}
 	}
@@ -131,29 +135,50 @@ func (x *Index) Find(sig []uint32) (m Match, ok bool) {
 	return Match{ID: x.id(best), Similarity: bestSim}, true
 }
 
-// Add keeps sig under id: later texts are compared with it.
-func (x *Index) Add(sig []uint32, id string) {
+// Add keeps sig under id: later texts are compared with it. An error is
+// memory the system would not map.
+func (x *Index) Add(sig []uint32, id string) error {
 	ord := uint32(len(x.idEnds))
-	x.bandKeys(sig)
-	for _, key := range x.keys {
-		if _, taken := x.table[key]; !taken {
-			x.table[key] = ord
+	x.prepare(sig)
+	for band, key := range x.keys {
+		if err := x.tables[band].add(key, ord); err != nil {
+			return err
 		}
 	}
-	for _, v := range sig {
-		x.sigs = append(x.sigs, byte(v))
+	if err := x.sigs.add(x.low); err != nil {
+		return err
 	}
 	x.ids = append(x.ids, id...)
 	x.idEnds = append(x.idEnds, uint32(len(x.ids)))
+	return nil
 }
 
 // Len is the number of kept texts.
 func (x *Index) Len() int { return len(x.idEnds) }
 
-// Bytes is the index's memory, about: the table's entries at a Go map's
-// usual 12 bytes and fill, and the slices' lengths.
+// Bytes is the index's memory: the tables and signatures as mapped, the
+// ids as held.
 func (x *Index) Bytes() int64 {
-	return int64(len(x.table))*12*8/7 + int64(len(x.sigs)+len(x.ids)+4*len(x.idEnds))
+	if x.closed > 0 {
+		return x.closed
+	}
+	n := x.sigs.bytes() + int64(cap(x.ids)+4*cap(x.idEnds))
+	for i := range x.tables {
+		n += x.tables[i].bytes()
+	}
+	return n
+}
+
+// Close frees the memory outside the heap: Find and Add may not be
+// called after; Len and Bytes say what the index held.
+func (x *Index) Close() {
+	if x.closed == 0 {
+		x.closed = x.Bytes()
+	}
+	for i := range x.tables {
+		x.tables[i].free()
+	}
+	x.sigs.free()
 }
 
 func (x *Index) id(ord int) string {
@@ -164,27 +189,25 @@ func (x *Index) id(ord int) string {
 	return string(x.ids[start:x.idEnds[ord]])
 }
 
-// similarity estimates the Jaccard similarity of sig and kept text ord
-// from the share of equal low bytes (b-bit minwise hashing, Li and König
-// 2010): two unequal hashes still share a byte one time in 256, which the
+// similarity estimates the Jaccard similarity of two signatures from the
+// share of equal low bytes (b-bit minwise hashing, Li and König 2010):
+// two unequal hashes still share a byte one time in 256, which the
 // estimate takes out.
-func (x *Index) similarity(sig []uint32, ord int) float64 {
-	k := len(sig)
-	kept := x.sigs[ord*k : ord*k+k]
+func similarity(a, b []byte) float64 {
 	same := 0
-	for i, v := range sig {
-		if byte(v) == kept[i] {
+	for i, v := range a {
+		if v == b[i] {
 			same++
 		}
 	}
 	const chance = 1.0 / 256
-	s := (float64(same)/float64(k) - chance) / (1 - chance)
+	s := (float64(same)/float64(len(a)) - chance) / (1 - chance)
 	return max(0, min(1, s))
 }
 
-// bandKeys sets x.keys to sig's band keys: each band's values and its
-// place, hashed to 32 bits.
-func (x *Index) bandKeys(sig []uint32) {
+// prepare sets x.keys to sig's band keys (each band's values and its
+// place, hashed to 32 bits) and x.low to its low bytes.
+func (x *Index) prepare(sig []uint32) {
 	r := x.lsh.Rows
 	for band := range x.lsh.Bands {
 		h := uint64(band) + 1
@@ -192,5 +215,8 @@ func (x *Index) bandKeys(sig []uint32) {
 			h = mix(h ^ uint64(v))
 		}
 		x.keys[band] = uint32(h ^ h>>32)
+	}
+	for i, v := range sig {
+		x.low[i] = byte(v)
 	}
 }
