@@ -3,7 +3,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -246,5 +248,69 @@ func TestPromptHygieneChangedThresholdKeepsOneVerdict(t *testing.T) {
 		if after[id] != w {
 			t.Errorf("%s: %q, before %q", id, after[id], w)
 		}
+	}
+}
+
+// pipe plan says what the stages before generation rejected in its
+// sample and projects it over the prompts left; after the run, pipe report
+// counts every prompt they rejected and the decode that spared.
+func TestPlanAndReportCountPromptsRemoved(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: real processes")
+	}
+	r := newHygieneRig(t)
+	out, err := exec.Command(r.bin, "plan", r.file, "--sample", "600", "--json").Output()
+	if err != nil {
+		t.Fatalf("pipe plan: %v", err)
+	}
+	var p struct {
+		Left   float64 `json:"prompts_left"`
+		Spared *struct {
+			Sample   int64                              `json:"sample_rejected"`
+			SampleOf int64                              `json:"sample_prompts"`
+			Share    float64                            `json:"share"`
+			Prompts  struct{ Value, Low, High float64 } `json:"prompts_left_rejected"`
+			Decode   float64                            `json:"decode_tokens_spared"`
+		} `json:"rejected_before_generation"`
+		Mean float64 `json:"output_tokens_per_prompt"`
+	}
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	sp := p.Spared
+	if sp == nil || sp.Sample == 0 || sp.SampleOf != 600 || sp.Decode <= 0 {
+		t.Fatalf("plan: %s", out)
+	}
+	if want := p.Left * float64(sp.Sample) / 600; math.Abs(sp.Prompts.Value-want) > 1 || sp.Prompts.Low > want || sp.Prompts.High < want ||
+		math.Abs(sp.Decode-want*p.Mean) > want {
+		t.Fatalf("plan projects %+v of %v left at a mean of %v, want %v prompts", sp, p.Left, p.Mean, want)
+	}
+	t.Logf("plan: %d of 600 rejected before generation; %.0f of %.0f left projected", sp.Sample, sp.Prompts.Value, p.Left)
+
+	if out, err := exec.Command(r.bin, "run", r.file).CombinedOutput(); err != nil {
+		t.Fatalf("pipe run: %v\n%s", err, tail(string(out), 3000))
+	}
+	out, err = exec.Command(r.bin, "report", "--json", filepath.Join(r.dir, "run")).Output()
+	if err != nil {
+		t.Fatalf("pipe report: %v", err)
+	}
+	var rep struct {
+		Spared *struct {
+			Prompts int64   `json:"prompts"`
+			Mean    float64 `json:"mean_output_tokens"`
+			Decode  int64   `json:"decode_tokens_spared"`
+		} `json:"spared"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	removed := 0
+	for _, w := range r.outcome() {
+		if f := strings.Fields(w)[0]; f == "near_duplicate" || f == "contaminated" {
+			removed++
+		}
+	}
+	if s := rep.Spared; s == nil || s.Prompts != int64(removed) || s.Mean <= 0 || math.Abs(float64(s.Decode)-float64(removed)*s.Mean) > 1 {
+		t.Fatalf("report: %+v, want %d prompts spared at the mean", rep.Spared, removed)
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 
+	"github.com/pipe-dev/pipe/cmd/pipe/runreport"
 	"github.com/pipe-dev/pipe/internal/numfmt"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
@@ -83,6 +85,10 @@ type Projection struct {
 	GPUHours     Interval `json:"gpu_hours"`
 	OutputTokens Interval `json:"output_tokens"`
 	TrainingRows Interval `json:"training_rows"`
+	// Spared is what the stages before generation rejected in the sample,
+	// projected over the prompts left; nil when they rejected none. The
+	// figures above are of the prompts left that reach generation.
+	Spared *PlanSpared `json:"rejected_before_generation,omitempty"`
 	// DecodedPerTrained is the sample's, where it built training rows.
 	DecodedPerTrained float64 `json:"decoded_per_trained,omitempty"`
 	// SlowestSeconds is how long the slowest 1% of prompts take (p99).
@@ -135,6 +141,12 @@ func project(plan *pipeline.Plan, s *engine.Summary, sample pipeline.Sample, wor
 		MaxOutputTokens: fleet.MaxOutputTokens, SlowestSeconds: l.LatencyP99}
 	p.Left = max(0, work.Records-work.Finished-int64(s.Finished-s.FinishedAtStart))
 	left := float64(p.Left)
+	if sp := sparedOf(plan, s); sp != nil && sp.Of > 0 {
+		// Of the prompts left, those the stages before generation would
+		// reject never reach it: the rest is what the fleet generates.
+		p.Spared = projectSpared(sp, left, l.Mean)
+		left *= 1 - p.Spared.Share
+	}
 
 	// The fleet's model of time (view.Fleet.SecondsFor, which the
 	// run's ETA uses too): each server's concurrency over its mean
@@ -218,7 +230,9 @@ func trainingRows(plan *pipeline.Plan, s *engine.Summary) int64 {
 	bestDepth := -1
 	for _, st := range s.Stages {
 		ps := plan.Lookup(st.ID)
-		if ps == nil || len(ps.Spec.Outputs) > 0 || ps.Spec.Source {
+		// A writer keeps an output it can verify (its side ports, such
+		// as write-arrow's shards, send on what it committed).
+		if ps == nil || ps.Spec.Verify == nil || ps.Spec.Source {
 			continue
 		}
 		pure := len(ps.Inputs) > 0
@@ -263,7 +277,14 @@ func writeProjection(w io.Writer, p *Projection) {
 		fmt.Fprintf(w, "    server %s: %d completions, concurrency %d, mean latency %s, %s tokens/s busy%s\n",
 			s.Name, s.Completions, s.Concurrency, d(s.LatencyMean), numfmt.Count(s.TokensPerSecond), accept)
 	}
-	fmt.Fprintf(w, "  for the %s prompts left (95%% interval):\n", count(p.Left))
+	left := fmt.Sprintf("the %s prompts left", count(p.Left))
+	if sp := p.Spared; sp != nil {
+		fmt.Fprintf(w, "  before generation the sample's stages rejected %d of %d prompts (%s): of the prompts left about %s (%s – %s), %s tokens of decode spared\n",
+			sp.Sample, sp.SampleOf, sp.Reasons, count(int64(sp.Prompts.Value)), count(int64(sp.Prompts.Low)), count(int64(sp.Prompts.High)), numfmt.Count(sp.Decode))
+		fmt.Fprintf(w, "    near duplicates are found within the sample only (one prompt in %d): the whole input has more, which pipe run's summary counts\n", p.SampleEvery)
+		left = fmt.Sprintf("the %s of them that reach generation", count(p.Left-int64(sp.Prompts.Value)))
+	}
+	fmt.Fprintf(w, "  for %s (95%% interval):\n", left)
 	fmt.Fprintf(w, "    wall clock      %s (%s – %s)\n", d(p.WallSeconds.Value), d(p.WallSeconds.Low), d(p.WallSeconds.High))
 	fmt.Fprintf(w, "    GPU-hours       %s (%s – %s)\n", gpuHours(p.GPUHours.Value), gpuHours(p.GPUHours.Low), gpuHours(p.GPUHours.High))
 	fmt.Fprintf(w, "    output tokens   %s (%s – %s)\n", numfmt.Count(p.OutputTokens.Value), numfmt.Count(p.OutputTokens.Low), numfmt.Count(p.OutputTokens.High))
@@ -303,4 +324,28 @@ func gpuHours(x float64) string {
 		return fmt.Sprintf("%.2f", x)
 	}
 	return fmt.Sprintf("%.1f", x)
+}
+
+// PlanSpared is what the stages before generation rejected in a plan's
+// sample, and that share of the prompts left with its 95% interval
+// (binomial), and the decode it spares at the sample's mean.
+type PlanSpared struct {
+	Sample   int64    `json:"sample_rejected"`
+	SampleOf int64    `json:"sample_prompts"`
+	Reasons  string   `json:"by_reason"`
+	Share    float64  `json:"share"`
+	Prompts  Interval `json:"prompts_left_rejected"`
+	Decode   float64  `json:"decode_tokens_spared"`
+}
+
+func projectSpared(sp *runreport.Spared, left, meanOutput float64) *PlanSpared {
+	n := float64(sp.Of)
+	k := float64(sp.Prompts) / n
+	half := 1.96 * math.Sqrt(k*(1-k)/n)
+	parts := make([]string, len(sp.Reasons))
+	for i, r := range sp.Reasons {
+		parts[i] = fmt.Sprintf("%s %s %d", r.Stage, r.Reason, r.Count)
+	}
+	return &PlanSpared{Sample: sp.Prompts, SampleOf: sp.Of, Reasons: strings.Join(parts, ", "), Share: k,
+		Prompts: Interval{left * k, left * max(0, k-half), left * min(1, k+half)}, Decode: left * k * meanOutput}
 }

@@ -42,7 +42,7 @@ func printSummary(w io.Writer, plan *pipeline.Plan, s *engine.Summary) {
 		fmt.Fprintf(w, "economy: %s in this start\n", e)
 	}
 	if sp := sparedOf(plan, s); sp != nil {
-		fmt.Fprintf(w, "spared: %s\n", sp)
+		fmt.Fprintln(w, sp.Text())
 	}
 	printTotals(w, plan, s, notStarted)
 }

@@ -46,6 +46,9 @@ func (r *Report) Headline() []HeadLine {
 		}
 		out = append(out, HeadLine{Text: text})
 	}
+	if s := r.Spared; s != nil {
+		out = append(out, HeadLine{Text: s.Text()})
+	}
 	if s := r.SecondChances; s != nil {
 		out = append(out, HeadLine{Text: s.Text()})
 	}

@@ -62,6 +62,9 @@ type Report struct {
 	// Economy is decoded tokens against trained ones and the output
 	// lengths kept and rejected (economy.go); nil when no row had either.
 	Economy *Economy `json:"economy,omitempty"`
+	// Spared is what the stages before generation rejected, and the
+	// decode that saved; nil when they rejected nothing.
+	Spared *Spared `json:"spared,omitempty"`
 	// Handoffs are the SpecForge data: blocks the run wrote beside its
 	// trainer-layout outputs (handoff.go).
 	Handoffs []Handoff `json:"handoffs,omitempty"`
@@ -254,6 +257,11 @@ func Build(ctx context.Context, dir string, opts Options) (*Report, error) {
 	}
 	r.Rejected, r.RejectedAll = sortReasons(rd.rejects)
 	r.Failed, r.FailedAll = sortReasons(rd.fails)
+	var mean float64
+	if e := r.Economy; e != nil && e.Kept.N+e.Rejected.N > 0 {
+		mean = float64(e.Kept.Sum+e.Rejected.Sum) / float64(e.Kept.N+e.Rejected.N)
+	}
+	r.Spared = NewSpared(r.Rejected, BeforeGeneration(rundir.RecordedStages(run.Settings)), r.Finished, mean)
 	r.readHandoffs(ws)
 	r.addSamples(ctx, ws, rd.tokenizer)
 	if err := ctx.Err(); err != nil {
