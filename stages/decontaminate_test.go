@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/pipe-dev/pipe/pipeline/figure"
+	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
 // contaminationEdits are how a benchmark prompt reaches a prompt set:
@@ -242,6 +243,82 @@ func TestDecontaminateAgainstPlantedTruth(t *testing.T) {
 		}
 		if precision < 1 {
 			t.Errorf("precision %.3f, want 1", precision)
+		}
+	}
+}
+
+// A replay: completions a run made long ago, read back and checked
+// against a benchmark without a GPU. The record with the benchmark's
+// question is rejected with its completion kept; the near duplicate of a
+// kept one too.
+func TestPromptHygieneInAReplay(t *testing.T) {
+	q := "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether?"
+	mk := func(id, prompt string) string {
+		rec := completionRecord(goodCompletion())
+		rec.ID = id
+		rec.Messages = []record.Message{{Role: "user", Content: prompt}}
+		return completionLine(t, rec)
+	}
+	lines := []string{
+		mk("a", "Explain how tides are caused by the moon and the sun, with an example."),
+		mk("b", "Solve: "+q),
+		mk("c", "Hi! Explain how tides are caused by the moon and the sun, with an example."),
+		mk("d", "Write a haiku about autumn leaves falling in a quiet garden."),
+	}
+	files := map[string]string{
+		"c.jsonl":           strings.Join(lines, "\n") + "\n",
+		"bench/gsm8k.jsonl": fmt.Sprintf("{\"question\": %q, \"answer\": \"72\"}\n", q),
+	}
+	dir, _, err := runTestPipeline(t, `
+[[stage]]
+id   = "in"
+kind = "read-completions"
+path = "c.jsonl"
+
+[[stage]]
+id    = "unique"
+kind  = "dedupe-near-duplicates"
+input = "in"
+
+[[stage]]
+id         = "clean"
+kind       = "decontaminate"
+input      = "unique"
+references = ["bench/gsm8k.jsonl"]
+
+[[stage]]
+id    = "good"
+kind  = "write-jsonl"
+input = "clean"
+path  = "out/good.jsonl"
+
+[[stage]]
+id    = "bad"
+kind  = "write-jsonl"
+input = ["unique.rejected", "clean.rejected"]
+path  = "out/bad.jsonl"
+`, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range readRecords(t, filepath.Join(dir, "out/good.jsonl")) {
+		got[r.ID] = "good"
+	}
+	for _, r := range readRecords(t, filepath.Join(dir, "out/bad.jsonl")) {
+		if r.Completion == nil || r.Completion.Answer == "" {
+			t.Errorf("%s: the rejected record lost its completion", r.ID)
+		}
+		got[r.ID] = r.Reject.Reason + ": " + r.Reject.Detail
+	}
+	want := map[string]string{
+		"a": "good", "d": "good",
+		"b": `contaminated: shares "natalia sold clips to 48 of her friends in april and then she sold half as many clips in may how many clips did natalia sell altogether" with gsm8k row 1`,
+		"c": `near_duplicate: nearly the same as "a", kept (estimated similarity 0.96)`, // Jaccard 13/14 = 0.93
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: %q, want %q", id, got[id], w)
 		}
 	}
 }
