@@ -28,7 +28,7 @@ import (
 // n-gram; Bytes says how much.
 type Overlap struct {
 	n      int
-	grams  map[uint64]uint32 // n-gram hash → the first reference text with it
+	grams  map[uint64]uint64 // n-gram hash → the first reference text with it, | sharedGram if others have it too
 	common map[uint64]uint32 // BoilerplateWords-gram hash → how many reference texts have it
 	wholes map[uint64]uint32 // a short reference's whole-text hash → ordinal
 	refs   []Ref
@@ -54,7 +54,7 @@ type Ref struct {
 
 // NewOverlap returns an empty index of n-grams of n words.
 func NewOverlap(n int) *Overlap {
-	return &Overlap{n: n, grams: map[uint64]uint32{}, common: map[uint64]uint32{}, wholes: map[uint64]uint32{}}
+	return &Overlap{n: n, grams: map[uint64]uint64{}, common: map[uint64]uint32{}, wholes: map[uint64]uint32{}}
 }
 
 // Add indexes text as ref; an n-gram already indexed keeps its first
@@ -75,8 +75,11 @@ func (o *Overlap) Add(text string, ref Ref) bool {
 		return true
 	}
 	NGrams(o.hashes, o.n, func(_ int, h uint64) {
-		if _, ok := o.grams[h]; !ok {
-			o.grams[h] = ord
+		switch g, ok := o.grams[h]; {
+		case !ok:
+			o.grams[h] = uint64(ord)
+		case uint32(g) != ord:
+			o.grams[h] = g | sharedGram
 		}
 	})
 	o.mine = o.mine[:0]
@@ -120,21 +123,41 @@ func (o *Overlap) Find(text string) (hit Hit, ok bool) {
 			}
 		}
 	})
-	first, last, ord := -1, -1, uint32(0)
+	// The hit is the longest run of shared n-grams that one reference
+	// explains: an n-gram in several references fits any run.
+	var best, cur run
 	NGrams(o.hashes, o.n, func(i int, h uint64) {
-		r, found := o.grams[h]
-		switch {
-		case !found || slices.Contains(o.boiler[i:i+o.n], true):
-		case first < 0:
-			first, last, ord = i, i, r
-		case last == i-1 && r == ord:
-			last = i
+		g, found := o.grams[h]
+		if !found || slices.Contains(o.boiler[i:i+o.n], true) {
+			return
+		}
+		ord, shared := uint32(g), g&sharedGram != 0
+		if cur.len == 0 || i != cur.first+cur.len || !shared && cur.fixed && ord != cur.ord {
+			cur = run{first: i, ord: ord}
+		}
+		if !shared && !cur.fixed {
+			cur.ord, cur.fixed = ord, true
+		}
+		cur.len++
+		if best.len == 0 || cur.fixed && !best.fixed || cur.fixed == best.fixed && cur.len > best.len {
+			best = cur
 		}
 	})
-	if first < 0 {
+	if best.len == 0 {
 		return Hit{}, false
 	}
-	return Hit{Ref: o.refs[ord], Span: o.words(first, last+o.n)}, true
+	return Hit{Ref: o.refs[best.ord], Span: o.words(best.first, best.first+best.len-1+o.n)}, true
+}
+
+// sharedGram marks an n-gram more than one reference text has.
+const sharedGram = 1 << 32
+
+// run is consecutive shared n-grams of a text: from its first, len of
+// them, all in reference ord (fixed: some n-gram is in ord alone).
+type run struct {
+	first, len int
+	ord        uint32
+	fixed      bool
 }
 
 // words is normalised words [from, to) of the last text found or added.
