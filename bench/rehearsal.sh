@@ -17,7 +17,12 @@
 #   SHAPE=jsonl REF=fbb1b4f N=913786 ROUNDS=1 bench/rehearsal.sh
 #   UPLOAD=1 REF=8dec3c0 N=100000 ROUNDS=1 bench/rehearsal.sh
 #   TRAINER=1 REF=<a commit with [trainer]> bench/rehearsal.sh   # keeps the demo's [trainer]
+#   NEAR_DUP=1 REF=HEAD N=913786 bench/rehearsal.sh   # the rehearsal with a near-duplicate stage, and without
 #
+# NEAR_DUP=1 puts a dedupe-near-duplicates stage (keep_numbers = true: the
+# rehearsal's prompts differ mostly in their numbers) before dedupe in
+# this tree's pipeline only: with REF=HEAD the two builds are the same
+# code and the figures are the stage's cost (and what it spares).
 # UPLOAD=1 (Parquet shape only) adds an upload-s3 stage after the shards,
 # to a versitygw (.cache/bin/versitygw, scripts/setup-versitygw.sh) that
 # this script starts on a free loopback port, each run under its own
@@ -119,6 +124,24 @@ if [ -n "$UPLOAD" ]; then
 	printf '\n[[stage]]\nid               = "upload"\nkind             = "upload-s3"\ninput            = "train.shards"\nuri              = "s3://rehearsal/RUN"\nendpoint         = "http://127.0.0.1:%s"\nforce_path_style = true\n' "$port" >>"$T/rehearsal.toml"
 fi
 
+cp "$T/rehearsal.toml" "$T/rehearsal-ref.toml"
+cp "$T/rehearsal.toml" "$T/rehearsal-new.toml"
+if [ -n "${NEAR_DUP:-}" ]; then
+	awk '
+		/^\[\[stage\]\]/ { flush(); buf = $0 "\n"; next }
+		{ buf = buf $0 "\n" }
+		END { flush() }
+		function flush() {
+			if (buf ~ /kind *= *"dedupe-against-progress"/) {
+				printf "[[stage]]\nid           = \"unique\"\nkind         = \"dedupe-near-duplicates\"\ninput        = \"prompts\"\nkeep_numbers = true\n\n"
+				sub(/input *= *"prompts"/, "input = \"unique\"", buf)
+			}
+			if (buf ~ /id *= *"rejects"/) sub(/input *= *\[/, "input = [\"unique.rejected\", ", buf)
+			printf "%s", buf; buf = ""
+		}' "$T/rehearsal.toml" >"$T/rehearsal-new.toml"
+	grep -q '"unique.rejected"' "$T/rehearsal-new.toml" || { echo "rehearsal.sh: could not add the near-duplicate stage" >&2; exit 1; }
+fi
+
 echo "$N prompts, demo graph ($SHAPE${UPLOAD:+ + upload-s3}), sim:7 × 48; ${NEW:-this tree} vs $REF, $ROUNDS rounds"
 : >"$T/rounds"
 for round in $(seq "$ROUNDS"); do
@@ -128,7 +151,7 @@ for round in $(seq "$ROUNDS"); do
 	[ $((round % 2)) = 0 ] && order="ref new"
 	for v in $order; do
 		rm -rf "$T/run"
-		sed "s|s3://rehearsal/[^\"]*|s3://rehearsal/$v-$round|" "$T/rehearsal.toml" >"$T/round.toml"
+		sed "s|s3://rehearsal/[^\"]*|s3://rehearsal/$v-$round|" "$T/rehearsal-$v.toml" >"$T/round.toml"
 		/usr/bin/time -f '%e %U %S %M' -o "$T/$v.time" "$T/pipe-$v" run "$T/round.toml" >"$T/$v.out" 2>&1 ||
 			{ echo "pipe ($v) failed:" >&2; tail -20 "$T/$v.out" >&2; exit 1; }
 		if [ "$SHAPE" = jsonl ]; then
