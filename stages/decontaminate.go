@@ -154,8 +154,12 @@ func (d *decontaminate) Open(ctx context.Context, env *pipeline.Env) error {
 			for _, item := range list {
 				s, ok := item.(string)
 				if !ok {
+					got := "nothing (the row has none of those fields)"
+					if item != nil {
+						got = termsafe.Line(termsafe.Cut(fmt.Sprintf("%T %v", item, item), 80))
+					}
 					return fmt.Errorf("%s:%d: reference_text %q gave %s; want a string or a list of strings (set reference_text to the field holding the text)",
-						p, row, d.cfg.ReferenceText, termsafe.Cut(fmt.Sprintf("%T %v", item, item), 80))
+						p, row, d.cfg.ReferenceText, got)
 				}
 				if d.index.Add(s, textsim.Ref{Set: name, Row: row}) {
 					texts++

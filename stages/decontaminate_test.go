@@ -2,6 +2,7 @@ package stages
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/figure"
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
@@ -319,6 +321,43 @@ path  = "out/bad.jsonl"
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("%s: %q, want %q", id, got[id], w)
+		}
+	}
+}
+
+// What pipe check and the start say of bad reference settings and files:
+// the file and line, what is wrong, what is allowed.
+func TestDecontaminateBadReferences(t *testing.T) {
+	c := &decontaminateConfig{References: []string{"a/gsm8k.jsonl", "b/gsm8k.parquet", "c/notes.txt"}, ReferenceText: "question ??", NGram: 8, Text: "user"}
+	var msgs []string
+	for _, err := range c.Validate() {
+		msgs = append(msgs, err.Error())
+	}
+	got := strings.Join(msgs, "\n")
+	for _, want := range []string{"reference_text: ", `b/gsm8k.parquet are both named "gsm8k"`, `c/notes.txt: a reference file is .jsonl, .json, .ndjson or .parquet, not ".txt"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems:\n%s\nwant one with %q", got, want)
+		}
+	}
+
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tt := range []struct{ name, content, want string }{
+		{"numbers.jsonl", "{\"question\": \"What is two plus two, said in words?\"}\n{\"question\": 4}\n", `numbers.jsonl:2: reference_text "question ?? problem ?? prompt ?? turns ?? instruction ?? text" gave float64 4; want a string or a list of strings`},
+		{"torn.jsonl", "{\"question\": \"What is two plus two?\"}\n{\"question\": \"What is\n", "torn.jsonl:2: want one JSON object a line"},
+		{"other.jsonl", "{\"title\": \"no text field here\"}\n", `other.jsonl:1: reference_text "question ?? problem ?? prompt ?? turns ?? instruction ?? text" gave nothing (the row has none of those fields)`},
+	} {
+		d := &decontaminate{cfg: decontaminateConfig{References: []string{write(tt.name, tt.content)},
+			ReferenceText: "question ?? problem ?? prompt ?? turns ?? instruction ?? text", NGram: 8, Text: "user"}}
+		err := d.Open(context.Background(), &pipeline.Env{})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
 		}
 	}
 }
