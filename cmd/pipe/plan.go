@@ -53,7 +53,11 @@ From the sample it measures each server's throughput at its concurrency
 cut at the length limit and the rows kept, and projects for the rest of
 the input, with a 95% interval: the wall-clock time pipe run will take,
 GPU-hours (servers × hours), output tokens, training rows and the decoded
-tokens per trained token, and how long the slowest 1% of prompts take. It
+tokens per trained token, and how long the slowest 1% of prompts take.
+Stages before generation that reject prompts (near duplicates, benchmark
+prompts) are counted in the sample and projected over the prompts left;
+near duplicates are found within the sample only, so the whole input has
+more. It
 recommends max_output_tokens from the measured lengths. The run's ETA uses
 the same model of the fleet, with its servers' latencies as they are then.
 
