@@ -105,19 +105,27 @@ path  = "out/rejected.jsonl"
 	if err := os.WriteFile(r.file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var err error
-	if r.log, err = os.CreateTemp("", "pipe-crash-runs-*.log"); err != nil {
+	r.log = runsLog(t, "pipe-crash-runs-*.log")
+	return r
+}
+
+// runsLog is a file for the output of a test's runs, removed after the
+// test; a failed test logs its last 6000 bytes.
+func runsLog(t *testing.T, pattern string) *os.File {
+	t.Helper()
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		r.log.Close()
-		defer os.Remove(r.log.Name())
+		f.Close()
+		defer os.Remove(f.Name())
 		if t.Failed() {
-			data, _ := os.ReadFile(r.log.Name())
+			data, _ := os.ReadFile(f.Name())
 			t.Logf("runs' output (last 6000 bytes):\n%s", tail(string(data), 6000))
 		}
 	})
-	return r
+	return f
 }
 
 // exitCode is a finished command's exit code (-1 if a signal ended it).

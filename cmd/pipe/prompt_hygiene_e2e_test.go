@@ -121,18 +121,7 @@ input = ["unique.rejected", "clean.rejected", "gen.rejected"]
 path  = "out/rejected.jsonl"
 `, qwen))
 	r.file = filepath.Join(r.dir, "p.toml")
-	var err error
-	if r.log, err = os.CreateTemp("", "pipe-hygiene-*.log"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		r.log.Close()
-		defer os.Remove(r.log.Name())
-		if t.Failed() {
-			data, _ := os.ReadFile(r.log.Name())
-			t.Logf("runs' output (last 6000 bytes):\n%s", tail(string(data), 6000))
-		}
-	})
+	r.log = runsLog(t, "pipe-hygiene-*.log")
 	return r
 }
 
