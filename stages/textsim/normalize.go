@@ -46,21 +46,7 @@ func Normalize(dst []byte, text string, zeroNumbers bool) []byte {
 		case r < utf8.RuneSelf && (r >= 'A' && r <= 'Z'):
 			dst, space = append(dst, byte(r+'a'-'A')), false
 		case zeroNumbers && unicode.IsDigit(r):
-			// The whole number, with one inner separator, is one "0".
-			for i < len(text) {
-				c, n := utf8.DecodeRuneInString(text[i:])
-				if unicode.IsDigit(c) {
-					i += n
-					continue
-				}
-				if (c == '.' || c == ',') && i+n < len(text) {
-					if d, m := utf8.DecodeRuneInString(text[i+n:]); unicode.IsDigit(d) {
-						i += n + m
-						continue
-					}
-				}
-				break
-			}
+			i = numberEnd(text, i)
 			dst, space = append(dst, '0'), false
 		case r < utf8.RuneSelf && r >= '0' && r <= '9':
 			dst, space = append(dst, byte(r)), false
@@ -79,6 +65,26 @@ func Normalize(dst []byte, text string, zeroNumbers bool) []byte {
 	}
 	end()
 	return dst
+}
+
+// numberEnd is where the number whose first digit ends at i ends: its
+// digits, and "." or "," between two of them (3.14, 1,000,000).
+func numberEnd(text string, i int) int {
+	for i < len(text) {
+		c, n := utf8.DecodeRuneInString(text[i:])
+		if unicode.IsDigit(c) {
+			i += n
+			continue
+		}
+		if (c == '.' || c == ',') && i+n < len(text) {
+			if d, m := utf8.DecodeRuneInString(text[i+n:]); unicode.IsDigit(d) {
+				i += n + m
+				continue
+			}
+		}
+		return i
+	}
+	return i
 }
 
 func isASCII(s string) bool {

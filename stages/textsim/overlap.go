@@ -112,17 +112,7 @@ func (o *Overlap) Find(text string) (hit Hit, ok bool) {
 	if len(o.hashes) < o.n {
 		return Hit{}, false
 	}
-	// Words under boilerplate; an n-gram touching one marks nothing.
-	o.boiler = slices.Grow(o.boiler[:0], len(o.hashes))[:len(o.hashes)]
-	clear(o.boiler)
-	w := min(o.n, BoilerplateWords)
-	NGrams(o.hashes, w, func(i int, h uint64) {
-		if o.common[h] >= Boilerplate {
-			for j := i; j < i+w; j++ {
-				o.boiler[j] = true
-			}
-		}
-	})
+	o.markBoilerplate()
 	// The hit is the longest run of shared n-grams that one reference
 	// explains: an n-gram in several references fits any run.
 	var best, cur run
@@ -147,6 +137,21 @@ func (o *Overlap) Find(text string) (hit Hit, ok bool) {
 		return Hit{}, false
 	}
 	return Hit{Ref: o.refs[best.ord], Span: o.words(best.first, best.first+best.len-1+o.n)}, true
+}
+
+// markBoilerplate sets o.boiler to which words of the text last
+// normalised are under boilerplate: an n-gram touching one marks nothing.
+func (o *Overlap) markBoilerplate() {
+	o.boiler = slices.Grow(o.boiler[:0], len(o.hashes))[:len(o.hashes)]
+	clear(o.boiler)
+	w := min(o.n, BoilerplateWords)
+	NGrams(o.hashes, w, func(i int, h uint64) {
+		if o.common[h] >= Boilerplate {
+			for j := i; j < i+w; j++ {
+				o.boiler[j] = true
+			}
+		}
+	})
 }
 
 // sharedGram marks an n-gram more than one reference text has.
