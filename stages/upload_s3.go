@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
+	"github.com/pipe-dev/pipe/internal/outage"
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/config"
@@ -170,7 +171,7 @@ type uploadS3 struct {
 	manifests  []string // manifest keys uploaded
 	incomplete []string // manifests held back, and why
 	reuploaded int      // shards found missing or different at the end, uploaded again
-	wait       *s3up.Waiter
+	wait       *outage.Waiter
 	notice     io.Writer // what the user must see (Env.Notice)
 	// halt ends the run like a stop (Env.Halt) when an outage outlasts
 	// upload_timeout; halted is set then, and later shards are skipped.
@@ -258,7 +259,7 @@ func (u *uploadS3) Open(ctx context.Context, env *pipeline.Env) error {
 	}
 	u.notice = notice
 	u.halt = env.Halt
-	u.wait = &s3up.Waiter{Timeout: u.cfg.UploadTimeout.Duration, Notify: func(msg string) {
+	u.wait = &outage.Waiter{Service: "S3", Timeout: u.cfg.UploadTimeout.Duration, Transient: s3up.Transient, Notify: func(msg string) {
 		fmt.Fprintf(notice, "stage %q: %s\n", env.StageID, msg)
 	}}
 	return nil
@@ -313,7 +314,7 @@ func (u *uploadS3) Process(ctx context.Context, rec *record.Record, out pipeline
 		return out.Skip(rec, "s3_unreachable")
 	}
 	err := u.process(ctx, rec, out)
-	var oe *s3up.OutageError
+	var oe *outage.Error
 	if errors.As(err, &oe) && u.halt != nil {
 		// Past upload_timeout: the run stops as a stop request does —
 		// everything processed committed, requests in flight finished —

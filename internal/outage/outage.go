@@ -1,4 +1,8 @@
-package s3up
+// Package outage waits out a remote service failing for a reason that can
+// pass (S3, the Hugging Face Hub): one request at a time is tried again
+// with backoff, or after the wait the service asked for, until the outage
+// has lasted a timeout.
+package outage
 
 import (
 	"context"
@@ -14,8 +18,15 @@ import (
 // Timeout long. One Waiter is shared by the uploads of a stage, so they
 // see one outage and give up together.
 type Waiter struct {
+	// Service names what fails in messages ("S3", "the Hub").
+	Service string
 	// Timeout is how long an outage is waited out (e.g. 30 minutes).
 	Timeout time.Duration
+	// Transient says whether an error can pass by itself.
+	Transient func(error) bool
+	// Asked, when not nil, is the wait the service asked for with an
+	// error (Retry-After), 0 if none: the next try is no sooner.
+	Asked func(error) time.Duration
 	// Notify is told when an outage begins, every minute of it, and when it
 	// ends (may be nil).
 	Notify func(msg string)
@@ -29,19 +40,20 @@ type Waiter struct {
 	longest time.Duration
 }
 
-// OutageError is an outage that lasted past the Waiter's Timeout.
-type OutageError struct {
-	For  time.Duration
-	Last error
+// Error is an outage that lasted past the Waiter's Timeout.
+type Error struct {
+	Service string
+	For     time.Duration
+	Last    error
 }
 
-func (e *OutageError) Error() string {
-	return fmt.Sprintf("S3 failed for %s (upload_timeout): %v", e.For.Round(time.Second), e.Last)
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s failed for %s (upload_timeout): %v", e.Service, e.For.Round(time.Second), e.Last)
 }
-func (e *OutageError) Unwrap() error { return e.Last }
+func (e *Error) Unwrap() error { return e.Last }
 
 // Do calls fn until it succeeds, fails for good, or the outage passes the
-// timeout (an *OutageError); what names the request for the notices.
+// timeout (an *Error); what names the request for the notices.
 func (w *Waiter) Do(ctx context.Context, what string, fn func() error) error {
 	backoff := time.Second
 	maxBackoff := min(15*time.Second, max(w.Timeout/4, 100*time.Millisecond))
@@ -51,15 +63,18 @@ func (w *Waiter) Do(ctx context.Context, what string, fn func() error) error {
 			w.ok()
 			return nil
 		}
-		if !Transient(err) || ctx.Err() != nil {
+		if !w.Transient(err) || ctx.Err() != nil {
 			return err
 		}
 		since := w.fail(what, err)
 		left := w.Timeout - time.Since(since)
 		if left <= 0 {
-			return &OutageError{For: time.Since(since), Last: err}
+			return &Error{Service: w.Service, For: time.Since(since), Last: err}
 		}
 		d := min(left, backoff/2+rand.N(backoff/2+1))
+		if w.Asked != nil {
+			d = min(left, max(d, w.Asked(err)))
+		}
 		backoff = min(2*backoff, maxBackoff)
 		t := time.NewTimer(d)
 		select {
