@@ -54,6 +54,17 @@ func SettingsFor[C any](f func(*C) string) func(config any) string {
 	return func(c any) string { return f(mustConfig[C](c)) }
 }
 
+// PublishFor types a Spec.Publish by the kind's config type.
+func PublishFor[C any](f func(context.Context, *C, *output.PublishEnv) error) output.PublishFunc {
+	return func(ctx context.Context, c any, env *output.PublishEnv) error {
+		cfg, err := configOf[C](c)
+		if err != nil {
+			return err
+		}
+		return f(ctx, cfg, env)
+	}
+}
+
 // VerifyFor types a Spec.Verify by the kind's config type.
 func VerifyFor[C any](f func(context.Context, *C, *output.VerifyEnv) (*output.Verified, error)) output.VerifyFunc {
 	return func(ctx context.Context, c any, env *output.VerifyEnv) (*output.Verified, error) {

@@ -84,6 +84,10 @@ type Spec struct {
 	// of a run call it (VerifyFor types it). Nil: the kind keeps no output
 	// of its own.
 	Verify output.VerifyFunc
+	// Publish, for outputs published with a description of how they were
+	// made (a Hub dataset card), gives them the run's card at the end of
+	// a run whose outputs verified. Nil: nothing to publish.
+	Publish output.PublishFunc
 	// Output, for writers and uploads, reads back what the stage
 	// committed (see output.Spec); nil: it keeps no output of its own.
 	Output *output.Spec

@@ -12,6 +12,7 @@ import (
 	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/commitlog"
 	"github.com/pipe-dev/pipe/pipeline/engine"
+	"github.com/pipe-dev/pipe/pipeline/output"
 	"github.com/pipe-dev/pipe/pipeline/rundir"
 	"github.com/pipe-dev/pipe/stages/sglang"
 )
@@ -26,19 +27,27 @@ func (r *runSession) finish(ctx context.Context, sum *engine.Summary, runErr err
 		printSummary(r.std.Err, r.plan, sum)
 		printSummary(r.log, r.plan, sum)
 	}
-	r.report(ctx, state, sum)
+	rep := r.report(ctx, state, sum)
 	if _, budget := budgetReached(runErr); state == stateFinished || budget {
 		// Finished means complete: every output checked against its
 		// manifest, here and in a bucket, before exit 0. A run stopped
 		// by its budget has its outputs checked too: what it says it
 		// wrote is there.
-		if err := verifyAtEnd(ctx, r.std.Err, r.log, r.plan); err != nil {
+		verified, err := verifyAtEnd(ctx, r.std.Err, r.log, r.plan)
+		if err != nil {
 			r.rl.Error("outputs not verified", "err", err)
 			r.status.base.OutputsUnverified = true // the next start reads them whole
 			r.writeStatus(stateFailed, ls, err)
 			return err
 		}
 		r.rl.Info("outputs verified")
+		if state == stateFinished {
+			if err := publishAtEnd(ctx, io.MultiWriter(r.std.Err, r.log), r.plan, verified, rep, sum); err != nil {
+				r.rl.Error("not published", "err", err)
+				r.writeStatus(stateFailed, ls, err)
+				return err
+			}
+		}
 		if r.rs.sample.Max > 0 {
 			if err := printPlan(r.std.Err, r.std.Out, r.rs.planJSON, r.plan, sum, r.rs.sample, r.rs.work); err != nil {
 				return err
@@ -87,7 +96,7 @@ func (r *runSession) recordEnd(state string, sum *engine.Summary, runErr error) 
 // report writes the end-of-run report. It reads every output, minutes for
 // a large run: a signal (Ctrl-C, pipe stop) ends it; the run itself is over
 // and committed.
-func (r *runSession) report(ctx context.Context, state string, sum *engine.Summary) {
+func (r *runSession) report(ctx context.Context, state string, sum *engine.Summary) *runreport.Report {
 	repCtx, repCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer repCancel()
 	go func() {
@@ -97,7 +106,7 @@ func (r *runSession) report(ctx context.Context, state string, sum *engine.Summa
 		case <-repCtx.Done():
 		}
 	}()
-	reportAtEnd(repCtx, r.std.Err, r.log, r.plan, state, sum)
+	return reportAtEnd(repCtx, r.std.Err, r.log, r.plan, state, sum)
 }
 
 // outcome is the command's result for a run that ended in state.
@@ -172,14 +181,14 @@ func notRetryable(runErr error) bool {
 // verifyAtEnd checks every output of a finished run (verifyPlan: local
 // shards by size and SHA-256, objects in a bucket by size and checksum,
 // mending a bucket from the local copy), printing one line per output.
-func verifyAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan) error {
+func verifyAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan) ([]*output.Verified, error) {
 	res, err := verifyPlan(ctx, plan, true, true, log)
 	if err != nil {
 		err = fmt.Errorf("the run finished, but its outputs could not be verified: %w", err)
-		return verifyExit(err)
+		return nil, verifyExit(err)
 	}
 	if len(res) == 0 {
-		return nil
+		return nil, nil
 	}
 	var buf strings.Builder
 	err = reportVerified(&buf, res)
@@ -193,9 +202,9 @@ func verifyAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan) 
 				ee.err = fmt.Errorf("%w\nThe next start reads every output whole before it builds on it, sets damage aside and writes again what was lost: run the same command", ee.err)
 			}
 		}
-		return err
+		return nil, err
 	}
-	return nil
+	return res, nil
 }
 
 // recordTimeline adds a progress snapshot to RUN_DIR/timeline.jsonl, for
@@ -211,11 +220,11 @@ func recordTimeline(plan *pipeline.Plan, s *engine.Summary) {
 // (pipe report makes it on demand). It never fails the run: a report it
 // cannot make is a line saying why. ctx ends it early (a Ctrl-C, pipe stop
 // while the report is read: the run's data is all committed by then).
-func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, state string, sum *engine.Summary) {
+func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, state string, sum *engine.Summary) *runreport.Report {
 	dir := plan.File.RunDir
 	runreport.RecordPoint(dir, sum, true)
 	if state != stateFinished || sum == nil || !sum.Started() {
-		return
+		return nil
 	}
 	// The handoff first: the report shows it.
 	files, err := writeHandoffs(ctx, plan)
@@ -235,7 +244,7 @@ func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, 
 			err = fmt.Errorf("stopped (pipe report %s makes it)", cmdline.Join([]string{pipeline.DisplayPath(dir)}))
 		}
 		fmt.Fprintf(term, "pipe: no run report: %v\n", err)
-		return
+		return nil
 	}
 	path, err := r.WriteHTMLFile()
 	for _, w := range []io.Writer{term, log} {
@@ -264,4 +273,5 @@ func reportAtEnd(ctx context.Context, term, log io.Writer, plan *pipeline.Plan, 
 			fmt.Fprintf(w, "(pipe report %s %s shows it again)\n", cmdline.Join([]string{pipeline.DisplayPath(fr.RunDir)}), cmdline.Join([]string{pipeline.DisplayPath(dir)}))
 		}
 	}
+	return r
 }

@@ -25,3 +25,15 @@ func Args(args []string) ([]string, bool) {
 	}
 	return out, changed
 }
+
+// tokens are the shapes of common access tokens: Hugging Face (hf_...),
+// OpenAI-style (sk-...), GitHub (ghp_..., github_pat_...), AWS access key
+// ids (AKIA...).
+var tokens = regexp.MustCompile(`\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16})\b`)
+
+// Secrets returns s with URLs' userinfo removed and every access token
+// of a known shape replaced by "<redacted>": for text published or kept
+// where others read it (a pipeline file on the Hub).
+func Secrets(s string) string {
+	return tokens.ReplaceAllString(Userinfo(s), "<redacted>")
+}
