@@ -21,7 +21,12 @@ import (
 // 2023.12.0 branch of the patterns).
 var (
 	// SPLIT_PATTERN_SHARDED, tried first (_get_data_files_patterns).
-	splitPatternSharded = "data/*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]*.*"
+	splitPatternSharded = "data/{split}-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]*.*"
+	// shardedSplit is string_to_dict of a file's base name against the
+	// pattern's: the split is what comes before -NNNNN-of-NNNNN.
+	shardedSplit = regexp.MustCompile(`^(.+)-[0-9]{5}-of-[0-9]{5}.*\..*$`)
+	// _split_re: a split name is words joined by dots.
+	splitRe = regexp.MustCompile(`^\w+(\.\w+)*$`)
 	// SPLIT_KEYWORDS, in DEFAULT_SPLITS order.
 	splitKeywords = []struct {
 		split    string
@@ -81,8 +86,20 @@ func DataFiles(base string) (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if files := all.resolve(splitPatternSharded); len(files) > 0 {
-		return nil, fmt.Errorf("%s: data/{split}-NNNNN-of-NNNNN files (%v): not what this checker models", base, files)
+	if files := all.resolve(strings.ReplaceAll(splitPatternSharded, "{split}", "*")); len(files) > 0 {
+		// Each split found in the names takes the files of its own
+		// pattern, data/{split}-NNNNN-of-NNNNN*.*.
+		out := map[string][]string{}
+		for _, f := range files {
+			m := shardedSplit.FindStringSubmatch(path.Base(f))
+			if m == nil || !splitRe.MatchString(m[1]) {
+				return nil, fmt.Errorf("%s: split name of %s should match %s (ValueError)", base, f, splitRe)
+			}
+			if _, ok := out[m[1]]; !ok {
+				out[m[1]] = all.resolve(strings.ReplaceAll(splitPatternSharded, "{split}", m[1]))
+			}
+		}
+		return out, nil
 	}
 	for _, dict := range allDefaultPatterns() {
 		if out := all.splits(dict); len(out) > 0 {

@@ -72,9 +72,18 @@ func TestDataFilesAsDatasets(t *testing.T) {
 	if want := map[string][]string{"train": {"a.parquet", "x/f.parquet"}}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, %v; want %v", got, err, want)
 	}
-	touch(t, filepath.Join(dir, "data", "train-00000-of-00001.parquet"))
+	// push_to_hub's layout wins over every other file (SPLIT_PATTERN_SHARDED
+	// is tried first), each split its own files.
+	for _, f := range []string{"train-00000-of-00002.parquet", "train-00001-of-00002.parquet", "test-00000-of-00001.parquet", "README.md"} {
+		touch(t, filepath.Join(dir, "data", f))
+	}
+	got, err = DataFiles(dir)
+	if want := map[string][]string{"train": {"data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"}, "test": {"data/test-00000-of-00001.parquet"}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("sharded: got %v, %v; want %v", got, err, want)
+	}
+	touch(t, filepath.Join(dir, "data", "bad split-00000-of-00001.parquet"))
 	if _, err := DataFiles(dir); err == nil {
-		t.Fatal("the data/{split}-NNNNN-of-NNNNN layout is not modelled, and should say so")
+		t.Fatal("a split name with a space: want the ValueError datasets raises")
 	}
 }
 
