@@ -1,18 +1,24 @@
 package stages
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pipe-dev/pipe/internal/numfmt"
+	"github.com/pipe-dev/pipe/internal/termsafe"
 	"github.com/pipe-dev/pipe/pipeline/filecommit"
 	"github.com/pipe-dev/pipe/pipeline/output"
+	"github.com/pipe-dev/pipe/stages/arrowrow"
 	"github.com/pipe-dev/pipe/stages/hfhub"
 )
 
@@ -55,8 +61,16 @@ func renderCard(c *uploadHFConfig, client *hfhub.Client, m *filecommit.Manifest,
 	fmt.Fprintf(&b, "```python\nfrom datasets import load_dataset\n\nds = load_dataset(%q, split=%q)\n```\n\n", c.Repo, c.Split)
 	b.WriteString("## How it was made\n\n| | |\n| --- | --- |\n")
 	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, strings.ReplaceAll(v, "|", "\\|")) }
+	if len(shards) > 0 {
+		if model := firstString(filepath.Join(dir, shards[0].Name), "model"); model != "" {
+			row("model, as the servers named it", "`"+model+"`")
+		}
+	}
 	for _, s := range card.Generation {
 		row(s.Stage+"."+s.Key, "`"+s.Value+"`")
+	}
+	if len(card.Generation) > 0 {
+		row("sampling not listed", "the servers' defaults (not sent)")
 	}
 	if card.Trainer != "" {
 		row("trainer", card.Trainer)
@@ -180,3 +194,23 @@ func dtypeOf(t arrow.DataType) string {
 	}
 	return t.Name()
 }
+
+// firstString is the first row's value of a string column of a Parquet
+// file, "" when it has none.
+func firstString(path, column string) string {
+	var v string
+	arrowrow.ReadFileRows(context.Background(), path, 1, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
+		idx := b.Schema().FieldIndices(column)
+		if len(idx) == 0 || b.NumRows() == 0 {
+			return nil
+		}
+		if col, ok := b.Column(idx[0]).(*array.String); ok && col.IsValid(0) {
+			v = termsafe.Line(termsafe.Cut(col.Value(0), 200))
+		}
+		return errStopReading
+	})
+	return v
+}
+
+// errStopReading ends a read once what was wanted is read.
+var errStopReading = errors.New("read enough")

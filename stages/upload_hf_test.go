@@ -237,3 +237,23 @@ func TestUploadHFRefusedTokenStopsAtStart(t *testing.T) {
 		}
 	}
 }
+
+// pipe check's problems for a repository id, a branch or a split that
+// cannot be right, at their keys.
+func TestUploadHFConfigProblems(t *testing.T) {
+	c := &uploadHFConfig{Repo: "regen-qwen3", Revision: "my branch", Split: "train-1", FilesPerCommit: 50}
+	var got []string
+	for _, err := range c.Validate() {
+		got = append(got, err.Error())
+	}
+	all := strings.Join(got, "\n")
+	for _, want := range []string{`repo: "regen-qwen3" is not a Hub repository id: want NAMESPACE/NAME`, `revision: "my branch" is not a branch name`, `split: "train-1" is not a split name`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems:\n%s\nwant %q", all, want)
+		}
+	}
+	ok := &uploadHFConfig{Repo: "my-org/regen-qwen3", Revision: "main", Split: "train", FilesPerCommit: 50}
+	if errs := ok.Validate(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+}

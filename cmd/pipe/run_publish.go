@@ -61,8 +61,12 @@ func runCard(plan *pipeline.Plan, rep *runreport.Report, sum *engine.Summary) *o
 		}
 		settings := ps.Settings(false)
 		for _, k := range slices.Sorted(maps.Keys(settings)) {
-			v := redact.Secrets(fmt.Sprint(settings[k]))
-			c.Generation = append(c.Generation, output.Setting{Stage: ps.ID(), Key: k, Value: termsafe.Line(termsafe.Cut(v, 200))})
+			v := settings[k]
+			if v == nil || fmt.Sprint(v) == "" || fmt.Sprint(v) == "[]" {
+				continue // not sent: the server's default
+			}
+			text := redact.Secrets(fmt.Sprint(v))
+			c.Generation = append(c.Generation, output.Setting{Stage: ps.ID(), Key: k, Value: termsafe.Line(termsafe.Cut(text, 200))})
 		}
 	}
 	if t := plan.File.Trainer; t != nil {

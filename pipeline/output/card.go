@@ -16,7 +16,8 @@ type Card struct {
 	PipelineFile []byte
 	// Generation are the data-defining settings of the stages that
 	// generate (model, sampling, chat template digest), as run.json
-	// records them.
+	// records them; those not set are left out (the server's default
+	// applies).
 	Generation []Setting
 	Trainer    string // "specforge dflash, max_length 4096"; "" with none
 	Finished   int64  // prompts finished
