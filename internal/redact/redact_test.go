@@ -22,3 +22,19 @@ func TestUserinfo(t *testing.T) {
 		t.Errorf("Args: %q %v", out, changed)
 	}
 }
+
+func TestSecrets(t *testing.T) {
+	in := `servers = ["http://bob:pw@host:30000"]
+# token = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+key = "sk-proj-abcdefghijklmnopqrstuvwx"
+aws = "AKIAABCDEFGHIJKLMNOP"
+name = "hf_short"`
+	want := `servers = ["http://host:30000"]
+# token = "<redacted>"
+key = "<redacted>"
+aws = "<redacted>"
+name = "hf_short"`
+	if got := Secrets(in); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
