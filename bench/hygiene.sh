@@ -12,18 +12,13 @@
 #   N=200000 ROUNDS=3 bench/hygiene.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/prompts.sh
 N=${N:-913786}
 ROUNDS=${ROUNDS:-2}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 go build -o "$T/pipe" ./cmd/pipe
-awk -v n="$N" 'BEGIN {
-	for (i = 0; i < n; i++) {
-		if (i % 3 == 0) printf "{\"id\":\"r-%07d\",\"messages\":[{\"role\":\"user\",\"content\":\"Question %d: explain the idea behind exercise %d in a few steps.\"}]}\n", i, i, i % 977
-		else if (i % 3 == 1) printf "{\"id\":\"r-%07d\",\"prompt\":\"Prove that %d + %d is even or odd, and say which.\"}\n", i, i, i % 89
-		else printf "{\"id\":\"r-%07d\",\"conversations\":[{\"from\":\"human\",\"value\":\"Translate item %d into French.\"}]}\n", i, i
-	}
-}' >"$T/prompts.jsonl"
+rehearsal_prompts "$N" >"$T/prompts.jsonl"
 for v in with without; do
 	printf '[pipeline]\nname = "hygiene-%s"\nrun_dir = "run"\n\n[[stage]]\nid = "prompts"\nkind = "read-prompts"\npath = "prompts.jsonl"\n' "$v" >"$T/$v.toml"
 	in=prompts

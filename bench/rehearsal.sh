@@ -32,6 +32,7 @@
 # train.jsonl instead of Parquet shards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/prompts.sh
 root=$(pwd)
 N=${N:-200000}
 ROUNDS=${ROUNDS:-2}
@@ -65,13 +66,7 @@ git worktree add -q --detach "$T/ref" "$REF"
 (cd "$T/ref" && go build -o "$T/pipe-ref" ./cmd/pipe)
 
 # N prompts in the shapes read-prompts takes, each with its own id.
-awk -v n="$N" 'BEGIN {
-	for (i = 0; i < n; i++) {
-		if (i % 3 == 0) printf "{\"id\":\"r-%07d\",\"messages\":[{\"role\":\"user\",\"content\":\"Question %d: explain the idea behind exercise %d in a few steps.\"}]}\n", i, i, i % 977
-		else if (i % 3 == 1) printf "{\"id\":\"r-%07d\",\"prompt\":\"Prove that %d + %d is even or odd, and say which.\"}\n", i, i, i % 89
-		else printf "{\"id\":\"r-%07d\",\"conversations\":[{\"from\":\"human\",\"value\":\"Translate item %d into French.\"}]}\n", i, i
-	}
-}' >"$T/prompts.jsonl"
+rehearsal_prompts "$N" >"$T/prompts.jsonl"
 
 # The demo pipeline with the rehearsal's fleet and this machine's paths.
 sed -e "s|^servers .*|servers           = [\"sim:7?speed=1000000\&faults=empty-answer:0.05,no-think-end:0.03,503:0.02\"]|" \
