@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -62,15 +64,23 @@ func renderCard(c *uploadHFConfig, client *hfhub.Client, m *filecommit.Manifest,
 	b.WriteString("## How it was made\n\n| | |\n| --- | --- |\n")
 	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, strings.ReplaceAll(v, "|", "\\|")) }
 	if len(shards) > 0 {
-		if model := firstString(filepath.Join(dir, shards[0].Name), "model"); model != "" {
+		first := firstRow(filepath.Join(dir, shards[0].Name))
+		if model := first[arrowrow.ColModel]; model != "" {
 			row("model, as the servers named it", "`"+model+"`")
+			row("model revision", modelRevision(model))
+		}
+		var sent []string
+		for _, col := range []string{arrowrow.ColTemperature, arrowrow.ColTopP, arrowrow.ColTopK, arrowrow.ColMinP, arrowrow.ColMaxNewTokens, arrowrow.ColEnableThinking} {
+			if v, ok := first[col]; ok {
+				sent = append(sent, col+" "+v)
+			}
+		}
+		if len(sent) > 0 {
+			row("sampling sent", strings.Join(sent, ", ")+" (the first row's request; a field not listed was left to the servers)")
 		}
 	}
 	for _, s := range card.Generation {
 		row(s.Stage+"."+s.Key, "`"+s.Value+"`")
-	}
-	if len(card.Generation) > 0 {
-		row("sampling not listed", "the servers' defaults (not sent)")
 	}
 	if card.Trainer != "" {
 		row("trainer", card.Trainer)
@@ -195,21 +205,46 @@ func dtypeOf(t arrow.DataType) string {
 	return t.Name()
 }
 
-// firstString is the first row's value of a string column of a Parquet
-// file, "" when it has none.
-func firstString(path, column string) string {
-	var v string
+// firstRow is the first row's values of a Parquet file's value columns,
+// by name, as text; a null value is left out (not sent: the server's
+// default).
+func firstRow(path string) map[string]string {
+	out := map[string]string{}
 	arrowrow.ReadFileRows(context.Background(), path, 1, memory.DefaultAllocator, func(b arrow.RecordBatch) error {
-		idx := b.Schema().FieldIndices(column)
-		if len(idx) == 0 || b.NumRows() == 0 {
-			return nil
+		if b.NumRows() == 0 {
+			return errStopReading
 		}
-		if col, ok := b.Column(idx[0]).(*array.String); ok && col.IsValid(0) {
-			v = termsafe.Line(termsafe.Cut(col.Value(0), 200))
+		for i, f := range b.Schema().Fields() {
+			col := b.Column(i)
+			if !col.IsValid(0) {
+				continue
+			}
+			switch c := col.(type) {
+			case *array.String:
+				out[f.Name] = termsafe.Line(termsafe.Cut(c.Value(0), 200))
+			case *array.Float64:
+				out[f.Name] = strconv.FormatFloat(c.Value(0), 'g', -1, 64)
+			case *array.Int32:
+				out[f.Name] = strconv.Itoa(int(c.Value(0)))
+			case *array.Boolean:
+				out[f.Name] = strconv.FormatBool(c.Value(0))
+			}
 		}
 		return errStopReading
 	})
-	return v
+	return out
+}
+
+// snapshotRevision is the revision in a model path of the Hub's cache:
+// .../snapshots/COMMIT/..., or a name@REVISION.
+var snapshotRevision = regexp.MustCompile(`(?:/snapshots/|@)([0-9a-f]{7,40})\b`)
+
+// modelRevision is what the model's name says of its revision.
+func modelRevision(model string) string {
+	if m := snapshotRevision.FindStringSubmatch(model); m != nil {
+		return "`" + m[1] + "` (from the served path)"
+	}
+	return "not known: the servers name the model without its revision (serve a path under the Hub cache's snapshots/ to record it)"
 }
 
 // errStopReading ends a read once what was wanted is read.

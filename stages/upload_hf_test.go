@@ -257,3 +257,15 @@ func TestUploadHFConfigProblems(t *testing.T) {
 		t.Fatal(errs)
 	}
 }
+
+func TestModelRevision(t *testing.T) {
+	for model, want := range map[string]string{
+		"/models/hub/models--Qwen--Qwen3-32B/snapshots/9216db5781bf21249d130ec9da846c4624c16137": "`9216db5781bf21249d130ec9da846c4624c16137`",
+		"Qwen/Qwen3-32B@abc1234": "`abc1234`",
+		"Qwen/Qwen3-32B":         "not known",
+	} {
+		if got := modelRevision(model); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %q, want %q", model, got, want)
+		}
+	}
+}

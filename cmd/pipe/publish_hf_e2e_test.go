@@ -174,7 +174,7 @@ path  = "run/rejected.jsonl"
 		len(header.Configs) != 1 || header.Configs[0].DataFiles[0].Path != "data/train-*" || len(header.DatasetInfo.Features) == 0 {
 		t.Fatalf("the card's header: %+v", header)
 	}
-	for _, want := range []string{"load_dataset(\"org/regen-qwen3\", split=\"train\")", "specforge dflash, max_length 4096", "model, as the servers named it", "gen.max_output_tokens", "decoded tokens per trained token", "rejected"} {
+	for _, want := range []string{"load_dataset(\"org/regen-qwen3\", split=\"train\")", "specforge dflash, max_length 4096", "model, as the servers named it", "model revision", "sampling sent", "max_new_tokens", "gen.max_output_tokens", "decoded tokens per trained token", "rejected"} {
 		if !bytes.Contains(readme, []byte(want)) {
 			t.Errorf("the card does not say %q:\n%s", want, readme)
 		}
