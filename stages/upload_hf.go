@@ -177,6 +177,8 @@ func (c *uploadHFConfig) connect(ctx context.Context, create bool) (*hfhub.Clien
 		if _, err := client.Head(ctx, c.Revision); err != nil {
 			return nil, "", refusedHub(fmt.Errorf("%s was created, but its branch %s: %w", c.Repo, c.Revision, err))
 		}
+	case errors.As(err, &he) && he.Code == "RepoNotFound":
+		return client, fmt.Sprintf("as %s (token from %s); the repository does not exist yet and will be created", name, source), errNoRepo
 	case errors.Is(err, hfhub.ErrNoRevision):
 		return nil, "", pipeline.Permanent(fmt.Errorf("%s has no branch %q: create it on the Hub first, or publish to main", c.Repo, c.Revision))
 	case err != nil:
@@ -184,6 +186,9 @@ func (c *uploadHFConfig) connect(ctx context.Context, create bool) (*hfhub.Clien
 	}
 	return client, fmt.Sprintf("as %s (token from %s)", name, source), nil
 }
+
+// errNoRepo is a repository that does not exist (yet).
+var errNoRepo = errors.New("the repository does not exist")
 
 // refusedHub marks the Hub refusing for good as permanent (exit 2).
 func refusedHub(err error) error {
@@ -195,7 +200,7 @@ func refusedHub(err error) error {
 
 func (u *uploadHF) DryRun(ctx context.Context, _ *pipeline.Env) (string, error) {
 	client, who, err := u.cfg.connect(ctx, false)
-	if err != nil {
+	if err != nil && !errors.Is(err, errNoRepo) {
 		return u.cfg.Repo + ": not ready\n", err
 	}
 	return fmt.Sprintf("%s@%s %s: ready\n", client.URL(), u.cfg.Revision, who), nil

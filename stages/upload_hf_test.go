@@ -269,3 +269,24 @@ func TestModelRevision(t *testing.T) {
 		}
 	}
 }
+
+// A dry run says a missing repository will be created; pipe verify of a
+// set never published says nothing was.
+func TestUploadHFDryRunAndVerifyBeforeAnyPublish(t *testing.T) {
+	r := newHubRig(t, 30, 10, 8, "1m")
+	ps := r.plan.Lookup("hub")
+	st, err := ps.Spec.New.Stage(ps.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.(pipeline.DryRunner).DryRun(context.Background(), nil)
+	if err != nil || !strings.Contains(msg, "will be created") {
+		t.Fatalf("dry run: %q %v", msg, err)
+	}
+	if v := r.verify(); v.OK() || !strings.Contains(strings.Join(v.Problems, ";"), "nothing was published") {
+		t.Fatalf("verify before publishing: %+v", v)
+	}
+	if len(r.hub.Commits("org/regen")) != 0 || r.hub.Head("org/regen", "main") != "" {
+		t.Fatal("a dry run or a verify created the repository")
+	}
+}

@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,9 @@ import (
 // uploads is not trusted for it.
 func verifyHub(ctx context.Context, c *uploadHFConfig, env *output.VerifyEnv) (*output.Verified, error) {
 	client, _, err := c.connect(ctx, false)
+	if errors.Is(err, errNoRepo) {
+		return &output.Verified{Stage: env.StageID, Where: client.URL() + "@" + c.Revision, Problems: []string{client.URL() + " does not exist: nothing was published"}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
