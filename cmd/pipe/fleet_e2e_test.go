@@ -258,7 +258,10 @@ func TestLaunchedServersEachFailure(t *testing.T) {
 3) ` + sim + ` & p=$!; sleep 2; echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"; wait $p;;
 4) echo loading; exec sleep 120;;
 esac'`
-	r := newFleetRig(t, 500, cmd, 5, `probe_every = "300ms"`, `probe_timeout = "1s"`, `stop_grace = "2s"`, `restarts = 2`, `ready_timeout = "5s"`)
+	// Enough prompts that the run outlasts gen-0-4's ready timeout and
+	// its restart's backoff (about 15 s) on a fast machine too: with 500
+	// the run could end before the second start.
+	r := newFleetRig(t, 1500, cmd, 5, `probe_every = "300ms"`, `probe_timeout = "1s"`, `stop_grace = "2s"`, `restarts = 2`, `ready_timeout = "5s"`)
 	c, out := r.start()
 	if err := waitDump(t, c, out, 4*time.Minute); err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
