@@ -307,12 +307,16 @@ func (u *uploadHF) Finish(ctx context.Context, _ pipeline.Emitter) error {
 func (u *uploadHF) Report() []figure.Figure {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return []figure.Figure{
+	figs := []figure.Figure{
 		figure.NewCounter("shards_sent", int64(u.uploaded)),
 		figure.NewCounter("shards_already_on_the_hub", int64(u.had)),
 		figure.NewCounter("bytes_sent", u.upBytes),
 		figure.NewCounter("commits", int64(u.commits)),
 	}
+	if u.published != "" {
+		figs = append(figs, figure.NewState("shards_commit", short(u.published), ""))
+	}
+	return figs
 }
 
 // hubName is the Hub name of shard i of n: what datasets' push_to_hub
