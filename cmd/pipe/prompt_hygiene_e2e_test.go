@@ -102,7 +102,7 @@ input = "clean"
 id                = "gen"
 kind              = "generate"
 input             = "todo"
-servers           = ["sim:2?speed=300"]
+servers           = ["sim:2?speed=100"]
 concurrency       = 16
 api               = "generate"
 tokenizer         = %q
@@ -182,16 +182,22 @@ func TestPromptHygieneKillNineThenResume(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 9))
 	t.Logf("seed %d", seed)
+	kills := 0
 	for k := range 3 {
 		cmd := r.start()
-		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("kill %d: the run ended before it was killed; make it longer", k+1)
+			break // the run ended first: what is left is the last start's check
 		}
+		kills++
 		fmt.Fprintf(r.log, "=== killed %d\n", k+1)
 	}
+	if kills == 0 {
+		t.Fatal("the run ended before the first kill; make it longer")
+	}
+	t.Logf("%d kills", kills)
 	cmd := r.start()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the run after the kills: %v", err)
