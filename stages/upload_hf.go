@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -134,16 +135,7 @@ var (
 
 // endpoint is the Hub's URL: the key, else HF_ENDPOINT, else the Hub.
 func (c *uploadHFConfig) endpoint() string {
-	return firstNonEmpty(c.Endpoint, os.Getenv("HF_ENDPOINT"), hfhub.DefaultEndpoint)
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
+	return cmp.Or(c.Endpoint, os.Getenv("HF_ENDPOINT"), hfhub.DefaultEndpoint)
 }
 
 // connect finds the token, checks it (whoami) and makes sure the
@@ -231,7 +223,7 @@ func (u *uploadHF) Process(ctx context.Context, rec *record.Record, out pipeline
 	if !strings.HasSuffix(sh.Name, ".parquet") {
 		return pipeline.Permanent(fmt.Errorf("shard %s is not Parquet: the Hub's dataset viewer and load_dataset read Parquet; set format = \"parquet\" on the writer", sh.Name))
 	}
-	dir := firstNonEmpty(sh.Dir, filepath.Dir(sh.Path))
+	dir := cmp.Or(sh.Dir, filepath.Dir(sh.Path))
 	u.mu.Lock()
 	u.dirs[dir] = true
 	many := len(u.dirs) > 1

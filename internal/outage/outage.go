@@ -6,9 +6,14 @@ package outage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -133,4 +138,20 @@ func (w *Waiter) State() (since time.Time, waiting, outages int, longest time.Du
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.since, w.waiting, w.outages, w.longest, w.lastErr
+}
+
+// noAnswerErrs are the errors of a request that got no answer at all.
+var noAnswerErrs = []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE,
+	io.ErrUnexpectedEOF, io.EOF, context.DeadlineExceeded}
+
+// NoAnswer reports whether err is a request that never got an answer: it
+// was not sent, the connection failed or was cut, or it timed out. Such a
+// failure can pass by itself.
+func NoAnswer(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	if errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) {
+		return true
+	}
+	return slices.ContainsFunc(noAnswerErrs, func(target error) bool { return errors.Is(err, target) })
 }

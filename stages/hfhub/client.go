@@ -19,15 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/pipe-dev/pipe/internal/outage"
 	"github.com/pipe-dev/pipe/internal/termsafe"
 )
 
@@ -124,17 +123,7 @@ func Transient(err error) bool {
 		}
 		return false
 	}
-	var ne net.Error
-	var oe *net.OpError
-	if errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) {
-		return true
-	}
-	for _, target := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE, io.ErrUnexpectedEOF, io.EOF, context.DeadlineExceeded} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
+	return outage.NoAnswer(err)
 }
 
 // Asked is the wait the Hub asked for with err, 0 if none.

@@ -3,13 +3,10 @@ package s3up
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/http"
-	"slices"
-	"syscall"
 
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/pipe-dev/pipe/internal/outage"
 )
 
 // Transient reports whether err, from a request to S3, is one that can pass
@@ -37,20 +34,11 @@ func Transient(err error) bool {
 // transientCodes are the S3 error codes of a refusal that can pass.
 var transientCodes = map[string]bool{"SlowDown": true, "RequestTimeout": true, "InternalError": true, "ServiceUnavailable": true}
 
-// noAnswerErrs are the errors of a request that got no answer at all.
-var noAnswerErrs = []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE,
-	io.ErrUnexpectedEOF, io.EOF, context.DeadlineExceeded}
-
-// noAnswer reports whether err is a request that never got an answer: it
-// was not sent, the connection failed or was cut, or it timed out.
+// noAnswer reports whether err is a request that never got an answer
+// (outage.NoAnswer), or the SDK's word for it.
 func noAnswer(err error) bool {
-	var ne net.Error
-	var oe *net.OpError
 	var se *smithyhttp.RequestSendError // no response: the request never got an answer
-	if errors.As(err, &se) || errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) {
-		return true
-	}
-	return slices.ContainsFunc(noAnswerErrs, func(target error) bool { return errors.Is(err, target) })
+	return errors.As(err, &se) || outage.NoAnswer(err)
 }
 
 // Refused reports whether err is S3 refusing the request for good: the
