@@ -97,7 +97,10 @@ func TestEarlyMismatchesStopTheRunProcess(t *testing.T) {
 				}
 			}
 			limit := 64
-			if c.name == "length" {
+			switch c.name {
+			case "thinking": // generate halts at its 50th: 7 more were in flight (2 servers × 4)
+				limit = 50 + 2*4 - 1
+			case "length":
 				limit = 100 + 16 // the window, and what was in flight and queued
 			}
 			if done > limit {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -197,11 +198,13 @@ func newSimRig(t *testing.T, n int, line func(i int) string, file, src string, s
 	return &crashRig{t: t, bin: bin, dir: dir, file: file, prompts: n, sim: sim, log: logf}
 }
 
-// killWhenRows kill -9s the run cmd once path holds rows committed rows.
+// killWhenRows kill -9s the run cmd once path holds rows whole lines. The
+// file is being written, so its last line may be half there: only lines
+// ending in a newline count (readJSONL, for a finished file, fails on one).
 func (r *crashRig) killWhenRows(cmd *exec.Cmd, path string, rows int) {
 	r.t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
-	for len(readJSONL(r.t, path)) < rows {
+	for wholeLines(path) < rows {
 		if time.Now().After(deadline) {
 			r.t.Fatalf("not %d rows in %s within 3 minutes", rows, path)
 		}
@@ -209,4 +212,11 @@ func (r *crashRig) killWhenRows(cmd *exec.Cmd, path string, rows int) {
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	cmd.Wait()
+}
+
+// wholeLines counts the newline-terminated lines of path; a missing file
+// has none.
+func wholeLines(path string) int {
+	data, _ := os.ReadFile(path)
+	return bytes.Count(data, []byte("\n"))
 }

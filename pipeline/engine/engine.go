@@ -223,6 +223,7 @@ type engine struct {
 	hardCtx     context.Context
 	hardCancel  context.CancelCauseFunc
 	intakeCtx   context.Context
+	stopIntake  context.CancelFunc // cancels intakeCtx
 	start       time.Time
 	drained     atomic.Bool
 	running     atomic.Bool // nodes are wired and started; progress may read them
@@ -260,9 +261,8 @@ func Run(ctx context.Context, p *pipeline.Plan, opts Options) (*Summary, error) 
 	e.dead.warn = func(msg string) { fmt.Fprintf(e.opts.Notice, "pipe: warning: %s\n", msg) }
 	e.hardCtx, e.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	defer e.hardCancel(nil)
-	var intakeCancel context.CancelFunc
-	e.intakeCtx, intakeCancel = context.WithCancel(e.hardCtx)
-	defer intakeCancel()
+	e.intakeCtx, e.stopIntake = context.WithCancel(e.hardCtx)
+	defer e.stopIntake()
 
 	defer e.closeJournals()
 	if err := e.build(); err != nil {
@@ -274,7 +274,7 @@ func Run(ctx context.Context, p *pipeline.Plan, opts Options) (*Summary, error) 
 	// (e.g. generate waiting for servers to warm up) is heard.
 	finished := make(chan struct{})
 	var watch sync.WaitGroup
-	watch.Go(func() { e.watch(ctx, finished, intakeCancel) })
+	watch.Go(func() { e.watch(ctx, finished) })
 	defer watch.Wait()
 	defer close(finished)
 
@@ -1076,7 +1076,7 @@ const limitEvery = 100 * time.Millisecond
 
 // watch turns Stop and ctx into the intake and hard cancellations and calls
 // Progress periodically, until finished is closed.
-func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake func()) {
+func (e *engine) watch(ctx context.Context, finished <-chan struct{}) {
 	tick := time.NewTicker(e.opts.ProgressEvery)
 	defer tick.Stop()
 	// The limit (a budget) is checked often: what is sent between its
@@ -1090,6 +1090,7 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 	stop := e.opts.Stop
 	tooMany := e.tooMany
 	var drainTimer <-chan time.Time
+	draining := false
 	for {
 		select {
 		case <-finished:
@@ -1099,19 +1100,20 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 			ctx = context.Background()
 		case <-tooMany:
 			tooMany = nil
-			if e.drained.Load() {
-				continue // already draining
+			if draining {
+				continue
 			}
-			stop = nil
-			t := e.startDrain(fmt.Sprint(*e.tooManyErr.Load()), stopIntake)
+			draining, stop = true, nil
+			t := e.startDrain(fmt.Sprint(*e.tooManyErr.Load()))
 			defer t.Stop()
 			drainTimer = t.C
 		case <-stop:
 			stop = nil
-			if e.drained.Load() {
-				continue // already draining (too many failures)
+			if draining {
+				continue // already draining (a halt)
 			}
-			t := e.startDrain("stop requested", stopIntake)
+			draining = true
+			t := e.startDrain("stop requested")
 			defer t.Stop()
 			drainTimer = t.C
 		case <-drainTimer:
@@ -1129,10 +1131,10 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}, stopIntake
 // startDrain begins a drain, saying why: the intake stops, what was
 // processed is committed, and the records in flight have DrainTimeout to
 // finish, on the timer it returns.
-func (e *engine) startDrain(why string, stopIntake func()) *time.Timer {
+func (e *engine) startDrain(why string) *time.Timer {
 	e.drained.Store(true)
 	fmt.Fprintf(e.opts.Log, "%s: committing, then draining in-flight records (up to %s)\n", why, e.opts.DrainTimeout)
-	stopIntake()
+	e.stopIntake()
 	e.requestCommit()
 	return time.NewTimer(e.opts.DrainTimeout)
 }
@@ -1553,10 +1555,14 @@ func (e *engine) sayFailure(n *node, id string, err error) {
 }
 
 // halt ends the run like a stop request (commit, drain) and then fails it
-// with err; the first call wins.
+// with err; the first call wins. The intake stops here, before halt
+// returns: a record taken between the halt and the watcher's turn would
+// be a request sent past it (a budget spent twice, a server known bad).
 func (e *engine) halt(err error) {
 	e.tooManyOnce.Do(func() {
 		e.tooManyErr.Store(&err)
+		e.drained.Store(true)
+		e.stopIntake()
 		close(e.tooMany)
 	})
 }

@@ -303,3 +303,42 @@ func BenchmarkPassThroughBaseline(b *testing.B) {
 	}
 	b.ReportMetric(float64(200_000*b.N)/b.Elapsed().Seconds(), "records/s")
 }
+
+// A halt (a budget reached, a stage's early check) stops the intake before
+// Env.Halt returns: an expensive stage processes, after the record that
+// halted, only the records its other workers had already begun.
+func TestHaltSpendsNothingPastWhatIsInFlight(t *testing.T) {
+	const workers, haltAt = 8, 50
+	for range 20 {
+		p := plan(t, t.TempDir(), fmt.Sprintf(`
+[[stage]]
+id = "src"
+kind = "count"
+n = -1
+
+[[stage]]
+id = "gen"
+kind = "spend"
+input = "src"
+workers = %d
+halt_at = %d
+
+[[stage]]
+id = "sink-halt"
+kind = "collect"
+input = "gen"
+`, workers, haltAt))
+		sum, err := engine.Run(context.Background(), p, engine.Options{})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("halted at record %d", haltAt)) {
+			t.Fatalf("err = %v, want the halt's", err)
+		}
+		gen := sum.Stages[1]
+		if done := gen.Out + gen.Rejected; done > haltAt+workers-1 {
+			t.Fatalf("%d records processed by an expensive stage halted at its %dth with %d workers, want at most %d (%+v)",
+				done, haltAt, workers, haltAt+workers-1, gen)
+		}
+		if !sum.Drained || !gen.Balanced() {
+			t.Fatalf("drained %v, balanced %v: %+v", sum.Drained, gen.Balanced(), gen)
+		}
+	}
+}

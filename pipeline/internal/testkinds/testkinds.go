@@ -17,11 +17,14 @@ import (
 	"github.com/pipe-dev/pipe/pipeline/record"
 )
 
-// Register adds count, pass and collect to reg.
+// Register adds count, pass, spend (pass marked expensive, as generate is)
+// and collect to reg.
 func Register(reg *pipeline.Registry) {
 	reg.Register(pipeline.Spec{Kind: "count", Summary: "test source", Outputs: []string{"out"},
 		New: pipeline.NewSource(func(c *CountConfig) (pipeline.Source, error) { return &countSource{n: c.N}, nil })})
 	reg.Register(pipeline.Spec{Kind: "pass", Summary: "test pass-through", Outputs: []string{"out", "rejected"},
+		New: pipeline.NewProcessor(func(c *PassConfig) (pipeline.Processor, error) { return &Pass{cfg: *c}, nil })})
+	reg.Register(pipeline.Spec{Kind: "spend", Summary: "test expensive pass-through", Outputs: []string{"out", "rejected"}, Expensive: true,
 		New: pipeline.NewProcessor(func(c *PassConfig) (pipeline.Processor, error) { return &Pass{cfg: *c}, nil })})
 	reg.Register(pipeline.Spec{Kind: "collect", Summary: "test sink", New: pipeline.NewProcessor(func(c *collectConfig) (pipeline.Processor, error) {
 		return &Collect{cfg: *c, IDs: map[string]int{}, Tags: map[string]int{}}, nil
@@ -62,13 +65,21 @@ type PassConfig struct {
 	Workers int    `toml:"workers" default:"1"`
 	// RejectEvery rejects every k-th record (0: none).
 	RejectEvery int64 `toml:"reject_every" default:"0"`
+	// HaltAt halts the run (Env.Halt) at the HaltAt-th record (0: never).
+	HaltAt int64 `toml:"halt_at" default:"0"`
 }
 
 // Pass forwards records, optionally tagging (mutating) them, failing at the
-// FailAt-th record, or rejecting some.
+// FailAt-th record, rejecting some, or halting the run.
 type Pass struct {
 	cfg  PassConfig
 	seen atomic.Int64
+	halt func(error)
+}
+
+func (p *Pass) Open(_ context.Context, env *pipeline.Env) error {
+	p.halt = env.Halt
+	return nil
 }
 
 func (p *Pass) Workers() int { return p.cfg.Workers }
@@ -77,6 +88,9 @@ func (p *Pass) Process(ctx context.Context, rec *record.Record, out pipeline.Emi
 	n := p.seen.Add(1)
 	if n-1 == p.cfg.FailAt {
 		return errors.New("injected failure")
+	}
+	if n == p.cfg.HaltAt {
+		p.halt(fmt.Errorf("halted at record %d", n))
 	}
 	if p.cfg.Tag != "" {
 		rec.Meta[p.cfg.Tag] = true
