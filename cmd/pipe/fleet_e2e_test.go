@@ -36,7 +36,7 @@ func newFleetRig(t *testing.T, prompts int, command string, count int, keys ...s
 		fmt.Fprintf(&b, "{\"id\": \"p%05d\", \"prompt\": \"Question %d\"}\n", i, i)
 	}
 	os.WriteFile(filepath.Join(dir, "p.jsonl"), b.Bytes(), 0o644)
-	port := freePortRange(t, count)
+	port := testenv.LaunchPorts(t, count)
 	cmd := strings.ReplaceAll(command, "{bin}", r.bin)
 	os.WriteFile(filepath.Join(dir, "f.toml"), []byte(fmt.Sprintf(`[pipeline]
 name    = "f"
@@ -84,29 +84,6 @@ func readyKey(keys []string) string {
 		}
 	}
 	return `ready_timeout = "30s"`
-}
-
-// freePortRange is n consecutive ports nothing listens on now.
-func freePortRange(t *testing.T, n int) int {
-	for base := 33000 + os.Getpid()%2000*8; base < 65000; base += 37 {
-		ok := true
-		for i := range n {
-			if portBusy(base + i) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free ports")
-	return 0
-}
-
-func portBusy(port int) bool {
-	c := exec.Command("sh", "-c", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", port))
-	return c.Run() == nil
 }
 
 func (r *fleetRig) start(extra ...string) (*exec.Cmd, *syncBuffer) {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pipe-dev/pipe/internal/testrig/testenv"
 )
 
 // The test binary is also the server the fleet launches (TestMain runs it
@@ -121,7 +123,7 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) config(mode string, count int) Config {
 	exe, _ := os.Executable()
-	port := freePorts(r.t, count)
+	port := testenv.LaunchPorts(r.t, count)
 	return Config{
 		Name: "gen", Count: count, Port: port, LogDir: filepath.Join(r.dir, "servers"),
 		Command:      fmt.Sprintf("%s={mode} exec %s -test.run=NONE {port}", testServerEnv, exe),
@@ -157,32 +159,6 @@ func (r *rig) waitFor(what string, limit time.Duration, ok func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// freePorts finds n consecutive free ports.
-func freePorts(t *testing.T, n int) int {
-	for try := 0; try < 50; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		ok := true
-		for i := 1; i < n; i++ {
-			l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			l2.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free ports")
-	return 0
 }
 
 // generate asks the server at url for a generation, as the client would.

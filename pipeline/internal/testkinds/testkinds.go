@@ -75,11 +75,24 @@ type Pass struct {
 	cfg  PassConfig
 	seen atomic.Int64
 	halt func(error)
+	id   string
 }
 
 func (p *Pass) Open(_ context.Context, env *pipeline.Env) error {
-	p.halt = env.Halt
+	p.halt, p.id = env.Halt, env.StageID
 	return nil
+}
+
+var halts sync.Map // stage id -> records begun when its halt returned
+
+// BegunAtHalt is how many records the pass stage of that id had begun
+// (its Process called) when its halt (halt_at) returned.
+func BegunAtHalt(id string) (int64, bool) {
+	v, ok := halts.Load(id)
+	if !ok {
+		return 0, false
+	}
+	return v.(int64), true
 }
 
 func (p *Pass) Workers() int { return p.cfg.Workers }
@@ -91,6 +104,7 @@ func (p *Pass) Process(ctx context.Context, rec *record.Record, out pipeline.Emi
 	}
 	if n == p.cfg.HaltAt {
 		p.halt(fmt.Errorf("halted at record %d", n))
+		halts.Store(p.id, p.seen.Load())
 	}
 	if p.cfg.Tag != "" {
 		rec.Meta[p.cfg.Tag] = true
