@@ -239,6 +239,7 @@ func hostForURL(h string) string {
 // run's resources end them at its end), before the client waits for one
 // to be ready.
 func (g *generate) launchFleets(ctx context.Context) error {
+	client := g.client
 	for i, s := range g.cfg.Servers.Items {
 		l := s.Launch
 		if l == nil {
@@ -261,7 +262,12 @@ func (g *generate) launchFleets(ctx context.Context) error {
 			if err != nil {
 				return nil, nil, err
 			}
-			f, err := fleet.Start(ctx, fleetConfig(g.id, i, l, g.env.RunDir, header, g.fleetEvent))
+			cfg := fleetConfig(g.id, i, l, g.env.RunDir, header, g.fleetEvent)
+			// A start that answered its launcher's generation is probed by
+			// the client at once, not at its next tick (up to
+			// probe_interval of a ready GPU left idle).
+			cfg.Ready = client.ProbeNow
+			f, err := fleet.Start(ctx, cfg)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -62,6 +62,10 @@ type Config struct {
 	// Event is told of every start, readiness, crash, hang, restart and
 	// give-up, as a line for the terminal and the log.
 	Event func(kind, server, text string) `json:"-"`
+	// Ready, when set, is called with a server's URL each time a start of
+	// it answers its first generation: a client waiting on its own probe
+	// timer can take it at once.
+	Ready func(url string) `json:"-"`
 }
 
 // FatalLines are log lines after which a server is broken whatever it
@@ -540,6 +544,9 @@ func (p *process) becameReady() {
 	s.stats.ReadyAfter = time.Since(p.started)
 	s.mu.Unlock()
 	s.event(EventReady, nil, "ready: a one-token generation answered %s after its start", time.Since(p.started).Round(100*time.Millisecond))
+	if s.f.cfg.Ready != nil {
+		s.f.cfg.Ready(s.url)
+	}
 }
 
 // hung ends a process whose probes went unanswered (the last with

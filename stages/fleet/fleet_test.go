@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +115,7 @@ type rig struct {
 	dir, orphans string
 	mu           sync.Mutex
 	events       []string
+	ready        []string // the URLs Config.Ready was called with
 }
 
 func newRig(t *testing.T) *rig {
@@ -133,6 +135,11 @@ func (r *rig) config(mode string, count int) Config {
 		Event: func(_, server, text string) {
 			r.mu.Lock()
 			r.events = append(r.events, server+": "+text)
+			r.mu.Unlock()
+		},
+		Ready: func(url string) {
+			r.mu.Lock()
+			r.ready = append(r.ready, url)
 			r.mu.Unlock()
 		},
 	}.withMode(mode)
@@ -235,6 +242,13 @@ func TestFleetRestartsWhatBreaks(t *testing.T) {
 			}
 			if !strings.Contains(r.eventText(), "restarting in ") || !strings.Contains(r.eventText(), "its last lines:") {
 				t.Errorf("events:\n%s", r.eventText())
+			}
+			// Each start's readiness is handed to the client (Config.Ready).
+			r.mu.Lock()
+			ready := slices.Clone(r.ready)
+			r.mu.Unlock()
+			if !slices.Equal(ready, []string{url, url}) {
+				t.Errorf("Config.Ready was called with %q, want %s once a start", ready, url)
 			}
 			f.Close()
 			r.checkNothingLeft()

@@ -226,6 +226,8 @@ type server struct {
 	reason   string // why it is not admitted
 	failures int    // consecutive failed attempts
 	probing  bool
+	// probeNow wakes its prober before the next ProbeInterval (ProbeNow).
+	probeNow chan struct{}
 	// quarantined: no probe re-admits it before then (Quarantine).
 	quarantined time.Time
 	checked     bool // its first check ended
@@ -304,7 +306,7 @@ func newClient(servers []ServerSpec, opts Options, rt http.RoundTripper) *Client
 			limit = min(limit, s.MaxConcurrency)
 		}
 		c.servers = append(c.servers, &server{url: url, header: header, postHeader: postHeader(header), limit: limit, maxLimit: s.MaxConcurrency, bad: bad,
-			stats: newServerStats(c.started), reason: notChecked})
+			stats: newServerStats(c.started), reason: notChecked, probeNow: make(chan struct{}, 1)})
 	}
 	return c
 }
@@ -665,6 +667,7 @@ func (c *Client) startProber(s *server) {
 			case <-c.ctx.Done():
 				return
 			case <-t.C:
+			case <-s.probeNow:
 			}
 			c.mu.Lock()
 			if wait := time.Until(s.quarantined); wait > 0 {
@@ -687,6 +690,21 @@ func (c *Client) startProber(s *server) {
 			return
 		}
 	}()
+}
+
+// ProbeNow has the server at url probed now rather than at its prober's
+// next tick, when it is not admitted: its launcher saw it answer a
+// generation. A server that is admitted, quarantined or not the client's
+// is left as it is.
+func (c *Client) ProbeNow(url string) {
+	for _, s := range c.servers {
+		if s.url == url {
+			select {
+			case s.probeNow <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // startNotifier calls Options.Notify every NotifyInterval while no server

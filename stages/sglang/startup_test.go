@@ -143,3 +143,39 @@ func TestRefusingServerIsLeftOut(t *testing.T) {
 		}
 	})
 }
+
+// A server its launcher saw answer (ProbeNow) is probed and admitted at
+// once, not at the prober's next tick: with probe_interval 5 minutes, the
+// run starts a moment after the server came up, not minutes later.
+func TestProbeNowAdmitsAServerItsLauncherSawReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		up := false
+		gpu := &fakeServer{health: func() (int, time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !up {
+				return http.StatusServiceUnavailable, 0
+			}
+			return http.StatusOK, 0
+		}}
+		opts := clockOptions()
+		opts.ProbeInterval = 5 * time.Minute
+		c := fakeClient(t, fakeFleet{"gpu:1": gpu}, opts, "gpu:1")
+		defer c.Close()
+		start := time.Now()
+		go func() {
+			time.Sleep(30 * time.Second)
+			mu.Lock()
+			up = true
+			mu.Unlock()
+			c.ProbeNow("http://gpu:1")
+		}()
+		if err := c.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el > 31*time.Second {
+			t.Fatalf("Start returned %v after the start, want about 30s: the launcher's word that the server is ready was not taken", el)
+		}
+	})
+}
