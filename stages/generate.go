@@ -226,7 +226,7 @@ type generateConfig struct {
 	RequestTimeout  config.Duration `toml:"request_timeout" op:"true" default:"30m" doc:"Bound on one request. Long thinking outputs need long ones."`
 	StallTimeout    config.Duration `toml:"stall_timeout" op:"true" default:"5m" doc:"A request in flight longer than this, and than 4× the fleet's p99 latency, has stalled. It is sent again to another server as a counted attempt; the first answer wins, the other is cancelled. Its server gets no new requests until a probe answers."`
 	ReadyTimeout    config.Duration `toml:"ready_timeout" op:"true" default:"10m" doc:"How long to wait while no server is ready, at start or mid-run, before failing the run."`
-	ProbeInterval   config.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"How often a server that is down is probed for re-admission."`
+	ProbeInterval   config.Duration `toml:"probe_interval" op:"true" default:"5s" doc:"How often a server that is down is probed for re-admission. A launched server is probed as soon as its launcher sees it answer."`
 	BackoffMin      config.Duration `toml:"backoff_min" op:"true" default:"100ms" doc:"First retry wait. It doubles per attempt, with jitter."`
 	BackoffMax      config.Duration `toml:"backoff_max" op:"true" default:"10s" doc:"Longest retry wait."`
 	BreakerFailures int             `toml:"breaker_failures" op:"true" default:"5" min:"1" doc:"Consecutive failures that eject a server until a probe succeeds."`
