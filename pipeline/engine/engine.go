@@ -224,9 +224,12 @@ type engine struct {
 	hardCancel  context.CancelCauseFunc
 	intakeCtx   context.Context
 	stopIntake  context.CancelFunc // cancels intakeCtx
-	start       time.Time
-	drained     atomic.Bool
-	running     atomic.Bool // nodes are wired and started; progress may read them
+	// spent is signalled when an expensive stage ends a record, so that
+	// the limit is checked then and not only at its next tick.
+	spent   chan struct{}
+	start   time.Time
+	drained atomic.Bool
+	running atomic.Bool // nodes are wired and started; progress may read them
 }
 
 // Run executes the plan until every source is exhausted and every record has
@@ -243,7 +246,7 @@ func Run(ctx context.Context, p *pipeline.Plan, opts Options) (*Summary, error) 
 		opts.Resources = pipeline.NewResources()
 		defer opts.Resources.Close()
 	}
-	e := &engine{plan: p, opts: opts, start: time.Now(), commitNow: make(chan struct{}, 1), tooMany: make(chan struct{})}
+	e := &engine{plan: p, opts: opts, start: time.Now(), commitNow: make(chan struct{}, 1), tooMany: make(chan struct{}), spent: make(chan struct{}, 1)}
 	if err := os.MkdirAll(p.File.RunDir, 0o755); err != nil {
 		return e.summary(), fmt.Errorf("run directory: %w", err)
 	}
@@ -715,7 +718,14 @@ func (e *engine) handle(n *node, proc pipeline.Processor, rec *record.Record, si
 	if sink && n.committer != nil {
 		return e.handleWriter(n, proc, rec, em)
 	}
-	return e.handleProcessor(n, proc, rec, em, sink)
+	err := e.handleProcessor(n, proc, rec, em, sink)
+	if n.ps.Spec.Expensive {
+		select {
+		case e.spent <- struct{}{}:
+		default: // a check is already asked for
+		}
+	}
+	return err
 }
 
 // fromJournal replays rec from the stage's journal when the stage did it
@@ -1079,13 +1089,15 @@ const limitEvery = 100 * time.Millisecond
 func (e *engine) watch(ctx context.Context, finished <-chan struct{}) {
 	tick := time.NewTicker(e.opts.ProgressEvery)
 	defer tick.Stop()
-	// The limit (a budget) is checked often: what is sent between its
-	// being reached and its check is spent past it.
+	// The limit (a budget) is checked often, and as soon as an expensive
+	// stage has ended a record: what is sent between its being reached
+	// and its check is spent past it.
 	var limitC <-chan time.Time
+	var spent <-chan struct{}
 	if e.opts.Limit != nil {
 		lt := time.NewTicker(limitEvery)
 		defer lt.Stop()
-		limitC = lt.C
+		limitC, spent = lt.C, e.spent
 	}
 	stop := e.opts.Stop
 	tooMany := e.tooMany
@@ -1109,8 +1121,8 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}) {
 			drainTimer = t.C
 		case <-stop:
 			stop = nil
-			if draining {
-				continue // already draining (a halt)
+			if draining || e.tooManyErr.Load() != nil {
+				continue // a halt came first: its drain says why
 			}
 			draining = true
 			t := e.startDrain("stop requested")
@@ -1122,7 +1134,11 @@ func (e *engine) watch(ctx context.Context, finished <-chan struct{}) {
 			e.progress()
 		case <-limitC:
 			if e.limitReached() {
-				limitC = nil
+				limitC, spent = nil, nil
+			}
+		case <-spent:
+			if e.limitReached() {
+				limitC, spent = nil, nil
 			}
 		}
 	}

@@ -349,3 +349,42 @@ input = "gen"
 		}
 	}
 }
+
+// A limit (a budget) is checked as soon as an expensive stage ends a
+// record, not only at its tick (100 ms, 160 records here): a limit
+// reached at the 50th record leaves what was in flight then, and the
+// records begun while the check ran.
+func TestLimitIsCheckedAsRecordsEnd(t *testing.T) {
+	const workers, limit = 8, 50
+	p := plan(t, t.TempDir(), fmt.Sprintf(`
+[[stage]]
+id = "src"
+kind = "count"
+n = -1
+
+[[stage]]
+id = "gen"
+kind = "spend"
+input = "src"
+workers = %d
+delay = "5ms"
+
+[[stage]]
+id = "sink-limit"
+kind = "collect"
+input = "gen"
+`, workers))
+	reached := errors.New("limit reached")
+	sum, err := engine.Run(context.Background(), p, engine.Options{Limit: func(s *engine.Summary) error {
+		if s.Stages[1].Out >= limit {
+			return reached
+		}
+		return nil
+	}})
+	if !errors.Is(err, reached) {
+		t.Fatalf("err = %v, want the limit's", err)
+	}
+	if gen := sum.Stages[1]; gen.Out > limit+2*workers {
+		t.Fatalf("%d records past a limit reached at %d with %d workers of 5 ms each, want at most %d", gen.Out-limit, limit, workers, 2*workers)
+	}
+}

@@ -693,9 +693,10 @@ func (c *Client) startProber(s *server) {
 }
 
 // ProbeNow has the server at url probed now rather than at its prober's
-// next tick, when it is not admitted: its launcher saw it answer a
-// generation. A server that is admitted, quarantined or not the client's
-// is left as it is.
+// next tick: its launcher saw it answer a generation. A quarantined
+// server still waits out its quarantine; for an admitted one the word is
+// kept, and its next prober probes at once (one early probe at most). A
+// URL not the client's is ignored.
 func (c *Client) ProbeNow(url string) {
 	for _, s := range c.servers {
 		if s.url == url {

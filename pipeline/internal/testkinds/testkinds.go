@@ -67,6 +67,8 @@ type PassConfig struct {
 	RejectEvery int64 `toml:"reject_every" default:"0"`
 	// HaltAt halts the run (Env.Halt) at the HaltAt-th record (0: never).
 	HaltAt int64 `toml:"halt_at" default:"0"`
+	// Delay is each record's time in Process, as a request's.
+	Delay config.Duration `toml:"delay"`
 }
 
 // Pass forwards records, optionally tagging (mutating) them, failing at the
@@ -101,6 +103,9 @@ func (p *Pass) Process(ctx context.Context, rec *record.Record, out pipeline.Emi
 	n := p.seen.Add(1)
 	if n-1 == p.cfg.FailAt {
 		return errors.New("injected failure")
+	}
+	if p.cfg.Delay.Duration > 0 {
+		time.Sleep(p.cfg.Delay.Duration)
 	}
 	if n == p.cfg.HaltAt {
 		p.halt(fmt.Errorf("halted at record %d", n))
