@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipe-dev/pipe/pipeline"
 	"github.com/pipe-dev/pipe/pipeline/engine"
 	"github.com/pipe-dev/pipe/pipeline/internal/testkinds"
 	"github.com/pipe-dev/pipe/pipeline/record"
@@ -311,24 +312,7 @@ func BenchmarkPassThroughBaseline(b *testing.B) {
 func TestHaltSpendsNothingPastWhatIsInFlight(t *testing.T) {
 	const workers, haltAt = 8, 50
 	for range 20 {
-		p := plan(t, t.TempDir(), fmt.Sprintf(`
-[[stage]]
-id = "src"
-kind = "count"
-n = -1
-
-[[stage]]
-id = "gen"
-kind = "spend"
-input = "src"
-workers = %d
-halt_at = %d
-
-[[stage]]
-id = "sink-halt"
-kind = "collect"
-input = "gen"
-`, workers, haltAt))
+		p := spendPlan(t, fmt.Sprintf("workers = %d\nhalt_at = %d", workers, haltAt))
 		sum, err := engine.Run(context.Background(), p, engine.Options{})
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("halted at record %d", haltAt)) {
 			t.Fatalf("err = %v, want the halt's", err)
@@ -356,24 +340,7 @@ input = "gen"
 // records begun while the check ran.
 func TestLimitIsCheckedAsRecordsEnd(t *testing.T) {
 	const workers, limit = 8, 50
-	p := plan(t, t.TempDir(), fmt.Sprintf(`
-[[stage]]
-id = "src"
-kind = "count"
-n = -1
-
-[[stage]]
-id = "gen"
-kind = "spend"
-input = "src"
-workers = %d
-delay = "5ms"
-
-[[stage]]
-id = "sink-limit"
-kind = "collect"
-input = "gen"
-`, workers))
+	p := spendPlan(t, fmt.Sprintf("workers = %d\ndelay = \"5ms\"", workers))
 	reached := errors.New("limit reached")
 	sum, err := engine.Run(context.Background(), p, engine.Options{Limit: func(s *engine.Summary) error {
 		if s.Stages[1].Out >= limit {
@@ -387,4 +354,27 @@ input = "gen"
 	if gen := sum.Stages[1]; gen.Out > limit+2*workers {
 		t.Fatalf("%d records past a limit reached at %d with %d workers of 5 ms each, want at most %d", gen.Out-limit, limit, workers, 2*workers)
 	}
+}
+
+// spendPlan is an endless count source into an expensive stage "gen"
+// (spend, with keys) into a collect sink.
+func spendPlan(t *testing.T, keys string) *pipeline.Plan {
+	t.Helper()
+	return plan(t, t.TempDir(), `
+[[stage]]
+id = "src"
+kind = "count"
+n = -1
+
+[[stage]]
+id = "gen"
+kind = "spend"
+input = "src"
+`+keys+`
+
+[[stage]]
+id = "sink"
+kind = "collect"
+input = "gen"
+`)
 }
