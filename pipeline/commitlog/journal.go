@@ -32,10 +32,19 @@ import (
 // Its methods are safe for concurrent use.
 type Journal struct {
 	opts JournalOptions
-	// mu: Append, Finished and the roll take it; Lookup shares it, so a
-	// segment is never closed under a read.
-	mu     sync.RWMutex
-	segs   []*segment // oldest first; the last is active
+	// mu: Append, Finished, Commit's roll and the sweep take it.
+	mu   sync.Mutex
+	segs []*segment // oldest first; the last is active
+	// held are the segments that held lines when the journal was opened,
+	// the only ones Lookup reads (a line appended since is never looked
+	// up). heldMu guards the list apart from mu, so that lookups never
+	// queue with appends: an RWMutex shared by both made each append wait
+	// for the lookups begun before it, and at hundreds of completions a
+	// second the expensive stage's workers queued there holding their
+	// records (bench/rehearsal.sh: 252 of 336 were waiting). The sweep
+	// takes heldMu (inside mu) before it closes one of them.
+	heldMu sync.RWMutex
+	held   []*segment
 	live   map[uint64]*segment
 	next   int // number of the next segment
 	warns  []string
@@ -188,6 +197,9 @@ func (j *Journal) openSegment(path, name string) error {
 		j.own(h, s)
 	})
 	j.segs = append(j.segs, s)
+	if l.holdsLines() {
+		j.held = append(j.held, s)
+	}
 	return nil
 }
 
@@ -312,6 +324,9 @@ func (j *Journal) sweep(final bool) error {
 		j.segs = all // still held; the next sweep tries again
 		return err
 	}
+	j.heldMu.Lock()
+	j.held = slices.DeleteFunc(j.held, func(s *segment) bool { return slices.Contains(gone, s) })
+	j.heldMu.Unlock()
 	for _, s := range gone {
 		s.log.Close()
 		err = errors.Join(err, removeIfThere(s.path), removeIfThere(IndexPath(s.path)))
@@ -369,10 +384,10 @@ func (j *Journal) Append(id string, line []byte) error {
 // Lookup returns the last line of id among those the journal held when it
 // was opened.
 func (j *Journal) Lookup(id string) ([]byte, bool, error) {
-	j.mu.RLock()
-	defer j.mu.RUnlock()
-	for i := len(j.segs) - 1; i >= 0; i-- {
-		line, ok, err := j.segs[i].log.Lookup(id)
+	j.heldMu.RLock()
+	defer j.heldMu.RUnlock()
+	for i := len(j.held) - 1; i >= 0; i-- {
+		line, ok, err := j.held[i].log.Lookup(id)
 		if err != nil || ok {
 			return line, ok, err
 		}
@@ -456,8 +471,8 @@ func (j *Journal) sweepAll() error {
 
 // Bytes is the size of the segments the journal holds.
 func (j *Journal) Bytes() int64 {
-	j.mu.RLock()
-	defer j.mu.RUnlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	var n int64
 	for _, s := range j.segs {
 		n += s.log.Size()
@@ -472,6 +487,9 @@ func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	err := j.sweepAll()
+	j.heldMu.Lock()
+	j.held = nil
+	j.heldMu.Unlock()
 	for _, s := range j.segs {
 		err = errors.Join(err, s.log.Close())
 	}

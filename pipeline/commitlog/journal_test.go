@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func journalLine(id string) []byte {
@@ -243,5 +244,71 @@ func TestJournalSealedSegmentLetsGoOfBuffers(t *testing.T) {
 	}
 	if active := j.segs[len(j.segs)-1]; active.sealed {
 		t.Errorf("the active segment %s is sealed", active.name)
+	}
+}
+
+// A lookup under way (a resumed run reading a completion back from disk)
+// holds up no append and no commit: the expensive stage's workers would
+// otherwise queue behind it holding their completions. A sweep that
+// closes a segment being read waits for the read.
+func TestJournalAppendsDoNotWaitForLookups(t *testing.T) {
+	dir := t.TempDir()
+	o := testJournalOptions(dir)
+	j, err := OpenJournal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendIDs(t, j, 0, 12)
+	j.Close()
+	if j, err = OpenJournal(o); err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if _, ok, err := j.Lookup("p3"); !ok || err != nil {
+		t.Fatalf("Lookup(p3) = %v, %v after a reopen", ok, err)
+	}
+
+	j.heldMu.RLock() // a lookup in progress
+	appended := make(chan error, 1)
+	go func() {
+		for i := 12; i < 40; i++ {
+			if err := j.Append(fmt.Sprint("p", i), journalLine(fmt.Sprint("p", i))); err != nil {
+				appended <- err
+				return
+			}
+			if err := j.Commit(); err != nil { // rolls segments: SegmentBytes is 1000
+				appended <- err
+				return
+			}
+		}
+		appended <- nil
+	}()
+	select {
+	case err := <-appended:
+		if err != nil {
+			j.heldMu.RUnlock()
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		j.heldMu.RUnlock()
+		t.Fatal("appends and commits waited for a lookup")
+	}
+
+	// Every id finished: the sweep removes the segments opened with lines,
+	// but not while the lookup reads them.
+	swept := make(chan error, 1)
+	go func() { swept <- j.Finished(hashesOf(0, 40)) }()
+	select {
+	case err := <-swept:
+		j.heldMu.RUnlock()
+		t.Fatalf("a sweep closed segments under a lookup (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	j.heldMu.RUnlock()
+	if err := <-swept; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := j.Lookup("p3"); ok || err != nil {
+		t.Fatalf("Lookup(p3) = %v, %v after its segment was swept", ok, err)
 	}
 }
