@@ -19,9 +19,9 @@ import (
 // writing stage), each reused. They are made with arrow-go's options plus
 // WithLowerEncoderMem, which sizes the history to the window instead of
 // twice it, and a window of pageWindow instead of the level's 8 MB: pages
-// are about the 1 MiB data page size (write-arrow hands a row group over a
-// MiB at a time), and an encoder's history is as large as its window
-// whatever the page. Up to the window the compressed bytes are arrow-go's
+// are about dataPageSize (a page ends after the batch of values that
+// fills it, so long strings make it larger), and an encoder's history is
+// as large as its window whatever the page. Up to the window the compressed bytes are arrow-go's
 // (TestKeptZstdSameBytes). Decoding is arrow-go's.
 type keptZstd struct {
 	orig interface {

@@ -13,7 +13,7 @@ import (
 
 // TestKeptZstdSameBytes: the codec registered for Parquet's zstd writes
 // the bytes arrow-go's own codec writes for pages up to its window
-// (pageWindow; pages are about 1 MiB), and for larger ones (a single value
+// (pageWindow; pages are about dataPageSize), and for larger ones (a single value
 // of many MB) bytes that arrow-go reads back, at most 2% more of them; its
 // own decoding reads them all back, for pages from empty to beyond arrow-go's
 // 8 MB window.
