@@ -343,12 +343,12 @@ func (l *Log) HasHash(h uint64) bool {
 	return l.ids.Has(h)
 }
 
-// find returns the line number of h among the lines held at open (the last
-// such line); the slices it reads never change after Open.
 // holdsLines reports whether a lookup log held lines when it was opened
 // (recovered ones included); what find reads is fixed from then on.
 func (l *Log) holdsLines() bool { return len(l.byHash) > 0 }
 
+// find returns the line number of h among the lines held at open (the last
+// such line); the slices it reads never change after Open.
 func (l *Log) find(h uint64) (int, bool) {
 	i, ok := slices.BinarySearchFunc(l.byHash, h, func(e hashLine, h uint64) int { return cmp.Compare(e.hash, h) })
 	if !ok {
