@@ -618,8 +618,13 @@ var figureKeys = map[string]bool{
 // so a server's bad figures are named instead of silently zero. It looks in
 // objects at most 4 levels deep (choices[i].meta_info is at 3), and reads
 // nothing from a body that is not JSON (parseResult rejected it).
-func droppedFigures(body []byte) []string {
-	var names []string
+func droppedFigures(body []byte) []string { return droppedIn(body, 0, nil) }
+
+// droppedIn is droppedFigures for body found at depth base of the answer.
+// An array inside it whose first element is not a container (output_ids,
+// logprobs: most of an answer's bytes) is passed over whole, not token by
+// token: no figure the parse reads is in one.
+func droppedIn(body []byte, base int, names []string) []string {
 	w := walkers.Get().(*walker)
 	defer w.done()
 	// A bytes.Buffer is read in place: the decoder keeps no copy of body.
@@ -629,7 +634,17 @@ func droppedFigures(body []byte) []string {
 	for {
 		depth := dec.StackDepth()
 		kind, length := dec.StackIndex(depth)
-		if kind != '{' || length%2 != 0 || depth > 5 || dec.PeekKind() == '}' {
+		if depth > 0 && dec.PeekKind() == '[' && (kind != '{' || length%2 != 0) {
+			v, err := dec.ReadValue()
+			if err != nil {
+				return names
+			}
+			if c := firstByte(v[1:]); c == '{' || c == '[' {
+				names = droppedIn(v, base+depth, names)
+			}
+			continue
+		}
+		if kind != '{' || length%2 != 0 || base+depth > 5 || dec.PeekKind() == '}' {
 			// Not a member name in an object we look at.
 			if _, err := dec.ReadToken(); err != nil {
 				return names

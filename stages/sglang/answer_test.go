@@ -179,21 +179,50 @@ func TestBadFiguresAreDropped(t *testing.T) {
 	if got := droppedFigures([]byte(`{"usage":{"prompt_tokens":5,"completion_tokens":null}}`)); len(got) != 0 {
 		t.Errorf("good figures dropped: %q", got)
 	}
+	// Arrays are passed over whole unless they hold containers: figures in
+	// objects inside arrays (a batch, choices) are still found, at most 4
+	// objects deep; none are looked for among ids.
+	for body, want := range map[string]string{
+		`[{"meta_info":{"e2e_latency":"NaN"}},{"meta_info":{"prompt_tokens":-1}}]`: "e2e_latency,prompt_tokens",
+		`{"a":[[{"e2e_latency":"Inf"}]],"output_ids":[1,2,{"e2e_latency":"NaN"}]}`: "e2e_latency",
+		`{"a":{"b":[{"c":{"d":{"e2e_latency":"NaN"}}}]}}`:                          "",
+		`{"a":{"b":[{"c":{"e2e_latency":"NaN"}}]}}`:                                "e2e_latency",
+	} {
+		if got := strings.Join(droppedFigures([]byte(body)), ","); got != want {
+			t.Errorf("droppedFigures(%s) = %q, want %q", body, got, want)
+		}
+	}
 }
 
-// BenchmarkParseGenerateIDs parses a /generate answer of 1,560 output ids,
-// the rehearsal's mean.
-func BenchmarkParseGenerateIDs(b *testing.B) {
+// generateAnswer is a /generate answer of 1,560 output ids, the
+// rehearsal's mean.
+func generateAnswer() []byte {
 	var ids []string
 	for i := range 1560 {
 		ids = append(ids, fmt.Sprint((i*7919)%151000))
 	}
-	body := []byte(`{"text":"` + strings.Repeat("word ", 1500) + `","output_ids":[` + strings.Join(ids, ",") + `],"meta_info":{"id":"x","finish_reason":{"type":"length","length":2048},"prompt_tokens":12,"completion_tokens":1560}}`)
+	return []byte(`{"text":"` + strings.Repeat("word ", 1500) + `","output_ids":[` + strings.Join(ids, ",") + `],"meta_info":{"id":"x","finish_reason":{"type":"length","length":2048},"prompt_tokens":12,"completion_tokens":1560}}`)
+}
+
+func BenchmarkParseGenerateIDs(b *testing.B) {
+	body := generateAnswer()
 	b.ReportAllocs()
 	for b.Loop() {
 		var r Result
 		if err := parseResult(APIGenerate, body, ThinkOn, &r); err != nil || len(r.OutputIDs) != 1560 {
 			b.Fatal(err, len(r.OutputIDs))
+		}
+	}
+}
+
+// BenchmarkDroppedFigures is the second look every answer gets, for
+// figures its parse read as absent.
+func BenchmarkDroppedFigures(b *testing.B) {
+	body := generateAnswer()
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := droppedFigures(body); len(got) != 0 {
+			b.Fatal(got)
 		}
 	}
 }
