@@ -131,6 +131,7 @@ func parseNative(body []byte, mode ThinkMode, r *Result) error {
 	r.PromptTokens, r.CompletionTokens = m.PromptTokens.n, m.CompletionTokens.n
 	r.CachedTokens, r.ReasoningTokens = m.CachedTokens.n, m.ReasoningTokens.n
 	m.apply(r)
+	r.figuresDropped = m.dropped()
 	deriveAcceptLength(r)
 	r.Reasoning, r.Answer = mode.Split(r.Text)
 	return nil
@@ -161,6 +162,7 @@ func parseChat(body []byte, mode ThinkMode, r *Result) error {
 	r.PromptIDs = ch.PromptTokenIDs
 	ch.MetaInfo.v.apply(r)
 	a.MetaInfo.v.apply(r)
+	r.figuresDropped = ch.MetaInfo.v.dropped() || a.MetaInfo.v.dropped() || u.dropped()
 	deriveAcceptLength(r)
 	if a.Choices.n == 0 {
 		return fmt.Errorf("bad chat response: no choices")
@@ -220,6 +222,21 @@ func (m *meta) apply(r *Result) {
 		r.WaitingReqs, r.LoadReported = m.NumWaitingReqs.n, true
 	}
 	r.Retractions = max(r.Retractions, m.NumRetractions.n, m.TotalRetractions.n)
+}
+
+// dropped reports whether one of the figures droppedFigures names was
+// given but read as absent; so do nativeMeta's and usage's.
+func (m *meta) dropped() bool {
+	return m.E2ELatency.bad || m.SpecVerifyCt.bad || m.SpecAcceptLength.bad
+}
+
+func (m *nativeMeta) dropped() bool {
+	return m.meta.dropped() || m.PromptTokens.bad || m.CompletionTokens.bad || m.CachedTokens.bad || m.ReasoningTokens.bad
+}
+
+func (u *usage) dropped() bool {
+	return u.PromptTokens.bad || u.CompletionTokens.bad || u.ReasoningTokens.bad ||
+		u.PromptTokensDetails.v.CachedTokens.bad || u.CompletionTokensDetails.v.ReasoningTokens.bad
 }
 
 func firstSet(cs ...count) int {
@@ -307,6 +324,8 @@ func (t *text) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 type figure struct {
 	f  float64
 	ok bool
+	// bad says a number or string was given but read as absent.
+	bad bool
 }
 
 func (f *figure) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
@@ -323,6 +342,7 @@ func (f *figure) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return dec.SkipValue()
 	}
 	*f = parseFigure(s)
+	f.bad = !f.ok
 	return nil
 }
 
@@ -331,14 +351,14 @@ func parseFigure(s string) figure {
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		return figure{}
 	}
-	return figure{v, true}
+	return figure{f: v, ok: true}
 }
 
 // count is a figure from 0 to MaxInt32 (the int32 columns that hold
 // counts), else absent (0): never a wrapped value.
 type count struct {
-	n  int
-	ok bool
+	n       int
+	ok, bad bool // bad: given, but not a count
 }
 
 func (c *count) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
@@ -347,6 +367,7 @@ func (c *count) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	}
 	*c = countOf(f)
+	c.bad = f.bad || f.ok && !c.ok
 	return nil
 }
 
@@ -354,7 +375,7 @@ func countOf(f figure) count {
 	if !f.ok || !countInRange(f.f) {
 		return count{}
 	}
-	return count{int(f.f), true}
+	return count{n: int(f.f), ok: true}
 }
 
 func countInRange(f float64) bool { return f >= 0 && f <= math.MaxInt32 }
@@ -615,7 +636,9 @@ var figureKeys = map[string]bool{
 // droppedFigures names the figures of a parsed answer that were read as
 // absent although the server gave a number or a string: NaN, Inf, out of
 // range. The client counts them per server ("dropped_spec_accept_length"),
-// so a server's bad figures are named instead of silently zero. It looks in
+// so a server's bad figures are named instead of silently zero; it looks
+// only when the parse saw one (Result.figuresDropped), which spares every
+// good answer a second reading. It looks in
 // objects at most 4 levels deep (choices[i].meta_info is at 3), and reads
 // nothing from a body that is not JSON (parseResult rejected it).
 func droppedFigures(body []byte) []string { return droppedIn(body, 0, nil) }

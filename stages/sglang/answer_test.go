@@ -194,6 +194,51 @@ func TestBadFiguresAreDropped(t *testing.T) {
 	}
 }
 
+// The client reads an answer a second time for dropped figures only when
+// its parse saw one: every name droppedFigures knows, wherever the parse
+// reads it, must say so; a good answer, or a bad figure where the parse
+// reads none, must not.
+func TestParseSaysWhenAFigureWasDropped(t *testing.T) {
+	chatAt := map[string][]string{
+		"prompt_tokens": {`"usage":{"prompt_tokens":%s}`}, "completion_tokens": {`"usage":{"completion_tokens":%s}`},
+		"reasoning_tokens": {`"usage":{"reasoning_tokens":%s}`, `"usage":{"completion_tokens_details":{"reasoning_tokens":%s}}`},
+		"cached_tokens":    {`"usage":{"prompt_tokens_details":{"cached_tokens":%s}}`},
+	}
+	for name := range figureKeys {
+		bodies := map[API][]string{APIGenerate: {`{"text":"a","meta_info":{"` + name + `":%s}}`}}
+		if at, ok := chatAt[name]; ok {
+			for _, a := range at {
+				bodies[APIChat] = append(bodies[APIChat], `{"choices":[{"message":{"content":"a"}}],`+a+`}`)
+			}
+		} else {
+			bodies[APIChat] = []string{`{"choices":[{"message":{"content":"a"},"meta_info":{"` + name + `":%s}}]}`,
+				`{"choices":[{"message":{"content":"a"}}],"meta_info":{"` + name + `":%s}}`}
+		}
+		for api, forms := range bodies {
+			for _, form := range forms {
+				for value, dropped := range map[string]bool{`"NaN"`: true, `1e999`: true, `"5"`: false, `5`: false, `null`: false} {
+					body := fmt.Sprintf(form, value)
+					var r Result
+					if err := parseResult(api, []byte(body), ThinkOff, &r); err != nil {
+						t.Fatalf("%s: %v", body, err)
+					}
+					if r.figuresDropped != dropped {
+						t.Errorf("%s: figuresDropped %v, want %v", body, r.figuresDropped, dropped)
+					}
+					if got := strings.Join(droppedFigures([]byte(body)), ","); dropped && got != name {
+						t.Errorf("%s: droppedFigures %q", body, got)
+					}
+				}
+			}
+		}
+	}
+	var r Result
+	body := `{"choices":[{"message":{"content":"a"}},{"message":{"content":"b"},"meta_info":{"e2e_latency":"NaN"}}]}`
+	if err := parseResult(APIChat, []byte(body), ThinkOff, &r); err != nil || r.figuresDropped {
+		t.Errorf("a figure in a choice the parse skips: %v, figuresDropped %v", err, r.figuresDropped)
+	}
+}
+
 // generateAnswer is a /generate answer of 1,560 output ids, the
 // rehearsal's mean.
 func generateAnswer() []byte {

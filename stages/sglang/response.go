@@ -79,6 +79,10 @@ type Result struct {
 	// Attempts counts the requests sent for this result, the successful one
 	// included.
 	Attempts int
+
+	// figuresDropped says a figure droppedFigures names was given but read
+	// as absent.
+	figuresDropped bool
 }
 
 // num is a number that may arrive as an integer, a float, a numeric string
