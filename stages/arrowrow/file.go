@@ -104,17 +104,17 @@ func NewFileWriter(w io.Writer, format, compression string, rowGroupRows int, me
 	return nil, fmt.Errorf("unknown format %q (parquet or arrow)", format)
 }
 
-// dataPageSize is the Parquet data pages' size before compression, half
-// of arrow-go's 1 MiB. Each column of an open row group keeps its page
-// being filled and, for reuse, that page's uncompressed and compressed
-// copies: three pages for each of the eight large columns, the largest
-// part of a writer's heap, which the collector's goal then doubles.
-// Smaller pages cost compression time, though: each page is compressed on
-// its own, so a page finds its matches in less history. In a 100K-prompt
-// rehearsal (the sim's answers) zstd took 6.3% of the CPU with 1 MiB
-// pages, 8.3% with 512 KiB and 10.3% with 256 KiB; peak RSS was 249, 235
-// and 228 MiB.
-const dataPageSize = 512 << 10
+// dataPageSize is the Parquet data pages' size before compression:
+// arrow-go's default, said here because smaller pages were tried and cost
+// more than they saved. Each page is compressed on its own, so a smaller
+// page finds its matches in less history: on the sim's answers (16 MB of a
+// rehearsal's rejects, compressed a page at a time) zstd ran at
+// 200 MB/s on 1 MiB pages, 153 on 512 KiB and 122 on 256 KiB, to 20%, 26%
+// and 32% of the size; at the seed's scale 256 KiB pages took 81 s of zstd
+// against 54. What they saved is memory (each large column of an open row
+// group keeps its page and that page's uncompressed and compressed
+// copies): in a 100K rehearsal peak RSS 249 MiB against 235 (512 KiB).
+const dataPageSize = 1 << 20
 
 // parquetFile writes into buffered row groups: a row group's pages are
 // kept compressed in memory until it is full (pqarrow cuts it at
