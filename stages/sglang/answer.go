@@ -636,18 +636,13 @@ var figureKeys = map[string]bool{
 // droppedFigures names the figures of a parsed answer that were read as
 // absent although the server gave a number or a string: NaN, Inf, out of
 // range. The client counts them per server ("dropped_spec_accept_length"),
-// so a server's bad figures are named instead of silently zero; it looks
-// only when the parse saw one (Result.figuresDropped), which spares every
-// good answer a second reading. It looks in
-// objects at most 4 levels deep (choices[i].meta_info is at 3), and reads
-// nothing from a body that is not JSON (parseResult rejected it).
-func droppedFigures(body []byte) []string { return droppedIn(body, 0, nil) }
-
-// droppedIn is droppedFigures for body found at depth base of the answer.
-// An array inside it whose first element is not a container (output_ids,
-// logprobs: most of an answer's bytes) is passed over whole, not token by
-// token: no figure the parse reads is in one.
-func droppedIn(body []byte, base int, names []string) []string {
+// so a server's bad figures are named instead of silently zero. The client
+// calls it only when the parse read one as absent (Result.figuresDropped):
+// a good answer is read once. It looks in objects at most 4 levels deep
+// (choices[i].meta_info is at 3), and reads nothing from a body that is
+// not JSON (parseResult rejected it).
+func droppedFigures(body []byte) []string {
+	var names []string
 	w := walkers.Get().(*walker)
 	defer w.done()
 	// A bytes.Buffer is read in place: the decoder keeps no copy of body.
@@ -657,17 +652,7 @@ func droppedIn(body []byte, base int, names []string) []string {
 	for {
 		depth := dec.StackDepth()
 		kind, length := dec.StackIndex(depth)
-		if depth > 0 && dec.PeekKind() == '[' && (kind != '{' || length%2 != 0) {
-			v, err := dec.ReadValue()
-			if err != nil {
-				return names
-			}
-			if c := firstByte(v[1:]); c == '{' || c == '[' {
-				names = droppedIn(v, base+depth, names)
-			}
-			continue
-		}
-		if kind != '{' || length%2 != 0 || base+depth > 5 || dec.PeekKind() == '}' {
+		if kind != '{' || length%2 != 0 || depth > 5 || dec.PeekKind() == '}' {
 			// Not a member name in an object we look at.
 			if _, err := dec.ReadToken(); err != nil {
 				return names
