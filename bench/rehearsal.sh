@@ -146,6 +146,12 @@ for round in $(seq "$ROUNDS"); do
 	[ $((round % 2)) = 0 ] && order="ref new"
 	for v in $order; do
 		rm -rf "$T/run"
+		# Nothing of the set-up (the prompts, the builds) or of the last
+		# run (GBs of shards and rejects) is still being written out while
+		# this one runs and commits. The first run of an invocation was
+		# the slowest of its build in three sets without this (a72f07a:
+		# 915 s CPU first, 752 and 731 after).
+		sync
 		sed "s|s3://rehearsal/[^\"]*|s3://rehearsal/$v-$round|" "$T/rehearsal-$v.toml" >"$T/round.toml"
 		/usr/bin/time -f '%e %U %S %M' -o "$T/$v.time" "$T/pipe-$v" run "$T/round.toml" >"$T/$v.out" 2>&1 ||
 			{ echo "pipe ($v) failed:" >&2; tail -20 "$T/$v.out" >&2; exit 1; }
