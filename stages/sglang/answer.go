@@ -131,7 +131,7 @@ func parseNative(body []byte, mode ThinkMode, r *Result) error {
 	r.PromptTokens, r.CompletionTokens = m.PromptTokens.n, m.CompletionTokens.n
 	r.CachedTokens, r.ReasoningTokens = m.CachedTokens.n, m.ReasoningTokens.n
 	m.apply(r)
-	r.figuresDropped = m.dropped()
+	r.dropped = m.dropped(nil)
 	deriveAcceptLength(r)
 	r.Reasoning, r.Answer = mode.Split(r.Text)
 	return nil
@@ -162,7 +162,7 @@ func parseChat(body []byte, mode ThinkMode, r *Result) error {
 	r.PromptIDs = ch.PromptTokenIDs
 	ch.MetaInfo.v.apply(r)
 	a.MetaInfo.v.apply(r)
-	r.figuresDropped = ch.MetaInfo.v.dropped() || a.MetaInfo.v.dropped() || u.dropped()
+	r.dropped = a.MetaInfo.v.dropped(u.dropped(ch.MetaInfo.v.dropped(nil)))
 	deriveAcceptLength(r)
 	if a.Choices.n == 0 {
 		return fmt.Errorf("bad chat response: no choices")
@@ -224,19 +224,41 @@ func (m *meta) apply(r *Result) {
 	r.Retractions = max(r.Retractions, m.NumRetractions.n, m.TotalRetractions.n)
 }
 
-// dropped reports whether one of the figures droppedFigures names was
-// given but read as absent; so do nativeMeta's and usage's.
-func (m *meta) dropped() bool {
-	return m.E2ELatency.bad || m.SpecVerifyCt.bad || m.SpecAcceptLength.bad
+// dropped appends to names the figures of m that the server gave (a
+// number or a string) but the parse read as absent: NaN, Inf, out of
+// range. The client counts them per server ("dropped_spec_accept_length"),
+// so a server's bad figures are named instead of silently zero. So do
+// nativeMeta's and usage's.
+func (m *meta) dropped(names []string) []string {
+	return appendBad(names, named{"spec_verify_ct", m.SpecVerifyCt.bad},
+		named{"spec_accept_length", m.SpecAcceptLength.bad}, named{"e2e_latency", m.E2ELatency.bad})
 }
 
-func (m *nativeMeta) dropped() bool {
-	return m.meta.dropped() || m.PromptTokens.bad || m.CompletionTokens.bad || m.CachedTokens.bad || m.ReasoningTokens.bad
+func (m *nativeMeta) dropped(names []string) []string {
+	names = appendBad(names, named{"prompt_tokens", m.PromptTokens.bad}, named{"completion_tokens", m.CompletionTokens.bad},
+		named{"cached_tokens", m.CachedTokens.bad}, named{"reasoning_tokens", m.ReasoningTokens.bad})
+	return m.meta.dropped(names)
 }
 
-func (u *usage) dropped() bool {
-	return u.PromptTokens.bad || u.CompletionTokens.bad || u.ReasoningTokens.bad ||
-		u.PromptTokensDetails.v.CachedTokens.bad || u.CompletionTokensDetails.v.ReasoningTokens.bad
+func (u *usage) dropped(names []string) []string {
+	return appendBad(names, named{"prompt_tokens", u.PromptTokens.bad}, named{"completion_tokens", u.CompletionTokens.bad},
+		named{"reasoning_tokens", u.ReasoningTokens.bad}, named{"cached_tokens", u.PromptTokensDetails.v.CachedTokens.bad},
+		named{"reasoning_tokens", u.CompletionTokensDetails.v.ReasoningTokens.bad})
+}
+
+// named is a figure's name and whether it was dropped.
+type named struct {
+	name string
+	bad  bool
+}
+
+func appendBad(names []string, fs ...named) []string {
+	for _, f := range fs {
+		if f.bad {
+			names = append(names, f.name)
+		}
+	}
+	return names
 }
 
 func firstSet(cs ...count) int {
@@ -626,88 +648,3 @@ func (c *choices) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	_, err := dec.ReadToken()
 	return err
 }
-
-// figureKeys are the answer's figures: true for counts, false for floats.
-var figureKeys = map[string]bool{
-	"prompt_tokens": true, "completion_tokens": true, "cached_tokens": true, "reasoning_tokens": true,
-	"spec_verify_ct": true, "spec_accept_length": false, "e2e_latency": false,
-}
-
-// droppedFigures names the figures of a parsed answer that were read as
-// absent although the server gave a number or a string: NaN, Inf, out of
-// range. The client counts them per server ("dropped_spec_accept_length"),
-// so a server's bad figures are named instead of silently zero. The client
-// calls it only when the parse read one as absent (Result.figuresDropped):
-// a good answer is read once. It looks in objects at most 4 levels deep
-// (choices[i].meta_info is at 3), and reads nothing from a body that is
-// not JSON (parseResult rejected it).
-func droppedFigures(body []byte) []string {
-	var names []string
-	w := walkers.Get().(*walker)
-	defer w.done()
-	// A bytes.Buffer is read in place: the decoder keeps no copy of body.
-	w.buf = *bytes.NewBuffer(body)
-	w.dec.Reset(&w.buf, answerOpts)
-	dec := &w.dec
-	for {
-		depth := dec.StackDepth()
-		kind, length := dec.StackIndex(depth)
-		if kind != '{' || length%2 != 0 || depth > 5 || dec.PeekKind() == '}' {
-			// Not a member name in an object we look at.
-			if _, err := dec.ReadToken(); err != nil {
-				return names
-			}
-			continue
-		}
-		// The name as a value: its bytes are looked up without a copy.
-		v, err := dec.ReadValue()
-		if err != nil {
-			return names
-		}
-		isCount, isFigure := figureKeys[string(v[1:len(v)-1])] // raw: figure names have no escapes
-		if !isFigure {
-			continue
-		}
-		name := string(v[1 : len(v)-1]) // before the next read voids v
-		dropped, err := droppedValue(dec, isCount)
-		if err != nil {
-			return names
-		}
-		if dropped {
-			names = append(names, name)
-		}
-	}
-}
-
-// droppedValue reads a figure's value and reports whether it is a number
-// or a string read as absent. Null, booleans and containers (skipped, not
-// looked into) are absent, not dropped.
-func droppedValue(dec *jsontext.Decoder, isCount bool) (bool, error) {
-	switch dec.PeekKind() {
-	case '0', '"':
-		fv, err := dec.ReadToken()
-		if err != nil {
-			return false, err
-		}
-		f := parseFigure(fv.String())
-		return !f.ok || (isCount && !countInRange(f.f)), nil
-	case '{', '[':
-		return false, dec.SkipValue()
-	}
-	return false, nil
-}
-
-// walker is droppedFigures' decoder, reused.
-type walker struct {
-	buf bytes.Buffer
-	dec jsontext.Decoder
-}
-
-// done drops the body and returns w to the pool.
-func (w *walker) done() {
-	w.buf = bytes.Buffer{}
-	w.dec.Reset(&w.buf)
-	walkers.Put(w)
-}
-
-var walkers = sync.Pool{New: func() any { return new(walker) }}

@@ -146,7 +146,7 @@ func TestStringsMatchEncodingJSON(t *testing.T) {
 
 // A figure that is not a finite number in range is read as absent, never
 // as NaN (which the journal's JSON cannot hold), Inf, a wrapped integer or a
-// negative count; droppedFigures names each.
+// negative count; the parse names each (Result.dropped).
 func TestBadFiguresAreDropped(t *testing.T) {
 	body := `{"text":"hi","output_ids":[1],"meta_info":{"finish_reason":{"type":"stop"},
 		"prompt_tokens":18446744073709551616,"completion_tokens":4294967297,"cached_tokens":-3,
@@ -162,36 +162,37 @@ func TestBadFiguresAreDropped(t *testing.T) {
 	if _, err := json.Marshal(r); err != nil {
 		t.Errorf("the result does not encode: %v", err)
 	}
-	got := strings.Join(droppedFigures([]byte(body)), ",")
+	got := strings.Join(r.dropped, ",")
 	if want := "prompt_tokens,completion_tokens,cached_tokens,spec_verify_ct,spec_accept_length,e2e_latency"; got != want {
-		t.Errorf("droppedFigures = %s, want %s", got, want)
+		t.Errorf("dropped = %s, want %s", got, want)
 	}
 	chat := `{"choices":[{"message":{"content":"a"},"finish_reason":"stop","meta_info":{"spec_accept_length":"Inf"}}],
 		"usage":{"prompt_tokens":5,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":1e400}},
 		"meta_info":{"spec_accept_length":"nan"}}`
-	if got := droppedFigures([]byte(chat)); strings.Join(got, ",") != "spec_accept_length,cached_tokens,spec_accept_length" {
-		t.Errorf("chat droppedFigures = %q", got)
-	}
 	var cr Result
 	if err := parseResult(APIChat, []byte(chat), ThinkOff, &cr); err != nil || cr.SpecAcceptLength != 0 || cr.CachedTokens != 0 || cr.CompletionTokens != 7 {
 		t.Errorf("chat: %v %+v", err, cr)
 	}
-	if got := droppedFigures([]byte(`{"usage":{"prompt_tokens":5,"completion_tokens":null}}`)); len(got) != 0 {
-		t.Errorf("good figures dropped: %q", got)
+	if got := strings.Join(cr.dropped, ","); got != "spec_accept_length,cached_tokens,spec_accept_length" {
+		t.Errorf("chat dropped = %q", got)
+	}
+	var gr Result
+	if err := parseResult(APIChat, []byte(`{"choices":[{"message":{"content":"a"}}],"usage":{"prompt_tokens":5,"completion_tokens":null}}`), ThinkOff, &gr); err != nil || len(gr.dropped) != 0 {
+		t.Errorf("good figures dropped: %v %q", err, gr.dropped)
 	}
 }
 
-// The client reads an answer a second time for dropped figures only when
-// its parse saw one: every name droppedFigures knows, wherever the parse
-// reads it, must say so; a good answer, or a bad figure where the parse
-// reads none, must not.
-func TestParseSaysWhenAFigureWasDropped(t *testing.T) {
+// The parse names each dropped figure wherever it reads one: every name,
+// at each place; a good answer, or a bad figure where the parse reads
+// none, names nothing.
+func TestParseNamesEachDroppedFigure(t *testing.T) {
 	chatAt := map[string][]string{
 		"prompt_tokens": {`"usage":{"prompt_tokens":%s}`}, "completion_tokens": {`"usage":{"completion_tokens":%s}`},
 		"reasoning_tokens": {`"usage":{"reasoning_tokens":%s}`, `"usage":{"completion_tokens_details":{"reasoning_tokens":%s}}`},
 		"cached_tokens":    {`"usage":{"prompt_tokens_details":{"cached_tokens":%s}}`},
 	}
-	for name := range figureKeys {
+	for _, name := range []string{"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+		"spec_verify_ct", "spec_accept_length", "e2e_latency"} {
 		bodies := map[API][]string{APIGenerate: {`{"text":"a","meta_info":{"` + name + `":%s}}`}}
 		if at, ok := chatAt[name]; ok {
 			for _, a := range at {
@@ -209,11 +210,12 @@ func TestParseSaysWhenAFigureWasDropped(t *testing.T) {
 					if err := parseResult(api, []byte(body), ThinkOff, &r); err != nil {
 						t.Fatalf("%s: %v", body, err)
 					}
-					if r.figuresDropped != dropped {
-						t.Errorf("%s: figuresDropped %v, want %v", body, r.figuresDropped, dropped)
+					want := ""
+					if dropped {
+						want = name
 					}
-					if got := strings.Join(droppedFigures([]byte(body)), ","); dropped && got != name {
-						t.Errorf("%s: droppedFigures %q", body, got)
+					if got := strings.Join(r.dropped, ","); got != want {
+						t.Errorf("%s: dropped %q, want %q", body, got, want)
 					}
 				}
 			}
@@ -221,8 +223,8 @@ func TestParseSaysWhenAFigureWasDropped(t *testing.T) {
 	}
 	var r Result
 	body := `{"choices":[{"message":{"content":"a"}},{"message":{"content":"b"},"meta_info":{"e2e_latency":"NaN"}}]}`
-	if err := parseResult(APIChat, []byte(body), ThinkOff, &r); err != nil || r.figuresDropped {
-		t.Errorf("a figure in a choice the parse skips: %v, figuresDropped %v", err, r.figuresDropped)
+	if err := parseResult(APIChat, []byte(body), ThinkOff, &r); err != nil || len(r.dropped) != 0 {
+		t.Errorf("a figure in a choice the parse skips: %v, dropped %q", err, r.dropped)
 	}
 }
 

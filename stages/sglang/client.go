@@ -1119,10 +1119,8 @@ func (c *Client) attempt(ctx context.Context, s *server, sctx context.Context, r
 	}
 	// A figure that was NaN, Inf or out of range was read as absent (0);
 	// the server's errors name it, and the record stands.
-	if res.figuresDropped {
-		for _, name := range droppedFigures(respBody) {
-			s.stats.failed("dropped_" + name)
-		}
+	for _, name := range res.dropped {
+		s.stats.failed("dropped_" + name)
 	}
 	if res.FinishReason == "abort" {
 		if promptTooLong(res.AbortMessage) {

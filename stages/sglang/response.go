@@ -80,9 +80,9 @@ type Result struct {
 	// included.
 	Attempts int
 
-	// figuresDropped says a figure droppedFigures names was given but read
-	// as absent.
-	figuresDropped bool
+	// dropped names the figures the server gave but the parse read as
+	// absent (meta.dropped).
+	dropped []string
 }
 
 // num is a number that may arrive as an integer, a float, a numeric string
